@@ -1,0 +1,1 @@
+"""Signup verification delivery: the domain library behind the Cloud Functions in functions/."""

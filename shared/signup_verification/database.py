@@ -1,0 +1,195 @@
+"""PostgreSQL access: one pg8000 connection per process, prepared statements cached per SQL text.
+
+pg8000's unprepared `run` costs three round trips (parse, describe+bind, execute); a cached
+prepared statement costs one. Every hot-path query therefore goes through `Database.run`.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pg8000.native
+from pg8000.exceptions import DatabaseError, InterfaceError
+
+__all__ = ["Database", "DatabaseError", "InterfaceError", "ConnectionParams", "load_sql", "UnavailableError"]
+
+
+class UnavailableError(RuntimeError):
+    """The database could not be reached or the connection dropped mid-request."""
+
+
+@dataclass(frozen=True)
+class ConnectionParams:
+    user: str
+    database: str
+    host: str | None = None
+    port: int = 5432
+    password: str | None = None
+    unix_sock: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> "ConnectionParams":
+        parsed = urlparse(url)
+        if parsed.scheme not in {"postgres", "postgresql"}:
+            raise ValueError("DATABASE_URL must start with postgresql://")
+        query = parse_qs(parsed.query)
+        host = unquote(parsed.hostname or "") or None
+        port = parsed.port or 5432
+        socket_dir = query.get("host", [None])[0]
+        unix_sock = f"{socket_dir}/.s.PGSQL.{port}" if socket_dir and socket_dir.startswith("/") else None
+        return cls(
+            user=unquote(parsed.username or "postgres"),
+            password=unquote(parsed.password) if parsed.password else None,
+            host=None if unix_sock else (host or "localhost"),
+            port=port,
+            database=(parsed.path or "/postgres").lstrip("/") or "postgres",
+            unix_sock=unix_sock,
+        )
+
+    def with_database(self, database: str) -> "ConnectionParams":
+        return ConnectionParams(self.user, database, self.host, self.port, self.password, self.unix_sock)
+
+    def url(self) -> str:
+        auth = self.user + (f":{self.password}" if self.password else "")
+        if self.unix_sock:
+            socket_dir = self.unix_sock.rsplit("/", 1)[0]
+            return f"postgresql://{auth}@/{self.database}?host={socket_dir}&port={self.port}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{self.database}"
+
+    def connect(self, application_name: str = "signup-verification", timeout: float = 10.0) -> pg8000.native.Connection:
+        kwargs: dict[str, Any] = {"user": self.user, "database": self.database, "timeout": timeout,
+                                  "application_name": application_name}
+        if self.password:
+            kwargs["password"] = self.password
+        if self.unix_sock:
+            kwargs["unix_sock"] = self.unix_sock
+        else:
+            kwargs["host"], kwargs["port"] = self.host, self.port
+        return pg8000.native.Connection(**kwargs)
+
+
+@lru_cache(maxsize=None)
+def load_sql(module_file: str, name: str) -> str:
+    """Read a `.sql` file kept beside the module that runs it (oban-py style: one file per operation)."""
+    return (Path(module_file).resolve().parent / name).read_text()
+
+
+class Database:
+    """A lazily opened connection with statement caching, transactions and reconnect-after-failure.
+
+    Not shared across threads: each thread that needs the database gets its own `Database`
+    (Cloud Functions run one request per instance by default, so this is one connection per instance).
+    """
+
+    # A stuck query must not hold a lease or a request forever.
+    SESSION_SETUP = ("SET TIME ZONE 'UTC'", "SET statement_timeout = '{timeout}ms'",
+                     "SET idle_in_transaction_session_timeout = '60s'")
+
+    def __init__(self, params: ConnectionParams, *, statement_timeout_ms: int = 15_000,
+                 application_name: str = "signup-verification", connector=None):
+        self.params = params
+        self.statement_timeout_ms = statement_timeout_ms
+        self.application_name = application_name
+        self._connector = connector  # e.g. Cloud SQL Python Connector: () -> pg8000 native connection
+        self._con: pg8000.native.Connection | None = None
+        self._prepared: dict[str, Any] = {}
+        self._in_transaction = False
+        self._owner = threading.get_ident()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> "Database":
+        return cls(ConnectionParams.from_url(url), **kwargs)
+
+    # -- connection lifecycle -------------------------------------------------------------
+    def _connection(self) -> pg8000.native.Connection:
+        if self._con is None:
+            try:
+                con = self._connector() if self._connector else self.params.connect(self.application_name)
+            except (OSError, InterfaceError, DatabaseError) as exc:
+                raise UnavailableError(f"cannot connect to the database: {type(exc).__name__}") from exc
+            for statement in self.SESSION_SETUP:
+                con.run(statement.format(timeout=self.statement_timeout_ms))
+            self._con = con
+            self._prepared = {}
+        return self._con
+
+    def close(self) -> None:
+        con, self._con, self._prepared = self._con, None, {}
+        self._in_transaction = False
+        if con is not None:
+            try:
+                con.close()
+            except Exception:  # closing a broken socket may itself fail; nothing left to do
+                pass
+
+    def _broken(self, exc: BaseException) -> UnavailableError:
+        self.close()
+        return UnavailableError(f"database connection lost: {type(exc).__name__}")
+
+    # -- statements -----------------------------------------------------------------------
+    def run(self, sql: str, **params: Any) -> list[list[Any]]:
+        """Execute one statement as a cached prepared statement; returns the rows."""
+        con = self._connection()
+        try:
+            statement = self._prepared.get(sql)
+            if statement is None:
+                statement = con.prepare(sql)
+                self._prepared[sql] = statement
+            return statement.run(**params)
+        except (OSError, InterfaceError) as exc:
+            raise self._broken(exc) from exc
+        except DatabaseError as exc:
+            if _is_connection_failure(exc):
+                raise self._broken(exc) from exc
+            raise
+
+    def rows(self, sql: str, **params: Any) -> list[dict[str, Any]]:
+        """Like `run`, but each row as a dict keyed by column name."""
+        result = self.run(sql, **params)
+        statement = self._prepared[sql]
+        names = [c["name"] for c in statement.columns] if result else []
+        return [dict(zip(names, row)) for row in result]
+
+    def one(self, sql: str, **params: Any) -> dict[str, Any] | None:
+        found = self.rows(sql, **params)
+        return found[0] if found else None
+
+    def execute_script(self, sql: str) -> None:
+        """Simple-query protocol: several statements, no parameters (migrations only)."""
+        con = self._connection()
+        try:
+            con.run(sql)
+        except (OSError, InterfaceError) as exc:
+            raise self._broken(exc) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator["Database"]:
+        if self._in_transaction:
+            raise RuntimeError("nested transactions are not supported")
+        self.execute_script("BEGIN")
+        self._in_transaction = True
+        try:
+            yield self
+        except BaseException:
+            self._in_transaction = False
+            if self._con is not None:
+                try:
+                    self._con.run("ROLLBACK")
+                except Exception:
+                    self.close()
+            raise
+        else:
+            self._in_transaction = False
+            self.execute_script("COMMIT")
+
+
+def _is_connection_failure(exc: DatabaseError) -> bool:
+    """SQLSTATE class 08 (connection exception) and 57P01-57P03 (admin shutdown, crash, cannot connect)."""
+    fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    code = str(fields.get("C", ""))
+    return code.startswith("08") or code in {"57P01", "57P02", "57P03"}

@@ -1,0 +1,1 @@
+"""Local emulation: embedded database, function servers, scheduler emulation and the mailbox."""

@@ -1,0 +1,70 @@
+"""Per-process wiring: settings, the database connection and the token keyring, built once.
+
+Cloud Functions reuse an instance across requests, so the connection and resolved secrets live
+here for the life of the instance. Tests call `reset()` after changing the environment.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from . import embedded
+from .database import ConnectionParams, Database
+from .settings import Settings
+from .tokens import Keyring
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    keyring: Keyring
+    _database_params: ConnectionParams | None = None
+    _local: threading.local | None = None
+
+    @property
+    def db(self) -> Database:
+        """One connection per thread (functions-framework may serve with threads locally)."""
+        if self._local is None:
+            self._local = threading.local()
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = Database(self._params(), application_name=f"signup-verification:{self.settings.deployment}")
+            self._local.db = db
+        return db
+
+    def _params(self) -> ConnectionParams:
+        if self._database_params is None:
+            self._database_params = database_params(self.settings)
+        return self._database_params
+
+
+def database_params(settings: Settings) -> ConnectionParams:
+    if settings.database_url:
+        return ConnectionParams.from_url(settings.database_url)
+    if settings.is_production:
+        raise RuntimeError("DATABASE_URL (or INSTANCE_CONNECTION_NAME) is required in production")
+    server = embedded.start(settings.local_dir / "pg", stop_at_exit=False)
+    return embedded.ensure_database(server, embedded.DEFAULT_DATABASE)
+
+
+_runtime: Runtime | None = None
+_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            settings = Settings.from_env()
+            _runtime = Runtime(settings=settings, keyring=Keyring.from_settings(settings))
+        return _runtime
+
+
+def reset() -> None:
+    global _runtime
+    with _lock:
+        if _runtime is not None and _runtime._local is not None:
+            db = getattr(_runtime._local, "db", None)
+            if db is not None:
+                db.close()
+        _runtime = None

@@ -1,0 +1,108 @@
+-- Transitions that the create path shares with the worker and the reconciler.
+
+-- suppress: an intent that has not started a send (ready, retryable, claimed, ambiguous) becomes
+-- `suppressed` with a reason. Used by create (supersede), the worker (dead link found at claim)
+-- and the reconciler (expired, superseded or verified verifications). It is the one write that
+-- needs no lease: a dead verification is a fact whoever holds the row, and an `attempting`
+-- row is left to settle first. A claimer that loses its row this way sees a stale write.
+CREATE FUNCTION suppress_undelivered_intents(p_verification_ids uuid[], p_reason text)
+RETURNS SETOF bigint LANGUAGE sql AS $$
+    UPDATE delivery_intents
+       SET status = 'suppressed', suppression_reason = p_reason, lease_owner = NULL, lease_until = NULL,
+           completed_at = now(), updated_at = now()
+     WHERE verification_id = ANY (p_verification_ids)
+       AND status IN ('ready', 'retryable', 'claimed', 'ambiguous')
+    RETURNING id
+$$;
+
+-- create_verification: the whole create path in one round trip and one transaction.
+--   outcome 'created'      -> 201, the idempotency record, verification and intent were written
+--   outcome 'replayed'     -> the stored response of the first request with this key
+--   outcome 'mismatch'     -> 422, the key was used with a different request
+--   outcome 'rate_limited' -> 429, nothing kept (so the same key may be retried later)
+-- A concurrent request with the same key blocks on the key's unique index until the first
+-- commits, then replays it: callers never see 409 for an in-flight key.
+CREATE FUNCTION create_verification(
+    p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
+    p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
+    p_template_version text, p_key_id text, p_token_nonce bytea, p_token_digest bytea,
+    p_ttl interval, p_max_confirm_failures integer, p_max_attempts integer,
+    p_rate_limit integer, p_rate_window interval, p_rate_spacing interval)
+RETURNS TABLE (outcome text, status_code integer, body jsonb, retry_after integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    existing idempotency_keys%ROWTYPE;
+    recent_count integer;
+    oldest_recent timestamptz;
+    newest_recent timestamptz;
+    wait_seconds integer := 0;
+    created verifications%ROWTYPE;
+    response jsonb;
+    superseded_ids uuid[];
+BEGIN
+    INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)
+    VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl)
+    ON CONFLICT (scope, key) DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT * INTO existing FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        IF existing.expires_at <= now() THEN
+            -- An expired key the reconciler has not reaped yet counts as unused.
+            UPDATE idempotency_keys SET fingerprint = p_fingerprint, response_status = NULL,
+                   response_body = NULL, created_at = now(), expires_at = now() + p_idempotency_ttl
+             WHERE scope = p_scope AND key = p_key;
+        ELSIF existing.fingerprint <> p_fingerprint THEN
+            RETURN QUERY SELECT 'mismatch'::text, 422, NULL::jsonb, NULL::integer;
+            RETURN;
+        ELSE
+            RETURN QUERY SELECT 'replayed'::text, existing.response_status, existing.response_body, NULL::integer;
+            RETURN;
+        END IF;
+    END IF;
+
+    -- Serialise creations per destination so the rate limit cannot be raced.
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_channel || ':' || p_destination, 0));
+    SELECT count(*), min(created_at), max(created_at) INTO recent_count, oldest_recent, newest_recent
+      FROM verifications
+     WHERE channel = p_channel AND destination = p_destination AND created_at > now() - p_rate_window;
+    IF recent_count >= p_rate_limit THEN
+        wait_seconds := ceil(extract(epoch FROM oldest_recent + p_rate_window - now()));
+    ELSIF newest_recent IS NOT NULL AND newest_recent > now() - p_rate_spacing THEN
+        wait_seconds := ceil(extract(epoch FROM newest_recent + p_rate_spacing - now()));
+    END IF;
+    IF wait_seconds > 0 THEN
+        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        RETURN QUERY SELECT 'rate_limited'::text, 429, NULL::jsonb, wait_seconds;
+        RETURN;
+    END IF;
+
+    INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
+                               token_nonce, token_digest, expires_at, max_confirm_failures)
+    VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
+            p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures)
+    RETURNING * INTO created;
+
+    -- A new verification supersedes the account's older pending ones on this channel:
+    -- their tokens stop working and their undelivered intents are suppressed.
+    WITH s AS (
+        UPDATE verifications SET status = 'superseded', superseded_by = p_id, updated_at = now()
+         WHERE account_id = p_account_id AND channel = p_channel AND status = 'pending' AND id <> p_id
+        RETURNING id)
+    SELECT array_agg(s.id) INTO superseded_ids FROM s;
+    IF superseded_ids IS NOT NULL THEN
+        PERFORM suppress_undelivered_intents(superseded_ids, 'superseded');
+    END IF;
+
+    INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts)
+    VALUES (p_id, p_channel, p_purpose, p_locale, p_template_version, p_max_attempts);
+
+    response := jsonb_build_object(
+        'verification_id', created.id,
+        'account_id', created.account_id,
+        'channel', created.channel,
+        'status', created.status,
+        'expires_at', to_char(created.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'created_at', to_char(created.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+    UPDATE idempotency_keys SET response_status = 201, response_body = response
+     WHERE scope = p_scope AND key = p_key;
+    RETURN QUERY SELECT 'created'::text, 201, response, NULL::integer;
+END $$;
