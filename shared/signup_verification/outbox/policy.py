@@ -1,0 +1,69 @@
+"""Retry and ambiguity policy: how long to wait after each outcome, per channel.
+
+Backoff is exponential with full-range jitter and a ceiling (1, 5, 15 min by default) and honours
+a provider's Retry-After. Ambiguous outcomes (the provider may have sent) never resend at once:
+  retry - after `hold` seconds, attempt again (the channel can deduplicate, or the policy accepts
+          a possible duplicate: email carries a stable Message-ID per intent, so clients collapse it);
+  hold  - stay ambiguous for the operator (SMS: no provider idempotency key, a duplicate code
+          reaches a phone);
+  fail  - after `hold` seconds, give up.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+AmbiguityPolicy = Literal["retry", "hold", "fail"]
+DEFAULT_BACKOFF = (60.0, 300.0, 900.0)
+
+
+@dataclass(frozen=True)
+class ChannelPolicy:
+    ambiguity: AmbiguityPolicy
+    hold_seconds: float
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    backoff: tuple[float, ...] = DEFAULT_BACKOFF
+    jitter: float = 0.1  # +-10 % so a burst of failures does not retry in lockstep
+    channels: Mapping[str, ChannelPolicy] = field(default_factory=lambda: {
+        "email": ChannelPolicy("retry", 300.0),
+        "sms": ChannelPolicy("hold", 300.0),
+    })
+
+    def retry_delay(self, attempt_number: int, retry_after: float | None = None,
+                    rng: random.Random | None = None) -> float:
+        """Seconds before the next attempt after a transient failure of attempt `attempt_number` (1-based)."""
+        base = self.backoff[min(max(attempt_number, 1), len(self.backoff)) - 1]
+        spread = base * self.jitter
+        delay = base + (rng or random).uniform(-spread, spread)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff[-1] * 4))
+        return max(delay, 1.0)
+
+    def channel(self, channel: str) -> ChannelPolicy:
+        return self.channels.get(channel, ChannelPolicy("hold", 300.0))
+
+    def ambiguous_delay(self, channel: str) -> float:
+        return self.channel(channel).hold_seconds
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "RetryPolicy":
+        """AMBIGUOUS_POLICY_EMAIL / _SMS = retry|hold|fail, AMBIGUOUS_HOLD_SECONDS_EMAIL / _SMS,
+        RETRY_BACKOFF_SECONDS = '60,300,900'."""
+        default = cls()
+        channels = {}
+        for name, current in default.channels.items():
+            upper = name.upper()
+            policy = env.get(f"AMBIGUOUS_POLICY_{upper}") or current.ambiguity
+            if policy not in ("retry", "hold", "fail"):
+                raise ValueError(f"AMBIGUOUS_POLICY_{upper} must be retry, hold or fail")
+            hold = float(env.get(f"AMBIGUOUS_HOLD_SECONDS_{upper}") or current.hold_seconds)
+            channels[name] = ChannelPolicy(policy, hold)  # type: ignore[arg-type]
+        raw = env.get("RETRY_BACKOFF_SECONDS")
+        backoff = tuple(float(x) for x in raw.split(",")) if raw else default.backoff
+        if not backoff or any(b <= 0 for b in backoff):
+            raise ValueError("RETRY_BACKOFF_SECONDS must be positive numbers, e.g. 60,300,900")
+        return cls(backoff=backoff, channels=channels)

@@ -1,0 +1,21 @@
+-- resolve ambiguous: an ambiguous intent whose hold has passed -> retryable (policy 'retry', attempts
+-- left) or failed (policy 'fail', or no attempt left). Policy 'hold' channels are not passed in:
+-- they stay ambiguous for the operator.
+WITH policy AS (
+    SELECT * FROM unnest(:channels::text[], :policies::text[]) AS p(channel, policy)
+), due AS (
+    SELECT i.id, p.policy FROM delivery_intents AS i JOIN policy AS p ON p.channel = i.channel
+     WHERE i.status = 'ambiguous' AND i.next_attempt_at <= now()
+     ORDER BY i.next_attempt_at
+     LIMIT :limit
+       FOR UPDATE OF i SKIP LOCKED
+)
+UPDATE delivery_intents AS i
+   SET status = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts THEN 'retryable' ELSE 'failed' END,
+       completed_at = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts THEN NULL ELSE now() END,
+       last_error = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts
+                         THEN 'ambiguous: retrying after hold' ELSE 'ambiguous: given up after hold' END,
+       next_attempt_at = now(), updated_at = now()
+  FROM due AS d
+ WHERE i.id = d.id
+RETURNING i.id, i.channel, i.status

@@ -1,0 +1,175 @@
+"""The outbox state machine: the one place each transition of a delivery intent is defined.
+
+    ready/retryable --claim--> claimed --begin--> attempting --settle--> accepted|retryable|ambiguous|failed
+    claimed --release (owner, or reconciler on expiry)--> ready/retryable      (not an attempt)
+    attempting --lease lost (reconciler)--> ambiguous                          (an attempt row records it)
+    ambiguous --resolve (reconciler, hold passed)--> retryable|failed
+    ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/002, dead verification)
+
+Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
+still current (`lease_until > now()`). A write from a worker that lost its lease changes nothing
+and is reported back so the caller can count it as stale. Each SQL file is one statement, so the
+state change and the attempt-log row that explains it commit together. All calls are batched:
+statements per batch stay constant whatever the batch size.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Sequence
+
+from ..database import Database, load_sql
+from .policy import RetryPolicy
+
+OUTCOMES = ("accepted", "retryable", "ambiguous", "failed")
+
+
+@dataclass(frozen=True)
+class ClaimedIntent:
+    id: int
+    verification_id: uuid.UUID
+    channel: str
+    purpose: str
+    locale: str
+    template_version: str
+    attempts: int
+    max_attempts: int
+    ambiguous_count: int
+    lease_version: int
+    lease_until: datetime
+    next_attempt_at: datetime
+    created_at: datetime
+    destination: str | None
+    key_id: str
+    token_nonce: bytes
+    expires_at: datetime
+    verification_status: str
+
+    def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
+        return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
+
+    @property
+    def fence(self) -> tuple[int, int]:
+        return self.id, self.lease_version
+
+    def dead_reason(self, now: datetime) -> str | None:
+        """Why this intent must not be sent (its link would be dead), or None."""
+        if self.verification_status != "pending":
+            return self.verification_status  # superseded | verified | expired | locked
+        if self.expires_at <= now:
+            return "expired"
+        if self.destination is None:
+            return "redacted"
+        return None
+
+
+@dataclass(frozen=True)
+class BegunAttempt:
+    intent_id: int
+    attempt_id: str
+    attempt_number: int
+
+
+@dataclass(frozen=True)
+class Settlement:
+    intent_id: int
+    lease_version: int
+    outcome: str  # accepted | retryable | ambiguous | failed
+    delay_seconds: float = 0.0  # before the next attempt (retryable) or the hold (ambiguous)
+    error_class: str | None = None
+    error_detail: str | None = None
+    provider_ref: str | None = None
+    segments: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r}")
+
+
+def _fences(fences: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    ids, versions = [], []
+    for intent_id, version in fences:
+        ids.append(intent_id)
+        versions.append(version)
+    return ids, versions
+
+
+# -- worker transitions (fenced) ------------------------------------------------------------------
+def claim(db: Database, owner: str, limit: int, lease_seconds: float) -> list[ClaimedIntent]:
+    if limit <= 0:
+        return []
+    rows = db.rows(load_sql(__file__, "claim.sql"), owner=owner, limit=limit, lease_seconds=lease_seconds)
+    return [ClaimedIntent(**row) for row in rows]
+
+
+def begin_attempts(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> list[BegunAttempt]:
+    if not fences:
+        return []
+    ids, versions = _fences(fences)
+    rows = db.run(load_sql(__file__, "begin_attempts.sql"), owner=owner, ids=ids, versions=versions)
+    return [BegunAttempt(*row) for row in rows]
+
+
+def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> set[int]:
+    """Record outcomes; returns the intent ids whose settlement applied (the rest were stale)."""
+    if not settlements:
+        return set()
+    rows = db.run(
+        load_sql(__file__, "settle.sql"), owner=owner,
+        ids=[s.intent_id for s in settlements], versions=[s.lease_version for s in settlements],
+        outcomes=[s.outcome for s in settlements], delays=[float(s.delay_seconds) for s in settlements],
+        error_classes=[s.error_class for s in settlements],
+        error_details=[(s.error_detail or None) and s.error_detail[:500] for s in settlements],
+        provider_refs=[s.provider_ref for s in settlements], segments=[s.segments for s in settlements],
+    )
+    return {row[0] for row in rows}
+
+
+def release(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> set[int]:
+    if not fences:
+        return set()
+    ids, versions = _fences(fences)
+    return {row[0] for row in db.run(load_sql(__file__, "release.sql"), owner=owner, ids=ids, versions=versions)}
+
+
+def renew(db: Database, owner: str, fences: Sequence[tuple[int, int]], lease_seconds: float) -> dict[int, datetime]:
+    if not fences:
+        return {}
+    ids, versions = _fences(fences)
+    rows = db.run(load_sql(__file__, "renew.sql"), owner=owner, ids=ids, versions=versions, lease_seconds=lease_seconds)
+    return {row[0]: row[1] for row in rows}
+
+
+def suppress(db: Database, verification_ids: Sequence[uuid.UUID], reason: str) -> set[int]:
+    """Dead verification -> its undelivered intent suppressed (sql/002, shared with create)."""
+    if not verification_ids:
+        return set()
+    rows = db.run("SELECT suppress_undelivered_intents(:ids::uuid[], :reason)", ids=list(verification_ids), reason=reason)
+    return {row[0] for row in rows}
+
+
+# -- reconciler transitions (guarded by expiry, never send) ----------------------------------------
+def expire_claims(db: Database, limit: int) -> list[tuple[int, str]]:
+    return [(r[0], r[1]) for r in db.run(load_sql(__file__, "expire_claims.sql"), limit=limit)]
+
+
+def lose_leases(db: Database, policy: RetryPolicy, limit: int) -> list[tuple[int, str]]:
+    channels = list(policy.channels)
+    rows = db.run(load_sql(__file__, "lose_leases.sql"), limit=limit, channels=channels,
+                  holds=[policy.ambiguous_delay(c) for c in channels])
+    return [(r[0], r[1]) for r in rows]
+
+
+def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tuple[int, str, str]]:
+    acting = [c for c, p in policy.channels.items() if p.ambiguity != "hold"]
+    if not acting:
+        return []
+    rows = db.run(load_sql(__file__, "resolve_ambiguous.sql"), limit=limit, channels=acting,
+                  policies=[policy.channel(c).ambiguity for c in acting])
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def suppress_dead(db: Database, limit: int) -> list[tuple[str, int]]:
+    """(reason, intent id) for each intent suppressed because its verification is dead."""
+    return [(r[0], r[1]) for r in db.run(load_sql(__file__, "suppress_dead.sql"), limit=limit)]
