@@ -146,6 +146,8 @@ class Database:
         except DatabaseError as exc:
             if _is_connection_failure(exc):
                 raise self._broken(exc) from exc
+            if _sqlstate(exc) in _BUSY:
+                raise UnavailableError(f"database busy: {_BUSY[_sqlstate(exc)]}") from exc
             raise
 
     def rows(self, sql: str, **params: Any) -> list[dict[str, Any]]:
@@ -188,8 +190,17 @@ class Database:
             self.execute_script("COMMIT")
 
 
+# Errors that mean "try again shortly" rather than "your request is wrong": answered with 503.
+_BUSY = {"57014": "statement timeout", "55P03": "lock timeout", "40001": "serialization failure",
+         "40P01": "deadlock", "53300": "too many connections"}
+
+
+def _sqlstate(exc: DatabaseError) -> str:
+    fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    return str(fields.get("C", ""))
+
+
 def _is_connection_failure(exc: DatabaseError) -> bool:
     """SQLSTATE class 08 (connection exception) and 57P01-57P03 (admin shutdown, crash, cannot connect)."""
-    fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
-    code = str(fields.get("C", ""))
+    code = _sqlstate(exc)
     return code.startswith("08") or code in {"57P01", "57P02", "57P03"}

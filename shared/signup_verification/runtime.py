@@ -28,7 +28,8 @@ class Runtime:
             self._local = threading.local()
         db = getattr(self._local, "db", None)
         if db is None:
-            db = Database(self._params(), application_name=f"signup-verification:{self.settings.deployment}")
+            db = Database(self._params(), application_name=f"signup-verification:{self.settings.deployment}",
+                          statement_timeout_ms=self.settings.statement_timeout_ms)
             self._local.db = db
         return db
 

@@ -50,12 +50,14 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: set[str]) 
 class Settings:
     environment: str = "local"  # local | production
     deployment: str = "local"
-    database_url: str | None = None
+    # Secrets (repr=False): a logged or printed Settings never shows them.
+    database_url: str | None = field(default=None, repr=False)  # may carry a password
     instance_connection_name: str | None = None
+    statement_timeout_ms: int = 15_000  # a stuck query cannot hold a lease or a request forever
     local_dir: Path = REPO_ROOT / ".local"
 
     # Tokens: comma-separated `key_id:base64url-secret`, first one is the signing key.
-    token_keys: str | None = None
+    token_keys: str | None = field(default=None, repr=False)
     verification_ttl_seconds: int = 600  # ASVS 5.0 6.5.5: out-of-band codes live <= 10 min
     sms_code_digits: int = 6
     max_confirm_attempts: int = 5
@@ -76,12 +78,12 @@ class Settings:
     smtp_host: str = "localhost"
     smtp_port: int = 8025
     smtp_username: str | None = None
-    smtp_password: str | None = None
+    smtp_password: str | None = field(default=None, repr=False)
     smtp_security: str = "none"
-    sendgrid_api_key: str | None = None
+    sendgrid_api_key: str | None = field(default=None, repr=False)
     sendgrid_api_url: str = "https://api.sendgrid.com/v3/mail/send"
     twilio_account_sid: str | None = None
-    twilio_auth_token: str | None = None
+    twilio_auth_token: str | None = field(default=None, repr=False)
     twilio_from: str | None = None
     twilio_api_url: str = "https://api.twilio.com"
     extra: dict[str, str] = field(default_factory=dict)
@@ -99,6 +101,7 @@ class Settings:
             deployment=env.get("DEPLOYMENT") or "local",
             database_url=env.get("DATABASE_URL") or None,
             instance_connection_name=env.get("INSTANCE_CONNECTION_NAME") or None,
+            statement_timeout_ms=_int(env, "DATABASE_STATEMENT_TIMEOUT_MS", 15_000, 100),
             local_dir=local_dir,
             token_keys=env.get("TOKEN_KEYS") or None,
             verification_ttl_seconds=_int(env, "VERIFICATION_TTL_SECONDS", 600, 30),
