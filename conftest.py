@@ -39,7 +39,9 @@ def pg_server() -> ConnectionParams:
     url = os.environ.get("TEST_DATABASE_URL")
     if url:
         return ConnectionParams.from_url(url)
-    return embedded.start(ROOT / ".local" / "test-pg", stop_at_exit=True,
+    # Left running between local runs (concurrent pytest sessions share it, and a restart costs
+    # seconds); CI stops it when its single session ends.
+    return embedded.start(ROOT / ".local" / "test-pg", stop_at_exit=os.environ.get("CI") == "true",
                           settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
 
 
@@ -72,7 +74,8 @@ def template_database(pg_server: ConnectionParams) -> str:
 def database_url(pg_server: ConnectionParams, template_database: str) -> str:
     name = f"t_{uuid.uuid4().hex[:16]}"
     admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
+    # FILE_COPY: ~20 ms per clone against ~250 ms for PG 15+'s default WAL_LOG (its checkpoints are cheap with fsync off).
+    admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
     try:
         yield pg_server.with_database(name).url()
     finally:

@@ -10,8 +10,16 @@ from pydantic import ValidationError
 
 from signup_verification import problems, verifications
 from signup_verification.api_models import CreateVerificationRequest, field_errors, valid_idempotency_key
+from signup_verification import confirmations, pages
+from signup_verification import dispatcher, shutdown
+from signup_verification import logging as service_logging, reconciler, signals
 from signup_verification.runtime import get_runtime
 from signup_verification.web import endpoint, json_body, json_response, require_method
+
+service_logging.configure()  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
+
+# SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
+shutdown.install(exit_after=shutdown.grace_from_env())
 
 
 @functions_framework.http
@@ -32,3 +40,59 @@ def create_verification(request: flask.Request):
         raise problems.bad_request("The body failed validation.", field_errors(exc)) from None
     result = verifications.create_verification(runtime.db, runtime.settings, runtime.keyring, payload, key)
     return json_response(result.body, result.status, result.headers)
+
+
+@functions_framework.http
+@endpoint
+def confirm_verification(request: flask.Request):
+    """GET ?token= shows the Confirm page and changes nothing (link scanners fetch links).
+    POST consumes once: the page's form -> a page; JSON {token} or {verification_id, code} -> JSON."""
+    require_method(request, "GET", "HEAD", "POST")
+    runtime = get_runtime()
+    if request.method != "POST":
+        token = request.args.get("token")
+        return pages.guarded(lambda: pages.outcome_page(
+            confirmations.preview_link(runtime.db, runtime.keyring, token), token, runtime.settings.product_name))
+    if request.mimetype == "application/json":
+        body = json_body(request, runtime.settings.max_body_bytes)
+        kind, value = confirmations.parse_json_request(body, runtime.settings.sms_code_digits)
+        if kind == "link":
+            outcome = confirmations.confirm_link(runtime.db, runtime.keyring, value)
+        else:
+            outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
+        return json_response(*confirmations.json_answer(outcome))
+    token = pages.form_token(request, runtime.settings.max_body_bytes)
+    return pages.guarded(lambda: pages.outcome_page(
+        confirmations.confirm_link(runtime.db, runtime.keyring, token), product=runtime.settings.product_name))
+
+
+@functions_framework.http
+@endpoint
+def dispatch(request: flask.Request):
+    """POST (Cloud Scheduler): drain eligible intents until none is left or the time budget is spent.
+    Answers {claimed, accepted, retryable, failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}."""
+    require_method(request, "POST")
+    runtime = get_runtime()
+    report = dispatcher.dispatch(runtime.db, runtime.settings, runtime.keyring, stop=shutdown.STOP)
+    return json_response(report.as_dict())
+
+
+@functions_framework.http
+@endpoint
+def reconcile(request: flask.Request):
+    """POST (Cloud Scheduler): one bounded sweep through the outbox transitions; never sends.
+    Answers {moves, overdue, drained, duties, watermark, elapsed_ms}, or {skipped} if a run is in progress."""
+    require_method(request, "POST")
+    runtime = get_runtime()
+    report = reconciler.reconcile(runtime.db, runtime.settings)
+    return json_response(report.as_json())
+
+
+@functions_framework.http
+@endpoint
+def status(request: flask.Request):
+    """GET: the operator signals per channel, the heartbeats and the alerts they would raise (JSON)."""
+    require_method(request, "GET", "HEAD")
+    runtime = get_runtime()
+    snapshot = signals.compute(runtime.db, runtime.settings.deployment, with_workers=True)
+    return json_response(snapshot.as_json(), headers={"Cache-Control": "no-store"})

@@ -33,8 +33,9 @@ CREATE TABLE verifications (
 );
 -- Supersede: the pending verifications of one account and channel.
 CREATE INDEX verifications_pending_account ON verifications (account_id, channel) WHERE status = 'pending';
--- Rate limit: recent creations per destination (NULL destinations are redacted history).
-CREATE INDEX verifications_destination_recent ON verifications (channel, destination, created_at)
+-- Rate limit: recent creations per destination, case-insensitively (one inbox, one limit);
+-- NULL destinations are redacted history.
+CREATE INDEX verifications_destination_recent ON verifications (channel, lower(destination), created_at)
     WHERE destination IS NOT NULL;
 -- Reconciler: pending verifications past expiry.
 CREATE INDEX verifications_pending_expiry ON verifications (expires_at) WHERE status = 'pending';
@@ -65,8 +66,9 @@ CREATE TABLE delivery_intents (
     updated_at         timestamptz NOT NULL DEFAULT now(),
     last_claimed_at    timestamptz,
     completed_at       timestamptz,
-    -- A lease exists exactly while a worker owns the row.
+    -- A lease exists exactly while a worker owns the row, and never by halves.
     CHECK ((status IN ('claimed', 'attempting')) = (lease_owner IS NOT NULL AND lease_until IS NOT NULL)),
+    CHECK ((lease_owner IS NULL) = (lease_until IS NULL)),
     CHECK ((status = 'suppressed') = (suppression_reason IS NOT NULL)),
     CHECK ((status IN ('accepted', 'failed', 'suppressed')) = (completed_at IS NOT NULL)),
     CHECK (attempts <= max_attempts)

@@ -33,43 +33,61 @@ LANGUAGE plpgsql AS $$
 DECLARE
     existing idempotency_keys%ROWTYPE;
     recent_count integer;
-    oldest_recent timestamptz;
     newest_recent timestamptz;
+    limit_frees_at timestamptz;
     wait_seconds integer := 0;
     created verifications%ROWTYPE;
     response jsonb;
     superseded_ids uuid[];
 BEGIN
-    INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)
-    VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl)
-    ON CONFLICT (scope, key) DO NOTHING;
-    IF NOT FOUND THEN
-        SELECT * INTO existing FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+    LOOP
+        INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)
+        VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl)
+        ON CONFLICT (scope, key) DO NOTHING;
+        EXIT WHEN FOUND;
+        -- FOR UPDATE: two requests reusing one expired key queue here, and the second then sees
+        -- the record the first wrote instead of overwriting it (which would create twice).
+        SELECT * INTO existing FROM idempotency_keys WHERE scope = p_scope AND key = p_key FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;  -- deleted (reaped, or a 429) since the INSERT: insert again
         IF existing.expires_at <= now() THEN
             -- An expired key the reconciler has not reaped yet counts as unused.
             UPDATE idempotency_keys SET fingerprint = p_fingerprint, response_status = NULL,
                    response_body = NULL, created_at = now(), expires_at = now() + p_idempotency_ttl
              WHERE scope = p_scope AND key = p_key;
-        ELSIF existing.fingerprint <> p_fingerprint THEN
+            EXIT;
+        END IF;
+        IF existing.fingerprint <> p_fingerprint THEN
             RETURN QUERY SELECT 'mismatch'::text, 422, NULL::jsonb, NULL::integer;
-            RETURN;
         ELSE
             RETURN QUERY SELECT 'replayed'::text, existing.response_status, existing.response_body, NULL::integer;
-            RETURN;
         END IF;
-    END IF;
+        RETURN;
+    END LOOP;
 
-    -- Serialise creations per destination so the rate limit cannot be raced.
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_channel || ':' || p_destination, 0));
-    SELECT count(*), min(created_at), max(created_at) INTO recent_count, oldest_recent, newest_recent
+    -- Serialise creations per destination, so the rate limit cannot be raced, then per account and
+    -- channel, so the supersede below sees a concurrent create of the same account (its snapshot
+    -- would miss an uncommitted one and leave two pending). Always in this order: no deadlock.
+    -- lower(): 'Ada@x' and 'ADA@x' reach one inbox and share one limit.
+    PERFORM pg_advisory_xact_lock(hashtextextended('destination:' || p_channel || ':' || lower(p_destination), 0));
+    PERFORM pg_advisory_xact_lock(hashtextextended('account:' || p_channel || ':' || p_account_id, 0));
+    SELECT count(*), max(created_at) INTO recent_count, newest_recent
       FROM verifications
-     WHERE channel = p_channel AND destination = p_destination AND created_at > now() - p_rate_window;
+     WHERE channel = p_channel AND destination IS NOT NULL AND lower(destination) = lower(p_destination)
+       AND created_at > now() - p_rate_window;
     IF recent_count >= p_rate_limit THEN
-        wait_seconds := ceil(extract(epoch FROM oldest_recent + p_rate_window - now()));
-    ELSIF newest_recent IS NOT NULL AND newest_recent > now() - p_rate_spacing THEN
-        wait_seconds := ceil(extract(epoch FROM newest_recent + p_rate_spacing - now()));
+        -- The limit frees up when the creation that filled it leaves the window.
+        SELECT created_at + p_rate_window INTO limit_frees_at
+          FROM verifications
+         WHERE channel = p_channel AND destination IS NOT NULL AND lower(destination) = lower(p_destination)
+           AND created_at > now() - p_rate_window
+         ORDER BY created_at DESC OFFSET p_rate_limit - 1 LIMIT 1;
+        wait_seconds := ceil(extract(epoch FROM limit_frees_at - now()));
+    END IF;
+    IF newest_recent > now() - p_rate_spacing THEN
+        wait_seconds := greatest(wait_seconds, ceil(extract(epoch FROM newest_recent + p_rate_spacing - now())));
     END IF;
     IF wait_seconds > 0 THEN
+        -- Not stored against the key: the same request may be retried once the wait is over.
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
         RETURN QUERY SELECT 'rate_limited'::text, 429, NULL::jsonb, wait_seconds;
         RETURN;

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Literal
 
 import phonenumbers
@@ -10,8 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from . import templates
 
-_LOCALE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$")
-_PRINTABLE_ASCII = re.compile(r"^[\x21-\x7e]{1,255}$")
+_LOCALE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}")
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]{1,255}")
+# E.164: '+', then at most 15 digits. Visual separators are dropped first; anything else (a second
+# '+', letters, an extension) is refused rather than guessed at by libphonenumber's lenient parser.
+_E164 = re.compile(r"\+[1-9][0-9]{1,14}")
+_PHONE_SEPARATORS = str.maketrans("", "", " -.()")
 
 
 class CreateVerificationRequest(BaseModel):
@@ -26,14 +31,14 @@ class CreateVerificationRequest(BaseModel):
     @field_validator("account_id")
     @classmethod
     def _account_printable(cls, value: str) -> str:
-        if any(ch < " " for ch in value):
+        if any(unicodedata.category(ch) == "Cc" for ch in value):
             raise ValueError("account_id must not contain control characters")
         return value
 
     @field_validator("locale")
     @classmethod
     def _locale_shape(cls, value: str | None) -> str | None:
-        if value is not None and not _LOCALE.match(value):
+        if value is not None and not _LOCALE.fullmatch(value):
             raise ValueError("locale must be a BCP 47 tag such as 'en' or 'ja-JP'")
         return value
 
@@ -57,10 +62,11 @@ def normalise_destination(channel: str, destination: str) -> str:
             return validate_email(destination, check_deliverability=False).normalized
         except EmailNotValidError as exc:
             raise ValueError(f"destination is not a valid email address: {exc}") from None
-    if not destination.startswith("+"):
+    compact = destination.translate(_PHONE_SEPARATORS)
+    if not _E164.fullmatch(compact):
         raise ValueError("destination must be an E.164 phone number such as +14155550100")
     try:
-        number = phonenumbers.parse(destination, None)
+        number = phonenumbers.parse(compact, None)
     except phonenumbers.NumberParseException:
         raise ValueError("destination is not a valid E.164 phone number") from None
     if not phonenumbers.is_valid_number(number):
@@ -69,7 +75,8 @@ def normalise_destination(channel: str, destination: str) -> str:
 
 
 def valid_idempotency_key(value: str | None) -> bool:
-    return value is not None and bool(_PRINTABLE_ASCII.match(value))
+    # fullmatch: re's `$` would also accept a trailing newline. Blank keys are no key at all.
+    return value is not None and bool(_PRINTABLE_ASCII.fullmatch(value)) and not value.isspace()
 
 
 def field_errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -2,21 +2,31 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import migrations
+from . import cloudsql, migrations, secrets
 from .database import Database
 from .runtime import database_params
 from .settings import ConfigError, Settings
 
 
 def _database(settings: Settings) -> Database:
-    return Database(database_params(settings), application_name="verifyctl")
+    return Database(database_params(settings), application_name="verifyctl",
+                    connector=cloudsql.connector_for(settings, "verifyctl"))
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     applied = migrations.migrate(_database(settings))
     print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "database is up to date")
+    return 0
+
+
+def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
+    from . import db_access
+
+    for line in db_access.grant(_database(settings), args.writer, args.reader):
+        print(f"granted {line}")
     return 0
 
 
@@ -33,16 +43,88 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     return devserver.run(settings, args)
 
 
+def cmd_dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout."""
+    import json
+
+    from . import dispatcher, shutdown
+    from .tokens import Keyring
+
+    shutdown.install()
+    report = dispatcher.dispatch(_database(settings), settings, Keyring.from_settings(settings), stop=shutdown.STOP)
+    print(json.dumps(report.as_dict()), flush=True)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """The operator signals: a table (or --json), with the alerts they would raise."""
+    import json
+
+    from . import signals, status
+
+    snapshot = signals.compute(_database(settings), settings.deployment, with_workers=True)
+    print(json.dumps(snapshot.as_json(), indent=2) if args.json else status.render(snapshot))
+    return 2 if args.check and snapshot.alerts() else 0
+
+
+def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    """One verification's delivery timeline: masked destination, never a token or code."""
+    import json
+    import uuid
+
+    from . import inspect
+
+    try:
+        verification_id = uuid.UUID(args.verification_id)
+    except ValueError:
+        raise ValueError(f"not a verification id: {args.verification_id!r}") from None
+    try:
+        found = inspect.timeline(_database(settings), verification_id)
+    except inspect.NotFound as exc:
+        print(f"verifyctl: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(found.as_json(), indent=2) if args.json else inspect.render(found))
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
+    import json
+
+    from . import logging as service_logging, reconciler
+
+    service_logging.configure(stderr=True)  # its log records on stderr, the report on stdout
+    report = reconciler.reconcile(_database(settings), settings)
+    print(json.dumps(report.as_json()), flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verifyctl", description="Signup verification delivery: operator commands.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply pending SQL migrations").set_defaults(func=cmd_migrate)
+    grant = sub.add_parser("grant", help="give the functions' database users their privileges (after migrate)")
+    grant.add_argument("--writer", action="append", default=[], help="database user that reads and writes")
+    grant.add_argument("--reader", action="append", default=[], help="database user that only reads")
+    grant.set_defaults(func=cmd_grant)
+    sub.add_parser("dispatch", help="run one delivery-worker invocation now (prints its report)"
+                   ).set_defaults(func=cmd_dispatch)
+    status_cmd = sub.add_parser("status", help="operator signals per channel: ready work, ages, claims, reconciler")
+    status_cmd.add_argument("--json", action="store_true", help="the status target's JSON instead of a table")
+    status_cmd.add_argument("--check", action="store_true", help="exit 2 when an alert condition holds")
+    status_cmd.set_defaults(func=cmd_status)
+    inspect_cmd = sub.add_parser("inspect", help="one verification's delivery timeline (masked, no token)")
+    inspect_cmd.add_argument("verification_id")
+    inspect_cmd.add_argument("--json", action="store_true")
+    inspect_cmd.set_defaults(func=cmd_inspect)
+    sub.add_parser("reconcile", help="run one reconcile sweep now (prints its report)").set_defaults(func=cmd_reconcile)
     key = sub.add_parser("new-key", help="print a fresh TOKEN_KEYS entry")
     key.add_argument("--key-id", default=None)
     key.set_defaults(func=cmd_new_key)
-    dev = sub.add_parser("dev", help="run the whole service locally on embedded PostgreSQL")
-    dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--base-port", type=int, default=8081)
+    dev = sub.add_parser("dev", help="run the whole service locally: database, every function, mailbox, scheduler")
+    from .local import devserver  # its options live beside the code that reads them
+
+    devserver.add_arguments(dev)
     dev.set_defaults(func=cmd_dev)
     return parser
 
@@ -50,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(secrets.resolve_env(os.environ))
         return args.func(args, settings)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"verifyctl: {exc}", file=sys.stderr)

@@ -11,12 +11,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .database import Database
+from .database import Database, DatabaseError
 from .settings import REPO_ROOT
 
 # Arbitrary but fixed: the advisory lock key every migration run takes.
 MIGRATION_LOCK_KEY = 7_321_004_211
 _FILE = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
+
+
+class MigrationError(RuntimeError):
+    """A migration failed or an applied one changed; the message names the file (one CLI line)."""
 
 
 @dataclass(frozen=True)
@@ -37,13 +41,15 @@ def migrations_dir() -> Path:
 def discover(directory: Path | None = None) -> list[Migration]:
     directory = directory or migrations_dir()
     found = []
-    for path in sorted(directory.glob("*.sql")):
+    for path in directory.glob("*.sql"):
         match = _FILE.match(path.name)
         if not match:
             raise ValueError(f"migration file name must look like 001_name.sql: {path.name}")
         found.append(Migration(match.group(1), match.group(2), path))
-    versions = [m.version for m in found]
-    if len(set(versions)) != len(versions):
+    # Numeric order: '1000_x' comes after '999_y' (a name sort would put it first).
+    found.sort(key=lambda m: int(m.version))
+    numbers = [int(m.version) for m in found]
+    if len(set(numbers)) != len(numbers):
         raise ValueError("two migration files share a version number")
     return found
 
@@ -63,13 +69,23 @@ def migrate(db: Database, directory: Path | None = None) -> list[str]:
         for migration in pending:
             if migration.version in done:
                 if done[migration.version] != migration.checksum:
-                    raise RuntimeError(f"migration {migration.path.name} changed after it was applied")
+                    raise MigrationError(f"migration {migration.path.name} changed after it was applied")
                 continue
-            with db.transaction():
-                db.execute_script(migration.path.read_text())
-                db.run("INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)",
-                       v=migration.version, n=migration.name, c=migration.checksum)
+            _apply(db, migration)
             applied.append(migration.version)
     finally:
         db.run("SELECT pg_advisory_unlock(:k)", k=MIGRATION_LOCK_KEY)
     return applied
+
+
+def _apply(db: Database, migration: Migration) -> None:
+    """One migration and its record in one transaction: a failure leaves neither behind."""
+    try:
+        with db.transaction():
+            db.execute_script(migration.path.read_text())
+            db.run("INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)",
+                   v=migration.version, n=migration.name, c=migration.checksum)
+    except DatabaseError as exc:
+        fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+        reason = fields.get("M", type(exc).__name__)
+        raise MigrationError(f"migration {migration.path.name} failed: {reason}") from exc

@@ -20,6 +20,7 @@ class Problem(Exception):
     detail: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
+    extensions: dict[str, Any] = field(default_factory=dict)  # RFC 9457 extension members
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": PROBLEM_BASE + self.slug, "title": self.title, "status": self.status}
@@ -27,6 +28,7 @@ class Problem(Exception):
             body["detail"] = self.detail
         if self.errors:
             body["errors"] = self.errors
+        body.update(self.extensions)
         return body
 
     def response(self) -> tuple[str, int, dict[str, str]]:

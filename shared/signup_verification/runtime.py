@@ -5,10 +5,11 @@ here for the life of the instance. Tests call `reset()` after changing the envir
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 
-from . import embedded
+from . import cloudsql, embedded, secrets
 from .database import ConnectionParams, Database
 from .settings import Settings
 from .tokens import Keyring
@@ -17,9 +18,16 @@ from .tokens import Keyring
 @dataclass
 class Runtime:
     settings: Settings
-    keyring: Keyring
+    _keyring: Keyring | None = None
     _database_params: ConnectionParams | None = None
     _local: threading.local | None = None
+
+    @property
+    def keyring(self) -> Keyring:
+        """Built on first use: reconcile and status never touch tokens, so they need no key secret."""
+        if self._keyring is None:
+            self._keyring = Keyring.from_settings(self.settings)
+        return self._keyring
 
     @property
     def db(self) -> Database:
@@ -28,8 +36,10 @@ class Runtime:
             self._local = threading.local()
         db = getattr(self._local, "db", None)
         if db is None:
-            db = Database(self._params(), application_name=f"signup-verification:{self.settings.deployment}",
-                          statement_timeout_ms=self.settings.statement_timeout_ms)
+            name = f"signup-verification:{self.settings.deployment}"
+            db = Database(self._params(), application_name=name,
+                          statement_timeout_ms=self.settings.statement_timeout_ms,
+                          connector=cloudsql.connector_for(self.settings, name))
             self._local.db = db
         return db
 
@@ -40,6 +50,8 @@ class Runtime:
 
 
 def database_params(settings: Settings) -> ConnectionParams:
+    if settings.instance_connection_name:  # Cloud SQL connector (cloudsql.connector_for) dials
+        return cloudsql.connection_params(settings)
     if settings.database_url:
         return ConnectionParams.from_url(settings.database_url)
     if settings.is_production:
@@ -48,6 +60,8 @@ def database_params(settings: Settings) -> ConnectionParams:
     return embedded.ensure_database(server, embedded.DEFAULT_DATABASE)
 
 
+# The targets that derive or check tokens; Cloud Run sets FUNCTION_TARGET for each deployment.
+TOKEN_TARGETS = {"create_verification", "confirm_verification", "dispatch"}
 _runtime: Runtime | None = None
 _lock = threading.Lock()
 
@@ -56,8 +70,11 @@ def get_runtime() -> Runtime:
     global _runtime
     with _lock:
         if _runtime is None:
-            settings = Settings.from_env()
-            _runtime = Runtime(settings=settings, keyring=Keyring.from_settings(settings))
+            # sm:// references resolve here, once per instance (secrets.py caches them).
+            settings = Settings.from_env(secrets.resolve_env(os.environ))
+            _runtime = Runtime(settings=settings)
+            if os.environ.get("FUNCTION_TARGET") in TOKEN_TARGETS:
+                _runtime.keyring  # fail at start, not on the first request, on a missing or dev key
         return _runtime
 
 

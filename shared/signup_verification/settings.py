@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from .outbox.policy import RetryPolicy
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +41,20 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
 
 
+def _positive(env: Mapping[str, str], name: str, default: float) -> float:
+    value = _float(env, name, default)
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _retry_policy(env: Mapping[str, str]) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_env(env)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _choice(env: Mapping[str, str], name: str, default: str, choices: set[str]) -> str:
     value = env.get(name) or default
     if value not in choices:
@@ -53,6 +69,9 @@ class Settings:
     # Secrets (repr=False): a logged or printed Settings never shows them.
     database_url: str | None = field(default=None, repr=False)  # may carry a password
     instance_connection_name: str | None = None
+    # With INSTANCE_CONNECTION_NAME (Cloud SQL connector, IAM auth): the IAM principal and database.
+    db_user: str | None = None
+    db_name: str = "verification"
     statement_timeout_ms: int = 15_000  # a stuck query cannot hold a lease or a request forever
     local_dir: Path = REPO_ROOT / ".local"
 
@@ -86,6 +105,15 @@ class Settings:
     twilio_auth_token: str | None = field(default=None, repr=False)
     twilio_from: str | None = None
     twilio_api_url: str = "https://api.twilio.com"
+    # Dispatch: the delivery worker (README, "Dispatch configuration").
+    product_name: str = "Example"
+    send_concurrency: int = 8  # provider calls in flight per invocation
+    send_timeout_seconds: float = 10.0  # per provider call, also capped by the invocation's deadline
+    dispatch_max_batch: int = 500
+    dispatch_batch_seconds: float = 2.0  # sends of one batch should take about this long
+    dispatch_safety_margin_seconds: float = 5.0  # kept free at the end of FUNCTION_TIMEOUT_SECONDS
+    shutdown_grace_seconds: float = 8.0  # after SIGTERM, in-flight sends may finish within this
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -101,6 +129,8 @@ class Settings:
             deployment=env.get("DEPLOYMENT") or "local",
             database_url=env.get("DATABASE_URL") or None,
             instance_connection_name=env.get("INSTANCE_CONNECTION_NAME") or None,
+            db_user=env.get("DB_USER") or None,
+            db_name=env.get("DB_NAME") or "verification",
             statement_timeout_ms=_int(env, "DATABASE_STATEMENT_TIMEOUT_MS", 15_000, 100),
             local_dir=local_dir,
             token_keys=env.get("TOKEN_KEYS") or None,
@@ -128,5 +158,13 @@ class Settings:
             twilio_auth_token=env.get("TWILIO_AUTH_TOKEN") or None,
             twilio_from=env.get("TWILIO_FROM") or None,
             twilio_api_url=env.get("TWILIO_API_URL") or "https://api.twilio.com",
+            product_name=env.get("PRODUCT_NAME") or "Example",
+            send_concurrency=_int(env, "SEND_CONCURRENCY", 8, 1),
+            send_timeout_seconds=_positive(env, "SEND_TIMEOUT_SECONDS", 10.0),
+            dispatch_max_batch=_int(env, "DISPATCH_MAX_BATCH", 500, 1),
+            dispatch_batch_seconds=_positive(env, "DISPATCH_BATCH_SECONDS", 2.0),
+            dispatch_safety_margin_seconds=_positive(env, "DISPATCH_SAFETY_MARGIN_SECONDS", 5.0),
+            shutdown_grace_seconds=_positive(env, "SHUTDOWN_GRACE_SECONDS", 8.0),
+            retry_policy=_retry_policy(env),
             extra={k: v for k, v in env.items() if k.startswith("VERIFY_")},
         )

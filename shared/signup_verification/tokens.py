@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,8 @@ class Keyring:
             if not sep or not key_id:
                 raise ConfigError("TOKEN_KEYS entries must look like key_id:base64url-secret")
             try:
-                secret = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+                # validate: urlsafe_b64decode would silently drop a stray character and yield another key.
+                secret = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True)
             except ValueError:
                 raise ConfigError(f"TOKEN_KEYS key {key_id!r} is not valid base64url") from None
             if len(secret) < 32:
@@ -125,10 +127,12 @@ def _development_key(local_dir: Path) -> str:
     if not path.exists():
         local_dir.mkdir(parents=True, exist_ok=True)
         spec = new_key_spec(DEV_KEY_PREFIX + secrets.token_hex(4))
-        tmp = path.with_name(f".dev-token-key.{os.getpid()}")
-        tmp.write_text(spec)
-        tmp.chmod(0o600)
+        # mkstemp: a name of its own per caller (threads share a pid) and mode 0600 from the first byte.
+        fd, tmp_name = tempfile.mkstemp(dir=local_dir, prefix=".dev-token-key.")
+        tmp = Path(tmp_name)
         try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(spec)
             os.link(tmp, path)  # atomic: a concurrent first run keeps whichever key landed first
         except FileExistsError:
             pass

@@ -38,7 +38,7 @@ def json_body(request: flask.Request, max_bytes: int) -> dict[str, Any]:
         raise problems.too_large(max_bytes)
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: '[[[[...' within the size limit
         raise problems.bad_request("The body is not valid UTF-8 JSON.") from None
     if not isinstance(data, dict):
         raise problems.bad_request("The body must be a JSON object.")

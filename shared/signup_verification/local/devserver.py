@@ -1,55 +1,226 @@
-"""`verifyctl dev`: the service on a laptop. Starts the embedded PostgreSQL, applies migrations and
-serves every function target with functions-framework on its own port. Ctrl-C stops everything."""
+"""`verifyctl dev`: the whole service on a laptop, in one command.
+
+Starts the embedded PostgreSQL (unless DATABASE_URL is set) and applies migrations, serves every
+function target of functions/main.py with functions-framework on its own port, runs the local
+mailbox (SMTP + a web page + a fake Twilio API) and emulates Cloud Scheduler by POSTing to
+`dispatch` and `reconcile`. Ctrl-C (or SIGTERM) stops everything it started.
+"""
 from __future__ import annotations
 
 import argparse
+import ast
+import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from .. import embedded, migrations
 from ..database import Database
 from ..settings import REPO_ROOT, Settings
+from ..tokens import Keyring
 
-# target -> port offset from --base-port
-TARGETS = {"create_verification": 0}
+MAIN = REPO_ROOT / "functions" / "main.py"
+# target -> port offset from --base-port; targets not listed here get the next free offsets.
+PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch": 2, "reconcile": 3, "status": 4}
+SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
+FAST_INTERVAL_SECONDS = 2.0
+# Dummy Twilio credentials the dev children send and the mailbox's fake Twilio API checks.
+DEV_TWILIO = {"TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "TWILIO_AUTH_TOKEN": "local-dev-auth-token",
+              "TWILIO_FROM": "+15005550006"}
 
 
-def run(settings: Settings, args: argparse.Namespace) -> int:
-    if settings.database_url:
-        url = settings.database_url
-    else:
-        server = embedded.start(settings.local_dir / "pg", stop_at_exit=True)
-        url = embedded.ensure_database(server, embedded.DEFAULT_DATABASE).url()
-    applied = migrations.migrate(Database.from_url(url, application_name="verifyctl-dev"))
-    print(f"database ready ({len(applied)} migration(s) applied)", flush=True)
-    env = {**os.environ, "DATABASE_URL": url}
-    children: list[subprocess.Popen] = []
+class DevError(RuntimeError):
+    """Something the developer can fix (a busy port, a target that fails to start)."""
+
+
+class _Stop(Exception):
+    """SIGTERM: stop like Ctrl-C."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--base-port", type=int, default=8081,
+                        help="create_verification's port; confirm, dispatch, reconcile and status follow (8081-8085)")
+    parser.add_argument("--smtp-port", type=int, default=None, help="the mailbox's SMTP port (default SMTP_PORT, 8025)")
+    parser.add_argument("--mailbox-port", type=int, default=8090, help="the mailbox web page and fake Twilio API")
+    parser.add_argument("--schedule-seconds", type=float,
+                        default=float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60),
+                        help="how often the scheduler emulation calls dispatch and reconcile (default 60, "
+                             "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)")
+    parser.add_argument("--fast", action="store_true", help=f"call them every {FAST_INTERVAL_SECONDS:g} s")
+    parser.add_argument("--no-scheduler", action="store_true", help="never call them (use the mailbox's button)")
+
+
+def discover_targets(source: Path = MAIN) -> list[str]:
+    """Names of the module-level functions decorated with @functions_framework.http, in file order."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+            and any(ast.unparse(d) == "functions_framework.http" for d in node.decorator_list)]
+
+
+def assign_ports(targets: list[str], base_port: int) -> dict[str, int]:
+    ports, next_offset = {}, max(PORT_OFFSETS.values()) + 1
+    for target in targets:
+        if target in PORT_OFFSETS:
+            ports[target] = base_port + PORT_OFFSETS[target]
+        else:
+            ports[target], next_offset = base_port + next_offset, next_offset + 1
+    return ports
+
+
+def _check_free(host: str, port: int, what: str) -> None:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            raise DevError(f"port {port} ({what}) is in use: is another `verifyctl dev` running? "
+                           "Choose other ports with --base-port / --smtp-port / --mailbox-port.") from None
+
+
+def _wait_listening(host: str, port: int, child: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise DevError(f"{what} exited with status {child.returncode} while starting (its output is above)")
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise DevError(f"{what} did not listen on port {port} within {timeout:.0f} s")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if `verifyctl dev` itself is killed (Linux)."""
     try:
-        for target, offset in TARGETS.items():
-            port = args.base_port + offset
-            children.append(subprocess.Popen(
-                [sys.executable, "-m", "functions_framework", "--target", target,
-                 "--source", str(REPO_ROOT / "functions" / "main.py"), "--host", args.host, "--port", str(port)],
-                env=env, start_new_session=True))
-            print(f"{target:<22} http://{args.host}:{port}/", flush=True)
-        print("Ctrl-C stops everything.", flush=True)
-        while all(child.poll() is None for child in children):
-            time.sleep(0.5)
-        return 1
-    except KeyboardInterrupt:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _browser_host(host: str) -> str:
+    return "localhost" if host in ("127.0.0.1", "0.0.0.0", "localhost", "::") else host
+
+
+def child_environment(settings_env: dict[str, str], database_url: str, host: str, ports: dict[str, int],
+                      smtp_port: int, mailbox_port: int) -> dict[str, str]:
+    """What every function process gets: this database, the mailbox as SMTP server and as Twilio."""
+    env = {**settings_env, "DATABASE_URL": database_url, "EMAIL_TRANSPORT": "smtp", "SMTP_HOST": host,
+           "SMTP_PORT": str(smtp_port), "SMTP_SECURITY": "none", "SMS_TRANSPORT": "twilio",
+           "TWILIO_API_URL": f"http://{host}:{mailbox_port}", **DEV_TWILIO, "PYTHONUNBUFFERED": "1"}
+    for name in ("SMTP_USERNAME", "SMTP_PASSWORD"):
+        env.pop(name, None)
+    if not env.get("VERIFY_LINK_BASE") and "confirm_verification" in ports:
+        env["VERIFY_LINK_BASE"] = f"http://{_browser_host(host)}:{ports['confirm_verification']}/"
+    return env
+
+
+def run(settings: Settings, args: argparse.Namespace, out: Callable[[str], None] | None = None) -> int:
+    out = out or (lambda line: print(line, flush=True))
+    previous_term = signal.signal(signal.SIGTERM, _raise_stop)
+    children: dict[str, subprocess.Popen] = {}
+    try:
+        return _serve(settings, args, out, children)
+    except (KeyboardInterrupt, _Stop):
+        out("stopping…")
         return 0
     finally:
-        for child in children:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+        _stop_children(children)
         embedded.stop_all()
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+def _serve(settings: Settings, args: argparse.Namespace, out: Callable[[str], None],
+           children: dict[str, subprocess.Popen]) -> int:
+    from .mailbox import MailboxServer
+    from .scheduler import Job, Scheduler
+
+    host, smtp_port = args.host, args.smtp_port or settings.smtp_port
+    targets = discover_targets()
+    ports = assign_ports(targets, args.base_port)
+    for target, port in ports.items():
+        _check_free(host, port, target)
+    _check_free(host, smtp_port, "mailbox SMTP")
+    _check_free(host, args.mailbox_port, "mailbox web")
+
+    if settings.database_url:
+        url, where = settings.database_url, "DATABASE_URL"
+    else:
+        server = embedded.start(settings.local_dir / "pg", stop_at_exit=True)
+        url, where = embedded.ensure_database(server, embedded.DEFAULT_DATABASE).url(), "embedded, " + str(
+            settings.local_dir / "pg")
+    db = Database.from_url(url, application_name="verifyctl-dev")
+    try:
+        applied = migrations.migrate(db)
+    finally:
+        db.close()
+    Keyring.from_settings(settings)  # creates the development key once, before the children race for it
+
+    env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
+    for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
+        children[target] = subprocess.Popen(
+            [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(MAIN),
+             "--host", host, "--port", str(port)],
+            env=env, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+    for target, port in ports.items():
+        _wait_listening(host, port, children[target], target)
+
+    interval = 0.0 if args.no_scheduler else (FAST_INTERVAL_SECONDS if args.fast else args.schedule_seconds)
+    jobs = [Job(t, f"http://{host}:{ports[t]}/", interval) for t in SCHEDULED if t in ports and interval > 0]
+    scheduler = Scheduler(jobs, report=out)
+    mailbox = MailboxServer(host, smtp_port, args.mailbox_port, twilio_account_sid=DEV_TWILIO["TWILIO_ACCOUNT_SID"],
+                            twilio_auth_token=DEV_TWILIO["TWILIO_AUTH_TOKEN"],
+                            on_run_now=scheduler.run_now if jobs else None).start()
+    try:
+        scheduler.start()
+        browser = _browser_host(host)
+        out(f"database ready ({len(applied)} migration(s) applied; {where})")
+        for target, port in ports.items():
+            note = " <- links in emails point here" if target == "confirm_verification" else ""
+            note = f" <- scheduler every {interval:g} s" if any(j.name == target for j in jobs) else note
+            out(f"{target:<22} http://{browser}:{port}/{note}")
+        for missing in [t for t in PORT_OFFSETS if t not in ports]:
+            out(f"{missing:<22} (not in functions/main.py yet: skipped)")
+        out(f"{'mailbox':<22} http://{browser}:{args.mailbox_port}/ <- email (SMTP {host}:{smtp_port}) and SMS")
+        out("Ctrl-C stops everything.")
+        while True:
+            for target, child in children.items():
+                if child.poll() is not None:
+                    out(f"{target} exited with status {child.returncode}; stopping everything")
+                    return 1
+            time.sleep(0.5)
+    finally:
+        scheduler.stop()
+        mailbox.stop()
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop()
+
+
+def _stop_children(children: dict[str, subprocess.Popen]) -> None:
+    """SIGTERM each child's whole process group (gunicorn's master and worker), SIGKILL what lingers."""
+    for child in children.values():
+        if child.poll() is None:
+            _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(child, signal.SIGKILL)
+            child.wait()
+        _signal_group(child, signal.SIGKILL)  # a worker that outlived its master
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(child.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,5 +1,7 @@
 -- suppress: undelivered intents of verifications that are no longer pending, or past expiry,
 -- through the shared suppress transition (sql/002). Expired pending verifications are marked first.
+-- Rows: (reason, intent id, NULL) per suppressed intent, then one (NULL, NULL, n) with the number of
+-- verifications marked expired (a batch can expire verifications whose intents already finished).
 WITH expired AS (
     UPDATE verifications SET status = 'expired', updated_at = now()
      WHERE id IN (SELECT id FROM verifications WHERE status = 'pending' AND expires_at <= now()
@@ -8,12 +10,19 @@ WITH expired AS (
 ), dead AS (
     SELECT i.verification_id,
            CASE WHEN v.status = 'pending' OR e.id IS NOT NULL THEN 'expired' ELSE v.status END AS reason
-      FROM delivery_intents AS i
+      FROM (  -- the undelivered set, one branch per partial index: never a scan of the history
+            SELECT verification_id FROM delivery_intents WHERE status IN ('ready', 'retryable')
+            UNION ALL
+            SELECT verification_id FROM delivery_intents WHERE status = 'claimed'
+            UNION ALL
+            SELECT verification_id FROM delivery_intents WHERE status = 'ambiguous'
+           ) AS i
       JOIN verifications AS v ON v.id = i.verification_id
       LEFT JOIN expired AS e ON e.id = i.verification_id
-     WHERE i.status IN ('ready', 'retryable', 'claimed', 'ambiguous')
-       AND (v.status <> 'pending' OR v.expires_at <= now() OR e.id IS NOT NULL)
+     WHERE v.status <> 'pending' OR v.expires_at <= now() OR e.id IS NOT NULL
      LIMIT :limit
 )
-SELECT d.reason, s.id
+SELECT d.reason, s.id, NULL::bigint AS verifications_expired
   FROM dead AS d, LATERAL suppress_undelivered_intents(ARRAY[d.verification_id], d.reason) AS s(id)
+UNION ALL
+SELECT NULL, NULL, count(*) FROM expired

@@ -170,6 +170,19 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
     return [(r[0], r[1], r[2]) for r in rows]
 
 
+@dataclass(frozen=True)
+class DeadSweep:
+    suppressed: list[tuple[str, int]]  # (reason, intent id)
+    verifications_expired: int  # pending verifications past expiry marked expired by this batch
+
+
+def sweep_dead(db: Database, limit: int) -> DeadSweep:
+    """One batch: expire overdue pending verifications, suppress intents of dead ones."""
+    rows = db.run(load_sql(__file__, "suppress_dead.sql"), limit=limit)
+    return DeadSweep(suppressed=[(r[0], r[1]) for r in rows if r[1] is not None],
+                     verifications_expired=sum(r[2] for r in rows if r[2] is not None))
+
+
 def suppress_dead(db: Database, limit: int) -> list[tuple[str, int]]:
     """(reason, intent id) for each intent suppressed because its verification is dead."""
-    return [(r[0], r[1]) for r in db.run(load_sql(__file__, "suppress_dead.sql"), limit=limit)]
+    return sweep_dead(db, limit).suppressed

@@ -1,0 +1,48 @@
+# The four signals an on-call needs first: is ready work aging, is it growing, where do attempts
+# end, is the reconciler moving. Plus ambiguous intents beside the attempts.
+locals {
+  dashboard_charts = [
+    { title = "Oldest eligible intent age (s), by channel", metrics = [local.metric_type["oldest_ready_seconds"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = var.oldest_ready_threshold_seconds },
+    { title = "Ready intents, by channel", metrics = [local.metric_type["ready_count"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = null },
+    { title = "Attempts in the last 5 minutes, by outcome and channel", metrics = [for o in local.attempt_outcomes : local.metric_type["attempts_${o}"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = null },
+    { title = "Reconciler watermark age (s)", metrics = [local.metric_type["reconciler_watermark_age_seconds"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.deployment"], threshold = var.watermark_stale_threshold_seconds },
+    { title = "Ambiguous intents, by channel", metrics = [local.metric_type["ambiguous_count"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = null },
+  ]
+}
+
+resource "google_monitoring_dashboard" "signals" {
+  dashboard_json = jsonencode({
+    displayName = "Signup verification delivery (${var.name})"
+    mosaicLayout = {
+      columns = 48
+      tiles = [for i, chart in local.dashboard_charts : {
+        xPos   = (i % 2) * 24
+        yPos   = floor(i / 2) * 16
+        width  = 24
+        height = 16
+        widget = {
+          title = chart.title
+          xyChart = {
+            dataSets = [for metric in chart.metrics : {
+              plotType = "LINE"
+              # attempts_<outcome> metrics: the legend names the outcome.
+              legendTemplate = length(chart.metrics) > 1 ? "${element(split("/", metric), length(split("/", metric)) - 1)} $${metric.labels.channel}" : ""
+              timeSeriesQuery = {
+                timeSeriesFilter = {
+                  filter = "metric.type=\"${metric}\" AND resource.type=\"cloud_run_revision\""
+                  aggregation = {
+                    alignmentPeriod    = "60s"
+                    perSeriesAligner   = chart.aligner
+                    crossSeriesReducer = chart.reducer
+                    groupByFields      = chart.by
+                  }
+                }
+              }
+            }]
+            thresholds = chart.threshold == null ? [] : [{ value = chart.threshold, color = "RED", direction = "ABOVE" }]
+          }
+        }
+      }]
+    }
+  })
+}

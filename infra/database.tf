@@ -1,0 +1,137 @@
+# Cloud SQL for PostgreSQL 16. Reached only through the Cloud SQL connectors (mTLS with ephemeral
+# certificates) with IAM database authentication: no password exists for any application user.
+resource "google_sql_database_instance" "main" {
+  #checkov:skip=CKV_GCP_79:PostgreSQL 16 is the version the service is built and tested against (the embedded test server is 16); a major upgrade is a deliberate, tested change.
+  #checkov:skip=CKV_GCP_60:The public IP has no authorized networks and connector_enforcement=REQUIRED: only the Cloud SQL connectors (mTLS + IAM) can reach it. A private IP would need a VPC, Direct VPC egress on every function and a bastion for migrations (docs/deploy.md, "Private IP instead").
+  #checkov:skip=CKV2_GCP_13:log_duration is off on purpose: one log line per statement at our query rate costs more than it tells; Query Insights records latency instead.
+  name                = "${var.name}-pg"
+  database_version    = "POSTGRES_16"
+  region              = var.region
+  deletion_protection = true
+
+  settings {
+    tier                        = var.db_tier
+    edition                     = "ENTERPRISE"
+    availability_type           = var.db_availability_type
+    disk_type                   = "PD_SSD"
+    disk_autoresize             = true
+    deletion_protection_enabled = true
+    connector_enforcement       = "REQUIRED"
+    user_labels                 = { service = "signup-verification", deployment = var.name }
+
+    ip_configuration {
+      ipv4_enabled = true
+      # Connectors present a client certificate; nothing else is accepted, and never in clear.
+      ssl_mode = "TRUSTED_CLIENT_CERTIFICATE_REQUIRED"
+    }
+
+    backup_configuration {
+      enabled                        = true
+      point_in_time_recovery_enabled = true
+      start_time                     = "02:00"
+      transaction_log_retention_days = 7
+      backup_retention_settings {
+        retained_backups = 14
+      }
+    }
+
+    maintenance_window {
+      day          = 7
+      hour         = 3
+      update_track = "stable"
+    }
+
+    insights_config {
+      query_insights_enabled  = true
+      record_application_tags = true
+      record_client_address   = false
+    }
+
+    database_flags {
+      name  = "cloudsql.iam_authentication"
+      value = "on"
+    }
+    database_flags {
+      name  = "max_connections"
+      value = tostring(var.db_max_connections)
+    }
+    # Audit-friendly logging (CIS 6.2.x); statements themselves are not logged: they carry no
+    # secrets, but destinations are personal data.
+    database_flags {
+      name  = "log_checkpoints"
+      value = "on"
+    }
+    database_flags {
+      name  = "log_connections"
+      value = "on"
+    }
+    database_flags {
+      name  = "log_disconnections"
+      value = "on"
+    }
+    database_flags {
+      name  = "log_lock_waits"
+      value = "on"
+    }
+    database_flags {
+      name  = "log_min_messages"
+      value = "error"
+    }
+    database_flags {
+      name  = "log_min_error_statement"
+      value = "error"
+    }
+    database_flags {
+      name  = "log_temp_files"
+      value = "0"
+    }
+    database_flags {
+      name  = "log_min_duration_statement"
+      value = "-1"
+    }
+    database_flags {
+      name  = "log_statement"
+      value = "ddl"
+    }
+    database_flags {
+      name  = "log_hostname"
+      value = "on"
+    }
+    database_flags {
+      name  = "cloudsql.enable_pgaudit"
+      value = "on"
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = local.peak_connections + var.db_reserved_connections <= var.db_max_connections
+      error_message = "Connection budget exceeded: sum(max_instances x concurrency) + db_reserved_connections > db_max_connections. Lower max_instances or raise db_max_connections (and the tier)."
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_sql_database" "main" {
+  name     = "verification"
+  instance = google_sql_database_instance.main.name
+}
+
+# IAM database users: a service account's user name is its email without ".gserviceaccount.com".
+resource "google_sql_user" "function" {
+  for_each = local.function_specs
+  name     = trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")
+  instance = google_sql_database_instance.main.name
+  type     = "CLOUD_IAM_SERVICE_ACCOUNT"
+  # Table privileges come from `verifyctl grant` (deploy.sh) once the migrations created the tables.
+}
+
+resource "google_sql_user" "migrator" {
+  for_each = toset(var.migrators)
+  name     = startswith(each.value, "serviceAccount:") ? trimsuffix(trimprefix(each.value, "serviceAccount:"), ".gserviceaccount.com") : trimprefix(each.value, "user:")
+  instance = google_sql_database_instance.main.name
+  type     = startswith(each.value, "serviceAccount:") ? "CLOUD_IAM_SERVICE_ACCOUNT" : "CLOUD_IAM_USER"
+  # cloudsqlsuperuser owns the database's public schema: migrations create tables there.
+  database_roles = ["cloudsqlsuperuser"]
+}

@@ -1,0 +1,75 @@
+locals {
+  secret_version = { for s in local.enabled_secrets : s => lookup(var.secret_versions, s, "latest") }
+
+  # Settings every function shares (README.md, "Configuration"). Secrets are sm:// references
+  # that the code resolves once per instance (shared/signup_verification/secrets.py).
+  common_env = {
+    ENVIRONMENT              = "production"
+    DEPLOYMENT               = var.name
+    INSTANCE_CONNECTION_NAME = google_sql_database_instance.main.connection_name
+    DB_NAME                  = google_sql_database.main.name
+    VERIFY_LINK_BASE         = var.verify_link_base != "" ? var.verify_link_base : "${local.confirm_url}/"
+    EMAIL_TRANSPORT          = var.email_transport
+    EMAIL_FROM               = var.email_from
+    SMTP_HOST                = var.smtp.host
+    SMTP_PORT                = tostring(var.smtp.port)
+    SMTP_USERNAME            = var.smtp.username
+    SMTP_SECURITY            = var.smtp.security
+    SMS_TRANSPORT            = var.sms_transport
+    TWILIO_ACCOUNT_SID       = var.twilio_account_sid
+    TWILIO_FROM              = var.twilio_from
+    # One gunicorn worker with as many threads as concurrent requests: Runtime.db opens one
+    # connection per thread, so connections per instance = concurrency (the budget's assumption).
+    WORKERS = "1"
+  }
+}
+
+resource "google_cloudfunctions2_function" "function" {
+  #checkov:skip=CKV_GCP_124:Ingress is chosen per function in locals.tf: confirm is the public email link; create (signup site, maybe outside this VPC) and status (operators) allow all networks but IAM admits only their invokers (invokers.tf); dispatch and reconcile are internal only.
+  for_each    = local.function_specs
+  name        = local.function_names[each.key]
+  location    = var.region
+  description = each.value.description
+  labels      = { service = "signup-verification", deployment = var.name }
+
+  build_config {
+    # python311: the version the bundle's requirements were resolved and tested with.
+    runtime         = "python311"
+    entry_point     = each.value.entry_point
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    min_instance_count               = 0
+    max_instance_count               = var.functions[each.key].max_instances
+    max_instance_request_concurrency = var.functions[each.key].concurrency
+    available_memory                 = var.memory
+    available_cpu                    = "1"
+    timeout_seconds                  = var.functions[each.key].timeout_seconds
+    ingress_settings                 = each.value.ingress
+    all_traffic_on_latest_revision   = true
+    service_account_email            = google_service_account.function[each.key].email
+
+    environment_variables = merge(local.common_env, {
+      DB_USER                  = google_service_account.function[each.key].email
+      THREADS                  = tostring(var.functions[each.key].concurrency)
+      FUNCTION_TIMEOUT_SECONDS = tostring(var.functions[each.key].timeout_seconds)
+      }, {
+      for s in local.function_secrets[each.key] :
+      local.secret_env[s] => "sm://${google_secret_manager_secret.secret[s].name}/versions/${local.secret_version[s]}"
+    })
+  }
+
+  depends_on = [
+    google_project_iam_member.function,
+    google_project_iam_member.build,
+    google_storage_bucket_iam_member.build_reads_source,
+    google_secret_manager_secret_iam_member.function,
+  ]
+}

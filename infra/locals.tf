@@ -1,0 +1,73 @@
+# The five targets in functions/main.py, what each reads, and who may call it.
+# tests/test_infra.py checks this table against functions/main.py and the rest of infra/.
+locals {
+  function_specs = {
+    create = {
+      entry_point = "create_verification"
+      description = "POST a verification (signup site only)"
+      ingress     = var.create_ingress
+      # TOKEN_KEYS: the targets that derive or check tokens (runtime.TOKEN_TARGETS) load it at start.
+      secrets = ["token_keys"]
+      db_role = "writer"
+    }
+    confirm = {
+      entry_point = "confirm_verification"
+      description = "The link in the email and the SMS code form (public)"
+      ingress     = "ALLOW_ALL"
+      secrets     = ["token_keys"]
+      db_role     = "writer"
+    }
+    dispatch = {
+      entry_point = "dispatch"
+      description = "Claims ready delivery intents and sends them (Cloud Scheduler, every minute)"
+      # Cloud Scheduler in the same project counts as internal traffic.
+      ingress = "ALLOW_INTERNAL_ONLY"
+      secrets = ["token_keys", "sendgrid_api_key", "smtp_password", "twilio_auth_token"]
+      db_role = "writer"
+    }
+    reconcile = {
+      entry_point = "reconcile"
+      description = "Expires, recovers stale leases, settles ambiguous attempts (Cloud Scheduler, every minute)"
+      ingress     = "ALLOW_INTERNAL_ONLY"
+      secrets     = [] # never sends, never checks a token: no key material
+      db_role     = "writer"
+    }
+    status = {
+      entry_point = "status"
+      description = "Operators' JSON signals (read only)"
+      ingress     = "ALLOW_ALL"
+      secrets     = [] # reads counts and ages only
+      db_role     = "reader"
+    }
+  }
+
+  scheduled = toset(["dispatch", "reconcile"])
+
+  # Secret Manager secret per sensitive setting: the environment variable it feeds.
+  secret_env = {
+    token_keys        = "TOKEN_KEYS"
+    sendgrid_api_key  = "SENDGRID_API_KEY"
+    smtp_password     = "SMTP_PASSWORD"
+    twilio_auth_token = "TWILIO_AUTH_TOKEN"
+  }
+  # Only the secrets the chosen transports use exist: a reference to a secret with no version
+  # would stop the function at start.
+  enabled_secrets = toset(concat(
+    ["token_keys"],
+    var.email_transport == "sendgrid" ? ["sendgrid_api_key"] : [],
+    var.email_transport == "smtp" && var.smtp.username != "" ? ["smtp_password"] : [],
+    var.sms_transport == "twilio" ? ["twilio_auth_token"] : [],
+  ))
+  function_secrets = {
+    for key, spec in local.function_specs : key => [for s in spec.secrets : s if contains(local.enabled_secrets, s)]
+  }
+  secret_grants = merge([
+    for key, secrets in local.function_secrets : { for s in secrets : "${key}/${s}" => { function = key, secret = s } }
+  ]...)
+
+  function_names = { for key in keys(local.function_specs) : key => "${var.name}-${key}" }
+  confirm_url    = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.function_names["confirm"]}"
+
+  # Connection budget (see var.db_max_connections): one connection per request thread.
+  peak_connections = sum([for key, f in var.functions : f.max_instances * f.concurrency])
+}

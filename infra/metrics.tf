@@ -1,0 +1,133 @@
+# Log-based metrics from the structured signal records the dispatch and reconcile functions log
+# (contract: docs/deploy.md, "Signal records"; emitted by signals.emit). One record per channel per
+# invocation: jsonPayload.event = "signals", .deployment, .channel, .oldest_ready_verification_seconds,
+# .ready_count, .reconciler_watermark_age_seconds, .ambiguous_count, .oscillating_count, .attempts_<outcome>
+locals {
+  signals_filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "jsonPayload.event=\"signals\"",
+    "jsonPayload.deployment=\"${var.name}\"",
+  ])
+  # Bucket bounds of the age metrics. The alert thresholds are bounds, so a percentile computed
+  # from buckets is exact at the threshold: every sample below it lies in a bucket that ends there.
+  age_bounds   = [1, 5, 10, 15, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600, 7200]
+  count_bounds = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 50000, 100000]
+
+  channel_labels = {
+    channel    = "EXTRACT(jsonPayload.channel)"
+    deployment = "EXTRACT(jsonPayload.deployment)"
+  }
+  distributions = {
+    oldest_ready_seconds = {
+      field       = "oldest_ready_verification_seconds"
+      unit        = "s"
+      bounds      = local.age_bounds
+      description = "Age of the oldest delivery intent eligible to send now (same predicate as the worker's claim), per channel."
+    }
+    ready_count = {
+      field       = "ready_count"
+      unit        = "1"
+      bounds      = local.count_bounds
+      description = "Delivery intents eligible to send now, per channel."
+    }
+    reconciler_watermark_age_seconds = {
+      field       = "reconciler_watermark_age_seconds"
+      unit        = "s"
+      bounds      = local.age_bounds
+      description = "Time since the reconciler last completed a sweep."
+    }
+    ambiguous_count = {
+      field       = "ambiguous_count"
+      unit        = "1"
+      bounds      = local.count_bounds
+      description = "Delivery intents whose last attempt had an unknown outcome, per channel."
+    }
+  }
+  # Attempts by outcome: each record counts the attempts that ended in the last
+  # attempts_window_seconds (300 s), per channel, as attempts_<outcome>.
+  attempt_outcomes = ["accepted", "retryable", "ambiguous", "failed"]
+  attempt_distributions = { for outcome in local.attempt_outcomes : "attempts_${outcome}" => {
+    field       = "attempts_${outcome}"
+    unit        = "1"
+    bounds      = local.count_bounds
+    description = "Delivery attempts that ended ${outcome} in the last window (attempts_window_seconds), per channel."
+  } }
+}
+
+resource "google_logging_metric" "signal" {
+  for_each    = merge(local.distributions, local.attempt_distributions)
+  name        = "${var.name}/${each.key}"
+  description = each.value.description
+  filter      = "${local.signals_filter} AND jsonPayload.${each.value.field}>=0"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = each.value.unit
+    display_name = "${var.name} ${replace(each.key, "_", " ")}"
+    labels {
+      key         = "channel"
+      value_type  = "STRING"
+      description = "email or sms"
+    }
+    labels {
+      key         = "deployment"
+      value_type  = "STRING"
+      description = "DEPLOYMENT setting of the function that logged the record"
+    }
+  }
+  value_extractor  = "EXTRACT(jsonPayload.${each.value.field})"
+  label_extractors = local.channel_labels
+
+  bucket_options {
+    explicit_buckets {
+      bounds = each.value.bounds
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+# Counts every signal record, per function: its absence means dispatch or reconcile stopped.
+resource "google_logging_metric" "signal_records" {
+  name        = "${var.name}/signal_records"
+  description = "Signal records logged, per function (Cloud Run service). Zero for 10 minutes = the function is not running."
+  filter      = local.signals_filter
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "${var.name} signal records"
+    labels {
+      key        = "service_name"
+      value_type = "STRING"
+    }
+  }
+  label_extractors = { service_name = "EXTRACT(resource.labels.service_name)" }
+  depends_on       = [google_project_service.api]
+}
+
+# Records that report at least one intent oscillating between ambiguous and retryable.
+resource "google_logging_metric" "oscillating_records" {
+  name        = "${var.name}/oscillating_records"
+  description = "Signal records with oscillating_count > 0: deliveries stuck flipping between ambiguous outcomes and retries."
+  filter      = "${local.signals_filter} AND jsonPayload.oscillating_count>0"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "${var.name} oscillating records"
+    labels {
+      key        = "channel"
+      value_type = "STRING"
+    }
+    labels {
+      key        = "deployment"
+      value_type = "STRING"
+    }
+  }
+  label_extractors = local.channel_labels
+  depends_on       = [google_project_service.api]
+}

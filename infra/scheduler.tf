@@ -1,0 +1,31 @@
+# dispatch and reconcile, every minute, called with an OIDC token of the scheduler's identity.
+# No pile-up: each invocation's timeout is under the one-minute period (variables.tf validation),
+# attempt_deadline covers the whole invocation (so a slow run is not retried while still running),
+# and a failed tick is not retried: the next tick, a minute later, is the retry.
+resource "google_cloud_scheduler_job" "tick" {
+  for_each         = local.scheduled
+  name             = "${var.name}-${each.key}"
+  description      = "Invoke ${local.function_specs[each.key].entry_point} every minute"
+  region           = var.region
+  schedule         = "* * * * *"
+  time_zone        = "Etc/UTC"
+  attempt_deadline = "${var.functions[each.key].timeout_seconds + 10}s"
+
+  retry_config {
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = google_cloudfunctions2_function.function[each.key].service_config[0].uri
+    body        = base64encode("{}")
+    headers     = { "Content-Type" = "application/json" }
+
+    oidc_token {
+      service_account_email = google_service_account.scheduler.email
+      audience              = "${google_cloudfunctions2_function.function[each.key].service_config[0].uri}/"
+    }
+  }
+
+  depends_on = [google_cloud_run_v2_service_iam_member.invoker]
+}

@@ -1,0 +1,100 @@
+"""Time budget of one dispatch invocation and the size of each batch.
+
+An invocation may run for FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and
+log before the platform cuts it off). Each batch is sized so its sends finish inside what is
+left: `rounds` sequential sends per sender thread, from the measured recent send latency, times
+the send concurrency. Every provider call is also bounded by the deadline itself, so a provider
+that turns slow mid-batch costs a timeout, never an overrun.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+DEFAULT_LATENCY = 1.0  # seconds per send before anything was measured: cautious
+SETTLE_RESERVE = 1.0  # seconds kept after the last send for the settle statement
+
+
+class Deadline:
+    """A monotonic instant shared by the dispatch loop and the sender threads; SIGTERM moves it closer."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.started = clock()
+        self.at = self.started + seconds
+
+    def remaining(self) -> float:
+        return self.at - self.clock()
+
+    def shorten(self, seconds_from_now: float) -> None:
+        self.at = min(self.at, self.clock() + seconds_from_now)
+
+    @property
+    def send_by(self) -> float:
+        """Sends must be over by this instant, leaving time to settle them."""
+        return self.at - SETTLE_RESERVE
+
+
+def invocation_seconds(function_timeout: float, safety_margin: float) -> float:
+    """The invocation's own budget; the margin never eats more than a quarter of a short timeout."""
+    return function_timeout - min(safety_margin, function_timeout / 4)
+
+
+@dataclass
+class LatencyEstimator:
+    """Recent send latency per channel: an exponentially weighted mean, thread-safe, seeded from
+    the last invocation's figures (kept in worker_heartbeats) so a cold instance starts informed."""
+
+    alpha: float = 0.2
+    default: float = DEFAULT_LATENCY
+    _means: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seed(self, values: Mapping[str, float]) -> None:
+        with self._lock:
+            for channel, value in values.items():
+                if channel not in self._means and isinstance(value, (int, float)) and value >= 0:
+                    self._means[channel] = float(value)
+
+    def observe(self, channel: str, seconds: float) -> None:
+        with self._lock:
+            mean = self._means.get(channel)
+            self._means[channel] = seconds if mean is None else mean + self.alpha * (seconds - mean)
+
+    def estimate(self, channel: str) -> float:
+        return self._means.get(channel, self.default)
+
+    def worst(self) -> float:
+        """Batches mix channels, so they are sized for the slowest one (a channel never measured counts
+        at the cautious default only while no channel has been measured at all)."""
+        with self._lock:
+            return max(self._means.values()) if self._means else self.default
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return {channel: round(value, 4) for channel, value in self._means.items()}
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    size: int
+    expected_seconds: float
+    lease_seconds: float
+
+
+def plan_batch(remaining: float, latency: float, concurrency: int, max_batch: int, batch_seconds: float,
+               send_timeout: float) -> BatchPlan | None:
+    """The next batch, or None when not even one round of sends fits in what is left."""
+    window = min(remaining - SETTLE_RESERVE, batch_seconds)
+    per_send = max(latency * 1.25, 0.0001)  # a quarter for jitter
+    if remaining - SETTLE_RESERVE < per_send:
+        return None
+    rounds = max(1, math.floor(window / per_send))
+    size = max(1, min(max_batch, concurrency * rounds))
+    expected = math.ceil(size / concurrency) * per_send
+    # The lease outlives the batch (sends + one provider timeout) and is renewed if sends run long.
+    lease = max(30.0, 2 * expected + send_timeout)
+    return BatchPlan(size, expected, lease)

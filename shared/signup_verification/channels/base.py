@@ -1,0 +1,96 @@
+"""Outcome classes and the channel adapter protocol.
+
+An adapter turns one rendered message into one `SendResult`; it never raises for a provider's
+answer or a network failure. The outcome says what we know about the send, not about delivery:
+
+  accepted   the provider took the message (a positive submission result, nothing more)
+  retryable  it certainly was not sent (refused before acceptance, 4xx-transient, 429): try later
+  failed     it will never be sent as is (invalid destination, unsubscribed, bad credentials)
+  ambiguous  it may have been sent (timeout or reset after the request went out, a 5xx that may
+             have sent): never resent at once; the channel's policy decides (outbox/policy.py)
+
+`error_class` is a short, stable, low-cardinality label; `detail` is a short human text. Neither
+ever holds the token, the code, or the destination (see `scrub`). docs/channels.md has the table
+mapping every provider response to its outcome.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+Outcome = Literal["accepted", "retryable", "failed", "ambiguous"]
+CONFIGURATION = "configuration"  # error_class of failures an operator must fix: they alert
+
+_EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
+_PHONEISH = re.compile(r"\+?\d(?:[\s().-]?\d){6,}")  # 7+ digits: a number, not '550 5.1.1'
+
+
+@dataclass(frozen=True)
+class SendResult:
+    outcome: Outcome
+    error_class: str | None = None
+    detail: str | None = None
+    provider_ref: str | None = None
+    retry_after: float | None = None  # seconds the provider asked us to wait
+
+    @classmethod
+    def accepted(cls, provider_ref: str | None = None) -> "SendResult":
+        return cls("accepted", provider_ref=provider_ref)
+
+    @classmethod
+    def retryable(cls, error_class: str, detail: str, retry_after: float | None = None) -> "SendResult":
+        return cls("retryable", error_class, detail, retry_after=retry_after)
+
+    @classmethod
+    def failed(cls, error_class: str, detail: str) -> "SendResult":
+        return cls("failed", error_class, detail)
+
+    @classmethod
+    def ambiguous(cls, error_class: str, detail: str, provider_ref: str | None = None) -> "SendResult":
+        return cls("ambiguous", error_class, detail, provider_ref)
+
+    @property
+    def is_configuration_error(self) -> bool:
+        return self.outcome == "failed" and self.error_class == CONFIGURATION
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """A channel adapter. `send` is called from several threads at once; `deadline` is a
+    time.monotonic() instant the call must return by (it bounds every network wait)."""
+
+    channel: str  # 'email' | 'sms': which messages it takes
+    transport: str  # 'smtp' | 'sendgrid' | 'twilio' | 'console' | ...
+
+    def send(self, message, deadline: float) -> SendResult: ...
+
+    def close(self) -> None: ...
+
+
+def scrub(text: str | bytes | None, limit: int = 200) -> str:
+    """A provider's text made safe to store: no addresses or numbers that could be a destination,
+    one line, bounded. (Providers echo the recipient in rejections.)"""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = _EMAILISH.sub("[address]", text)
+    text = _PHONEISH.sub("[number]", text)
+    return " ".join(text.split())[:limit]
+
+
+def http_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (delta-seconds form; an HTTP-date is rare from these APIs)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+        from datetime import datetime, timezone
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())

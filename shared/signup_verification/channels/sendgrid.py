@@ -1,0 +1,103 @@
+"""Email over SendGrid's v3 mail-send API (POST /v3/mail/send, JSON, bearer key).
+
+SendGrid has no idempotency key on send; the stable Message-ID header we set lets mail clients
+collapse a duplicate, and `custom_args` carry the intent and attempt ids into SendGrid's event
+webhook for reconciliation. Responses (docs/channels.md): 2xx accepted (X-Message-Id is the
+provider ref); 400 validation and 413 too large are permanent; 401/403 are configuration; 429 is
+retryable (Retry-After or X-RateLimit-Reset); 5xx retryable, except 504 (a gateway timed out
+while the mail service may have taken it): ambiguous.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from ..messages import EmailContent
+from .base import CONFIGURATION, SendResult, http_retry_after, scrub
+from .http import HttpClient, HttpFailure
+from email.utils import parseaddr
+
+
+class SendGridChannel:
+    channel = "email"
+    transport = "sendgrid"
+
+    def __init__(self, api_key: str, url: str, client: HttpClient):
+        self._api_key = api_key
+        self.url = url
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"SendGridChannel({self.url!r})"
+
+    def payload(self, message: EmailContent) -> bytes:
+        name, address = parseaddr(message.sender)
+        sender = {"email": address, **({"name": name} if name else {})}
+        headers = dict(message.headers)
+        headers["Message-ID"] = message.message_id
+        return json.dumps({
+            "personalizations": [{"to": [{"email": message.to}]}],
+            "from": sender,
+            "subject": message.subject,
+            "content": [{"type": "text/plain", "value": message.text}, {"type": "text/html", "value": message.html}],
+            "headers": headers,
+            "custom_args": {"intent_id": str(message.intent_id), "attempt_id": message.attempt_id},
+            "tracking_settings": {"click_tracking": {"enable": False, "enable_text": False}},
+        }, ensure_ascii=False).encode("utf-8")
+
+    def send(self, message: EmailContent, deadline: float) -> SendResult:
+        headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json"}
+        try:
+            answer = self.client.post(self.url, deadline, body=self.payload(message), headers=headers)
+        except HttpFailure as failure:
+            return failure.result
+        status = answer.status
+        if 200 <= status < 300:
+            return SendResult.accepted(answer.headers.get("X-Message-Id"))
+        detail = f"sendgrid {status}: {_errors(answer.body)}"
+        if status in (401, 403):
+            return SendResult.failed(CONFIGURATION, detail)
+        if status == 413:
+            return SendResult.failed("message_too_large", detail)
+        if status == 429:
+            return SendResult.retryable("rate_limited", detail, _wait(answer.headers))
+        if status == 504:
+            return SendResult.ambiguous("provider_5xx", detail)
+        if status >= 500:
+            return SendResult.retryable("provider_5xx", detail, http_retry_after(answer.headers.get("Retry-After")))
+        if status == 400 and _about_recipient(answer.body):
+            return SendResult.failed("invalid_destination", detail)
+        return SendResult.failed("rejected", detail)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _parsed(body: bytes) -> list[dict]:
+    try:
+        errors = json.loads(body or b"{}").get("errors") or []
+    except (ValueError, AttributeError):
+        return []
+    return [e for e in errors if isinstance(e, dict)]
+
+
+def _errors(body: bytes) -> str:
+    errors = _parsed(body)
+    if not errors:
+        return scrub(body, 120)
+    return scrub("; ".join(f"{e.get('field') or '-'}: {e.get('message') or ''}" for e in errors[:3]), 200)
+
+
+def _about_recipient(body: bytes) -> bool:
+    return any(str(e.get("field") or "").startswith("personalizations") for e in _parsed(body))
+
+
+def _wait(headers) -> float | None:
+    retry_after = http_retry_after(headers.get("Retry-After"))
+    if retry_after is not None:
+        return retry_after
+    reset = headers.get("X-RateLimit-Reset")  # epoch seconds when the window resets
+    try:
+        return max(0.0, float(reset) - time.time()) if reset else None
+    except ValueError:
+        return None

@@ -1,0 +1,255 @@
+"""Email over SMTP (stdlib smtplib): plain, STARTTLS or implicit TLS, optional AUTH.
+
+The transaction is driven step by step so the outcome knows how far it got: any failure before
+the end-of-data marker left our side means nothing was sent (retryable); a timeout or reset
+while waiting for the reply to the end of data is ambiguous (the server may have queued it).
+Connections are pooled and reused across sends (one per concurrent sender at most); a reused
+connection the server dropped while idle is replaced once, transparently, before MAIL FROM.
+"""
+from __future__ import annotations
+
+import re
+import smtplib
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..messages import EmailContent
+from .base import CONFIGURATION, SendResult, scrub
+
+_ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
+_DOT_LINE = re.compile(rb"(?m)^\.")
+AUTH_CODES = {530, 534, 535, 538}
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    host: str
+    port: int
+    security: str = "none"  # none | starttls | tls
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    timeout: float = 10.0
+    helo_name: str = "localhost"  # given explicitly: smtplib's default does a reverse DNS lookup
+    ssl_context: ssl.SSLContext | None = None
+
+
+class _Failed(Exception):
+    """Carries a SendResult out of a transaction step."""
+
+    def __init__(self, result: SendResult):
+        self.result = result
+
+
+def classify_reply(stage: str, code: int, text: bytes) -> SendResult:
+    """An SMTP reply that is not the success expected at `stage` (connect|auth|mail|rcpt|data|end)."""
+    match = _ENHANCED.match(text or b"")
+    enhanced = ".".join(g.decode() for g in match.groups()) if match else ""
+    detail = f"smtp {code}{' ' + enhanced if enhanced else ''} at {stage}: {scrub(text, 160)}"
+    if code == 421 or 400 <= code < 500:
+        return SendResult.retryable("smtp_transient", detail)
+    if code in AUTH_CODES or enhanced.startswith("5.7.8") or stage == "auth":
+        return SendResult.failed(CONFIGURATION, detail)
+    if stage == "mail":  # the sender is refused: every message would be
+        return SendResult.failed(CONFIGURATION, detail)
+    if stage == "rcpt":
+        if enhanced.startswith("5.1.") or code in (550, 553) and not enhanced:
+            return SendResult.failed("invalid_destination", detail)
+        if enhanced.startswith("5.7.1") and b"relay" in (text or b"").lower():
+            return SendResult.failed(CONFIGURATION, detail)  # relaying denied: we are not authorised
+        return SendResult.failed("recipient_rejected", detail)
+    if code == 552 or enhanced.startswith("5.3.4"):
+        return SendResult.failed("message_too_large", detail)
+    if 500 <= code < 600:
+        return SendResult.failed("content_rejected" if stage in ("data", "end") else "smtp_permanent", detail)
+    return SendResult.ambiguous("smtp_unexpected", detail) if stage == "end" else SendResult.retryable("smtp_unexpected", detail)
+
+
+class SmtpChannel:
+    channel = "email"
+    transport = "smtp"
+
+    def __init__(self, config: SmtpConfig):
+        self.config = config
+        self._idle: list[smtplib.SMTP] = []
+        self._lock = threading.Lock()
+
+    # -- connections ------------------------------------------------------------------------------
+    def _timeout(self, deadline: float) -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Failed(SendResult.retryable("deadline", "no time left before the send started"))
+        return min(self.config.timeout, left)
+
+    def _context(self) -> ssl.SSLContext:
+        return self.config.ssl_context or ssl.create_default_context()
+
+    def _connect(self, deadline: float) -> smtplib.SMTP:
+        cfg = self.config
+        timeout = self._timeout(deadline)
+        conn: smtplib.SMTP | None = None
+        try:
+            if cfg.security == "tls":
+                conn = smtplib.SMTP_SSL(cfg.host, cfg.port, local_hostname=cfg.helo_name, timeout=timeout,
+                                        context=self._context())
+            else:
+                conn = smtplib.SMTP(cfg.host, cfg.port, local_hostname=cfg.helo_name, timeout=timeout)
+            conn.ehlo()
+            if cfg.security == "starttls":
+                if not conn.has_extn("starttls"):
+                    raise _Failed(SendResult.failed(CONFIGURATION, "SMTP_SECURITY=starttls but the server does not offer STARTTLS"))
+                conn.starttls(context=self._context())
+                conn.ehlo()
+            if cfg.username:
+                self._login(conn)
+            return conn
+        except _Failed:
+            self._discard(conn)
+            raise
+        except ssl.SSLCertVerificationError as exc:
+            self._discard(conn)
+            raise _Failed(SendResult.failed(CONFIGURATION, f"TLS certificate not trusted: {scrub(exc.verify_message)}")) from None
+        except smtplib.SMTPConnectError as exc:
+            self._discard(conn)
+            raise _Failed(classify_reply("connect", exc.smtp_code, exc.smtp_error)) from None
+        except smtplib.SMTPResponseException as exc:
+            self._discard(conn)
+            raise _Failed(classify_reply("connect", exc.smtp_code, exc.smtp_error)) from None
+        except (OSError, smtplib.SMTPException) as exc:  # refused, unreachable, timeout, TLS failure
+            self._discard(conn)
+            raise _Failed(SendResult.retryable("connect", f"cannot reach the SMTP server: {type(exc).__name__}")) from None
+
+    def _login(self, conn: smtplib.SMTP) -> None:
+        # One mechanism, PLAIN or LOGIN (over TLS in production): smtplib's login() would try several
+        # in turn and report whatever the last one raised rather than the server's 535.
+        offered = conn.esmtp_features.get("auth", "").upper().split()
+        mechanism = next((m for m in ("PLAIN", "LOGIN") if m in offered), None)
+        if mechanism is None:
+            raise _Failed(SendResult.failed(CONFIGURATION, "SMTP_USERNAME is set but the server offers no AUTH PLAIN/LOGIN "
+                                                           "(STARTTLS first? see SMTP_SECURITY)"))
+        conn.user, conn.password = self.config.username, self.config.password or ""
+        try:
+            code, text = conn.auth(mechanism, getattr(conn, f"auth_{mechanism.lower()}"), initial_response_ok=True)
+        except smtplib.SMTPAuthenticationError as exc:
+            raise _Failed(classify_reply("auth", exc.smtp_code, exc.smtp_error)) from None
+        finally:
+            conn.password = ""  # smtplib keeps it on the object otherwise
+        if code not in (235, 503):
+            raise _Failed(classify_reply("auth", code, text))
+
+    def _acquire(self, deadline: float) -> tuple[smtplib.SMTP, bool]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self._connect(deadline), False
+
+    def _release(self, conn: smtplib.SMTP) -> None:
+        with self._lock:
+            self._idle.append(conn)
+
+    @staticmethod
+    def _discard(conn: smtplib.SMTP | None) -> None:
+        if conn is None:
+            return
+        try:
+            conn.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            try:
+                conn.quit()
+            except (OSError, smtplib.SMTPException):
+                self._discard(conn)
+
+    # -- one message --------------------------------------------------------------------------------
+    def send(self, message: EmailContent, deadline: float) -> SendResult:
+        try:
+            payload = message.mime()
+        except ValueError:
+            return SendResult.failed("invalid_destination", "the address cannot be written into a message header")
+        try:
+            conn, reused = self._acquire(deadline)
+            try:
+                return self._transaction(conn, message, payload, deadline)
+            except _StaleConnection:
+                if not reused:
+                    return SendResult.retryable("connection_lost", "the SMTP server closed the connection before MAIL FROM")
+                conn = self._connect(deadline)  # an idle pooled connection had died: once, on a fresh one
+                return self._transaction(conn, message, payload, deadline)
+        except _Failed as failed:
+            return failed.result
+
+    def _step(self, conn: smtplib.SMTP, deadline: float) -> None:
+        if conn.sock is not None:
+            conn.sock.settimeout(self._timeout(deadline))
+
+    def _transaction(self, conn: smtplib.SMTP, message: EmailContent, payload: bytes, deadline: float) -> SendResult:
+        """MAIL, RCPT, DATA and the message. Every return path leaves `conn` pooled or closed."""
+        needs_utf8 = not (message.to.isascii() and message.sender_address.isascii())
+        if needs_utf8 and not conn.has_extn("smtputf8"):
+            self._release(conn)
+            return SendResult.failed("invalid_destination", "non-ASCII address and the server lacks SMTPUTF8")
+        try:
+            self._step(conn, deadline)
+            try:
+                code, text = conn.mail(message.sender_address, ["SMTPUTF8", "BODY=8BITMIME"] if needs_utf8 else [])
+            except smtplib.SMTPServerDisconnected:
+                raise _StaleConnection() from None
+            if code == 421:
+                raise _StaleConnection()
+            if code != 250:
+                return self._rset(conn, deadline, classify_reply("mail", code, text))
+            self._step(conn, deadline)
+            code, text = conn.rcpt(message.to)
+            if code not in (250, 251):
+                return self._rset(conn, deadline, classify_reply("rcpt", code, text))
+            self._step(conn, deadline)
+            code, text = conn.docmd("data")
+            if code != 354:
+                return self._rset(conn, deadline, classify_reply("data", code, text))
+            self._step(conn, deadline)
+            conn.send(_DOT_LINE.sub(b"..", payload) + b"\r\n.\r\n")
+        except (_StaleConnection, _Failed):
+            self._discard(conn)
+            raise
+        except (OSError, smtplib.SMTPException) as exc:
+            # conn.send raises before the end-of-data marker left us: the server cannot have accepted.
+            self._discard(conn)
+            return SendResult.retryable("connection_lost", f"SMTP connection failed before the end of data: {type(exc).__name__}")
+        return self._finish(conn, deadline)
+
+    def _finish(self, conn: smtplib.SMTP, deadline: float) -> SendResult:
+        """Waiting for the reply to the end of data: the one moment a failure is ambiguous."""
+        try:
+            conn.sock.settimeout(max(0.05, min(self.config.timeout, deadline - time.monotonic())))
+            code, text = conn.getreply()
+        except (OSError, smtplib.SMTPException) as exc:
+            self._discard(conn)
+            return SendResult.ambiguous("no_reply_after_data", f"no reply after the message was sent: {type(exc).__name__}")
+        if code == 250:
+            self._release(conn)
+            return SendResult.accepted(scrub(text, 120) or None)
+        self._discard(conn) if code == 421 else self._release(conn)
+        return classify_reply("end", code, text)
+
+    def _rset(self, conn: smtplib.SMTP, deadline: float, result: SendResult) -> SendResult:
+        """After a refused transaction: RSET and pool the connection if it is still healthy."""
+        try:
+            self._step(conn, deadline)
+            if conn.rset()[0] == 250:
+                self._release(conn)
+                return result
+        except (OSError, smtplib.SMTPException, _Failed):
+            pass
+        self._discard(conn)
+        return result
+
+
+class _StaleConnection(Exception):
+    """A pooled connection turned out dead before anything of this message was sent."""

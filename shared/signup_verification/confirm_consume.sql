@@ -1,0 +1,13 @@
+-- consume: the one atomic UPDATE that verifies. It requires the verification pending, unexpired
+-- and the digest the caller matched, so of two concurrent confirmations exactly one returns a row.
+-- Undelivered intents of the now verified verification are suppressed in the same statement
+-- (nothing left to send), through the shared transition of sql/002.
+WITH consumed AS (
+    UPDATE verifications
+       SET status = 'verified', verified_at = now(), updated_at = now()
+     WHERE id = :id AND token_digest = :digest AND status = 'pending' AND expires_at > now()
+    RETURNING id, account_id, verified_at
+)
+SELECT c.id, c.account_id, c.verified_at,
+       (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[c.id], 'verified')) AS suppressed
+  FROM consumed AS c

@@ -1,0 +1,321 @@
+"""The delivery worker: one `dispatch` invocation drains eligible intents until its budget is spent.
+
+    loop:  claim (leased, fenced, committed)  -> suppress the dead (never sent)
+           -> begin attempts (fenced, before any network call) -> sends in a bounded pool
+           -> settle every outcome in one batched statement -> count stale writes
+
+Database work is per batch, not per intent: claim, heartbeat, begin and settle are four
+statements whatever the batch size (plus one per suppression reason found, one per lease
+renewal). The transitions themselves live in outbox/transitions.py; this module only drives them.
+Draining until the deadline (not one batch per scheduler tick) is what keeps a fresh
+verification from waiting for the next minute.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Mapping
+
+from .budget import Deadline, LatencyEstimator, invocation_seconds, plan_batch
+from .channels.base import Channel
+from .database import Database
+from .messages import Renderer
+from .outbox import transitions
+from .outbox.transitions import ClaimedIntent
+from .sending import BatchSender, InFlight
+from .settings import Settings
+from .tokens import Keyring
+
+_log = logging.getLogger("signup_verification.dispatcher")
+
+# Crash points for the fault-injection tests: the process SIGKILLs itself there (never in production).
+FAULT_POINTS = ("after_claim", "after_begin", "after_send")
+POLL_SECONDS = 0.2  # how often the loop looks at the shutdown flag and the leases while sends run
+
+_RECORD_CLAIM = """
+INSERT INTO worker_heartbeats (name, deployment, last_claim_at, watermark)
+VALUES (:name, :deployment, now(), jsonb_build_object('send_latency_seconds', CAST(:latency AS jsonb)))
+ON CONFLICT (name) DO UPDATE
+   SET last_claim_at = now(),
+       watermark = worker_heartbeats.watermark || jsonb_build_object('send_latency_seconds', CAST(:latency AS jsonb))
+"""
+_READ_LATENCY = "SELECT watermark -> 'send_latency_seconds' FROM worker_heartbeats WHERE name = :name"
+_SAVE_LATENCY = """
+UPDATE worker_heartbeats
+   SET watermark = watermark || jsonb_build_object('send_latency_seconds', CAST(:latency AS jsonb))
+ WHERE name = :name
+"""
+
+
+@dataclass
+class _Claimed:
+    """A claimed batch whose sends have not begun (releasable)."""
+    live: list[ClaimedIntent]
+    lease_seconds: float
+    expected_seconds: float
+
+
+@dataclass
+class _Running:
+    """A begun batch whose sends are in flight."""
+    inflight: InFlight
+    lease_seconds: float
+    expected_seconds: float
+    renew_at: float
+
+
+@dataclass
+class DispatchReport:
+    claimed: int = 0
+    accepted: int = 0
+    retryable: int = 0
+    failed: int = 0
+    ambiguous: int = 0
+    suppressed: int = 0
+    released: int = 0
+    stale_writes: int = 0
+    batches: int = 0
+    elapsed_ms: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def heartbeat_name(deployment: str) -> str:
+    return f"dispatch:{deployment}"
+
+
+def new_lease_owner(deployment: str) -> str:
+    """Unique per invocation: a restarted process or a second invocation never shares a fence."""
+    return f"{deployment}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Dispatcher:
+    def __init__(self, db: Database, settings: Settings, keyring: Keyring, channels: Mapping[str, Channel], *,
+                 stop: threading.Event | None = None, estimator: LatencyEstimator | None = None,
+                 clock: Callable[[], float] = time.monotonic, fault: str | None = None):
+        self.db = db
+        self.settings = settings
+        self.channels = channels
+        self.renderer = Renderer(settings, keyring)
+        self.policy = settings.retry_policy
+        self.stop = stop or threading.Event()
+        self.estimator = estimator or LatencyEstimator()
+        self.clock = clock
+        self.owner = new_lease_owner(settings.deployment)
+        self.fault = None if settings.is_production else (fault or os.environ.get("DISPATCH_FAULT") or None)
+        self.report = DispatchReport()
+        self.abandoned = 0
+        self._stop_seen = False
+        self._drained = False  # a claim found nothing eligible
+
+    # -- the invocation -------------------------------------------------------------------------------
+    def run(self) -> DispatchReport:
+        s = self.settings
+        self.deadline = Deadline(invocation_seconds(s.function_timeout_seconds, s.dispatch_safety_margin_seconds), self.clock)
+        pool = ThreadPoolExecutor(max_workers=s.send_concurrency, thread_name_prefix="send")
+        self.sender = BatchSender(self.channels, self.renderer, pool, s.send_concurrency, self.deadline,
+                                  self.estimator, self._stopping, s.send_timeout_seconds)
+        try:
+            self._seed_latency()
+            self._loop()
+            if self.report.batches:
+                self._save_latency()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.report.elapsed_ms = int((self.clock() - self.deadline.started) * 1000)
+            self._log_summary()
+        return self.report
+
+    def _loop(self) -> None:
+        """Pipelined one batch ahead: while a batch's sends run, the next batch is claimed (not begun:
+        on shutdown it is simply released), and the finished batch is settled while the next one's
+        sends already run. Only `begin` sits between two batches' sends."""
+        running: _Running | None = None
+        pending: _Claimed | None = None
+        while True:
+            if running is None:
+                if not (self._drained or self._stopping()):
+                    pending = self._claim_next(ahead=0.0)
+                if pending is None:
+                    if self._drained and not self._stopping() and self._wait_for_work():
+                        self._drained = False
+                        continue
+                    return
+                running, pending = self._start(pending), None
+                continue
+            if pending is None and not self._drained and not self._stopping():
+                pending = self._claim_next(ahead=running.expected_seconds)
+            outcomes = self._finish(running, pending)
+            self._inject("after_send")
+            running = None
+            if pending is not None:
+                running, pending = self._start(pending), None  # its sends overlap this settle
+            self._settle(outcomes)
+
+    def _wait_for_work(self) -> bool:
+        """Hook for waiting (LISTEN/NOTIFY) until new work or the deadline; today: no work ends the run."""
+        return False
+
+    def _stopping(self) -> bool:
+        if self.stop.is_set() and not self._stop_seen:
+            self._stop_seen = True
+            self.deadline.shorten(self.settings.shutdown_grace_seconds)  # in-flight sends get the grace period
+            _log.info("dispatch shutting down: no more claims, in-flight sends get %.0fs",
+                      self.settings.shutdown_grace_seconds)
+        return self._stop_seen
+
+    # -- the steps of a batch ------------------------------------------------------------------------------
+    def _claim_next(self, ahead: float) -> "_Claimed | None":
+        """Claim a batch sized for the time left after `ahead` seconds of work already running;
+        suppress its dead intents. None when out of time or out of work (then `_drained`)."""
+        s = self.settings
+        plan = plan_batch(self.deadline.remaining() - ahead, self.estimator.worst(), s.send_concurrency,
+                          s.dispatch_max_batch, s.dispatch_batch_seconds, s.send_timeout_seconds)
+        if plan is None:
+            return None
+        claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds)
+        if not claimed:
+            self._drained = True
+            return None
+        self.report.batches += 1
+        self.report.claimed += len(claimed)
+        self._record_claim()
+        self._inject("after_claim")
+        return _Claimed(self._suppress_dead(claimed), plan.lease_seconds, plan.expected_seconds)
+
+    def _start(self, claimed: "_Claimed") -> "_Running | None":
+        """Begin the attempts (fenced, before any network call) and start their sends."""
+        if self._stopping():  # SIGTERM before the sends began: give the work back, not an attempt
+            self._release(claimed.live)
+            return None
+        if not claimed.live:
+            return None
+        begun = transitions.begin_attempts(self.db, self.owner, [i.fence for i in claimed.live])
+        self.report.stale_writes += len(claimed.live) - len(begun)
+        self._inject("after_begin")
+        if not begun:
+            return None
+        by_id = {i.id: i for i in claimed.live}
+        inflight = self.sender.start([(by_id[b.intent_id], b) for b in begun])
+        return _Running(inflight, claimed.lease_seconds, claimed.expected_seconds,
+                        self.clock() + claimed.lease_seconds / 2)
+
+    def _finish(self, running: "_Running", pending: "_Claimed | None") -> list:
+        """Wait for a batch's sends, renewing the leases (its own and the claimed next batch's) if they run long."""
+        inflight = running.inflight
+        while not inflight.wait(POLL_SECONDS):
+            self._stopping()
+            now = self.clock()
+            if now >= self.deadline.at:  # a send stuck past every timeout: leave it to the reconciler
+                break
+            if now >= running.renew_at:
+                fences = [intent.fence for intent, _ in inflight.work] + [i.fence for i in (pending.live if pending else [])]
+                self._renew(fences, running.lease_seconds)
+                running.renew_at = now + running.lease_seconds / 2
+        outcomes = inflight.outcomes()
+        self.abandoned += len(inflight.work) - len(outcomes)
+        return outcomes
+
+    def _suppress_dead(self, claimed: list[ClaimedIntent]) -> list[ClaimedIntent]:
+        """Intents whose link would be dead on arrival are suppressed, never sent. A link that expires
+        before one provider call could even finish counts as dead already."""
+        horizon = datetime.now(timezone.utc) + timedelta(seconds=self.settings.send_timeout_seconds)
+        dead: dict[str, list] = defaultdict(list)
+        live = []
+        for intent in claimed:
+            reason = intent.dead_reason(horizon)
+            if reason is None:
+                live.append(intent)
+            else:
+                dead[reason].append(intent.verification_id)
+        for reason, verification_ids in dead.items():
+            self.report.suppressed += len(transitions.suppress(self.db, verification_ids, reason))
+        return live
+
+    def _release(self, intents: list[ClaimedIntent]) -> None:
+        released = transitions.release(self.db, self.owner, [i.fence for i in intents])
+        self.report.released += len(released)
+        self.report.stale_writes += len(intents) - len(released)
+
+    def _renew(self, fences: list[tuple[int, int]], lease_seconds: float) -> None:
+        # Every begun attempt, finished or not: settle needs each lease still current.
+        renewed = transitions.renew(self.db, self.owner, fences, lease_seconds)
+        if len(renewed) < len(fences):
+            _log.warning("lease renewal: %d of %d leases were lost", len(fences) - len(renewed), len(fences))
+
+    def _settle(self, outcomes) -> None:
+        if not outcomes:
+            return
+        applied = transitions.settle(self.db, self.owner, [o.settlement(self.policy) for o in outcomes])
+        self.report.stale_writes += len(outcomes) - len(applied)
+        for outcome in outcomes:
+            if outcome.intent.id in applied:
+                status = outcome.final_status
+                setattr(self.report, status, getattr(self.report, status) + 1)
+            else:
+                _log.warning("stale write: intent %s was taken over before its %s outcome was recorded",
+                             outcome.intent.id, outcome.result.outcome,
+                             extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}})
+
+    # -- signals for the operator -----------------------------------------------------------------------
+    def _record_claim(self) -> None:
+        """last_claim_at for this deployment (the signals read it), with the latency estimates that
+        seed the next invocation's batch sizing. One statement per batch."""
+        self.db.run(_RECORD_CLAIM, name=heartbeat_name(self.settings.deployment), deployment=self.settings.deployment,
+                    latency=json.dumps(self.estimator.snapshot()))
+
+    def _save_latency(self) -> None:
+        """What this invocation measured, for the next one (an instance may be cold)."""
+        self.db.run(_SAVE_LATENCY, name=heartbeat_name(self.settings.deployment),
+                    latency=json.dumps(self.estimator.snapshot()))
+
+    def _seed_latency(self) -> None:
+        row = self.db.run(_READ_LATENCY, name=heartbeat_name(self.settings.deployment))
+        if row and isinstance(row[0][0], dict):
+            self.estimator.seed(row[0][0])
+
+    def _log_summary(self) -> None:
+        fields = {"event": "dispatch_summary", "deployment": self.settings.deployment, "lease_owner": self.owner,
+                  **self.report.as_dict(), "abandoned": self.abandoned,
+                  "send_latency_seconds": self.estimator.snapshot()}
+        _log.info("dispatch: %s", " ".join(f"{k}={v}" for k, v in self.report.as_dict().items()),
+                  extra={"json_fields": fields})
+
+    def _inject(self, point: str) -> None:
+        if self.fault == point:
+            _log.warning("DISPATCH_FAULT=%s: killing this process", point)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- wiring for the entry points ----------------------------------------------------------------------
+_channels_lock = threading.Lock()
+_channels: dict[int, tuple[Settings, Mapping[str, Channel]]] = {}
+
+
+def channels_for(settings: Settings) -> Mapping[str, Channel]:
+    """Adapters live as long as the instance (pooled SMTP/HTTP connections are reused across invocations)."""
+    from .channels import build_channels
+
+    with _channels_lock:
+        cached = _channels.get(id(settings))
+        if cached is None or cached[0] is not settings:
+            cached = (settings, build_channels(settings))
+            _channels[id(settings)] = cached
+        return cached[1]
+
+
+def dispatch(db: Database, settings: Settings, keyring: Keyring, *, stop: threading.Event | None = None,
+             channels: Mapping[str, Channel] | None = None) -> DispatchReport:
+    """One invocation of the worker."""
+    return Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop).run()

@@ -1,0 +1,82 @@
+"""Cloud Scheduler, emulated for `verifyctl dev`: POSTs to each job's URL on its interval.
+
+Like Cloud Scheduler it sends one POST per tick with a JSON body and waits for the answer before the
+next tick of that job (no overlap); a failed call is reported and the schedule goes on.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    url: str
+    interval_seconds: float
+
+
+class Scheduler:
+    def __init__(self, jobs: list[Job], report: Callable[[str], None] = print, timeout_seconds: float = 120.0):
+        self.jobs = jobs
+        self.report = report
+        self.timeout_seconds = timeout_seconds
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "Scheduler":
+        if self.jobs:
+            self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+            self._thread.start()
+        return self
+
+    def run_now(self) -> None:
+        """Every job runs at once (the mailbox page's "Run dispatch now" button)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout_seconds)
+
+    def _loop(self) -> None:
+        # The first tick comes one interval after start, as with a freshly created Cloud Scheduler job.
+        due = {job.name: time.monotonic() + job.interval_seconds for job in self.jobs}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if self._wake.is_set():
+                self._wake.clear()
+                due = dict.fromkeys(due, now)
+            for job in self.jobs:
+                if due[job.name] <= now and not self._stop.is_set():
+                    self.call(job)
+                    due[job.name] = time.monotonic() + job.interval_seconds
+            self._wake.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+    def call(self, job: Job) -> int | None:
+        request = urllib.request.Request(job.url, data=b"{}", method="POST", headers={
+            "Content-Type": "application/json", "User-Agent": "Google-Cloud-Scheduler (verifyctl dev)"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
+                status, body = response.status, response.read(4096)
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, exc.read(4096)
+        except OSError as exc:
+            self.report(f"scheduler: {job.name} failed: {exc}")
+            return None
+        self.report(f"scheduler: {job.name} -> {status} {_summary(body)}")
+        return status
+
+
+def _summary(body: bytes) -> str:
+    try:
+        return json.dumps(json.loads(body), separators=(",", ":"))[:300]
+    except ValueError:
+        return body.decode("utf-8", "replace")[:300]

@@ -1,0 +1,223 @@
+"""Logging set-up: Cloud Logging structured JSON on Cloud Run, a readable line on a laptop.
+
+    configure()            once per process (functions/main.py at import; idempotent)
+    use_sink(stream)       the seam tests fill: every line the handler writes goes to `stream`
+
+JSON format (google-cloud-logging's StructuredLogHandler, one JSON object per line on stdout):
+`severity`, `message`, `logging.googleapis.com/labels` (deployment, plus channel when a record
+carries one), `logging.googleapis.com/trace` / `spanId` taken from the request's `traceparent` or
+`X-Cloud-Trace-Context` header, and whatever a record passes as `extra={"json_fields": {...}}`
+as top-level jsonPayload fields (numbers stay numbers, so log-based metrics can extract them).
+
+Format: LOG_FORMAT=json|text; default json on Cloud Run (K_SERVICE is set there), text otherwise.
+Level: LOG_LEVEL (default INFO). Trace ids are prefixed `projects/<id>/traces/` when
+GOOGLE_CLOUD_PROJECT (or GCP_PROJECT) is set, which Cloud Logging needs to link them to Cloud Trace.
+
+Redaction is a safety net, not the policy: code never logs a token, a code or a destination. The
+filter still masks anything shaped like an email address or an E.164 number, any `token=` /
+`code=` value, anything shaped like a link token, and the query string of the request URL that
+the structured handler would otherwise copy into `httpRequest.requestUrl` (`?token=...`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, TextIO
+
+from google.cloud.logging_v2.handlers import StructuredLogHandler
+
+from .redaction import mask_email, mask_phone
+
+__all__ = ["configure", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
+
+_MARK = "_signup_verification_handler"
+
+# -- the sink seam ---------------------------------------------------------------------------------
+_sink: TextIO | None = None
+
+
+class _SinkStream:
+    """What the handler writes to: the test sink when one is set, else the current sys.stdout
+    (or sys.stderr), looked up at each write so a replaced stream is followed."""
+
+    def __init__(self, fallback: str = "stdout") -> None:
+        self.fallback = fallback
+
+    def _target(self) -> TextIO:
+        return _sink or getattr(sys, self.fallback)
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+
+@contextmanager
+def use_sink(stream: TextIO) -> Iterator[TextIO]:
+    global _sink
+    previous, _sink = _sink, stream
+    try:
+        yield stream
+    finally:
+        _sink = previous
+
+
+# -- redaction -------------------------------------------------------------------------------------
+_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+_PHONE = re.compile(r"\+\d[\d \-().]{5,}\d")
+# `token=...`, `"link_token": "..."`; `code=123456` (6+ digits: SMTP and Twilio error codes stay readable).
+_TOKEN_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?token)(\s*[=:]\s*\"?|\"\s*:\s*\")([^\s&\"',;]+)")
+_CODE_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?code)(\s*[=:]\s*\"?|\"\s*:\s*\")(\d{6,})")
+_LINK_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")  # 256-bit base64url
+
+
+def redact_text(text: str) -> str:
+    """Mask what looks like a destination or a secret in free text."""
+    for pattern in (_TOKEN_PARAM, _CODE_PARAM):
+        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
+    text = _LINK_TOKEN.sub("[redacted]", text)
+    text = _EMAIL.sub(lambda m: mask_email(m.group(0)), text)
+    return _PHONE.sub(lambda m: mask_phone(re.sub(r"[^\d+]", "", m.group(0))), text)
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+def _without_query(url: str | None) -> str | None:
+    if not url or "?" not in url:
+        return url
+    return url.split("?", 1)[0] + "?[redacted]"
+
+
+class RedactionFilter(logging.Filter):
+    """Runs first on the handler: renders the message, masks it, masks json_fields and the traceback."""
+
+    def __init__(self, with_request: bool = False) -> None:
+        super().__init__()
+        self.with_request = with_request  # the JSON handler copies the request URL into the record
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(record, "_redacted", False):
+            if not isinstance(record.msg, Mapping):
+                record.msg = redact_text(record.getMessage())
+                record.args = None
+            else:
+                record.msg = _redact_value(record.msg)
+            fields = getattr(record, "json_fields", None)
+            if isinstance(fields, Mapping):
+                record.json_fields = _redact_value(fields)
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = redact_text(record.exc_text)
+            if record.stack_info:
+                record.stack_info = redact_text(record.stack_info)
+            record._redacted = True
+        if self.with_request:
+            self._request_without_query(record)
+        return True
+
+    @staticmethod
+    def _request_without_query(record: logging.LogRecord) -> None:
+        """The structured handler copies the Flask request into httpRequest: keep the path only."""
+        from google.cloud.logging_v2.handlers._helpers import get_request_data_from_flask
+
+        if hasattr(record, "http_request"):
+            request = record.http_request
+        else:
+            request = get_request_data_from_flask()[0]
+        if isinstance(request, Mapping):
+            request = dict(request)
+            request["requestUrl"] = _without_query(request.get("requestUrl"))
+            if request.get("referer"):
+                request["referer"] = _without_query(request["referer"])
+        record.http_request = request
+
+
+# -- formats ---------------------------------------------------------------------------------------
+class TextFormatter(logging.Formatter):
+    """`12:00:01.234 INFO  signup_verification.reconciler: message  key=value ...` for a terminal."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "json_fields", None)
+        if isinstance(fields, Mapping) and fields:
+            rendered = " ".join(f"{k}={json.dumps(v, default=str) if not isinstance(v, str) else v}"
+                                for k, v in fields.items() if k != "message")
+            first, sep, rest = line.partition("\n")
+            line = f"{first}  {rendered}{sep}{rest}"
+        return line
+
+
+def _project_id(env: Mapping[str, str]) -> str | None:
+    return env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCP_PROJECT") or None
+
+
+def log_format(env: Mapping[str, str]) -> str:
+    chosen = (env.get("LOG_FORMAT") or "").lower()
+    if chosen in ("json", "text"):
+        return chosen
+    return "json" if env.get("K_SERVICE") else "text"
+
+
+def build_handler(fmt: str, *, deployment: str, project_id: str | None = None,
+                  stream: TextIO | None = None, stderr: bool = False) -> logging.Handler:
+    target = stream or _SinkStream("stderr" if stderr else "stdout")
+    handler: logging.Handler
+    if fmt == "json":
+        handler = StructuredLogHandler(labels={"deployment": deployment}, stream=target, project_id=project_id,
+                                       json_encoder_cls=_Encoder)
+    else:
+        handler = logging.StreamHandler(target)
+        handler.setFormatter(TextFormatter())
+    handler.filters.insert(0, RedactionFilter(with_request=fmt == "json"))  # before CloudLoggingFilter reads the request
+    setattr(handler, _MARK, True)
+    return handler
+
+
+class _Encoder(json.JSONEncoder):
+    def default(self, o: Any) -> Any:  # datetimes, UUIDs, Decimals in json_fields
+        return str(o)
+
+
+def remove() -> None:
+    """Take the handler `configure` installed off the root logger (tests restore the process this way)."""
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        if getattr(existing, _MARK, False):
+            root.removeHandler(existing)
+
+
+def configure(*, deployment: str | None = None, fmt: str | None = None, level: str | int | None = None,
+              env: Mapping[str, str] | None = None, stream: TextIO | None = None,
+              stderr: bool = False) -> logging.Handler:
+    """Install the handler on the root logger, replacing the one a previous call installed.
+    Lines go to stdout (Cloud Run collects it), or stderr with stderr=True (verifyctl)."""
+    env = os.environ if env is None else env
+    handler = build_handler(fmt or log_format(env), deployment=deployment or env.get("DEPLOYMENT") or "local",
+                            project_id=_project_id(env), stream=stream, stderr=stderr)
+    remove()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level or (env.get("LOG_LEVEL") or "INFO").upper())
+    # The client library's own loggers must not feed back into a handler that may call it.
+    for name in ("google.cloud", "google.auth", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # The library's one-time diagnostic line goes through its own handler; do not print it twice.
+    logging.getLogger("google.cloud.logging_v2.handlers.structured_log").propagate = False
+    return handler

@@ -1,0 +1,62 @@
+"""Bounded batches under a time budget: the loop every reconciler duty shares.
+
+A duty hands `drain` a function that moves at most `limit` rows in one short statement (its own
+transaction) and reports what it moved. `drain` repeats it until a batch comes back short (the
+backlog is empty), the duty's batch allowance is spent, or the function's time budget runs out.
+In the last two cases the report says `drained=False` and the next run continues.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Wall-clock deadline of one invocation (Cloud Functions answers 504 but keeps running past it)."""
+
+    deadline: float  # time.monotonic() value
+
+    @classmethod
+    def within(cls, timeout_seconds: float, margin_seconds: float) -> "Budget":
+        return cls(time.monotonic() + max(timeout_seconds - margin_seconds, 1.0))
+
+    def exhausted(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+
+@dataclass(frozen=True)
+class Batch:
+    moves: Mapping[str, int]  # move name -> rows moved by this batch
+    full: bool  # the batch hit its limit: there may be more
+
+
+@dataclass
+class DutyReport:
+    duty: str
+    moves: Counter = field(default_factory=Counter)
+    batches: int = 0
+    drained: bool = True
+    skipped: str | None = None  # why the duty did not run at all
+
+    def as_json(self) -> dict:
+        body = {"batches": self.batches, "drained": self.drained, "moves": dict(self.moves)}
+        if self.skipped:
+            body["skipped"] = self.skipped
+        return body
+
+
+def drain(duty: str, batch: Callable[[int], Batch], *, batch_size: int, max_batches: int,
+          budget: Budget) -> DutyReport:
+    report = DutyReport(duty)
+    while True:
+        if report.batches >= max_batches or budget.exhausted():
+            report.drained = False
+            return report
+        result = batch(batch_size)
+        report.batches += 1
+        report.moves.update({k: v for k, v in result.moves.items() if v})
+        if not result.full:
+            return report

@@ -1,0 +1,37 @@
+-- Redact: finished verifications older than the destination-retention window lose their destination
+-- (verifications.destination = NULL, redacted_at set). A provider error text that quoted the address
+-- ("550 5.1.1 <ada@example.com> unknown") is scrubbed from the intent and its attempt rows in the
+-- same statement; the caller has set signup_verification.retention_purge for the attempt log.
+-- Reads verifications_unredacted (created_at WHERE destination IS NOT NULL): what it redacts.
+WITH due AS (
+    SELECT v.id, v.destination FROM verifications AS v
+     WHERE v.destination IS NOT NULL
+       AND v.created_at < now() - make_interval(secs => :redact_after_seconds)
+       AND v.status <> 'pending'
+       AND NOT EXISTS (SELECT 1 FROM delivery_intents AS i
+                        WHERE i.verification_id = v.id AND i.completed_at IS NULL)
+     ORDER BY v.created_at
+     LIMIT :limit
+       FOR UPDATE OF v SKIP LOCKED
+), pattern AS (
+    -- the destination as a literal regular expression (every non-alphanumeric escaped)
+    SELECT d.id, i.id AS intent_id, regexp_replace(d.destination, '([^A-Za-z0-9])', '\\\1', 'g') AS re
+      FROM due AS d JOIN delivery_intents AS i ON i.verification_id = d.id
+), scrubbed_intents AS (
+    UPDATE delivery_intents AS i
+       SET last_error = regexp_replace(i.last_error, p.re, '[redacted]', 'gi')
+      FROM pattern AS p
+     WHERE i.id = p.intent_id AND i.last_error ~* p.re
+    RETURNING i.id
+), scrubbed_attempts AS (
+    UPDATE delivery_attempts AS a
+       SET error_detail = regexp_replace(a.error_detail, p.re, '[redacted]', 'gi')
+      FROM pattern AS p
+     WHERE a.intent_id = p.intent_id AND a.error_detail ~* p.re
+    RETURNING a.id
+)
+UPDATE verifications AS v
+   SET destination = NULL, redacted_at = now(), updated_at = now()
+  FROM due
+ WHERE v.id = due.id
+RETURNING v.id, (SELECT count(*) FROM scrubbed_intents) + (SELECT count(*) FROM scrubbed_attempts) AS scrubbed

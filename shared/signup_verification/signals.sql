@@ -1,0 +1,71 @@
+-- Operator signals per channel in one statement. `ready` reads the eligible_delivery_intents view:
+-- the very definition the claim uses, so a scheduled (future) or suppressed intent never ages the
+-- signal. Every part reads a partial index or a time-bounded range, so the cost follows the live
+-- set and the window, never the history.
+WITH channels (channel) AS (VALUES ('email'), ('sms')),
+ready AS (
+    SELECT channel, count(*) AS n, min(next_attempt_at) AS oldest
+      FROM eligible_delivery_intents
+     GROUP BY channel
+), scheduled AS (
+    SELECT channel, count(*) AS n
+      FROM delivery_intents
+     WHERE status IN ('ready', 'retryable') AND next_attempt_at > now()
+     GROUP BY channel
+), leased AS (
+    SELECT channel, count(*) FILTER (WHERE status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE status = 'attempting') AS attempting,
+           count(*) FILTER (WHERE lease_until <= now()) AS expired
+      FROM delivery_intents
+     WHERE status IN ('claimed', 'attempting')
+     GROUP BY channel
+), ambiguous AS (
+    SELECT channel, count(*) AS n, count(*) FILTER (WHERE ambiguous_count >= 2) AS oscillating
+      FROM delivery_intents
+     WHERE status = 'ambiguous'
+     GROUP BY channel
+), oscillating_elsewhere AS (
+    -- intents that were ambiguous twice or more and are live again (one branch per partial index)
+    SELECT channel, count(*) AS n FROM (
+        SELECT channel FROM delivery_intents WHERE status IN ('ready', 'retryable') AND ambiguous_count >= 2
+        UNION ALL
+        SELECT channel FROM delivery_intents WHERE status IN ('claimed', 'attempting') AND ambiguous_count >= 2
+    ) AS o
+     GROUP BY channel
+), attempts AS (
+    SELECT channel, jsonb_object_agg(outcome, n) AS by_outcome FROM (
+        SELECT channel, outcome, count(*) AS n
+          FROM delivery_attempts
+         WHERE observed_at > now() - make_interval(secs => :window_seconds)
+         GROUP BY channel, outcome
+    ) AS a
+     GROUP BY channel
+), heartbeats AS (
+    SELECT (SELECT last_claim_at FROM worker_heartbeats WHERE name = 'dispatch:' || :deployment) AS last_claim_at,
+           (SELECT (watermark ->> 'covered_through')::timestamptz FROM worker_heartbeats
+             WHERE name = 'reconcile:' || :deployment) AS covered_through
+)
+SELECT c.channel,
+       now() AS measured_at,
+       coalesce(r.n, 0)::integer AS ready_count,
+       coalesce(extract(epoch FROM now() - r.oldest), 0)::float8 AS oldest_ready_verification_seconds,
+       coalesce(s.n, 0)::integer AS scheduled_count,
+       coalesce(l.claimed, 0)::integer AS claimed_count,
+       coalesce(l.attempting, 0)::integer AS attempting_count,
+       coalesce(l.expired, 0)::integer AS expired_lease_count,
+       coalesce(a.n, 0)::integer AS ambiguous_count,
+       (coalesce(a.oscillating, 0) + coalesce(o.n, 0))::integer AS oscillating_count,
+       coalesce(t.by_outcome, '{}'::jsonb) AS attempts,
+       h.last_claim_at,
+       extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
+       h.covered_through AS reconciler_watermark,
+       extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds
+  FROM channels AS c
+  LEFT JOIN ready AS r USING (channel)
+  LEFT JOIN scheduled AS s USING (channel)
+  LEFT JOIN leased AS l USING (channel)
+  LEFT JOIN ambiguous AS a USING (channel)
+  LEFT JOIN oscillating_elsewhere AS o USING (channel)
+  LEFT JOIN attempts AS t USING (channel)
+ CROSS JOIN heartbeats AS h
+ ORDER BY c.channel

@@ -1,0 +1,65 @@
+"""SMS encoding and segmentation (GSM 03.38 / 3GPP TS 23.038), as carriers and Twilio count them.
+
+GSM-7: 160 septets in one segment, 153 per part of a concatenated message (the rest of each part
+carries the concatenation header). The extension characters cost two septets (escape + char) and
+are never split across parts. One character outside the GSM-7 sets switches the whole message to
+UCS-2: 70 UTF-16 code units in one segment, 67 per part; a character outside the BMP (an emoji)
+is a surrogate pair, two units, also never split.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The GSM 03.38 default alphabet, in code order (0x00-0x7F); '\x1b' is the escape to the extension table.
+GSM7_BASIC = frozenset(
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞ\x1bÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+) - {"\x1b"}
+# The extension table: each costs two septets.
+GSM7_EXTENSION = frozenset("\f^{}\\[~]|€")
+
+GSM7_SINGLE, GSM7_PART = 160, 153
+UCS2_SINGLE, UCS2_PART = 70, 67
+MAX_BODY_CHARS = 1600  # Twilio refuses longer bodies
+
+
+@dataclass(frozen=True)
+class Encoding:
+    name: str  # 'GSM-7' | 'UCS-2'
+    units: int  # septets (GSM-7) or UTF-16 code units (UCS-2)
+    segments: int
+
+
+def is_gsm7(text: str) -> bool:
+    return all(ch in GSM7_BASIC or ch in GSM7_EXTENSION for ch in text)
+
+
+def _unit_costs(text: str, gsm: bool) -> list[int]:
+    if gsm:
+        return [2 if ch in GSM7_EXTENSION else 1 for ch in text]
+    return [2 if ord(ch) > 0xFFFF else 1 for ch in text]
+
+
+def _segments(costs: list[int], single: int, part: int) -> int:
+    total = sum(costs)
+    if total <= single:
+        return 1 if total else 0
+    segments, used = 1, 0
+    for cost in costs:  # a two-unit character never straddles two parts
+        if used + cost > part:
+            segments, used = segments + 1, 0
+        used += cost
+    return segments
+
+
+def encode_info(text: str) -> Encoding:
+    gsm = is_gsm7(text)
+    costs = _unit_costs(text, gsm)
+    if gsm:
+        return Encoding("GSM-7", sum(costs), _segments(costs, GSM7_SINGLE, GSM7_PART))
+    return Encoding("UCS-2", sum(costs), _segments(costs, UCS2_SINGLE, UCS2_PART))
+
+
+def non_gsm_characters(text: str) -> str:
+    """The characters that force UCS-2 (for a template author's error message)."""
+    return "".join(sorted({ch for ch in text if ch not in GSM7_BASIC and ch not in GSM7_EXTENSION}))

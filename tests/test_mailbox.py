@@ -1,0 +1,184 @@
+"""The local mailbox: a real SMTP server, a fake Twilio API answering like Twilio, and the web page."""
+from __future__ import annotations
+
+import smtplib
+import socket
+import threading
+import time
+from email.message import EmailMessage
+
+import pytest
+import requests
+from werkzeug.serving import make_server
+
+from signup_verification.local.mailbox import MailboxServer, linkify, sms_segments
+from signup_verification.local.scheduler import Job, Scheduler
+
+SID, AUTH = "AC" + "1" * 32, "secret-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    runs: list[int] = []
+    box = MailboxServer("127.0.0.1", _free_port(), _free_port(), twilio_account_sid=SID, twilio_auth_token=AUTH,
+                        on_run_now=lambda: runs.append(1))
+    box.runs = runs
+    with box:
+        yield box
+
+
+def _send_email(server: MailboxServer, to: str = "ada@example.com") -> None:
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "Signup <no-reply@localhost>", to, "Confirm <your> email"
+    message.set_content("Open http://localhost:8082/?token=abc_DEF-1 to confirm.\n")
+    message.add_alternative('<html><head></head><body><a href="http://localhost:8082/?token=abc_DEF-1">'
+                            'Confirm email address</a><script>alert(1)</script></body></html>', subtype="html")
+    with smtplib.SMTP(server.host, server.smtp_port, timeout=10) as smtp:
+        smtp.send_message(message)
+
+
+def _sms(server: MailboxServer, auth=(SID, AUTH), sid: str = SID, **fields):
+    data = {"To": "+14155550100", "From": "+15005550006", "Body": "Your code is 123456", **fields}
+    return requests.post(f"{server.web_url}/2010-04-01/Accounts/{sid}/Messages.json", data=data, auth=auth, timeout=10)
+
+
+def test_smtp_message_is_stored_and_shown_with_clickable_links(server):
+    _send_email(server)
+    [stored] = requests.get(f"{server.web_url}/api/messages", timeout=10).json()
+    assert stored["kind"] == "email" and stored["to"] == ["ada@example.com"]
+    assert stored["subject"] == "Confirm <your> email" and stored["links"] == ["http://localhost:8082/?token=abc_DEF-1"]
+
+    listing = requests.get(f"{server.web_url}/", timeout=10).text
+    assert "ada@example.com" in listing and "Confirm &lt;your&gt; email" in listing
+    assert f'href="/messages/{stored["id"]}"' in listing
+
+    page = requests.get(f"{server.web_url}/messages/{stored['id']}", timeout=10)
+    assert page.status_code == 200
+    assert '<a href="http://localhost:8082/?token=abc_DEF-1">' in page.text
+    assert f'<iframe src="/messages/{stored["id"]}/html"' in page.text and "sandbox=" in page.text
+
+    framed = requests.get(f"{server.web_url}/messages/{stored['id']}/html", timeout=10)
+    assert '<base target="_top">' in framed.text
+    assert "script-src" not in framed.headers["Content-Security-Policy"]  # default-src 'none': no scripts
+    assert "Subject: Confirm <your> email" in requests.get(f"{server.web_url}/messages/{stored['id']}/raw",
+                                                          timeout=10).text
+
+
+def test_twilio_create_answers_like_twilio_and_stores_the_sms(server):
+    response = _sms(server)
+    assert response.status_code == 201
+    body = response.json()
+    assert body["sid"].startswith("SM") and len(body["sid"]) == 34
+    assert body["to"] == "+14155550100" and body["from"] == "+15005550006" and body["status"] == "queued"
+    assert body["num_segments"] == "1" and body["account_sid"] == SID
+    [stored] = requests.get(f"{server.web_url}/api/messages", timeout=10).json()
+    assert stored["kind"] == "sms" and stored["text"] == "Your code is 123456" and stored["sid"] == body["sid"]
+    fetched = requests.get(f"{server.web_url}{body['uri']}", auth=(SID, AUTH), timeout=10)
+    assert fetched.status_code == 200 and fetched.json()["sid"] == body["sid"]
+    page = requests.get(f"{server.web_url}/messages/{stored['id']}", timeout=10).text
+    assert "Your code is 123456" in page and "+14155550100" in page
+
+
+@pytest.mark.parametrize("fields, auth, status, code", [
+    ({}, ("ACwrong", AUTH), 401, 20003),
+    ({}, (SID, "wrong"), 401, 20003),
+    ({}, None, 401, 20003),
+    ({"To": ""}, (SID, AUTH), 400, 21604),
+    ({"From": ""}, (SID, AUTH), 400, 21603),
+    ({"Body": ""}, (SID, AUTH), 400, 21602),
+    ({"Body": "x" * 1601}, (SID, AUTH), 400, 21617),
+    ({"To": "4155550100"}, (SID, AUTH), 400, 21211),
+    ({"To": "+15005550001"}, (SID, AUTH), 400, 21211),   # Twilio's test number: invalid
+    ({"To": "+15005550004"}, (SID, AUTH), 400, 21610),   # Twilio's test number: unsubscribed (STOP)
+    ({"To": "+15005550009"}, (SID, AUTH), 400, 21614),   # Twilio's test number: not a mobile
+])
+def test_twilio_errors_use_twilio_codes_and_store_nothing(server, fields, auth, status, code):
+    response = _sms(server, auth=auth, **fields)
+    assert response.status_code == status
+    assert response.json()["code"] == code and response.json()["status"] == status
+    assert requests.get(f"{server.web_url}/api/messages", timeout=10).json() == []
+
+
+def test_list_is_newest_first_and_clear_empties_it(server):
+    _send_email(server, "first@example.com")
+    _sms(server, To="+14155550199")
+    listing = requests.get(f"{server.web_url}/", timeout=10).text
+    assert listing.index("+14155550199") < listing.index("first@example.com")
+    assert requests.post(f"{server.web_url}/clear", timeout=10).status_code == 200  # 303 -> the empty list
+    assert "No messages yet" in requests.get(f"{server.web_url}/", timeout=10).text
+
+
+def test_run_now_button_triggers_the_scheduler(server):
+    assert 'action="/scheduler/run"' in requests.get(f"{server.web_url}/", timeout=10).text
+    requests.post(f"{server.web_url}/scheduler/run", timeout=10)
+    assert server.runs == [1]
+
+
+def test_wait_for_returns_when_the_message_arrives(server):
+    threading.Timer(0.2, _sms, args=(server,)).start()
+    found = server.mailbox.wait_for(lambda m: m.kind == "sms", timeout=10)
+    assert found is not None and found.recipients == ["+14155550100"]
+    assert server.mailbox.wait_for(lambda m: m.kind == "email", timeout=0.1) is None
+
+
+def test_linkify_escapes_everything_but_the_links():
+    html = str(linkify('<b>hi</b> http://x.test/?a=1&b=2 "q"'))
+    assert html.startswith("&lt;b&gt;hi&lt;/b&gt; ")
+    assert '<a href="http://x.test/?a=1&amp;b=2">http://x.test/?a=1&amp;b=2</a>' in html
+
+
+def test_sms_segments():
+    assert sms_segments("a" * 160) == 1 and sms_segments("a" * 161) == 2
+    assert sms_segments("é" * 70) == 1 and sms_segments("é" * 71) == 2
+
+
+@pytest.fixture
+def scheduled_endpoint():
+    hits: list[tuple[str, bytes]] = []
+
+    def app(environ, start_response):
+        hits.append((environ["REQUEST_METHOD"], environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))))
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b'{"claimed": 0}']
+
+    http = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{http.server_port}/", hits
+    http.shutdown()
+
+
+def _wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_scheduler_posts_json_on_its_interval(scheduled_endpoint):
+    url, hits = scheduled_endpoint
+    lines: list[str] = []
+    scheduler = Scheduler([Job("dispatch", url, 0.3)], report=lines.append).start()
+    try:
+        _wait_until(lambda: len(hits) >= 2)
+        assert hits[:2] == [("POST", b"{}"), ("POST", b"{}")]
+        assert lines[0] == 'scheduler: dispatch -> 200 {"claimed":0}'
+    finally:
+        scheduler.stop()
+
+
+def test_scheduler_runs_now_on_demand(scheduled_endpoint):
+    url, hits = scheduled_endpoint
+    scheduler = Scheduler([Job("dispatch", url, 3600), Job("reconcile", url, 3600)], report=lambda line: None).start()
+    try:
+        time.sleep(0.2)
+        assert hits == []  # the first tick is one interval away
+        scheduler.run_now()
+        _wait_until(lambda: len(hits) >= 2)
+        assert len(hits) == 2
+    finally:
+        scheduler.stop()
