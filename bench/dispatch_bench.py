@@ -13,7 +13,7 @@ create API is slower and its per-destination rate limit does not apply here), 1 
 sender is an in-process channel adapter that receives the fully rendered message (token derived,
 templates rendered, SMS encoding counted) and accepts it after its latency; the "with MIME" row also
 serializes each email the way the SMTP adapter does. Runs on the embedded server in
-.local/bench-pg (or BENCH_DATABASE_URL's server), one fresh database per scenario.
+.local/dispatch-bench-pg (or BENCH_DATABASE_URL's server), one fresh database per scenario.
 """
 from __future__ import annotations
 
@@ -113,7 +113,8 @@ def server() -> ConnectionParams:
     url = os.environ.get("BENCH_DATABASE_URL")
     if url:
         return ConnectionParams.from_url(url)
-    return embedded.start(ROOT / ".local" / "bench-pg", stop_at_exit=True)
+    # Its own server: another benchmark writing millions of rows would share the WAL and checkpoints.
+    return embedded.start(ROOT / ".local" / "dispatch-bench-pg", stop_at_exit=True)
 
 
 def fresh_database(params: ConnectionParams, name: str) -> CountingDatabase:

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from signup_verification import verifications
+from signup_verification import budget, verifications
 from signup_verification.api_models import CreateVerificationRequest
 from signup_verification.budget import LatencyEstimator
 from signup_verification.channels.base import SendResult
@@ -339,6 +339,21 @@ def test_budget_sizes_batches_from_measured_latency(db, twilio):
     assert report.elapsed_ms <= 3750  # 5 s minus the margin
     assert report.accepted == report.claimed == twilio.requests and report.ambiguous == report.retryable == 0
     assert db.run("SELECT count(*) FROM delivery_intents WHERE status = 'ready'") == [[40 - report.claimed]]
+
+
+def test_leases_are_renewed_while_sends_run_long(db, twilio, monkeypatch):
+    monkeypatch.setattr(budget, "MIN_LEASE_SECONDS", 0.2)  # the lease is ~1 s; each send takes 1.6 s
+    twilio.default_delay = 1.6
+    seed_intents(db, 2, sms_every=1)
+    estimator = LatencyEstimator()
+    estimator.seed({"sms": 0.01, "email": 0.01})
+    renewals = []
+    real_renew = t.renew
+    monkeypatch.setattr(t, "renew", lambda *a, **k: renewals.append(real_renew(*a, **k)) or renewals[-1])
+    settings = provider_settings(twilio=twilio, send_timeout_seconds=5, dispatch_max_batch=2)
+    report = run_dispatch(db, settings, estimator=estimator)
+    assert (report.accepted, report.stale_writes) == (2, 0)
+    assert renewals and all(len(r) == 2 for r in renewals)
 
 
 # -- round trips ----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 
 DEFAULT_LATENCY = 1.0  # seconds per send before anything was measured: cautious
 SETTLE_RESERVE = 1.0  # seconds kept after the last send for the settle statement
+MIN_LEASE_SECONDS = 30.0
 
 
 class Deadline:
@@ -85,8 +86,8 @@ class BatchPlan:
     lease_seconds: float
 
 
-def plan_batch(remaining: float, latency: float, concurrency: int, max_batch: int, batch_seconds: float,
-               send_timeout: float) -> BatchPlan | None:
+def plan_batch(remaining: float, latency: float, concurrency: int, max_batch: int,
+               batch_seconds: float) -> BatchPlan | None:
     """The next batch, or None when not even one round of sends fits in what is left."""
     window = min(remaining - SETTLE_RESERVE, batch_seconds)
     per_send = max(latency * 1.25, 0.0001)  # a quarter for jitter
@@ -95,6 +96,7 @@ def plan_batch(remaining: float, latency: float, concurrency: int, max_batch: in
     rounds = max(1, math.floor(window / per_send))
     size = max(1, min(max_batch, concurrency * rounds))
     expected = math.ceil(size / concurrency) * per_send
-    # The lease outlives the batch (sends + one provider timeout) and is renewed if sends run long.
-    lease = max(30.0, 2 * expected + send_timeout)
+    # The lease outlives the expected batch twice over and is renewed while sends run long; its floor
+    # bounds how soon the reconciler may take back the work of a worker that died.
+    lease = max(MIN_LEASE_SECONDS, 2 * expected + SETTLE_RESERVE)
     return BatchPlan(size, expected, lease)

@@ -19,14 +19,15 @@ DEFAULT_DATABASE = "verification"
 
 def start(data_dir: Path, *, stop_at_exit: bool = True, settings: dict[str, str] | None = None) -> ConnectionParams:
     """Start (or attach to) the embedded server in `data_dir`; returns params for its `postgres` database."""
+    data_dir = Path(data_dir).resolve()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    _make_traversable(data_dir.parent)
+    # pgserver asks platformdirs for a runtime dir at import and warns when none is set.
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
     try:
         import pgserver
     except ImportError as exc:  # production bundles do not ship pgserver
         raise RuntimeError("DATABASE_URL is unset and pgserver is not installed (pip install '.[local]')") from exc
-    data_dir = Path(data_dir).resolve()
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    _make_traversable(data_dir.parent)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
     server = pgserver.get_server(data_dir, cleanup_mode="stop" if stop_at_exit else None)
     _servers[data_dir] = server
     params = ConnectionParams.from_url(server.get_uri())

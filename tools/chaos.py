@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""The chaos run: the whole delivery path under crashes, provider faults and a database restart.
+
+    .venv/bin/python tools/chaos.py            # full: 5,000 intents (a few minutes on 2 cores)
+    .venv/bin/python tools/chaos.py --quick    # CI size (tests/test_chaos.py): ~400 intents, < 90 s
+    options: --intents N --workers N --seed N --json report.json --keep (leave the work dir)
+
+Everything runs on this machine: a private embedded PostgreSQL in a temporary directory (never the
+shared test server), local SMTP and Twilio fakes on 127.0.0.1 that time out, reset connections,
+answer 429 with Retry-After or 5xx at random, `verifyctl dispatch` processes in N supervised slots
+(relaunched after each invocation, as Cloud Scheduler would, and after each kill), and
+`verifyctl reconcile` on a short schedule. While the chaos phase lasts, workers are SIGKILLed at
+random moments, some launches carry DISPATCH_FAULT (kill after the claim, after begin, after the
+provider accepted and before settle), one worker holding attempts is frozen (SIGSTOP) past its
+lease and resumed, the PostgreSQL server is stopped and started once, and verifications are
+superseded and expire mid-run. Then the faults stop, the run drains, and tools/chaos_checks.py
+checks the invariants. Exit status 0 when every invariant held. docs/reliability.md has the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from chaos_checks import Findings, Ledger, check  # noqa: E402
+from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
+from signup_verification import embedded, migrations, verifications  # noqa: E402
+from signup_verification.api_models import CreateVerificationRequest  # noqa: E402
+from signup_verification.database import ConnectionParams, Database, UnavailableError  # noqa: E402
+from signup_verification.settings import Settings  # noqa: E402
+from signup_verification.tokens import Keyring, new_key_spec  # noqa: E402
+
+LEASE_SECONDS = 30  # the dispatcher's shortest lease (budget.plan_batch): a frozen worker must outlive it
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    intents: int = 5000
+    workers: int = 4
+    seed: int = 20261129
+    sms_share: float = 0.2
+    supersede_share: float = 0.05
+    short_ttl_share: float = 0.05  # created with the shortest TTL (30 s): some expire while the run is faulty
+    chaos_seconds: float = 90.0  # kills, provider faults and the restart happen within this
+    kill_every: tuple[float, float] = (1.0, 4.0)
+    fault_launch_share: float = 0.12  # dispatch launches that kill themselves at a DISPATCH_FAULT point
+    pg_restart_at: float = 0.3  # fraction of the chaos phase
+    pg_outage_seconds: float = 2.0
+    pause_at: float = 0.45  # one worker frozen past its lease (stale writes on resume)
+    reconcile_every: float = 2.0
+    send_timeout: float = 1.5
+    max_seconds: float = 600.0  # the whole run, draining included: after that it stops and reports
+    rates: FaultRates = field(default_factory=FaultRates)
+
+    @classmethod
+    def quick(cls, **overrides) -> "ChaosConfig":
+        return dataclasses.replace(cls(intents=400, chaos_seconds=20.0, kill_every=(1.0, 3.0), max_seconds=150.0),
+                                   **overrides)
+
+
+class PrivateServer:
+    """An embedded PostgreSQL of the run's own, restartable (pgserver's pg_ctl)."""
+
+    def __init__(self, data_dir: Path):
+        import pgserver
+
+        self.data_dir = data_dir
+        admin = embedded.start(data_dir, stop_at_exit=False,
+                               settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+        self.server = pgserver.get_server(data_dir, cleanup_mode=None)
+        self.params = embedded.ensure_database(admin, "chaos")
+        self.socket_dir = str(Path(admin.unix_sock).parent)
+
+    def _pg_ctl(self, *args: str) -> None:
+        from pgserver import _commands
+
+        _commands.pg_ctl(["-w", *args], pgdata=self.data_dir, user=self.server.system_user, timeout=60)
+
+    def restart(self, outage: float) -> float:
+        """Stop (fast: every session is terminated, as in a failover), stay down, start. Returns seconds down."""
+        started = time.monotonic()
+        self._pg_ctl("-m", "fast", "stop")
+        time.sleep(outage)
+        self._pg_ctl("-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.data_dir / "log"), "start")
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        try:
+            self._pg_ctl("-m", "fast", "stop")
+        except subprocess.CalledProcessError:
+            pass
+
+
+class Run:
+    def __init__(self, config: ChaosConfig, workdir: Path, log=print):
+        self.config = config
+        self.workdir = workdir
+        self.log = log
+        self.rng = random.Random(config.seed)
+        self.figures: Counter = Counter()
+        self.ledger = Ledger()
+        self.stopping = threading.Event()
+        self.chaos_on = threading.Event()
+        self.lock = threading.Lock()
+        self.slots: list[dict] = [{"proc": None, "paused": False} for _ in range(config.workers)]
+        self.token_keys = new_key_spec("chaos")
+        self.keyring = Keyring.parse(self.token_keys)
+        self.errors: list[str] = []
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.pg = PrivateServer(self.workdir / "pg")
+        self.url = self.pg.params.url()
+        db = Database(self.pg.params)
+        migrations.migrate(db)
+        db.close()
+        self.faults = Faults(self.config.rates, self.config.seed, answer_delay=self.config.send_timeout + 1.0)
+        self.smtp = ChaosSmtp(self.faults).start()
+        self.twilio = ChaosTwilio(self.faults).start()
+        c = self.config
+        self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
+        self.env.update({
+            "PYTHONUNBUFFERED": "1", "DATABASE_URL": self.url, "TOKEN_KEYS": self.token_keys, "DEPLOYMENT": "chaos",
+            "VERIFY_LOCAL_DIR": str(self.workdir / "local"), "LOG_FORMAT": "text", "LOG_LEVEL": "WARNING",
+            "EMAIL_TRANSPORT": "smtp", "SMTP_HOST": self.smtp.host, "SMTP_PORT": str(self.smtp.port),
+            "EMAIL_FROM": "Signup <no-reply@example.org>", "VERIFY_LINK_BASE": "https://app.example.org/confirm",
+            "SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": self.twilio.account_sid,
+            "TWILIO_AUTH_TOKEN": self.twilio.auth_token, "TWILIO_FROM": "+15005550006", "TWILIO_API_URL": self.twilio.url,
+            "SEND_TIMEOUT_SECONDS": str(c.send_timeout), "SEND_CONCURRENCY": "8", "DISPATCH_MAX_BATCH": "100",
+            "DISPATCH_BATCH_SECONDS": "1", "FUNCTION_TIMEOUT_SECONDS": "20", "DISPATCH_SAFETY_MARGIN_SECONDS": "2",
+            "SHUTDOWN_GRACE_SECONDS": "3", "RECONCILE_SAFETY_MARGIN_SECONDS": "2",
+            "DATABASE_STATEMENT_TIMEOUT_MS": "5000",
+            # Short backoff and holds so the run converges in minutes (production: 60,300,900 and 300 s).
+            "RETRY_BACKOFF_SECONDS": "1,2,4", "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2", "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
+        })
+        self.settings = Settings.from_env(self.env)
+
+    # -- the run ----------------------------------------------------------------------------------------
+    def run(self) -> Findings:
+        c = self.config
+        self.started = time.monotonic()
+        self.chaos_on.set()
+        threads = [threading.Thread(target=self._create_all, name="creator")]
+        threads += [threading.Thread(target=self._slot, args=(n,), name=f"slot{n}") for n in range(c.workers)]
+        threads += [threading.Thread(target=self._reconciler, name="reconciler"),
+                    threading.Thread(target=self._chaos, name="chaos")]
+        for t in threads:
+            t.start()
+        try:
+            threads[-1].join()  # the chaos phase, restart and pause included
+            threads[0].join()
+            self.faults.enabled = False
+            self.chaos_on.clear()
+            self.figures["chaos_phase_seconds"] = round(time.monotonic() - self.started, 1)
+            self.log(f"chaos phase over after {self.figures['chaos_phase_seconds']} s; draining")
+            drained = self._wait_until_settled()
+        finally:
+            self.stopping.set()
+            self._terminate_workers()
+            for t in threads:
+                t.join(60)
+        self.figures["elapsed_seconds"] = round(time.monotonic() - self.started, 1)
+        self.smtp.stop()
+        self.twilio.stop()
+        self.twilio.collect()
+        db = Database(self.pg.params)
+        try:
+            findings = check(db, self.ledger, self.faults.deliveries, self.keyring, self.settings.retry_policy)
+        finally:
+            db.close()
+        if not drained:
+            findings.fail("lost", "the run did not settle before --max-seconds")
+        for error in self.errors:
+            findings.fail("harness", error)
+        findings.figures.update(self.figures)
+        findings.figures["faults_injected"] = dict(self.faults.injected)
+        return findings
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _wait_until_settled(self) -> bool:
+        held = [ch for ch, p in self.settings.retry_policy.channels.items() if p.ambiguity == "hold"]
+        db = Database(self.pg.params)
+        try:
+            while self._elapsed() < self.config.max_seconds:
+                try:
+                    left = db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('ready', 'retryable', 'claimed',"
+                                  " 'attempting') OR (status = 'ambiguous' AND NOT channel = ANY(:held))", held=held)[0][0]
+                except UnavailableError:
+                    left = -1
+                if left == 0 and not any(s["paused"] for s in self.slots):
+                    self.figures["drain_seconds"] = round(self._elapsed() - self.figures["chaos_phase_seconds"], 1)
+                    return True
+                time.sleep(1.0)
+            return False
+        finally:
+            db.close()
+
+    # -- traffic: creates, supersedes, short-lived verifications ------------------------------------------
+    def _create_all(self) -> None:
+        c = self.config
+        rng = random.Random(c.seed + 1)
+        plan = []  # (at seconds, index, superseding)
+        for i in range(c.intents):
+            plan.append((0.0 if i < c.intents // 2 else rng.uniform(0, c.chaos_seconds * 0.6), i, False))
+        for i in rng.sample(range(c.intents), int(c.intents * c.supersede_share)):
+            plan.append((rng.uniform(c.chaos_seconds * 0.1, c.chaos_seconds * 0.8), i, True))
+        plan.sort()
+        normal = dataclasses.replace(self.settings, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0)
+        short = dataclasses.replace(normal, verification_ttl_seconds=30)
+        done: set[int] = set()
+        db = Database(self.pg.params, application_name="chaos-creator")
+        try:
+            for at, i, superseding in plan:
+                while self._elapsed() < at and not self.stopping.is_set():
+                    time.sleep(0.01)
+                if superseding and i not in done:
+                    continue  # its first verification was not made yet: nothing to supersede
+                sms = i % round(1 / c.sms_share) == 0
+                channel = "sms" if sms else "email"
+                suffix = "-2" if superseding else ""
+                destination = (f"+1415{(3000000 if superseding else 2000000) + i:07d}" if sms
+                               else f"user{i}{suffix}@chaos.example.com")
+                settings = short if (not superseding and rng.random() < c.short_ttl_share) else normal
+                vid = self._create(db, settings, f"create-{i}{suffix}", {"account_id": f"acct-{i}", "channel": channel,
+                                                                           "destination": destination})
+                if vid is None:
+                    return
+                done.add(i)
+                if superseding:
+                    self.ledger.superseded_at[vid] = time.time()
+                self.figures["short_ttl_created" if settings is short else "created"] += 1
+        finally:
+            db.close()
+
+    def _create(self, db: Database, settings: Settings, key: str, body: dict) -> uuid.UUID | None:
+        request = CreateVerificationRequest.model_validate(body)
+        while not self.stopping.is_set():
+            try:
+                result = verifications.create_verification(db, settings, self.keyring, request, key)
+            except UnavailableError:  # the API answers 503 + Retry-After: a client retries with the same key
+                self.ledger.create_retries += 1
+                self.figures["create_retries_after_503"] += 1
+                time.sleep(0.3)
+                continue
+            if result.status != 201:
+                self.errors.append(f"create {key} answered {result.status}")
+                return None
+            vid = uuid.UUID(result.body["verification_id"])
+            self.ledger.created[key] = vid
+            return vid
+        return None
+
+    # -- workers -----------------------------------------------------------------------------------------
+    def _slot(self, n: int) -> None:
+        slot, rng = self.slots[n], random.Random(self.config.seed + 100 + n)
+        log = open(self.workdir / f"worker{n}.log", "a")
+        try:
+            while not self.stopping.is_set():
+                env = dict(self.env)
+                fault = None
+                if self.chaos_on.is_set() and rng.random() < self.config.fault_launch_share:
+                    fault = rng.choice(["after_send", "after_send", "after_begin", "after_claim"])
+                    env["DISPATCH_FAULT"] = fault
+                with self.lock:
+                    if self.stopping.is_set():
+                        break
+                    proc = subprocess.Popen([sys.executable, "-m", "signup_verification.cli", "dispatch"], env=env,
+                                            cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+                    slot["proc"] = proc
+                out, _ = proc.communicate()
+                with self.lock:
+                    slot["proc"] = None
+                    killed_by_us = slot.pop("killed", False)
+                claimed = self._record_exit(proc.returncode, out, fault, killed_by_us)
+                self.stopping.wait(0.2 if claimed else 1.0)
+        finally:
+            log.close()
+
+    def _record_exit(self, code: int, out: str, fault: str | None, killed_by_us: bool) -> int:
+        f = self.figures
+        if code == 0:
+            report = json.loads(out.strip().splitlines()[-1])
+            f["dispatch_invocations"] += 1
+            f["stale_writes_refused"] += report["stale_writes"]
+            return report["claimed"]
+        if code == -signal.SIGKILL:
+            f["killed_sigkill" if killed_by_us else f"killed_by_fault_{fault}"] += 1
+        elif code == 1:
+            f["dispatch_exits_database_unavailable"] += 1  # verifyctl's one-line error (the server was down)
+        else:
+            f[f"dispatch_exit_{code}"] += 1
+        return 0
+
+    def _terminate_workers(self) -> None:
+        with self.lock:
+            for slot in self.slots:
+                proc = slot["proc"]
+                if proc is not None and proc.poll() is None:
+                    if slot["paused"]:
+                        os.kill(proc.pid, signal.SIGCONT)
+                    proc.send_signal(signal.SIGTERM)  # graceful: in-flight sends finish, claims are released
+
+    def _reconciler(self) -> None:
+        while not self.stopping.wait(self.config.reconcile_every):
+            done = subprocess.run([sys.executable, "-m", "signup_verification.cli", "reconcile"], env=self.env, cwd=ROOT,
+                                  capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                self.figures["reconcile_runs_failed"] += 1
+                continue
+            report = json.loads(done.stdout.strip().splitlines()[-1])
+            self.figures["reconcile_runs"] += 1
+            for move in ("claims_expired", "leases_lost", "ambiguous_to_retryable", "ambiguous_to_failed"):
+                self.figures[f"reconcile_{move}"] += report.get("moves", {}).get(move, 0)
+
+    # -- the injections -----------------------------------------------------------------------------------
+    def _chaos(self) -> None:
+        c = self.config
+        rng = random.Random(c.seed + 2)
+        restart_at, pause_at = c.chaos_seconds * c.pg_restart_at, c.chaos_seconds * c.pause_at
+        restarted = paused = False
+        db = Database(self.pg.params, application_name="chaos-monitor")
+        next_kill = self._elapsed() + rng.uniform(*c.kill_every)
+        try:
+            while not self.stopping.is_set() and (self._elapsed() < c.chaos_seconds or not restarted):
+                now = self._elapsed()
+                if not restarted and now >= restart_at:
+                    down = self.pg.restart(c.pg_outage_seconds)
+                    self.figures["pg_restarts"] += 1
+                    self.figures["pg_down_seconds"] = round(down, 1)
+                    self.log(f"{now:6.1f}s PostgreSQL restarted ({down:.1f} s down)")
+                    restarted = True
+                elif not paused and now >= pause_at:
+                    paused = self._freeze_one(db)  # retried until a worker has sends in flight
+                elif now >= next_kill and now < c.chaos_seconds:
+                    self._kill_one(rng)
+                    next_kill = now + rng.uniform(*c.kill_every)
+                time.sleep(0.05)
+        finally:
+            db.close()
+
+    def _kill_one(self, rng: random.Random) -> None:
+        with self.lock:
+            live = [s for s in self.slots if s["proc"] is not None and s["proc"].poll() is None and not s["paused"]]
+            if live:
+                slot = rng.choice(live)
+                slot["killed"] = True
+                os.kill(slot["proc"].pid, signal.SIGKILL)
+
+    def _freeze_one(self, db: Database) -> bool:
+        """SIGSTOP a worker that has sends in flight, for longer than its lease; SIGCONT it later."""
+        try:
+            owners = db.run("SELECT DISTINCT lease_owner FROM delivery_intents WHERE status = 'attempting'")
+        except UnavailableError:
+            return False
+        pids = {int(o[0].split(":")[2]) for o in owners}
+        with self.lock:
+            for slot in self.slots:
+                proc = slot["proc"]
+                if proc is not None and proc.pid in pids and proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    slot["paused"] = True
+                    self.figures["workers_frozen_past_lease"] += 1
+                    threading.Timer(LEASE_SECONDS + 5, self._thaw, args=(slot, proc)).start()
+                    self.log(f"{self._elapsed():6.1f}s worker {proc.pid} frozen for {LEASE_SECONDS + 5} s")
+                    return True
+        return False
+
+    def _thaw(self, slot: dict, proc: subprocess.Popen) -> None:
+        with self.lock:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+            slot["paused"] = False
+
+
+def run(config: ChaosConfig, workdir: Path | None = None, keep: bool = False, log=print) -> Findings:
+    own_dir = workdir is None
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="chaos-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    chaos = Run(config, workdir, log)
+    try:
+        chaos.start()
+        log(f"chaos run: {config.intents} intents, {config.workers} workers, seed {config.seed}, work dir {workdir}")
+        return chaos.run()
+    finally:
+        if hasattr(chaos, "pg"):
+            chaos.pg.stop()
+        if own_dir and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def render(findings: Findings) -> str:
+    lines = ["figures:"]
+    for name, value in sorted(findings.figures.items()):
+        lines.append(f"  {name:44} {json.dumps(value, sort_keys=True)}")
+    lines.append("invariants: " + ("all held" if findings.ok else "VIOLATED"))
+    for name, found in findings.violations.items():
+        for message in found:
+            lines.append(f"  {name}: {message}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the CI size (~400 intents, under 90 s)")
+    parser.add_argument("--intents", type=int)
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--max-seconds", type=float)
+    parser.add_argument("--json", type=Path, help="also write the figures and violations here")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (worker logs, database)")
+    args = parser.parse_args(argv)
+    overrides = {k: v for k, v in (("intents", args.intents), ("workers", args.workers), ("seed", args.seed),
+                                   ("max_seconds", args.max_seconds)) if v is not None}
+    config = ChaosConfig.quick(**overrides) if args.quick else dataclasses.replace(ChaosConfig(), **overrides)
+    findings = run(config, keep=args.keep)
+    print(render(findings))
+    if args.json:
+        args.json.write_text(json.dumps({"config": dataclasses.asdict(config), "figures": findings.figures,
+                                         "violations": findings.violations, "ok": findings.ok}, indent=2, default=str))
+    return 0 if findings.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The end-of-run invariants of the chaos run (tools/chaos.py), checked against the database and
+what the local providers actually took. Each check returns plain violations (strings); the figures
+say how much was exercised. docs/reliability.md states what each one means.
+"""
+from __future__ import annotations
+
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from signup_verification.database import Database
+from signup_verification.outbox.policy import RetryPolicy
+from signup_verification.tokens import Keyring
+
+from chaos_faults import Delivered
+
+TERMINAL = {"accepted", "failed", "suppressed"}
+LIMIT = 20  # violations listed per check; the count is always complete
+
+
+@dataclass
+class Ledger:
+    """What the chaos driver did through the create API."""
+    created: dict[str, uuid.UUID] = field(default_factory=dict)  # idempotency key -> verification id answered
+    superseded_at: dict[uuid.UUID, float] = field(default_factory=dict)  # new verification -> time.time() after commit
+    create_retries: int = 0  # 503s retried with the same key (replayed or created by the retry)
+
+
+@dataclass
+class Findings:
+    violations: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    figures: dict[str, object] = field(default_factory=dict)
+
+    def fail(self, check: str, message: str) -> None:
+        found = self.violations[check]
+        if len(found) < LIMIT:
+            found.append(message)
+        self.figures[f"violations_{check}"] = int(self.figures.get(f"violations_{check}", 0)) + 1
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.violations.values())
+
+
+def check(db: Database, ledger: Ledger, deliveries: Iterable[Delivered], keyring: Keyring, policy: RetryPolicy,
+          code_digits: int = 6) -> Findings:
+    found = Findings()
+    verifications = {r["id"]: r for r in db.rows(
+        "SELECT id, account_id, channel, destination, key_id, token_nonce, status, expires_at, superseded_by,"
+        " extract(epoch FROM expires_at)::float8 AS expires_epoch FROM verifications")}
+    intents = {r["verification_id"]: r for r in db.rows(
+        "SELECT id, verification_id, channel, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
+        " lease_owner FROM delivery_intents")}
+    attempts: dict[int, list[dict]] = defaultdict(list)
+    for row in db.rows("SELECT id, attempt_id, intent_id, attempt_number, outcome, error_class, lease_owner,"
+                       " lease_version, extract(epoch FROM attempted_at)::float8 AS attempted_epoch"
+                       " FROM delivery_attempts ORDER BY id"):
+        attempts[row["intent_id"]].append(row)
+    by_verification = _match_deliveries(found, verifications, deliveries, keyring, code_digits)
+    _no_intent_lost(found, ledger, verifications, intents, attempts, by_verification, policy)
+    _no_unexplained_duplicate(found, intents, attempts, by_verification)
+    _no_dead_token_delivered(found, ledger, verifications, intents, attempts, by_verification)
+    _state_explained_by_attempts(found, intents, attempts)
+    _no_stale_lease_write(found, attempts)
+    found.figures["final_status"] = dict(Counter(i["status"] for i in intents.values()))
+    found.figures["suppressed_by_reason"] = dict(Counter(i["suppression_reason"] for i in intents.values()
+                                                         if i["status"] == "suppressed"))
+    found.figures["attempts"] = sum(len({a["attempt_id"] for a in rows}) for rows in attempts.values())
+    found.figures["attempt_outcomes"] = dict(Counter(a["error_class"] if a["error_class"] == "lease_lost" else a["outcome"]
+                                                     for rows in attempts.values() for a in rows
+                                                     if a["outcome"] != "attempting"))
+    return found
+
+
+def _match_deliveries(found: Findings, verifications, deliveries, keyring: Keyring, digits: int):
+    """Each message a provider took -> the verification whose token or code it carried."""
+    links: dict[str, uuid.UUID] = {}
+    codes: dict[tuple[str, str], uuid.UUID] = {}
+    for vid, v in verifications.items():
+        key = keyring.get(v["key_id"])
+        nonce = bytes(v["token_nonce"])
+        if v["channel"] == "email":
+            links[key.link_token(vid, nonce)] = vid
+        else:
+            codes[(v["destination"], key.sms_code(vid, nonce, digits))] = vid
+    matched: dict[uuid.UUID, list[Delivered]] = defaultdict(list)
+    count = 0
+    for d in deliveries:
+        count += 1
+        vid = links.get(d.secret or "") if d.channel == "email" else codes.get((d.destination, d.secret or ""))
+        if vid is None or verifications[vid]["destination"] != d.destination:
+            found.fail("unknown_delivery", f"{d.channel} message to a destination/token no verification issued")
+            continue
+        matched[vid].append(d)
+    found.figures["deliveries"] = count
+    return matched
+
+
+def _no_intent_lost(found, ledger: Ledger, verifications, intents, attempts, delivered, policy: RetryPolicy) -> None:
+    answered = set(ledger.created.values())
+    if len(answered) != len(ledger.created):
+        found.fail("lost", "two idempotency keys were answered with the same verification")
+    if set(verifications) != answered:
+        found.fail("lost", f"{len(answered - set(verifications))} answered verifications missing from the database, "
+                           f"{len(set(verifications) - answered)} in the database never answered")
+    held = 0
+    for vid in answered & set(verifications):
+        intent = intents.get(vid)
+        if intent is None:
+            found.fail("lost", f"verification {vid} has no delivery intent")
+            continue
+        status = intent["status"]
+        rows = [a for a in attempts[intent["id"]] if a["outcome"] != "attempting"]
+        if status == "ambiguous":
+            if policy.channel(intent["channel"]).ambiguity != "hold" or not rows or rows[-1]["outcome"] != "ambiguous":
+                found.fail("lost", f"intent {intent['id']} is ambiguous without a hold policy or evidence")
+            held += 1
+        elif status not in TERMINAL:
+            found.fail("lost", f"intent {intent['id']} ended {status}, neither terminal nor held")
+        if status == "accepted" and not delivered.get(vid):
+            found.fail("lost", f"intent {intent['id']} is accepted but no provider took its message")
+    found.figures["held_ambiguous"] = held
+
+
+def _no_unexplained_duplicate(found, intents, attempts, delivered) -> None:
+    duplicates = explained = 0
+    for vid, messages in delivered.items():
+        intent = intents[vid]
+        rows = attempts[intent["id"]]
+        begun = sum(1 for a in rows if a["outcome"] == "attempting")
+        ambiguous = sum(1 for a in rows if a["outcome"] == "ambiguous")
+        if len(messages) > begun:
+            found.fail("duplicate", f"intent {intent['id']}: {len(messages)} messages taken, {begun} attempts begun")
+        if len(messages) > 1:
+            duplicates += len(messages) - 1
+            if len(messages) - 1 > ambiguous:
+                found.fail("duplicate", f"intent {intent['id']}: {len(messages)} messages taken, only {ambiguous} "
+                                        "ambiguous attempts recorded")
+            else:
+                explained += len(messages) - 1
+    found.figures["duplicate_messages"] = duplicates
+    found.figures["duplicates_through_recorded_ambiguity"] = explained
+    found.figures["intents_delivered_twice_or_more"] = sum(1 for m in delivered.values() if len(m) > 1)
+
+
+def _no_dead_token_delivered(found, ledger: Ledger, verifications, intents, attempts, delivered) -> None:
+    """No attempt begins once its verification is dead; no message is taken after its token expired.
+    A message taken after a supersede is allowed only if its attempt had begun before (it was in flight)."""
+    dead_at = {}
+    for new_id, committed in ledger.superseded_at.items():
+        for vid, v in verifications.items():
+            if v["superseded_by"] == new_id:
+                dead_at[vid] = committed
+    in_flight = 0
+    for vid, v in verifications.items():
+        intent = intents.get(vid)
+        if intent is None:
+            continue
+        begun = [a["attempted_epoch"] for a in attempts[intent["id"]] if a["outcome"] == "attempting"]
+        for started in begun:
+            if started >= v["expires_epoch"]:
+                found.fail("dead_token", f"intent {intent['id']}: an attempt began after its token expired")
+            if vid in dead_at and started >= dead_at[vid]:
+                found.fail("dead_token", f"intent {intent['id']}: an attempt began after it was superseded")
+        for message in delivered.get(vid, []):
+            if message.received_at >= v["expires_epoch"]:
+                found.fail("dead_token", f"intent {intent['id']}: its message was taken after the token expired")
+            if vid in dead_at and message.received_at >= dead_at[vid]:
+                in_flight += 1
+    found.figures["superseded"] = len(dead_at)
+    found.figures["expired_verifications"] = sum(1 for v in verifications.values() if v["status"] == "expired")
+    found.figures["sends_in_flight_when_superseded"] = in_flight
+
+
+def _state_explained_by_attempts(found, intents, attempts) -> None:
+    for intent in intents.values():
+        rows = attempts[intent["id"]]
+        by_attempt: dict[str, list[dict]] = defaultdict(list)
+        for a in rows:
+            by_attempt[a["attempt_id"]].append(a)
+        numbers = sorted({a["attempt_number"] for a in rows})
+        label = f"intent {intent['id']} ({intent['status']})"
+        if intent["attempts"] != len(by_attempt) or numbers != list(range(1, len(numbers) + 1)):
+            found.fail("explained", f"{label}: attempts={intent['attempts']} but attempt rows {numbers}")
+            continue
+        previous_end = -1
+        for number in numbers:
+            group = by_attempt[f"{intent['id']}:{number}"]
+            kinds = [a["outcome"] for a in group]
+            if kinds[0] != "attempting" or len(kinds) != 2:
+                found.fail("explained", f"{label}: attempt {number} has rows {kinds}, expected begun then one outcome")
+                break
+            if group[0]["id"] < previous_end:
+                found.fail("explained", f"{label}: attempt {number} began before attempt {number - 1} ended")
+            previous_end = group[1]["id"]
+        else:
+            last = by_attempt[f"{intent['id']}:{numbers[-1]}"][1]["outcome"] if numbers else None
+            allowed = {None: {"suppressed"}, "accepted": {"accepted"}, "failed": {"failed"},
+                       "retryable": {"failed", "suppressed"}, "ambiguous": {"ambiguous", "failed", "suppressed"}}
+            if intent["status"] not in allowed[last]:
+                found.fail("explained", f"{label}: last attempt outcome {last}")
+            ambiguous = sum(1 for a in rows if a["outcome"] == "ambiguous")
+            if ambiguous != intent["ambiguous_count"]:
+                found.fail("explained", f"{label}: ambiguous_count={intent['ambiguous_count']}, {ambiguous} rows")
+
+
+def _no_stale_lease_write(found, attempts) -> None:
+    """An outcome row carries the fence of the attempt it ends; fences only grow from attempt to attempt."""
+    for rows in attempts.values():
+        begun = {a["attempt_id"]: a for a in rows if a["outcome"] == "attempting"}
+        last_version = 0
+        for a in rows:
+            start = begun.get(a["attempt_id"])
+            if a["outcome"] == "attempting":
+                if a["lease_version"] <= last_version:
+                    found.fail("stale_write", f"attempt {a['attempt_id']} began under an older lease")
+                last_version = a["lease_version"]
+            elif start is None or a["lease_version"] != start["lease_version"] or (
+                    a["error_class"] != "lease_lost" and a["lease_owner"] != start["lease_owner"]):
+                found.fail("stale_write", f"attempt {a['attempt_id']}: outcome {a['outcome']} written under another lease")
