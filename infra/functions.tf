@@ -6,6 +6,7 @@ locals {
   common_env = {
     ENVIRONMENT              = "production"
     DEPLOYMENT               = var.name
+    GOOGLE_CLOUD_PROJECT     = var.project_id # log trace ids become projects/P/traces/T links
     INSTANCE_CONNECTION_NAME = google_sql_database_instance.main.connection_name
     DB_NAME                  = google_sql_database.main.name
     VERIFY_LINK_BASE         = var.verify_link_base != "" ? var.verify_link_base : "${local.confirm_url}/"

@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,11 +78,11 @@ class PrivateServer:
     """An embedded PostgreSQL of the run's own, restartable (pgserver's pg_ctl)."""
 
     def __init__(self, data_dir: Path):
-        import pgserver
-
         self.data_dir = data_dir
         admin = embedded.start(data_dir, stop_at_exit=False,
                                settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+        import pgserver  # after embedded.start, which points pgserver's runtime dir somewhere writable
+
         self.server = pgserver.get_server(data_dir, cleanup_mode=None)
         self.params = embedded.ensure_database(admin, "chaos")
         self.socket_dir = str(Path(admin.unix_sock).parent)
@@ -122,6 +122,9 @@ class Run:
         self.token_keys = new_key_spec("chaos")
         self.keyring = Keyring.parse(self.token_keys)
         self.errors: list[str] = []
+        # Each crash point fires at least once (then at random): a launch whose point was never reached
+        # (nothing to claim, say) hands its fault on to the next launch.
+        self.fault_queue = deque(["after_send", "after_claim", "after_begin", "after_send"])
 
     # -- set-up -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -276,8 +279,13 @@ class Run:
             while not self.stopping.is_set():
                 env = dict(self.env)
                 fault = None
-                if self.chaos_on.is_set() and rng.random() < self.config.fault_launch_share:
-                    fault = rng.choice(["after_send", "after_send", "after_begin", "after_claim"])
+                if self.chaos_on.is_set() and self._elapsed() > 2.0:
+                    with self.lock:
+                        if self.fault_queue:
+                            fault = self.fault_queue.popleft()
+                        elif rng.random() < self.config.fault_launch_share:
+                            fault = rng.choice(["after_send", "after_send", "after_begin", "after_claim"])
+                if fault:
                     env["DISPATCH_FAULT"] = fault
                 with self.lock:
                     if self.stopping.is_set():
@@ -296,6 +304,9 @@ class Run:
 
     def _record_exit(self, code: int, out: str, fault: str | None, killed_by_us: bool) -> int:
         f = self.figures
+        if code == 0 and fault:
+            with self.lock:
+                self.fault_queue.append(fault)  # its crash point was never reached: the next launch takes it
         if code == 0:
             report = json.loads(out.strip().splitlines()[-1])
             f["dispatch_invocations"] += 1
@@ -303,6 +314,8 @@ class Run:
             return report["claimed"]
         if code == -signal.SIGKILL:
             f["killed_sigkill" if killed_by_us else f"killed_by_fault_{fault}"] += 1
+        elif code == -signal.SIGTERM:
+            f["dispatch_terminated_at_end"] += 1  # SIGTERM before its handler was installed
         elif code == 1:
             f["dispatch_exits_database_unavailable"] += 1  # verifyctl's one-line error (the server was down)
         else:
@@ -394,6 +407,9 @@ def run(config: ChaosConfig, workdir: Path | None = None, keep: bool = False, lo
     own_dir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    runtime_dir = workdir / "runtime"  # pgserver's lock file; platformdirs wants it private (0700)
+    runtime_dir.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
     chaos = Run(config, workdir, log)
     try:
         chaos.start()

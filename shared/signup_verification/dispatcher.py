@@ -187,7 +187,8 @@ class Dispatcher:
         """Claim a batch sized for the time left after `ahead` seconds of work already running;
         suppress its dead intents. None when out of time or out of work (then `_drained`)."""
         s = self.settings
-        plan = plan_batch(self.deadline.remaining() - ahead, self.estimator.worst(), s.send_concurrency,
+        latency = min(self.estimator.worst(), s.send_timeout_seconds)  # a seeded estimate may predate a cap
+        plan = plan_batch(self.deadline.remaining() - ahead, latency, s.send_concurrency,
                           s.dispatch_max_batch, s.dispatch_batch_seconds)
         if plan is None:
             return None

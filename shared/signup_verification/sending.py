@@ -141,7 +141,9 @@ class BatchSender:
                        "".join(traceback.format_tb(exc.__traceback__)),
                        extra={"json_fields": {"event": "adapter_error", "intent_id": intent.id}})
             result = SendResult.ambiguous("adapter_error", f"adapter raised {type(exc).__name__}")
-        self.estimator.observe(intent.channel, time.monotonic() - started)
+        # Capped at the send timeout: a longer elapsed time means this process was stalled (frozen, starved),
+        # not a slow provider; uncapped, one stall poisoned the saved estimate and no batch fit any more.
+        self.estimator.observe(intent.channel, min(time.monotonic() - started, self.send_timeout))
         if result.is_configuration_error:
             with self._broken_lock:
                 self.broken.add(intent.channel)

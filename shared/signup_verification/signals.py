@@ -33,7 +33,7 @@ ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed"
 class SignalsConfig:
     window_seconds: float = 300.0  # SIGNALS_WINDOW_SECONDS: attempts by outcome over this window
     ready_age_alert_seconds: float = 120.0  # READY_AGE_ALERT_SECONDS: the page threshold
-    watermark_stale_seconds: float = 600.0  # RECONCILE_STALE_SECONDS: reconciler not advancing
+    watermark_stale_seconds: float = 300.0  # RECONCILE_STALE_SECONDS: reconciler not advancing (infra alert too)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "SignalsConfig":
