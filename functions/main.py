@@ -8,7 +8,7 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification import problems, verifications
+from signup_verification import auth, problems, verifications
 from signup_verification.api_models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from signup_verification import confirmations, pages
 from signup_verification import dispatcher, shutdown
@@ -24,6 +24,7 @@ shutdown.install(exit_after=shutdown.grace_from_env())
 
 @functions_framework.http
 @endpoint
+@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def create_verification(request: flask.Request):
     """POST {account_id, channel, destination, locale?, template?} with an Idempotency-Key header."""
     require_method(request, "POST")
@@ -68,6 +69,7 @@ def confirm_verification(request: flask.Request):
 
 @functions_framework.http
 @endpoint
+@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def dispatch(request: flask.Request):
     """POST (Cloud Scheduler): drain eligible intents until none is left or the time budget is spent.
     Answers {claimed, accepted, retryable, failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}."""
@@ -79,6 +81,7 @@ def dispatch(request: flask.Request):
 
 @functions_framework.http
 @endpoint
+@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def reconcile(request: flask.Request):
     """POST (Cloud Scheduler): one bounded sweep through the outbox transitions; never sends.
     Answers {moves, overdue, drained, duties, watermark, elapsed_ms}, or {skipped} if a run is in progress."""
@@ -90,6 +93,7 @@ def reconcile(request: flask.Request):
 
 @functions_framework.http
 @endpoint
+@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def status(request: flask.Request):
     """GET: the operator signals per channel, the heartbeats and the alerts they would raise (JSON)."""
     require_method(request, "GET", "HEAD")

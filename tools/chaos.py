@@ -304,9 +304,9 @@ class Run:
 
     def _record_exit(self, code: int, out: str, fault: str | None, killed_by_us: bool) -> int:
         f = self.figures
-        if code == 0 and fault:
+        if fault and (code != -signal.SIGKILL or killed_by_us):
             with self.lock:
-                self.fault_queue.append(fault)  # its crash point was never reached: the next launch takes it
+                self.fault_queue.append(fault)  # it never reached its crash point: the next launch takes it
         if code == 0:
             report = json.loads(out.strip().splitlines()[-1])
             f["dispatch_invocations"] += 1

@@ -128,6 +128,7 @@ class ChaosTwilio(FakeTwilio):
         super().__init__()
         self.faults = faults
         self.by_destination = _Chaotic(faults)
+        self.httpd.handle_error = lambda request, client_address: None  # a killed worker's reset is expected
 
     def parse(self, raw: bytes):
         destination, body, fields = super().parse(raw)

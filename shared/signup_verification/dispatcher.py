@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Mapping
 
+from . import signals
 from .budget import Deadline, LatencyEstimator, invocation_seconds, plan_batch
 from .channels.base import Channel
 from .database import Database
@@ -326,5 +327,7 @@ def channels_for(settings: Settings) -> Mapping[str, Channel]:
 
 def dispatch(db: Database, settings: Settings, keyring: Keyring, *, stop: threading.Event | None = None,
              channels: Mapping[str, Channel] | None = None) -> DispatchReport:
-    """One invocation of the worker."""
-    return Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop).run()
+    """One invocation of the worker, closed by its `event="signals"` records (the absence alert reads them)."""
+    report = Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop).run()
+    signals.emit(db, settings, source="dispatch")
+    return report

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import flask
 
 from . import problems
+from .auth import RAW_BODY
 from .database import UnavailableError
 from .problems import Problem
 
@@ -33,7 +34,9 @@ def json_body(request: flask.Request, max_bytes: int) -> dict[str, Any]:
         raise problems.unsupported_media_type()
     if request.content_length is not None and request.content_length > max_bytes:
         raise problems.too_large(max_bytes)
-    raw = request.stream.read(max_bytes + 1)
+    raw = request.environ.get(RAW_BODY)  # already read to check a request signature (auth.py)
+    if raw is None:
+        raw = request.stream.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise problems.too_large(max_bytes)
     try:
