@@ -31,14 +31,17 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     return value
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float = float("-inf")) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum:g}, got {raw}")
+    return value
 
 
 def _positive(env: Mapping[str, str], name: str, default: float) -> float:
@@ -46,6 +49,17 @@ def _positive(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be > 0, got {value}")
     return value
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
 def _retry_policy(env: Mapping[str, str]) -> RetryPolicy:
@@ -113,6 +127,10 @@ class Settings:
     dispatch_batch_seconds: float = 2.0  # sends of one batch should take about this long
     dispatch_safety_margin_seconds: float = 5.0  # kept free at the end of FUNCTION_TIMEOUT_SECONDS
     shutdown_grace_seconds: float = 8.0  # after SIGTERM, in-flight sends may finish within this
+    # An empty outbox does not end the invocation: it polls until near its deadline, so new work is
+    # sent within ~a poll interval instead of at the next scheduler tick (on by default in production).
+    dispatch_idle_wait: bool = False
+    dispatch_idle_poll_seconds: float = 0.25
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -165,6 +183,8 @@ class Settings:
             dispatch_batch_seconds=_positive(env, "DISPATCH_BATCH_SECONDS", 2.0),
             dispatch_safety_margin_seconds=_positive(env, "DISPATCH_SAFETY_MARGIN_SECONDS", 5.0),
             shutdown_grace_seconds=_positive(env, "SHUTDOWN_GRACE_SECONDS", 8.0),
+            dispatch_idle_wait=_flag(env, "DISPATCH_IDLE_WAIT", env.get("ENVIRONMENT") == "production"),
+            dispatch_idle_poll_seconds=_positive(env, "DISPATCH_IDLE_POLL_SECONDS", 0.25),
             retry_policy=_retry_policy(env),
             extra={k: v for k, v in env.items() if k.startswith("VERIFY_")},
         )

@@ -10,21 +10,9 @@ from typing import Mapping
 
 from ..outbox.policy import RetryPolicy
 from ..settings import ConfigError
+from ..settings import _float as _number  # one parser for numeric settings
 
 DAY = 86_400
-
-
-def _number(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name} must be >= {minimum:g}, got {raw}")
-    return value
 
 
 @dataclass(frozen=True)
