@@ -56,7 +56,7 @@ def test_the_schedule_interval_has_a_flag_an_env_var_and_a_cloud_scheduler_defau
     assert parser.parse_args([]).schedule_seconds == 3
 
 
-def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, monkeypatch):
+def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, monkeypatch, pg_server):
     monkeypatch.setenv("VERIFY_LOCAL_DIR", str(tmp_path))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -67,6 +67,8 @@ def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, m
     error = capsys.readouterr().err
     assert f"port {port} (confirm_verification) is in use" in error and "--base-port" in error
     assert not (tmp_path / "pg").exists()  # nothing was started
+    # ...and nothing stopped: the test server this process runs is still up (CI once lost it here).
+    pg_server.with_database("postgres").connect().close()
 
 
 @pytest.mark.slow

@@ -53,6 +53,16 @@ def ensure_database(params: ConnectionParams, name: str) -> ConnectionParams:
     return params.with_database(name)
 
 
+def stop(data_dir: Path) -> None:
+    """Stop the server this process started in `data_dir` (and only that one)."""
+    server = _servers.pop(Path(data_dir).resolve(), None)
+    if server is not None:
+        try:
+            server.cleanup()  # type: ignore[attr-defined]
+        except Exception as exc:  # best effort at shutdown
+            _log.warning("embedded postgres did not stop cleanly: %s", exc)
+
+
 def stop_all() -> None:
     for server in list(_servers.values()):
         try:

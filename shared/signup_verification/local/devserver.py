@@ -30,7 +30,7 @@ PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch":
 SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
 FAST_INTERVAL_SECONDS = 2.0
 # Dummy Twilio credentials the dev children send and the mailbox's fake Twilio API checks.
-DEV_TWILIO = {"TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "TWILIO_AUTH_TOKEN": "local-dev-auth-token",
+DEV_TWILIO = {"TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "TWILIO_AUTH_TOKEN": "local-dev-auth-token",  # the local fake's  # nosec B105
               "TWILIO_FROM": "+15005550006"}
 
 
@@ -105,7 +105,7 @@ def _die_with_parent() -> None:
 
 
 def _browser_host(host: str) -> str:
-    return "localhost" if host in ("127.0.0.1", "0.0.0.0", "localhost", "::") else host
+    return "localhost" if host in ("127.0.0.1", "0.0.0.0", "localhost", "::") else host  # a comparison  # nosec B104
 
 
 def child_environment(settings_env: dict[str, str], database_url: str, host: str, ports: dict[str, int],
@@ -132,7 +132,8 @@ def run(settings: Settings, args: argparse.Namespace, out: Callable[[str], None]
         return 0
     finally:
         _stop_children(children)
-        embedded.stop_all()
+        # Only our own server: an in-process caller (a test) may run another one.
+        embedded.stop(settings.local_dir / "pg")
         signal.signal(signal.SIGTERM, previous_term)
 
 
