@@ -7,7 +7,6 @@ embedded database.
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import socket
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from auth_helpers import cloud_run_identity
 from conftest import TEST_TOKEN_KEYS
 from terraform_model import load_infra
 
@@ -130,14 +130,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-# What Cloud Run passes on once IAM let a call in: the caller's ID token, signature removed (auth.py).
-_CLAIMS = {"iss": "https://accounts.google.com", "email": "scheduler@p.iam.gserviceaccount.com", "exp": 4102444800}
-PLATFORM_IDENTITY = {"Authorization": "Bearer e30." + base64.urlsafe_b64encode(json.dumps(_CLAIMS).encode()).decode().rstrip("=") + "."}
-
-
 def _request(port: int, target: str) -> tuple[int, bytes]:
     method, path, body, headers, _ = REQUESTS[target]
-    headers = {**PLATFORM_IDENTITY, **headers}  # ENVIRONMENT=production below: guarded targets need an identity
+    headers = {"Authorization": cloud_run_identity(), **headers}  # ENVIRONMENT=production below (auth.py)
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
                                      headers={**headers, **({"Content-Type": "application/json"} if data else {})})

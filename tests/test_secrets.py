@@ -15,6 +15,7 @@ from google.cloud.secretmanager_v1.services.secret_manager_service.transports im
 from signup_verification import runtime, secrets
 from signup_verification.settings import ConfigError
 
+from auth_helpers import cloud_run_identity
 from conftest import TEST_TOKEN_KEYS
 
 TOKEN_REF = "sm://projects/my-proj/secrets/verify-token-keys/versions/3"
@@ -90,7 +91,7 @@ def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env
     assert TEST_TOKEN_KEYS not in repr(runtime.get_runtime().settings)
     response = app_client("create_verification").post(
         "/", json={"account_id": "acct_sm", "channel": "email", "destination": "sm@example.com"},
-        headers={"Idempotency-Key": "sm-1"})
+        headers={"Idempotency-Key": "sm-1", "Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")})
     assert response.status_code == 201, response.get_data(as_text=True)
     runtime.reset()
     runtime.get_runtime()

@@ -39,14 +39,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_checks import Findings, Ledger, check  # noqa: E402
+from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
-from signup_verification import embedded, migrations, verifications  # noqa: E402
+from signup_verification import migrations, verifications  # noqa: E402
 from signup_verification.api_models import CreateVerificationRequest  # noqa: E402
-from signup_verification.database import ConnectionParams, Database, UnavailableError  # noqa: E402
+from signup_verification.budget import MIN_LEASE_SECONDS  # noqa: E402
+from signup_verification.database import Database, UnavailableError  # noqa: E402
 from signup_verification.settings import Settings  # noqa: E402
 from signup_verification.tokens import Keyring, new_key_spec  # noqa: E402
 
-LEASE_SECONDS = 30  # the dispatcher's shortest lease (budget.plan_batch): a frozen worker must outlive it
+LEASE_SECONDS = MIN_LEASE_SECONDS  # the dispatcher's shortest lease: a frozen worker must outlive it
 
 
 @dataclass(frozen=True)
@@ -72,39 +74,6 @@ class ChaosConfig:
     def quick(cls, **overrides) -> "ChaosConfig":
         return dataclasses.replace(cls(intents=400, chaos_seconds=20.0, kill_every=(1.0, 3.0), max_seconds=150.0),
                                    **overrides)
-
-
-class PrivateServer:
-    """An embedded PostgreSQL of the run's own, restartable (pgserver's pg_ctl)."""
-
-    def __init__(self, data_dir: Path):
-        self.data_dir = data_dir
-        admin = embedded.start(data_dir, stop_at_exit=False,
-                               settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
-        import pgserver  # after embedded.start, which points pgserver's runtime dir somewhere writable
-
-        self.server = pgserver.get_server(data_dir, cleanup_mode=None)
-        self.params = embedded.ensure_database(admin, "chaos")
-        self.socket_dir = str(Path(admin.unix_sock).parent)
-
-    def _pg_ctl(self, *args: str) -> None:
-        from pgserver import _commands
-
-        _commands.pg_ctl(["-w", *args], pgdata=self.data_dir, user=self.server.system_user, timeout=60)
-
-    def restart(self, outage: float) -> float:
-        """Stop (fast: every session is terminated, as in a failover), stay down, start. Returns seconds down."""
-        started = time.monotonic()
-        self._pg_ctl("-m", "fast", "stop")
-        time.sleep(outage)
-        self._pg_ctl("-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.data_dir / "log"), "start")
-        return time.monotonic() - started
-
-    def stop(self) -> None:
-        try:
-            self._pg_ctl("-m", "fast", "stop")
-        except subprocess.CalledProcessError:
-            pass
 
 
 class Run:

@@ -107,6 +107,12 @@ class Database:
     def from_url(cls, url: str, **kwargs: Any) -> "Database":
         return cls(ConnectionParams.from_url(url), **kwargs)
 
+    def sibling(self) -> "Database":
+        """A second, independent connection to the same database with the same settings (for a
+        thread that must not share this one); opened lazily, closed by its own `close()`."""
+        return Database(self.params, statement_timeout_ms=self.statement_timeout_ms,
+                        application_name=self.application_name, connector=self._connector)
+
     # -- connection lifecycle -------------------------------------------------------------
     def _connection(self) -> pg8000.native.Connection:
         if self._con is None:
@@ -127,7 +133,7 @@ class Database:
         if con is not None:
             try:
                 con.close()
-            except Exception:  # closing a broken socket may itself fail; nothing left to do
+            except Exception:  # closing a broken socket may itself fail; nothing left to do  # nosec B110
                 pass
 
     def _broken(self, exc: BaseException) -> UnavailableError:

@@ -4,11 +4,11 @@
            -> begin attempts (fenced, before any network call) -> sends in a bounded pool
            -> settle every outcome in one batched statement -> count stale writes
 
-Database work is per batch, not per intent: claim, heartbeat, begin and settle are four
-statements whatever the batch size (plus one per suppression reason found, one per lease
-renewal). The transitions themselves live in outbox/transitions.py; this module only drives them.
-Draining until the deadline (not one batch per scheduler tick) is what keeps a fresh
-verification from waiting for the next minute.
+Database work is per batch, not per intent: claim, begin and settle are three statements
+whatever the batch size (plus the heartbeat at most every HEARTBEAT_SECONDS, one per suppression
+reason found, one per lease renewal). The transitions themselves live in outbox/transitions.py; this module only drives them.
+Draining until the deadline (not one batch per scheduler tick), and with DISPATCH_IDLE_WAIT polling
+an empty outbox until then, is what keeps a fresh verification from waiting for the next minute.
 """
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Mapping
 
 from . import signals
-from .budget import Deadline, LatencyEstimator, invocation_seconds, plan_batch
+from .budget import SETTLE_RESERVE, Deadline, LatencyEstimator, invocation_seconds, plan_batch
 from .channels.base import Channel
 from .database import Database
 from .messages import Renderer
@@ -42,6 +42,9 @@ _log = logging.getLogger("signup_verification.dispatcher")
 # Crash points for the fault-injection tests: the process SIGKILLs itself there (never in production).
 FAULT_POINTS = ("after_claim", "after_begin", "after_send")
 POLL_SECONDS = 0.2  # how often the loop looks at the shutdown flag and the leases while sends run
+# last_claim_at feeds an absence alert measured in minutes: one write per few seconds is enough, and
+# per batch it was a whole extra commit (bench/throughput_bench.py).
+HEARTBEAT_SECONDS = 5.0
 
 _RECORD_CLAIM = """
 INSERT INTO worker_heartbeats (name, deployment, last_claim_at, watermark)
@@ -58,6 +61,7 @@ _START = """
 SELECT set_config('plan_cache_mode', 'force_custom_plan', false) AS plan_mode,
        (SELECT watermark -> 'send_latency_seconds' FROM worker_heartbeats WHERE name = :name) AS latency
 """
+_PLAN_MODE = "SELECT set_config('plan_cache_mode', 'force_custom_plan', false)"
 _SAVE_LATENCY = """
 UPDATE worker_heartbeats
    SET watermark = watermark || jsonb_build_object('send_latency_seconds', CAST(:latency AS jsonb))
@@ -126,6 +130,11 @@ class Dispatcher:
         self.abandoned = 0
         self._stop_seen = False
         self._drained = False  # a claim found nothing eligible
+        self._beat_at: float | None = None  # when last_claim_at was last written
+        # DISPATCH_SETTLE_CONNECTION: settles run on a second connection, overlapping the next claim
+        self._settler: ThreadPoolExecutor | None = None
+        self._settle_db: Database | None = None
+        self._settling: tuple[list, Future] | None = None
 
     # -- the invocation -------------------------------------------------------------------------------
     def run(self) -> DispatchReport:
@@ -136,10 +145,13 @@ class Dispatcher:
                                   self.estimator, self._stopping, s.send_timeout_seconds)
         try:
             self._start_session()
+            self._open_settler()
             self._loop()
+            self._collect_settle()
             if self.report.batches:
                 self._save_latency()
         finally:
+            self._close_settler()
             pool.shutdown(wait=False, cancel_futures=True)
             self.report.elapsed_ms = int((self.clock() - self.deadline.started) * 1000)
             self._log_summary()
@@ -148,7 +160,8 @@ class Dispatcher:
     def _loop(self) -> None:
         """Pipelined one batch ahead: while a batch's sends run, the next batch is claimed (not begun:
         on shutdown it is simply released), and the finished batch is settled while the next one's
-        sends already run. Only `begin` sits between two batches' sends."""
+        sends already run. Only `begin` sits between two batches' sends. With a settle connection, that
+        settle also overlaps the next claim (PostgreSQL works on both at once)."""
         running: _Running | None = None
         pending: _Claimed | None = None
         while True:
@@ -172,8 +185,18 @@ class Dispatcher:
             self._settle(outcomes)
 
     def _wait_for_work(self) -> bool:
-        """Hook for waiting (LISTEN/NOTIFY) until new work or the deadline; today: no work ends the run."""
-        return False
+        """The outbox is empty: with DISPATCH_IDLE_WAIT, sleep one poll interval and claim again (an
+        empty claim is one probe of the small eligible index), until too little time is left for a
+        send. Polling rather than LISTEN: pg8000 has no blocking wait for notifications, and a poll
+        also sees work that becomes due by time (retries, holds), which no NOTIFY announces."""
+        s = self.settings
+        if not s.dispatch_idle_wait:
+            return False
+        one_send = min(self.estimator.worst(), s.send_timeout_seconds)  # what a batch found next would need
+        if self.deadline.remaining() < s.dispatch_idle_poll_seconds + SETTLE_RESERVE + one_send:
+            return False
+        self.stop.wait(s.dispatch_idle_poll_seconds)
+        return not self._stopping()
 
     def _stopping(self) -> bool:
         if self.stop.is_set() and not self._stop_seen:
@@ -194,6 +217,9 @@ class Dispatcher:
         if plan is None:
             return None
         claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds)
+        if not claimed and self._settling is not None:
+            self._collect_settle()  # its retryable outcomes may be due at once: look again before calling it empty
+            claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds)
         if not claimed:
             self._drained = True
             return None
@@ -208,14 +234,17 @@ class Dispatcher:
         if self._stopping():  # SIGTERM before the sends began: give the work back, not an attempt
             self._release(claimed.live)
             return None
-        if not claimed.live:
+        # Claimed ahead, a batch may have waited behind slow sends: links that died meanwhile are suppressed
+        # here, never begun (found by tools/chaos.py: a 30 s link was begun and sent after it expired).
+        live = self._suppress_dead(claimed.live)
+        if not live:
             return None
-        begun = transitions.begin_attempts(self.db, self.owner, [i.fence for i in claimed.live])
-        self.report.stale_writes += len(claimed.live) - len(begun)
+        begun = transitions.begin_attempts(self.db, self.owner, [i.fence for i in live])
+        self.report.stale_writes += len(live) - len(begun)
         self._inject("after_begin")
         if not begun:
             return None
-        by_id = {i.id: i for i in claimed.live}
+        by_id = {i.id: i for i in live}
         inflight = self.sender.start([(by_id[b.intent_id], b) for b in begun])
         return _Running(inflight, claimed.lease_seconds, claimed.expected_seconds,
                         self.clock() + claimed.lease_seconds / 2)
@@ -264,9 +293,44 @@ class Dispatcher:
             _log.warning("lease renewal: %d of %d leases were lost", len(fences) - len(renewed), len(fences))
 
     def _settle(self, outcomes) -> None:
+        """Record a batch's outcomes: on the settle connection when there is one (one settle in flight;
+        it overlaps the next claim), else here."""
         if not outcomes:
             return
-        applied = transitions.settle(self.db, self.owner, [o.settlement(self.policy) for o in outcomes])
+        self._collect_settle()
+        settlements = [o.settlement(self.policy) for o in outcomes]
+        if self._settler is None:
+            self._record_settled(outcomes, transitions.settle(self.db, self.owner, settlements))
+        else:
+            self._settling = (outcomes, self._settler.submit(transitions.settle, self._settle_db, self.owner, settlements))
+
+    def _collect_settle(self) -> None:
+        """Wait for the settle in flight, if any, and count its results (a failure raises here)."""
+        if self._settling is not None:
+            outcomes, future = self._settling
+            self._settling = None
+            self._record_settled(outcomes, future.result())
+
+    def _open_settler(self) -> None:
+        if self.settings.dispatch_settle_connection:
+            self._settle_db = self.db.sibling()
+            self._settle_db.run(_PLAN_MODE)
+            self._settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
+
+    def _close_settler(self) -> None:
+        """Never abandon a settle mid-flight: wait for it, then close its connection."""
+        if self._settler is None:
+            return
+        try:
+            self._collect_settle()
+        except Exception:  # already failing (the loop raised): the outcome is logged, the reconciler recovers
+            _log.exception("settle failed while the invocation was ending")
+        finally:
+            self._settler.shutdown(wait=True)
+            self._settle_db.close()
+            self._settler = None
+
+    def _record_settled(self, outcomes, applied: set[int]) -> None:
         self.report.stale_writes += len(outcomes) - len(applied)
         for outcome in outcomes:
             if outcome.intent.id in applied:
@@ -280,7 +344,11 @@ class Dispatcher:
     # -- signals for the operator -----------------------------------------------------------------------
     def _record_claim(self) -> None:
         """last_claim_at for this deployment (the signals read it), with the latency estimates that
-        seed the next invocation's batch sizing. One statement per batch."""
+        seed the next invocation's batch sizing. One statement per HEARTBEAT_SECONDS at most."""
+        now = self.clock()
+        if self._beat_at is not None and now - self._beat_at < HEARTBEAT_SECONDS:
+            return
+        self._beat_at = now
         self.db.run(_RECORD_CLAIM, name=heartbeat_name(self.settings.deployment), deployment=self.settings.deployment,
                     latency=json.dumps(self.estimator.snapshot()))
 

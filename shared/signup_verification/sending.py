@@ -15,6 +15,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Mapping, Sequence
 
 from .budget import Deadline, LatencyEstimator
@@ -120,6 +121,10 @@ class BatchSender:
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "shutting down before the send started"))
         if not self._time_for_send(intent.channel):
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "no time left in this invocation"))
+        if intent.expires_at <= datetime.now(timezone.utc) + timedelta(seconds=self.send_timeout):
+            # Queued behind slow sends of its batch, the link would arrive dead (or die in flight): never handed
+            # to the provider; the next claim suppresses it as expired.
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "the link expires before a send could finish"))
         channel = self.channels.get(intent.channel)
         if channel is None:
             return SendOutcome(intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}"))

@@ -131,6 +131,10 @@ class Settings:
     # sent within ~a poll interval instead of at the next scheduler tick (on by default in production).
     dispatch_idle_wait: bool = False
     dispatch_idle_poll_seconds: float = 0.25
+    # Settle each batch on a second database connection while the next batch is claimed (two
+    # PostgreSQL backends busy instead of one). Opt-in: its gain was not clear on the shared 2-core
+    # bench machine (docs/benchmarks.md), and it costs a second connection per dispatch instance.
+    dispatch_settle_connection: bool = False
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -185,6 +189,7 @@ class Settings:
             shutdown_grace_seconds=_positive(env, "SHUTDOWN_GRACE_SECONDS", 8.0),
             dispatch_idle_wait=_flag(env, "DISPATCH_IDLE_WAIT", env.get("ENVIRONMENT") == "production"),
             dispatch_idle_poll_seconds=_positive(env, "DISPATCH_IDLE_POLL_SECONDS", 0.25),
+            dispatch_settle_connection=_flag(env, "DISPATCH_SETTLE_CONNECTION", False),
             retry_policy=_retry_policy(env),
             extra={k: v for k, v in env.items() if k.startswith("VERIFY_")},
         )

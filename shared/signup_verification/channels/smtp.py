@@ -135,7 +135,7 @@ class SmtpChannel:
         except smtplib.SMTPAuthenticationError as exc:
             raise _Failed(classify_reply("auth", exc.smtp_code, exc.smtp_error)) from None
         finally:
-            conn.password = ""  # smtplib keeps it on the object otherwise
+            conn.password = ""  # clearing it; smtplib keeps it on the object otherwise  # nosec B105
         if code not in (235, 503):
             raise _Failed(classify_reply("auth", code, text))
 

@@ -46,7 +46,7 @@ class RunStart:
 
 def begin(db: Database, name: str, deployment: str) -> RunStart:
     row = db.one(load_sql(__file__, "watermark_begin.sql"), name=name, deployment=deployment)
-    assert row is not None
+    assert row is not None  # the INSERT ... ON CONFLICT ... RETURNING always returns a row  # nosec B101
     previous = row["previous"]
     if isinstance(previous, str):
         previous = json.loads(previous)

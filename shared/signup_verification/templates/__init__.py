@@ -89,7 +89,7 @@ def _split(version_ref: str) -> tuple[str, str]:
 
 
 # Text parts are plain text (no escaping); the HTML part is autoescaped.
-_text_env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+_text_env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # text/plain and SMS, never HTML  # nosec B701
 _html_env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 

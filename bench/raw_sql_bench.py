@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The raw-SQL limit: the dispatcher's own claim, begin-attempts and settle statements (the same
+.sql files, prepared, one connection) driven in a tight loop with no rendering, sending or
+bookkeeping between them. What the database can do per intent on this machine; the dispatcher's
+rate divided by this is the share Python and the pipeline cost.
+
+    .venv/bin/python bench/raw_sql_bench.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import fresh_database, log, server
+from signup_verification.database import Database, load_sql
+from signup_verification.outbox import transitions
+from fakes.seed import seed_intents
+
+OUTBOX = transitions.__file__
+OWNER = "raw-sql"
+
+
+def seed(db: Database, n: int) -> None:
+    for first in range(0, n, 50_000):
+        seed_intents(db, min(50_000, n - first), sms_every=5, prefix=f"r{first}", offset=first)
+    db.execute_script("VACUUM ANALYZE")
+
+
+def drain(db: Database, batch: int) -> int:
+    """claim -> begin -> settle(accepted) until nothing is eligible; returns intents settled."""
+    claim, begin, settle = (load_sql(OUTBOX, f) for f in ("claim.sql", "begin_attempts.sql", "settle.sql"))
+    db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
+    done = 0
+    while True:
+        rows = db.run(claim, owner=OWNER, limit=batch, lease_seconds=60)
+        if not rows:
+            return done
+        ids, versions = [r[0] for r in rows], [r[9] for r in rows]
+        db.run(begin, owner=OWNER, ids=ids, versions=versions)
+        n = len(ids)
+        applied = db.run(settle, owner=OWNER, ids=ids, versions=versions, outcomes=["accepted"] * n,
+                         delays=[0.0] * n, error_classes=[None] * n, error_details=[None] * n,
+                         provider_refs=["raw"] * n, segments=[None] * n)
+        done += len(applied)
+
+
+def measure(params, intents: int, batch: int) -> float:
+    """intents/s for one drain of a freshly seeded database."""
+    db = fresh_database(params, "bench_raw_sql")
+    try:
+        seed(db, intents)
+        started = time.perf_counter()
+        done = drain(db, batch)
+        seconds = time.perf_counter() - started
+        assert done == intents, (done, intents)
+        return done / seconds
+    finally:
+        db.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--batch", type=int, default=500)
+    args = parser.parse_args()
+    params = server()
+    n = 2_000 if args.quick else 50_000
+    log(f"raw SQL, batch {args.batch}: {measure(params, n, args.batch):,.0f} intents/s")
+
+
+if __name__ == "__main__":
+    main()
