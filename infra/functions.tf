@@ -61,6 +61,10 @@ resource "google_cloudfunctions2_function" "function" {
       DB_USER                  = google_service_account.function[each.key].email
       THREADS                  = tostring(var.functions[each.key].concurrency)
       FUNCTION_TIMEOUT_SECONDS = tostring(var.functions[each.key].timeout_seconds)
+      # The worker waits for new work until 2 s before its timeout (DISPATCH_IDLE_WAIT is on in
+      # production): with a 59 s timeout and a once-a-minute schedule, a fresh verification waits
+      # ~1 s, not up to a minute (docs/benchmarks.md, create -> accepted latency).
+      DISPATCH_SAFETY_MARGIN_SECONDS = "2"
       }, {
       for s in local.function_secrets[each.key] :
       local.secret_env[s] => "sm://${google_secret_manager_secret.secret[s].name}/versions/${local.secret_version[s]}"

@@ -95,7 +95,7 @@ variable "functions" {
   default = {
     create    = { max_instances = 40, concurrency = 1, timeout_seconds = 30 }
     confirm   = { max_instances = 30, concurrency = 1, timeout_seconds = 30 }
-    dispatch  = { max_instances = 2, concurrency = 1, timeout_seconds = 50 }
+    dispatch  = { max_instances = 2, concurrency = 1, timeout_seconds = 59 }
     reconcile = { max_instances = 1, concurrency = 1, timeout_seconds = 50 }
     status    = { max_instances = 2, concurrency = 1, timeout_seconds = 30 }
   }

@@ -266,7 +266,12 @@ class Run:
                 with self.lock:
                     slot["proc"] = None
                     killed_by_us = slot.pop("killed", False)
+                    was_frozen = slot.pop("frozen", False)
                 claimed = self._record_exit(proc.returncode, out, fault, killed_by_us)
+                if was_frozen:
+                    self.figures["frozen_worker_exit"] = proc.returncode
+                    self.figures["frozen_worker_stale_writes"] = json.loads(out.strip().splitlines()[-1])[
+                        "stale_writes"] if proc.returncode == 0 and out.strip() else None
                 self.stopping.wait(0.2 if claimed else 1.0)
         finally:
             log.close()
@@ -347,23 +352,37 @@ class Run:
                 os.kill(slot["proc"].pid, signal.SIGKILL)
 
     def _freeze_one(self, db: Database) -> bool:
-        """SIGSTOP a worker that has sends in flight, for longer than its lease; SIGCONT it later."""
+        """SIGSTOP a worker that holds leases, for longer than its lease; SIGCONT it later. Whether it
+        still holds them is read again once it is stopped (it cannot change them then): if its batch
+        settled in between, it is resumed at once and another moment is tried."""
         try:
             owners = db.run("SELECT DISTINCT lease_owner FROM delivery_intents WHERE status = 'attempting'")
         except UnavailableError:
             return False
         pids = {int(o[0].split(":")[2]) for o in owners}
         with self.lock:
-            for slot in self.slots:
-                proc = slot["proc"]
-                if proc is not None and proc.pid in pids and proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGSTOP)
-                    slot["paused"] = True
-                    self.figures["workers_frozen_past_lease"] += 1
-                    threading.Timer(LEASE_SECONDS + 5, self._thaw, args=(slot, proc)).start()
-                    self.log(f"{self._elapsed():6.1f}s worker {proc.pid} frozen for {LEASE_SECONDS + 5} s")
-                    return True
-        return False
+            slot = next((s for s in self.slots if s["proc"] is not None and s["proc"].pid in pids
+                         and s["proc"].poll() is None), None)
+            if slot is None:
+                return False
+            proc = slot["proc"]
+            os.kill(proc.pid, signal.SIGSTOP)
+            slot["paused"] = True
+        time.sleep(0.2)
+        try:
+            held = db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('claimed', 'attempting')"
+                          " AND split_part(lease_owner, ':', 3) = :pid", pid=str(proc.pid))[0][0]
+        except UnavailableError:
+            held = 0
+        if not held:
+            self._thaw(slot, proc)
+            return False
+        slot["frozen"] = True
+        self.figures["workers_frozen_past_lease"] += 1
+        self.figures["frozen_worker_leases"] = held
+        threading.Timer(LEASE_SECONDS + 5, self._thaw, args=(slot, proc)).start()
+        self.log(f"{self._elapsed():6.1f}s worker {proc.pid} frozen for {LEASE_SECONDS + 5} s holding {held} leases")
+        return True
 
     def _thaw(self, slot: dict, proc: subprocess.Popen) -> None:
         with self.lock:
