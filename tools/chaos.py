@@ -261,7 +261,7 @@ class Run:
                         break
                     proc = subprocess.Popen([sys.executable, "-m", "signup_verification.cli", "dispatch"], env=env,
                                             cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
-                    slot["proc"] = proc
+                    slot["proc"], slot["fault"] = proc, fault
                 out, _ = proc.communicate()
                 with self.lock:
                     slot["proc"] = None
@@ -362,7 +362,7 @@ class Run:
         pids = {int(o[0].split(":")[2]) for o in owners}
         with self.lock:
             slot = next((s for s in self.slots if s["proc"] is not None and s["proc"].pid in pids
-                         and s["proc"].poll() is None), None)
+                         and s["proc"].poll() is None and not s.get("fault")), None)  # one that will live to write
             if slot is None:
                 return False
             proc = slot["proc"]
