@@ -1,4 +1,14 @@
 locals {
+  # Emails the in-app identity check accepts per target (auth.py, ALLOWED_INVOKERS); empty = any
+  # identity IAM let through (confirm is public; groups and domains cannot be matched by email).
+  operator_emails = [for m in var.operators : split(":", m)[1] if can(regex("^(user|serviceAccount):", m))]
+  allowed_invokers = {
+    create    = var.signup_site_service_account
+    confirm   = ""
+    dispatch  = google_service_account.scheduler.email
+    reconcile = google_service_account.scheduler.email
+    status    = length(local.operator_emails) == length(var.operators) ? join(",", local.operator_emails) : ""
+  }
   secret_version = { for s in local.enabled_secrets : s => lookup(var.secret_versions, s, "latest") }
 
   # Settings every function shares (README.md, "Configuration"). Secrets are sm:// references
@@ -65,6 +75,8 @@ resource "google_cloudfunctions2_function" "function" {
       # production): with a 59 s timeout and a once-a-minute schedule, a fresh verification waits
       # ~1 s, not up to a minute (docs/benchmarks.md, create -> accepted latency).
       DISPATCH_SAFETY_MARGIN_SECONDS = "2"
+      # Defence in depth behind the IAM invoker bindings (auth.py): the identities each target accepts.
+      ALLOWED_INVOKERS = local.allowed_invokers[each.key]
       }, {
       for s in local.function_secrets[each.key] :
       local.secret_env[s] => "sm://${google_secret_manager_secret.secret[s].name}/versions/${local.secret_version[s]}"
