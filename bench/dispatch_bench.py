@@ -23,7 +23,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from signup_verification import embedded, migrations  # noqa: E402
+from signup_verification import migrations  # noqa: E402
 from signup_verification.budget import LatencyEstimator, invocation_seconds  # noqa: E402
 from signup_verification.channels.base import SendResult  # noqa: E402
 from signup_verification.database import ConnectionParams, Database  # noqa: E402

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-from common import ROOT, fresh_database, log, machine, median, server, write_section
+from common import fresh_database, log, machine, median, server, write_section
 
 SECTION = "memory-bench"
 TARGET_MB = 150

@@ -8,7 +8,6 @@ embedded database.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys

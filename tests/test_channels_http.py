@@ -2,7 +2,6 @@
 success, every documented error, 429 with Retry-After, 5xx, slow answers, resets after accepting."""
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timedelta, timezone
 

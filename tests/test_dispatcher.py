@@ -2,7 +2,6 @@
 Every transition the dispatcher drives, fencing, shutdown, budget, and secrets kept out of records."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re

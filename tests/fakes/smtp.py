@@ -10,7 +10,7 @@ import email.policy
 import socket
 import ssl
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from aiosmtpd.controller import Controller

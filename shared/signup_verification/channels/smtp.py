@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import smtplib
-import socket
 import ssl
 import threading
 import time
