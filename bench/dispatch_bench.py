@@ -32,7 +32,6 @@ sys.path.insert(0, str(ROOT / "shared"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from signup_verification import migrations  # noqa: E402
 from signup_verification.budget import LatencyEstimator, invocation_seconds  # noqa: E402
 from signup_verification.channels.base import SendResult  # noqa: E402
 from signup_verification.database import ConnectionParams, Database  # noqa: E402
@@ -128,15 +127,7 @@ def server() -> ConnectionParams:
 
 
 def fresh_database(params: ConnectionParams, name: str) -> CountingDatabase:
-    admin = params.with_database("postgres").connect()
-    try:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.run(f'CREATE DATABASE "{name}"')
-    finally:
-        admin.close()
-    db = CountingDatabase(params.with_database(name), statement_timeout_ms=600_000)
-    migrations.migrate(db)
-    return db
+    return common.fresh_database(params, name, CountingDatabase)
 
 
 def run(params: ConnectionParams, scenario: Scenario) -> Result:

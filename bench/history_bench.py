@@ -35,7 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from signup_verification import embedded, migrations, signals  # noqa: E402
+import common  # noqa: E402  (bench/ is on sys.path when run as a script)
+from common import log, server  # noqa: E402
+from signup_verification import signals  # noqa: E402
 from signup_verification.database import ConnectionParams, Database, load_sql  # noqa: E402
 from signup_verification.outbox import Settlement, transitions  # noqa: E402
 from signup_verification.reconciler import ReconcilerConfig, reconcile  # noqa: E402
@@ -106,29 +108,8 @@ class Figures:
     create_ms: float = 0.0  # one create_verification call (hot path)
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def server() -> ConnectionParams:
-    url = os.environ.get("BENCH_DATABASE_URL")
-    if url:
-        return ConnectionParams.from_url(url)
-    return embedded.start(Path(os.environ.get("BENCH_PG_DIR") or ROOT / ".local" / "bench-pg"), stop_at_exit=True)
-
-
 def fresh_database(params: ConnectionParams, name: str) -> Database:
-    admin = params.with_database("postgres").connect()
-    try:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.run(f'CREATE DATABASE "{name}"')
-    finally:
-        admin.close()
-    target = params.with_database(name)
-    # pg8000's socket timeout (10 s by default) would cut a long seeding statement.
-    db = Database(target, statement_timeout_ms=3_600_000,
-                  connector=lambda: target.connect("history-bench", timeout=3600))
-    migrations.migrate(db)
+    db = common.fresh_database(params, name)
     db.run(UUID_FN)
     return db
 
@@ -422,7 +403,6 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"figures": [f.__dict__ for f in figures], "plans": plan}, indent=1), file=sys.stderr)
     if args.write_docs:
         write_docs(section)
-    embedded.stop_all()
     return 0
 
 
