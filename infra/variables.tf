@@ -247,3 +247,9 @@ variable "watermark_stale_threshold_seconds" {
     error_message = "watermark_stale_threshold_seconds must be one of 120, 180, 300, 600, 900."
   }
 }
+
+variable "exclude_confirm_request_logs" {
+  description = "Drop Cloud Run's request log for the confirm function, whose URLs carry one-time tokens (logging.tf)."
+  type        = bool
+  default     = true
+}

@@ -268,3 +268,14 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
         for field in fields:
             assert field in payload, f"metric reads jsonPayload.{field}, signals.emit does not write it"
             assert payload[field] is None or isinstance(payload[field], (int, float)), field
+
+
+def test_confirm_request_urls_with_tokens_are_kept_out_of_cloud_logging():
+    """The link's token rides in the query string; Cloud Run's request log would store it."""
+    infra = load_infra()
+    [exclusion] = infra.resources("google_logging_project_exclusion").values()
+    log_filter = exclusion["filter"]
+    assert 'resource.type=\\"cloud_run_revision\\"' in log_filter or 'resource.type="cloud_run_revision"' in log_filter
+    assert 'local.function_names["confirm"]' in log_filter
+    assert "run.googleapis.com/requests" in log_filter
+    assert infra.variables["exclude_confirm_request_logs"]["default"] is True
