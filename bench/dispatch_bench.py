@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -155,23 +154,6 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
                   report.elapsed_ms, int(budget * 1000))
 
 
-def machine(params: ConnectionParams) -> str:
-    db = Database(params.with_database("postgres"))
-    version = db.run("SHOW server_version")[0][0]
-    knobs = {k: db.run(f"SHOW {k}")[0][0] for k in ("shared_buffers", "fsync", "synchronous_commit")}
-    db.close()
-    memory = ""
-    try:
-        kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
-        memory = f", {kb / 1024 / 1024:.0f} GB RAM"
-    except (OSError, StopIteration, ValueError):
-        pass
-    cpu = platform.processor() or platform.machine()
-    return (f"{os.cpu_count()} cores ({cpu}){memory}, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, PostgreSQL {version} (embedded, same machine, unix socket, "
-            f"{', '.join(f'{k}={v}' for k, v in knobs.items())})")
-
-
 def report(results: list[Result], machine_line: str) -> str:
     lines = [
         "## Dispatcher with a 200 ms provider",
@@ -222,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.accepted:>6} in {result.seconds:6.2f}s = {result.rate:8,.0f}/s "
             f"({result.batches} batches, {result.statements_per_batch:.1f} statements/batch)")
         results.append(result)
-    section = report(results, machine(params))
+    section = report(results, common.machine(params))
     print(section)
     if args.write_docs:
         write_section("dispatch-bench", section)

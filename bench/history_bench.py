@@ -23,7 +23,6 @@ import argparse
 import base64
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -302,19 +301,6 @@ def _nodes(node: dict):
 
 
 # -- report -----------------------------------------------------------------------------------------
-def machine(db: Database) -> str:
-    version = db.run("SHOW server_version")[0][0]
-    settings = {k: db.run(f"SHOW {k}")[0][0] for k in ("shared_buffers", "work_mem", "fsync", "synchronous_commit")}
-    memory = ""
-    try:
-        kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
-        memory = f", {kb / 1024 / 1024:.0f} GB RAM"
-    except (OSError, StopIteration, ValueError):
-        pass
-    return (f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
-            f"PostgreSQL {version} (embedded, {', '.join(f'{k}={v}' for k, v in settings.items())})")
-
-
 def report(small: Figures, large: Figures, plan: dict[str, dict], machine_line: str, repeat: int) -> str:
     def ratio(a: float, b: float) -> str:
         return f"{b / a:.2f}x" if a else "-"
@@ -396,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.append(measure(db, size, repeat, seed))
         if size == sizes[-1]:
             plan = plans(db)
-            machine_line = machine(db)
+            machine_line = common.machine(params)
         db.close()
     section = report(figures[0], figures[-1], plan, machine_line, repeat)
     print(section)
