@@ -87,8 +87,15 @@ def test_only_the_intended_principals_invoke_each_function():
     public = infra.resource("google_cloud_run_v2_service_iam_member", "confirm_public")
     assert public["member"] == "allUsers"
     assert public["name"] == '${google_cloudfunctions2_function.function["confirm"].name}'
+    # Bound only in the allUsers mode; the other mode turns the invoker check off instead (deploy.sh).
+    assert public["count"] == '${var.confirm_public_access == "allUsers" ? 1 : 0}'
+    assert infra.variables["confirm_public_access"]["default"] == "allUsers"
     text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
-    assert text.count('"allUsers"') == 1 and text.count('"allAuthenticatedUsers"') == 0
+    assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 1 and text.count('"allAuthenticatedUsers"') == 0
+    output = infra.files["outputs.tf"]
+    [unchecked] = [o["services_without_invoker_iam_check"] for o in output["output"] if "services_without_invoker_iam_check" in o]
+    assert unchecked["value"] == ('${var.confirm_public_access == "invoker_iam_check_disabled" ? '
+                                  '[google_cloudfunctions2_function.function["confirm"].name] : []}')
     specs = infra.function_specs
     assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"
 
@@ -124,8 +131,16 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     assert grant["role"] == "roles/secretmanager.secretAccessor"
     assert grant["member"] == "${google_service_account.function[each.value.function].member}"
     assert infra.resource("google_secret_manager_secret", "secret")["for_each"] == "${local.enabled_secrets}"
-    env = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])["environment_variables"]
-    assert "for s in local.function_secrets[each.key] : local.secret_env[s] => \"sm://" in env
+    service = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
+    # The platform injects each value at instance start (no Secret Manager call in a cold start),
+    # under the setting's own variable name, so the code reads a plain value.
+    [dynamic] = [d["secret_environment_variables"] for d in service["dynamic"] if "secret_environment_variables" in d]
+    assert dynamic["for_each"] == "${local.function_secrets[each.key]}"
+    content = first(dynamic["content"])
+    assert content["key"] == "${local.secret_env[secret_environment_variables.value]}"
+    assert content["secret"] == "${google_secret_manager_secret.secret[secret_environment_variables.value].secret_id}"
+    assert content["version"] == "${local.secret_version[secret_environment_variables.value]}"
+    assert not any(name in service["environment_variables"] for name in local["secret_env"].values())
     # With the default transports, dispatch reads exactly the token keys and the two provider secrets.
     defaults = {n: infra.variables[n]["default"] for n in ("email_transport", "sms_transport")}
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"])
