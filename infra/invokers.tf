@@ -27,3 +27,9 @@ resource "google_cloud_run_v2_service_iam_member" "confirm_public" {
   role     = "roles/run.invoker"
   member   = "allUsers"
 }
+
+# The binding was a single resource before confirm_public_access: keep it, do not recreate it.
+moved {
+  from = google_cloud_run_v2_service_iam_member.confirm_public
+  to   = google_cloud_run_v2_service_iam_member.confirm_public[0]
+}
