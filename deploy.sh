@@ -58,7 +58,7 @@ VAR_FILE="${DEPLOY_VAR_FILE:-$INFRA/terraform.tfvars}"
 [[ -f "$VAR_FILE" ]] || die "$VAR_FILE not found: copy infra/terraform.tfvars.example and fill it in"
 VAR_FILE="$(cd "$(dirname "$VAR_FILE")" && pwd)/$(basename "$VAR_FILE")"
 # The example's placeholders plan fine but fail when applied (no such principal or project).
-if grep -Eq '@example\.com|"my-signup-prod"' "$VAR_FILE"; then
+if sed 's/#.*//' "$VAR_FILE" | grep -Eq '@example\.com|"my-signup-prod"'; then
   die "$VAR_FILE still holds example values (@example.com, my-signup-prod): replace them (docs/deploy.md, step 4)"
 fi
 

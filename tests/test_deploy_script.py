@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,11 +198,19 @@ def test_invoker_iam_check_is_turned_off_only_where_the_config_asks(stubs, unche
         assert tools.index("gcloud:run") > last_apply
 
 
-def test_the_example_variables_are_refused_until_replaced(stubs):
+def test_the_example_variables_are_refused_until_replaced(stubs, tmp_path):
+    example = (ROOT / "infra" / "terraform.tfvars.example").read_text()
     stubs["DEPLOY_VAR_FILE"] = str(ROOT / "infra" / "terraform.tfvars.example")
     result = run_deploy(stubs, "--plan")
     assert result.returncode == 1 and "still holds example values" in result.stderr
     assert not any(c["tool"] == "terraform" for c in calls(stubs))
+    # Filled in, with the example's comments (which name the placeholders) kept: accepted.
+    filled = tmp_path / "filled.tfvars"
+    filled.write_text(re.sub(r'"[^"#]*@example\.com[^"#]*"', '"user:me@corp.test"', example).replace('"my-signup-prod"', '"signup-prod-1"')
+                      .replace("@my-signup-prod.", "@signup-prod-1."))
+    assert "@example.com" in filled.read_text()  # in the comments
+    stubs["DEPLOY_VAR_FILE"] = str(filled)
+    assert run_deploy(stubs, "--plan").returncode == 0
 
 
 def test_second_run_does_the_same_steps_with_the_same_bundle(stubs):
