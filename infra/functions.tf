@@ -14,7 +14,7 @@ locals {
   # Settings every function shares (README.md, "Configuration"). Secrets are not among them: the
   # platform injects each secret's value at instance start (secret_environment_variables below),
   # so the code makes no Secret Manager call on a cold start. (sm:// references still work for
-  # any setting, e.g. verifyctl's, shared/signup_verification/secrets.py.)
+  # any setting, e.g. verifyctl's, shared/signup_verification/platform/secret_manager.py.)
   common_env = {
     ENVIRONMENT              = "production"
     DEPLOYMENT               = var.name

@@ -9,10 +9,11 @@ import os
 import threading
 from dataclasses import dataclass
 
-from . import cloudsql, embedded, secrets
-from .database import ConnectionParams, Database
-from .settings import Settings
-from .tokens import Keyring
+from .platform import cloudsql, secret_manager as secrets
+from .local import embedded
+from .platform.database import ConnectionParams, Database
+from .platform.settings import Settings
+from .verifications.tokens import Keyring
 
 
 @dataclass
