@@ -124,12 +124,13 @@ tf plan "${TF_VARS[@]}" -out="$BUILD/database.tfplan" \
 tf apply -input=false "$BUILD/database.tfplan"
 
 # The functions start with their secrets injected: a secret without a value fails the deploy.
+PROJECT="$(tf output -raw project_id)"
 SECRETS_JSON="$(tf output -json secrets)"
 SECRET_IDS="$(json_items "$SECRETS_JSON")"
 MISSING=()
 while read -r secret; do
   [[ -z "$secret" ]] && continue
-  version="$(gcloud secrets versions list "$secret" --filter=state:ENABLED --limit=1 --format='value(name)')"
+  version="$(gcloud secrets versions list "$secret" --project="$PROJECT" --filter=state:ENABLED --limit=1 --format='value(name)')"
   [[ -n "$version" ]] || MISSING+=("$secret")
 done <<<"$SECRET_IDS"
 if ((${#MISSING[@]})); then
@@ -170,7 +171,7 @@ UNCHECKED="$(json_items "$UNCHECKED_JSON")"
 while read -r service; do
   [[ -z "$service" ]] && continue
   echo "==> turning off the Cloud Run invoker IAM check of $service (public page)"
-  gcloud run services update "$service" --region="$REGION" --no-invoker-iam-check --quiet
+  gcloud run services update "$service" --project="$PROJECT" --region="$REGION" --no-invoker-iam-check --quiet
 done <<<"$UNCHECKED"
 
 echo "==> done. Endpoints:"

@@ -48,6 +48,11 @@ output "services_without_invoker_iam_check" {
   value       = var.confirm_public_access == "invoker_iam_check_disabled" ? [google_cloudfunctions2_function.function["confirm"].name] : []
 }
 
+output "project_id" {
+  description = "The project (deploy.sh passes it to gcloud, whose own default project may differ)."
+  value       = var.project_id
+}
+
 output "region" {
   description = "Region of the functions and the database."
   value       = var.region

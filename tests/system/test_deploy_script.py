@@ -32,7 +32,7 @@ if tool == "terraform" and args[:1] == ["plan"] and os.environ.get("STUB_TF_OFFL
 if tool == "terraform" and args[:1] == ["output"]:
     outputs = {{"instance_connection_name": "proj:europe-west1:verify-pg", "database_name": "verification",
                "database_writers": ["verify-create@proj.iam", "verify-dispatch@proj.iam"],
-               "database_readers": ["verify-status@proj.iam"], "region": "europe-west1",
+               "database_readers": ["verify-status@proj.iam"], "region": "europe-west1", "project_id": "proj",
                "secrets": {{"TOKEN_KEYS": "verify-token-keys", "SENDGRID_API_KEY": "verify-sendgrid-api-key"}},
                "services_without_invoker_iam_check": json.loads(os.environ.get("STUB_UNCHECKED", "[]"))}}
     name = args[-1]
@@ -179,6 +179,9 @@ def test_a_secret_without_a_value_stops_before_any_code_deploys(stubs):
     result = run_deploy(stubs)
     assert result.returncode == 1
     assert "verify-sendgrid-api-key" in result.stderr and "step 5" in result.stderr
+    checked = [c["argv"] for c in calls(stubs) if c["argv"][:3] == ["secrets", "versions", "list"]]
+    assert sorted(a[3] for a in checked) == ["verify-sendgrid-api-key", "verify-token-keys"]
+    assert all("--project=proj" in a for a in checked)  # not gcloud's own default project
     assert len(result.stderr.strip().splitlines()) == 1
     assert [cmd[0] for cmd in terraform_commands(stubs)].count("apply") == 1
     assert not any(c["tool"] == "verifyctl" for c in calls(stubs))
@@ -189,8 +192,8 @@ def test_invoker_iam_check_is_turned_off_only_where_the_config_asks(stubs, unche
     stubs["STUB_UNCHECKED"] = json.dumps(unchecked)
     assert run_deploy(stubs).returncode == 0
     updates = [c["argv"] for c in calls(stubs) if c["tool"] == "gcloud" and c["argv"][:2] == ["run", "services"]]
-    assert updates == [["run", "services", "update", s, "--region=europe-west1", "--no-invoker-iam-check", "--quiet"]
-                       for s in unchecked]
+    assert updates == [["run", "services", "update", s, "--project=proj", "--region=europe-west1",
+                        "--no-invoker-iam-check", "--quiet"] for s in unchecked]
     if unchecked:  # after the apply that created the function's service
         tools = [c["tool"] + ":" + c["argv"][0] for c in calls(stubs)]
         last_apply = max(i for i, t in enumerate(tools) if t == "terraform:-chdir=" + str(ROOT / "infra")
