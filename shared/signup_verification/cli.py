@@ -17,8 +17,15 @@ def _database(settings: Settings) -> Database:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    applied = migrations.migrate(_database(settings))
-    print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "database is up to date")
+    config = migrations.MigrationConfig.from_env(os.environ)
+    db = _database(settings)
+    try:
+        if args.list:
+            print(migrations.status(db, config=config).render())
+        else:
+            print(migrations.migrate(db, config=config).summary())
+    finally:
+        db.close()
     return 0
 
 
@@ -104,7 +111,10 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verifyctl", description="Signup verification delivery: operator commands.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("migrate", help="apply pending SQL migrations").set_defaults(func=cmd_migrate)
+    migrate = sub.add_parser("migrate", help="apply pending SQL migrations and changed definitions")
+    migrate.add_argument("--list", action="store_true",
+                         help="show each migration (applied or pending) and definition (current, changed, new)")
+    migrate.set_defaults(func=cmd_migrate)
     grant = sub.add_parser("grant", help="give the functions' database users their privileges (after migrate)")
     grant.add_argument("--writer", action="append", default=[], help="database user that reads and writes")
     grant.add_argument("--reader", action="append", default=[], help="database user that only reads")
