@@ -4,7 +4,9 @@ The pool's threads never touch the database (the dispatch loop owns the connecti
 returns a `SendOutcome` per intent, so one malformed destination or one failing render affects
 only its own intent. A send is not started once shutdown began or when too little time is left
 before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
-intent is settled `retryable` with error_class `not_sent` and no delay.
+intent is settled `retryable` with error_class `not_sent` and no delay. A send skipped because its
+channel failed its configuration earlier in the invocation is `channel_stopped`, with the backoff.
+Neither was attempted, so neither spends one of the intent's attempts (outbox/settle.sql).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from .redaction import mask_destination
 
 _log = logging.getLogger("signup_verification.dispatcher")
 NOT_SENT = "not_sent"
+CHANNEL_STOPPED = "channel_stopped"
+NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED})  # retryable outcomes of sends never handed to a provider
 
 
 @dataclass(frozen=True)
@@ -46,12 +50,18 @@ class SendOutcome:
         else:
             delay = 0.0
         return Settlement(intent.id, intent.lease_version, result.outcome, delay, result.error_class,
-                          result.detail, result.provider_ref, self.segments)
+                          result.detail, result.provider_ref, self.segments, attempted=self.attempted)
+
+    @property
+    def attempted(self) -> bool:
+        """False for a send never handed to the provider: it does not count against max_attempts."""
+        return not (self.result.outcome == "retryable" and self.result.error_class in NOT_ATTEMPTED)
 
     @property
     def final_status(self) -> str:
         """The status settle leaves (a retryable last attempt becomes failed)."""
-        if self.result.outcome == "retryable" and self.attempt.attempt_number >= self.intent.max_attempts:
+        if (self.result.outcome == "retryable" and self.attempted
+                and self.attempt.attempt_number >= self.intent.max_attempts):
             return "failed"
         return self.result.outcome
 
@@ -130,8 +140,8 @@ class BatchSender:
             return SendOutcome(intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}"))
         if intent.channel in self.broken:
             # Do not hammer a provider with credentials it just refused (that can get the sender blocked).
-            return SendOutcome(intent, attempt, SendResult(
-                "retryable", "configuration", f"not attempted: the {channel.transport} transport failed its "
+            return SendOutcome(intent, attempt, SendResult.retryable(
+                CHANNEL_STOPPED, f"not attempted: the {channel.transport} transport failed its "
                 "configuration earlier in this invocation"))
         try:
             message = self.renderer.render(intent, attempt)
