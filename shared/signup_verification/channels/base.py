@@ -68,15 +68,17 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
-def scrub(text: str | bytes | None, limit: int = 200) -> str:
+def scrub(text: str | bytes | None, limit: int = 200, *, numbers: bool = True) -> str:
     """A provider's text made safe to store: no addresses or numbers that could be a destination,
-    one line, bounded. (Providers echo the recipient in rejections.)"""
+    one line, bounded. (Providers echo the recipient in rejections.) `numbers=False` for texts
+    about an email, where a digit run is a queue id, never a phone number."""
     if text is None:
         return ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = _EMAILISH.sub("[address]", text)
-    text = _PHONEISH.sub("[number]", text)
+    if numbers:
+        text = _PHONEISH.sub("[number]", text)
     return " ".join(text.split())[:limit]
 
 
