@@ -67,3 +67,25 @@ def test_a_send_cut_by_shutdown_on_the_last_attempt_stays_eligible(db, twilio):
     assert (report.accepted, report.retryable, report.failed) == (1, 3, 0)
     rows = db.rows("SELECT status, last_error FROM delivery_intents WHERE status <> 'accepted'")
     assert len(rows) == 3 and all(r["status"] == "retryable" and r["last_error"].startswith("not_sent") for r in rows)
+
+
+def test_a_sendgrid_block_waits_long_alerts_and_stops_email_without_charging_attempts(db, caplog):
+    from fakes.http import Answer, FakeSendGrid
+
+    with FakeSendGrid() as sendgrid:
+        sendgrid.script(Answer(403, {"errors": [{"field": None, "message": "You have been temporarily blocked from "
+                                                 "making requests due to repeated bad requests."}]}))
+        ids = seed_intents(db, 3)
+        settings = provider_settings(email_transport="sendgrid", sendgrid_api_key=sendgrid.api_key,
+                                     sendgrid_api_url=sendgrid.send_url, send_concurrency=1)
+        with caplog.at_level(logging.ERROR, logger="signup_verification.dispatcher"):
+            report = run_dispatch(db, settings)
+        assert (report.retryable, report.failed, sendgrid.requests) == (3, 0, 1)
+    [alert] = [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]
+    assert alert.json_fields["alert"] == "provider_blocked"
+    blocked = db.one("SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) AS wait "
+                     "FROM delivery_intents WHERE id = :id", id=ids[0])
+    assert blocked["status"] == "retryable" and blocked["wait"] > 1500  # long, not the 60 s first backoff
+    for skipped in ids[1:]:
+        row = intent(db, skipped)
+        assert row["status"] == "retryable" and row["max_attempts"] - row["attempts"] == 5

@@ -51,7 +51,10 @@ def cmd_dispatch(args: argparse.Namespace, settings: Settings) -> int:
     from .tokens import Keyring
 
     shutdown.install()
-    report = dispatcher.dispatch(_database(settings), settings, Keyring.from_settings(settings), stop=shutdown.STOP)
+    try:
+        report = dispatcher.dispatch(_database(settings), settings, Keyring.from_settings(settings), stop=shutdown.STOP)
+    finally:
+        dispatcher.close_channels()  # QUIT to the SMTP server: this process sends nothing more
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 

@@ -159,7 +159,7 @@ class BatchSender:
         # Capped at the send timeout: a longer elapsed time means this process was stalled (frozen, starved),
         # not a slow provider; uncapped, one stall poisoned the saved estimate and no batch fit any more.
         self.estimator.observe(intent.channel, min(time.monotonic() - started, self.send_timeout))
-        if result.is_configuration_error:
+        if result.stops_channel:
             with self._broken_lock:
                 self.broken.add(intent.channel)
         self._log_outcome(intent, attempt, channel, result)
@@ -172,10 +172,12 @@ class BatchSender:
         fields = {"event": "send_outcome", "intent_id": intent.id, "attempt_id": attempt.attempt_id,
                   "channel": intent.channel, "transport": channel.transport, "outcome": result.outcome,
                   "error_class": result.error_class, "destination": mask_destination(intent.channel, intent.destination)}
-        if result.is_configuration_error:
-            # Loud: a bad credential fails every send of the channel until an operator fixes it.
-            _log.error("%s transport configuration error: %s", channel.transport, result.detail,
-                       extra={"json_fields": {**fields, "alert": "channel_configuration"}})
+        if result.stops_channel:
+            # Loud: a bad credential (or a provider's block) fails every send of the channel until it is fixed.
+            alert = "channel_configuration" if result.is_configuration_error else result.error_class
+            _log.error("%s transport %s: %s", channel.transport,
+                       "configuration error" if result.is_configuration_error else "blocked by the provider",
+                       result.detail, extra={"json_fields": {**fields, "alert": alert}})
         elif result.outcome == "ambiguous" and intent.ambiguous_count >= 1:
             _log.warning("intent %s oscillates between ambiguous and retry (%d ambiguous before this one): %s",
                          intent.id, intent.ambiguous_count, result.detail,

@@ -211,7 +211,10 @@ class Settings:
 
     def validated(self) -> "Settings":
         """Checks across settings, at start-up: a bad combination refuses to start, never fails sends."""
-        if self.is_production and _sender_domain(self.email_from) in ("localhost", ""):
+        # Only where email is really sent (a production console transport is refused anyway, and
+        # deploy-time commands such as `verifyctl migrate` carry no sender).
+        sends_email = self.is_production and self.email_transport != "console"
+        if sends_email and _sender_domain(self.email_from) in ("localhost", ""):
             raise ConfigError(f"EMAIL_FROM must be a real sender address in production, not {self.email_from!r}")
         from .messages import check_sms_budget  # late: messages imports this module
 

@@ -172,6 +172,10 @@ class FakeSendGrid(FakeProvider):
             return Answer(404, {"errors": [{"message": "Not found"}]})
         if headers.get("Authorization") != f"Bearer {self.api_key}":
             return Answer(401, {"errors": [{"field": None, "message": "The provided authorization grant is invalid, expired, or revoked"}]})
+        if headers.get("Accept", "application/json") not in ("application/json", "*/*"):
+            return Answer(406, {"errors": [{"field": None, "message": "Not Acceptable"}]})
+        if headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+            return Answer(415, {"errors": [{"field": None, "message": "Unsupported Media Type"}]})
         return None
 
     def parse(self, raw):

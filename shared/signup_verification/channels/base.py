@@ -21,6 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 Outcome = Literal["accepted", "retryable", "failed", "ambiguous"]
 CONFIGURATION = "configuration"  # error_class of failures an operator must fix: they alert
+BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (alerts, stops the channel)
 
 _EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
 _PHONEISH = re.compile(r"\+?\d(?:[\s().-]?\d){6,}")  # 7+ digits: a number, not '550 5.1.1'
@@ -53,6 +54,11 @@ class SendResult:
     @property
     def is_configuration_error(self) -> bool:
         return self.outcome == "failed" and self.error_class == CONFIGURATION
+
+    @property
+    def stops_channel(self) -> bool:
+        """Every later send of this channel would meet the same answer: stop it and alert."""
+        return self.is_configuration_error or (self.outcome == "retryable" and self.error_class == BLOCKED)
 
 
 @runtime_checkable

@@ -236,7 +236,8 @@ class SmtpChannel:
             if code != 354:
                 return self._rset(conn, deadline, classify_reply("data", code, text))
             self._step(conn, deadline)
-            conn.send(_DOT_LINE.sub(b"..", payload) + b"\r\n.\r\n")
+            stuffed = _DOT_LINE.sub(b"..", payload)
+            conn.send(stuffed + (b".\r\n" if stuffed.endswith(b"\r\n") else b"\r\n.\r\n"))
         except (_StaleConnection, _Failed):
             self._discard(conn)
             raise
