@@ -55,6 +55,10 @@ class _Smtp(SMTP):
         self._fake = fake
         self._greeted = False
 
+    def connection_lost(self, error):
+        super().connection_lost(error)
+        self._fake._first_closed.set()  # the controller's start-up probe is done (and logged)
+
     async def push(self, status: str):
         if not self._greeted:
             self._greeted = True
@@ -124,6 +128,7 @@ class FakeSmtpServer:
         self.behaviour = SmtpBehaviour()
         self.auth_failures = 0
         self.quits = 0
+        self._first_closed = threading.Event()
         self._lock = threading.Lock()
         kwargs: dict = {"enable_SMTPUTF8": smtputf8, "timeout": idle_timeout}  # idle clients get 421 and are closed
         if credentials:
@@ -143,6 +148,9 @@ class FakeSmtpServer:
 
     def start(self) -> "FakeSmtpServer":
         self.controller.start()
+        # The controller connects once to start the server; wait until that probe's session has ended,
+        # so its 'EOF received' log line cannot land inside a test's log capture (seen under load).
+        self._first_closed.wait(2.0)
         return self
 
     def stop(self) -> None:
