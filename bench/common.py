@@ -14,8 +14,9 @@ for _path in (ROOT / "shared", ROOT / "tests", ROOT):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from signup_verification import embedded, migrations  # noqa: E402
-from signup_verification.database import ConnectionParams, Database  # noqa: E402
+from signup_verification.local import embedded
+from signup_verification.platform import migrations  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 
 DOC = Path(os.environ.get("BENCH_DOC") or ROOT / "docs" / "benchmarks.md")
 BENCH_PG = ROOT / ".local" / "bench-pg"  # never the shared test server (.local/test-pg)

@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 
 from common import ROOT, fresh_database, load, log, machine, median, server, write_section
-from conftest import TEST_TOKEN_KEYS
+from support.paths import TEST_TOKEN_KEYS
 
 SECTION = "create-bench"
 CONCURRENCY = (1, 8, 32)

@@ -9,7 +9,7 @@ Target: >= 80 % of concurrency / 0.2 s, and no invocation overruns its budget.
     .venv/bin/python bench/dispatch_bench.py --quick       # small sizes (keeps the script working)
     .venv/bin/python bench/dispatch_bench.py --write-docs  # also replace its section of docs/benchmarks.md
 
-Intents are seeded with one set-based INSERT (tests/fakes/seed.py: the rows create writes; the
+Intents are seeded with one set-based INSERT (tests/support/fakes/seed.py: the rows create writes; the
 create API is slower and its per-destination rate limit does not apply here), 1 in 5 SMS. The
 sender is an in-process channel adapter that receives the fully rendered message (token derived,
 templates rendered, SMS encoding counted) and accepts it after its latency; the "with MIME" row also
@@ -31,17 +31,17 @@ sys.path.insert(0, str(ROOT / "shared"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from signup_verification.budget import LatencyEstimator, invocation_seconds  # noqa: E402
-from signup_verification.channels.base import SendResult  # noqa: E402
-from signup_verification.database import ConnectionParams, Database  # noqa: E402
-from signup_verification.dispatcher import Dispatcher  # noqa: E402
-from signup_verification.messages import EmailContent  # noqa: E402
-from signup_verification.settings import Settings  # noqa: E402
-from signup_verification.tokens import Keyring  # noqa: E402
-from conftest import TEST_TOKEN_KEYS  # noqa: E402
+from signup_verification.delivery.budget import LatencyEstimator, invocation_seconds  # noqa: E402
+from signup_verification.delivery.channels.base import SendResult  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
+from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
+from signup_verification.delivery.messages import EmailContent  # noqa: E402
+from signup_verification.platform.settings import Settings  # noqa: E402
+from signup_verification.verifications.tokens import Keyring  # noqa: E402
+from support.paths import TEST_TOKEN_KEYS  # noqa: E402
 import common  # noqa: E402
 from common import write_section  # noqa: E402
-from fakes.seed import seed_intents  # noqa: E402
+from support.fakes.seed import seed_intents  # noqa: E402
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 

@@ -36,14 +36,14 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 import common  # noqa: E402  (bench/ is on sys.path when run as a script)
 from common import log, server  # noqa: E402
-from signup_verification import signals  # noqa: E402
-from signup_verification.database import ConnectionParams, Database, load_sql  # noqa: E402
+from signup_verification.operations import signals  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
 from signup_verification.outbox import Settlement, transitions  # noqa: E402
-from signup_verification.reconciler import ReconcilerConfig, reconcile  # noqa: E402
-from signup_verification.settings import Settings  # noqa: E402
-from signup_verification.api_models import CreateVerificationRequest  # noqa: E402
-from signup_verification.tokens import Keyring  # noqa: E402
-from signup_verification.verifications import create_verification  # noqa: E402
+from signup_verification.operations.reconciler import ReconcilerConfig, reconcile  # noqa: E402
+from signup_verification.platform.settings import Settings  # noqa: E402
+from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
+from signup_verification.verifications.tokens import Keyring  # noqa: E402
+from signup_verification.verifications.create import create_verification  # noqa: E402
 
 TOKEN_KEYS = "bench-k1:" + base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # throwaway key
 
@@ -243,8 +243,8 @@ def measure_retention(db: Database, settings: Settings, config: ReconcilerConfig
 # -- plans ------------------------------------------------------------------------------------------
 def statements() -> dict[str, tuple[str, dict]]:
     outbox = ROOT / "shared" / "signup_verification" / "outbox" / "x"
-    rec = ROOT / "shared" / "signup_verification" / "reconciler" / "x"
-    sig = ROOT / "shared" / "signup_verification" / "x"
+    rec = ROOT / "shared" / "signup_verification" / "operations" / "reconciler" / "x"
+    sig = ROOT / "shared" / "signup_verification" / "operations" / "x"
     policy = _config().policy
     channels = list(policy.channels)
     return {

@@ -23,13 +23,13 @@ import time
 from datetime import datetime, timezone
 
 from common import ROOT, fresh_database, load, log, machine, server, write_section
-from conftest import TEST_TOKEN_KEYS
+from support.paths import TEST_TOKEN_KEYS
 from create_bench import free_port, request
-from signup_verification.api_models import CreateVerificationRequest
+from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.local.scheduler import Job, Scheduler
-from signup_verification.settings import Settings
-from signup_verification.tokens import Keyring
-from signup_verification.verifications import create_verification
+from signup_verification.platform.settings import Settings
+from signup_verification.verifications.tokens import Keyring
+from signup_verification.verifications.create import create_verification
 
 SECTION = "latency-bench"
 LATENCY_SQL = """

@@ -25,10 +25,10 @@ TARGET_MB = 150
 def child(url: str, intents: int, batch: int) -> None:
     """Runs in the fresh interpreter: one invocation, then its peak RSS as JSON on stdout."""
     import dispatch_bench
-    from signup_verification.budget import LatencyEstimator
-    from signup_verification.dispatcher import Dispatcher
-    from signup_verification.database import Database
-    from signup_verification.settings import Settings
+    from signup_verification.delivery.budget import LatencyEstimator
+    from signup_verification.delivery.dispatcher import Dispatcher
+    from signup_verification.platform.database import Database
+    from signup_verification.platform.settings import Settings
 
     imported_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     db = Database.from_url(url, statement_timeout_ms=600_000)
@@ -44,7 +44,7 @@ def child(url: str, intents: int, batch: int) -> None:
 
 
 def measure(params, intents: int, batch: int) -> dict:
-    from fakes.seed import seed_intents
+    from support.fakes.seed import seed_intents
     db = fresh_database(params, "bench_memory")
     seed_intents(db, intents, sms_every=5, prefix="m")
     db.execute_script("VACUUM ANALYZE")

@@ -18,7 +18,7 @@ import time
 from datetime import timedelta
 
 from common import fresh_database, log, server
-from signup_verification.database import ConnectionParams
+from signup_verification.platform.database import ConnectionParams
 
 
 def available() -> str | None:

@@ -12,9 +12,9 @@ import argparse
 import time
 
 from common import fresh_database, log, server
-from signup_verification.database import Database, load_sql
+from signup_verification.platform.database import Database, load_sql
 from signup_verification.outbox import transitions
-from fakes.seed import seed_intents
+from support.fakes.seed import seed_intents
 
 OUTBOX = transitions.__file__
 OWNER = "raw-sql"

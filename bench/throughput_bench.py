@@ -56,10 +56,10 @@ def run_one(params, c: Contender, n: int) -> float:
 
 def _invocation(url: str, batch: int, ready, go, out) -> None:
     """One dispatch invocation in its own process (as two function instances would run)."""
-    from signup_verification.budget import LatencyEstimator
-    from signup_verification.database import Database
-    from signup_verification.dispatcher import Dispatcher
-    from signup_verification.settings import Settings
+    from signup_verification.delivery.budget import LatencyEstimator
+    from signup_verification.platform.database import Database
+    from signup_verification.delivery.dispatcher import Dispatcher
+    from signup_verification.platform.settings import Settings
 
     db = Database.from_url(url, statement_timeout_ms=600_000)
     db.run("SELECT 1")

@@ -8,13 +8,17 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification import auth, problems, verifications
-from signup_verification.api_models import CreateVerificationRequest, field_errors, valid_idempotency_key
-from signup_verification import confirmations, pages
-from signup_verification import dispatcher, shutdown
-from signup_verification import logging as service_logging, reconciler, signals
+from signup_verification.api import auth, problems
+from signup_verification.verifications import create as verifications
+from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
+from signup_verification.verifications import confirm as confirmations
+from signup_verification.api import pages
+from signup_verification.delivery import dispatcher
+from signup_verification.platform import shutdown
+from signup_verification.platform import logs as service_logging
+from signup_verification.operations import reconciler, signals
 from signup_verification.runtime import get_runtime
-from signup_verification.web import endpoint, json_body, json_response, require_method
+from signup_verification.api.http import endpoint, json_body, json_response, require_method
 
 service_logging.configure()  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
 

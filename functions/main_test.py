@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from signup_verification.problems import PROBLEM_BASE
+from signup_verification.api.problems import PROBLEM_BASE
 from signup_verification.runtime import get_runtime
 
 EMAIL = {"account_id": "acct_42", "channel": "email", "destination": "ada@example.com"}

@@ -12,7 +12,7 @@ locals {
   secret_version = { for s in local.enabled_secrets : s => lookup(var.secret_versions, s, "latest") }
 
   # Settings every function shares (README.md, "Configuration"). Secrets are sm:// references
-  # that the code resolves once per instance (shared/signup_verification/secrets.py).
+  # that the code resolves once per instance (shared/signup_verification/platform/secret_manager.py).
   common_env = {
     ENVIRONMENT              = "production"
     DEPLOYMENT               = var.name

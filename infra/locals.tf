@@ -1,5 +1,5 @@
 # The five targets in functions/main.py, what each reads, and who may call it.
-# tests/test_infra.py checks this table against functions/main.py and the rest of infra/.
+# tests/system/test_infra.py checks this table against functions/main.py and the rest of infra/.
 locals {
   function_specs = {
     create = {

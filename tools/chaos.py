@@ -2,7 +2,7 @@
 """The chaos run: the whole delivery path under crashes, provider faults and a database restart.
 
     .venv/bin/python tools/chaos.py            # full: 5,000 intents (a few minutes on 2 cores)
-    .venv/bin/python tools/chaos.py --quick    # CI size (tests/test_chaos.py): ~400 intents, < 90 s
+    .venv/bin/python tools/chaos.py --quick    # CI size (tests/system/test_chaos.py): ~400 intents, < 90 s
     options: --intents N --workers N --seed N --json report.json --keep (leave the work dir)
 
 Everything runs on this machine: a private embedded PostgreSQL in a temporary directory (never the
@@ -41,12 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
-from signup_verification import migrations, verifications  # noqa: E402
-from signup_verification.api_models import CreateVerificationRequest  # noqa: E402
-from signup_verification.budget import MIN_LEASE_SECONDS  # noqa: E402
-from signup_verification.database import Database, UnavailableError  # noqa: E402
-from signup_verification.settings import Settings  # noqa: E402
-from signup_verification.tokens import Keyring, new_key_spec  # noqa: E402
+from signup_verification.platform import migrations
+from signup_verification.verifications import create as verifications  # noqa: E402
+from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
+from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
+from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
+from signup_verification.platform.settings import Settings  # noqa: E402
+from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
 
 LEASE_SECONDS = MIN_LEASE_SECONDS  # the dispatcher's shortest lease: a frozen worker must outlive it
 

@@ -9,9 +9,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from signup_verification.database import Database
+from signup_verification.platform.database import Database
 from signup_verification.outbox.policy import RetryPolicy
-from signup_verification.tokens import Keyring
+from signup_verification.verifications.tokens import Keyring
 
 from chaos_faults import Delivered
 

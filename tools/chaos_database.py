@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from signup_verification import embedded
+from signup_verification.local import embedded
 
 
 class PrivateServer:

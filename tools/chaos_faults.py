@@ -1,6 +1,6 @@
 """Local providers that misbehave at random, for the chaos run (tools/chaos.py). Loopback only.
 
-Built on the protocol fakes of tests/fakes (a real SMTP server, HTTP servers that answer as Twilio
+Built on the protocol fakes of tests/support/fakes (a real SMTP server, HTTP servers that answer as Twilio
 does): while `faults.enabled`, each request draws one fault at the configured rates, otherwise it is
 answered normally. Every message the provider *took* is recorded with the wall-clock time it was
 taken, including the ones whose answer never reached the worker (timeout, reset after accepting,
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fakes.http import Answer, FakeTwilio  # noqa: E402
-from fakes.smtp import FakeSmtpServer, _Handler  # noqa: E402
+from support.fakes.http import Answer, FakeTwilio  # noqa: E402
+from support.fakes.smtp import FakeSmtpServer, _Handler  # noqa: E402
 
 _LINK_TOKEN = re.compile(r"token=([A-Za-z0-9_-]{43})")
 _SMS_CODE = re.compile(r"\b(\d{6})\b")

@@ -5,10 +5,11 @@ import argparse
 import os
 import sys
 
-from . import cloudsql, migrations, secrets
-from .database import Database
+from .platform import cloudsql, migrations, secret_manager as secrets
+from .platform.database import Database
 from .runtime import database_params
-from .settings import ConfigError, Settings
+from .delivery.messages import check_sms_budget
+from .platform.settings import ConfigError, Settings
 
 
 def _database(settings: Settings) -> Database:
@@ -23,7 +24,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
-    from . import db_access
+    from .platform import grants as db_access
 
     for line in db_access.grant(_database(settings), args.writer, args.reader):
         print(f"granted {line}")
@@ -31,7 +32,7 @@ def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_new_key(args: argparse.Namespace, settings: Settings) -> int:
-    from .tokens import new_key_spec
+    from .verifications.tokens import new_key_spec
 
     print(new_key_spec(args.key_id))
     return 0
@@ -47,8 +48,9 @@ def cmd_dispatch(args: argparse.Namespace, settings: Settings) -> int:
     """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout."""
     import json
 
-    from . import dispatcher, shutdown
-    from .tokens import Keyring
+    from .delivery import dispatcher
+    from .platform import shutdown
+    from .verifications.tokens import Keyring
 
     shutdown.install()
     try:
@@ -63,7 +65,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     """The operator signals: a table (or --json), with the alerts they would raise."""
     import json
 
-    from . import signals, status
+    from .operations import signals, status_table as status
 
     snapshot = signals.compute(_database(settings), settings.deployment, with_workers=True)
     print(json.dumps(snapshot.as_json(), indent=2) if args.json else status.render(snapshot))
@@ -75,7 +77,7 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     import json
     import uuid
 
-    from . import inspect
+    from .operations import timeline as inspect
 
     try:
         verification_id = uuid.UUID(args.verification_id)
@@ -94,7 +96,8 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings) -> int:
     """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
     import json
 
-    from . import logging as service_logging, reconciler
+    from .platform import logs as service_logging
+    from .operations import reconciler
 
     service_logging.configure(stderr=True)  # its log records on stderr, the report on stdout
     report = reconciler.reconcile(_database(settings), settings)
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env(secrets.resolve_env(os.environ))
+        check_sms_budget(settings)
         return args.func(args, settings)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"verifyctl: {exc}", file=sys.stderr)

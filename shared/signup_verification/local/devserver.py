@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .. import embedded, migrations
-from ..database import Database
-from ..settings import REPO_ROOT, Settings
-from ..tokens import Keyring
+from . import embedded
+from ..platform import migrations
+from ..platform.database import Database
+from ..platform.settings import REPO_ROOT, Settings
+from ..verifications.tokens import Keyring
 
 MAIN = REPO_ROOT / "functions" / "main.py"
 # target -> port offset from --base-port; targets not listed here get the next free offsets.

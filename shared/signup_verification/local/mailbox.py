@@ -29,7 +29,7 @@ import flask
 import markupsafe
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from .. import sms
+from ..delivery import sms
 
 MAX_MESSAGES = 1000
 _URL = re.compile(r"https?://[^\s<>\"')]+")

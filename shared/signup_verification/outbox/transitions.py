@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Sequence
 
-from ..database import Database, load_sql
+from ..platform.database import Database, load_sql
 from .policy import RetryPolicy
 
 OUTCOMES = ("accepted", "retryable", "ambiguous", "failed")

@@ -1,0 +1,1 @@
+"""The HTTP edge: request reading, models, problems, caller identity and pages."""

@@ -1,0 +1,220 @@
+"""Who may call each HTTP target (docs/security.md): platform identity, or an HMAC-signed request.
+
+On Google Cloud every target but `confirm_verification` is deployed with IAM invoker only: Cloud
+Run verifies the caller's Google-signed ID token (signature, audience, expiry) and its
+`roles/run.invoker` grant *before* the request reaches the function; an unauthenticated request
+never runs our code. Cloud Run then passes the token on with its signature removed, so the
+function cannot re-verify it. The in-app check below is defence in depth for a misconfiguration
+(an `allUsers` invoker binding, a target deployed public by mistake):
+
+* production (`ENVIRONMENT=production`): a guarded target refuses (401 problem+json) a request that
+  carries neither a platform identity, i.e. an ID token Cloud Run passed on, not expired, issued by
+  Google and, when `ALLOWED_INVOKERS` is set, naming one of those principals, nor a valid signature;
+* `REQUEST_SIGNING_KEYS` (callers outside Google Cloud): the targets in `SIGNED_TARGETS`
+  (default `create_verification`) require `Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
+  "<t>." + raw body>` under one of the keys, within `SIGNATURE_TOLERANCE_SECONDS` (300) of now,
+  compared in constant time, in every environment. Such a target is typically public, so a
+  platform identity header is *not* enough for it: anyone can write one, nobody verified it.
+
+`confirm_verification` is public by design (people open links): never guarded here; its tokens,
+attempt limits and rate limits are its protection. Replaying a signed request within the window
+is harmless: create answers from its idempotency record, dispatch and reconcile are idempotent.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import flask
+
+from . import problems
+from ..platform import secret_manager as secrets
+from ..platform.settings import ConfigError
+
+_log = logging.getLogger("signup_verification.api.auth")
+
+GUARDED_TARGETS = frozenset({"create_verification", "dispatch", "reconcile", "status"})
+SIGNATURE_HEADER = "Signature"
+RAW_BODY = "signup_verification.raw_body"  # environ key: the body read once for the signature, reused by web.json_body
+GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
+CLOCK_SKEW = 60  # seconds of leeway on the identity token's expiry
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    production: bool
+    signing_keys: tuple[tuple[str, bytes], ...] = ()
+    signed_targets: frozenset[str] = frozenset({"create_verification"})
+    allowed_invokers: frozenset[str] = frozenset()
+    tolerance_seconds: int = 300
+
+    def __repr__(self) -> str:  # never the key material
+        return (f"AuthConfig(production={self.production}, keys={[k for k, _ in self.signing_keys]}, "
+                f"signed_targets={sorted(self.signed_targets)}, allowed_invokers={sorted(self.allowed_invokers)})")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "AuthConfig":
+        keys = parse_signing_keys(env.get("REQUEST_SIGNING_KEYS") or "")
+        if env.get("SIGNED_TARGETS") and not keys:
+            raise ConfigError("SIGNED_TARGETS is set but REQUEST_SIGNING_KEYS holds no key")
+        targets = frozenset(t.strip() for t in (env.get("SIGNED_TARGETS") or "create_verification").split(",") if t.strip())
+        unknown = targets - GUARDED_TARGETS
+        if unknown:
+            raise ConfigError(f"SIGNED_TARGETS names unknown or public targets: {', '.join(sorted(unknown))}")
+        invokers = frozenset(e.strip().lower() for e in (env.get("ALLOWED_INVOKERS") or "").split(",") if e.strip())
+        raw_tolerance = env.get("SIGNATURE_TOLERANCE_SECONDS") or "300"
+        if not raw_tolerance.isdigit() or not 30 <= int(raw_tolerance) <= 3600:
+            raise ConfigError("SIGNATURE_TOLERANCE_SECONDS must be an integer between 30 and 3600")
+        return cls(production=env.get("ENVIRONMENT") == "production", signing_keys=keys,
+                   signed_targets=targets if keys else frozenset(), allowed_invokers=invokers,
+                   tolerance_seconds=int(raw_tolerance))
+
+
+def parse_signing_keys(spec: str) -> tuple[tuple[str, bytes], ...]:
+    """`key_id:base64url-secret[,...]` (the format of TOKEN_KEYS; `verifyctl new-key` prints one)."""
+    keys = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        key_id, sep, encoded = item.partition(":")
+        try:
+            secret = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True)
+        except ValueError:
+            secret = b""
+        if not sep or not key_id or len(secret) < 32:
+            raise ConfigError(f"REQUEST_SIGNING_KEYS entry {key_id or '?'!r} must be key_id:base64url-secret of 32+ bytes")
+        keys.append((key_id, secret))
+    return tuple(keys)
+
+
+def sign(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
+    """The Signature header value a caller sends (also what the tests and the docs' example use)."""
+    t = int(time.time()) if timestamp is None else timestamp
+    return f"t={t},v1={hmac.new(secret, f'{t}.'.encode() + body, hashlib.sha256).hexdigest()}"
+
+
+# -- the checks ------------------------------------------------------------------------------------------
+def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
+    return problems.Problem(401, "unauthenticated", "Authentication required", detail,
+                            headers={"WWW-Authenticate": scheme, "Cache-Control": "no-store"})
+
+
+def _raw_body(request: flask.Request, max_bytes: int) -> bytes:
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise problems.too_large(max_bytes)
+    raw = request.environ.get(RAW_BODY)
+    if raw is None:
+        raw = request.stream.read(max_bytes + 1)
+        request.environ[RAW_BODY] = raw
+    if len(raw) > max_bytes:
+        raise problems.too_large(max_bytes)
+    return raw
+
+
+def verify_signature(config: AuthConfig, header: str | None, body: bytes, now: float | None = None) -> bool:
+    if not header:
+        return False
+    timestamp, candidates = None, []
+    for part in header.split(","):
+        name, _, value = part.strip().partition("=")
+        if name == "t" and value.isdigit() and len(value) <= 12:
+            timestamp = int(value)
+        elif name == "v1" and len(value) == 64:
+            candidates.append(value.lower().encode())
+    now = time.time() if now is None else now
+    if timestamp is None or not candidates or abs(now - timestamp) > config.tolerance_seconds:
+        return False
+    signed = f"{timestamp}.".encode() + body
+    matched = False
+    for _, secret in config.signing_keys:  # every key, every candidate: no early exit on a match
+        expected = hmac.new(secret, signed, hashlib.sha256).hexdigest().encode()
+        for candidate in candidates:
+            matched |= hmac.compare_digest(expected, candidate)
+    return matched
+
+
+def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: float | None = None) -> str | None:
+    """The principal of the ID token Cloud Run verified and passed on, or None.
+
+    X-Serverless-Authorization wins over Authorization (Cloud Run authorizes with it when both are
+    sent). The signature was checked by the platform and removed; the claims are read, not trusted
+    beyond what the platform guarantees: Google issuer, not expired, an allowed principal."""
+    value = headers.get("X-Serverless-Authorization") or headers.get("Authorization") or ""
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or token.count(".") not in (1, 2):
+        return None
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(claims, dict) or claims.get("iss") not in GOOGLE_ISSUERS:
+        return None
+    exp = claims.get("exp")
+    now = time.time() if now is None else now
+    if not isinstance(exp, (int, float)) or exp + CLOCK_SKEW < now:
+        return None
+    principal = claims.get("email") or claims.get("sub")
+    if not isinstance(principal, str) or not principal:
+        return None
+    if config.allowed_invokers and principal.lower() not in config.allowed_invokers:
+        return None
+    return principal
+
+
+def authorize(config: AuthConfig, target: str, request: flask.Request, max_bytes: int) -> str:
+    """How the caller was accepted ('signature', 'platform' or 'open'); raises a 401 Problem otherwise."""
+    if target not in GUARDED_TARGETS:
+        return "open"
+    if target in config.signed_targets:
+        if verify_signature(config, request.headers.get(SIGNATURE_HEADER), _raw_body(request, max_bytes)):
+            return "signature"
+        _log.warning("refused %s: missing or invalid request signature", target,
+                     extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "signature"}})
+        raise _unauthenticated("Sign the request: Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.' + body>.",
+                               SIGNATURE_HEADER)
+    if not config.production:
+        return "open"
+    if platform_principal(config, request.headers) is not None:
+        return "platform"
+    _log.warning("refused %s: no accepted platform identity", target,
+                 extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "identity"}})
+    raise _unauthenticated("Call this function with a Google-signed ID token of an allowed service account.", "Bearer")
+
+
+# -- wiring ------------------------------------------------------------------------------------------------
+_cache: dict[int, tuple[Any, AuthConfig]] = {}
+_cache_lock = threading.Lock()
+
+
+def config_for(settings: Any) -> AuthConfig:
+    """Read once per Settings object (per instance; tests reset the runtime after changing the environment)."""
+    with _cache_lock:
+        cached = _cache.get(id(settings))
+        if cached is None or cached[0] is not settings:
+            cached = (settings, AuthConfig.from_env(secrets.resolve_env(os.environ)))
+            _cache.clear()
+            _cache[id(settings)] = cached
+        return cached[1]
+
+
+def caller_required(handler: Callable[[flask.Request], Any]) -> Callable[[flask.Request], Any]:
+    """Under `web.endpoint` (so a refusal is problem+json): checks the caller of the target named like the handler."""
+    from ..runtime import get_runtime
+
+    @functools.wraps(handler)
+    def wrapper(request: flask.Request):
+        settings = get_runtime().settings
+        authorize(config_for(settings), handler.__name__, request, settings.max_body_bytes)
+        return handler(request)
+
+    return wrapper

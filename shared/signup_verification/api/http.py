@@ -1,0 +1,67 @@
+"""HTTP plumbing shared by the entry points in functions/main.py: body parsing with limits and
+the error boundary that turns every failure into problem+json (never exception text)."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import Any, Callable
+
+import flask
+
+from . import problems
+from .auth import RAW_BODY
+from ..platform.database import UnavailableError
+from .problems import Problem
+
+_log = logging.getLogger("signup_verification.api.http")
+
+Response = tuple[Any, int, dict[str, str]]
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return json.dumps(body), status, {"Content-Type": "application/json", **(headers or {})}
+
+
+def require_method(request: flask.Request, *allowed: str) -> None:
+    if request.method not in allowed:
+        raise problems.method_not_allowed(", ".join(allowed))
+
+
+def json_body(request: flask.Request, max_bytes: int) -> dict[str, Any]:
+    """The request's JSON object, or a 4xx Problem. Reads at most max_bytes + 1 bytes."""
+    if request.mimetype != "application/json":
+        raise problems.unsupported_media_type()
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise problems.too_large(max_bytes)
+    raw = request.environ.get(RAW_BODY)  # already read to check a request signature (auth.py)
+    if raw is None:
+        raw = request.stream.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise problems.too_large(max_bytes)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: '[[[[...' within the size limit
+        raise problems.bad_request("The body is not valid UTF-8 JSON.") from None
+    if not isinstance(data, dict):
+        raise problems.bad_request("The body must be a JSON object.")
+    return data
+
+
+def endpoint(handler: Callable[[flask.Request], Response]) -> Callable[[flask.Request], Response]:
+    """Error boundary: Problem -> its problem+json, lost database -> 503, anything else -> opaque 500."""
+
+    @functools.wraps(handler)
+    def wrapper(request: flask.Request) -> Response:
+        try:
+            return handler(request)
+        except Problem as problem:
+            return problem.response()
+        except UnavailableError as exc:
+            _log.error("database unavailable: %s", exc)
+            return problems.unavailable().response()
+        except Exception:  # the boundary: log the traceback, answer without it
+            _log.exception("unhandled error in %s", handler.__name__)
+            return problems.internal_error().response()
+
+    return wrapper

@@ -1,0 +1,89 @@
+"""Request models at the HTTP edge (pydantic): strict types, no unknown fields, normalised destinations."""
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any, Literal
+
+import phonenumbers
+from email_validator import EmailNotValidError, validate_email
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from ..delivery import templates
+
+_LOCALE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}")
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]{1,255}")
+# E.164: '+', then at most 15 digits. Visual separators are dropped first; anything else (a second
+# '+', letters, an extension) is refused rather than guessed at by libphonenumber's lenient parser.
+_E164 = re.compile(r"\+[1-9][0-9]{1,14}")
+_PHONE_SEPARATORS = str.maketrans("", "", " -.()")
+
+
+class CreateVerificationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True, frozen=True)
+
+    account_id: str = Field(min_length=1, max_length=255)
+    channel: Literal["email", "sms"]
+    destination: str = Field(min_length=3, max_length=320)
+    locale: str | None = Field(default=None, max_length=35)
+    template: str = Field(default="signup", min_length=1, max_length=64)
+
+    @field_validator("account_id")
+    @classmethod
+    def _account_printable(cls, value: str) -> str:
+        if any(unicodedata.category(ch) == "Cc" for ch in value):
+            raise ValueError("account_id must not contain control characters")
+        return value
+
+    @field_validator("locale")
+    @classmethod
+    def _locale_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _LOCALE.fullmatch(value):
+            raise ValueError("locale must be a BCP 47 tag such as 'en' or 'ja-JP'")
+        return value
+
+    @field_validator("template")
+    @classmethod
+    def _known_template(cls, value: str) -> str:
+        if value not in templates.purposes():
+            raise ValueError(f"unknown template; known: {', '.join(templates.purposes())}")
+        return value
+
+    @field_validator("destination")
+    @classmethod
+    def _destination_for_channel(cls, value: str, info: ValidationInfo) -> str:
+        channel = info.data.get("channel")
+        return normalise_destination(channel, value) if channel else value
+
+
+def normalise_destination(channel: str, destination: str) -> str:
+    if channel == "email":
+        try:
+            return validate_email(destination, check_deliverability=False).normalized
+        except EmailNotValidError as exc:
+            raise ValueError(f"destination is not a valid email address: {exc}") from None
+    compact = destination.translate(_PHONE_SEPARATORS)
+    if not _E164.fullmatch(compact):
+        raise ValueError("destination must be an E.164 phone number such as +14155550100")
+    try:
+        number = phonenumbers.parse(compact, None)
+    except phonenumbers.NumberParseException:
+        raise ValueError("destination is not a valid E.164 phone number") from None
+    if not phonenumbers.is_valid_number(number):
+        raise ValueError("destination is not a valid E.164 phone number")
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def valid_idempotency_key(value: str | None) -> bool:
+    # fullmatch: re's `$` would also accept a trailing newline. Blank keys are no key at all.
+    return value is not None and bool(_PRINTABLE_ASCII.fullmatch(value)) and not value.isspace()
+
+
+def field_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """Pydantic errors as problem+json `errors`, without echoing the input value."""
+    errors = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False):
+        pointer = "/" + "/".join(str(p) for p in err["loc"]) if err["loc"] else ""
+        message = err["msg"].removeprefix("Value error, ")
+        errors.append({"pointer": "#" + pointer, "detail": message})
+    return errors

@@ -1,0 +1,1 @@
+"""Delivery: the dispatcher, sending, rendering, MIME, SMS encoding, templates and channel adapters."""

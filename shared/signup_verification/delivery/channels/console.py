@@ -1,0 +1,63 @@
+"""Local transports: nothing leaves the machine.
+
+ConsoleChannel writes each message to a file under the git-ignored local folder (`.local/outbox/`,
+an .eml per email, a .txt per SMS) and logs one line with the masked destination and the file
+name: the link or code is in the file, never in the log. DisabledChannel stands in for a console
+transport in production, where every send fails as a configuration error (it alerts) rather
+than writing tokens to an instance's disk.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ..messages import EmailContent, SmsContent
+from ...platform.redaction import mask_destination
+from .base import CONFIGURATION, SendResult
+
+_log = logging.getLogger("signup_verification.delivery.channels.console")
+
+
+class ConsoleChannel:
+    transport = "console"
+
+    def __init__(self, channel: str, folder: Path):
+        self.channel = channel
+        self.folder = Path(folder)
+
+    def send(self, message: EmailContent | SmsContent, deadline: float) -> SendResult:
+        name = message.attempt_id.replace(":", "-")
+        if isinstance(message, EmailContent):
+            data, path = message.mime(), self.folder / f"{name}.eml"
+        else:
+            data = (f"To: {message.to}\nEncoding: {message.encoding}\nSegments: {message.segments}\n\n"
+                    f"{message.body}\n").encode("utf-8")
+            path = self.folder / f"{name}.sms.txt"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_bytes(data)
+            os.chmod(tmp, 0o600)  # it holds a live token
+            tmp.replace(path)
+        except OSError as exc:
+            return SendResult.retryable("console_write", f"cannot write the local outbox: {type(exc).__name__}")
+        _log.info("%s for %s written to %s", self.channel, mask_destination(self.channel, message.to), path)
+        return SendResult.accepted(f"console:{path.name}")
+
+    def close(self) -> None:
+        pass
+
+
+class DisabledChannel:
+    transport = "disabled"
+
+    def __init__(self, channel: str, reason: str):
+        self.channel = channel
+        self.reason = reason
+
+    def send(self, message, deadline: float) -> SendResult:
+        return SendResult.failed(CONFIGURATION, self.reason)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,188 @@
+"""The sends of one batch: render and send each begun attempt in a bounded thread pool.
+
+The pool's threads never touch the database (the dispatch loop owns the connection); each
+returns a `SendOutcome` per intent, so one malformed destination or one failing render affects
+only its own intent. A send is not started once shutdown began or when too little time is left
+before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
+intent is settled `retryable` with error_class `not_sent` and no delay. A send skipped because its
+channel failed its configuration earlier in the invocation is `channel_stopped`, with the backoff.
+Neither was attempted, so neither spends one of the intent's attempts (outbox/settle.sql).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import traceback
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Mapping, Sequence
+
+from .budget import Deadline, LatencyEstimator
+from .channels.base import Channel, SendResult
+from .messages import RenderError, Renderer
+from ..outbox import RetryPolicy, Settlement
+from ..outbox.transitions import BegunAttempt, ClaimedIntent
+from ..platform.redaction import mask_destination
+
+_log = logging.getLogger("signup_verification.delivery.dispatcher")
+NOT_SENT = "not_sent"
+CHANNEL_STOPPED = "channel_stopped"
+NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED})  # retryable outcomes of sends never handed to a provider
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    intent: ClaimedIntent
+    attempt: BegunAttempt
+    result: SendResult
+    segments: int | None = None
+    channel_called: bool = False
+
+    def settlement(self, policy: RetryPolicy) -> Settlement:
+        result, intent = self.result, self.intent
+        if result.outcome == "retryable":
+            delay = 0.0 if result.error_class == NOT_SENT else policy.retry_delay(self.attempt.attempt_number, result.retry_after)
+        elif result.outcome == "ambiguous":
+            delay = policy.ambiguous_delay(intent.channel)  # never an immediate resend
+        else:
+            delay = 0.0
+        return Settlement(intent.id, intent.lease_version, result.outcome, delay, result.error_class,
+                          result.detail, result.provider_ref, self.segments, attempted=self.attempted)
+
+    @property
+    def attempted(self) -> bool:
+        """False for a send never handed to the provider: it does not count against max_attempts."""
+        return not (self.result.outcome == "retryable" and self.result.error_class in NOT_ATTEMPTED)
+
+    @property
+    def final_status(self) -> str:
+        """The status settle leaves (a retryable last attempt becomes failed)."""
+        if (self.result.outcome == "retryable" and self.attempted
+                and self.attempt.attempt_number >= self.intent.max_attempts):
+            return "failed"
+        return self.result.outcome
+
+
+class InFlight:
+    """The running sends of one batch."""
+
+    def __init__(self, work: Sequence[tuple[ClaimedIntent, BegunAttempt]], futures: list[Future],
+                 results: list[SendOutcome | None]):
+        self.work = work
+        self._futures = futures
+        self._results = results
+
+    def wait(self, timeout: float) -> bool:
+        done, pending = wait(self._futures, timeout=max(0.0, timeout), return_when=FIRST_EXCEPTION)
+        return not pending
+
+    def outcomes(self) -> list[SendOutcome]:
+        """Finished sends; one still running past the deadline is left to the reconciler."""
+        return [r for r in self._results if r is not None]
+
+
+class BatchSender:
+    def __init__(self, channels: Mapping[str, Channel], renderer: Renderer, pool: ThreadPoolExecutor,
+                 concurrency: int, deadline: Deadline, estimator: LatencyEstimator, stopping: Callable[[], bool],
+                 send_timeout: float):
+        self.channels = channels
+        self.renderer = renderer
+        self.pool = pool
+        self.concurrency = concurrency
+        self.deadline = deadline
+        self.estimator = estimator
+        self.stopping = stopping
+        self.send_timeout = send_timeout
+        self.broken: set[str] = set()  # channels that reported a configuration error this invocation
+        self._broken_lock = threading.Lock()
+
+    def start(self, work: Sequence[tuple[ClaimedIntent, BegunAttempt]]) -> InFlight:
+        results: list[SendOutcome | None] = [None] * len(work)
+        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for index in range(len(work)):
+            todo.put(index)
+        futures = [self.pool.submit(self._drain, work, todo, results)
+                   for _ in range(min(self.concurrency, len(work)))]
+        return InFlight(work, futures, results)
+
+    def _drain(self, work, todo: queue.SimpleQueue, results: list) -> None:
+        while True:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            intent, attempt = work[index]
+            try:
+                results[index] = self.send_one(intent, attempt)
+            except Exception as exc:  # a bug before the provider was called (send_one guards the call itself)
+                _log.error("sending intent %s failed before the provider call: %s", intent.id, type(exc).__name__)
+                results[index] = SendOutcome(intent, attempt, SendResult.retryable("internal_error", type(exc).__name__))
+
+    # -- one intent ---------------------------------------------------------------------------------
+    def _time_for_send(self, channel: str) -> bool:
+        needed = min(self.estimator.estimate(channel) * 1.5, self.send_timeout)
+        return self.deadline.send_by - time.monotonic() >= max(needed, 0.05)
+
+    def send_one(self, intent: ClaimedIntent, attempt: BegunAttempt) -> SendOutcome:
+        if self.stopping():
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "shutting down before the send started"))
+        if not self._time_for_send(intent.channel):
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "no time left in this invocation"))
+        if intent.expires_at <= datetime.now(timezone.utc) + timedelta(seconds=self.send_timeout):
+            # Queued behind slow sends of its batch, the link would arrive dead (or die in flight): never handed
+            # to the provider; the next claim suppresses it as expired.
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "the link expires before a send could finish"))
+        channel = self.channels.get(intent.channel)
+        if channel is None:
+            return SendOutcome(intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}"))
+        if intent.channel in self.broken:
+            # Do not hammer a provider with credentials it just refused (that can get the sender blocked).
+            return SendOutcome(intent, attempt, SendResult.retryable(
+                CHANNEL_STOPPED, f"not attempted: the {channel.transport} transport failed its "
+                "configuration earlier in this invocation"))
+        try:
+            message = self.renderer.render(intent, attempt)
+        except RenderError as exc:
+            return SendOutcome(intent, attempt, SendResult.failed(exc.error_class, exc.detail))
+        segments = getattr(message, "segments", None)
+        started = time.monotonic()
+        try:
+            result = channel.send(message, self.deadline.send_by)
+        except Exception as exc:  # an adapter bug: it may have sent, so it is ambiguous; no message text logged
+            _log.error("channel adapter raised %s for intent %s:\n%s", type(exc).__name__, intent.id,
+                       "".join(traceback.format_tb(exc.__traceback__)),
+                       extra={"json_fields": {"event": "adapter_error", "intent_id": intent.id}})
+            result = SendResult.ambiguous("adapter_error", f"adapter raised {type(exc).__name__}")
+        # Capped at the send timeout: a longer elapsed time means this process was stalled (frozen, starved),
+        # not a slow provider; uncapped, one stall poisoned the saved estimate and no batch fit any more.
+        self.estimator.observe(intent.channel, min(time.monotonic() - started, self.send_timeout))
+        if result.stops_channel:
+            with self._broken_lock:
+                self.broken.add(intent.channel)
+        self._log_outcome(intent, attempt, channel, result)
+        return SendOutcome(intent, attempt, result, segments, channel_called=True)
+
+    @staticmethod
+    def _log_outcome(intent: ClaimedIntent, attempt: BegunAttempt, channel: Channel, result: SendResult) -> None:
+        if result.outcome == "accepted":
+            return
+        fields = {"event": "send_outcome", "intent_id": intent.id, "attempt_id": attempt.attempt_id,
+                  "channel": intent.channel, "transport": channel.transport, "outcome": result.outcome,
+                  "error_class": result.error_class, "destination": mask_destination(intent.channel, intent.destination)}
+        if result.stops_channel:
+            # Loud: a bad credential (or a provider's block) fails every send of the channel until it is fixed.
+            alert = "channel_configuration" if result.is_configuration_error else result.error_class
+            _log.error("%s transport %s: %s", channel.transport,
+                       "configuration error" if result.is_configuration_error else "blocked by the provider",
+                       result.detail, extra={"json_fields": {**fields, "alert": alert}})
+        elif result.outcome == "ambiguous" and intent.ambiguous_count >= 1:
+            _log.warning("intent %s oscillates between ambiguous and retry (%d ambiguous before this one): %s",
+                         intent.id, intent.ambiguous_count, result.detail,
+                         extra={"json_fields": {**fields, "flag": "ambiguous_oscillation",
+                                                "ambiguous_count": intent.ambiguous_count + 1}})
+        else:
+            _log.warning("%s %s for intent %s: %s", intent.channel, result.outcome, intent.id, result.detail,
+                         extra={"json_fields": fields})

@@ -1,0 +1,85 @@
+"""The embedded PostgreSQL 16 server (pgserver wheel) used when DATABASE_URL is unset.
+
+pgserver runs postgres as the system user `pgserver` when we are root, so the data directory
+must be reachable by that user; it listens on a unix socket only (no TCP port to collide on).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ..platform.database import ConnectionParams
+
+_log = logging.getLogger(__name__)
+_servers: dict[Path, object] = {}
+
+DEFAULT_DATABASE = "verification"
+
+
+def start(data_dir: Path, *, stop_at_exit: bool = True, settings: dict[str, str] | None = None) -> ConnectionParams:
+    """Start (or attach to) the embedded server in `data_dir`; returns params for its `postgres` database."""
+    data_dir = Path(data_dir).resolve()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    _make_traversable(data_dir.parent)
+    # pgserver asks platformdirs for a runtime dir at import and warns when none is set.
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
+    try:
+        import pgserver
+    except ImportError as exc:  # production bundles do not ship pgserver
+        raise RuntimeError("DATABASE_URL is unset and pgserver is not installed (pip install '.[local]')") from exc
+    server = pgserver.get_server(data_dir, cleanup_mode="stop" if stop_at_exit else None)
+    _servers[data_dir] = server
+    params = ConnectionParams.from_url(server.get_uri())
+    if settings:
+        con = params.connect()
+        try:
+            for name, value in settings.items():
+                con.run(f"ALTER SYSTEM SET {name} = '{value}'")  # names/values are ours, not input
+            con.run("SELECT pg_reload_conf()")
+        finally:
+            con.close()
+    return params
+
+
+def ensure_database(params: ConnectionParams, name: str) -> ConnectionParams:
+    """Create database `name` if it does not exist; returns params pointing at it."""
+    con = params.with_database("postgres").connect()
+    try:
+        if not con.run("SELECT 1 FROM pg_database WHERE datname = :n", n=name):
+            con.run(f'CREATE DATABASE "{name}"')
+    finally:
+        con.close()
+    return params.with_database(name)
+
+
+def stop(data_dir: Path) -> None:
+    """Stop the server this process started in `data_dir` (and only that one)."""
+    server = _servers.pop(Path(data_dir).resolve(), None)
+    if server is not None:
+        try:
+            server.cleanup()  # type: ignore[attr-defined]
+        except Exception as exc:  # best effort at shutdown
+            _log.warning("embedded postgres did not stop cleanly: %s", exc)
+
+
+def stop_all() -> None:
+    for server in list(_servers.values()):
+        try:
+            server.cleanup()  # type: ignore[attr-defined]
+        except Exception as exc:  # best effort at shutdown
+            _log.warning("embedded postgres did not stop cleanly: %s", exc)
+    _servers.clear()
+
+
+def _make_traversable(path: Path) -> None:
+    """The `pgserver` system user needs o+x on every ancestor of the data directory."""
+    if os.geteuid() != 0:
+        return
+    for parent in [path, *path.parents]:
+        try:
+            mode = parent.stat().st_mode
+            if not mode & 0o001:
+                parent.chmod(mode | 0o001)
+        except OSError:
+            pass

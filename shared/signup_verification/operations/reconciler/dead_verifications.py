@@ -1,0 +1,28 @@
+"""Duty: intents of dead verifications are suppressed, so no dead link is ever sent.
+
+Pending verifications past expires_at are marked expired; undelivered intents (ready, retryable,
+claimed, ambiguous) of expired, superseded, verified or locked verifications become `suppressed`
+with that reason. An `attempting` intent is left to settle or lose its lease first.
+Transition: outbox.transitions.sweep_dead (the shared suppress of sql/002).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ...platform.database import Database
+from ...outbox import transitions
+from .batches import Batch, Budget, DutyReport, drain
+from .config import ReconcilerConfig
+
+DUTY = "suppress_dead"
+
+
+def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+    def batch(limit: int) -> Batch:
+        result = transitions.sweep_dead(db, limit)
+        moves = Counter(f"suppressed_{reason}" for reason, _ in result.suppressed)
+        moves["verifications_expired"] = result.verifications_expired
+        full = len(result.suppressed) >= limit or result.verifications_expired >= limit
+        return Batch(moves, full=full)
+
+    return drain(DUTY, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)

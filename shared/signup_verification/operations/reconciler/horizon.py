@@ -1,0 +1,38 @@
+"""Duty: eligible work older than the normal polling horizon is counted and logged.
+
+It moves nothing: the dispatcher is the only sender. Overdue eligible intents mean the worker is
+not keeping up or not running; the reconciler reports them (a WARNING record per channel, and the
+`overdue` block of its answer) so the page has a second, independent witness.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ...platform.database import Database, load_sql
+from .config import ReconcilerConfig
+
+DUTY = "check_horizon"
+_log = logging.getLogger("signup_verification.operations.reconciler")
+
+
+@dataclass(frozen=True)
+class Overdue:
+    channel: str
+    count: int
+    oldest_seconds: float
+
+
+def check(db: Database, config: ReconcilerConfig, deployment: str) -> list[Overdue]:
+    rows = db.run(load_sql(__file__, "overdue.sql"), horizon_seconds=config.polling_horizon_seconds)
+    found = [Overdue(channel, count, round(oldest, 3)) for channel, count, oldest in rows]
+    for item in found:
+        _log.warning(
+            "%d eligible %s intent(s) waited longer than the %g s polling horizon (oldest %.0f s): "
+            "the dispatcher is not keeping up or not running",
+            item.count, item.channel, config.polling_horizon_seconds, item.oldest_seconds,
+            extra={"labels": {"channel": item.channel},
+                   "json_fields": {"event": "overdue_eligible", "deployment": deployment, "channel": item.channel,
+                                   "overdue_count": item.count, "oldest_overdue_seconds": item.oldest_seconds,
+                                   "polling_horizon_seconds": config.polling_horizon_seconds}})
+    return found

@@ -1,0 +1,129 @@
+"""One reconcile run: the duties in a fixed order, bounded, under the function's time budget.
+
+The reconciler is a safety path, not a second sender: it only moves rows through the outbox's
+transitions (outbox/transitions.py) and housekeeping statements. Order matters so that one run
+makes at most one transition per intent:
+  1. suppress_dead       dead verification -> intent suppressed (before anything could revive it)
+  2. resolve_ambiguous   ambiguous whose hold passed -> retryable | failed
+  3. expire_claims       claimed with an expired lease -> eligible again
+  4. lose_leases         attempting with an expired lease -> ambiguous (held: step 2 of a later run)
+  5. check_horizon       eligible work older than the polling horizon: counted and logged
+  6. reap_idempotency_keys, redact_destinations, purge_history   housekeeping
+Then the watermark, one structured record for the run, and the signal records.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .. import signals
+from ...platform.database import Database
+from ...platform.settings import Settings
+from . import ambiguous, dead_verifications, expired_claims, horizon, idempotency_keys, lost_leases, retention, watermark
+from .batches import Budget, DutyReport
+from .config import ReconcilerConfig
+
+_log = logging.getLogger("signup_verification.operations.reconciler")
+
+RECOVERY = ("suppress_dead", "resolve_ambiguous", "expire_claims", "lose_leases")
+MOVES = ("claims_expired", "leases_lost", "ambiguous_to_retryable", "ambiguous_to_failed", "suppressed",
+         "suppressed_expired", "suppressed_superseded", "suppressed_verified", "suppressed_locked",
+         "verifications_expired", "idempotency_keys_reaped", "destinations_redacted", "error_texts_scrubbed",
+         "verifications_purged")
+
+
+@dataclass
+class ReconcileReport:
+    deployment: str
+    duties: list[DutyReport] = field(default_factory=list)
+    overdue: list[horizon.Overdue] = field(default_factory=list)
+    watermark: dict[str, Any] = field(default_factory=dict)
+    elapsed_ms: int = 0
+    skipped: str | None = None
+
+    @property
+    def moves(self) -> dict[str, int]:
+        total: Counter = Counter({name: 0 for name in MOVES})
+        for duty in self.duties:
+            total.update(duty.moves)
+        total["suppressed"] = sum(v for k, v in total.items() if k.startswith("suppressed_"))
+        return dict(total)
+
+    @property
+    def drained(self) -> bool:
+        return all(d.drained for d in self.duties)
+
+    def as_json(self) -> dict[str, Any]:
+        if self.skipped:
+            return {"skipped": self.skipped, "deployment": self.deployment}
+        return {
+            "deployment": self.deployment,
+            "moves": self.moves,
+            "overdue": {o.channel: {"count": o.count, "oldest_seconds": o.oldest_seconds} for o in self.overdue},
+            "drained": self.drained,
+            "duties": {d.duty: d.as_json() for d in self.duties},
+            "watermark": self.watermark,
+            "elapsed_ms": self.elapsed_ms,
+        }
+
+
+def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None = None, *,
+              emit_signals: bool = True) -> ReconcileReport:
+    config = config or ReconcilerConfig.from_env(policy=settings.retry_policy)
+    started = time.monotonic()
+    budget = Budget.within(settings.function_timeout_seconds, config.safety_margin_seconds)
+    report = ReconcileReport(settings.deployment)
+    name = watermark.heartbeat_name(settings.deployment)
+    if not watermark.try_lock(db, name):
+        report.skipped = "another reconcile run of this deployment is in progress"
+        _log.info("reconcile skipped: %s", report.skipped,
+                  extra={"json_fields": {"event": "reconcile", "deployment": settings.deployment, "skipped": True}})
+        return report
+    try:
+        start = watermark.begin(db, name, settings.deployment)
+        _run_duties(db, settings, config, budget, report)
+        report.watermark = watermark.complete(
+            db, name, start, drained=all(d.drained for d in report.duties if d.duty in RECOVERY),
+            backlog=[d.duty for d in report.duties if not d.drained], moves=report.moves,
+            cutoffs=_cutoffs(start.started_at, config))
+    finally:
+        watermark.unlock(db, name)
+    report.elapsed_ms = int((time.monotonic() - started) * 1000)
+    _log_run(report)
+    if emit_signals:
+        signals.emit(db, settings, source="reconcile")
+    return report
+
+
+def _run_duties(db: Database, settings: Settings, config: ReconcilerConfig, budget: Budget,
+                report: ReconcileReport) -> None:
+    for sweep in (dead_verifications.sweep, ambiguous.sweep, expired_claims.sweep, lost_leases.sweep):
+        report.duties.append(sweep(db, config, budget))
+    report.overdue = horizon.check(db, config, settings.deployment)
+    report.duties.append(idempotency_keys.sweep(db, config, budget))
+    redaction = retention.redact(db, config, budget)
+    report.duties.append(redaction)
+    report.duties.append(retention.purge(db, config, budget, redaction_drained=redaction.drained))
+
+
+def _cutoffs(started_at: datetime, config: ReconcilerConfig) -> dict[str, str]:
+    at = started_at.astimezone(timezone.utc)
+    return {"overdue_before": (at - timedelta(seconds=config.polling_horizon_seconds)).isoformat(),
+            "redacted_before": (at - timedelta(seconds=config.redact_after_seconds)).isoformat(),
+            "purged_before": (at - timedelta(seconds=config.purge_after_seconds)).isoformat()}
+
+
+def _log_run(report: ReconcileReport) -> None:
+    moves = report.moves
+    moved = sum(v for k, v in moves.items() if not k.startswith("suppressed_") and k != "error_texts_scrubbed")
+    fields: dict[str, Any] = {"event": "reconcile", "deployment": report.deployment, **moves,
+                              "overdue_count": sum(o.count for o in report.overdue),
+                              "drained": report.drained, "backlog": report.watermark.get("backlog", []),
+                              "watermark_covered_through": report.watermark.get("covered_through"),
+                              "elapsed_ms": report.elapsed_ms}
+    _log.info("reconcile: %d row(s) moved in %d ms%s", moved, report.elapsed_ms,
+              "" if report.drained else " (backlog left for the next run)", extra={"json_fields": fields})

@@ -1,0 +1,188 @@
+"""Operator signals: is ready work aging, is one channel isolated, are claims progressing, is
+reconciliation advancing, which attempts are ambiguous.
+
+    compute(db, deployment)        the numbers, per channel (signals.sql: one statement, one round trip)
+    emit(db, settings, source=...) compute, then one structured log record per channel
+                                   (event="signals"): what Cloud Monitoring log-based metrics read.
+                                   The dispatcher calls it once per invocation, the reconciler too.
+    workers(db)                    the heartbeat rows (verifyctl status, the status target)
+
+`oldest_ready_verification_seconds` is the time the oldest *eligible* intent has waited since it
+became eligible (next_attempt_at: its creation, or the end of its back-off). Eligibility is the
+claim's own view, so an intent scheduled in the future or suppressed never ages it; 0 when nothing
+is eligible, so the metric clears.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from ..platform.database import Database, load_sql
+from ..platform.settings import ConfigError, Settings
+
+__all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "workers"]
+
+_log = logging.getLogger("signup_verification.operations.signals")
+ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed")
+
+
+@dataclass(frozen=True)
+class SignalsConfig:
+    window_seconds: float = 300.0  # SIGNALS_WINDOW_SECONDS: attempts by outcome over this window
+    ready_age_alert_seconds: float = 120.0  # READY_AGE_ALERT_SECONDS: the page threshold
+    watermark_stale_seconds: float = 300.0  # RECONCILE_STALE_SECONDS: reconciler not advancing (infra alert too)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "SignalsConfig":
+        env = os.environ if env is None else env
+        default = cls()
+
+        def number(name: str, fallback: float) -> float:
+            raw = env.get(name)
+            try:
+                value = float(raw) if raw else fallback
+            except ValueError:
+                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+            if value <= 0:
+                raise ConfigError(f"{name} must be > 0, got {raw}")
+            return value
+
+        return cls(number("SIGNALS_WINDOW_SECONDS", default.window_seconds),
+                   number("READY_AGE_ALERT_SECONDS", default.ready_age_alert_seconds),
+                   number("RECONCILE_STALE_SECONDS", default.watermark_stale_seconds))
+
+
+@dataclass(frozen=True)
+class ChannelSignals:
+    channel: str
+    ready_count: int
+    oldest_ready_verification_seconds: float
+    scheduled_count: int  # waiting for their next_attempt_at: not ready, not aging
+    claimed_count: int
+    attempting_count: int
+    expired_lease_count: int  # leases the reconciler has not handled yet
+    ambiguous_count: int
+    oscillating_count: int  # live intents that were ambiguous twice or more
+    attempts: dict[str, int]  # attempt-log rows in the window, by outcome ('attempting' = begun)
+    last_claim_age_seconds: float | None
+    reconciler_watermark_age_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Signals:
+    deployment: str
+    measured_at: datetime
+    config: SignalsConfig
+    channels: list[ChannelSignals]
+    last_claim_at: datetime | None = None
+    reconciler_watermark: datetime | None = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+
+    def channel(self, name: str) -> ChannelSignals:
+        return next(c for c in self.channels if c.channel == name)
+
+    def alerts(self) -> list[str]:
+        """What a page would say right now (the same thresholds the alert policies use)."""
+        found = []
+        for c in self.channels:
+            if c.oldest_ready_verification_seconds > self.config.ready_age_alert_seconds:
+                found.append(f"{c.channel}: oldest ready verification waited {c.oldest_ready_verification_seconds:.0f} s "
+                             f"(> {self.config.ready_age_alert_seconds:g} s)")
+            if c.oscillating_count:
+                found.append(f"{c.channel}: {c.oscillating_count} delivery(ies) ambiguous twice or more")
+        age = self.channels[0].reconciler_watermark_age_seconds if self.channels else None
+        if age is None:
+            found.append("reconciler: no completed sweep recorded for this deployment")
+        elif age > self.config.watermark_stale_seconds:
+            found.append(f"reconciler: watermark {age:.0f} s old (> {self.config.watermark_stale_seconds:g} s)")
+        return found
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "deployment": self.deployment,
+            "measured_at": self.measured_at.isoformat(),
+            "window_seconds": self.config.window_seconds,
+            "thresholds": {"ready_age_alert_seconds": self.config.ready_age_alert_seconds,
+                           "watermark_stale_seconds": self.config.watermark_stale_seconds},
+            "last_claim_at": self.last_claim_at.isoformat() if self.last_claim_at else None,
+            "reconciler_watermark": self.reconciler_watermark.isoformat() if self.reconciler_watermark else None,
+            "channels": {c.channel: {k: v for k, v in asdict(c).items() if k != "channel"} for c in self.channels},
+            "alerts": self.alerts(),
+            "workers": self.workers,
+        }
+
+
+def compute(db: Database, deployment: str, config: SignalsConfig | None = None, *,
+            with_workers: bool = False) -> Signals:
+    config = config or SignalsConfig.from_env()
+    rows = db.rows(load_sql(__file__, "signals.sql"), deployment=deployment, window_seconds=config.window_seconds)
+    channels = []
+    for row in rows:
+        attempts = {outcome: 0 for outcome in ATTEMPT_OUTCOMES}
+        attempts.update({k: int(v) for k, v in (row["attempts"] or {}).items()})
+        channels.append(ChannelSignals(
+            channel=row["channel"], ready_count=row["ready_count"],
+            oldest_ready_verification_seconds=round(row["oldest_ready_verification_seconds"], 3),
+            scheduled_count=row["scheduled_count"], claimed_count=row["claimed_count"],
+            attempting_count=row["attempting_count"], expired_lease_count=row["expired_lease_count"],
+            ambiguous_count=row["ambiguous_count"], oscillating_count=row["oscillating_count"], attempts=attempts,
+            last_claim_age_seconds=_rounded(row["last_claim_age_seconds"]),
+            reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"])))
+    first = rows[0]
+    return Signals(deployment, first["measured_at"], config, channels, first["last_claim_at"],
+                   first["reconciler_watermark"], workers(db) if with_workers else [])
+
+
+def workers(db: Database) -> list[dict[str, Any]]:
+    """Every heartbeat row (dispatch and reconcile of every deployment sharing this database)."""
+    rows = db.rows(
+        "SELECT name, deployment, last_started_at, last_completed_at, last_claim_at,"
+        " extract(epoch FROM now() - last_completed_at)::float8 AS completed_age_seconds,"
+        " extract(epoch FROM now() - last_claim_at)::float8 AS claim_age_seconds, watermark"
+        " FROM worker_heartbeats ORDER BY name")
+    out = []
+    for row in rows:
+        item = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
+        for key in ("completed_age_seconds", "claim_age_seconds"):
+            item[key] = _rounded(item[key])
+        out.append(item)
+    return out
+
+
+def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dict[str, Any]:
+    """The jsonPayload of one signals record (docs/runbook.md documents every field)."""
+    fields: dict[str, Any] = {
+        "event": "signals", "source": source, "deployment": signals.deployment, "channel": channel.channel,
+        "oldest_ready_verification_seconds": channel.oldest_ready_verification_seconds,
+        "ready_count": channel.ready_count, "scheduled_count": channel.scheduled_count,
+        "claimed_count": channel.claimed_count, "attempting_count": channel.attempting_count,
+        "expired_lease_count": channel.expired_lease_count, "ambiguous_count": channel.ambiguous_count,
+        "oscillating_count": channel.oscillating_count, "attempts_window_seconds": signals.config.window_seconds,
+        "last_claim_age_seconds": channel.last_claim_age_seconds,
+        "reconciler_watermark_age_seconds": channel.reconciler_watermark_age_seconds,
+    }
+    fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
+    return fields
+
+
+def emit(db: Database, settings: Settings, logger: logging.Logger | None = None, *, source: str = "dispatch",
+         config: SignalsConfig | None = None) -> Signals:
+    """Compute and log one `event="signals"` record per channel; returns what it logged."""
+    logger = logger or _log
+    signals = compute(db, settings.deployment, config)
+    for channel in signals.channels:
+        late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
+        logger.log(logging.WARNING if late else logging.INFO,
+                   "signals %s: %d ready (oldest %.0f s), %d ambiguous, %d oscillating",
+                   channel.channel, channel.ready_count, channel.oldest_ready_verification_seconds,
+                   channel.ambiguous_count, channel.oscillating_count,
+                   extra={"labels": {"channel": channel.channel},
+                          "json_fields": record_fields(signals, channel, source)})
+    return signals
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

@@ -1,0 +1,138 @@
+"""`verifyctl inspect <verification_id>`: one verification's delivery, as a timeline.
+
+    intended   the verification and its delivery intent were written (create)
+    claimed    a worker leased the intent for an attempt
+    attempted  the attempt began (the attempt row was written before the network call)
+    observed   an outcome: accepted | retryable | ambiguous | failed (lease_lost: the reconciler)
+    suppressed / verified / expired / superseded / redacted   what ended it
+
+Built from system-owned records only (verifications, delivery_intents, the append-only attempt log).
+The destination is masked, the token and code never appear (they are not stored), and provider
+error texts pass through the log redaction so a quoted address is masked too.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..platform.database import Database, load_sql
+from ..platform.logs import redact_text
+from ..platform.redaction import mask_destination
+
+
+@dataclass(frozen=True)
+class Event:
+    at: datetime
+    kind: str
+    detail: str
+
+
+@dataclass
+class Timeline:
+    verification: dict[str, Any]  # masked: safe to print
+    intent: dict[str, Any] | None
+    events: list[Event] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        def plain(value: Any) -> Any:
+            return value.isoformat() if isinstance(value, datetime) else str(value) if isinstance(value, uuid.UUID) else value
+
+        return {"verification": {k: plain(v) for k, v in self.verification.items()},
+                "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
+                "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events]}
+
+
+class NotFound(LookupError):
+    pass
+
+
+def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
+    row = db.one(load_sql(__file__, "timeline_verification.sql"), verification_id=verification_id)
+    if row is None:
+        raise NotFound(f"no verification {verification_id}")
+    verification = {k: row[k] for k in ("id", "account_id", "channel", "purpose", "locale", "status", "expires_at",
+                                        "created_at", "verified_at", "redacted_at", "superseded_by", "confirm_failures")}
+    verification["destination"] = mask_destination(row["channel"], row["destination"])
+    intent = None
+    attempts: list[dict[str, Any]] = []
+    if row["intent_id"] is not None:
+        intent = {"id": row["intent_id"], "status": row["intent_status"], "template_version": row["template_version"],
+                  "attempts": row["attempts"], "max_attempts": row["max_attempts"],
+                  "ambiguous_count": row["ambiguous_count"], "lease_owner": row["lease_owner"],
+                  "lease_until": row["lease_until"], "lease_version": row["lease_version"],
+                  "next_attempt_at": row["next_attempt_at"], "provider_ref": row["provider_ref"],
+                  "suppression_reason": row["suppression_reason"],
+                  "last_error": redact_text(row["last_error"]) if row["last_error"] else None}
+        attempts = db.rows(load_sql(__file__, "timeline_attempts.sql"), intent_id=row["intent_id"])
+    result = Timeline(verification, intent)
+    result.events = sorted(_events(row, attempts), key=lambda e: e.at)
+    return result
+
+
+def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
+    events = [Event(row["created_at"], "intended",
+                    f"{row['channel']} to {mask_destination(row['channel'], row['destination'])}, "
+                    f"{row['purpose']}/{row['locale']}, expires {_clock(row['expires_at'])}"
+                    + (f"; intent {row['intent_id']} ({row['template_version']})" if row["intent_id"] else ""))]
+    seen_claims = set()
+    for a in attempts:
+        if a["outcome"] == "attempting":
+            if a["claimed_at"] is not None and a["claimed_at"] not in seen_claims:
+                seen_claims.add(a["claimed_at"])
+                events.append(Event(a["claimed_at"], "claimed",
+                                    f"by {a['lease_owner']} (lease version {a['lease_version']})"))
+            events.append(Event(a["attempted_at"] or a["observed_at"], "attempted",
+                                f"attempt {a['attempt_id']} began"))
+        else:
+            events.append(Event(a["observed_at"], "observed", _outcome(a)))
+    last_claim = row.get("last_claimed_at")
+    if last_claim is not None and last_claim not in seen_claims:
+        events.append(Event(last_claim, "claimed", f"latest claim (lease version {row['lease_version']})"
+                            + ("" if row["intent_status"] in ("claimed", "attempting") else ", released or expired")))
+    if row["intent_status"] == "suppressed" and row["completed_at"]:
+        events.append(Event(row["completed_at"], "suppressed", f"not sent: verification {row['suppression_reason']}"))
+    if row["verified_at"]:
+        events.append(Event(row["verified_at"], "verified", "the link or code was confirmed"))
+    elif row["status"] in ("expired", "superseded", "locked"):
+        detail = {"expired": "the link or code expired", "locked": "too many wrong codes",
+                  "superseded": f"replaced by verification {row['superseded_by']}"}[row["status"]]
+        events.append(Event(row["updated_at"], row["status"], detail))
+    if row["redacted_at"]:
+        events.append(Event(row["redacted_at"], "redacted", "destination removed (evidence retention)"))
+    return events
+
+
+def _outcome(a: dict[str, Any]) -> str:
+    parts = [f"attempt {a['attempt_id']} {a['outcome']}"]
+    if a["error_class"]:
+        parts.append(f"{a['error_class']}: {redact_text(a['error_detail'] or '')}".rstrip(": "))
+    if a["provider_ref"]:
+        parts.append(f"provider ref {a['provider_ref']}")
+    if a["segments"]:
+        parts.append(f"{a['segments']} segment(s)")
+    return "; ".join(parts)
+
+
+def _clock(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z" if at else "-"
+
+
+def render(t: Timeline) -> str:
+    v, i = t.verification, t.intent
+    lines = [f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}",
+             f"  account {v['account_id']}  purpose {v['purpose']}  locale {v['locale']}  "
+             f"expires {_clock(v['expires_at'])}  wrong codes {v['confirm_failures']}"]
+    if i:
+        lease = f"{i['lease_owner']} until {_clock(i['lease_until'])}" if i["lease_owner"] else "-"
+        lines.append(f"  intent {i['id']}  status {i['status']}  attempts {i['attempts']}/{i['max_attempts']}  "
+                     f"ambiguous {i['ambiguous_count']}  lease {lease}  next attempt {_clock(i['next_attempt_at'])}")
+        if i["last_error"]:
+            lines.append(f"  last error: {i['last_error']}")
+    else:
+        lines.append("  no delivery intent")
+    lines.append("")
+    width = max(len(e.kind) for e in t.events)
+    lines += [f"{_clock(e.at)}  {e.kind:<{width}}  {e.detail}" for e in t.events]
+    return "\n".join(lines)

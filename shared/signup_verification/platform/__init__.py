@@ -1,0 +1,3 @@
+"""Platform: configuration, the database, migrations, Cloud SQL, secrets, logging, shutdown.
+
+The bottom layer: imports nothing else of the package."""

@@ -1,0 +1,1 @@
+"""Verifications: create, confirm and tokens, with their SQL (the verification state machine)."""

@@ -1,0 +1,145 @@
+"""Tokens and codes: derived, never stored.
+
+Choice (docs/tokens.md): the worker must render the message long after the create request, yet
+the database must never hold a usable token. We store a random 128-bit nonce and the id of the
+server key; the token is HMAC(key, verification id || nonce), re-derived when the message is
+rendered. The key lives outside the database (Secret Manager in production), so a database leak
+alone yields neither tokens nor codes. Confirmation matches a keyed digest of what the person
+typed, under every key of the ring in rotation order, compared in constant time.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..platform.settings import ConfigError, Settings
+
+NONCE_BYTES = 16
+DEV_KEY_PREFIX = "dev-"
+
+
+@dataclass(frozen=True)
+class TokenKey:
+    key_id: str
+    secret: bytes = b""
+
+    def __repr__(self) -> str:  # never print key material
+        return f"TokenKey({self.key_id!r})"
+
+    @property
+    def is_development(self) -> bool:
+        return self.key_id.startswith(DEV_KEY_PREFIX)
+
+    def _mac(self, label: bytes, *parts: bytes) -> bytes:
+        return hmac.new(self.secret, label + b"\x00" + b"\x00".join(parts), hashlib.sha256).digest()
+
+    # -- derivation (worker, at render time) -----------------------------------------------
+    def link_token(self, verification_id: uuid.UUID, nonce: bytes) -> str:
+        """256-bit URL-safe token for the email link."""
+        raw = self._mac(b"link-token", verification_id.bytes, nonce)
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    def sms_code(self, verification_id: uuid.UUID, nonce: bytes, digits: int = 6) -> str:
+        raw = self._mac(b"sms-code", verification_id.bytes, nonce)
+        return str(int.from_bytes(raw, "big") % 10**digits).zfill(digits)
+
+    # -- digests (create stores one, confirm matches one) -----------------------------------
+    def link_digest(self, token: str) -> bytes:
+        return self._mac(b"link-digest", token.encode())
+
+    def code_digest(self, verification_id: uuid.UUID, code: str) -> bytes:
+        return self._mac(b"code-digest", verification_id.bytes, code.encode())
+
+
+class Keyring:
+    """Ordered keys: the first signs new verifications, all are accepted (rotation)."""
+
+    def __init__(self, keys: list[TokenKey]):
+        if not keys:
+            raise ConfigError("TOKEN_KEYS holds no key")
+        ids = [k.key_id for k in keys]
+        if len(set(ids)) != len(ids):
+            raise ConfigError("TOKEN_KEYS has duplicate key ids")
+        self.keys = tuple(keys)
+        self._by_id = {k.key_id: k for k in keys}
+
+    def __repr__(self) -> str:
+        return f"Keyring({[k.key_id for k in self.keys]})"
+
+    @property
+    def primary(self) -> TokenKey:
+        return self.keys[0]
+
+    def get(self, key_id: str) -> TokenKey:
+        try:
+            return self._by_id[key_id]
+        except KeyError:
+            raise ConfigError(f"token key {key_id!r} is not in TOKEN_KEYS (removed before its verifications expired?)") from None
+
+    @classmethod
+    def parse(cls, spec: str) -> "Keyring":
+        keys = []
+        for item in (part.strip() for part in spec.split(",")):
+            if not item:
+                continue
+            key_id, sep, encoded = item.partition(":")
+            if not sep or not key_id:
+                raise ConfigError("TOKEN_KEYS entries must look like key_id:base64url-secret")
+            try:
+                # validate: urlsafe_b64decode would silently drop a stray character and yield another key.
+                secret = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True)
+            except ValueError:
+                raise ConfigError(f"TOKEN_KEYS key {key_id!r} is not valid base64url") from None
+            if len(secret) < 32:
+                raise ConfigError(f"TOKEN_KEYS key {key_id!r} must hold at least 32 bytes")
+            keys.append(TokenKey(key_id, secret))
+        return cls(keys)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Keyring":
+        if settings.token_keys:
+            ring = cls.parse(settings.token_keys)
+        elif settings.is_production:
+            raise ConfigError("TOKEN_KEYS is required in production")
+        else:
+            ring = cls.parse(_development_key(settings.local_dir))
+        if settings.is_production and any(k.is_development for k in ring.keys):
+            raise ConfigError("refusing to run in production with a development token key")
+        return ring
+
+
+def new_key_spec(key_id: str | None = None) -> str:
+    """A fresh `key_id:secret` entry for TOKEN_KEYS (verifyctl new-key)."""
+    key_id = key_id or f"k{secrets.token_hex(4)}"
+    return f"{key_id}:{base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b'=').decode()}"
+
+
+def _development_key(local_dir: Path) -> str:
+    """Generated once into the git-ignored local folder, so local tokens survive restarts."""
+    path = local_dir / "dev-token-key"
+    if not path.exists():
+        local_dir.mkdir(parents=True, exist_ok=True)
+        spec = new_key_spec(DEV_KEY_PREFIX + secrets.token_hex(4))
+        # mkstemp: a name of its own per caller (threads share a pid) and mode 0600 from the first byte.
+        fd, tmp_name = tempfile.mkstemp(dir=local_dir, prefix=".dev-token-key.")
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(spec)
+            os.link(tmp, path)  # atomic: a concurrent first run keeps whichever key landed first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()
+
+
+def new_nonce() -> bytes:
+    return secrets.token_bytes(NONCE_BYTES)

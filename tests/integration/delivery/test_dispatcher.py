@@ -1,0 +1,428 @@
+"""The delivery worker end to end: a real PostgreSQL, real SMTP and Twilio-speaking local servers.
+Every transition the dispatcher drives, fencing, shutdown, budget, and secrets kept out of records."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+
+import pytest
+
+from signup_verification.delivery import budget
+from signup_verification.verifications import create as verifications
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.delivery.budget import LatencyEstimator
+from signup_verification.delivery.channels.base import SendResult
+from signup_verification.delivery.channels.console import ConsoleChannel
+from signup_verification.platform.database import Database
+from signup_verification.delivery.dispatcher import Dispatcher
+from signup_verification.outbox import RetryPolicy
+from signup_verification.outbox import transitions as t
+from support.dispatch import KEYRING, attempts, intent, provider_settings, run_dispatch
+from support.fakes.http import Answer, FakeTwilio
+from support.fakes.seed import seed_intents
+from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+
+
+@pytest.fixture
+def smtp():
+    with FakeSmtpServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def twilio():
+    with FakeTwilio() as fake:
+        yield fake
+
+
+def create(db, settings, n, channel="email", account="acct"):
+    ids = []
+    for i in range(n):
+        destination = f"{account}{i}@example.com" if channel == "email" else f"+1415555{i:04d}"
+        request = CreateVerificationRequest(account_id=f"{account}-{channel}-{i}", channel=channel, destination=destination)
+        body = verifications.create_verification(db, settings, KEYRING, request, f"k-{account}-{channel}-{i}").body
+        ids.append(uuid.UUID(body["verification_id"]))
+    return ids
+
+
+# -- the happy path -------------------------------------------------------------------------------------
+def test_mixed_batch_is_delivered_with_working_links_and_codes(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    emails, phones = create(db, settings, 3), create(db, settings, 2, channel="sms")
+    report = run_dispatch(db, settings)
+    assert (report.claimed, report.accepted, report.stale_writes) == (5, 5, 0)
+    assert report.batches >= 1 and report.elapsed_ms < 10_000
+    # The link in each email is the one whose digest create stored: it will confirm.
+    for received in smtp.received:
+        text = received.message.get_body(("plain",)).get_content()
+        token = re.search(r"https://app\.example\.org/confirm\?token=([A-Za-z0-9_-]+)", text).group(1)
+        assert db.one("SELECT 1 AS ok FROM verifications WHERE token_digest = :d",
+                      d=KEYRING.primary.link_digest(token)) == {"ok": 1}
+    for delivery in twilio.deliveries:
+        code = re.search(r"code is (\d{6})", delivery.body).group(1)
+        vid = db.one("SELECT id FROM verifications WHERE destination = :d", d=delivery.destination)["id"]
+        assert db.one("SELECT 1 AS ok FROM verifications WHERE token_digest = :d",
+                      d=KEYRING.primary.code_digest(vid, code)) == {"ok": 1}
+    rows = db.rows("SELECT status, attempts, provider_ref, lease_owner FROM delivery_intents ORDER BY id")
+    assert all(r["status"] == "accepted" and r["attempts"] == 1 and r["provider_ref"] and r["lease_owner"] is None
+               for r in rows)
+    assert attempts(db, 1) == [("1:1", "attempting", None), ("1:1", "accepted", None)]
+    segments = db.run("SELECT segments FROM delivery_attempts WHERE channel = 'sms' AND outcome = 'accepted'")
+    assert segments == [[1], [1]]
+
+
+def test_claim_records_last_claim_at_and_the_latency_that_seeds_the_next_run(db, tmp_path):
+    seed_intents(db, 3)
+    settings = provider_settings(local_dir=tmp_path)
+    before = db.one("SELECT now() AS now")["now"]
+    run_dispatch(db, settings)
+    beat = db.one("SELECT * FROM worker_heartbeats WHERE name = 'dispatch:test'")
+    assert beat["deployment"] == "test" and beat["last_claim_at"] >= before
+    assert "email" in beat["watermark"]["send_latency_seconds"]
+    db.run("UPDATE worker_heartbeats SET watermark = watermark || '{\"other\": 1}'::jsonb")
+    seed_intents(db, 1, prefix="again")
+    estimator = LatencyEstimator()
+    Dispatcher(db, settings, KEYRING, {"email": ConsoleChannel("email", tmp_path)}, estimator=estimator).run()
+    assert estimator.snapshot()["email"] < 0.5  # seeded from the row, not the cautious default
+    assert db.one("SELECT watermark FROM worker_heartbeats")["watermark"]["other"] == 1  # merged, not overwritten
+
+
+def test_an_empty_queue_claims_nothing(db, tmp_path):
+    report = run_dispatch(db, provider_settings(local_dir=tmp_path))
+    assert report.as_dict() | {"elapsed_ms": 0} == dict.fromkeys(report.as_dict(), 0)
+
+
+# -- outcomes ------------------------------------------------------------------------------------------
+def test_one_malformed_destination_does_not_disturb_its_batch(db, twilio):
+    settings = provider_settings(twilio=twilio, send_concurrency=8)  # one batch holds all five
+    ids = seed_intents(db, 5, sms_every=1)
+    bad = db.one("SELECT destination FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id "
+                 "WHERE i.id = :id", id=ids[2])["destination"]
+    twilio.by_destination[bad] = FakeTwilio.error(400, 21211, f"The 'To' number {bad} is not a valid phone number.")
+    report = run_dispatch(db, settings)
+    assert (report.batches, report.accepted, report.failed) == (1, 4, 1)
+    row = intent(db, ids[2])
+    assert row["status"] == "failed" and row["last_error"].startswith("invalid_destination")
+    assert bad not in row["last_error"] and bad[1:] not in row["last_error"]
+    assert [intent(db, i)["status"] for i in ids] == ["accepted", "accepted", "failed", "accepted", "accepted"]
+
+
+def test_transient_refusal_backs_off_with_jitter(db, smtp):
+    smtp.behaviour = SmtpBehaviour(data_reply="451 4.3.0 try again later")
+    [iid] = seed_intents(db, 1)
+    report = run_dispatch(db, provider_settings(smtp))
+    assert report.retryable == 1
+    row = db.one("SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) AS wait FROM delivery_intents")
+    assert row["status"] == "retryable" and row["attempts"] == 1 and 53 <= row["wait"] <= 66  # 60 s +-10 %
+    assert attempts(db, iid)[-1] == (f"{iid}:1", "retryable", "smtp_transient")
+    assert t.claim(db, "someone", 10, 30) == []  # not eligible while backing off
+
+
+def test_retry_after_is_honoured(db, twilio):
+    twilio.script(FakeTwilio.error(429, 20429, "Too Many Requests", headers={"Retry-After": "240"}))
+    seed_intents(db, 1, sms_every=1)
+    run_dispatch(db, provider_settings(twilio=twilio))
+    wait = db.one("SELECT extract(epoch FROM next_attempt_at - now()) AS w FROM delivery_intents")["w"]
+    assert 235 <= wait <= 241
+
+
+def test_transient_failure_on_the_last_attempt_fails(db, smtp):
+    smtp.behaviour = SmtpBehaviour(rcpt_reply=lambda a: "450 4.2.1 busy")
+    seed_intents(db, 1, max_attempts=1)
+    report = run_dispatch(db, provider_settings(smtp))
+    assert (report.retryable, report.failed) == (0, 1)
+    row = intent(db, 1)
+    assert row["status"] == "failed" and row["last_error"].startswith("attempts_exhausted") and row["completed_at"]
+
+
+def test_ambiguous_email_is_held_then_retried_with_the_same_message_id(db, smtp):
+    smtp.behaviour = SmtpBehaviour(drop_after_data=True)
+    seed_intents(db, 1)
+    settings = provider_settings(smtp)
+    report = run_dispatch(db, settings)
+    assert report.ambiguous == 1 and len(smtp.received) == 1  # never an immediate resend
+    row = db.one("SELECT status, ambiguous_count, extract(epoch FROM next_attempt_at - now()) AS hold FROM delivery_intents")
+    assert row["status"] == "ambiguous" and row["ambiguous_count"] == 1 and 295 <= row["hold"] <= 301
+    # After the hold, the email policy retries; the duplicate carries the same Message-ID.
+    db.run("UPDATE delivery_intents SET next_attempt_at = now()")
+    assert t.resolve_ambiguous(db, settings.retry_policy, 10) == [(1, "email", "retryable")]
+    smtp.behaviour = SmtpBehaviour()
+    assert run_dispatch(db, settings).accepted == 1
+    first, second = (m.message["Message-ID"] for m in smtp.received)
+    assert first == second and intent(db, 1)["attempts"] == 2
+
+
+def test_ambiguous_sms_is_held_for_the_operator(db, twilio):
+    twilio.script(FakeTwilio.error(500, 20500, "Internal Server Error"))
+    seed_intents(db, 1, sms_every=1)
+    settings = provider_settings(twilio=twilio)
+    assert run_dispatch(db, settings).ambiguous == 1
+    db.run("UPDATE delivery_intents SET next_attempt_at = now()")
+    assert t.resolve_ambiguous(db, settings.retry_policy, 10) == []  # sms policy: hold
+    assert run_dispatch(db, settings).claimed == 0 and twilio.requests == 1
+
+
+def test_oscillating_intent_is_flagged(db, smtp, caplog):
+    smtp.behaviour = SmtpBehaviour(drop_after_data=True)
+    seed_intents(db, 1)
+    db.run("UPDATE delivery_intents SET ambiguous_count = 1, attempts = 1, status = 'retryable'")
+    with caplog.at_level(logging.WARNING, logger="signup_verification.delivery.dispatcher"):
+        run_dispatch(db, provider_settings(smtp))
+    [flagged] = [r for r in caplog.records if getattr(r, "json_fields", {}).get("flag") == "ambiguous_oscillation"]
+    assert flagged.json_fields["ambiguous_count"] == 2 and intent(db, 1)["ambiguous_count"] == 2
+
+
+def test_bad_credentials_fail_loudly_and_stop_hammering_the_provider(db, twilio, caplog):
+    settings = provider_settings(twilio=twilio, twilio_auth_token="wrong", send_concurrency=1)
+    seed_intents(db, 4, sms_every=1)
+    with caplog.at_level(logging.ERROR, logger="signup_verification.delivery.dispatcher"):
+        report = run_dispatch(db, settings)
+    assert (report.failed, report.retryable) == (1, 3) and twilio.requests == 1
+    [alert] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert alert.json_fields["error_class"] == "configuration" and alert.json_fields["alert"] == "channel_configuration"
+    statuses = db.run("SELECT status, last_error FROM delivery_intents ORDER BY id")
+    assert statuses[0][0] == "failed" and "20003" in statuses[0][1]
+    assert all(s == "retryable" and e.startswith("channel_stopped: not attempted") for s, e in statuses[1:])
+
+
+def test_render_failure_affects_only_its_intent(db, tmp_path):
+    seed_intents(db, 3)
+    db.run("UPDATE verifications SET key_id = 'retired-key' WHERE id = (SELECT verification_id FROM delivery_intents WHERE id = 2)")
+    report = run_dispatch(db, provider_settings(local_dir=tmp_path))
+    assert (report.accepted, report.failed) == (2, 1)
+    assert intent(db, 2)["last_error"].startswith("configuration: token key 'retired-key'")
+
+
+# -- never a dead link ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("death,reason", [
+    ("UPDATE verifications SET expires_at = now() - interval '1 second', created_at = now() - interval '1 hour'", "expired"),
+    ("UPDATE verifications SET expires_at = now() + interval '1 second'", "expired"),  # dies before a send could land
+    ("UPDATE verifications SET status = 'verified', verified_at = now()", "verified"),
+    ("UPDATE verifications SET status = 'locked'", "locked"),
+    ("UPDATE verifications SET destination = NULL, redacted_at = now()", "redacted"),
+])
+def test_dead_links_are_suppressed_not_sent(db, smtp, death, reason):
+    seed_intents(db, 2)
+    db.run(death + " WHERE id = (SELECT verification_id FROM delivery_intents WHERE id = 1)")
+    report = run_dispatch(db, provider_settings(smtp))
+    assert (report.claimed, report.suppressed, report.accepted) == (2, 1, 1)
+    row = intent(db, 1)
+    assert (row["status"], row["suppression_reason"], row["attempts"]) == ("suppressed", reason, 0)
+    assert smtp.recipients() == ["seed-user2@example.com"] and attempts(db, 1) == []
+
+
+def test_a_retry_that_could_only_deliver_an_expired_link_is_not_attempted(db, smtp):
+    seed_intents(db, 1)
+    db.run("UPDATE delivery_intents SET status = 'retryable', attempts = 2")
+    db.run("UPDATE verifications SET expires_at = now(), created_at = now() - interval '1 hour'")
+    assert run_dispatch(db, provider_settings(smtp)).suppressed == 1 and smtp.received == []
+
+
+def test_superseded_verification_is_suppressed_at_create_and_never_claimed(db, smtp):
+    settings = provider_settings(smtp)
+    create(db, settings, 1, account="same")
+    request = CreateVerificationRequest(account_id="same-email-0", channel="email", destination="new@example.com")
+    verifications.create_verification(db, settings, KEYRING, request, "second")
+    report = run_dispatch(db, settings)
+    assert (report.claimed, report.accepted) == (1, 1) and smtp.recipients() == ["new@example.com"]
+
+
+# -- fencing ---------------------------------------------------------------------------------------------
+class TakeoverChannel:
+    """Accepts every message, but while the first send is in flight the lease is lost and another
+    worker takes the intent over (expired lease -> reconciler -> retry -> new claim)."""
+
+    channel, transport = "email", "takeover"
+
+    def __init__(self, database_url: str):
+        self.database_url = database_url
+        self.sent = []
+
+    def send(self, message, deadline):
+        self.sent.append(message.intent_id)
+        other = Database.from_url(self.database_url)
+        try:
+            other.run("UPDATE delivery_intents SET lease_until = now() - interval '1 second' WHERE id = :id",
+                      id=message.intent_id)
+            t.lose_leases(other, RetryPolicy(), 10)
+            other.run("UPDATE delivery_intents SET next_attempt_at = now() WHERE id = :id", id=message.intent_id)
+            t.resolve_ambiguous(other, RetryPolicy(), 10)
+            assert [c.id for c in t.claim(other, "the-new-owner", 10, 60)] == [message.intent_id]
+        finally:
+            other.close()
+        return SendResult.accepted("late")
+
+    def close(self):
+        pass
+
+
+def test_a_worker_whose_lease_was_taken_over_cannot_settle(db, database_url):
+    seed_intents(db, 1)
+    settings = provider_settings(send_concurrency=1)
+    report = run_dispatch(db, settings, channels={"email": TakeoverChannel(database_url)})
+    assert (report.claimed, report.accepted, report.stale_writes) == (1, 0, 1)
+    row = intent(db, 1)
+    assert (row["status"], row["lease_owner"], row["lease_version"]) == ("claimed", "the-new-owner", 2)
+    assert row["provider_ref"] is None  # the late 'accepted' changed nothing
+    assert [a[1:] for a in attempts(db, 1)] == [("attempting", None), ("ambiguous", "lease_lost")]
+
+
+# -- shutdown ----------------------------------------------------------------------------------------------
+class StopAfterClaim(Dispatcher):
+    def _record_claim(self):
+        super()._record_claim()
+        self.stop.set()  # SIGTERM lands right after the claim committed
+
+
+def test_sigterm_after_claim_releases_unstarted_work(db, smtp):
+    seed_intents(db, 5)
+    report = run_dispatch(db, provider_settings(smtp, send_concurrency=8), dispatcher_class=StopAfterClaim,
+                          stop=threading.Event())
+    assert (report.claimed, report.released, report.accepted) == (5, 5, 0)
+    rows = db.rows("SELECT status, attempts, lease_owner FROM delivery_intents")
+    assert all(r == {"status": "ready", "attempts": 0, "lease_owner": None} for r in rows)
+    assert db.run("SELECT count(*) FROM delivery_attempts") == [[0]] and smtp.received == []
+
+
+def test_sigterm_before_start_claims_nothing(db, smtp):
+    seed_intents(db, 2)
+    stop = threading.Event()
+    stop.set()
+    assert run_dispatch(db, provider_settings(smtp), stop=stop).claimed == 0
+
+
+def test_sigterm_lets_in_flight_sends_finish_and_starts_no_new_ones(db, twilio):
+    twilio.default_delay = 0.5
+    ids = seed_intents(db, 6, sms_every=1)
+    settings = provider_settings(twilio=twilio, send_concurrency=2, dispatch_batch_seconds=30)
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    started = time.monotonic()
+    report = run_dispatch(db, settings, stop=stop)
+    assert time.monotonic() - started < 1.5
+    assert (report.claimed, report.accepted, report.retryable, report.batches) == (6, 2, 4, 1)
+    assert twilio.requests == 2
+    rows = db.rows("SELECT status, extract(epoch FROM next_attempt_at - now()) AS wait, last_error "
+                   "FROM delivery_intents WHERE status = 'retryable'")
+    assert len(rows) == 4 and all(r["wait"] <= 0.5 and r["last_error"].startswith("not_sent") for r in rows)
+    assert len(t.claim(db, "next-worker", 10, 30)) == 4  # eligible again at once
+
+
+# -- budget --------------------------------------------------------------------------------------------------
+def test_a_provider_slower_than_measured_cannot_overrun_the_budget(db, twilio):
+    twilio.default_delay = 1.5  # the estimate says 20 ms: the whole batch is sized for that
+    seed_intents(db, 40, sms_every=1)
+    settings = provider_settings(twilio=twilio, function_timeout_seconds=2, dispatch_safety_margin_seconds=0.5,
+                                 send_concurrency=2, send_timeout_seconds=10)
+    estimator = LatencyEstimator()
+    estimator.seed({"sms": 0.02, "email": 0.02})
+    started = time.monotonic()
+    report = run_dispatch(db, settings, estimator=estimator)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0 and report.elapsed_ms < 2000  # inside FUNCTION_TIMEOUT_SECONDS, margin kept
+    assert report.ambiguous == 2  # the two sends in flight were cut at the deadline
+    assert report.retryable == report.claimed - 2  # the rest were never started: not_sent, eligible again
+    leftover = db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('claimed', 'attempting')")
+    assert leftover == [[0]]
+
+
+@pytest.mark.slow
+def test_budget_sizes_batches_from_measured_latency(db, twilio):
+    twilio.default_delay = 1.0
+    seed_intents(db, 40, sms_every=1)
+    settings = provider_settings(twilio=twilio, function_timeout_seconds=5, send_concurrency=2)
+    report = run_dispatch(db, settings)
+    assert report.elapsed_ms <= 3750  # 5 s minus the margin
+    assert report.accepted == report.claimed == twilio.requests and report.ambiguous == report.retryable == 0
+    assert db.run("SELECT count(*) FROM delivery_intents WHERE status = 'ready'") == [[40 - report.claimed]]
+
+
+def test_leases_are_renewed_while_sends_run_long(db, twilio, monkeypatch):
+    monkeypatch.setattr(budget, "MIN_LEASE_SECONDS", 0.2)  # the lease is ~1 s; each send takes 1.6 s
+    twilio.default_delay = 1.6
+    seed_intents(db, 2, sms_every=1)
+    estimator = LatencyEstimator()
+    estimator.seed({"sms": 0.01, "email": 0.01})
+    renewals = []
+    real_renew = t.renew
+    monkeypatch.setattr(t, "renew", lambda *a, **k: renewals.append(real_renew(*a, **k)) or renewals[-1])
+    settings = provider_settings(twilio=twilio, send_timeout_seconds=5, dispatch_max_batch=2)
+    report = run_dispatch(db, settings, estimator=estimator)
+    assert (report.accepted, report.stale_writes) == (2, 0)
+    assert renewals and all(len(r) == 2 for r in renewals)
+
+
+# -- round trips ----------------------------------------------------------------------------------------------
+class CountingDatabase(Database):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.statements: list[str] = []
+
+    def run(self, sql, **params):
+        self.statements.append(sql)
+        return super().run(sql, **params)
+
+
+@pytest.mark.parametrize("batch", [10, 250])
+def test_statements_per_batch_do_not_grow_with_the_batch(database_url, tmp_path, batch):
+    db = CountingDatabase.from_url(database_url)
+    seed_intents(db, batch * 3, sms_every=5)
+    db.statements.clear()
+    settings = provider_settings(local_dir=tmp_path, dispatch_max_batch=batch)
+    estimator = LatencyEstimator()
+    estimator.seed({"email": 0.0, "sms": 0.0})
+    report = run_dispatch(db, settings, estimator=estimator)
+    assert (report.batches, report.accepted) == (3, batch * 3)
+    # read latency + per batch (claim, begin, settle) + one heartbeat (at most one per HEARTBEAT_SECONDS)
+    # + the final empty claim + save latency
+    assert len(db.statements) == 1 + 3 * 3 + 1 + 1 + 1, [s.strip().splitlines()[0][:60] for s in db.statements]
+    db.close()
+
+
+# -- secrets ---------------------------------------------------------------------------------------------------
+def test_tokens_and_codes_never_reach_logs_or_records(db, smtp, twilio, caplog):
+    settings = provider_settings(smtp, twilio)
+    create(db, settings, 4)
+    create(db, settings, 4, channel="sms")
+    smtp.behaviour = SmtpBehaviour(rcpt_reply=lambda a: "550 5.1.1 <%s> unknown, token=%s" % (a, a) if a.startswith("acct1") else None)
+    twilio.by_destination["+14155550001"] = FakeTwilio.error(400, 21211, "The 'To' number +14155550001 is not valid")
+    twilio.by_destination["+14155550002"] = Answer(reset=True)
+    twilio.by_destination["+14155550003"] = FakeTwilio.error(500, 20500, "oops")
+    with caplog.at_level(logging.DEBUG):
+        report = run_dispatch(db, settings)
+    assert (report.accepted, report.failed, report.ambiguous) == (4, 2, 2)
+    secrets, destinations = [], []
+    for row in db.rows("SELECT id, channel, destination, token_nonce FROM verifications"):
+        key = KEYRING.primary
+        secrets.append(key.link_token(row["id"], row["token_nonce"]) if row["channel"] == "email"
+                       else key.sms_code(row["id"], row["token_nonce"], 6))
+        destinations.append(row["destination"])
+    ours = [r for r in caplog.records if r.name != "mail.log"]  # aiosmtpd's own log is the receiving side
+    assert any(r.name.startswith("signup_verification") for r in ours)
+    logged = "\n".join(r.getMessage() for r in ours) + json.dumps([getattr(r, "json_fields", None) for r in ours],
+                                                                  default=str)
+    stored = json.dumps(db.run("SELECT a.error_detail, a.provider_ref, a.error_class FROM delivery_attempts a") +
+                        db.run("SELECT last_error, provider_ref FROM delivery_intents"), default=str)
+    for secret in secrets:
+        assert secret not in logged and secret not in stored
+    for destination in destinations:
+        assert destination not in stored and destination not in logged
+
+
+# -- the HTTP target --------------------------------------------------------------------------------------------
+def test_dispatch_target_answers_its_report(app_client, service_env, db, tmp_path):
+    seed_intents(db, 2)
+    client = app_client("dispatch")
+    answer = client.post("/")
+    assert answer.status_code == 200
+    body = answer.get_json()
+    assert set(body) == {"claimed", "accepted", "retryable", "failed", "ambiguous", "suppressed", "released",
+                         "stale_writes", "batches", "elapsed_ms"}
+    assert (body["claimed"], body["accepted"]) == (2, 2)
+    outbox = tmp_path / "local" / "outbox"
+    assert sorted(p.name for p in outbox.iterdir()) == ["1-1.eml", "2-1.eml"]
+    assert client.get("/").status_code == 405

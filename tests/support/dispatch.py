@@ -1,0 +1,59 @@
+"""Shared set-up for the dispatcher tests: settings pointing at the local fake providers."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from signup_verification.delivery.channels import build_channels
+from signup_verification.delivery.dispatcher import Dispatcher, DispatchReport
+from signup_verification.platform.settings import Settings
+from signup_verification.verifications.tokens import Keyring
+from support.paths import TEST_TOKEN_KEYS
+
+KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
+
+
+def provider_settings(smtp=None, twilio=None, **overrides) -> Settings:
+    base = Settings(
+        deployment="test", token_keys=TEST_TOKEN_KEYS, email_from="Signup <no-reply@example.org>",
+        verify_link_base="https://app.example.org/confirm", rate_limit_per_hour=10_000, rate_limit_spacing_seconds=0,
+        function_timeout_seconds=30, send_timeout_seconds=2.0, send_concurrency=4)
+    if smtp is not None:
+        base = dataclasses.replace(base, email_transport="smtp", smtp_host=smtp.host, smtp_port=smtp.port)
+    if twilio is not None:
+        base = dataclasses.replace(base, sms_transport="twilio", twilio_account_sid=twilio.account_sid,
+                                   twilio_auth_token=twilio.auth_token, twilio_from="+15005550006",
+                                   twilio_api_url=twilio.url)
+    return dataclasses.replace(base, **overrides)
+
+
+def run_dispatch(db, settings: Settings, *, channels=None, dispatcher_class=Dispatcher, **kwargs) -> DispatchReport:
+    channels = channels or build_channels(settings)
+    try:
+        return dispatcher_class(db, settings, KEYRING, channels, **kwargs).run()
+    finally:
+        for channel in channels.values():
+            channel.close()
+
+
+def intent(db, intent_id: int) -> dict:
+    return db.one("SELECT * FROM delivery_intents WHERE id = :id", id=intent_id)
+
+
+def attempts(db, intent_id: int) -> list[tuple[str, str, str | None]]:
+    rows = db.run("SELECT attempt_id, outcome, error_class FROM delivery_attempts WHERE intent_id = :id ORDER BY id",
+                  id=intent_id)
+    return [tuple(r) for r in rows]
+
+
+def worker_env(database_url, smtp, twilio, tmp_path, **extra) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPATCH_", "EMAIL_", "SMS_"))}
+    env.update({
+        "DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "DEPLOYMENT": "crash",
+        "VERIFY_LOCAL_DIR": str(tmp_path / "local"), "EMAIL_TRANSPORT": "smtp", "SMTP_HOST": smtp.host,
+        "SMTP_PORT": str(smtp.port), "SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": twilio.account_sid,
+        "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_FROM": "+15005550006", "TWILIO_API_URL": twilio.url,
+        "EMAIL_FROM": "Signup <no-reply@example.org>", "SEND_TIMEOUT_SECONDS": "5",
+    })
+    env.update(extra)
+    return env

@@ -1,0 +1,166 @@
+"""Fixtures shared by tests/ and functions/main_test.py (registered by the root conftest.py).
+
+A real PostgreSQL, never a mock: the embedded server (or TEST_DATABASE_URL), one template database
+migrated per run of the migrations' content, cloned per test with CREATE DATABASE ... TEMPLATE
+(pgqueuer's and procrastinate's set-up). fsync is off on the embedded test server only.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from signup_verification.local import embedded
+from signup_verification.platform import migrations
+from signup_verification import runtime
+from signup_verification.platform.database import ConnectionParams, Database
+
+from support.logs import log_lines  # noqa: F401  (a fixture, registered with the others)
+from support.paths import ROOT, TEST_TOKEN_KEYS
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow") or os.environ.get("RUN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (python3 dev.py test does)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> ConnectionParams:
+    url = os.environ.get("TEST_DATABASE_URL")
+    if url:
+        return ConnectionParams.from_url(url)
+    # Left running between local runs (concurrent pytest sessions share it, and a restart costs
+    # seconds); CI stops it when its single session ends.
+    return embedded.start(ROOT / ".local" / "test-pg", stop_at_exit=os.environ.get("CI") == "true",
+                          settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+
+
+def _migrations_digest() -> str:
+    digest = hashlib.sha256()
+    for migration in migrations.discover():
+        digest.update(migration.path.name.encode() + migration.path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@pytest.fixture(scope="session")
+def template_database(pg_server: ConnectionParams) -> str:
+    name = f"verify_tmpl_{_migrations_digest()}"
+    admin = pg_server.with_database("postgres").connect()
+    try:
+        admin.run("SELECT pg_advisory_lock(42)")  # xdist workers: one builds, the others wait
+        if not admin.run("SELECT 1 FROM pg_database WHERE datname = :n", n=name):
+            admin.run(f'CREATE DATABASE "{name}_build"')
+            db = Database(pg_server.with_database(f"{name}_build"))
+            migrations.migrate(db)
+            db.close()
+            admin.run(f'ALTER DATABASE "{name}_build" RENAME TO "{name}"')
+        admin.run("SELECT pg_advisory_unlock(42)")
+    finally:
+        admin.close()
+    return name
+
+
+class _ClonePool:
+    """Clones the template ahead of the tests that need one: a clone costs ~0.4 s alone but
+    ~75 ms when three are made at once, so a few threads keep a small queue of ready databases."""
+
+    def __init__(self, server: ConnectionParams, template: str, threads: int = 3, ready: int = 4):
+        self.server, self.template = server, template
+        self.queue: queue.Queue[str] = queue.Queue(maxsize=ready)
+        self.stopping = threading.Event()
+        self.workers = [threading.Thread(target=self._fill, daemon=True) for _ in range(threads)]
+        for worker in self.workers:
+            worker.start()
+
+    def _fill(self) -> None:
+        admin = self.server.with_database("postgres").connect()
+        try:
+            while not self.stopping.is_set():
+                name = f"t_{uuid.uuid4().hex[:16]}"
+                admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}" STRATEGY FILE_COPY')
+                while True:
+                    try:
+                        self.queue.put(name, timeout=0.2)
+                        break
+                    except queue.Full:
+                        if self.stopping.is_set():
+                            admin.run(f'DROP DATABASE IF EXISTS "{name}"')
+                            return
+        finally:
+            admin.close()
+
+    def take(self) -> str:
+        return self.queue.get(timeout=60)
+
+    def close(self) -> None:
+        self.stopping.set()
+        for worker in self.workers:
+            worker.join(10)
+        admin = self.server.with_database("postgres").connect()
+        try:
+            while not self.queue.empty():
+                admin.run(f'DROP DATABASE IF EXISTS "{self.queue.get_nowait()}"')
+        finally:
+            admin.close()
+
+
+@pytest.fixture(scope="session")
+def clone_pool(pg_server: ConnectionParams, template_database: str):
+    pool = _ClonePool(pg_server, template_database)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def database_url(pg_server: ConnectionParams, clone_pool: _ClonePool) -> str:
+    """A fresh database cloned from the migrated template, dropped after the test."""
+    name = clone_pool.take()
+    try:
+        yield pg_server.with_database(name).url()
+    finally:
+        admin = pg_server.with_database("postgres").connect()
+        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
+def db(database_url: str) -> Database:
+    database = Database.from_url(database_url)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def service_env(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Environment of a locally configured service on the per-test database."""
+    env = {"DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "VERIFY_LOCAL_DIR": str(tmp_path / "local"),
+           "DEPLOYMENT": "test"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runtime.reset()
+    yield env
+    runtime.reset()
+
+
+@pytest.fixture
+def app_client(service_env):
+    """test_client for a functions-framework target: app_client('create_verification')."""
+    import functions_framework
+
+    def make(target: str):
+        return functions_framework.create_app(target, str(ROOT / "functions" / "main.py")).test_client()
+
+    return make

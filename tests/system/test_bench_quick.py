@@ -1,0 +1,32 @@
+"""The benchmark scripts keep working: bench/run.py --quick (tiny sizes) on a private embedded server,
+writing its sections to a scratch copy of docs/benchmarks.md. The figures come from full runs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = ("throughput-bench", "dispatch-bench", "create-bench", "history-bench", "latency-bench", "memory-bench")
+
+
+@pytest.mark.slow
+def test_bench_runner_quick_writes_every_section(tmp_path):
+    pytest.importorskip("pgqueuer", reason="bench extras absent: pip install -e '.[test,bench]'")
+    pytest.importorskip("pyinstrument", reason="bench extras absent: pip install -e '.[test,bench]'")
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n")
+    env = {**os.environ, "BENCH_DOC": str(doc), "BENCH_PG_DIR": str(tmp_path / "pg")}
+    env.pop("BENCH_DATABASE_URL", None)
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-4000:]
+    text = doc.read_text()
+    for name in SECTIONS:
+        assert f"<!-- {name}:start -->" in text and f"<!-- {name}:end -->" in text, name
+    assert "pgqueuer defaults" in text and "raw SQL" in text
+    assert "**1.00**" in text  # round trips per create, counted in the server
+    assert "OVERRUN" not in text and "| nan" not in text

@@ -1,0 +1,108 @@
+"""`verifyctl dev`: one command starts everything, prints its URLs, and Ctrl-C leaves nothing behind."""
+from __future__ import annotations
+
+import argparse
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from support.paths import TEST_TOKEN_KEYS
+from support.dev_process import DevProcess, descendants, process_table
+from signup_verification import cli
+from signup_verification.local import devserver
+
+
+def test_targets_are_discovered_from_main_py(tmp_path: Path):
+    source = tmp_path / "main.py"
+    source.write_text("import functions_framework\n\n"
+                      "@functions_framework.http\n@endpoint\ndef create_verification(request): ...\n\n"
+                      "def helper(): ...\n\n"
+                      "@functions_framework.http\ndef status(request): ...\n\n"
+                      "@functions_framework.http\ndef new_thing(request): ...\n")
+    targets = devserver.discover_targets(source)
+    assert targets == ["create_verification", "status", "new_thing"]
+    assert devserver.assign_ports(targets, 9000) == {"create_verification": 9000, "status": 9004, "new_thing": 9005}
+
+
+def test_the_real_main_py_has_the_confirm_target():
+    assert {"create_verification", "confirm_verification"} <= set(devserver.discover_targets())
+
+
+def test_children_get_the_mailbox_as_smtp_and_twilio_and_links_to_the_confirm_port():
+    ports = {"create_verification": 9000, "confirm_verification": 9001}
+    env = devserver.child_environment({"SMTP_PASSWORD": "x", "PATH": "/bin"}, "postgresql://u@h/db", "127.0.0.1",
+                                      ports, 9025, 9090)
+    assert env["VERIFY_LINK_BASE"] == "http://localhost:9001/"
+    assert (env["EMAIL_TRANSPORT"], env["SMTP_HOST"], env["SMTP_PORT"]) == ("smtp", "127.0.0.1", "9025")
+    assert (env["SMS_TRANSPORT"], env["TWILIO_API_URL"]) == ("twilio", "http://127.0.0.1:9090")
+    assert env["TWILIO_ACCOUNT_SID"].startswith("AC") and env["TWILIO_FROM"] and env["TWILIO_AUTH_TOKEN"]
+    assert "SMTP_PASSWORD" not in env and env["DATABASE_URL"] == "postgresql://u@h/db"
+    explicit = devserver.child_environment({"VERIFY_LINK_BASE": "https://example.test/c"}, "x", "127.0.0.1",
+                                           ports, 9025, 9090)
+    assert explicit["VERIFY_LINK_BASE"] == "https://example.test/c"
+
+
+def test_the_schedule_interval_has_a_flag_an_env_var_and_a_cloud_scheduler_default(monkeypatch):
+    parser = argparse.ArgumentParser()
+    devserver.add_arguments(parser)
+    assert parser.parse_args([]).schedule_seconds == 60
+    assert parser.parse_args(["--schedule-seconds", "1.5"]).schedule_seconds == 1.5
+    monkeypatch.setenv("VERIFY_DEV_SCHEDULE_SECONDS", "3")
+    parser = argparse.ArgumentParser()
+    devserver.add_arguments(parser)
+    assert parser.parse_args([]).schedule_seconds == 3
+
+
+def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, monkeypatch, pg_server):
+    monkeypatch.setenv("VERIFY_LOCAL_DIR", str(tmp_path))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        status = cli.main(["dev", "--base-port", str(port), "--smtp-port", "0", "--mailbox-port", "0"])
+    assert status == 1
+    error = capsys.readouterr().err
+    # The first port checked: a neighbouring port taken by some other process cannot answer first.
+    assert f"port {port} (create_verification) is in use" in error and "--base-port" in error
+    assert not (tmp_path / "pg").exists()  # nothing was started
+    # ...and nothing stopped: the test server this process runs is still up (CI once lost it here).
+    pg_server.with_database("postgres").connect().close()
+
+
+@pytest.mark.slow
+def test_dev_serves_everything_and_ctrl_c_leaves_no_process_behind(tmp_path):
+    local = tmp_path / "local"
+    env = {"VERIFY_LOCAL_DIR": str(local), "DATABASE_URL": "", "TOKEN_KEYS": TEST_TOKEN_KEYS}
+    dev = DevProcess(env, "--fast")
+    with dev:
+        output = "\n".join(dev.lines)
+        assert "database ready" in output and str(local / "pg") in output
+        for target, offset in (("create_verification", 0), ("confirm_verification", 1)):
+            assert f"{target:<22} {dev.url(offset)}" in output
+        assert f"mailbox                {dev.mailbox_url}/" in output
+
+        created = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": "dev-1"},
+                                json={"account_id": "acct_dev", "channel": "email", "destination": "dev@example.com"})
+        assert created.status_code == 201, created.text
+        page = requests.get(dev.confirm_url, params={"token": "A" * 43}, timeout=30)
+        assert page.status_code == 404 and "This link is not valid" in page.text
+        assert requests.get(dev.mailbox_url + "/", timeout=30).status_code == 200
+
+        started = descendants(dev.process.pid)
+        postgres = {pid for pid, (_, cmd) in process_table().items() if str(local / "pg") in cmd}
+        assert len(started) >= 2 and postgres  # function servers (gunicorn master + worker each) and the database
+
+        t0 = time.monotonic()
+        assert dev.interrupt() == 0
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.5)
+        alive = set(process_table())
+        assert not (started & alive), f"left behind: {[process_table().get(p) for p in started & alive]}"
+        assert not {pid for pid, (_, cmd) in process_table().items() if str(local / "pg") in cmd}
+        for port in (dev.ports["base"], dev.ports["base"] + 1, dev.ports["smtp"], dev.ports["mailbox"]):
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        assert any(line.startswith("stopping") for line in dev.lines)

@@ -1,0 +1,229 @@
+"""End to end in a real browser against `verifyctl dev`: create over HTTP, the scheduler emulation
+dispatches, the mailbox shows the message, the person clicks the link and presses Confirm.
+
+Headless Debian Chromium (/usr/bin/chromium) driven by Playwright; never a downloaded browser.
+Missing Chromium skips locally and fails under CI=true (.ci/run installs it).
+SCREENSHOTS_DIR=docs/screenshots refreshes the README's screenshots.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from support.paths import TEST_TOKEN_KEYS
+from support.dev_process import DevProcess
+from signup_verification.platform.database import Database
+from signup_verification.local import devserver
+from signup_verification.verifications.tokens import Keyring
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+PHONE = {"width": 390, "height": 844}
+HAS_DISPATCH = "dispatch" in devserver.discover_targets()
+needs_dispatch = pytest.mark.skipif(not HAS_DISPATCH, reason="the dispatch target is not in functions/main.py yet")
+
+
+def _missing(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI must run the browser test: .ci/run installs chromium)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def e2e_database_url(pg_server, template_database):
+    name = f"e2e_{uuid.uuid4().hex[:12]}"
+    admin = pg_server.with_database("postgres").connect()
+    admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')  # as tests/support/fixtures.py
+    try:
+        yield pg_server.with_database(name).url()
+    finally:
+        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture(scope="module")
+def dev(e2e_database_url, tmp_path_factory):
+    env = {"DATABASE_URL": e2e_database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS,
+           "VERIFY_LOCAL_DIR": str(tmp_path_factory.mktemp("dev-local")), "PRODUCT_NAME": "Example Shop"}
+    with DevProcess(env, "--schedule-seconds", "1") as process:
+        yield process
+        assert process.interrupt() == 0
+
+
+@pytest.fixture(scope="module")
+def e2e_db(e2e_database_url):
+    database = Database.from_url(e2e_database_url)
+    yield database
+    database.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright package is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, dev):
+    context = browser.new_context(viewport=PHONE)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("http://localhost", "data:")) else None)
+    yield page
+    context.close()
+    assert outside == [], f"the pages loaded something from elsewhere: {outside}"
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    return Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path_factory.mktemp("screenshots"))
+
+
+def _shot(page, shots: Path, name: str) -> None:
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+
+def _create(dev: DevProcess, channel: str, destination: str) -> str:
+    response = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
+                             json={"account_id": f"acct_{uuid.uuid4().hex[:8]}", "channel": channel,
+                                   "destination": destination})
+    assert response.status_code == 201, response.text
+    return response.json()["verification_id"]
+
+
+def _wait_for_message(dev: DevProcess, to: str, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for message in requests.get(dev.mailbox_url + "/api/messages", timeout=10).json():
+            if to in message["to"]:
+                return message
+        time.sleep(0.25)
+    raise AssertionError(f"nothing reached {to} in {timeout} s:\n" + "\n".join(dev.lines[-30:]))
+
+
+def _status(db: Database, verification_id: str) -> str:
+    return db.one("SELECT status FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))["status"]
+
+
+def _no_horizontal_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@needs_dispatch
+def test_email_link_from_the_mailbox_confirms_in_the_browser(dev, page, e2e_db, shots):
+    verification_id = _create(dev, "email", "ada@example.com")
+    message = _wait_for_message(dev, "ada@example.com")
+
+    page.set_viewport_size({"width": 1000, "height": 700})
+    page.goto(dev.mailbox_url + "/")
+    page.get_by_role("link", name=re.compile("ada@example.com")).click()
+    assert page.get_by_role("heading", name="Links in this message").is_visible()
+    assert page.get_by_text(message["subject"]).is_visible()
+    _shot(page, shots, "mailbox-message")
+    heading = page.get_by_role("heading", level=1)
+
+    page.set_viewport_size(PHONE)
+    page.frame_locator("iframe").get_by_role("link", name="Confirm email address").click()
+    page.wait_for_url(re.compile(re.escape(dev.confirm_url) + r"\?token="))
+    assert heading.inner_text() == "Confirm your email address"
+    assert page.get_by_text("a***@example.com").is_visible() and _no_horizontal_scroll(page)
+    _shot(page, shots, "confirm")
+    assert _status(e2e_db, verification_id) == "pending"  # opening the link changed nothing
+    link = page.url
+    assert link in message["links"]
+
+    page.get_by_role("button", name="Confirm email address").click()
+    page.wait_for_load_state()
+    assert heading.inner_text() == "Email address confirmed"
+    _shot(page, shots, "verified")
+    assert _status(e2e_db, verification_id) == "verified"
+
+    page.goto(link)
+    assert heading.inner_text() == "Already confirmed"
+    _shot(page, shots, "already-verified")
+
+
+@needs_dispatch
+def test_an_expired_link_shows_the_expired_page(dev, page, e2e_db, shots):
+    verification_id = _create(dev, "email", "late@example.com")
+    [link] = [u for u in _wait_for_message(dev, "late@example.com")["links"] if u.startswith(dev.confirm_url)]
+    e2e_db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'"
+               " WHERE id = :id", id=uuid.UUID(verification_id))
+    response = page.goto(link)
+    assert response.status == 410
+    assert page.get_by_role("heading", level=1).inner_text() == "This link has expired"
+    assert page.get_by_role("button").count() == 0
+    _shot(page, shots, "expired")
+
+
+@needs_dispatch
+def test_sms_code_flow_through_the_api(dev, page, e2e_db, shots):
+    verification_id = _create(dev, "sms", "+14155550142")
+    sms = _wait_for_message(dev, "+14155550142")
+    code = re.search(r"\b(\d{6})\b", sms["text"]).group(1)
+    page.set_viewport_size({"width": 1000, "height": 600})
+    page.goto(dev.mailbox_url + "/")
+    _shot(page, shots, "mailbox")  # email and SMS side by side, newest first
+    page.get_by_role("link", name=re.compile(re.escape("+14155550142"))).click()
+    assert page.get_by_text(code).count() >= 1
+    _shot(page, shots, "mailbox-sms")
+
+    wrong = str((int(code) + 1) % 10**6).zfill(6)
+    refused = requests.post(dev.confirm_url, json={"verification_id": verification_id, "code": wrong}, timeout=30)
+    assert refused.status_code == 422 and refused.json()["remaining_attempts"] == 4
+    accepted = requests.post(dev.confirm_url, json={"verification_id": verification_id, "code": code}, timeout=30)
+    assert accepted.status_code == 200 and accepted.json()["status"] == "verified"
+    assert _status(e2e_db, verification_id) == "verified"
+
+
+def test_result_pages_in_the_browser_with_a_token_from_the_database(dev, page, e2e_db, shots):
+    """Independent of the delivery worker: the token is derived from the row, as the worker does."""
+    keyring = Keyring.parse(TEST_TOKEN_KEYS)
+
+    def link_for(verification_id: str) -> str:
+        row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
+        token = keyring.get(row["key_id"]).link_token(uuid.UUID(verification_id), bytes(row["token_nonce"]))
+        return f"{dev.confirm_url}?token={token}"
+
+    account = f"acct_{uuid.uuid4().hex[:8]}"
+    first = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
+                          json={"account_id": account, "channel": "email", "destination": "old@example.com"}).json()
+    second = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
+                           json={"account_id": account, "channel": "email", "destination": "new@example.com"}).json()
+    heading = page.get_by_role("heading", level=1)
+
+    assert page.goto(link_for(first["verification_id"])).status == 410
+    assert heading.inner_text() == "A newer link was sent"
+    _shot(page, shots, "superseded")
+
+    page.goto(link_for(second["verification_id"]))
+    assert heading.inner_text() == "Confirm your email address" and _no_horizontal_scroll(page)
+    page.get_by_role("button", name="Confirm email address").click()
+    page.wait_for_load_state()
+    assert heading.inner_text() == "Email address confirmed"
+    assert _status(e2e_db, second["verification_id"]) == "verified"
+    page.go_back()  # back to the link: no-store, so it is asked again and tells the truth
+    assert heading.inner_text() == "Already confirmed"
+
+    assert page.goto(f"{dev.confirm_url}?token={'A' * 43}").status == 404
+    assert heading.inner_text() == "This link is not valid"
+    _shot(page, shots, "invalid")

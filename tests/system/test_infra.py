@@ -1,0 +1,281 @@
+"""infra/*.tf, checked without a terraform binary or a cloud: parsed with python-hcl2, then checkov.
+
+What a wrong edit here would break in production: a function deployed with an entry point that
+does not exist, a scheduler token Cloud Run rejects, a secret a function cannot read, a secret
+value committed, a connection budget the database cannot hold.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from signup_verification import runtime
+
+from support.terraform_model import INFRA, first, load_infra
+
+ROOT = INFRA.parent
+TARGETS = {"create_verification", "confirm_verification", "dispatch", "reconcile", "status"}
+
+
+def main_py_functions() -> set[str]:
+    tree = ast.parse((ROOT / "functions" / "main.py").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_target_of_the_service_is_deployed():
+    assert set(load_infra().entry_points.values()) == TARGETS
+
+
+@pytest.mark.parametrize("key", sorted(load_infra().entry_points))
+def test_entry_point_exists_in_functions_main(key):
+    entry_point = load_infra().entry_points[key]
+    assert entry_point in main_py_functions(), f"infra deploys {entry_point!r} but functions/main.py has no such function"
+
+
+def test_each_function_is_configured_and_deployed_from_the_hashed_bundle():
+    infra = load_infra()
+    function = infra.resource("google_cloudfunctions2_function", "function")
+    assert function["for_each"] == "${local.function_specs}"
+    assert set(infra.variables["functions"]["default"]) == set(infra.function_specs)
+    build = first(function["build_config"])
+    assert build["runtime"] == "python311"  # the interpreter the bundle's pins were resolved with
+    storage = first(first(build["source"])["storage_source"])
+    assert storage["object"] == "${google_storage_bucket_object.source.name}"
+    obj = infra.resource("google_storage_bucket_object", "source")
+    assert "filesha256(var.source_archive)" in obj["name"]
+
+
+def test_scheduler_jobs_carry_an_oidc_token_for_their_own_function():
+    infra = load_infra()
+    job = infra.resource("google_cloud_scheduler_job", "tick")
+    assert job["for_each"] == "${local.scheduled}"
+    assert set(re.findall(r'"(\w+)"', infra.locals["scheduled"])) == {"dispatch", "reconcile"}
+    target = first(job["http_target"])
+    own_uri = "google_cloudfunctions2_function.function[each.key].service_config[0].uri"
+    assert target["uri"] == "${" + own_uri + "}"
+    token = first(target["oidc_token"])
+    assert token["audience"].startswith("${" + own_uri + "}")
+    assert token["service_account_email"] == "${google_service_account.scheduler.email}"
+
+
+def test_scheduled_invocations_cannot_pile_up():
+    infra = load_infra()
+    job = infra.resource("google_cloud_scheduler_job", "tick")
+    assert job["schedule"] == "* * * * *"
+    assert first(job["retry_config"])["retry_count"] == 0
+    # attempt_deadline = the function's own timeout + a margin: the scheduler never gives up first.
+    match = re.fullmatch(r"\$\{var\.functions\[each\.key\]\.timeout_seconds \+ (\d+)\}s", job["attempt_deadline"])
+    assert match and int(match.group(1)) > 0
+    defaults = infra.variables["functions"]["default"]
+    for key in ("dispatch", "reconcile"):
+        assert defaults[key]["timeout_seconds"] + int(match.group(1)) >= 15  # Cloud Scheduler's minimum
+        assert defaults[key]["timeout_seconds"] < 60  # ends before the next tick
+
+
+def test_only_the_intended_principals_invoke_each_function():
+    infra = load_infra()
+    invokers = infra.locals["private_invokers"]
+    assert '"create/signup-site"' in invokers and "var.signup_site_service_account" in invokers
+    assert "local.scheduled" in invokers and "google_service_account.scheduler.member" in invokers
+    assert '"status/${m}"' in invokers and "var.operators" in invokers
+    public = infra.resource("google_cloud_run_v2_service_iam_member", "confirm_public")
+    assert public["member"] == "allUsers"
+    assert public["name"] == '${google_cloudfunctions2_function.function["confirm"].name}'
+    text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
+    assert text.count('"allUsers"') == 1 and text.count('"allAuthenticatedUsers"') == 0
+    specs = infra.function_specs
+    assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"
+
+
+def _enabled_secrets(email_transport: str, sms_transport: str, smtp_username: str = "") -> set[str]:
+    """Python mirror of local.enabled_secrets (the expression is asserted unchanged below)."""
+    enabled = {"token_keys"}
+    if email_transport == "sendgrid":
+        enabled.add("sendgrid_api_key")
+    if email_transport == "smtp" and smtp_username:
+        enabled.add("smtp_password")
+    if sms_transport == "twilio":
+        enabled.add("twilio_auth_token")
+    return enabled
+
+
+def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
+    infra = load_infra()
+    local = infra.locals
+    assert set(local["secret_env"].values()) <= {"TOKEN_KEYS", "SENDGRID_API_KEY", "SMTP_PASSWORD", "TWILIO_AUTH_TOKEN"}
+    for key, spec in infra.function_specs.items():
+        assert set(spec["secrets"]) <= set(local["secret_env"]), key
+        # Exactly the targets that derive or check tokens load TOKEN_KEYS (least privilege).
+        needs_keys = spec["entry_point"] in runtime.TOKEN_TARGETS
+        assert ("token_keys" in spec["secrets"]) == needs_keys, key
+    for name in local["secret_env"]:
+        assert f'"{name}"' in local["enabled_secrets"], f"{name} can never be created"
+    # The three places that must agree all derive from local.function_secrets:
+    assert "local.enabled_secrets" in local["function_secrets"]
+    assert local["secret_grants"].startswith("${merge([for key, secrets in local.function_secrets")
+    grant = infra.resource("google_secret_manager_secret_iam_member", "function")
+    assert grant["for_each"] == "${local.secret_grants}"
+    assert grant["role"] == "roles/secretmanager.secretAccessor"
+    assert grant["member"] == "${google_service_account.function[each.value.function].member}"
+    assert infra.resource("google_secret_manager_secret", "secret")["for_each"] == "${local.enabled_secrets}"
+    env = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])["environment_variables"]
+    assert "for s in local.function_secrets[each.key] : local.secret_env[s] => \"sm://" in env
+    # With the default transports, dispatch reads exactly the token keys and the two provider secrets.
+    defaults = {n: infra.variables[n]["default"] for n in ("email_transport", "sms_transport")}
+    enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"])
+    dispatch = [s for s in infra.function_specs["dispatch"]["secrets"] if s in enabled]
+    assert sorted(dispatch) == ["sendgrid_api_key", "token_keys", "twilio_auth_token"]
+
+
+SECRET_LOOKING = [
+    (re.compile(r"\bsecret_data\s*="), "secret_data puts the value in state (use out-of-band versions)"),
+    (re.compile(r"google_secret_manager_secret_version"), "secret versions are added with gcloud, not Terraform"),
+    (re.compile(r"\b(password|root_password|auth_token|api_key)\s*="), "a credential attribute"),
+    (re.compile(r"SG\.[A-Za-z0-9_-]{16,}"), "a SendGrid API key"),
+    (re.compile(r"\b[0-9a-f]{32}\b"), "a 32-hex-digit token (Twilio auth token?)"),
+    (re.compile(r"[A-Za-z0-9_-]{2,}:[A-Za-z0-9_-]{43}\b"), "a TOKEN_KEYS entry"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+]
+
+
+@pytest.mark.parametrize("path", sorted(INFRA.glob("*.tf")) + sorted(INFRA.glob("*.example")), ids=lambda p: p.name)
+def test_no_secret_value_in_infra(path: Path):
+    text = path.read_text()
+    for pattern, what in SECRET_LOOKING:
+        found = pattern.search(text)
+        assert not found, f"{path.name}: {what}: {found.group(0)!r}"
+
+
+def test_the_secret_scan_catches_a_committed_value():
+    leaked = 'resource "google_secret_manager_secret_version" "k" {\n  secret_data = "k1:' + "A" * 43 + '"\n}\n'
+    assert sum(1 for pattern, _ in SECRET_LOOKING if pattern.search(leaked)) >= 2
+
+
+def test_connection_budget_fits_the_database():
+    infra = load_infra()
+    functions = infra.variables["functions"]["default"]
+    peak = sum(f["max_instances"] * f["concurrency"] for f in functions.values())
+    reserved = infra.variables["db_reserved_connections"]["default"]
+    assert peak + reserved <= infra.variables["db_max_connections"]["default"]
+    # The arithmetic holds only while one connection serves one request thread per worker.
+    env = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
+    assert "THREADS = tostring(var.functions[each.key].concurrency)" in env["environment_variables"]
+    assert infra.locals["common_env"]["WORKERS"] == "1"
+    instance = infra.resource("google_sql_database_instance", "main")
+    precondition = first(first(instance["lifecycle"])["precondition"])
+    assert "local.peak_connections + var.db_reserved_connections <= var.db_max_connections" in precondition["condition"]
+
+
+def test_cloud_sql_is_connector_only_with_iam_auth_tls_backups_and_protection():
+    instance = load_infra().resource("google_sql_database_instance", "main")
+    assert instance["database_version"] == "POSTGRES_16"
+    assert instance["deletion_protection"] is True
+    settings = first(instance["settings"])
+    assert settings["deletion_protection_enabled"] is True
+    assert settings["connector_enforcement"] == "REQUIRED"
+    ip = first(settings["ip_configuration"])
+    assert "authorized_networks" not in ip
+    assert ip["ssl_mode"] == "TRUSTED_CLIENT_CERTIFICATE_REQUIRED"
+    backup = first(settings["backup_configuration"])
+    assert backup["enabled"] is True and backup["point_in_time_recovery_enabled"] is True
+    flags = {f["name"]: f["value"] for f in settings["database_flags"]}
+    assert flags["cloudsql.iam_authentication"] == "on"
+    assert flags["max_connections"] == "${tostring(var.db_max_connections)}"
+
+
+def test_function_users_log_in_with_iam_and_hold_no_password():
+    users = load_infra().resource("google_sql_user", "function")
+    assert users["type"] == "CLOUD_IAM_SERVICE_ACCOUNT"
+    assert "password" not in users and "password_wo" not in users
+    assert 'trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")' in users["name"]
+
+
+def test_every_variable_is_described():
+    for name, body in load_infra().variables.items():
+        assert len(body.get("description", "")) > 10, name
+
+
+def test_every_checkov_skip_is_justified():
+    skips = []
+    for path in INFRA.glob("*.tf"):
+        skips += re.findall(r"#checkov:skip=([A-Z0-9_]+)(?::(.*))?", path.read_text())
+    assert skips, "no skips found: the parser or the files changed"
+    for check, reason in skips:
+        assert len((reason or "").strip()) >= 40, f"{check} is skipped without a reason"
+
+
+def test_terraform_fmt_is_clean():
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("terraform is not installed (formatting only; the other checks need no binary)")
+    result = subprocess.run([terraform, "fmt", "-check", "-diff", str(INFRA)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def _checkov() -> str | None:
+    for candidate in (os.environ.get("CHECKOV"), str(ROOT / ".local" / "tools" / "checkov" / "bin" / "checkov"),
+                      shutil.which("checkov")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+@pytest.mark.slow
+def test_checkov_passes():
+    checkov = _checkov()
+    if checkov is None:
+        if os.environ.get("CI"):
+            pytest.fail("checkov is missing: .ci/run installs it into .local/tools/checkov")
+        pytest.skip("checkov is not installed (.ci/run installs it)")
+    result = subprocess.run([checkov, "-d", str(INFRA), "--framework", "terraform", "--compact", "--quiet",
+                             "--skip-download"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_metric_filters_match_the_signal_records_the_code_emits(db):
+    """Every jsonPayload field a log-based metric reads is in signals.emit's records, as a number."""
+    import logging
+
+    from signup_verification.operations import signals
+    from signup_verification.platform.settings import Settings
+
+    infra = load_infra()
+    fields = {spec["field"] for spec in infra.locals["distributions"].values()}
+    fields |= {f"attempts_{o}" for o in infra.locals["attempt_outcomes"]}
+    fields |= set(re.findall(r"jsonPayload\.(\w+)>", infra.resource("google_logging_metric", "oscillating_records")["filter"]))
+    assert re.findall(r'jsonPayload\.(\w+)=\\?"', infra.locals["signals_filter"]) == ["event", "deployment"]
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("test_infra.signals")
+    logger.addHandler(Keep())
+    logger.setLevel(logging.INFO)
+    signals.emit(db, Settings(deployment="verify"), logger, source="dispatch")
+    payloads = [r.json_fields for r in records]
+    assert {p["channel"] for p in payloads} == {"email", "sms"}
+    for payload in payloads:
+        assert payload["event"] == "signals" and payload["deployment"] == "verify"
+        for field in fields:
+            assert field in payload, f"metric reads jsonPayload.{field}, signals.emit does not write it"
+            assert payload[field] is None or isinstance(payload[field], (int, float)), field
+
+
+def test_confirm_request_urls_with_tokens_are_kept_out_of_cloud_logging():
+    """The link's token rides in the query string; Cloud Run's request log would store it."""
+    infra = load_infra()
+    [exclusion] = infra.resources("google_logging_project_exclusion").values()
+    log_filter = exclusion["filter"]
+    assert 'resource.type=\\"cloud_run_revision\\"' in log_filter or 'resource.type="cloud_run_revision"' in log_filter
+    assert 'local.function_names["confirm"]' in log_filter
+    assert "run.googleapis.com/requests" in log_filter
+    assert infra.variables["exclude_confirm_request_logs"]["default"] is True
