@@ -8,6 +8,7 @@ import sys
 from .platform import cloudsql, migrations, secret_manager as secrets
 from .platform.database import Database
 from .runtime import database_params
+from .delivery.messages import check_sms_budget
 from .platform.settings import ConfigError, Settings
 
 
@@ -59,7 +60,10 @@ def cmd_dispatch(args: argparse.Namespace, settings: Settings) -> int:
     from .verifications.tokens import Keyring
 
     shutdown.install()
-    report = dispatcher.dispatch(_database(settings), settings, Keyring.from_settings(settings), stop=shutdown.STOP)
+    try:
+        report = dispatcher.dispatch(_database(settings), settings, Keyring.from_settings(settings), stop=shutdown.STOP)
+    finally:
+        dispatcher.close_channels()  # QUIT to the SMTP server: this process sends nothing more
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 
@@ -145,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env(secrets.resolve_env(os.environ))
+        check_sms_budget(settings)
         return args.func(args, settings)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"verifyctl: {exc}", file=sys.stderr)

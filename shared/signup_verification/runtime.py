@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .platform import cloudsql, secret_manager as secrets
 from .local import embedded
 from .platform.database import ConnectionParams, Database
+from .delivery.messages import check_sms_budget
 from .platform.settings import Settings
 from .verifications.tokens import Keyring
 
@@ -73,6 +74,7 @@ def get_runtime() -> Runtime:
         if _runtime is None:
             # sm:// references resolve here, once per instance (secrets.py caches them).
             settings = Settings.from_env(secrets.resolve_env(os.environ))
+            check_sms_budget(settings)  # a PRODUCT_NAME that breaks an SMS template's budget refuses to start
             _runtime = Runtime(settings=settings)
             if os.environ.get("FUNCTION_TARGET") in TOKEN_TARGETS:
                 _runtime.keyring  # fail at start, not on the first request, on a missing or dev key

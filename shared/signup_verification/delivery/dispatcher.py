@@ -12,6 +12,7 @@ an empty outbox until then, is what keeps a fresh verification from waiting for 
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -393,9 +394,31 @@ def channels_for(settings: Settings) -> Mapping[str, Channel]:
         return cached[1]
 
 
+def close_channels() -> None:
+    """Close the cached adapters (SMTP says QUIT on its pooled connections; HTTP pools close) and
+    forget them: the instance is ending. Called by dispatch() once shutdown began, by the CLI after
+    its one invocation, and at interpreter exit."""
+    with _channels_lock:
+        cached = list(_channels.values())
+        _channels.clear()
+    for _, channels in cached:
+        for channel in channels.values():
+            try:
+                channel.close()
+            except Exception as exc:  # closing is best effort: the process is leaving anyway
+                _log.warning("closing the %s adapter failed: %s", channel.transport, type(exc).__name__)
+
+
+atexit.register(close_channels)
+
+
 def dispatch(db: Database, settings: Settings, keyring: Keyring, *, stop: threading.Event | None = None,
              channels: Mapping[str, Channel] | None = None) -> DispatchReport:
     """One invocation of the worker, closed by its `event="signals"` records (the absence alert reads them)."""
-    report = Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop).run()
+    try:
+        report = Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop).run()
+    finally:
+        if stop is not None and stop.is_set():
+            close_channels()  # SIGTERM: the instance is going away; end its SMTP sessions properly
     signals.emit(db, settings, source="dispatch")
     return report

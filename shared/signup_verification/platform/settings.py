@@ -76,6 +76,19 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: set[str]) 
     return value
 
 
+def _file(env: Mapping[str, str], name: str) -> str | None:
+    path = env.get(name) or None
+    if path is not None and not Path(path).is_file():
+        raise ConfigError(f"{name} must name a readable file, got {path!r}")
+    return path
+
+
+def _sender_domain(mailbox: str) -> str:
+    from email.utils import parseaddr
+
+    return parseaddr(mailbox)[1].rpartition("@")[2].lower().rstrip(".")
+
+
 @dataclass(frozen=True)
 class Settings:
     environment: str = "local"  # local | production
@@ -113,6 +126,7 @@ class Settings:
     smtp_username: str | None = None
     smtp_password: str | None = field(default=None, repr=False)
     smtp_security: str = "none"
+    smtp_ca_file: str | None = None  # a private CA trusted for SMTP TLS, in addition to the system store
     sendgrid_api_key: str | None = field(default=None, repr=False)
     sendgrid_api_url: str = "https://api.sendgrid.com/v3/mail/send"
     twilio_account_sid: str | None = None
@@ -174,6 +188,7 @@ class Settings:
             smtp_username=env.get("SMTP_USERNAME") or None,
             smtp_password=env.get("SMTP_PASSWORD") or None,
             smtp_security=_choice(env, "SMTP_SECURITY", "none", {"none", "starttls", "tls"}),
+            smtp_ca_file=_file(env, "SMTP_CA_FILE"),
             sendgrid_api_key=env.get("SENDGRID_API_KEY") or None,
             sendgrid_api_url=env.get("SENDGRID_API_URL") or "https://api.sendgrid.com/v3/mail/send",
             twilio_account_sid=env.get("TWILIO_ACCOUNT_SID") or None,
@@ -192,4 +207,13 @@ class Settings:
             dispatch_settle_connection=_flag(env, "DISPATCH_SETTLE_CONNECTION", False),
             retry_policy=_retry_policy(env),
             extra={k: v for k, v in env.items() if k.startswith("VERIFY_")},
-        )
+        ).validated()
+
+    def validated(self) -> "Settings":
+        """Checks across settings, at start-up: a bad combination refuses to start, never fails sends."""
+        # Only where email is really sent (a production console transport is refused anyway, and
+        # deploy-time commands such as `verifyctl migrate` carry no sender).
+        sends_email = self.is_production and self.email_transport != "console"
+        if sends_email and _sender_domain(self.email_from) in ("localhost", ""):
+            raise ConfigError(f"EMAIL_FROM must be a real sender address in production, not {self.email_from!r}")
+        return self  # PRODUCT_NAME against the SMS templates: delivery.messages.check_sms_budget, at start-up

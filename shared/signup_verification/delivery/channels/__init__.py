@@ -24,10 +24,24 @@ def _console(settings: Settings, channel: str) -> Channel:
     return ConsoleChannel(channel, settings.local_dir / "outbox")
 
 
+def smtp_tls_context(settings: Settings) -> ssl.SSLContext | None:
+    """The system trust store plus SMTP_CA_FILE (a private relay's CA), for SMTP only: SSL_CERT_FILE
+    would replace the store of the HTTPS providers too."""
+    if not settings.smtp_ca_file:
+        return None
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cafile=settings.smtp_ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"SMTP_CA_FILE {settings.smtp_ca_file!r} is not a readable PEM certificate: {type(exc).__name__}") from None
+    return context
+
+
 def _email(settings: Settings, ssl_context: ssl.SSLContext | None) -> Channel:
     if settings.email_transport == "smtp":
         from .smtp import SmtpChannel, SmtpConfig
 
+        ssl_context = ssl_context or smtp_tls_context(settings)
         return SmtpChannel(SmtpConfig(
             host=settings.smtp_host, port=settings.smtp_port, security=settings.smtp_security,
             username=settings.smtp_username, password=settings.smtp_password,
