@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from signup_verification import cli
 from signup_verification.delivery.dispatcher import FAULT_POINTS

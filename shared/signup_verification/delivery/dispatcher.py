@@ -259,7 +259,8 @@ class Dispatcher:
             if now >= self.deadline.at:  # a send stuck past every timeout: leave it to the reconciler
                 break
             if now >= running.renew_at:
-                fences = [intent.fence for intent, _ in inflight.work] + [i.fence for i in (pending.live if pending else [])]
+                ahead = pending.live if pending else []
+                fences = [intent.fence for intent, _ in inflight.work] + [i.fence for i in ahead]
                 self._renew(fences, running.lease_seconds)
                 running.renew_at = now + running.lease_seconds / 2
         outcomes = inflight.outcomes()

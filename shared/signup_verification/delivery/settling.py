@@ -11,8 +11,9 @@ Either way the results are counted on the dispatch loop's thread: `settle` hands
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from ..outbox import Settlement, heartbeats, transitions
 from ..platform.database import Database

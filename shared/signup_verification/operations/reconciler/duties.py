@@ -11,8 +11,16 @@ most one transition per intent:
 """
 from __future__ import annotations
 
-from . import (count_overdue, expire_claims, lose_leases, purge, reap_idempotency_keys, redact,
-               resolve_ambiguous, suppress_dead)
+from . import (
+    count_overdue,
+    expire_claims,
+    lose_leases,
+    purge,
+    reap_idempotency_keys,
+    redact,
+    resolve_ambiguous,
+    suppress_dead,
+)
 from .duty import Duty
 
 DUTIES: tuple[Duty, ...] = (

@@ -6,8 +6,8 @@ module declares its `DUTY`; duties.py lists them in the order a run sweeps them.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ...platform.database import Database
 from .batches import Budget, DutyReport
