@@ -80,6 +80,7 @@ def dispatch(request: flask.Request):
     require_method(request, "POST")
     runtime = get_runtime()
     report = dispatcher.dispatch(runtime.db, runtime.settings, runtime.keyring, stop=shutdown.STOP)
+    signals.emit(runtime.db, runtime.settings, source="dispatch")  # the absence alert reads these records
     return json_response(report.as_dict())
 
 

@@ -10,7 +10,7 @@ shared test server), local SMTP and Twilio fakes on 127.0.0.1 that time out, res
 answer 429 with Retry-After or 5xx at random, `verifyctl dispatch` processes in N supervised slots
 (relaunched after each invocation, as Cloud Scheduler would, and after each kill), and
 `verifyctl reconcile` on a short schedule. While the chaos phase lasts, workers are SIGKILLed at
-random moments, some launches carry DISPATCH_FAULT (kill after the claim, after begin, after the
+random moments, some launches run tools/fault_dispatch.py (kill after the claim, after begin, after the
 provider accepted and before settle), one worker holding attempts is frozen (SIGSTOP) past its
 lease and resumed, the PostgreSQL server is stopped and started once, and verifications are
 superseded and expire mid-run. Then the faults stop, the run drains, and tools/chaos_checks.py
@@ -62,7 +62,7 @@ class ChaosConfig:
     short_ttl_share: float = 0.05  # created with the shortest TTL (30 s): some expire while the run is faulty
     chaos_seconds: float = 90.0  # kills, provider faults and the restart happen within this
     kill_every: tuple[float, float] = (1.0, 4.0)
-    fault_launch_share: float = 0.12  # dispatch launches that kill themselves at a DISPATCH_FAULT point
+    fault_launch_share: float = 0.12  # dispatch launches that kill themselves at a fault point (tools/fault_dispatch.py)
     pg_restart_at: float = 0.3  # fraction of the chaos phase
     pg_outage_seconds: float = 2.0
     pause_at: float = 0.45  # one worker frozen past its lease (stale writes on resume)
@@ -255,13 +255,12 @@ class Run:
                             fault = self.fault_queue.popleft()
                         elif rng.random() < self.config.fault_launch_share:
                             fault = rng.choice(["after_send", "after_send", "after_begin", "after_claim"])
-                if fault:
-                    env["DISPATCH_FAULT"] = fault
+                command = [sys.executable, str(ROOT / "tools" / "fault_dispatch.py"), fault] if fault else \
+                    [sys.executable, "-m", "signup_verification.cli", "dispatch"]
                 with self.lock:
                     if self.stopping.is_set():
                         break
-                    proc = subprocess.Popen([sys.executable, "-m", "signup_verification.cli", "dispatch"], env=env,
-                                            cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+                    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
                     slot["proc"], slot["fault"] = proc, fault
                 out, _ = proc.communicate()
                 with self.lock:

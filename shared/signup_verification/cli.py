@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Callable
 
 from .platform import cloudsql, migrations, secret_manager as secrets
 from .platform.database import Database
@@ -52,18 +53,25 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_dispatch(args: argparse.Namespace, settings: Settings) -> int:
-    """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout."""
+    """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout, then
+    the signal records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
     import json
 
     from .delivery import dispatcher
+    from .operations import signals
     from .platform import shutdown
     from .verifications.tokens import Keyring
 
+    fault = getattr(args, "fault", None)
+    if fault is not None and settings.is_production:
+        raise ConfigError("fault injection is refused in production")
     shutdown.install()
+    db = _database(settings)
     try:
-        report = dispatcher.dispatch(_database(settings), settings, Keyring.from_settings(settings), stop=shutdown.STOP)
+        report = dispatcher.dispatch(db, settings, Keyring.from_settings(settings), stop=shutdown.STOP, fault=fault)
     finally:
         dispatcher.close_channels()  # QUIT to the SMTP server: this process sends nothing more
+    signals.emit(db, settings, source="dispatch")
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 
@@ -145,8 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None = None) -> int:
+    """`fault`: a dispatch fault hook, for tools/fault_dispatch.py only (refused in production)."""
     args = build_parser().parse_args(argv)
+    args.fault = fault
     try:
         settings = Settings.from_env(secrets.resolve_env(os.environ))
         check_sms_budget(settings)

@@ -1,7 +1,7 @@
 """The chaos run (tools/chaos.py) in its CI size, and the checks it relies on.
 
 The slow test runs the whole thing: ~400 intents, 4 dispatch processes SIGKILLed at random and at
-each DISPATCH_FAULT point, one frozen past its lease, the reconciler on a 2 s schedule, providers
+each fault point (tools/fault_dispatch.py), one frozen past its lease, the reconciler on a 2 s schedule, providers
 that time out, reset, throttle and fail, and its private PostgreSQL restarted once (never the shared
 test server). The fast tests show that each invariant check does catch what it is meant to catch,
 and pin the liveness bug the first chaos run found.
@@ -21,7 +21,7 @@ from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
 from signup_verification.verifications import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.delivery.dispatcher import heartbeat_name
+from signup_verification.outbox.heartbeats import dispatch_name as heartbeat_name
 from signup_verification.outbox.policy import RetryPolicy
 from signup_verification.verifications.tokens import Keyring
 

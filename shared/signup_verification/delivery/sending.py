@@ -1,6 +1,7 @@
 """The sends of one batch: render and send each begun attempt in a bounded thread pool.
 
-The pool's threads never touch the database (the dispatch loop owns the connection); each
+The pool's threads never touch the database (the dispatch loop owns the connection) and never call
+back into the dispatcher: they read the shared deadline and the stop flag, nothing else. Each
 returns a `SendOutcome` per intent, so one malformed destination or one failing render affects
 only its own intent. A send is not started once shutdown began or when too little time is left
 before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
@@ -18,7 +19,7 @@ import traceback
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .budget import Deadline, LatencyEstimator
 from .channels.base import Channel, SendResult
@@ -42,13 +43,11 @@ class SendOutcome:
     channel_called: bool = False
 
     def settlement(self, policy: RetryPolicy) -> Settlement:
+        """The outcome as the outbox records it; the delay is the policy's (outbox/policy.py), and
+        what the outcome does to the intent is settle.sql's."""
         result, intent = self.result, self.intent
-        if result.outcome == "retryable":
-            delay = 0.0 if result.error_class == NOT_SENT else policy.retry_delay(self.attempt.attempt_number, result.retry_after)
-        elif result.outcome == "ambiguous":
-            delay = policy.ambiguous_delay(intent.channel)  # never an immediate resend
-        else:
-            delay = 0.0
+        delay = policy.settle_delay(result.outcome, intent.channel, self.attempt.attempt_number, result.retry_after,
+                                    sent=result.error_class != NOT_SENT)
         return Settlement(intent.id, intent.lease_version, result.outcome, delay, result.error_class,
                           result.detail, result.provider_ref, self.segments, attempted=self.attempted)
 
@@ -56,14 +55,6 @@ class SendOutcome:
     def attempted(self) -> bool:
         """False for a send never handed to the provider: it does not count against max_attempts."""
         return not (self.result.outcome == "retryable" and self.result.error_class in NOT_ATTEMPTED)
-
-    @property
-    def final_status(self) -> str:
-        """The status settle leaves (a retryable last attempt becomes failed)."""
-        if (self.result.outcome == "retryable" and self.attempted
-                and self.attempt.attempt_number >= self.intent.max_attempts):
-            return "failed"
-        return self.result.outcome
 
 
 class InFlight:
@@ -86,7 +77,7 @@ class InFlight:
 
 class BatchSender:
     def __init__(self, channels: Mapping[str, Channel], renderer: Renderer, pool: ThreadPoolExecutor,
-                 concurrency: int, deadline: Deadline, estimator: LatencyEstimator, stopping: Callable[[], bool],
+                 concurrency: int, deadline: Deadline, estimator: LatencyEstimator, stop: threading.Event,
                  send_timeout: float):
         self.channels = channels
         self.renderer = renderer
@@ -94,7 +85,7 @@ class BatchSender:
         self.concurrency = concurrency
         self.deadline = deadline
         self.estimator = estimator
-        self.stopping = stopping
+        self.stop = stop  # only read here: once set, no send starts (the dispatch loop owns the shutdown)
         self.send_timeout = send_timeout
         self.broken: set[str] = set()  # channels that reported a configuration error this invocation
         self._broken_lock = threading.Lock()
@@ -127,7 +118,7 @@ class BatchSender:
         return self.deadline.send_by - time.monotonic() >= max(needed, 0.05)
 
     def send_one(self, intent: ClaimedIntent, attempt: BegunAttempt) -> SendOutcome:
-        if self.stopping():
+        if self.stop.is_set():
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "shutting down before the send started"))
         if not self._time_for_send(intent.channel):
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "no time left in this invocation"))

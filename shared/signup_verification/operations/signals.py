@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from ..outbox import heartbeats
 from ..platform.database import Database, load_sql
 from ..platform.settings import ConfigError, Settings
 
@@ -138,11 +139,7 @@ def compute(db: Database, deployment: str, config: SignalsConfig | None = None, 
 
 def workers(db: Database) -> list[dict[str, Any]]:
     """Every heartbeat row (dispatch and reconcile of every deployment sharing this database)."""
-    rows = db.rows(
-        "SELECT name, deployment, last_started_at, last_completed_at, last_claim_at,"
-        " extract(epoch FROM now() - last_completed_at)::float8 AS completed_age_seconds,"
-        " extract(epoch FROM now() - last_claim_at)::float8 AS claim_age_seconds, watermark"
-        " FROM worker_heartbeats ORDER BY name")
+    rows = heartbeats.rows(db)
     out = []
     for row in rows:
         item = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}

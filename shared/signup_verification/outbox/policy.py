@@ -49,6 +49,17 @@ class RetryPolicy:
     def ambiguous_delay(self, channel: str) -> float:
         return self.channel(channel).hold_seconds
 
+    def settle_delay(self, outcome: str, channel: str, attempt_number: int, retry_after: float | None = None,
+                     *, sent: bool = True) -> float:
+        """The delay a settlement carries: backoff after a transient failure (none when the send never
+        started: nothing was tried), the channel's hold after an ambiguous one (never an immediate
+        resend), nothing for a final outcome. settle.sql decides whether the intent goes on at all."""
+        if outcome == "retryable":
+            return self.retry_delay(attempt_number, retry_after) if sent else 0.0
+        if outcome == "ambiguous":
+            return self.ambiguous_delay(channel)
+        return 0.0
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "RetryPolicy":
         """AMBIGUOUS_POLICY_EMAIL / _SMS = retry|hold|fail, AMBIGUOUS_HOLD_SECONDS_EMAIL / _SMS,

@@ -114,10 +114,11 @@ def begin_attempts(db: Database, owner: str, fences: Sequence[tuple[int, int]]) 
     return [BegunAttempt(*row) for row in rows]
 
 
-def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> set[int]:
-    """Record outcomes; returns the intent ids whose settlement applied (the rest were stale)."""
+def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> dict[int, str]:
+    """Record outcomes; returns intent id -> the status settle.sql left (a retryable outcome on the
+    last attempt is `failed` there) for each settlement that applied (the rest were stale)."""
     if not settlements:
-        return set()
+        return {}
     rows = db.run(
         load_sql(__file__, "settle.sql"), owner=owner,
         ids=[s.intent_id for s in settlements], versions=[s.lease_version for s in settlements],
@@ -127,7 +128,7 @@ def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> set[i
         provider_refs=[s.provider_ref for s in settlements], segments=[s.segments for s in settlements],
         attempted=[s.attempted for s in settlements],
     )
-    return {row[0] for row in rows}
+    return {row[0]: row[1] for row in rows}
 
 
 def release(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> set[int]:
@@ -149,7 +150,7 @@ def suppress(db: Database, verification_ids: Sequence[uuid.UUID], reason: str) -
     """Dead verification -> its undelivered intent suppressed (sql/002, shared with create)."""
     if not verification_ids:
         return set()
-    rows = db.run("SELECT suppress_undelivered_intents(:ids::uuid[], :reason)", ids=list(verification_ids), reason=reason)
+    rows = db.run(load_sql(__file__, "suppress.sql"), ids=list(verification_ids), reason=reason)
     return {row[0] for row in rows}
 
 

@@ -91,6 +91,17 @@ def test_claim_records_last_claim_at_and_the_latency_that_seeds_the_next_run(db,
     assert db.one("SELECT watermark FROM worker_heartbeats")["watermark"]["other"] == 1  # merged, not overwritten
 
 
+def test_the_fault_hook_is_called_at_each_crash_point_with_that_state_committed(db, smtp):
+    """What the crash tests and the chaos run kill at (tools/fault_dispatch.py fills the hook)."""
+    seed_intents(db, 2)
+    seen = []
+    def hook(point: str) -> None:
+        seen.append((point, sorted({r[0] for r in db.run("SELECT status FROM delivery_intents")})))
+    report = run_dispatch(db, provider_settings(smtp), fault=hook)
+    assert report.accepted == 2
+    assert seen == [("after_claim", ["claimed"]), ("after_begin", ["attempting"]), ("after_send", ["attempting"])]
+
+
 def test_an_empty_queue_claims_nothing(db, tmp_path):
     report = run_dispatch(db, provider_settings(local_dir=tmp_path))
     assert report.as_dict() | {"elapsed_ms": 0} == dict.fromkeys(report.as_dict(), 0)

@@ -1,6 +1,6 @@
 """Crash points as real process kills: a `verifyctl dispatch` subprocess SIGKILLs itself
-(DISPATCH_FAULT) after the claim, after begin-attempt, and after the provider accepted but
-before settle. Each test asserts the state left behind and that the reconciler's transitions
+(tools/fault_dispatch.py fills the dispatcher's fault hook) after the claim, after begin-attempt, and
+after the provider accepted but before settle. Each test asserts the state left behind and that the reconciler's transitions
 recover it without losing the intent (and, where the channel allows, without a duplicate)."""
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def providers():
         yield smtp, twilio
 
 
-def dispatch_process(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "signup_verification.cli", "dispatch"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+def dispatch_process(env: dict[str, str], timeout: float = 60, fault: str | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "tools/fault_dispatch.py", fault] if fault else \
+        [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+    return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def states(db) -> Counter:
@@ -46,7 +47,7 @@ def expire_leases(db) -> None:
 def test_killed_after_claim_leaves_claims_that_become_eligible_again(db, database_url, providers, tmp_path):
     smtp, twilio = providers
     seed_intents(db, 6, sms_every=3)
-    killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path, DISPATCH_FAULT="after_claim"))
+    killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path), fault="after_claim")
     assert killed.returncode == -signal.SIGKILL
     assert states(db) == {"claimed": 6}
     assert db.run("SELECT count(*) FROM delivery_attempts") == [[0]]  # nothing begun, nothing sent
@@ -67,7 +68,7 @@ def test_killed_after_claim_leaves_claims_that_become_eligible_again(db, databas
 def test_killed_after_begin_leaves_attempts_the_reconciler_makes_ambiguous(db, database_url, providers, tmp_path):
     smtp, twilio = providers
     seed_intents(db, 4, sms_every=2)
-    killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path, DISPATCH_FAULT="after_begin"))
+    killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path), fault="after_begin")
     assert killed.returncode == -signal.SIGKILL
     assert states(db) == {"attempting": 4}
     assert [a[1] for a in attempts(db, 1)] == ["attempting"]
@@ -87,7 +88,7 @@ def test_killed_after_begin_leaves_attempts_the_reconciler_makes_ambiguous(db, d
 def test_killed_after_the_provider_accepted_before_settle(db, database_url, providers, tmp_path):
     smtp, twilio = providers
     seed_intents(db, 4, sms_every=2)
-    killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path, DISPATCH_FAULT="after_send"))
+    killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path), fault="after_send")
     assert killed.returncode == -signal.SIGKILL
     assert states(db) == {"attempting": 4}  # sent, but we never recorded it
     assert len(smtp.received) == 2 and len(twilio.deliveries) == 2

@@ -56,7 +56,7 @@ def test_begin_and_settle_accepted_write_attempt_rows(db):
     assert begun.attempt_id == f"{intent.id}:1"
     assert status_of(db, intent.id)["status"] == "attempting"
     applied = t.settle(db, "w1", [Settlement(intent.id, intent.lease_version, "accepted", provider_ref="msg-1")])
-    assert applied == {intent.id}
+    assert applied == {intent.id: "accepted"}
     row = status_of(db, intent.id)
     assert (row["status"], row["provider_ref"], row["lease_owner"]) == ("accepted", "msg-1", None)
     assert row["completed_at"] is not None
@@ -70,8 +70,9 @@ def test_retryable_backs_off_then_fails_when_attempts_are_exhausted(db):
     for attempt in (1, 2):
         [intent] = t.claim(db, "w", 1, 30)
         t.begin_attempts(db, "w", [intent.fence])
-        t.settle(db, "w", [Settlement(intent.id, intent.lease_version, "retryable", 60, "smtp_4xx", "421 busy")])
+        applied = t.settle(db, "w", [Settlement(intent.id, intent.lease_version, "retryable", 60, "smtp_4xx", "421 busy")])
         row = status_of(db, intent.id)
+        assert applied == {intent.id: row["status"]}  # settle answers the status it left
         if attempt == 1:
             assert row["status"] == "retryable"
             assert t.claim(db, "w", 1, 30) == []  # backing off: not eligible for a minute
@@ -85,7 +86,7 @@ def test_stale_worker_cannot_settle_after_takeover(db):
     t.begin_attempts(db, "old", [old.fence])
     # The lease expires; the reconciler moves the attempt to ambiguous, a retry makes it eligible.
     db.run("UPDATE delivery_intents SET lease_until = now() - interval '1 second'")
-    assert t.settle(db, "old", [Settlement(old.id, old.lease_version, "accepted")]) == set()
+    assert t.settle(db, "old", [Settlement(old.id, old.lease_version, "accepted")]) == {}
     policy = RetryPolicy()
     assert t.lose_leases(db, policy, 10) == [(old.id, "email")]
     db.run("UPDATE delivery_intents SET next_attempt_at = now()")
@@ -93,7 +94,7 @@ def test_stale_worker_cannot_settle_after_takeover(db):
     [new] = t.claim(db, "new", 1, 30)
     assert new.lease_version == old.lease_version + 1
     # The old worker's late writes, with its old fence, change nothing.
-    assert t.settle(db, "old", [Settlement(old.id, old.lease_version, "accepted")]) == set()
+    assert t.settle(db, "old", [Settlement(old.id, old.lease_version, "accepted")]) == {}
     assert t.release(db, "old", [old.fence]) == set()
     assert t.renew(db, "old", [old.fence], 60) == {}
     assert t.begin_attempts(db, "old", [old.fence]) == []

@@ -10,7 +10,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
+
+if TYPE_CHECKING:
+    from .duty import SweepContext
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class DutyReport:
     batches: int = 0
     drained: bool = True
     skipped: str | None = None  # why the duty did not run at all
+    found: list = field(default_factory=list)  # what a duty that moves nothing found (count_overdue)
 
     def as_json(self) -> dict:
         body = {"batches": self.batches, "drained": self.drained, "moves": dict(self.moves)}
@@ -48,14 +52,15 @@ class DutyReport:
         return body
 
 
-def drain(duty: str, batch: Callable[[int], Batch], *, batch_size: int, max_batches: int,
-          budget: Budget) -> DutyReport:
+def drain(duty: str, batch: Callable[[int], Batch], context: "SweepContext") -> DutyReport:
+    """Batches of the context's config.batch_size, at most config.max_batches, within its budget."""
+    config, budget = context.config, context.budget
     report = DutyReport(duty)
     while True:
-        if report.batches >= max_batches or budget.exhausted():
+        if report.batches >= config.max_batches or budget.exhausted():
             report.drained = False
             return report
-        result = batch(batch_size)
+        result = batch(config.batch_size)
         report.batches += 1
         report.moves.update({k: v for k, v in result.moves.items() if v})
         if not result.full:

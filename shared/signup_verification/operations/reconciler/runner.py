@@ -1,15 +1,10 @@
-"""One reconcile run: the duties in a fixed order, bounded, under the function's time budget.
+"""One reconcile run: every duty of duties.DUTIES in its order, bounded, under the function's time budget.
 
 The reconciler is a safety path, not a second sender: it only moves rows through the outbox's
-transitions (outbox/transitions.py) and housekeeping statements. Order matters so that one run
-makes at most one transition per intent:
-  1. suppress_dead       dead verification -> intent suppressed (before anything could revive it)
-  2. resolve_ambiguous   ambiguous whose hold passed -> retryable | failed
-  3. expire_claims       claimed with an expired lease -> eligible again
-  4. lose_leases         attempting with an expired lease -> ambiguous (held: step 2 of a later run)
-  5. check_horizon       eligible work older than the polling horizon: counted and logged
-  6. reap_idempotency_keys, redact_destinations, purge_history   housekeeping
-Then the watermark, one structured record for the run, and the signal records.
+transitions (outbox/transitions.py) and housekeeping statements. Each duty is one module with
+one `sweep(context)`; the order, and why it matters, is in duties.py. Then the watermark (which
+advances only when every recovery duty drained), one structured record for the run, and the
+signal records.
 """
 from __future__ import annotations
 
@@ -23,24 +18,26 @@ from typing import Any
 from .. import signals
 from ...platform.database import Database
 from ...platform.settings import Settings
-from . import ambiguous, dead_verifications, expired_claims, horizon, idempotency_keys, lost_leases, retention, watermark
+from . import watermark
 from .batches import Budget, DutyReport
 from .config import ReconcilerConfig
+from .count_overdue import DUTY as COUNT_OVERDUE
+from .count_overdue import Overdue
+from .duties import DUTIES
+from .duty import SweepContext
 
 _log = logging.getLogger("signup_verification.operations.reconciler")
 
-RECOVERY = ("suppress_dead", "resolve_ambiguous", "expire_claims", "lose_leases")
-MOVES = ("claims_expired", "leases_lost", "ambiguous_to_retryable", "ambiguous_to_failed", "suppressed",
-         "suppressed_expired", "suppressed_superseded", "suppressed_verified", "suppressed_locked",
-         "verifications_expired", "idempotency_keys_reaped", "destinations_redacted", "error_texts_scrubbed",
-         "verifications_purged")
+RECOVERY = tuple(d.name for d in DUTIES if d.recovery)
+MOVERS = tuple(d.name for d in DUTIES if d.moves)  # the duties of the answer's `duties` block
+# Every move name a run reports (0 when nothing moved), and `suppressed`: the sum of suppressed_*.
+MOVES = tuple(m for d in DUTIES for m in d.moves) + ("suppressed",)
 
 
 @dataclass
 class ReconcileReport:
     deployment: str
     duties: list[DutyReport] = field(default_factory=list)
-    overdue: list[horizon.Overdue] = field(default_factory=list)
     watermark: dict[str, Any] = field(default_factory=dict)
     elapsed_ms: int = 0
     skipped: str | None = None
@@ -54,6 +51,10 @@ class ReconcileReport:
         return dict(total)
 
     @property
+    def overdue(self) -> list[Overdue]:
+        return next((d.found for d in self.duties if d.duty == COUNT_OVERDUE.name), [])
+
+    @property
     def drained(self) -> bool:
         return all(d.drained for d in self.duties)
 
@@ -65,7 +66,7 @@ class ReconcileReport:
             "moves": self.moves,
             "overdue": {o.channel: {"count": o.count, "oldest_seconds": o.oldest_seconds} for o in self.overdue},
             "drained": self.drained,
-            "duties": {d.duty: d.as_json() for d in self.duties},
+            "duties": {d.duty: d.as_json() for d in self.duties if d.duty in MOVERS},
             "watermark": self.watermark,
             "elapsed_ms": self.elapsed_ms,
         }
@@ -85,7 +86,10 @@ def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None 
         return report
     try:
         start = watermark.begin(db, name, settings.deployment)
-        _run_duties(db, settings, config, budget, report)
+        context = SweepContext(db, config, budget, settings.deployment)
+        for duty in DUTIES:
+            context.earlier[duty.name] = result = duty.sweep(context)
+            report.duties.append(result)
         report.watermark = watermark.complete(
             db, name, start, drained=all(d.drained for d in report.duties if d.duty in RECOVERY),
             backlog=[d.duty for d in report.duties if not d.drained], moves=report.moves,
@@ -97,17 +101,6 @@ def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None 
     if emit_signals:
         signals.emit(db, settings, source="reconcile")
     return report
-
-
-def _run_duties(db: Database, settings: Settings, config: ReconcilerConfig, budget: Budget,
-                report: ReconcileReport) -> None:
-    for sweep in (dead_verifications.sweep, ambiguous.sweep, expired_claims.sweep, lost_leases.sweep):
-        report.duties.append(sweep(db, config, budget))
-    report.overdue = horizon.check(db, config, settings.deployment)
-    report.duties.append(idempotency_keys.sweep(db, config, budget))
-    redaction = retention.redact(db, config, budget)
-    report.duties.append(redaction)
-    report.duties.append(retention.purge(db, config, budget, redaction_drained=redaction.drained))
 
 
 def _cutoffs(started_at: datetime, config: ReconcilerConfig) -> dict[str, str]:

@@ -12,30 +12,21 @@ worker_heartbeats row `reconcile:<deployment>`:
 
 One run at a time per deployment: a session advisory lock (River's leader-only rescuer). A run that
 finds it taken answers `skipped`; the lock goes with the connection if the process dies.
+The row's statements live with the other heartbeats (outbox/heartbeats.py); this module decides
+what the watermark says.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...platform.database import Database, UnavailableError, load_sql
+from ...outbox import heartbeats
+from ...platform.database import Database
 
-
-def heartbeat_name(deployment: str) -> str:
-    return f"reconcile:{deployment}"
-
-
-def try_lock(db: Database, name: str) -> bool:
-    return bool(db.run("SELECT pg_try_advisory_lock(hashtextextended(:name, 0))", name=name)[0][0])
-
-
-def unlock(db: Database, name: str) -> None:
-    try:
-        db.run("SELECT pg_advisory_unlock(hashtextextended(:name, 0))", name=name)
-    except UnavailableError:  # the connection is gone, and the session lock with it
-        pass
+heartbeat_name = heartbeats.reconcile_name
+try_lock = heartbeats.try_lock
+unlock = heartbeats.unlock
 
 
 @dataclass(frozen=True)
@@ -45,12 +36,8 @@ class RunStart:
 
 
 def begin(db: Database, name: str, deployment: str) -> RunStart:
-    row = db.one(load_sql(__file__, "watermark_begin.sql"), name=name, deployment=deployment)
-    assert row is not None  # the INSERT ... ON CONFLICT ... RETURNING always returns a row  # nosec B101
-    previous = row["previous"]
-    if isinstance(previous, str):
-        previous = json.loads(previous)
-    return RunStart(row["started_at"], previous or {})
+    row = heartbeats.begin_run(db, name, deployment)
+    return RunStart(row["started_at"], row["previous"])
 
 
 def complete(db: Database, name: str, start: RunStart, *, drained: bool, backlog: list[str],
@@ -58,6 +45,6 @@ def complete(db: Database, name: str, start: RunStart, *, drained: bool, backlog
     covered = start.started_at.isoformat() if drained else start.previous.get("covered_through")
     mark: dict[str, Any] = {"covered_through": covered, "run_started_at": start.started_at.isoformat(),
                             "drained": drained, "backlog": backlog, "moves": moves, **cutoffs}
-    [[completed_at]] = db.run(load_sql(__file__, "watermark_complete.sql"), name=name, watermark=json.dumps(mark))
+    completed_at = heartbeats.complete_run(db, name, mark)
     mark["run_completed_at"] = completed_at.isoformat()
     return mark

@@ -5,16 +5,19 @@ which every create probes) the size of one retention window.
 """
 from __future__ import annotations
 
-from ...platform.database import Database, load_sql
-from .batches import Batch, Budget, DutyReport, drain
-from .config import ReconcilerConfig
-
-DUTY = "reap_idempotency_keys"
+from ...platform.database import load_sql
+from .batches import Batch, DutyReport, drain
+from .duty import Duty, SweepContext
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(context: SweepContext) -> DutyReport:
+    db = context.db
+
     def batch(limit: int) -> Batch:
         reaped = len(db.run(load_sql(__file__, "reap_idempotency_keys.sql"), limit=limit))
         return Batch({"idempotency_keys_reaped": reaped}, full=reaped >= limit)
 
-    return drain(DUTY, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)
+    return drain(DUTY.name, batch, context)
+
+
+DUTY = Duty("reap_idempotency_keys", sweep, moves=("idempotency_keys_reaped",), recovery=False)

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
-from .config import ReconcilerConfig
-
-DUTY = "suppress_dead"
+from .batches import Batch, DutyReport, drain
+from .duty import Duty, SweepContext
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(context: SweepContext) -> DutyReport:
+    db = context.db
+
     def batch(limit: int) -> Batch:
         result = transitions.sweep_dead(db, limit)
         moves = Counter(f"suppressed_{reason}" for reason, _ in result.suppressed)
@@ -25,4 +24,9 @@ def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
         full = len(result.suppressed) >= limit or result.verifications_expired >= limit
         return Batch(moves, full=full)
 
-    return drain(DUTY, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)
+    return drain(DUTY.name, batch, context)
+
+
+DUTY = Duty("suppress_dead", sweep, recovery=True,
+            moves=("suppressed_expired", "suppressed_superseded", "suppressed_verified", "suppressed_locked",
+                   "verifications_expired"))

@@ -6,19 +6,21 @@ Transition: outbox.transitions.resolve_ambiguous.
 """
 from __future__ import annotations
 
-from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
-from .config import ReconcilerConfig
-
-DUTY = "resolve_ambiguous"
+from .batches import Batch, DutyReport, drain
+from .duty import Duty, SweepContext
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(context: SweepContext) -> DutyReport:
+    db, policy = context.db, context.config.policy
+
     def batch(limit: int) -> Batch:
-        moved = transitions.resolve_ambiguous(db, config.policy, limit)
+        moved = transitions.resolve_ambiguous(db, policy, limit)
         retryable = sum(1 for _, _, status in moved if status == "retryable")
         return Batch({"ambiguous_to_retryable": retryable, "ambiguous_to_failed": len(moved) - retryable},
                      full=len(moved) >= limit)
 
-    return drain(DUTY, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)
+    return drain(DUTY.name, batch, context)
+
+
+DUTY = Duty("resolve_ambiguous", sweep, moves=("ambiguous_to_retryable", "ambiguous_to_failed"), recovery=True)

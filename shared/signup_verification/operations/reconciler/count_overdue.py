@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ...platform.database import Database, load_sql
-from .config import ReconcilerConfig
+from ...platform.database import load_sql
+from .batches import DutyReport
+from .duty import Duty, SweepContext
 
-DUTY = "check_horizon"
 _log = logging.getLogger("signup_verification.operations.reconciler")
 
 
@@ -23,16 +23,21 @@ class Overdue:
     oldest_seconds: float
 
 
-def check(db: Database, config: ReconcilerConfig, deployment: str) -> list[Overdue]:
-    rows = db.run(load_sql(__file__, "overdue.sql"), horizon_seconds=config.polling_horizon_seconds)
+def sweep(context: SweepContext) -> DutyReport:
+    horizon = context.config.polling_horizon_seconds
+    rows = context.db.run(load_sql(__file__, "overdue.sql"), horizon_seconds=horizon)
     found = [Overdue(channel, count, round(oldest, 3)) for channel, count, oldest in rows]
     for item in found:
         _log.warning(
             "%d eligible %s intent(s) waited longer than the %g s polling horizon (oldest %.0f s): "
             "the dispatcher is not keeping up or not running",
-            item.count, item.channel, config.polling_horizon_seconds, item.oldest_seconds,
+            item.count, item.channel, horizon, item.oldest_seconds,
             extra={"labels": {"channel": item.channel},
-                   "json_fields": {"event": "overdue_eligible", "deployment": deployment, "channel": item.channel,
-                                   "overdue_count": item.count, "oldest_overdue_seconds": item.oldest_seconds,
-                                   "polling_horizon_seconds": config.polling_horizon_seconds}})
-    return found
+                   "json_fields": {"event": "overdue_eligible", "deployment": context.deployment,
+                                   "channel": item.channel, "overdue_count": item.count,
+                                   "oldest_overdue_seconds": item.oldest_seconds,
+                                   "polling_horizon_seconds": horizon}})
+    return DutyReport(DUTY.name, found=found)
+
+
+DUTY = Duty("count_overdue", sweep, moves=())

@@ -7,17 +7,19 @@ killing its worker cannot loop forever. Transition: outbox.transitions.lose_leas
 """
 from __future__ import annotations
 
-from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
-from .config import ReconcilerConfig
-
-DUTY = "lose_leases"
+from .batches import Batch, DutyReport, drain
+from .duty import Duty, SweepContext
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(context: SweepContext) -> DutyReport:
+    db, policy = context.db, context.config.policy
+
     def batch(limit: int) -> Batch:
-        moved = transitions.lose_leases(db, config.policy, limit)
+        moved = transitions.lose_leases(db, policy, limit)
         return Batch({"leases_lost": len(moved)}, full=len(moved) >= limit)
 
-    return drain(DUTY, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)
+    return drain(DUTY.name, batch, context)
+
+
+DUTY = Duty("lose_leases", sweep, moves=("leases_lost",), recovery=True)

@@ -6,17 +6,19 @@ outbox.transitions.expire_claims (claimed -> ready|retryable).
 """
 from __future__ import annotations
 
-from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
-from .config import ReconcilerConfig
-
-DUTY = "expire_claims"
+from .batches import Batch, DutyReport, drain
+from .duty import Duty, SweepContext
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(context: SweepContext) -> DutyReport:
+    db = context.db
+
     def batch(limit: int) -> Batch:
         moved = transitions.expire_claims(db, limit)
         return Batch({"claims_expired": len(moved)}, full=len(moved) >= limit)
 
-    return drain(DUTY, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)
+    return drain(DUTY.name, batch, context)
+
+
+DUTY = Duty("expire_claims", sweep, moves=("claims_expired",), recovery=True)

@@ -1,0 +1,103 @@
+"""worker_heartbeats: the liveness rows of the outbox's workers, and the latency estimates they carry.
+
+    dispatch:<deployment>    last_claim_at (the absence alert reads it), at most one write per
+                             HEARTBEAT_SECONDS; watermark.send_latency_seconds, the per-channel send
+                             latency that seeds the next invocation's batch sizing (a cold instance
+                             starts informed).
+    reconcile:<deployment>   last_started_at, last_completed_at and the reconciler's watermark
+                             (operations/reconciler/watermark.py decides what it says), guarded by a
+                             session advisory lock so one run at a time writes it.
+The signals read both rows (operations/signals.sql, and `rows` here for the status table). Every
+statement is a heartbeat_*.sql file beside this module.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..platform.database import Database, UnavailableError, load_sql
+
+# last_claim_at feeds an absence alert measured in minutes: one write per few seconds is enough, and
+# per batch it was a whole extra commit (bench/throughput_bench.py).
+HEARTBEAT_SECONDS = 5.0
+
+
+def dispatch_name(deployment: str) -> str:
+    return f"dispatch:{deployment}"
+
+
+def reconcile_name(deployment: str) -> str:
+    return f"reconcile:{deployment}"
+
+
+# -- the dispatcher's row ---------------------------------------------------------------------------------
+def start_dispatch(db: Database, deployment: str) -> dict[str, float]:
+    """Custom plans for this session (see heartbeat_start_dispatch.sql), and the latency figures the
+    last invocation saved ({} when there are none), in one round trip."""
+    latency = db.run(load_sql(__file__, "heartbeat_start_dispatch.sql"), name=dispatch_name(deployment))[0][1]
+    return latency if isinstance(latency, dict) else {}
+
+
+def use_custom_plans(db: Database) -> None:
+    """What start_dispatch sets, for a second connection of the same invocation (the settle connection)."""
+    db.run(load_sql(__file__, "heartbeat_custom_plans.sql"))
+
+
+def save_latency(db: Database, deployment: str, latency: Mapping[str, float]) -> None:
+    """What this invocation measured, for the next one."""
+    db.run(load_sql(__file__, "heartbeat_save_latency.sql"), name=dispatch_name(deployment),
+           latency=json.dumps(dict(latency)))
+
+
+class ClaimBeat:
+    """last_claim_at of one invocation, with the latency figures so far: written on the first claim,
+    then at most once per HEARTBEAT_SECONDS."""
+
+    def __init__(self, db: Database, deployment: str, clock: Callable[[], float] = time.monotonic):
+        self.db, self.deployment, self.clock = db, deployment, clock
+        self._at: float | None = None
+
+    def claimed(self, latency: Mapping[str, float]) -> None:
+        now = self.clock()
+        if self._at is not None and now - self._at < HEARTBEAT_SECONDS:
+            return
+        self._at = now
+        self.db.run(load_sql(__file__, "heartbeat_record_claim.sql"), name=dispatch_name(self.deployment),
+                    deployment=self.deployment, latency=json.dumps(dict(latency)))
+
+
+# -- the reconciler's row ---------------------------------------------------------------------------------
+def try_lock(db: Database, name: str) -> bool:
+    return bool(db.run(load_sql(__file__, "heartbeat_lock.sql"), name=name)[0][0])
+
+
+def unlock(db: Database, name: str) -> None:
+    try:
+        db.run(load_sql(__file__, "heartbeat_unlock.sql"), name=name)
+    except UnavailableError:  # the connection is gone, and the session lock with it
+        pass
+
+
+def begin_run(db: Database, name: str, deployment: str) -> dict[str, Any]:
+    """{started_at, previous}: the run's start as the database sees it, and the watermark before it."""
+    row = db.one(load_sql(__file__, "heartbeat_begin_run.sql"), name=name, deployment=deployment)
+    assert row is not None  # the INSERT ... ON CONFLICT ... RETURNING always returns a row  # nosec B101
+    previous = row["previous"]
+    if isinstance(previous, str):
+        previous = json.loads(previous)
+    return {"started_at": row["started_at"], "previous": previous or {}}
+
+
+def complete_run(db: Database, name: str, watermark: Mapping[str, Any]) -> Any:
+    """Records the run's watermark; returns last_completed_at."""
+    [[completed_at]] = db.run(load_sql(__file__, "heartbeat_complete_run.sql"), name=name,
+                              watermark=json.dumps(dict(watermark)))
+    return completed_at
+
+
+# -- every row, for the operator --------------------------------------------------------------------------
+def rows(db: Database) -> list[dict[str, Any]]:
+    """Every heartbeat row (dispatch and reconcile of every deployment sharing this database), with ages."""
+    return db.rows(load_sql(__file__, "heartbeat_rows.sql"))
