@@ -243,7 +243,6 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     import logging
 
     from signup_verification.operations import signals
-    from signup_verification.platform.settings import Settings
 
     infra = load_infra()
     fields = {spec["field"] for spec in infra.locals["distributions"].values()}
@@ -260,7 +259,7 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     logger = logging.getLogger("test_infra.signals")
     logger.addHandler(Keep())
     logger.setLevel(logging.INFO)
-    signals.emit(db, Settings(deployment="verify"), logger, source="dispatch")
+    signals.emit(db, "verify", logger, source="dispatch")
     payloads = [r.json_fields for r in records]
     assert {p["channel"] for p in payloads} == {"email", "sms"}
     for payload in payloads:

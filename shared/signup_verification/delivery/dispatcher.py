@@ -27,14 +27,16 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Mapping
 
 from ..operations import signals
-from .budget import SETTLE_RESERVE, Deadline, LatencyEstimator, invocation_seconds, plan_batch
+from ..platform.deadline import Deadline
+from .budget import SETTLE_RESERVE, LatencyEstimator, invocation_seconds, plan_batch
 from .channels.base import Channel
+from .config import DispatchConfig
 from ..platform.database import Database
 from .messages import Renderer
 from ..outbox import transitions
 from ..outbox.transitions import ClaimedIntent
 from .sending import BatchSender, InFlight
-from ..platform.settings import Settings
+from ..outbox.policy import RetryPolicy
 from ..verifications.tokens import Keyring
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
@@ -113,19 +115,20 @@ def new_lease_owner(deployment: str) -> str:
 
 
 class Dispatcher:
-    def __init__(self, db: Database, settings: Settings, keyring: Keyring, channels: Mapping[str, Channel], *,
-                 stop: threading.Event | None = None, estimator: LatencyEstimator | None = None,
-                 clock: Callable[[], float] = time.monotonic, fault: str | None = None):
+    def __init__(self, db: Database, config: DispatchConfig, policy: RetryPolicy, keyring: Keyring,
+                 channels: Mapping[str, Channel], *, stop: threading.Event | None = None,
+                 estimator: LatencyEstimator | None = None, clock: Callable[[], float] = time.monotonic,
+                 fault: str | None = None):
         self.db = db
-        self.settings = settings
+        self.config = config
         self.channels = channels
-        self.renderer = Renderer(settings, keyring)
-        self.policy = settings.retry_policy
+        self.renderer = Renderer(config.messages, keyring)
+        self.policy = policy
         self.stop = stop or threading.Event()
         self.estimator = estimator or LatencyEstimator()
         self.clock = clock
-        self.owner = new_lease_owner(settings.deployment)
-        self.fault = None if settings.is_production else (fault or os.environ.get("DISPATCH_FAULT") or None)
+        self.owner = new_lease_owner(config.deployment)
+        self.fault = None if config.production else (fault or os.environ.get("DISPATCH_FAULT") or None)
         self.report = DispatchReport()
         self.abandoned = 0
         self._stop_seen = False
@@ -138,8 +141,8 @@ class Dispatcher:
 
     # -- the invocation -------------------------------------------------------------------------------
     def run(self) -> DispatchReport:
-        s = self.settings
-        self.deadline = Deadline(invocation_seconds(s.function_timeout_seconds, s.dispatch_safety_margin_seconds), self.clock)
+        s = self.config
+        self.deadline = Deadline(invocation_seconds(s.function_timeout_seconds, s.safety_margin_seconds), self.clock)
         pool = ThreadPoolExecutor(max_workers=s.send_concurrency, thread_name_prefix="send")
         self.sender = BatchSender(self.channels, self.renderer, pool, s.send_concurrency, self.deadline,
                                   self.estimator, self._stopping, s.send_timeout_seconds)
@@ -189,31 +192,31 @@ class Dispatcher:
         empty claim is one probe of the small eligible index), until too little time is left for a
         send. Polling rather than LISTEN: pg8000 has no blocking wait for notifications, and a poll
         also sees work that becomes due by time (retries, holds), which no NOTIFY announces."""
-        s = self.settings
-        if not s.dispatch_idle_wait:
+        s = self.config
+        if not s.idle_wait:
             return False
         one_send = min(self.estimator.worst(), s.send_timeout_seconds)  # what a batch found next would need
-        if self.deadline.remaining() < s.dispatch_idle_poll_seconds + SETTLE_RESERVE + one_send:
+        if self.deadline.remaining() < s.idle_poll_seconds + SETTLE_RESERVE + one_send:
             return False
-        self.stop.wait(s.dispatch_idle_poll_seconds)
+        self.stop.wait(s.idle_poll_seconds)
         return not self._stopping()
 
     def _stopping(self) -> bool:
         if self.stop.is_set() and not self._stop_seen:
             self._stop_seen = True
-            self.deadline.shorten(self.settings.shutdown_grace_seconds)  # in-flight sends get the grace period
+            self.deadline.shorten(self.config.shutdown_grace_seconds)  # in-flight sends get the grace period
             _log.info("dispatch shutting down: no more claims, in-flight sends get %.0fs",
-                      self.settings.shutdown_grace_seconds)
+                      self.config.shutdown_grace_seconds)
         return self._stop_seen
 
     # -- the steps of a batch ------------------------------------------------------------------------------
     def _claim_next(self, ahead: float) -> "_Claimed | None":
         """Claim a batch sized for the time left after `ahead` seconds of work already running;
         suppress its dead intents. None when out of time or out of work (then `_drained`)."""
-        s = self.settings
+        s = self.config
         latency = min(self.estimator.worst(), s.send_timeout_seconds)  # a seeded estimate may predate a cap
         plan = plan_batch(self.deadline.remaining() - ahead, latency, s.send_concurrency,
-                          s.dispatch_max_batch, s.dispatch_batch_seconds)
+                          s.max_batch, s.batch_seconds)
         if plan is None:
             return None
         claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds)
@@ -268,7 +271,7 @@ class Dispatcher:
     def _suppress_dead(self, claimed: list[ClaimedIntent]) -> list[ClaimedIntent]:
         """Intents whose link would be dead on arrival are suppressed, never sent. A link that expires
         before one provider call could even finish counts as dead already."""
-        horizon = datetime.now(timezone.utc) + timedelta(seconds=self.settings.send_timeout_seconds)
+        horizon = datetime.now(timezone.utc) + timedelta(seconds=self.config.send_timeout_seconds)
         dead: dict[str, list] = defaultdict(list)
         live = []
         for intent in claimed:
@@ -312,7 +315,7 @@ class Dispatcher:
             self._record_settled(outcomes, future.result())
 
     def _open_settler(self) -> None:
-        if self.settings.dispatch_settle_connection:
+        if self.config.settle_connection:
             self._settle_db = self.db.sibling()
             self._settle_db.run(_PLAN_MODE)
             self._settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
@@ -349,22 +352,22 @@ class Dispatcher:
         if self._beat_at is not None and now - self._beat_at < HEARTBEAT_SECONDS:
             return
         self._beat_at = now
-        self.db.run(_RECORD_CLAIM, name=heartbeat_name(self.settings.deployment), deployment=self.settings.deployment,
+        self.db.run(_RECORD_CLAIM, name=heartbeat_name(self.config.deployment), deployment=self.config.deployment,
                     latency=json.dumps(self.estimator.snapshot()))
 
     def _save_latency(self) -> None:
         """What this invocation measured, for the next one (an instance may be cold)."""
-        self.db.run(_SAVE_LATENCY, name=heartbeat_name(self.settings.deployment),
+        self.db.run(_SAVE_LATENCY, name=heartbeat_name(self.config.deployment),
                     latency=json.dumps(self.estimator.snapshot()))
 
     def _start_session(self) -> None:
         """Custom plans for this session, and the last invocation's latency figures."""
-        latency = self.db.run(_START, name=heartbeat_name(self.settings.deployment))[0][1]
+        latency = self.db.run(_START, name=heartbeat_name(self.config.deployment))[0][1]
         if isinstance(latency, dict):
             self.estimator.seed(latency)
 
     def _log_summary(self) -> None:
-        fields = {"event": "dispatch_summary", "deployment": self.settings.deployment, "lease_owner": self.owner,
+        fields = {"event": "dispatch_summary", "deployment": self.config.deployment, "lease_owner": self.owner,
                   **self.report.as_dict(), "abandoned": self.abandoned,
                   "send_latency_seconds": self.estimator.snapshot()}
         _log.info("dispatch: %s", " ".join(f"{k}={v}" for k, v in self.report.as_dict().items()),
@@ -376,26 +379,11 @@ class Dispatcher:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-# -- wiring for the entry points ----------------------------------------------------------------------
-_channels_lock = threading.Lock()
-_channels: dict[int, tuple[Settings, Mapping[str, Channel]]] = {}
-
-
-def channels_for(settings: Settings) -> Mapping[str, Channel]:
-    """Adapters live as long as the instance (pooled SMTP/HTTP connections are reused across invocations)."""
-    from .channels import build_channels
-
-    with _channels_lock:
-        cached = _channels.get(id(settings))
-        if cached is None or cached[0] is not settings:
-            cached = (settings, build_channels(settings))
-            _channels[id(settings)] = cached
-        return cached[1]
-
-
-def dispatch(db: Database, settings: Settings, keyring: Keyring, *, stop: threading.Event | None = None,
-             channels: Mapping[str, Channel] | None = None) -> DispatchReport:
-    """One invocation of the worker, closed by its `event="signals"` records (the absence alert reads them)."""
-    report = Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop).run()
-    signals.emit(db, settings, source="dispatch")
+def dispatch(db: Database, config: DispatchConfig, policy: RetryPolicy, keyring: Keyring,
+             channels: Mapping[str, Channel], *, stop: threading.Event | None = None,
+             signals_config: signals.SignalsConfig | None = None) -> DispatchReport:
+    """One invocation of the worker, closed by its `event="signals"` records (the absence alert reads them).
+    The channel adapters live as long as the instance (Runtime owns them: pooled connections are reused)."""
+    report = Dispatcher(db, config, policy, keyring, channels, stop=stop).run()
+    signals.emit(db, config.deployment, source="dispatch", config=signals_config)
     return report

@@ -24,7 +24,7 @@ import markupsafe
 from . import mime, sms, templates
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.redaction import mask_destination
-from ..platform.settings import ConfigError, Settings
+from ..platform.errors import ConfigError
 from ..verifications.tokens import Keyring
 
 AUTO_HEADERS = (("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All"))
@@ -122,16 +122,24 @@ def link_for(base: str, token: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}token={token}"
 
 
-def message_domain(settings: Settings) -> str:
-    address = parseaddr(settings.email_from)[1]
+def message_domain(email_from: str) -> str:
+    address = parseaddr(email_from)[1]
     return address.rpartition("@")[2] or "localhost"
 
 
+@dataclass(frozen=True)
+class MessageConfig:
+    product_name: str = "Example"  # PRODUCT_NAME
+    link_base: str = "http://localhost:8082/"  # VERIFY_LINK_BASE: the confirm page the link opens
+    email_from: str = "Signup <no-reply@localhost>"  # EMAIL_FROM
+    code_digits: int = 6  # SMS_CODE_DIGITS
+
+
 class Renderer:
-    def __init__(self, settings: Settings, keyring: Keyring):
-        self.settings = settings
+    def __init__(self, config: MessageConfig, keyring: Keyring):
+        self.config = config
         self.keyring = keyring
-        self.domain = message_domain(settings)
+        self.domain = message_domain(config.email_from)
 
     def render(self, intent: ClaimedIntent, attempt: BegunAttempt, now: datetime | None = None) -> Content:
         if intent.destination is None:
@@ -154,16 +162,16 @@ class Renderer:
         return f"<{intent.id}.{intent.verification_id}@{self.domain}>"
 
     def _email(self, intent: ClaimedIntent, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
-        link = link_for(self.settings.verify_link_base, key.link_token(intent.verification_id, intent.token_nonce))
-        parts = {part: render_part(intent.template_version, intent.locale, part, product=self.settings.product_name,
+        link = link_for(self.config.link_base, key.link_token(intent.verification_id, intent.token_nonce))
+        parts = {part: render_part(intent.template_version, intent.locale, part, product=self.config.product_name,
                                    minutes=minutes, secret_name="link", secret=link)  # a variable name  # nosec B106
                  for part in ("subject", "text", "html")}
-        return EmailContent(intent.id, attempt.attempt_id, intent.destination, self.settings.email_from,
+        return EmailContent(intent.id, attempt.attempt_id, intent.destination, self.config.email_from,
                             parts["subject"].strip(), parts["text"], parts["html"], self.message_id(intent))
 
     def _sms(self, intent: ClaimedIntent, attempt: BegunAttempt, key, minutes: int) -> SmsContent:
-        code = key.sms_code(intent.verification_id, intent.token_nonce, self.settings.sms_code_digits)
-        body = render_part(intent.template_version, intent.locale, "sms", product=self.settings.product_name,
+        code = key.sms_code(intent.verification_id, intent.token_nonce, self.config.code_digits)
+        body = render_part(intent.template_version, intent.locale, "sms", product=self.config.product_name,
                            minutes=minutes, secret_name="code", secret=code)  # a variable name  # nosec B106
         info = sms.encode_info(body)
         template = templates.load(intent.template_version, intent.locale)

@@ -19,7 +19,7 @@ from signup_verification.outbox import RetryPolicy, Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.policy import ChannelPolicy
 from signup_verification.operations.reconciler import ReconcilerConfig, reconcile
-from signup_verification.platform.settings import ConfigError, Settings
+from signup_verification.config import ConfigError, load
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
@@ -185,8 +185,8 @@ def test_retention_windows_must_be_ordered():
     with pytest.raises(ConfigError):
         ReconcilerConfig(redact_after_seconds=90, purge_after_seconds=30)
     with pytest.raises(ConfigError):
-        ReconcilerConfig.from_env({"RETENTION_REDACT_AFTER_DAYS": "10", "RETENTION_PURGE_AFTER_DAYS": "5"})
-    config = ReconcilerConfig.from_env({"RECONCILE_BATCH_SIZE": "50", "RETENTION_PURGE_AFTER_DAYS": "365"})
+        load({"RETENTION_REDACT_AFTER_DAYS": "10", "RETENTION_PURGE_AFTER_DAYS": "5"})
+    config = load({"RECONCILE_BATCH_SIZE": "50", "RETENTION_PURGE_AFTER_DAYS": "365"}).reconciler
     assert (config.batch_size, config.purge_after_seconds) == (50, 365 * 86400)
 
 
@@ -258,7 +258,7 @@ def test_reconcile_target_answers_counts_and_never_sends(app_client, db):
 def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_client, db, log_lines):
     make_verifications(db, 1)
     client = app_client("reconcile")
-    service_logging.configure(fmt="json", deployment="test", env={})  # main.py configured at import
+    service_logging.configure(fmt="json", deployment="test")  # main.py configured at import
     assert client.post("/").status_code == 200
     runs = log_lines.events("reconcile")
     assert len(runs) == 1 and runs[0]["claims_expired"] == 0 and runs[0]["drained"] is True

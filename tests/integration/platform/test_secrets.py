@@ -14,7 +14,7 @@ from google.cloud.secretmanager_v1.services.secret_manager_service.transports im
 
 from signup_verification import runtime
 from signup_verification.platform import secret_manager as secrets
-from signup_verification.platform.settings import ConfigError
+from signup_verification.platform.errors import ConfigError
 
 from support.auth import cloud_run_identity
 from support.paths import TEST_TOKEN_KEYS
@@ -89,7 +89,7 @@ def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env
     monkeypatch.setenv("TOKEN_KEYS", TOKEN_REF)
     runtime.reset()
     assert [k.key_id for k in runtime.get_runtime().keyring.keys] == ["test-k1"]
-    assert TEST_TOKEN_KEYS not in repr(runtime.get_runtime().settings)
+    assert TEST_TOKEN_KEYS not in repr(runtime.get_runtime().config)
     response = app_client("create_verification").post(
         "/", json={"account_id": "acct_sm", "channel": "email", "destination": "sm@example.com"},
         headers={"Idempotency-Key": "sm-1", "Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")})

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 
 from ..messages import EmailContent
 from .base import CONFIGURATION, SendResult, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 from email.utils import parseaddr
+
+
+@dataclass(frozen=True)
+class SendGridConfig:
+    api_key: str | None = field(default=None, repr=False)  # SENDGRID_API_KEY
+    url: str = "https://api.sendgrid.com/v3/mail/send"  # SENDGRID_API_URL
 
 
 class SendGridChannel:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from base64 import b64encode
+from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from ..messages import SmsContent
@@ -21,6 +22,14 @@ from .http import HttpClient, HttpFailure
 PERMANENT = {21211: "invalid_destination", 21614: "not_mobile", 21635: "landline", 21612: "unreachable_destination",
              21610: "unsubscribed", 21617: "message_too_long"}
 CONFIGURATION_CODES = {20003, 20404, 21608, 21606, 21212, 21659, 21408, 21603, 21604}
+
+
+@dataclass(frozen=True)
+class TwilioConfig:
+    account_sid: str | None = None  # TWILIO_ACCOUNT_SID
+    auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
+    sender: str | None = None  # TWILIO_FROM
+    api_url: str = "https://api.twilio.com"  # TWILIO_API_URL
 
 
 class TwilioChannel:

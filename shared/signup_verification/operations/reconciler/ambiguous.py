@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
+from ...platform.deadline import Deadline
+from .batches import Batch, DutyReport, drain
 from .config import ReconcilerConfig
 
 DUTY = "resolve_ambiguous"
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(db: Database, config: ReconcilerConfig, budget: Deadline) -> DutyReport:
     def batch(limit: int) -> Batch:
         moved = transitions.resolve_ambiguous(db, config.policy, limit)
         retryable = sum(1 for _, _, status in moved if status == "retryable")

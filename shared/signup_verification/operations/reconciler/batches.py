@@ -7,24 +7,11 @@ In the last two cases the report says `drained=False` and the next run continues
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-
-@dataclass(frozen=True)
-class Budget:
-    """Wall-clock deadline of one invocation (Cloud Functions answers 504 but keeps running past it)."""
-
-    deadline: float  # time.monotonic() value
-
-    @classmethod
-    def within(cls, timeout_seconds: float, margin_seconds: float) -> "Budget":
-        return cls(time.monotonic() + max(timeout_seconds - margin_seconds, 1.0))
-
-    def exhausted(self) -> bool:
-        return time.monotonic() >= self.deadline
+from ...platform.deadline import Deadline
 
 
 @dataclass(frozen=True)
@@ -49,7 +36,7 @@ class DutyReport:
 
 
 def drain(duty: str, batch: Callable[[int], Batch], *, batch_size: int, max_batches: int,
-          budget: Budget) -> DutyReport:
+          budget: Deadline) -> DutyReport:
     report = DutyReport(duty)
     while True:
         if report.batches >= max_batches or budget.exhausted():

@@ -11,13 +11,14 @@ from collections import Counter
 
 from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
+from ...platform.deadline import Deadline
+from .batches import Batch, DutyReport, drain
 from .config import ReconcilerConfig
 
 DUTY = "suppress_dead"
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(db: Database, config: ReconcilerConfig, budget: Deadline) -> DutyReport:
     def batch(limit: int) -> Batch:
         result = transitions.sweep_dead(db, limit)
         moves = Counter(f"suppressed_{reason}" for reason, _ in result.suppressed)

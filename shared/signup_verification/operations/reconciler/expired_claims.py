@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
+from ...platform.deadline import Deadline
+from .batches import Batch, DutyReport, drain
 from .config import ReconcilerConfig
 
 DUTY = "expire_claims"
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(db: Database, config: ReconcilerConfig, budget: Deadline) -> DutyReport:
     def batch(limit: int) -> Batch:
         moved = transitions.expire_claims(db, limit)
         return Batch({"claims_expired": len(moved)}, full=len(moved) >= limit)

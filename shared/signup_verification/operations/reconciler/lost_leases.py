@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from ...platform.database import Database
 from ...outbox import transitions
-from .batches import Batch, Budget, DutyReport, drain
+from ...platform.deadline import Deadline
+from .batches import Batch, DutyReport, drain
 from .config import ReconcilerConfig
 
 DUTY = "lose_leases"
 
 
-def sweep(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def sweep(db: Database, config: ReconcilerConfig, budget: Deadline) -> DutyReport:
     def batch(limit: int) -> Batch:
         moved = transitions.lose_leases(db, config.policy, limit)
         return Batch({"leases_lost": len(moved)}, full=len(moved) >= limit)

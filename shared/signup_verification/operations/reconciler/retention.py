@@ -9,7 +9,8 @@ it never has to step over unredacted rows, and it only deletes what was redacted
 from __future__ import annotations
 
 from ...platform.database import Database, load_sql
-from .batches import Batch, Budget, DutyReport, drain
+from ...platform.deadline import Deadline
+from .batches import Batch, DutyReport, drain
 from .config import ReconcilerConfig
 
 REDACT = "redact_destinations"
@@ -23,7 +24,7 @@ def _in_retention_transaction(db: Database, sql: str, **params) -> list[list]:
         return db.run(sql, **params)
 
 
-def redact(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport:
+def redact(db: Database, config: ReconcilerConfig, budget: Deadline) -> DutyReport:
     def batch(limit: int) -> Batch:
         rows = _in_retention_transaction(db, load_sql(__file__, "redact.sql"), limit=limit,
                                          redact_after_seconds=config.redact_after_seconds)
@@ -33,7 +34,7 @@ def redact(db: Database, config: ReconcilerConfig, budget: Budget) -> DutyReport
     return drain(REDACT, batch, batch_size=config.batch_size, max_batches=config.max_batches, budget=budget)
 
 
-def purge(db: Database, config: ReconcilerConfig, budget: Budget, *, redaction_drained: bool) -> DutyReport:
+def purge(db: Database, config: ReconcilerConfig, budget: Deadline, *, redaction_drained: bool) -> DutyReport:
     if not redaction_drained:
         report = DutyReport(PURGE, drained=False)
         report.skipped = "redaction has a backlog; purge waits for it"

@@ -22,9 +22,9 @@ from typing import Any
 
 from .. import signals
 from ...platform.database import Database
-from ...platform.settings import Settings
 from . import ambiguous, dead_verifications, expired_claims, horizon, idempotency_keys, lost_leases, retention, watermark
-from .batches import Budget, DutyReport
+from ...platform.deadline import Deadline
+from .batches import DutyReport
 from .config import ReconcilerConfig
 
 _log = logging.getLogger("signup_verification.operations.reconciler")
@@ -71,21 +71,20 @@ class ReconcileReport:
         }
 
 
-def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None = None, *,
+def reconcile(db: Database, config: ReconcilerConfig, *, signals_config: signals.SignalsConfig | None = None,
               emit_signals: bool = True) -> ReconcileReport:
-    config = config or ReconcilerConfig.from_env(policy=settings.retry_policy)
     started = time.monotonic()
-    budget = Budget.within(settings.function_timeout_seconds, config.safety_margin_seconds)
-    report = ReconcileReport(settings.deployment)
-    name = watermark.heartbeat_name(settings.deployment)
+    budget = Deadline.within(config.function_timeout_seconds, config.safety_margin_seconds)
+    report = ReconcileReport(config.deployment)
+    name = watermark.heartbeat_name(config.deployment)
     if not watermark.try_lock(db, name):
         report.skipped = "another reconcile run of this deployment is in progress"
         _log.info("reconcile skipped: %s", report.skipped,
-                  extra={"json_fields": {"event": "reconcile", "deployment": settings.deployment, "skipped": True}})
+                  extra={"json_fields": {"event": "reconcile", "deployment": config.deployment, "skipped": True}})
         return report
     try:
-        start = watermark.begin(db, name, settings.deployment)
-        _run_duties(db, settings, config, budget, report)
+        start = watermark.begin(db, name, config.deployment)
+        _run_duties(db, config, budget, report)
         report.watermark = watermark.complete(
             db, name, start, drained=all(d.drained for d in report.duties if d.duty in RECOVERY),
             backlog=[d.duty for d in report.duties if not d.drained], moves=report.moves,
@@ -95,15 +94,14 @@ def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None 
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
     _log_run(report)
     if emit_signals:
-        signals.emit(db, settings, source="reconcile")
+        signals.emit(db, config.deployment, source="reconcile", config=signals_config)
     return report
 
 
-def _run_duties(db: Database, settings: Settings, config: ReconcilerConfig, budget: Budget,
-                report: ReconcileReport) -> None:
+def _run_duties(db: Database, config: ReconcilerConfig, budget: Deadline, report: ReconcileReport) -> None:
     for sweep in (dead_verifications.sweep, ambiguous.sweep, expired_claims.sweep, lost_leases.sweep):
         report.duties.append(sweep(db, config, budget))
-    report.overdue = horizon.check(db, config, settings.deployment)
+    report.overdue = horizon.check(db, config, config.deployment)
     report.duties.append(idempotency_keys.sweep(db, config, budget))
     redaction = retention.redact(db, config, budget)
     report.duties.append(redaction)
