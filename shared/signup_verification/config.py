@@ -136,8 +136,8 @@ class _Reader:
     def __init__(self, env: Mapping[str, str]):
         self.errors: list[str] = []
         self.env: dict[str, str] = {}
-        for name, value in env.items():
-            self.env[name] = self.attempt(lambda: secrets.resolve(name, value), value)
+        for name, value in env.items():  # an unreadable reference counts as unset: one error, not two
+            self.env[name] = self.attempt(lambda: secrets.resolve(name, value), "")
 
     def attempt(self, build: Callable[[], T], fallback: T) -> T:
         """build(), or `fallback` with its ConfigError recorded (so the others are still checked)."""
