@@ -1,6 +1,7 @@
 """Time budget of one dispatch invocation and the size of each batch.
 
-An invocation may run for FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and
+The Deadline itself is platform/deadline.py (the reconciler's too); what is delivery's own lives here:
+the invocation's share of the timeout, latency estimates and batch planning. An invocation may run for FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and
 log before the platform cuts it off). Each batch is sized so its sends finish inside what is
 left: `rounds` sequential sends per sender thread, from the measured recent send latency, times
 the send concurrency. Every provider call is also bounded by the deadline itself, so a provider
