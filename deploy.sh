@@ -12,7 +12,13 @@
 #
 # Overridable: DEPLOY_BUILD_DIR (default: build/); VERIFY_PYTHON (python with the project
 # installed; default: .venv via dev.py); VERIFYCTL (default: "$VERIFY_PYTHON -m
-# signup_verification.cli"); MIGRATOR (database user for migrations; default: the gcloud account).
+# signup_verification.cli"); MIGRATOR (database user for migrations; default: the gcloud account);
+# DEPLOY_MIGRATE_ATTEMPTS (default 6) and DEPLOY_RETRY_DELAY (first wait in seconds, default 10,
+# doubling up to 60): the migration's retries while the migrator's new IAM roles propagate.
+#
+# Phases (docs/deploy.md, "Order of operations"): 1. the database, every IAM grant, the secret
+# containers and the log-based metrics, with their waits (time_sleep in infra/waits.tf); the secrets
+# must then hold a value; 2. migrations and database grants; 3. everything else.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,6 +57,10 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "python3 mu
 VAR_FILE="${DEPLOY_VAR_FILE:-$INFRA/terraform.tfvars}"
 [[ -f "$VAR_FILE" ]] || die "$VAR_FILE not found: copy infra/terraform.tfvars.example and fill it in"
 VAR_FILE="$(cd "$(dirname "$VAR_FILE")" && pwd)/$(basename "$VAR_FILE")"
+# The example's placeholders plan fine but fail when applied (no such principal or project).
+if sed 's/#.*//' "$VAR_FILE" | grep -Eq '@example\.com|"my-signup-prod"'; then
+  die "$VAR_FILE still holds example values (@example.com, my-signup-prod): replace them (docs/deploy.md, step 4)"
+fi
 
 gcloud auth application-default print-access-token >/dev/null 2>&1 \
   || die "no Application Default Credentials: run 'gcloud auth application-default login'"
@@ -63,6 +73,28 @@ read -r -a VERIFYCTL_CMD <<<"${VERIFYCTL:-$VERIFY_PYTHON -m signup_verification.
 
 tf() {
   terraform -chdir="$INFRA" "$@"
+}
+
+# The items of a JSON list, or the values of a JSON object, one per line (terraform output -json).
+json_items() {
+  "$VERIFY_PYTHON" -c 'import json, sys
+value = json.loads(sys.argv[1])
+print("\n".join(value.values() if isinstance(value, dict) else value))' "$1"
+}
+
+# A command that may fail only until new IAM grants propagate: bounded retries, doubling waits.
+retry_while_iam_propagates() {
+  local what="$1" attempts="${DEPLOY_MIGRATE_ATTEMPTS:-6}" delay="${DEPLOY_RETRY_DELAY:-10}" attempt=1
+  shift
+  until "$@"; do
+    if ((attempt >= attempts)); then
+      die "$what failed $attempts times; if it is a permission error, check the migrator's roles (docs/deploy.md, recovery)"
+    fi
+    echo "==> $what failed (attempt $attempt of $attempts): new IAM roles may still be propagating; retrying in ${delay}s" >&2
+    sleep "$delay"
+    attempt=$((attempt + 1))
+    delay=$((delay * 2 > 60 ? 60 : delay * 2))
+  done
 }
 
 # ---- 1. the bundle ------------------------------------------------------------------------
@@ -81,12 +113,29 @@ if [[ "$PLAN_ONLY" == true ]]; then
 fi
 
 # ---- 3. the database first: migrations run before new code is deployed ---------------------
-# On the first deploy the instance does not exist yet; afterwards this plan is empty.
-echo "==> database, its IAM users and their identities"
+# On the first deploy the instance does not exist yet; afterwards this plan is empty. The same
+# phase makes every IAM grant, the secret containers and the log-based metrics, and waits for them
+# (infra/waits.tf) while Cloud SQL is being created, so that the last phase finds them usable.
+echo "==> database, IAM grants, secret containers and log-based metrics"
 tf plan "${TF_VARS[@]}" -out="$BUILD/database.tfplan" \
   -target=google_sql_database.main -target=google_sql_user.function -target=google_sql_user.migrator \
-  -target=google_project_iam_member.migrator
+  -target=google_project_iam_member.migrator -target=google_secret_manager_secret.secret \
+  -target=time_sleep.iam_grants -target=time_sleep.metrics
 tf apply -input=false "$BUILD/database.tfplan"
+
+# The functions start with their secrets injected: a secret without a value fails the deploy.
+PROJECT="$(tf output -raw project_id)"
+SECRETS_JSON="$(tf output -json secrets)"
+SECRET_IDS="$(json_items "$SECRETS_JSON")"
+MISSING=()
+while read -r secret; do
+  [[ -z "$secret" ]] && continue
+  version="$(gcloud secrets versions list "$secret" --project="$PROJECT" --filter=state:ENABLED --limit=1 --format='value(name)')"
+  [[ -n "$version" ]] || MISSING+=("$secret")
+done <<<"$SECRET_IDS"
+if ((${#MISSING[@]})); then
+  die "secret(s) without an enabled version: ${MISSING[*]}; add the values (docs/deploy.md, step 5), then run ./deploy.sh again"
+fi
 
 INSTANCE_CONNECTION_NAME="$(tf output -raw instance_connection_name)"
 DB_NAME="$(tf output -raw database_name)"
@@ -96,7 +145,7 @@ export INSTANCE_CONNECTION_NAME DB_NAME
 export DB_USER="$MIGRATOR" ENVIRONMENT=production
 
 echo "==> migrations on $INSTANCE_CONNECTION_NAME as $DB_USER"
-"${VERIFYCTL_CMD[@]}" migrate
+retry_while_iam_propagates "migrations" "${VERIFYCTL_CMD[@]}" migrate
 
 echo "==> database privileges of the functions"
 WRITERS_JSON="$(tf output -json database_writers)"
@@ -112,6 +161,18 @@ mapfile -t GRANTS <<<"$GRANT_ARGS"
 echo "==> terraform plan and apply"
 tf plan "${TF_VARS[@]}" -out="$BUILD/tfplan"
 tf apply -input=false "$BUILD/tfplan"
+
+# confirm_public_access = "invoker_iam_check_disabled": public without an allUsers binding (Domain
+# Restricted Sharing). The Cloud Functions API has no field for it, so it is set on the function's
+# Cloud Run service, again on every deploy in case a function update reset it.
+REGION="$(tf output -raw region)"
+UNCHECKED_JSON="$(tf output -json services_without_invoker_iam_check)"
+UNCHECKED="$(json_items "$UNCHECKED_JSON")"
+while read -r service; do
+  [[ -z "$service" ]] && continue
+  echo "==> turning off the Cloud Run invoker IAM check of $service (public page)"
+  gcloud run services update "$service" --project="$PROJECT" --region="$REGION" --no-invoker-iam-check --quiet
+done <<<"$UNCHECKED"
 
 echo "==> done. Endpoints:"
 tf output function_urls

@@ -40,7 +40,7 @@ def drain(db: Database, batch: int) -> int:
         n = len(ids)
         applied = db.run(settle, owner=OWNER, ids=ids, versions=versions, outcomes=["accepted"] * n,
                          delays=[0.0] * n, error_classes=[None] * n, error_details=[None] * n,
-                         provider_refs=["raw"] * n, segments=[None] * n)
+                         provider_refs=["raw"] * n, segments=[None] * n, attempted=[True] * n)
         done += len(applied)
 
 

@@ -13,7 +13,6 @@ from signup_verification.verifications import create as verifications
 from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from signup_verification.verifications import confirm as confirmations
 from signup_verification.api import pages
-from signup_verification.delivery import dispatcher
 from signup_verification.platform import shutdown
 from signup_verification.platform import logs as service_logging
 from signup_verification.operations import reconciler, signals
@@ -82,9 +81,7 @@ def dispatch(request: flask.Request):
     Answers {claimed, accepted, retryable, failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}."""
     require_method(request, "POST")
     runtime = get_runtime()
-    config = runtime.config
-    report = dispatcher.dispatch(runtime.db, config.dispatch, config.retry, runtime.keyring, runtime.channels,
-                                 stop=shutdown.STOP, signals_config=config.signals)
+    report = runtime.dispatch(shutdown.STOP)  # after SIGTERM its adapters are closed (SMTP QUIT)
     return json_response(report.as_dict())
 
 

@@ -1,4 +1,5 @@
 # The pages. Each says what it means and what to look at first (the runbook is docs/deploy.md).
+# Each waits for the log-based metrics it watches to be visible to Cloud Monitoring (waits.tf).
 locals {
   metric_type = { for k, m in google_logging_metric.signal : k => "logging.googleapis.com/user/${m.name}" }
   run_filter  = "resource.type=\"cloud_run_revision\""
@@ -9,6 +10,7 @@ resource "google_monitoring_alert_policy" "oldest_ready" {
   combiner              = "OR"
   severity              = "CRITICAL"
   notification_channels = var.notification_channels
+  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
     display_name = "oldest eligible intent age by channel"
@@ -40,6 +42,7 @@ resource "google_monitoring_alert_policy" "signals_absent" {
   combiner              = "OR"
   severity              = "CRITICAL"
   notification_channels = var.notification_channels
+  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
     display_name = "signal records absent per function"
@@ -69,6 +72,7 @@ resource "google_monitoring_alert_policy" "watermark_stale" {
   combiner              = "OR"
   severity              = "ERROR"
   notification_channels = var.notification_channels
+  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
     display_name = "reconciler watermark age"
@@ -100,6 +104,7 @@ resource "google_monitoring_alert_policy" "oscillation" {
   combiner              = "OR"
   severity              = "WARNING"
   notification_channels = var.notification_channels
+  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
     display_name = "records reporting oscillating intents"

@@ -10,39 +10,47 @@ locals {
   ]
 }
 
+# Fields the Monitoring API drops when they hold their default (an empty legend, no thresholds, a
+# zero position) are left out, else every plan shows the dashboard changing
+# (hashicorp/terraform-provider-google#16173). The `for ... if` filters below drop them.
 resource "google_monitoring_dashboard" "signals" {
   dashboard_json = jsonencode({
     displayName = "Signup verification delivery (${var.name})"
     mosaicLayout = {
       columns = 48
-      tiles = [for i, chart in local.dashboard_charts : {
-        xPos   = (i % 2) * 24
-        yPos   = floor(i / 2) * 16
-        width  = 24
-        height = 16
-        widget = {
-          title = chart.title
-          xyChart = {
-            dataSets = [for metric in chart.metrics : {
-              plotType = "LINE"
-              # attempts_<outcome> metrics: the legend names the outcome.
-              legendTemplate = length(chart.metrics) > 1 ? "${element(split("/", metric), length(split("/", metric)) - 1)} $${metric.labels.channel}" : ""
-              timeSeriesQuery = {
-                timeSeriesFilter = {
-                  filter = "metric.type=\"${metric}\" AND resource.type=\"cloud_run_revision\""
-                  aggregation = {
-                    alignmentPeriod    = "60s"
-                    perSeriesAligner   = chart.aligner
-                    crossSeriesReducer = chart.reducer
-                    groupByFields      = chart.by
-                  }
-                }
-              }
-            }]
-            thresholds = chart.threshold == null ? [] : [{ value = chart.threshold, color = "RED", direction = "ABOVE" }]
+      tiles = [for i, chart in local.dashboard_charts : merge(
+        { for k, v in { xPos = (i % 2) * 24, yPos = floor(i / 2) * 16 } : k => v if v != 0 },
+        {
+          width  = 24
+          height = 16
+          widget = {
+            title = chart.title
+            xyChart = merge(
+              {
+                dataSets = [for metric in chart.metrics : merge(
+                  {
+                    plotType = "LINE"
+                    timeSeriesQuery = {
+                      timeSeriesFilter = {
+                        filter = "metric.type=\"${metric}\" AND resource.type=\"cloud_run_revision\""
+                        aggregation = {
+                          alignmentPeriod    = "60s"
+                          perSeriesAligner   = chart.aligner
+                          crossSeriesReducer = chart.reducer
+                          groupByFields      = chart.by
+                        }
+                      }
+                    }
+                  },
+                  # attempts_<outcome> metrics: the legend names the outcome.
+                  { for k, v in { legendTemplate = "${element(split("/", metric), length(split("/", metric)) - 1)} $${metric.labels.channel}" } : k => v if length(chart.metrics) > 1 },
+                )]
+              },
+              { for k, v in { thresholds = [for t in [chart.threshold] : { value = t, color = "RED", direction = "ABOVE" } if t != null] } : k => v if length(v) > 0 },
+            )
           }
-        }
-      }]
+        },
+      )]
     }
   })
 }

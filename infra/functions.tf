@@ -11,8 +11,10 @@ locals {
   }
   secret_version = { for s in local.enabled_secrets : s => lookup(var.secret_versions, s, "latest") }
 
-  # Settings every function shares (README.md, "Configuration"). Secrets are sm:// references
-  # that the code resolves once per instance (shared/signup_verification/platform/secret_manager.py).
+  # Settings every function shares (README.md, "Configuration"). Secrets are not among them: the
+  # platform injects each secret's value at instance start (secret_environment_variables below),
+  # so the code makes no Secret Manager call on a cold start. (sm:// references still work for
+  # any setting, e.g. verifyctl's, shared/signup_verification/platform/secret_manager.py.)
   common_env = {
     ENVIRONMENT              = "production"
     DEPLOYMENT               = var.name
@@ -57,7 +59,7 @@ resource "google_cloudfunctions2_function" "function" {
   }
 
   service_config {
-    min_instance_count               = 0
+    min_instance_count               = var.functions[each.key].min_instances
     max_instance_count               = var.functions[each.key].max_instances
     max_instance_request_concurrency = var.functions[each.key].concurrency
     available_memory                 = var.memory
@@ -77,16 +79,21 @@ resource "google_cloudfunctions2_function" "function" {
       DISPATCH_SAFETY_MARGIN_SECONDS = "2"
       # Defence in depth behind the IAM invoker bindings (auth.py): the identities each target accepts.
       ALLOWED_INVOKERS = local.allowed_invokers[each.key]
-      }, {
-      for s in local.function_secrets[each.key] :
-      local.secret_env[s] => "sm://${google_secret_manager_secret.secret[s].name}/versions/${local.secret_version[s]}"
     })
+
+    # Exactly the secrets this function's settings name (local.function_secrets), each at the
+    # version var.secret_versions pins ("latest": resolved when an instance starts).
+    dynamic "secret_environment_variables" {
+      for_each = local.function_secrets[each.key]
+      content {
+        key        = local.secret_env[secret_environment_variables.value]
+        project_id = var.project_id
+        secret     = google_secret_manager_secret.secret[secret_environment_variables.value].secret_id
+        version    = local.secret_version[secret_environment_variables.value]
+      }
+    }
   }
 
-  depends_on = [
-    google_project_iam_member.function,
-    google_project_iam_member.build,
-    google_storage_bucket_iam_member.build_reads_source,
-    google_secret_manager_secret_iam_member.function,
-  ]
+  # The grants the build and the new revision need, after they have propagated (waits.tf).
+  depends_on = [time_sleep.iam_grants]
 }

@@ -42,3 +42,18 @@ output "peak_database_connections" {
   description = "sum(max_instances x concurrency): the connections the functions can hold at once."
   value       = local.peak_connections
 }
+
+output "services_without_invoker_iam_check" {
+  description = "Cloud Run services (of the public functions) whose invoker IAM check deploy.sh turns off: the confirm function's when confirm_public_access = \"invoker_iam_check_disabled\", else none."
+  value       = var.confirm_public_access == "invoker_iam_check_disabled" ? [google_cloudfunctions2_function.function["confirm"].name] : []
+}
+
+output "project_id" {
+  description = "The project (deploy.sh passes it to gcloud, whose own default project may differ)."
+  value       = var.project_id
+}
+
+output "region" {
+  description = "Region of the functions and the database."
+  value       = var.region
+}

@@ -35,8 +35,13 @@ resource "google_project_iam_member" "function" {
   member   = google_service_account.function[each.value.function].member
 }
 
+# What Google documents for a custom build account of a function deployed from a bucket
+# (Cloud Run, "build service account"): logging.logWriter for build logs, artifactregistry.writer
+# for the image, storage.objectAdmin (project-wide) for the source, which the build reads from our
+# bucket or from the copy Cloud Functions keeps in its own gcf-v2-sources bucket in this project.
+# The provider's cloudfunctions2 basic builder example grants the same. Functions wait (waits.tf).
 resource "google_project_iam_member" "build" {
-  for_each = toset(["roles/logging.logWriter", "roles/artifactregistry.writer"])
+  for_each = toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"])
   project  = var.project_id
   role     = each.value
   member   = google_service_account.build.member

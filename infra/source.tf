@@ -12,12 +12,15 @@ resource "google_storage_bucket" "source" {
     enabled = true
   }
 
-  # Old bundles are only needed for a rollback in the days after a deploy.
+  # A new bundle is a new object name, so terraform deletes the previous object, which the
+  # versioning keeps as a noncurrent version: roll back by restoring it. Noncurrent bundles go
+  # 30 days after they were replaced; the live bundle (what the functions run) never expires.
+  # (A rule's conditions are ANDed: age + num_newer_versions never matched a hash-named object,
+  # which never gets a newer version.)
   lifecycle_rule {
     condition {
-      age                = 90
-      num_newer_versions = 10
-      with_state         = "ANY"
+      days_since_noncurrent_time = 30
+      with_state                 = "ARCHIVED"
     }
     action {
       type = "Delete"
@@ -31,10 +34,4 @@ resource "google_storage_bucket_object" "source" {
   name   = "function-source-${filesha256(var.source_archive)}.zip"
   bucket = google_storage_bucket.source.name
   source = var.source_archive
-}
-
-resource "google_storage_bucket_iam_member" "build_reads_source" {
-  bucket = google_storage_bucket.source.name
-  role   = "roles/storage.objectViewer"
-  member = google_service_account.build.member
 }

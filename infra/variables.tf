@@ -86,15 +86,23 @@ variable "migrators" {
 # ---- Functions ------------------------------------------------------------------------------
 
 variable "functions" {
-  description = "Per-function scaling. concurrency is requests per instance (and so database connections per instance); timeout_seconds also becomes FUNCTION_TIMEOUT_SECONDS so the code returns before the platform cuts it off."
+  description = <<-EOT
+    Per-function scaling. concurrency is requests per instance (and so database connections per
+    instance); timeout_seconds also becomes FUNCTION_TIMEOUT_SECONDS so the code returns before the
+    platform cuts it off. min_instances (default 0) keeps warm instances: confirm keeps one, so the
+    page a person opens from the email does not wait for a cold start (~3 s); it costs the idle
+    price of one instance (docs/deploy.md, costs). dispatch's 59 s: it waits for new work until 2 s
+    before its timeout, just under the one-minute schedule (docs/deploy.md, "Timeouts").
+  EOT
   type = map(object({
     max_instances   = number
     concurrency     = number
     timeout_seconds = number
+    min_instances   = optional(number, 0)
   }))
   default = {
     create    = { max_instances = 40, concurrency = 1, timeout_seconds = 30 }
-    confirm   = { max_instances = 30, concurrency = 1, timeout_seconds = 30 }
+    confirm   = { max_instances = 30, concurrency = 1, timeout_seconds = 30, min_instances = 1 }
     dispatch  = { max_instances = 2, concurrency = 1, timeout_seconds = 59 }
     reconcile = { max_instances = 1, concurrency = 1, timeout_seconds = 50 }
     status    = { max_instances = 2, concurrency = 1, timeout_seconds = 30 }
@@ -104,8 +112,8 @@ variable "functions" {
     error_message = "functions must configure create, confirm, dispatch, reconcile and status."
   }
   validation {
-    condition     = alltrue([for f in values(var.functions) : f.max_instances >= 1 && f.concurrency >= 1 && f.concurrency <= 80 && f.timeout_seconds >= 5 && f.timeout_seconds <= 3600])
-    error_message = "max_instances >= 1, 1 <= concurrency <= 80, 5 <= timeout_seconds <= 3600."
+    condition     = alltrue([for f in values(var.functions) : f.max_instances >= 1 && f.concurrency >= 1 && f.concurrency <= 80 && f.timeout_seconds >= 5 && f.timeout_seconds <= 3600 && f.min_instances >= 0 && f.min_instances <= f.max_instances])
+    error_message = "max_instances >= 1, 0 <= min_instances <= max_instances, 1 <= concurrency <= 80, 5 <= timeout_seconds <= 3600."
   }
   validation {
     # Scheduled every minute: an invocation must end before the next tick, so ticks never pile up.
@@ -146,6 +154,23 @@ variable "create_ingress" {
   validation {
     condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.create_ingress)
     error_message = "create_ingress must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+  }
+}
+
+variable "confirm_public_access" {
+  description = <<-EOT
+    How the public confirm page admits browsers without a Google identity. "allUsers": an IAM
+    binding of roles/run.invoker to allUsers, which organisations enforcing Domain Restricted
+    Sharing (iam.allowedPolicyMemberDomains; the default for newer organisations) refuse.
+    "invoker_iam_check_disabled": no binding; deploy.sh turns off the Cloud Run invoker IAM check on
+    the confirm service instead (Google's recommended way under that constraint; the Cloud
+    Functions API and provider 7.x have no field for it). docs/deploy.md, "Public confirm page".
+  EOT
+  type        = string
+  default     = "allUsers"
+  validation {
+    condition     = contains(["allUsers", "invoker_iam_check_disabled"], var.confirm_public_access)
+    error_message = "confirm_public_access must be allUsers or invoker_iam_check_disabled."
   }
 }
 

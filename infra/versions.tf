@@ -3,9 +3,15 @@ terraform {
   required_version = ">= 1.11"
 
   required_providers {
+    # 7.18: google_sql_user.database_roles (database.tf). Planned with 7.45.0 (docs/deploy.md).
     google = {
       source  = "hashicorp/google"
-      version = ">= 6.14, < 8.0"
+      version = ">= 7.18, < 8.0"
+    }
+    # time_sleep: waits for IAM grants and new log-based metrics to settle (waits.tf).
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.9, < 1.0"
     }
   }
 

@@ -3,8 +3,8 @@
 
     .venv/bin/python tools/audit_dependencies.py [--pip-audit PATH] [--require]
 
-The pins come from tools/build_bundle.py (every runtime distribution at the version the tests ran
-against, the `local`/`test` extras excluded). pip-audit asks PyPI's JSON API for known
+The pins are requirements/runtime.txt (tools/lock.py), which tools/build_bundle.py ships as the
+bundle's requirements.txt: every runtime distribution, the `local`/`test` extras excluded. pip-audit asks PyPI's JSON API for known
 vulnerabilities (PYSEC/GHSA/OSV ids). Exit status: 1 when a pinned version has a known
 vulnerability; 0 otherwise. Where the vulnerability service cannot be reached (a machine that
 reaches only a package index mirror, as this project's CI does), nothing can be audited: that is
@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,14 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--require", action="store_true", default=os.environ.get("AUDIT_REQUIRED") == "1",
                         help="fail when the dependencies could not be audited at all")
     args = parser.parse_args(argv)
-    pins = build_bundle.pinned_requirements(build_bundle.runtime_dependencies())
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
-        handle.write("\n".join(pins) + "\n")
-    try:
-        done = subprocess.run([str(args.pip_audit), "-r", handle.name, "--no-deps", "--disable-pip", "-f", "json",
-                               "--progress-spinner", "off"], capture_output=True, text=True, timeout=600)
-    finally:
-        os.unlink(handle.name)
+    lock = build_bundle.LOCK
+    pins = build_bundle.PIN.findall(build_bundle.locked_requirements(lock))
+    done = subprocess.run([str(args.pip_audit), "-r", str(lock), "--no-deps", "--disable-pip", "-f", "json",
+                           "--progress-spinner", "off"], capture_output=True, text=True, timeout=600)
     try:
         report = json.loads(done.stdout)
     except ValueError:

@@ -11,8 +11,11 @@ from .runtime import Runtime
 
 
 def cmd_migrate(args: argparse.Namespace, runtime: Runtime) -> int:
-    applied = migrations.migrate(runtime.db)
-    print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "database is up to date")
+    config, db = runtime.config.migrations, runtime.db  # closed with the runtime
+    if args.list:
+        print(migrations.status(db, config=config).render())
+    else:
+        print(migrations.migrate(db, config=config).summary())
     return 0
 
 
@@ -41,13 +44,13 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
     """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout."""
     import json
 
-    from .delivery import dispatcher
     from .platform import shutdown
 
     shutdown.install()
-    config = runtime.config
-    report = dispatcher.dispatch(runtime.db, config.dispatch, config.retry, runtime.keyring, runtime.channels,
-                                 stop=shutdown.STOP, signals_config=config.signals)
+    try:
+        report = runtime.dispatch(shutdown.STOP)
+    finally:
+        runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 
@@ -99,7 +102,10 @@ def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verifyctl", description="Signup verification delivery: operator commands.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("migrate", help="apply pending SQL migrations").set_defaults(func=cmd_migrate)
+    migrate = sub.add_parser("migrate", help="apply pending SQL migrations and changed definitions")
+    migrate.add_argument("--list", action="store_true",
+                         help="show each migration (applied or pending) and definition (current, changed, new)")
+    migrate.set_defaults(func=cmd_migrate)
     grant = sub.add_parser("grant", help="give the functions' database users their privileges (after migrate)")
     grant.add_argument("--writer", action="append", default=[], help="database user that reads and writes")
     grant.add_argument("--reader", action="append", default=[], help="database user that only reads")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from email.utils import parseaddr
 from pathlib import Path
 from typing import Callable, Mapping, TypeVar
 
@@ -20,7 +21,7 @@ from .delivery.channels.sendgrid import SendGridConfig
 from .delivery.channels.smtp import SmtpConfig
 from .delivery.channels.twilio import TwilioConfig
 from .delivery.config import DispatchConfig
-from .delivery.messages import MessageConfig, message_domain
+from .delivery.messages import MessageConfig, check_sms_budget, message_domain
 from .operations.reconciler.config import DAY, ReconcilerConfig
 from .operations.signals import SignalsConfig
 from .outbox.policy import ChannelPolicy, RetryPolicy
@@ -28,6 +29,7 @@ from .platform import secret_manager as secrets
 from .platform.database import DatabaseConfig
 from .platform.errors import ConfigError
 from .platform.logs import LoggingConfig
+from .platform.migrations import MigrationConfig
 from .platform.shutdown import ShutdownConfig
 from .verifications.confirm import ConfirmConfig
 from .verifications.create import CreateConfig
@@ -61,6 +63,7 @@ class Config:
     reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     auth: AuthConfig = field(default_factory=lambda: AuthConfig(production=False))
+    migrations: MigrationConfig = field(default_factory=MigrationConfig)  # verifyctl migrate, verifyctl dev
 
     @property
     def is_production(self) -> bool:
@@ -122,7 +125,9 @@ def load(env: Mapping[str, str] | None = None) -> Config:
                               ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
                               watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0)),
         auth=_auth(read, production),
+        migrations=_migrations(read),
     )
+    _check_across(read, config)
     if len(read.errors) == 1:
         raise ConfigError(read.errors[0])
     if read.errors:
@@ -199,12 +204,42 @@ class _Reader:
         self.fail(f"{name} must be true or false, got {raw!r}")
         return default
 
+    def file(self, name: str) -> str | None:
+        path = self.text(name)
+        if path is not None and not Path(path).is_file():
+            self.fail(f"{name} must name a readable file, got {path!r}")
+            return None
+        return path
+
     def choice(self, name: str, default: str, choices: set[str]) -> str:
         value = self.env.get(name) or default
         if value not in choices:
             self.fail(f"{name} must be one of {sorted(choices)}, got {value!r}")
             return default
         return value
+
+
+def _check_across(read: _Reader, config: Config) -> None:
+    """Checks across settings: a bad combination refuses to start, never fails sends."""
+    # Only where email is really sent (a production console transport is refused anyway, and
+    # deploy-time commands such as `verifyctl migrate` carry no sender).
+    email_from = config.dispatch.messages.email_from
+    if config.is_production and config.channels.email_transport != "console" and _sender_domain(email_from) in ("localhost", ""):
+        read.fail(f"EMAIL_FROM must be a real sender address in production, not {email_from!r}")
+    # PRODUCT_NAME in every SMS template, with the longest code and the most minutes a message states.
+    read.attempt(lambda: check_sms_budget(config.dispatch.messages, config.create.ttl_seconds), None)
+
+
+def _sender_domain(mailbox: str) -> str:
+    return parseaddr(mailbox)[1].rpartition("@")[2].lower().rstrip(".")
+
+
+def _migrations(read: _Reader) -> MigrationConfig:
+    try:
+        return MigrationConfig.from_env(read.env)
+    except ValueError as exc:  # its own parser names the variable
+        read.fail(str(exc))
+        return MigrationConfig()
 
 
 def _logging(read: _Reader, deployment: str) -> LoggingConfig:
@@ -267,6 +302,7 @@ def _channels(read: _Reader, production: bool, local_dir: Path, email_from: str,
     return ChannelsConfig(
         email_transport=read.choice("EMAIL_TRANSPORT", "console", {"smtp", "sendgrid", "console"}),
         sms_transport=read.choice("SMS_TRANSPORT", "console", {"twilio", "console"}),
+        smtp_ca_file=read.file("SMTP_CA_FILE"),
         smtp=SmtpConfig(host=read.text("SMTP_HOST") or "localhost", port=read.integer("SMTP_PORT", 8025, 1),
                         security=read.choice("SMTP_SECURITY", "none", {"none", "starttls", "tls"}),
                         username=read.text("SMTP_USERNAME"), password=read.text("SMTP_PASSWORD"),

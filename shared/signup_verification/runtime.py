@@ -7,17 +7,22 @@ Tests call `reset()` after changing the environment.
 """
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 from typing import Mapping
 
 from . import config as configuration
 from .api.auth import AuthConfig
 from .config import Config
+from .delivery import dispatcher
 from .delivery.channels import Channel, build_channels
 from .local import embedded
 from .platform import cloudsql
 from .platform.database import ConnectionParams, Database, DatabaseConfig
 from .verifications.tokens import Keyring
+
+_log = logging.getLogger("signup_verification.runtime")
 
 
 class Runtime:
@@ -72,15 +77,35 @@ class Runtime:
                 self._params = database_params(self.config.database)
             return self._params
 
+    def dispatch(self, stop: threading.Event) -> dispatcher.DispatchReport:
+        """One dispatch invocation with this instance's adapters; once shutdown began (SIGTERM) the
+        adapters are closed (SMTP says QUIT), otherwise the next invocation reuses their connections."""
+        config = self.config
+        try:
+            return dispatcher.dispatch(self.db, config.dispatch, config.retry, self.keyring, self.channels,
+                                       stop=stop, signals_config=config.signals)
+        finally:
+            if stop.is_set():
+                self.close_channels()
+
+    def close_channels(self) -> None:
+        """Close the adapters (SMTP QUIT on its pooled connections, HTTP pools) and forget them."""
+        with self._lock:
+            channels, self._channels = self._channels, None
+        for channel in (channels or {}).values():
+            try:
+                channel.close()
+            except Exception as exc:  # closing is best effort: the process is leaving anyway
+                _log.warning("closing the %s adapter failed: %s", getattr(channel, "transport", "?"),
+                             type(exc).__name__)
+
     def close(self) -> None:
         """The connections every thread opened, and the channel adapters."""
         with self._lock:
             databases, self._databases = self._databases, []
-            channels, self._channels = self._channels, None
         for db in databases:
             db.close()
-        for channel in (channels or {}).values():
-            channel.close()
+        self.close_channels()
         self._local = threading.local()
 
 
@@ -107,6 +132,7 @@ def get_runtime() -> Runtime:
             runtime = Runtime(configuration.load())
             if runtime.config.function_target in configuration.TOKEN_TARGETS:
                 runtime.keyring  # fail at start, not on the first request, on a missing or dev key
+            atexit.register(runtime.close_channels)  # the instance is ending: end its SMTP sessions properly
             _runtime = runtime
         return _runtime
 

@@ -6,7 +6,6 @@ migrated per run of the migrations' content, cloned per test with CREATE DATABAS
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from signup_verification.local import embedded
-from signup_verification.platform import migrations
+from signup_verification.platform import migration_files, migrations
 from signup_verification import runtime
 from signup_verification.platform.database import ConnectionParams, Database
 
@@ -49,10 +48,8 @@ def pg_server() -> ConnectionParams:
 
 
 def _migrations_digest() -> str:
-    digest = hashlib.sha256()
-    for migration in migrations.discover():
-        digest.update(migration.path.name.encode() + migration.path.read_bytes())
-    return digest.hexdigest()[:12]
+    """Migrations and definitions: a changed function or view builds a new template too."""
+    return migration_files.fingerprint()[:12]
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,9 @@
 """infra/*.tf parsed with python-hcl2 into plain Python values (quotes stripped), for the tests."""
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -72,3 +75,20 @@ def first(block_list: list[dict[str, Any]]) -> dict[str, Any]:
     """A nested block (`settings { ... }`) parses as a one-element list."""
     assert isinstance(block_list, list) and len(block_list) == 1, block_list
     return block_list[0]
+
+
+def tf_offline() -> tuple[str | None, str]:
+    """The shared tool that runs the real terraform against stand-in providers, or why it cannot run.
+
+    CI has shared/ beside the clone (../shared); a worktree elsewhere names it with TF_OFFLINE."""
+    tool = os.environ.get("TF_OFFLINE") or str(INFRA.parents[1] / "shared" / "tools" / "terraform-offline" / "tf-offline")
+    if not Path(tool).is_file():
+        return None, f"tf-offline not found at {tool} (set TF_OFFLINE to shared/tools/terraform-offline/tf-offline)"
+    if not (os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform")):
+        return None, "terraform is not installed (tf-offline runs the real binary; .ci/run requires it)"
+    return tool, ""
+
+
+def planned_addresses(plan_text: str) -> list[str]:
+    """Resource addresses a `terraform plan` (human output) says it will create, change or replace."""
+    return re.findall(r"^  # (\S+) (?:will be|must be) ", plan_text, flags=re.MULTILINE)

@@ -87,8 +87,15 @@ def test_only_the_intended_principals_invoke_each_function():
     public = infra.resource("google_cloud_run_v2_service_iam_member", "confirm_public")
     assert public["member"] == "allUsers"
     assert public["name"] == '${google_cloudfunctions2_function.function["confirm"].name}'
+    # Bound only in the allUsers mode; the other mode turns the invoker check off instead (deploy.sh).
+    assert public["count"] == '${var.confirm_public_access == "allUsers" ? 1 : 0}'
+    assert infra.variables["confirm_public_access"]["default"] == "allUsers"
     text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
-    assert text.count('"allUsers"') == 1 and text.count('"allAuthenticatedUsers"') == 0
+    assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 1 and text.count('"allAuthenticatedUsers"') == 0
+    output = infra.files["outputs.tf"]
+    [unchecked] = [o["services_without_invoker_iam_check"] for o in output["output"] if "services_without_invoker_iam_check" in o]
+    assert unchecked["value"] == ('${var.confirm_public_access == "invoker_iam_check_disabled" ? '
+                                  '[google_cloudfunctions2_function.function["confirm"].name] : []}')
     specs = infra.function_specs
     assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"
 
@@ -124,8 +131,16 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     assert grant["role"] == "roles/secretmanager.secretAccessor"
     assert grant["member"] == "${google_service_account.function[each.value.function].member}"
     assert infra.resource("google_secret_manager_secret", "secret")["for_each"] == "${local.enabled_secrets}"
-    env = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])["environment_variables"]
-    assert "for s in local.function_secrets[each.key] : local.secret_env[s] => \"sm://" in env
+    service = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
+    # The platform injects each value at instance start (no Secret Manager call in a cold start),
+    # under the setting's own variable name, so the code reads a plain value.
+    [dynamic] = [d["secret_environment_variables"] for d in service["dynamic"] if "secret_environment_variables" in d]
+    assert dynamic["for_each"] == "${local.function_secrets[each.key]}"
+    content = first(dynamic["content"])
+    assert content["key"] == "${local.secret_env[secret_environment_variables.value]}"
+    assert content["secret"] == "${google_secret_manager_secret.secret[secret_environment_variables.value].secret_id}"
+    assert content["version"] == "${local.secret_version[secret_environment_variables.value]}"
+    assert not any(name in service["environment_variables"] for name in local["secret_env"].values())
     # With the default transports, dispatch reads exactly the token keys and the two provider secrets.
     defaults = {n: infra.variables[n]["default"] for n in ("email_transport", "sms_transport")}
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"])
@@ -278,3 +293,46 @@ def test_confirm_request_urls_with_tokens_are_kept_out_of_cloud_logging():
     assert 'local.function_names["confirm"]' in log_filter
     assert "run.googleapis.com/requests" in log_filter
     assert infra.variables["exclude_confirm_request_logs"]["default"] is True
+
+
+def test_provider_constraint_admits_only_versions_with_the_arguments_used():
+    """google_sql_user.database_roles exists from hashicorp/google 7.18 (7.17: "Unsupported argument")."""
+    infra = load_infra()
+    [providers] = first(infra.files["versions.tf"]["terraform"])["required_providers"]
+    assert providers["google"]["version"] == ">= 7.18, < 8.0"
+    assert "database_roles" in infra.resource("google_sql_user", "migrator")
+    assert providers["time"]["source"] == "hashicorp/time"
+
+
+def test_functions_wait_for_propagated_grants_and_alerts_for_visible_metrics():
+    """Both races of a first apply on an empty project (the grants and the metrics exist, but
+    Cloud Build or Cloud Monitoring does not see them yet) are waited out, not retried by hand."""
+    infra = load_infra()
+    grants = infra.resource("time_sleep", "iam_grants")
+    assert grants["create_duration"] == "60s"  # Google's example for a custom build account
+    for resource in ("google_project_iam_member.build", "google_project_iam_member.function",
+                     "google_secret_manager_secret_iam_member.function"):
+        assert any(resource in trigger for trigger in grants["triggers"].values()), resource
+    build_roles = infra.resource("google_project_iam_member", "build")["for_each"]
+    for role in ("roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"):
+        assert role in build_roles
+    function = infra.resource("google_cloudfunctions2_function", "function")
+    assert function["depends_on"] == ["${time_sleep.iam_grants}"]
+    assert first(function["build_config"])["service_account"] == "${google_service_account.build.id}"
+
+    metrics = infra.resource("time_sleep", "metrics")
+    assert int(metrics["create_duration"].removesuffix("s")) >= 600  # "could take up to 10 minutes"
+    for name in infra.resources("google_logging_metric"):
+        assert f"google_logging_metric.{name}" in metrics["triggers"]["metrics"], name
+    for name, policy in infra.resources("google_monitoring_alert_policy").items():
+        assert policy.get("depends_on") == ["${time_sleep.metrics}"], name
+
+
+def test_confirm_keeps_a_warm_instance_and_scaling_is_validated():
+    infra = load_infra()
+    functions = infra.variables["functions"]
+    assert functions["default"]["confirm"]["min_instances"] >= 1  # no cold start on the emailed link
+    assert "min_instances   = optional(number, 0)" in (INFRA / "variables.tf").read_text()
+    service = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
+    assert service["min_instance_count"] == "${var.functions[each.key].min_instances}"
+    assert any("f.min_instances <= f.max_instances" in v["condition"] for v in functions["validation"])

@@ -66,6 +66,7 @@ def test_sendgrid_accepts_with_headers_and_both_parts(sendgrid):
     assert request["headers"]["Message-ID"] == content.message_id
     assert request["headers"]["Auto-Submitted"] == "auto-generated"
     assert request["custom_args"] == {"intent_id": "1", "attempt_id": "1:1"}
+    assert delivery.headers["Accept"] == "application/json"  # the official client's; a 406 fails every email
 
 
 @pytest.mark.parametrize("answer,outcome,error_class,retry_after", [
@@ -76,9 +77,21 @@ def test_sendgrid_accepts_with_headers_and_both_parts(sendgrid):
      "failed", "configuration", None),
     (Answer(413, {"errors": [{"message": "too large"}]}), "failed", "message_too_large", None),
     (Answer(429, {"errors": [{"message": "too many requests"}]}, {"Retry-After": "30"}), "retryable", "rate_limited", 30.0),
-    (Answer(500, {"errors": [{"message": "internal"}]}), "retryable", "provider_5xx", None),
-    (Answer(503, None, {"Retry-After": "5"}), "retryable", "provider_5xx", 5.0),
+    # 5xx: SendGrid does not say the message was not processed (docs/channels.md)
+    (Answer(500, {"errors": [{"message": "internal"}]}), "ambiguous", "provider_5xx", None),
+    (Answer(502, None), "ambiguous", "provider_5xx", None),
+    (Answer(503, None, {"Retry-After": "5"}), "ambiguous", "provider_5xx", None),
     (Answer(504), "ambiguous", "provider_5xx", None),
+    # the sender, the request's form: every email would be refused
+    (Answer(400, {"errors": [{"field": "from.email", "message": "The from email does not contain a valid address."}]}),
+     "failed", "configuration", None),
+    (Answer(400, {"errors": [{"field": None, "message": "The from address does not match a verified Sender Identity."}]}),
+     "failed", "configuration", None),
+    (Answer(406, {"errors": [{"message": "Not Acceptable"}]}), "failed", "configuration", None),
+    (Answer(415, {"errors": [{"message": "Unsupported Media Type"}]}), "failed", "configuration", None),
+    (Answer(403, {"errors": [{"field": None, "message": "You have been temporarily blocked from making requests "
+                                                       "due to repeated bad requests."}]}),
+     "retryable", "provider_blocked", 1800.0),
 ])
 def test_sendgrid_error_answers(sendgrid, answer, outcome, error_class, retry_after):
     sendgrid.script(answer)
@@ -145,8 +158,13 @@ def test_twilio_messaging_service_sender(twilio):
     (FakeTwilio.error(400, 21614, f"'To' number {PHONE} is not a valid mobile number"), "failed", "not_mobile"),
     (FakeTwilio.error(400, 21635, "landline"), "failed", "landline"),
     (FakeTwilio.error(400, 21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"),
-     "failed", "configuration"),
-    (FakeTwilio.error(400, 21606, "The From phone number is not a valid, SMS-capable number"), "failed", "configuration"),
+     "failed", "destination_not_permitted"),
+    (FakeTwilio.error(400, 21606, "The From phone number is not a valid, SMS-capable number"), "failed",
+     "destination_not_permitted"),
+    (FakeTwilio.error(400, 21408, "Permission to send an SMS has not been enabled for the region"), "failed",
+     "destination_not_permitted"),
+    (FakeTwilio.error(400, 21604, "A 'To' phone number is required."), "failed", "invalid_destination"),
+    (FakeTwilio.error(400, 21212, "The 'From' number +15005550006 is not a valid phone number"), "failed", "configuration"),
     (FakeTwilio.error(400, 21999, "something else"), "failed", "rejected"),
     (FakeTwilio.error(429, 20429, "Too Many Requests", headers={"Retry-After": "12"}), "retryable", "rate_limited"),
     (FakeTwilio.error(500, 20500, "Internal Server Error"), "ambiguous", "provider_5xx"),

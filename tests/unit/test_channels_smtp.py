@@ -45,7 +45,7 @@ def test_accepted_message_arrives_whole(server):
     channel = channel_for(server)
     content = message()
     result = channel.send(content, soon())
-    assert result.outcome == "accepted" and "queued as Q1" in result.provider_ref
+    assert result.outcome == "accepted" and result.provider_ref == "4069127A001"  # the queue id, digits unmasked
     [got] = server.received
     assert got.mail_from == "no-reply@example.org" and got.rcpt_tos == ["ada@example.com"]
     parsed = got.message
@@ -80,6 +80,13 @@ def test_a_leading_dot_line_survives_dot_stuffing(server):
     ("552 5.2.2 mailbox full", "failed", "recipient_rejected"),
     ("554 5.7.1 Relay access denied", "failed", "configuration"),
     ("450 4.2.1 mailbox busy, try later", "retryable", "smtp_transient"),
+    # Postfix's smtpd_delay_reject=yes: refusals of our sender, HELO name or IP arrive at RCPT.
+    ("550 5.1.8 <no-reply@example.org>: Sender address rejected: Domain not found", "failed", "configuration"),
+    ("553 5.1.7 <no-reply@example.org>: Sender address rejected: bad sender mailbox syntax", "failed", "configuration"),
+    ("554 5.7.1 <no-reply@example.org>: Sender address rejected: Access denied", "failed", "configuration"),
+    ("504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", "failed", "configuration"),
+    ("554 5.7.1 <unknown[192.0.2.1]>: Client host rejected: Access denied", "failed", "configuration"),
+    ("554 5.7.1 <ada@example.com>: Recipient address rejected: Access denied", "failed", "recipient_rejected"),
     ("452 4.5.3 too many recipients", "retryable", "smtp_transient"),
 ])
 def test_rcpt_replies(server, reply, outcome, error_class):
@@ -100,6 +107,29 @@ def test_data_replies(server, reply, outcome, error_class):
     server.behaviour = SmtpBehaviour(data_reply=reply)
     result = channel_for(server).send(message(), soon())
     assert (result.outcome, result.error_class) == (outcome, error_class)
+
+
+@pytest.mark.parametrize("greeting", ["554 5.7.1 mx.example.org ESMTP not accepting mail from you",
+                                      "521 5.3.2 mx.example.org does not accept mail"])
+def test_a_refusing_greeting_is_a_configuration_error(server, greeting):
+    server.behaviour = SmtpBehaviour(greeting=greeting)
+    result = channel_for(server).send(message(), soon())
+    assert (result.outcome, result.error_class) == ("failed", "configuration")
+    assert f"smtp {greeting[:3]}" in result.detail and "at connect" in result.detail and server.received == []
+
+
+def test_a_refused_ehlo_is_reported_as_such(server):
+    server.behaviour = SmtpBehaviour(ehlo_reply="504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname")
+    result = channel_for(server).send(message(), soon())
+    assert (result.outcome, result.error_class) == ("failed", "configuration")
+    assert result.detail.startswith("smtp 504 5.5.2 at ehlo") and "Helo command rejected" in result.detail
+    assert "503" not in result.detail and server.received == []
+
+
+def test_a_transient_ehlo_refusal_is_retryable(server):
+    server.behaviour = SmtpBehaviour(ehlo_reply="421 4.7.0 mx.example.org closing: too many connections")
+    result = channel_for(server).send(message(), soon())
+    assert (result.outcome, result.error_class) == ("retryable", "smtp_transient")
 
 
 def test_refused_sender_is_a_configuration_error(server):

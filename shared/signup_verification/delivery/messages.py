@@ -16,10 +16,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parseaddr
-from functools import lru_cache
 
 import jinja2
-import markupsafe
 
 from . import mime, sms, templates
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
@@ -84,32 +82,10 @@ class SmsContent:
 Content = EmailContent | SmsContent
 
 
-# -- fast rendering ---------------------------------------------------------------------------------
-# A template treats the link/code as an opaque value when rendering it with two different sentinels
-# gives the same text around them. Then the rendered parts are cached per (template, locale,
-# product, minutes) and a message is assembled by joining them around the (escaped) secret: the
-# same output as a full Jinja render (tests/unit/test_templates.py checks every template), ~30x faster.
-_SENTINELS = ("\x00svA7f1\x00", "\x00svB2c9\x00")
-
-
-@lru_cache(maxsize=4096)
-def _skeleton(version_ref: str, locale: str, part: str, product: str, minutes: int,
-              secret_name: str) -> tuple[str, ...] | None:
-    pieces = []
-    for sentinel in _SENTINELS:
-        rendered = templates.render(version_ref, locale, part, product=product, minutes=minutes,
-                                    **{secret_name: sentinel})
-        pieces.append(tuple(rendered.split(sentinel)))
-    return pieces[0] if pieces[0] == pieces[1] else None
-
-
 def render_part(version_ref: str, locale: str, part: str, *, product: str, minutes: int,
                 secret_name: str, secret: str) -> str:
-    skeleton = _skeleton(version_ref, locale, part, product, minutes, secret_name)
-    if skeleton is None:  # the template transforms the secret: render it in full
-        return templates.render(version_ref, locale, part, product=product, minutes=minutes, **{secret_name: secret})
-    value = str(markupsafe.escape(secret)) if part == "html" else secret
-    return value.join(skeleton)
+    """A full Jinja render per message (~20 us: no cache of pre-rendered pieces to keep in step)."""
+    return templates.render(version_ref, locale, part, product=product, minutes=minutes, **{secret_name: secret})
 
 
 # -- the renderer -----------------------------------------------------------------------------------
@@ -177,6 +153,26 @@ class Renderer:
         template = templates.load(intent.template_version, intent.locale)
         return SmsContent(intent.id, attempt.attempt_id, intent.destination, body, info.name, info.segments,
                           template.sms_max_segments)
+
+
+def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
+    """At start-up: PRODUCT_NAME in every SMS template x locale, with the longest code and the most
+    minutes a message can state, stays within the template's segment budget (one non-GSM character
+    such as '™' turns a GSM-7 SMS into UCS-2 and doubles its segments and its cost)."""
+    code, minutes = "0" * config.code_digits, max(1, ttl_seconds // 60)
+    over = []
+    for purpose in templates.purposes():
+        for version in templates.versions(purpose):
+            version_ref = f"{purpose}/{version}"
+            for locale in templates.locales(version_ref):
+                body = templates.render(version_ref, locale, "sms", product=config.product_name, minutes=minutes, code=code)
+                info, budget = sms.encode_info(body), templates.load(version_ref, locale).sms_max_segments
+                if info.segments > budget:
+                    over.append(f"{version_ref}/{locale} {info.segments} {info.name} segments > {budget}")
+    if over:
+        odd = sms.non_gsm_characters(config.product_name)
+        raise ConfigError(f"PRODUCT_NAME={config.product_name!r} makes SMS exceed their segment budget "
+                          f"({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}")
 
 
 def sample_intent(channel: str, version_ref: str, locale: str, *, destination: str, key_id: str,

@@ -4,7 +4,9 @@ The pool's threads never touch the database (the dispatch loop owns the connecti
 returns a `SendOutcome` per intent, so one malformed destination or one failing render affects
 only its own intent. A send is not started once shutdown began or when too little time is left
 before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
-intent is settled `retryable` with error_class `not_sent` and no delay.
+intent is settled `retryable` with error_class `not_sent` and no delay. A send skipped because its
+channel failed its configuration earlier in the invocation is `channel_stopped`, with the backoff.
+Neither was attempted, so neither spends one of the intent's attempts (outbox/settle.sql).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from ..platform.redaction import mask_destination
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
 NOT_SENT = "not_sent"
+CHANNEL_STOPPED = "channel_stopped"
+NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED})  # retryable outcomes of sends never handed to a provider
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,18 @@ class SendOutcome:
         else:
             delay = 0.0
         return Settlement(intent.id, intent.lease_version, result.outcome, delay, result.error_class,
-                          result.detail, result.provider_ref, self.segments)
+                          result.detail, result.provider_ref, self.segments, attempted=self.attempted)
+
+    @property
+    def attempted(self) -> bool:
+        """False for a send never handed to the provider: it does not count against max_attempts."""
+        return not (self.result.outcome == "retryable" and self.result.error_class in NOT_ATTEMPTED)
 
     @property
     def final_status(self) -> str:
         """The status settle leaves (a retryable last attempt becomes failed)."""
-        if self.result.outcome == "retryable" and self.attempt.attempt_number >= self.intent.max_attempts:
+        if (self.result.outcome == "retryable" and self.attempted
+                and self.attempt.attempt_number >= self.intent.max_attempts):
             return "failed"
         return self.result.outcome
 
@@ -131,8 +141,8 @@ class BatchSender:
             return SendOutcome(intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}"))
         if intent.channel in self.broken:
             # Do not hammer a provider with credentials it just refused (that can get the sender blocked).
-            return SendOutcome(intent, attempt, SendResult(
-                "retryable", "configuration", f"not attempted: the {channel.transport} transport failed its "
+            return SendOutcome(intent, attempt, SendResult.retryable(
+                CHANNEL_STOPPED, f"not attempted: the {channel.transport} transport failed its "
                 "configuration earlier in this invocation"))
         try:
             message = self.renderer.render(intent, attempt)
@@ -150,7 +160,7 @@ class BatchSender:
         # Capped at the send timeout: a longer elapsed time means this process was stalled (frozen, starved),
         # not a slow provider; uncapped, one stall poisoned the saved estimate and no batch fit any more.
         self.estimator.observe(intent.channel, min(time.monotonic() - started, self.send_timeout))
-        if result.is_configuration_error:
+        if result.stops_channel:
             with self._broken_lock:
                 self.broken.add(intent.channel)
         self._log_outcome(intent, attempt, channel, result)
@@ -163,10 +173,12 @@ class BatchSender:
         fields = {"event": "send_outcome", "intent_id": intent.id, "attempt_id": attempt.attempt_id,
                   "channel": intent.channel, "transport": channel.transport, "outcome": result.outcome,
                   "error_class": result.error_class, "destination": mask_destination(intent.channel, intent.destination)}
-        if result.is_configuration_error:
-            # Loud: a bad credential fails every send of the channel until an operator fixes it.
-            _log.error("%s transport configuration error: %s", channel.transport, result.detail,
-                       extra={"json_fields": {**fields, "alert": "channel_configuration"}})
+        if result.stops_channel:
+            # Loud: a bad credential (or a provider's block) fails every send of the channel until it is fixed.
+            alert = "channel_configuration" if result.is_configuration_error else result.error_class
+            _log.error("%s transport %s: %s", channel.transport,
+                       "configuration error" if result.is_configuration_error else "blocked by the provider",
+                       result.detail, extra={"json_fields": {**fields, "alert": alert}})
         elif result.outcome == "ambiguous" and intent.ambiguous_count >= 1:
             _log.warning("intent %s oscillates between ambiguous and retry (%d ambiguous before this one): %s",
                          intent.id, intent.ambiguous_count, result.detail,

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Callable
 from . import embedded
 from ..platform import migrations
 from ..platform.database import Database
-from ..platform.settings import REPO_ROOT
 from ..verifications.tokens import Keyring
 
 if TYPE_CHECKING:
     from ..config import Config
 
-MAIN = REPO_ROOT / "functions" / "main.py"
+# The checkout this package runs from, when it does (`pip install -e .`): shared/signup_verification/local/.
+_CHECKOUT = Path(__file__).resolve().parents[3]
 # target -> port offset from --base-port; targets not listed here get the next free offsets.
 PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch": 2, "reconcile": 3, "status": 4}
 SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
@@ -58,11 +58,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)")
     parser.add_argument("--fast", action="store_true", help=f"call them every {FAST_INTERVAL_SECONDS:g} s")
     parser.add_argument("--no-scheduler", action="store_true", help="never call them (use the mailbox's button)")
+    parser.add_argument("--source", type=Path, default=None,
+                        help="the functions' main.py (default: functions/main.py of the checkout)")
 
 
-def discover_targets(source: Path = MAIN) -> list[str]:
+def functions_main(explicit: Path | None = None) -> Path:
+    """functions/main.py: --source, else the checkout this package runs from (`pip install -e .`), else
+    the working directory's. A wheel does not ship it (the deploy bundle carries it)."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise DevError(f"--source {explicit}: no such file")
+        return explicit
+    for candidate in (_CHECKOUT / "functions" / "main.py", Path.cwd() / "functions" / "main.py"):
+        if candidate.is_file():
+            return candidate
+    raise DevError("verifyctl dev serves the targets of functions/main.py, which the installed package does not "
+                   "include: run it in a checkout of the repository, or pass --source path/to/functions/main.py")
+
+
+def discover_targets(source: Path | None = None) -> list[str]:
     """Names of the module-level functions decorated with @functions_framework.http, in file order."""
-    tree = ast.parse(source.read_text(encoding="utf-8"))
+    tree = ast.parse(functions_main(source).read_text(encoding="utf-8"))
     return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
             and any(ast.unparse(d) == "functions_framework.http" for d in node.decorator_list)]
 
@@ -147,7 +163,8 @@ def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
     from .scheduler import Job, Scheduler
 
     host, smtp_port = args.host, args.smtp_port or config.channels.smtp.port
-    targets = discover_targets()
+    main = functions_main(getattr(args, "source", None))
+    targets = discover_targets(main)
     ports = assign_ports(targets, args.base_port)
     for target, port in ports.items():
         _check_free(host, port, target)
@@ -162,15 +179,16 @@ def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
             config.local_dir / "pg")
     db = Database.from_url(url, application_name="verifyctl-dev")
     try:
-        applied = migrations.migrate(db)
+        applied = migrations.migrate(db, config=config.migrations).migrations
     finally:
         db.close()
     Keyring.from_config(config.tokens)  # creates the development key once, before the children race for it
 
     env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
+    env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
     for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
         children[target] = subprocess.Popen(
-            [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(MAIN),
+            [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(main),
              "--host", host, "--port", str(port)],
             env=env, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
     for target, port in ports.items():

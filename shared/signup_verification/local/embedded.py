@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
-from ..platform.database import ConnectionParams
+from ..platform.database import ConnectionParams, load_sql
 
 _log = logging.getLogger(__name__)
 _servers: dict[Path, object] = {}
 
 DEFAULT_DATABASE = "verification"
+_SETTING_NAME = re.compile(r"^[a-z_][a-z0-9_.]*$")
 
 
 def start(data_dir: Path, *, stop_at_exit: bool = True, settings: dict[str, str] | None = None) -> ConnectionParams:
@@ -35,8 +37,10 @@ def start(data_dir: Path, *, stop_at_exit: bool = True, settings: dict[str, str]
         con = params.connect()
         try:
             for name, value in settings.items():
-                con.run(f"ALTER SYSTEM SET {name} = '{value}'")  # names/values are ours, not input
-            con.run("SELECT pg_reload_conf()")
+                if not _SETTING_NAME.match(name):
+                    raise ValueError(f"not a server setting name: {name!r}")
+                con.run(load_sql(__file__, "embedded_setting.sql").format(name=name, value=_literal(value)))
+            con.run(load_sql(__file__, "embedded_reload.sql"))
         finally:
             con.close()
     return params
@@ -46,8 +50,8 @@ def ensure_database(params: ConnectionParams, name: str) -> ConnectionParams:
     """Create database `name` if it does not exist; returns params pointing at it."""
     con = params.with_database("postgres").connect()
     try:
-        if not con.run("SELECT 1 FROM pg_database WHERE datname = :n", n=name):
-            con.run(f'CREATE DATABASE "{name}"')
+        if not con.run(load_sql(__file__, "embedded_database_exists.sql"), name=name):
+            con.run(load_sql(__file__, "embedded_create_database.sql").format(name=_identifier(name)))
     finally:
         con.close()
     return params.with_database(name)
@@ -70,6 +74,14 @@ def stop_all() -> None:
         except Exception as exc:  # best effort at shutdown
             _log.warning("embedded postgres did not stop cleanly: %s", exc)
     _servers.clear()
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _make_traversable(path: Path) -> None:

@@ -29,6 +29,8 @@ import flask
 import markupsafe
 from werkzeug.serving import WSGIRequestHandler, make_server
 
+from ..delivery import sms
+
 MAX_MESSAGES = 1000
 _URL = re.compile(r"https?://[^\s<>\"')]+")
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
@@ -156,10 +158,8 @@ def linkify(text: str) -> markupsafe.Markup:
 
 
 def sms_segments(body: str) -> int:
-    """Approximate: GSM-7 for ASCII (160, or 153 per part), otherwise UCS-2 (70, or 67 per part)."""
-    single, part = (160, 153) if body.isascii() else (70, 67)
-    units = len(body) if body.isascii() else len(body.encode("utf-16-le")) // 2
-    return 1 if units <= single else -(-units // part)
+    """Segments as carriers and Twilio count them: the dispatcher's own count (sms.py), never a second one."""
+    return sms.encode_info(body).segments
 
 
 # -- the web app --------------------------------------------------------------------------------

@@ -81,10 +81,13 @@ class Settlement:
     error_detail: str | None = None
     provider_ref: str | None = None
     segments: int | None = None
+    attempted: bool = True  # False: never handed to the provider (retryable only); not charged as an attempt
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}")
+        if not self.attempted and self.outcome != "retryable":
+            raise ValueError("only a retryable outcome can be not attempted")
 
 
 def _fences(fences: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
@@ -122,6 +125,7 @@ def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> set[i
         error_classes=[s.error_class for s in settlements],
         error_details=[(s.error_detail or None) and s.error_detail[:500] for s in settlements],
         provider_refs=[s.provider_ref for s in settlements], segments=[s.segments for s in settlements],
+        attempted=[s.attempted for s in settlements],
     )
     return {row[0] for row in rows}
 

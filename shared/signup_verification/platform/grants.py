@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-from .database import Database
+from .database import Database, load_sql
 
+# Named in grants_roles.sql too (a static file: these are ours, not input).
 APP_ROLE = "verification_app"
 READER_ROLE = "verification_reader"
 # IAM database user names: `sa@project.iam` or a person's email; PostgreSQL identifiers end at 63 bytes.
@@ -24,38 +25,23 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _ensure_role(db: Database, role: str) -> None:
-    if not db.run("SELECT 1 FROM pg_roles WHERE rolname = :r", r=role):
-        db.execute_script(f"CREATE ROLE {quote_identifier(role)} NOLOGIN")
-
-
 def ensure_roles(db: Database) -> None:
     """Both group roles with privileges on every current table and sequence, and on future ones."""
-    app, reader = quote_identifier(APP_ROLE), quote_identifier(READER_ROLE)
-    _ensure_role(db, APP_ROLE)
-    _ensure_role(db, READER_ROLE)
-    db.execute_script(
-        f"GRANT USAGE ON SCHEMA public TO {app}, {reader};"
-        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {app};"
-        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {app};"
-        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader};"
-        # Tables a later migration creates (as this same identity) are covered without a re-run.
-        f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {app};"
-        f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {app};"
-        f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {reader};")
+    db.execute_script(load_sql(__file__, "grants_roles.sql"))
 
 
 def grant(db: Database, writers: list[str], readers: list[str]) -> list[str]:
     """Create/refresh the group roles and add each user to one; returns what was granted."""
-    missing = [u for u in [*writers, *readers]
-               if not db.run("SELECT 1 FROM pg_roles WHERE rolname = :u", u=u)]
+    member = load_sql(__file__, "grants_member.sql")
+    statements = [(user, role, member.format(role=quote_identifier(role), member=quote_identifier(user)))
+                  for role, users in ((APP_ROLE, writers), (READER_ROLE, readers)) for user in users]
+    missing = [row[0] for row in db.run(load_sql(__file__, "grants_missing_users.sql"), users=[*writers, *readers])]
     if missing:
         raise RuntimeError(f"database user(s) not found (terraform creates them): {', '.join(missing)}")
     done = []
     with db.transaction():
         ensure_roles(db)
-        for role, users in ((APP_ROLE, writers), (READER_ROLE, readers)):
-            for user in users:
-                db.execute_script(f"GRANT {quote_identifier(role)} TO {quote_identifier(user)}")
-                done.append(f"{user}: {role}")
+        for user, role, statement in statements:
+            db.execute_script(statement)
+            done.append(f"{user}: {role}")
     return done

@@ -1,91 +1,274 @@
-"""Migration runner: plain numbered `.sql` files from sql/, applied in order, each in its own transaction.
+"""Migration runner: numbered migrations once each, then the always-current definitions.
 
-An advisory lock serialises concurrent runs (two deploys, or two test workers); versions already
-recorded in `schema_migrations` are skipped, so an up-to-date database is left untouched.
+Files and their rules: migration_files.py. One run, under an advisory lock (two deploys, two test
+workers), with the session's own statement and lock timeouts:
+1. refuses a recorded migration that is missing from the files or whose file changed;
+2. applies the pending migrations and then the definitions that changed (all of them when a
+   migration ran) in ONE transaction: a failure anywhere leaves the database as it was. A
+   `-- migrate: no-transaction` migration commits what came before it and runs on its own;
+3. refuses a recorded definition that has no file any more (retire one with a migration that
+   drops it and deletes its `schema_definitions` row).
+Every statement the runner itself sends is a .sql file beside this module.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import re
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Iterator, Mapping
 
-from .database import Database, DatabaseError
-from .settings import REPO_ROOT
+from .database import Database, DatabaseError, UnavailableError, load_sql
+from .migration_files import Definition, Migration, Source, discover, discover_definitions, split_statements
+
+__all__ = ["MIGRATION_LOCK_KEY", "MigrationConfig", "MigrationError", "MigrationRun", "Status", "discover",
+           "discover_definitions", "migrate", "status"]
 
 # Arbitrary but fixed: the advisory lock key every migration run takes.
 MIGRATION_LOCK_KEY = 7_321_004_211
-_FILE = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
 
 
 class MigrationError(RuntimeError):
-    """A migration failed or an applied one changed; the message names the file (one CLI line)."""
+    """A migration failed, is missing or changed; the message names the file (one CLI line)."""
 
 
 @dataclass(frozen=True)
-class Migration:
-    version: str
-    name: str
-    path: Path
+class MigrationConfig:
+    """MIGRATIONS_DIR, MIGRATION_STATEMENT_TIMEOUT_MS, MIGRATION_LOCK_TIMEOUT_MS (README)."""
+    directory: Path | None = None  # another folder of NNN_name.sql (+ definitions/) instead of the package's
+    # Long enough for an index build, short enough that a stuck deploy ends.
+    statement_timeout_ms: int = 600_000
+    # A migration that waits for a lock queues every later query on that table behind it: fail fast
+    # behind a long transaction instead, and let the deploy be retried.
+    lock_timeout_ms: int = 5_000
 
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
-
-
-def migrations_dir() -> Path:
-    return Path(os.environ.get("MIGRATIONS_DIR") or REPO_ROOT / "sql")
-
-
-def discover(directory: Path | None = None) -> list[Migration]:
-    directory = directory or migrations_dir()
-    found = []
-    for path in directory.glob("*.sql"):
-        match = _FILE.match(path.name)
-        if not match:
-            raise ValueError(f"migration file name must look like 001_name.sql: {path.name}")
-        found.append(Migration(match.group(1), match.group(2), path))
-    # Numeric order: '1000_x' comes after '999_y' (a name sort would put it first).
-    found.sort(key=lambda m: int(m.version))
-    numbers = [int(m.version) for m in found]
-    if len(set(numbers)) != len(numbers):
-        raise ValueError("two migration files share a version number")
-    return found
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "MigrationConfig":
+        return cls(directory=Path(env["MIGRATIONS_DIR"]) if env.get("MIGRATIONS_DIR") else None,
+                   statement_timeout_ms=_milliseconds(env, "MIGRATION_STATEMENT_TIMEOUT_MS", cls.statement_timeout_ms),
+                   lock_timeout_ms=_milliseconds(env, "MIGRATION_LOCK_TIMEOUT_MS", cls.lock_timeout_ms))
 
 
-def migrate(db: Database, directory: Path | None = None) -> list[str]:
-    """Apply pending migrations; returns the versions applied by this call."""
-    pending = discover(directory)
+def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name) or ""
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive integer (milliseconds), got {raw!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class MigrationRun:
+    migrations: tuple[str, ...] = ()  # versions applied by this run
+    definitions: tuple[str, ...] = ()  # definition names (re)applied by this run
+
+    def summary(self) -> str:
+        if not self.migrations and not self.definitions:
+            return "database is up to date"
+        parts = [f"applied {len(self.migrations)} migration(s)" + (f": {', '.join(self.migrations)}"
+                                                                   if self.migrations else "")]
+        if self.definitions:
+            parts.append(f"{len(self.definitions)} definition(s): {', '.join(self.definitions)}")
+        return "; ".join(parts)
+
+
+def migrate(db: Database, directory: Path | str | None = None, *,
+            config: MigrationConfig = MigrationConfig()) -> MigrationRun:
+    """Apply pending migrations and changed definitions; returns what this call applied."""
+    source = Source.of(directory if directory is not None else config.directory)
+    found, definitions = discover(source), discover_definitions(source)
+    if not found:
+        raise MigrationError(f"no migration files (NNN_name.sql) found in {source.label}")
+    with _migration_session(db, config):
+        db.execute_script(load_sql(__file__, "migrations_table.sql"))
+        pending = _pending(found, db.rows(load_sql(__file__, "migrations_applied.sql")), source)
+        return _apply_all(db, pending, definitions, source, config)
+
+
+def _pending(found: list[Migration], recorded: list[dict], source: Source) -> list[Migration]:
+    by_version = {m.version: m for m in found}
+    for row in sorted(recorded, key=lambda r: int(r["version"])):
+        migration = by_version.get(row["version"])
+        if migration is None:
+            raise MigrationError(f"migration {row['version']}_{row['name']}.sql is applied in the database but missing "
+                                 f"from {source.label}: this release is older than the database")
+        if migration.checksum != row["checksum"]:
+            raise MigrationError(f"migration {migration.filename} changed after it was applied")
+    done = {row["version"] for row in recorded}
+    return [m for m in found if m.version not in done]
+
+
+def _groups(pending: list[Migration]) -> list[tuple[bool, list[Migration]]]:
+    """Consecutive transactional migrations share a transaction; a no-transaction one stands alone."""
+    groups: list[tuple[bool, list[Migration]]] = []
+    for migration in pending:
+        if migration.transactional and groups and groups[-1][0]:
+            groups[-1][1].append(migration)
+        else:
+            groups.append((migration.transactional, [migration]))
+    return groups
+
+
+def _apply_all(db: Database, pending: list[Migration], definitions: list[Definition], source: Source,
+               config: MigrationConfig) -> MigrationRun:
     applied: list[str] = []
-    db.run("SELECT pg_advisory_lock(:k)", k=MIGRATION_LOCK_KEY)
-    try:
-        db.execute_script(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version text PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        done = {row[0]: row[1] for row in db.run("SELECT version, checksum FROM schema_migrations")}
-        for migration in pending:
-            if migration.version in done:
-                if done[migration.version] != migration.checksum:
-                    raise MigrationError(f"migration {migration.path.name} changed after it was applied")
-                continue
-            _apply(db, migration)
-            applied.append(migration.version)
-    finally:
-        db.run("SELECT pg_advisory_unlock(:k)", k=MIGRATION_LOCK_KEY)
+    refreshed: list[str] = []
+    groups = _groups(pending)
+    if not groups or not groups[-1][0]:
+        groups.append((True, []))  # the definitions still get their transaction
+    for index, (transactional, group) in enumerate(groups):
+        if not transactional:
+            for migration in group:
+                _apply_outside_transaction(db, migration, config)
+        else:
+            with db.transaction():
+                for migration in group:
+                    _apply(db, migration, config)
+                if index == len(groups) - 1:
+                    refreshed = _apply_definitions(db, definitions, bool(pending), source, config)
+        applied.extend(m.version for m in group)
+    return MigrationRun(tuple(applied), tuple(refreshed))
+
+
+def _apply(db: Database, migration: Migration, config: MigrationConfig) -> None:
+    with _named(f"migration {migration.filename}", config):
+        db.execute_script(migration.text)
+        _record(db, migration)
+
+
+def _apply_outside_transaction(db: Database, migration: Migration, config: MigrationConfig) -> None:
+    """Statement by statement, autocommit; recorded only when every statement succeeded. A file
+    that fails half way keeps what it did: write it to run again (DROP INDEX CONCURRENTLY IF EXISTS
+    first, since a failed CREATE INDEX CONCURRENTLY leaves an invalid index behind)."""
+    with _named(f"migration {migration.filename}", config):
+        for statement in split_statements(migration.text):
+            db.execute_script(statement)
+        _record(db, migration)
+
+
+def _record(db: Database, migration: Migration) -> None:
+    db.run(load_sql(__file__, "migrations_record.sql"), version=migration.version, name=migration.name,
+           checksum=migration.checksum)
+
+
+def _apply_definitions(db: Database, definitions: list[Definition], migrated: bool, source: Source,
+                       config: MigrationConfig) -> list[str]:
+    """Inside the run's last transaction, after its migrations (which may have changed what they read)."""
+    has_table = db.one(load_sql(__file__, "migrations_tables.sql"))["definitions"]
+    if not definitions and not has_table:
+        return []
+    if not has_table:
+        raise MigrationError(f"{source.label} has definitions but no migration creates schema_definitions "
+                             "(sql/004_schema_definitions.sql does)")
+    recorded = {row["name"]: row["checksum"] for row in db.rows(load_sql(__file__, "migrations_definitions.sql"))}
+    applied = []
+    for definition in definitions:
+        if migrated or recorded.get(definition.name) != definition.checksum:
+            with _named(f"definition {definition.filename}", config):
+                db.execute_script(definition.text)
+                db.run(load_sql(__file__, "migrations_record_definition.sql"), name=definition.name,
+                       checksum=definition.checksum)
+            applied.append(definition.name)
+    # Read again: a migration of this run may have retired a definition by deleting its row.
+    names = {d.name for d in definitions}
+    gone = sorted(r["name"] for r in db.rows(load_sql(__file__, "migrations_definitions.sql")) if r["name"] not in names)
+    if gone:
+        raise MigrationError(f"definition(s) {', '.join(gone)} recorded in the database have no file in {source.label}: "
+                             "retire one with a migration that drops it and deletes its schema_definitions row")
     return applied
 
 
-def _apply(db: Database, migration: Migration) -> None:
-    """One migration and its record in one transaction: a failure leaves neither behind."""
+@contextmanager
+def _migration_session(db: Database, config: MigrationConfig) -> Iterator[None]:
+    """The session's own timeouts (restored after) and the advisory lock (released after)."""
+    session = load_sql(__file__, "migrations_session.sql")
+    previous = db.one(session, statement_timeout=str(config.statement_timeout_ms), lock_timeout="0")
     try:
-        with db.transaction():
-            db.execute_script(migration.path.read_text())
-            db.run("INSERT INTO schema_migrations (version, name, checksum) VALUES (:v, :n, :c)",
-                   v=migration.version, n=migration.name, c=migration.checksum)
-    except DatabaseError as exc:
-        fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
-        reason = fields.get("M", type(exc).__name__)
-        raise MigrationError(f"migration {migration.path.name} failed: {reason}") from exc
+        try:
+            db.run(load_sql(__file__, "migrations_lock.sql"), key=MIGRATION_LOCK_KEY)
+        except UnavailableError as exc:
+            raise MigrationError(f"another migration run held the migration lock for more than "
+                                 f"MIGRATION_STATEMENT_TIMEOUT_MS ({config.statement_timeout_ms} ms)") from exc
+        try:
+            db.one(session, statement_timeout=str(config.statement_timeout_ms), lock_timeout=str(config.lock_timeout_ms))
+            yield
+        finally:
+            db.run(load_sql(__file__, "migrations_unlock.sql"), key=MIGRATION_LOCK_KEY)
+    finally:
+        db.one(session, statement_timeout=previous["statement_timeout"], lock_timeout=previous["lock_timeout"])
+
+
+@contextmanager
+def _named(what: str, config: MigrationConfig) -> Iterator[None]:
+    """Database errors become one line naming the file; the transaction around it rolls back."""
+    try:
+        yield
+    except (DatabaseError, UnavailableError) as exc:
+        cause = exc.__cause__ if isinstance(exc, UnavailableError) else exc
+        if not isinstance(cause, DatabaseError):
+            raise  # the connection itself failed: its own one-line message says so
+        fields = cause.args[0] if cause.args and isinstance(cause.args[0], dict) else {}
+        code, reason = fields.get("C"), fields.get("M", type(cause).__name__)
+        if code == "55P03":
+            raise MigrationError(f"{what} waited more than MIGRATION_LOCK_TIMEOUT_MS ({config.lock_timeout_ms} ms) "
+                                 "for a lock another session holds (a long transaction?); its transaction was rolled "
+                                 "back: retry when that session ends") from exc
+        if code == "57014":
+            raise MigrationError(f"{what} ran longer than MIGRATION_STATEMENT_TIMEOUT_MS "
+                                 f"({config.statement_timeout_ms} ms); its transaction was rolled back") from exc
+        raise MigrationError(f"{what} failed: {reason}") from exc
+
+
+# -- verifyctl migrate --list ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # file name (migrations) or definitions/NN_name.sql
+    state: str  # migrations: applied | pending | missing; definitions: current | changed | new | missing
+    applied_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Status:
+    source: str
+    migrations: tuple[Entry, ...]
+    definitions: tuple[Entry, ...]
+
+    def render(self) -> str:
+        pending = sum(e.state == "pending" for e in self.migrations)
+        lines = [f"migrations from {self.source}:"]
+        lines += [_line(e) for e in self.migrations] or ["  (none)"]
+        lines.append("definitions" + (" (all re-applied with the pending migrations):" if pending else ":"))
+        lines += [_line(e) for e in self.definitions] or ["  (none)"]
+        return "\n".join(lines)
+
+
+def _line(entry: Entry) -> str:
+    when = f"  {entry.applied_at:%Y-%m-%d %H:%M:%S}Z" if entry.applied_at else ""
+    return f"  {entry.state:<8} {entry.name}{when}"
+
+
+def status(db: Database, directory: Path | str | None = None, *,
+           config: MigrationConfig = MigrationConfig()) -> Status:
+    """What is applied and what is pending, read without writing anything (no table is created)."""
+    source = Source.of(directory if directory is not None else config.directory)
+    found, definitions = discover(source), discover_definitions(source)
+    tables = db.one(load_sql(__file__, "migrations_tables.sql"))
+    recorded = {r["version"]: r for r in db.rows(load_sql(__file__, "migrations_applied.sql"))} \
+        if tables["migrations"] else {}
+    entries = [Entry(m.filename, "applied" if m.version in recorded else "pending",
+                     recorded[m.version]["applied_at"] if m.version in recorded else None) for m in found]
+    versions = {m.version for m in found}
+    entries += [Entry(f"{v}_{r['name']}.sql", "missing", r["applied_at"]) for v, r in recorded.items() if v not in versions]
+    entries.sort(key=lambda e: int(e.name.split("_", 1)[0]))
+    defined = {r["name"]: r for r in db.rows(load_sql(__file__, "migrations_definitions.sql"))} \
+        if tables["definitions"] else {}
+    states = []
+    for d in definitions:
+        row = defined.get(d.name)
+        state = "new" if row is None else "current" if row["checksum"] == d.checksum else "changed"
+        states.append(Entry(d.filename, state, row["applied_at"] if row else None))
+    names = {d.name for d in definitions}
+    states += [Entry(name, "missing", row["applied_at"]) for name, row in defined.items() if name not in names]
+    return Status(source.label, tuple(entries), tuple(states))

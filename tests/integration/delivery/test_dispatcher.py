@@ -187,7 +187,7 @@ def test_bad_credentials_fail_loudly_and_stop_hammering_the_provider(db, twilio,
     assert alert.json_fields["error_class"] == "configuration" and alert.json_fields["alert"] == "channel_configuration"
     statuses = db.run("SELECT status, last_error FROM delivery_intents ORDER BY id")
     assert statuses[0][0] == "failed" and "20003" in statuses[0][1]
-    assert all(s == "retryable" and e.startswith("configuration: not attempted") for s, e in statuses[1:])
+    assert all(s == "retryable" and e.startswith("channel_stopped: not attempted") for s, e in statuses[1:])
 
 
 def test_render_failure_affects_only_its_intent(db, tmp_path):

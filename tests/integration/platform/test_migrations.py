@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import importlib.resources
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -13,7 +15,12 @@ import pytest
 from signup_verification import cli
 from signup_verification.platform import migrations
 from signup_verification.platform.database import ConnectionParams, Database
+from signup_verification.platform.migration_files import split_statements
 from signup_verification.platform.migrations import MIGRATION_LOCK_KEY, MigrationError
+
+
+def migrations_source():
+    return importlib.resources.files("signup_verification.sql")
 
 
 @pytest.fixture
@@ -72,19 +79,23 @@ def lock_is_free(url: str) -> bool:
 # -- the runner ---------------------------------------------------------------------------------------
 
 def test_the_project_migrations_apply_to_an_empty_database_and_record_their_versions(empty_db):
-    expected = migrations.discover()
-    assert migrations.migrate(empty_db) == [m.version for m in expected]
+    expected, definitions = migrations.discover(), migrations.discover_definitions()
+    run = migrations.migrate(empty_db)
+    assert run.migrations == tuple(m.version for m in expected)
+    assert run.definitions == tuple(d.name for d in definitions)
     recorded = empty_db.run("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
     assert recorded == [[m.version, m.name, m.checksum] for m in expected]
+    assert empty_db.run("SELECT name, checksum FROM schema_definitions ORDER BY name") == sorted(
+        [d.name, d.checksum] for d in definitions)
     assert empty_db.run("SELECT to_regclass('delivery_intents') IS NOT NULL")[0][0]
-    assert migrations.migrate(empty_db) == []
+    assert migrations.migrate(empty_db) == migrations.MigrationRun()
 
 
 def test_migrations_apply_in_numeric_order_and_a_second_run_does_nothing(empty_db, sql_dir):
-    assert migrations.migrate(empty_db, sql_dir) == ["001", "002", "999", "1000"]
+    assert migrations.migrate(empty_db, sql_dir).migrations == ("001", "002", "999", "1000")
     assert log(empty_db) == ["001", "002", "999", "1000"]
     applied_at = empty_db.run("SELECT version, applied_at FROM schema_migrations ORDER BY version")
-    assert migrations.migrate(empty_db, sql_dir) == []
+    assert migrations.migrate(empty_db, sql_dir) == migrations.MigrationRun()
     assert log(empty_db) == ["001", "002", "999", "1000"]  # nothing ran twice
     assert empty_db.run("SELECT version, applied_at FROM schema_migrations ORDER BY version") == applied_at
 
@@ -92,7 +103,7 @@ def test_migrations_apply_in_numeric_order_and_a_second_run_does_nothing(empty_d
 def test_a_new_file_is_applied_on_the_next_run(empty_db, sql_dir):
     migrations.migrate(empty_db, sql_dir)
     write(sql_dir, "1001_more.sql", "INSERT INTO log (version) VALUES ('1001');")
-    assert migrations.migrate(empty_db, sql_dir) == ["1001"]
+    assert migrations.migrate(empty_db, sql_dir).migrations == ("1001",)
 
 
 def test_concurrent_runs_do_not_race(empty_url, sql_dir):
@@ -104,7 +115,7 @@ def test_concurrent_runs_do_not_race(empty_url, sql_dir):
         db = Database.from_url(empty_url)
         try:
             barrier.wait()
-            results.append(migrations.migrate(db, sql_dir))
+            results.append(list(migrations.migrate(db, sql_dir).migrations))
         except Exception as exc:  # collected: the assertion below reports it
             errors.append(exc)
         finally:
@@ -133,15 +144,26 @@ def test_a_changed_applied_migration_is_refused_and_nothing_after_it_runs(empty_
 
 
 def test_a_failing_migration_leaves_no_trace_and_can_be_fixed(empty_db, sql_dir, empty_url):
+    migrations.migrate(empty_db, sql_dir)
     write(sql_dir, "1001_bad.sql", "CREATE TABLE half (x int); INSERT INTO log (version) VALUES ('1001');"
                                    " SELECT no_such_column FROM t;")
     with pytest.raises(MigrationError, match=r"1001_bad.sql failed: .*no_such_column"):
         migrations.migrate(empty_db, sql_dir)
-    assert log(empty_db) == ["001", "002", "999", "1000"]  # the earlier ones stay applied
+    assert log(empty_db) == ["001", "002", "999", "1000"]  # the earlier runs stay applied
     assert empty_db.run("SELECT to_regclass('half')")[0][0] is None
     assert lock_is_free(empty_url)
     write(sql_dir, "1001_bad.sql", "CREATE TABLE half (x int); INSERT INTO log (version) VALUES ('1001');")
-    assert migrations.migrate(empty_db, sql_dir) == ["1001"]
+    assert migrations.migrate(empty_db, sql_dir).migrations == ("1001",)
+
+
+def test_the_pending_migrations_of_one_run_apply_all_or_nothing(empty_db, sql_dir, empty_url):
+    """One transaction: a deploy whose third migration fails leaves the database as it found it."""
+    write(sql_dir, "1001_bad.sql", "SELECT no_such_column FROM t;")
+    with pytest.raises(MigrationError, match=r"1001_bad.sql failed"):
+        migrations.migrate(empty_db, sql_dir)
+    assert empty_db.run("SELECT to_regclass('log'), to_regclass('t')") == [[None, None]]
+    assert empty_db.run("SELECT count(*)::int FROM schema_migrations") == [[0]]
+    assert lock_is_free(empty_url)
 
 
 @pytest.mark.parametrize("names, message", [
@@ -173,7 +195,9 @@ def run_cli(monkeypatch, capsys, env: dict[str, str], *argv: str) -> tuple[int, 
 def test_verifyctl_migrate_prints_one_line_and_exits_0(monkeypatch, capsys, empty_url):
     code, out, err = run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url}, "migrate")
     versions = [m.version for m in migrations.discover()]
-    assert (code, out, err) == (0, f"applied {len(versions)} migration(s): {', '.join(versions)}\n", "")
+    names = [d.name for d in migrations.discover_definitions()]
+    assert (code, out, err) == (0, f"applied {len(versions)} migration(s): {', '.join(versions)}; "
+                                   f"{len(names)} definition(s): {', '.join(names)}\n", "")
     assert run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url}, "migrate") == (0, "database is up to date\n", "")
 
 
@@ -214,3 +238,132 @@ def test_the_installed_console_script_runs(empty_url):
                             capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1 and failed.stdout == ""
     assert failed.stderr.startswith("verifyctl: ") and failed.stderr.count("\n") == 1
+
+
+# -- missing files, timeouts, no-transaction files, --list ---------------------------------------------
+
+def test_a_folder_without_migrations_is_an_error_not_an_up_to_date_database(empty_db, tmp_path, empty_url):
+    with pytest.raises(MigrationError, match="no migration files"):
+        migrations.migrate(empty_db, tmp_path)
+    assert empty_db.run("SELECT to_regclass('schema_migrations')") == [[None]]
+
+
+def test_verifyctl_migrate_with_an_empty_migrations_dir_exits_1_in_one_line(monkeypatch, capsys, empty_url, tmp_path):
+    code, out, err = run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url, "MIGRATIONS_DIR": str(tmp_path)},
+                             "migrate")
+    assert (code, out) == (1, "") and err == f"verifyctl: no migration files (NNN_name.sql) found in {tmp_path}\n"
+
+
+def test_a_recorded_migration_missing_from_the_files_is_refused(monkeypatch, capsys, empty_db, empty_url, sql_dir):
+    migrations.migrate(empty_db, sql_dir)
+    (sql_dir / "999_column.sql").unlink()
+    with pytest.raises(MigrationError, match="999_column.sql is applied in the database but missing"):
+        migrations.migrate(empty_db, sql_dir)
+    code, out, err = run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url, "MIGRATIONS_DIR": str(sql_dir)},
+                             "migrate")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "999_column.sql" in err
+    assert lock_is_free(empty_url)
+
+
+def test_a_lock_wait_fails_fast_with_a_clear_line_instead_of_queueing(empty_db, sql_dir, empty_url):
+    """ALTER TABLE behind a long transaction would queue every later query on the table behind it."""
+    migrations.migrate(empty_db, sql_dir)
+    write(sql_dir, "1001_alter.sql", "ALTER TABLE t ADD COLUMN c int;")
+    reader = Database.from_url(empty_url)
+    try:
+        with reader.transaction():
+            reader.run("SELECT count(*) FROM t")  # holds ACCESS SHARE on t until the transaction ends
+            started = time.monotonic()
+            with pytest.raises(MigrationError, match=r"1001_alter.sql waited more than MIGRATION_LOCK_TIMEOUT_MS "
+                                                     r"\(300 ms\) for a lock"):
+                migrations.migrate(empty_db, sql_dir, config=migrations.MigrationConfig(lock_timeout_ms=300))
+            assert time.monotonic() - started < 5
+    finally:
+        reader.close()
+    assert lock_is_free(empty_url)
+    assert migrations.migrate(empty_db, sql_dir).migrations == ("1001",)  # the long transaction ended
+
+
+def test_a_statement_over_the_migration_timeout_is_cancelled(empty_db, sql_dir):
+    write(sql_dir, "1001_slow.sql", "SELECT pg_sleep(5);")
+    with pytest.raises(MigrationError, match=r"1001_slow.sql ran longer than MIGRATION_STATEMENT_TIMEOUT_MS \(300 ms\)"):
+        migrations.migrate(empty_db, sql_dir, config=migrations.MigrationConfig(statement_timeout_ms=300))
+
+
+def test_the_migration_session_limits_do_not_outlive_the_run(empty_db, sql_dir):
+    before = empty_db.run("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')")
+    migrations.migrate(empty_db, sql_dir, config=migrations.MigrationConfig(statement_timeout_ms=1234,
+                                                                            lock_timeout_ms=567))
+    assert empty_db.run("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')") == before
+
+
+@pytest.mark.parametrize("name, value", [("MIGRATION_LOCK_TIMEOUT_MS", "soon"),
+                                         ("MIGRATION_STATEMENT_TIMEOUT_MS", "0")])
+def test_a_bad_timeout_setting_is_a_one_line_error(monkeypatch, capsys, empty_url, name, value):
+    code, out, err = run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url, name: value}, "migrate")
+    assert code == 1 and out == "" and err.startswith(f"verifyctl: {name} must be") and err.count("\n") == 1
+
+
+CONCURRENT_INDEX = ("-- migrate: no-transaction\n"
+                    "-- A failed CREATE INDEX CONCURRENTLY leaves an invalid index: drop it so a re-run starts clean.\n"
+                    "DROP INDEX CONCURRENTLY IF EXISTS t_a;\n"
+                    "CREATE INDEX CONCURRENTLY t_a ON t (a);  -- 'a ; quoted' semicolon in a comment\n"
+                    "INSERT INTO log (version) VALUES ('1001;');\n")
+
+
+def test_a_no_transaction_migration_builds_an_index_concurrently(empty_db, sql_dir):
+    write(sql_dir, "1001_index.sql", CONCURRENT_INDEX)
+    write(sql_dir, "1002_after.sql", "INSERT INTO log (version) VALUES ('1002');")
+    assert migrations.migrate(empty_db, sql_dir).migrations == ("001", "002", "999", "1000", "1001", "1002")
+    assert empty_db.run("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass('t_a')") == [[True]]
+    assert log(empty_db) == ["001", "002", "999", "1000", "1001;", "1002"]
+    assert migrations.migrate(empty_db, sql_dir) == migrations.MigrationRun()
+
+
+def test_without_the_marker_the_same_file_fails_inside_the_transaction(empty_db, sql_dir):
+    write(sql_dir, "1001_index.sql", CONCURRENT_INDEX.replace("-- migrate: no-transaction\n", ""))
+    with pytest.raises(MigrationError, match="1001_index.sql failed: .*cannot run inside a transaction block"):
+        migrations.migrate(empty_db, sql_dir)
+
+
+def test_split_statements_knows_quotes_dollar_quotes_and_comments():
+    sql = ("-- head; comment\nCREATE FUNCTION f() RETURNS text LANGUAGE sql AS $body$ SELECT 'a;b' $body$;\n"
+           "/* block; */ SELECT 'it''s; fine', \"odd;name\" FROM x;  \n-- trailing; comment only\n")
+    assert split_statements(sql) == [
+        "-- head; comment\nCREATE FUNCTION f() RETURNS text LANGUAGE sql AS $body$ SELECT 'a;b' $body$",
+        "/* block; */ SELECT 'it''s; fine', \"odd;name\" FROM x"]
+
+
+def test_verifyctl_migrate_list_shows_applied_and_pending_without_writing(monkeypatch, capsys, empty_url, empty_db):
+    code, out, err = run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url}, "migrate", "--list")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == "migrations from the installed package (signup_verification.sql):"
+    assert lines[1:1 + len(migrations.discover())] == [f"  pending  {m.filename}" for m in migrations.discover()]
+    assert "definitions (all re-applied with the pending migrations):" in lines
+    assert f"  new      {migrations.discover_definitions()[0].filename}" in lines
+    assert empty_db.run("SELECT to_regclass('schema_migrations')") == [[None]]  # --list wrote nothing
+
+    migrations.migrate(empty_db)
+    code, out, err = run_cli(monkeypatch, capsys, {"DATABASE_URL": empty_url}, "migrate", "--list")
+    states = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert code == 0 and set(states) == {"applied", "current"} and "definitions:" in out.splitlines()
+
+
+def test_migrate_list_names_changed_new_and_missing_files(empty_db, sql_dir):
+    write(sql_dir, "003_definitions.sql", (migrations_source() / "004_schema_definitions.sql").read_text())
+    (sql_dir / "definitions").mkdir()
+    write(sql_dir / "definitions", "01_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+    write(sql_dir / "definitions", "02_g.sql", "CREATE OR REPLACE FUNCTION g() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+    migrations.migrate(empty_db, sql_dir)
+    write(sql_dir / "definitions", "01_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';")
+    (sql_dir / "definitions" / "02_g.sql").unlink()
+    write(sql_dir / "definitions", "03_h.sql", "CREATE OR REPLACE FUNCTION h() RETURNS int LANGUAGE sql AS 'SELECT 3';")
+    (sql_dir / "999_column.sql").unlink()
+    write(sql_dir, "1001_more.sql", "SELECT 1;")
+    found = migrations.status(empty_db, sql_dir)
+    assert [(e.state, e.name) for e in found.migrations] == [
+        ("applied", "001_log.sql"), ("applied", "002_table.sql"), ("applied", "003_definitions.sql"),
+        ("missing", "999_column.sql"), ("applied", "1000_row.sql"), ("pending", "1001_more.sql")]
+    assert [(e.state, e.name) for e in found.definitions] == [
+        ("changed", "definitions/01_f.sql"), ("new", "definitions/03_h.sql"), ("missing", "g")]

@@ -4,11 +4,14 @@ Each records the requests it accepted as deliveries. Misbehaviour is scripted pe
 (`server.script(Answer(...), ...)` for the next requests, in order) or per destination
 (`server.by_destination[...]`): a slow answer (`delay`), a reset after accepting (`reset`:
 the delivery is recorded, then the connection is closed without an answer), 429 with
-Retry-After, 5xx, and the providers' error bodies.
+Retry-After, 5xx, and the providers' error bodies. Every exchange (request as received, answer
+as sent) is kept in `exchanges` for the contract tests (tests/unit/test_provider_contracts.py).
 """
 from __future__ import annotations
 
 import base64
+import dataclasses
+import email.utils
 import json
 import socket
 import struct
@@ -17,6 +20,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
@@ -39,6 +43,17 @@ class Delivery:
     headers: dict[str, str]
 
 
+@dataclass(frozen=True)
+class Exchange:
+    method: str
+    path: str  # with the query string, as received
+    headers: dict[str, str]
+    body: bytes
+    status: int | None = None  # None: the connection was dropped without an answer
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: bytes = b""
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -52,6 +67,7 @@ class FakeProvider:
 
     def __init__(self):
         self.deliveries: list[Delivery] = []
+        self.exchanges: list[Exchange] = []
         self.requests = 0
         self.connections: set[tuple] = set()  # client (host, port) pairs seen: keep-alive reuse shows here
         self.by_destination: dict[str, Answer] = {}
@@ -106,13 +122,14 @@ class FakeProvider:
         with self._lock:
             self.requests += 1
             self.connections.add(handler.client_address)
+        request = Exchange(handler.command, handler.path, headers, raw)
         denied = self.check_auth(handler.path, headers)
         if denied is not None:
-            return self._respond(handler, denied)
+            return self._respond(handler, denied, request)
         try:
             destination, body, fields = self.parse(raw)
-        except (ValueError, KeyError) as exc:
-            return self._respond(handler, self.invalid(str(exc)))
+        except (ValueError, KeyError, IndexError, TypeError, StopIteration) as exc:  # malformed: the API's 400
+            return self._respond(handler, self.invalid(str(exc)), request)
         with self._lock:
             answer = self._script.popleft() if self._script else self.by_destination.get(destination) or Answer()
         success = answer.status == 0
@@ -122,21 +139,25 @@ class FakeProvider:
         if answer.delay or self.default_delay:
             time.sleep(answer.delay or self.default_delay)
         if answer.reset:
+            with self._lock:
+                self.exchanges.append(request)
             # RST instead of FIN: the client sees a reset after its request was taken.
             handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             handler.close_connection = True
             handler.connection.close()
             return
-        self._respond(handler, self.success(destination) if success else answer)
+        self._respond(handler, self.success(destination, fields) if success else answer, request)
 
-    def _respond(self, handler: BaseHTTPRequestHandler, answer: Answer) -> None:
+    def _respond(self, handler: BaseHTTPRequestHandler, answer: Answer, request: Exchange) -> None:
         payload = json.dumps(answer.body).encode() if answer.body is not None else b""
+        headers = {**answer.headers, **({"Content-Type": "application/json"} if payload else {})}
+        with self._lock:
+            self.exchanges.append(dataclasses.replace(request, status=answer.status, response_headers=headers,
+                                                      response_body=payload))
         try:
             handler.send_response(answer.status)
-            for name, value in answer.headers.items():
+            for name, value in headers.items():
                 handler.send_header(name, value)
-            if payload:
-                handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(payload)))
             handler.end_headers()
             handler.wfile.write(payload)
@@ -150,7 +171,7 @@ class FakeProvider:
     def parse(self, raw: bytes) -> tuple[str, str, dict]:
         raise NotImplementedError
 
-    def success(self, destination: str) -> Answer:
+    def success(self, destination: str, fields: dict) -> Answer:
         raise NotImplementedError
 
     def invalid(self, reason: str) -> Answer:
@@ -172,6 +193,10 @@ class FakeSendGrid(FakeProvider):
             return Answer(404, {"errors": [{"message": "Not found"}]})
         if headers.get("Authorization") != f"Bearer {self.api_key}":
             return Answer(401, {"errors": [{"field": None, "message": "The provided authorization grant is invalid, expired, or revoked"}]})
+        if headers.get("Accept", "application/json") not in ("application/json", "*/*"):
+            return Answer(406, {"errors": [{"field": None, "message": "Not Acceptable"}]})
+        if headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+            return Answer(415, {"errors": [{"field": None, "message": "Unsupported Media Type"}]})
         return None
 
     def parse(self, raw):
@@ -180,7 +205,7 @@ class FakeSendGrid(FakeProvider):
         text = next(c["value"] for c in data["content"] if c["type"] == "text/plain")
         return to, text, data
 
-    def success(self, destination):
+    def success(self, destination, fields):
         return Answer(202, None, {"X-Message-Id": uuid.uuid4().hex[:22]})
 
     def invalid(self, reason):
@@ -192,7 +217,7 @@ class FakeTwilio(FakeProvider):
 
     name = "twilio"
 
-    def __init__(self, account_sid: str = "ACtest", auth_token: str = "twilio-token"):
+    def __init__(self, account_sid: str = "AC" + "0123456789abcdef" * 2, auth_token: str = "twilio-token"):
         self.account_sid = account_sid
         self.auth_token = auth_token
         super().__init__()
@@ -216,8 +241,18 @@ class FakeTwilio(FakeProvider):
             raise ValueError("invalid To")
         return form["To"], form["Body"], form
 
-    def success(self, destination):
-        return Answer(201, {"sid": "SM" + uuid.uuid4().hex, "status": "queued", "to": destination})
+    def success(self, destination, fields):
+        """Twilio's 201 Message resource (the fields its spec describes that a queued message has)."""
+        sid = "SM" + uuid.uuid4().hex
+        now = email.utils.format_datetime(datetime.now(timezone.utc))
+        uri = f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}"
+        return Answer(201, {
+            "sid": sid, "account_sid": self.account_sid, "api_version": "2010-04-01", "status": "queued",
+            "to": destination, "from": fields.get("From"), "messaging_service_sid": fields.get("MessagingServiceSid"),
+            "body": fields.get("Body"), "direction": "outbound-api", "num_segments": "1", "num_media": "0",
+            "date_created": now, "date_updated": now, "date_sent": None, "error_code": None, "error_message": None,
+            "price": None, "price_unit": "USD", "uri": f"{uri}.json",
+            "subresource_uris": {"media": f"{uri}/Media.json"}})
 
     def invalid(self, reason):
         return self.error(400, 21211, "The 'To' number is not a valid phone number.")

@@ -1,7 +1,9 @@
 """An SMTP server (aiosmtpd) that records every message it accepts, with scriptable misbehaviour:
-per-recipient RCPT replies, a DATA reply, a delay before the final reply (client timeout after
-sending), dropping the connection after the message was taken (reset after accepting),
-AUTH with fixed credentials, STARTTLS or implicit TLS."""
+a refusing greeting, an EHLO reply, per-recipient RCPT replies (Postfix's smtpd_delay_reject
+reports sender, HELO and client refusals there), a DATA reply, a delay before the final reply
+(client timeout after sending), dropping the connection after the message was taken (reset after
+accepting), AUTH with fixed credentials, STARTTLS or implicit TLS. It counts QUITs received, and
+answers the end of data as Postfix does (`250 2.0.0 Ok: queued as 4069127A001`)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, LoginPassword
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 
 
 def free_port() -> int:
@@ -41,11 +43,52 @@ class SmtpBehaviour:
     reply_delay: float = 0.0  # seconds before the reply to the end of data
     drop_after_data: bool = False  # take the message, then close without a reply
     mail_reply: str | None = None
+    greeting: str | None = None  # e.g. '554 5.7.1 no SMTP service for you'; None: 220
+    ehlo_reply: str | None = None  # e.g. '504 5.5.2 <localhost>: Helo command rejected'; None: the features
+
+
+class _Smtp(SMTP):
+    """aiosmtpd's server with a scriptable greeting (the one reply it hard-codes)."""
+
+    def __init__(self, fake: "FakeSmtpServer", *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._fake = fake
+        self._greeted = False
+
+    def connection_lost(self, error):
+        super().connection_lost(error)
+        self._fake._first_closed.set()  # the controller's start-up probe is done (and logged)
+
+    async def push(self, status: str):
+        if not self._greeted:
+            self._greeted = True
+            status = self._fake.behaviour.greeting or status
+        await super().push(status)
+
+
+class _Controller(Controller):
+    def __init__(self, fake: "FakeSmtpServer", *args, **kwargs):
+        self._fake = fake
+        super().__init__(*args, **kwargs)
+
+    def factory(self):
+        return _Smtp(self._fake, self.handler, **self.SMTP_kwargs)
 
 
 class _Handler:
     def __init__(self, server: "FakeSmtpServer"):
         self.fake = server
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        if self.fake.behaviour.ehlo_reply:
+            return [self.fake.behaviour.ehlo_reply]
+        session.host_name = hostname
+        return responses
+
+    async def handle_QUIT(self, server, session, envelope):
+        with self.fake._lock:
+            self.fake.quits += 1
+        return "221 2.0.0 Bye"
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
         if self.fake.behaviour.mail_reply:
@@ -67,7 +110,7 @@ class _Handler:
             return behaviour.data_reply
         with self.fake._lock:
             self.fake.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content)))
-            queue_id = f"Q{len(self.fake.received)}"
+            queue_id = f"4069127A{len(self.fake.received):03d}"  # Postfix-like: a digit run that is not a number
         if behaviour.drop_after_data:
             server.transport.abort()
             return "250 never seen"
@@ -84,13 +127,15 @@ class FakeSmtpServer:
         self.received: list[Received] = []
         self.behaviour = SmtpBehaviour()
         self.auth_failures = 0
+        self.quits = 0
+        self._first_closed = threading.Event()
         self._lock = threading.Lock()
         kwargs: dict = {"enable_SMTPUTF8": smtputf8, "timeout": idle_timeout}  # idle clients get 421 and are closed
         if credentials:
             kwargs.update(authenticator=self._authenticator(credentials), auth_require_tls=False)
         if starttls:
             kwargs.update(tls_context=starttls)
-        self.controller = Controller(_Handler(self), hostname=self.host, port=self.port,
+        self.controller = _Controller(self, _Handler(self), hostname=self.host, port=self.port,
                                      ssl_context=implicit_tls, ready_timeout=10, **kwargs)
 
     def _authenticator(self, credentials: tuple[str, str]):
@@ -103,6 +148,9 @@ class FakeSmtpServer:
 
     def start(self) -> "FakeSmtpServer":
         self.controller.start()
+        # The controller connects once to start the server; wait until that probe's session has ended,
+        # so its 'EOF received' log line cannot land inside a test's log capture (seen under load).
+        self._first_closed.wait(2.0)
         return self
 
     def stop(self) -> None:

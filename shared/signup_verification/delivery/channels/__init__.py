@@ -14,7 +14,7 @@ from .sendgrid import SendGridConfig
 from .smtp import SmtpConfig
 from .twilio import TwilioConfig
 
-__all__ = ["Channel", "SendResult", "CONFIGURATION", "ChannelsConfig", "build_channels"]
+__all__ = ["Channel", "SendResult", "CONFIGURATION", "ChannelsConfig", "build_channels", "smtp_tls_context"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class ChannelsConfig:
     email_transport: str = "console"  # EMAIL_TRANSPORT: smtp | sendgrid | console
     sms_transport: str = "console"  # SMS_TRANSPORT: twilio | console
     smtp: SmtpConfig = field(default_factory=lambda: SmtpConfig(host="localhost", port=8025))
+    smtp_ca_file: str | None = None  # SMTP_CA_FILE: a private CA trusted for SMTP TLS, besides the system store
     sendgrid: SendGridConfig = field(default_factory=SendGridConfig)
     twilio: TwilioConfig = field(default_factory=TwilioConfig)
     send_timeout_seconds: float = 10.0  # SEND_TIMEOUT_SECONDS: per provider call
@@ -42,10 +43,24 @@ def _console(config: ChannelsConfig, channel: str) -> Channel:
     return ConsoleChannel(channel, config.local_dir / "outbox")
 
 
+def smtp_tls_context(config: ChannelsConfig) -> ssl.SSLContext | None:
+    """The system trust store plus SMTP_CA_FILE (a private relay's CA), for SMTP only: SSL_CERT_FILE
+    would replace the store of the HTTPS providers too."""
+    if not config.smtp_ca_file:
+        return None
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cafile=config.smtp_ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"SMTP_CA_FILE {config.smtp_ca_file!r} is not a readable PEM certificate: {type(exc).__name__}") from None
+    return context
+
+
 def _email(config: ChannelsConfig, ssl_context: ssl.SSLContext | None) -> Channel:
     if config.email_transport == "smtp":
         from .smtp import SmtpChannel
 
+        ssl_context = ssl_context or smtp_tls_context(config)
         smtp = config.smtp if ssl_context is None else dataclasses.replace(config.smtp, ssl_context=ssl_context)
         return SmtpChannel(smtp)
     if config.email_transport == "sendgrid":

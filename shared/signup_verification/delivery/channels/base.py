@@ -21,6 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 Outcome = Literal["accepted", "retryable", "failed", "ambiguous"]
 CONFIGURATION = "configuration"  # error_class of failures an operator must fix: they alert
+BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (alerts, stops the channel)
 
 _EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
 _PHONEISH = re.compile(r"\+?\d(?:[\s().-]?\d){6,}")  # 7+ digits: a number, not '550 5.1.1'
@@ -54,6 +55,11 @@ class SendResult:
     def is_configuration_error(self) -> bool:
         return self.outcome == "failed" and self.error_class == CONFIGURATION
 
+    @property
+    def stops_channel(self) -> bool:
+        """Every later send of this channel would meet the same answer: stop it and alert."""
+        return self.is_configuration_error or (self.outcome == "retryable" and self.error_class == BLOCKED)
+
 
 @runtime_checkable
 class Channel(Protocol):
@@ -68,15 +74,17 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
-def scrub(text: str | bytes | None, limit: int = 200) -> str:
+def scrub(text: str | bytes | None, limit: int = 200, *, numbers: bool = True) -> str:
     """A provider's text made safe to store: no addresses or numbers that could be a destination,
-    one line, bounded. (Providers echo the recipient in rejections.)"""
+    one line, bounded. (Providers echo the recipient in rejections.) `numbers=False` for texts
+    about an email, where a digit run is a queue id, never a phone number."""
     if text is None:
         return ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = _EMAILISH.sub("[address]", text)
-    text = _PHONEISH.sub("[number]", text)
+    if numbers:
+        text = _PHONEISH.sub("[number]", text)
     return " ".join(text.split())[:limit]
 
 

@@ -3,9 +3,11 @@
 SendGrid has no idempotency key on send; the stable Message-ID header we set lets mail clients
 collapse a duplicate, and `custom_args` carry the intent and attempt ids into SendGrid's event
 webhook for reconciliation. Responses (docs/channels.md): 2xx accepted (X-Message-Id is the
-provider ref); 400 validation and 413 too large are permanent; 401/403 are configuration; 429 is
-retryable (Retry-After or X-RateLimit-Reset); 5xx retryable, except 504 (a gateway timed out
-while the mail service may have taken it): ambiguous.
+provider ref); 400 validation and 413 too large are permanent for the message; a 400 about the
+sender (`from`, the sender identity), 401, 403, 406 and 415 are configuration; a 403 "temporarily
+blocked" (after repeated bad requests) is retryable after a long wait, and stops the channel with
+an alert; 429 is retryable (Retry-After or X-RateLimit-Reset); 5xx are ambiguous: SendGrid does
+not say the message was not processed (an email resend is safe: the stable Message-ID collapses it).
 """
 from __future__ import annotations
 
@@ -13,10 +15,14 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from ..messages import EmailContent
-from .base import CONFIGURATION, SendResult, http_retry_after, scrub
-from .http import HttpClient, HttpFailure
 from email.utils import parseaddr
+
+from ..messages import EmailContent
+from .base import BLOCKED, CONFIGURATION, SendResult, http_retry_after, scrub
+from .http import HttpClient, HttpFailure
+
+BLOCKED_WAIT_SECONDS = 1800.0  # SendGrid does not say how long a block lasts; hammering would extend it
+_SENDER_WORDS = ("sender identity", "from address", "from email")
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,9 @@ class SendGridChannel:
         }, ensure_ascii=False).encode("utf-8")
 
     def send(self, message: EmailContent, deadline: float) -> SendResult:
-        headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json"}
+        # Accept as the official client sends it: without it an API answering 406 would fail every email.
+        headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
+                   "Accept": "application/json"}
         try:
             answer = self.client.post(self.url, deadline, body=self.payload(message), headers=headers)
         except HttpFailure as failure:
@@ -62,16 +70,18 @@ class SendGridChannel:
         if 200 <= status < 300:
             return SendResult.accepted(answer.headers.get("X-Message-Id"))
         detail = f"sendgrid {status}: {_errors(answer.body)}"
-        if status in (401, 403):
+        if status == 403 and "temporarily blocked" in _messages(answer.body):
+            return SendResult.retryable(BLOCKED, detail, max(BLOCKED_WAIT_SECONDS, _wait(answer.headers) or 0.0))
+        if status in (401, 403, 406, 415):
             return SendResult.failed(CONFIGURATION, detail)
         if status == 413:
             return SendResult.failed("message_too_large", detail)
         if status == 429:
             return SendResult.retryable("rate_limited", detail, _wait(answer.headers))
-        if status == 504:
+        if status >= 500:  # not "never processed": it may have been sent (docs/channels.md)
             return SendResult.ambiguous("provider_5xx", detail)
-        if status >= 500:
-            return SendResult.retryable("provider_5xx", detail, http_retry_after(answer.headers.get("Retry-After")))
+        if status == 400 and _about_sender(answer.body):
+            return SendResult.failed(CONFIGURATION, detail)
         if status == 400 and _about_recipient(answer.body):
             return SendResult.failed("invalid_destination", detail)
         return SendResult.failed("rejected", detail)
@@ -93,6 +103,16 @@ def _errors(body: bytes) -> str:
     if not errors:
         return scrub(body, 120)
     return scrub("; ".join(f"{e.get('field') or '-'}: {e.get('message') or ''}" for e in errors[:3]), 200)
+
+
+def _messages(body: bytes) -> str:
+    return " ".join(str(e.get("message") or "") for e in _parsed(body)).lower()
+
+
+def _about_sender(body: bytes) -> bool:
+    """A 400 about `from` or the sender identity: every message would be refused."""
+    return any(str(e.get("field") or "").split(".")[0] == "from"
+               or any(w in str(e.get("message") or "").lower() for w in _SENDER_WORDS) for e in _parsed(body))
 
 
 def _about_recipient(body: bytes) -> bool:

@@ -20,7 +20,13 @@ from .base import CONFIGURATION, SendResult, scrub
 
 _ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 _DOT_LINE = re.compile(rb"(?m)^\.")
+# The queue id in a 250 after the end of data: Postfix 'queued as 4069127A943', Exim 'id=1rAbCd-0001Xy-2Z'.
+_QUEUE_ID = re.compile(rb"(?:queued as|\bid=)\s*([0-9A-Za-z][0-9A-Za-z._-]{2,63})", re.IGNORECASE)
 AUTH_CODES = {530, 534, 535, 538}
+# Postfix (smtpd_delay_reject=yes, its default) reports refusals of us, not of the recipient, in
+# reply to RCPT TO: these fail every message, so they are configuration errors.
+_REFUSES_US = (b"sender address rejected", b"helo command rejected", b"client host rejected")
+_SENDER_STATUS = ("5.1.7", "5.1.8")  # bad sender mailbox syntax / bad sender system address
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,8 @@ class _Failed(Exception):
 
 
 def classify_reply(stage: str, code: int, text: bytes) -> SendResult:
-    """An SMTP reply that is not the success expected at `stage` (connect|auth|mail|rcpt|data|end)."""
+    """An SMTP reply that is not the success expected at `stage`
+    (connect = the greeting | ehlo | helo | auth | mail | rcpt | data | end)."""
     match = _ENHANCED.match(text or b"")
     enhanced = ".".join(g.decode() for g in match.groups()) if match else ""
     detail = f"smtp {code}{' ' + enhanced if enhanced else ''} at {stage}: {scrub(text, 160)}"
@@ -51,9 +58,11 @@ def classify_reply(stage: str, code: int, text: bytes) -> SendResult:
         return SendResult.retryable("smtp_transient", detail)
     if code in AUTH_CODES or enhanced.startswith("5.7.8") or stage == "auth":
         return SendResult.failed(CONFIGURATION, detail)
-    if stage == "mail":  # the sender is refused: every message would be
-        return SendResult.failed(CONFIGURATION, detail)
+    if stage == "mail" or stage in ("connect", "ehlo", "helo") and 500 <= code < 600:
+        return SendResult.failed(CONFIGURATION, detail)  # the server refuses us or our sender: every message would be
     if stage == "rcpt":
+        if enhanced in _SENDER_STATUS or any(phrase in (text or b"").lower() for phrase in _REFUSES_US):
+            return SendResult.failed(CONFIGURATION, detail)
         if enhanced.startswith("5.1.") or code in (550, 553) and not enhanced:
             return SendResult.failed("invalid_destination", detail)
         if enhanced.startswith("5.7.1") and b"relay" in (text or b"").lower():
@@ -95,12 +104,12 @@ class SmtpChannel:
                                         context=self._context())
             else:
                 conn = smtplib.SMTP(cfg.host, cfg.port, local_hostname=cfg.helo_name, timeout=timeout)
-            conn.ehlo()
+            self._hello(conn)
             if cfg.security == "starttls":
                 if not conn.has_extn("starttls"):
                     raise _Failed(SendResult.failed(CONFIGURATION, "SMTP_SECURITY=starttls but the server does not offer STARTTLS"))
                 conn.starttls(context=self._context())
-                conn.ehlo()
+                self._hello(conn)
             if cfg.username:
                 self._login(conn)
             return conn
@@ -119,6 +128,20 @@ class SmtpChannel:
         except (OSError, smtplib.SMTPException) as exc:  # refused, unreachable, timeout, TLS failure
             self._discard(conn)
             raise _Failed(SendResult.retryable("connect", f"cannot reach the SMTP server: {type(exc).__name__}")) from None
+
+    @staticmethod
+    def _hello(conn: smtplib.SMTP) -> None:
+        """EHLO, checked: smtplib ignores a refused EHLO, and the server's reason was then lost behind
+        its later '503 send HELO/EHLO first'. HELO only where EHLO is not understood (RFC 5321 4.1.4)."""
+        code, text = conn.ehlo()
+        if code == 250:
+            return
+        if code in (500, 502):
+            code, text = conn.helo()
+            if code == 250:
+                return
+            raise _Failed(classify_reply("helo", code, text))
+        raise _Failed(classify_reply("ehlo", code, text))
 
     def _login(self, conn: smtplib.SMTP) -> None:
         # One mechanism, PLAIN or LOGIN (over TLS in production): smtplib's login() would try several
@@ -213,7 +236,8 @@ class SmtpChannel:
             if code != 354:
                 return self._rset(conn, deadline, classify_reply("data", code, text))
             self._step(conn, deadline)
-            conn.send(_DOT_LINE.sub(b"..", payload) + b"\r\n.\r\n")
+            stuffed = _DOT_LINE.sub(b"..", payload)
+            conn.send(stuffed + (b".\r\n" if stuffed.endswith(b"\r\n") else b"\r\n.\r\n"))
         except (_StaleConnection, _Failed):
             self._discard(conn)
             raise
@@ -233,7 +257,7 @@ class SmtpChannel:
             return SendResult.ambiguous("no_reply_after_data", f"no reply after the message was sent: {type(exc).__name__}")
         if code == 250:
             self._release(conn)
-            return SendResult.accepted(scrub(text, 120) or None)
+            return SendResult.accepted(provider_reference(text))
         self._discard(conn) if code == 421 else self._release(conn)
         return classify_reply("end", code, text)
 
@@ -248,6 +272,15 @@ class SmtpChannel:
             pass
         self._discard(conn)
         return result
+
+
+def provider_reference(text: bytes) -> str | None:
+    """The server's queue id from its 250 reply, else the reply with addresses masked (a queue id is
+    a digit-and-letter run, never a destination: digit runs stay)."""
+    match = _QUEUE_ID.search(text or b"")
+    if match:
+        return match.group(1).decode("ascii")
+    return scrub(text, 120, numbers=False) or None
 
 
 class _StaleConnection(Exception):

@@ -3,10 +3,13 @@ HTTP Basic with the account SID and auth token).
 
 Twilio has no idempotency key on message create, so an ambiguous SMS is held by default
 (outbox/policy.py): a duplicate code reaches a phone. Error codes (docs/channels.md): 21211
-invalid To, 21614 not a mobile number, 21635 landline, 21612 unreachable are permanent for the
-intent; 21610 is an unsubscribed recipient (STOP); 21608 (trial account, unverified number),
-20003 (authentication), 20404 (no such account), 21606/21212/21659 (bad From) and 21408 (region
-not enabled) are configuration; 20429 / HTTP 429 "never processed" is retryable; 5xx ambiguous.
+invalid To, 21604 To missing, 21614 not a mobile number, 21635 landline, 21612 unreachable are
+permanent for the intent; 21610 is an unsubscribed recipient (STOP); 21408 (region not enabled
+for the To number), 21606/21659 (the From cannot reach that destination) and 21608 (trial
+account, unverified number) fail that one message: `destination_not_permitted`, the channel goes
+on. Only what fails every message stops the channel (`configuration`, alerting): credentials
+(20003, HTTP 401/403), the account (20404, HTTP 404) and a missing or invalid sender (21603,
+21212). 20429 / HTTP 429 "never processed" is retryable; 5xx ambiguous.
 """
 from __future__ import annotations
 
@@ -19,9 +22,13 @@ from ..messages import SmsContent
 from .base import CONFIGURATION, SendResult, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 
-PERMANENT = {21211: "invalid_destination", 21614: "not_mobile", 21635: "landline", 21612: "unreachable_destination",
-             21610: "unsubscribed", 21617: "message_too_long"}
-CONFIGURATION_CODES = {20003, 20404, 21608, 21606, 21212, 21659, 21408, 21603, 21604}
+PERMANENT = {21211: "invalid_destination", 21604: "invalid_destination", 21614: "not_mobile", 21635: "landline",
+             21612: "unreachable_destination", 21610: "unsubscribed", 21617: "message_too_long",
+             # This destination, not every one: a region not enabled, a From that cannot reach that
+             # country, a trial account's unverified number. One user's foreign number must not stop SMS.
+             21408: "destination_not_permitted", 21606: "destination_not_permitted",
+             21659: "destination_not_permitted", 21608: "destination_not_permitted"}
+CONFIGURATION_CODES = {20003, 20404, 21212, 21603}  # credentials, the account, the sender: every message fails
 
 
 @dataclass(frozen=True)

@@ -100,5 +100,24 @@ def _compiled(version_ref: str, locale: str, part: str) -> jinja2.Template:
     return env.from_string(getattr(template, part))
 
 
+# CLDR plural categories for the counts our templates state (minutes), per language. A template
+# says `{{ plural(minutes, one="minute", other="minutes") }}`; a locale without a rule refuses to render.
+PLURAL_RULES = {
+    "en": lambda n: "one" if n == 1 else "other",
+    "ja": lambda n: "other",  # no grammatical plural
+}
+
+
+def plural_for(locale: str):
+    rule = PLURAL_RULES.get(locale) or PLURAL_RULES.get(locale.split("-")[0].lower())
+    if rule is None:
+        raise UnknownTemplate(f"no plural rule for locale {locale!r} (templates/__init__.py PLURAL_RULES)")
+
+    def plural(n: int, **forms: str) -> str:
+        category = rule(n)
+        return forms.get(category, forms["other"])
+    return plural
+
+
 def render(version_ref: str, locale: str, part: str, **variables: object) -> str:
-    return _compiled(version_ref, locale, part).render(**variables)
+    return _compiled(version_ref, locale, part).render(plural=plural_for(locale), **variables)

@@ -1,0 +1,30 @@
+# Google's APIs accept a new IAM grant or log-based metric before every part of Google sees it.
+# These waits run in deploy.sh's first (database) phase, beside the ~10 minute Cloud SQL
+# creation, so a first deploy pays nothing extra; later runs wait only when their inputs change.
+
+# Cloud Build runs as the build account, and a new revision starts only if the function's own
+# account can read its secrets: those grants must have propagated before the first deploy, else
+# the build fails reading the source or pushing the image, or the revision fails on a secret.
+# Google's own example for a custom build account (the provider's cloudfunctions2 basic builder)
+# waits 60 s after granting.
+resource "time_sleep" "iam_grants" {
+  create_duration = "60s"
+  # A grant added later (a new function, secret or role) waits again; an unchanged set does not.
+  triggers = {
+    build    = join(",", keys(google_project_iam_member.build))
+    function = join(",", keys(google_project_iam_member.function))
+    secrets  = join(",", keys(google_secret_manager_secret_iam_member.function))
+  }
+}
+
+# An alert policy on a log-based metric created moments ago fails with "Cannot find metric(s)
+# that match type ... could take up to 10 minutes" (hashicorp/terraform-provider-google#11102).
+resource "time_sleep" "metrics" {
+  create_duration = "600s"
+  triggers = {
+    metrics = join(",", concat(
+      [for m in google_logging_metric.signal : m.name],
+      [google_logging_metric.signal_records.name, google_logging_metric.oscillating_records.name],
+    ))
+  }
+}

@@ -1,0 +1,2 @@
+-- CREATE DATABASE takes no bind parameters: embedded.py fills a double-quoted identifier.
+CREATE DATABASE {name}

@@ -1,0 +1,174 @@
+"""Repeatable definitions (sql/definitions/): functions and views re-applied when they change.
+
+The frozen migrations 001/002 still create the original objects; the definitions then replace them,
+so a database migrated from nothing and one migrated by an earlier release end identical.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from signup_verification.platform import migrations
+from signup_verification.platform.database import ConnectionParams, Database
+from signup_verification.platform.migrations import MigrationError
+
+PACKAGED = importlib.resources.files("signup_verification.sql")
+# What the release before the definitions shipped: its migrations, byte for byte.
+BEFORE_DEFINITIONS = ["001_schema.sql", "002_create_verification.sql", "003_retention_indexes.sql"]
+
+# The whole schema as the catalog describes it: equal snapshots, equal databases.
+SNAPSHOT = {
+    "functions": "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p"
+                 " WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1, 2",
+    "views": "SELECT viewname, pg_get_viewdef(viewname::regclass) FROM pg_views WHERE schemaname = 'public' ORDER BY 1",
+    "columns": "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+               " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
+    "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+    "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
+                   " WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
+    "triggers": "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1",
+}
+
+
+def snapshot(db: Database) -> dict[str, list]:
+    return {part: db.run(sql) for part, sql in SNAPSHOT.items()}
+
+
+@pytest.fixture
+def new_database(pg_server: ConnectionParams):
+    admin = pg_server.with_database("postgres").connect()
+    made: list[Database] = []
+
+    def make() -> Database:
+        name = f"d_{uuid.uuid4().hex[:16]}"
+        admin.run(f'CREATE DATABASE "{name}"')
+        made.append(Database(pg_server.with_database(name)))
+        return made[-1]
+
+    yield make
+    for db in made:
+        db.close()
+        admin.run(f'DROP DATABASE IF EXISTS "{db.params.database}" WITH (FORCE)')
+    admin.close()
+
+
+def write(folder: Path, name: str, sql: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(sql)
+
+
+def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_path):
+    old_release = tmp_path / "old"
+    old_release.mkdir()
+    for name in BEFORE_DEFINITIONS:
+        (old_release / name).write_bytes((PACKAGED / name).read_bytes())
+    upgraded, fresh = new_database(), new_database()
+    assert migrations.migrate(upgraded, old_release).migrations == ("001", "002", "003")
+    before = snapshot(upgraded)
+
+    run = migrations.migrate(upgraded)  # the current package on the older database
+    assert run.migrations == ("004",)
+    assert run.definitions == tuple(d.name for d in migrations.discover_definitions())
+    migrations.migrate(fresh)
+    assert snapshot(upgraded) == snapshot(fresh)
+    # Moving the objects into definitions changed none of them: same bodies, same view text.
+    after = snapshot(upgraded)
+    assert (after["functions"], after["views"]) == (before["functions"], before["views"])
+    assert upgraded.run("SELECT name, checksum FROM schema_definitions ORDER BY name") == sorted(
+        [d.name, d.checksum] for d in migrations.discover_definitions())
+    assert {name for name, _ in snapshot(fresh)["functions"]} >= {
+        "create_verification", "suppress_undelivered_intents", "delivery_attempts_append_only"}
+
+
+def test_every_function_and_view_of_the_schema_has_a_definition_file(new_database):
+    db = new_database()
+    migrations.migrate(db)
+    objects = {name for name, _ in db.run(SNAPSHOT["functions"])} | {name for name, _ in db.run(SNAPSHOT["views"])}
+    assert objects == {d.name for d in migrations.discover_definitions()}
+
+
+@pytest.fixture
+def defs_dir(tmp_path: Path) -> Path:
+    """A table, the definitions' bookkeeping migration and two definitions, one a `SELECT *` view."""
+    folder = tmp_path / "sql"
+    write(folder, "001_table.sql", "CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 2);")
+    write(folder, "002_definitions.sql", (PACKAGED / "004_schema_definitions.sql").read_text())
+    write(folder / "definitions", "01_v.sql", "CREATE OR REPLACE VIEW v AS SELECT * FROM t;")
+    write(folder / "definitions", "02_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+    return folder
+
+
+def test_a_changed_definition_is_re_applied_alone_and_an_unchanged_one_never(new_database, defs_dir):
+    db = new_database()
+    assert migrations.migrate(db, defs_dir).definitions == ("v", "f")
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
+    write(defs_dir / "definitions", "02_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';")
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun((), ("f",))
+    assert db.run("SELECT f()") == [[2]]
+
+
+def test_a_migration_re_applies_every_definition_so_a_select_star_view_sees_new_columns(new_database, defs_dir):
+    db = new_database()
+    migrations.migrate(db, defs_dir)
+    write(defs_dir, "003_column.sql", "ALTER TABLE t ADD COLUMN c int DEFAULT 3;")
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun(("003",), ("v", "f"))
+    assert db.rows("SELECT * FROM v") == [{"a": 1, "b": 2, "c": 3}]
+
+
+def test_a_migration_may_drop_a_view_to_change_its_columns_and_the_definition_recreates_it(new_database, defs_dir):
+    db = new_database()
+    migrations.migrate(db, defs_dir)
+    write(defs_dir, "003_retype.sql", "DROP VIEW v; ALTER TABLE t ALTER COLUMN b TYPE text;")
+    migrations.migrate(db, defs_dir)
+    assert db.run("SELECT data_type FROM information_schema.columns WHERE table_name = 'v' AND column_name = 'b'") \
+        == [["text"]]
+
+
+def test_a_failing_definition_rolls_back_the_migrations_of_its_run(new_database, defs_dir):
+    db = new_database()
+    write(defs_dir / "definitions", "03_bad.sql", "CREATE OR REPLACE VIEW w AS SELECT no_such_column FROM t;")
+    with pytest.raises(MigrationError, match=r"definition definitions/03_bad.sql failed: .*no_such_column"):
+        migrations.migrate(db, defs_dir)
+    assert db.run("SELECT to_regclass('t'), to_regclass('v')") == [[None, None]]
+    assert db.run("SELECT count(*)::int FROM schema_migrations") == [[0]]
+
+
+def test_a_recorded_definition_without_a_file_is_refused_until_a_migration_retires_it(new_database, defs_dir):
+    db = new_database()
+    migrations.migrate(db, defs_dir)
+    (defs_dir / "definitions" / "02_f.sql").unlink()
+    with pytest.raises(MigrationError, match="definition.s. f recorded in the database have no file"):
+        migrations.migrate(db, defs_dir)
+    write(defs_dir, "003_retire_f.sql", "DROP FUNCTION f(); DELETE FROM schema_definitions WHERE name = 'f';")
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun(("003",), ("v",))
+    assert db.run("SELECT to_regproc('f')") == [[None]]
+
+
+def test_a_renumbered_definition_keeps_its_record(new_database, defs_dir):
+    db = new_database()
+    migrations.migrate(db, defs_dir)
+    shutil.move(defs_dir / "definitions" / "02_f.sql", defs_dir / "definitions" / "05_f.sql")
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
+
+
+def test_definitions_need_the_bookkeeping_migration(new_database, defs_dir):
+    (defs_dir / "002_definitions.sql").unlink()
+    with pytest.raises(MigrationError, match="has definitions but no migration creates schema_definitions"):
+        migrations.migrate(new_database(), defs_dir)
+
+
+@pytest.mark.parametrize("names, message", [
+    (["1_short.sql"], "01_name.sql"),
+    (["01_a.sql", "01_b.sql"], "share an order number"),
+    (["01_a.sql", "02_a.sql"], "share a name"),
+])
+def test_badly_named_definitions_are_refused(defs_dir, names, message):
+    shutil.rmtree(defs_dir / "definitions")
+    for name in names:
+        write(defs_dir / "definitions", name, "SELECT 1;")
+    with pytest.raises(ValueError, match=message):
+        migrations.discover_definitions(defs_dir)
