@@ -77,9 +77,6 @@ def test_no_issued_token_or_code_in_any_table_log_line_or_api_answer(app_client,
         answers.append(json.dumps(dict(response.headers)) + response.get_data(as_text=True))
         return response
 
-    # JSON before the sink opens: a late record of the fake SMTP server's readiness probe must not be
-    # written by the handler an earlier test left (text).
-    service_logging.configure(load().logging)
     with service_logging.use_sink(sink):
         create, dispatch = app_client("create_verification"), app_client("dispatch")
         confirm, reconcile, status = app_client("confirm_verification"), app_client("reconcile"), app_client("status")
