@@ -36,7 +36,7 @@ from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
 from signup_verification.delivery.messages import EmailContent  # noqa: E402
-from signup_verification.platform.settings import Settings  # noqa: E402
+from support.config import make_config  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 from support.paths import TEST_TOKEN_KEYS  # noqa: E402
 import common  # noqa: E402
@@ -134,7 +134,7 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
     for first in range(0, scenario.intents, 50_000):
         seed_intents(db, min(50_000, scenario.intents - first), sms_every=5, prefix=f"b{first}", offset=first)
     db.execute_script("ANALYZE")
-    settings = Settings(deployment="bench", token_keys=TEST_TOKEN_KEYS, send_concurrency=scenario.concurrency,
+    settings = make_config(deployment="bench", token_keys=TEST_TOKEN_KEYS, send_concurrency=scenario.concurrency,
                         dispatch_max_batch=scenario.max_batch, function_timeout_seconds=scenario.timeout,
                         email_from="Signup <no-reply@example.org>", dispatch_settle_connection=scenario.settle_connection)
     channels = {"email": BenchSender("email", scenario.latency, scenario.mime),
@@ -143,9 +143,9 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
     estimator.seed({"email": scenario.latency, "sms": scenario.latency})  # a warm instance
     db.statements, db.seconds = 0, 0.0
     started = time.perf_counter()
-    report = Dispatcher(db, settings, KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(db, settings.dispatch, settings.retry, KEYRING, channels, estimator=estimator).run()
     seconds = time.perf_counter() - started
-    budget = invocation_seconds(settings.function_timeout_seconds, settings.dispatch_safety_margin_seconds)
+    budget = invocation_seconds(settings.dispatch.function_timeout_seconds, settings.dispatch.safety_margin_seconds)
     assert report.accepted == scenario.intents or scenario.timeout < 3600, report  # short budgets leave work
     # Outside the batches: the latency read, the final empty claim, the latency save.
     per_batch = (db.statements - 3) / report.batches

@@ -40,7 +40,7 @@ from signup_verification.operations import signals  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
 from signup_verification.outbox import Settlement, transitions  # noqa: E402
 from signup_verification.operations.reconciler import ReconcilerConfig, reconcile  # noqa: E402
-from signup_verification.platform.settings import Settings  # noqa: E402
+from signup_verification.config import load  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 from signup_verification.verifications.create import create_verification  # noqa: E402
@@ -170,7 +170,7 @@ def remove_live(db: Database, ids: list[uuid.UUID]) -> None:
 
 
 def _config() -> ReconcilerConfig:
-    return ReconcilerConfig()
+    return load({"DEPLOYMENT": "bench", "FUNCTION_TIMEOUT_SECONDS": "540"}).reconciler
 
 
 def timed(fn) -> tuple[float, object]:
@@ -180,7 +180,6 @@ def timed(fn) -> tuple[float, object]:
 
 
 def measure(db: Database, history: int, repeat: int, seed_seconds: float) -> Figures:
-    settings = Settings(deployment="bench", function_timeout_seconds=540)
     config = _config()
     signal_ms, sweep_ms, quiet_ms, claim_ms, create_ms, moved = [], [], [], [], [], 0
     signals.compute(db, "bench")  # warm the prepared statements
@@ -188,14 +187,14 @@ def measure(db: Database, history: int, repeat: int, seed_seconds: float) -> Fig
         live = seed_live(db)
         for _ in range(5):
             signal_ms.append(timed(lambda: signals.compute(db, "bench"))[0])
-        ms, report = timed(lambda: reconcile(db, settings, config, emit_signals=False))
+        ms, report = timed(lambda: reconcile(db, config, emit_signals=False))
         sweep_ms.append(ms)
         moved = sum(v for k, v in report.moves.items() if not k.startswith("suppressed_"))
-        quiet_ms.append(timed(lambda: reconcile(db, settings, config, emit_signals=False))[0])
+        quiet_ms.append(timed(lambda: reconcile(db, config, emit_signals=False))[0])
         claim_ms.append(time_claim(db))
         create_ms.extend(time_creates(db, f"hc{history}-{len(create_ms)}-"))
         remove_live(db, live + [r[0] for r in db.run("SELECT id FROM verifications WHERE account_id LIKE 'hc%'")])
-    retention_ms = [measure_retention(db, settings, config, r) for r in range(min(repeat, history // RETENTION_ROWS // 2))]
+    retention_ms = [measure_retention(db, config, r) for r in range(min(repeat, history // RETENTION_ROWS // 2))]
     return Figures(history, statistics.median(signal_ms), statistics.median(sweep_ms), statistics.median(quiet_ms),
                    moved, seed_seconds, statistics.median(retention_ms) if retention_ms else 0.0,
                    statistics.median(claim_ms), statistics.median(create_ms))
@@ -212,7 +211,7 @@ def time_claim(db: Database) -> float:
 
 def time_creates(db: Database, tag: str) -> list[float]:
     """CREATES calls of the create path's one SQL function, each a new account and destination."""
-    settings = Settings(deployment="bench", token_keys=TOKEN_KEYS, rate_limit_per_hour=1000)
+    settings = load({"DEPLOYMENT": "bench", "TOKEN_KEYS": TOKEN_KEYS, "RATE_LIMIT_PER_HOUR": "1000"}).create
     keyring = Keyring.parse(TOKEN_KEYS)
     out = []
     for n in range(CREATES):
@@ -222,7 +221,7 @@ def time_creates(db: Database, tag: str) -> list[float]:
     return out
 
 
-def measure_retention(db: Database, settings: Settings, config: ReconcilerConfig, round_: int) -> float:
+def measure_retention(db: Database, config: ReconcilerConfig, round_: int) -> float:
     """Age RETENTION_ROWS finished verifications past both windows (destination back in place), then
     time the sweep that redacts and purges them (with their intents and attempt rows)."""
     first, last = round_ * RETENTION_ROWS + 1, (round_ + 1) * RETENTION_ROWS
@@ -233,7 +232,7 @@ def measure_retention(db: Database, settings: Settings, config: ReconcilerConfig
            " destination = 'aged' || id || '@example.com', redacted_at = NULL"
            " WHERE id IN (SELECT verification_id FROM delivery_intents WHERE id BETWEEN :a AND :b)", a=first, b=last)
     db.execute_script("VACUUM ANALYZE verifications, delivery_intents")
-    ms, report = timed(lambda: reconcile(db, settings, config, emit_signals=False))
+    ms, report = timed(lambda: reconcile(db, config, emit_signals=False))
     moves = report.moves
     # (a few more may be redacted: history crossing the 30-day line while the benchmark runs)
     assert moves["destinations_redacted"] >= RETENTION_ROWS and moves["verifications_purged"] == RETENTION_ROWS, moves

@@ -27,7 +27,7 @@ from support.paths import TEST_TOKEN_KEYS
 from create_bench import free_port, request
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.local.scheduler import Job, Scheduler
-from signup_verification.platform.settings import Settings
+from signup_verification.config import load
 from signup_verification.verifications.tokens import Keyring
 from signup_verification.verifications.create import create_verification
 
@@ -63,7 +63,7 @@ def start_dispatch(url: str, port: int, idle_wait: bool, timeout: int, margin: f
 def run(params, idle_wait: bool, seconds: float, interval: float, timeout: int, margin: float, tag: str) -> list[float]:
     db = fresh_database(params, "bench_latency")
     url = params.with_database("bench_latency").url()
-    settings = Settings(deployment="bench", token_keys=TEST_TOKEN_KEYS, rate_limit_per_hour=1000)
+    settings = load({"DEPLOYMENT": "bench", "TOKEN_KEYS": TEST_TOKEN_KEYS, "RATE_LIMIT_PER_HOUR": "1000"}).create
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
     port = free_port()
     proc = start_dispatch(url, port, idle_wait, timeout, margin)

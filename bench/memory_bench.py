@@ -28,16 +28,16 @@ def child(url: str, intents: int, batch: int) -> None:
     from signup_verification.delivery.budget import LatencyEstimator
     from signup_verification.delivery.dispatcher import Dispatcher
     from signup_verification.platform.database import Database
-    from signup_verification.platform.settings import Settings
+    from support.config import make_config
 
     imported_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     db = Database.from_url(url, statement_timeout_ms=600_000)
-    settings = Settings(deployment="bench", token_keys=dispatch_bench.TEST_TOKEN_KEYS, dispatch_max_batch=batch,
+    settings = make_config(deployment="bench", token_keys=dispatch_bench.TEST_TOKEN_KEYS, dispatch_max_batch=batch,
                         function_timeout_seconds=3600, email_from="Signup <no-reply@example.org>")
     channels = {"email": dispatch_bench.BenchSender("email", 0.0, mime=True), "sms": dispatch_bench.BenchSender("sms", 0.0)}
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "sms": 0.0})
-    report = Dispatcher(db, settings, dispatch_bench.KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator).run()
     assert report.accepted == intents, report
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"imported_mb": imported_kb / 1024, "peak_mb": peak_kb / 1024}))

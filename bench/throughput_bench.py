@@ -59,18 +59,18 @@ def _invocation(url: str, batch: int, ready, go, out) -> None:
     from signup_verification.delivery.budget import LatencyEstimator
     from signup_verification.platform.database import Database
     from signup_verification.delivery.dispatcher import Dispatcher
-    from signup_verification.platform.settings import Settings
+    from support.config import make_config
 
     db = Database.from_url(url, statement_timeout_ms=600_000)
     db.run("SELECT 1")
-    settings = Settings(deployment="bench", token_keys=dispatch_bench.TEST_TOKEN_KEYS, dispatch_max_batch=batch,
+    settings = make_config(deployment="bench", token_keys=dispatch_bench.TEST_TOKEN_KEYS, dispatch_max_batch=batch,
                         function_timeout_seconds=3600, email_from="Signup <no-reply@example.org>")
     channels = {c: dispatch_bench.BenchSender(c, 0.0) for c in ("email", "sms")}
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "sms": 0.0})
     ready.set()
     go.wait(120)
-    report = Dispatcher(db, settings, dispatch_bench.KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator).run()
     out.put((report.accepted, time.time()))
 
 

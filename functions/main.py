@@ -13,17 +13,18 @@ from signup_verification.verifications import create as verifications
 from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from signup_verification.verifications import confirm as confirmations
 from signup_verification.api import pages
-from signup_verification.delivery import dispatcher
 from signup_verification.platform import shutdown
 from signup_verification.platform import logs as service_logging
 from signup_verification.operations import reconciler, signals
 from signup_verification.runtime import get_runtime
 from signup_verification.api.http import endpoint, json_body, json_response, require_method
 
-service_logging.configure()  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
+# The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
+_startup = get_runtime().config
+service_logging.configure(_startup.logging)  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
 
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
-shutdown.install(exit_after=shutdown.grace_from_env())
+shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 
 
 @functions_framework.http
@@ -38,12 +39,12 @@ def create_verification(request: flask.Request):
             "The Idempotency-Key header is required: 1-255 printable ASCII characters.",
             [{"pointer": "header/Idempotency-Key", "detail": "missing or invalid"}])
     runtime = get_runtime()
-    body = json_body(request, runtime.settings.max_body_bytes)
+    body = json_body(request, runtime.config.http.max_body_bytes)
     try:
         payload = CreateVerificationRequest.model_validate(body)
     except ValidationError as exc:
         raise problems.bad_request("The body failed validation.", field_errors(exc)) from None
-    result = verifications.create_verification(runtime.db, runtime.settings, runtime.keyring, payload, key)
+    result = verifications.create_verification(runtime.db, runtime.config.create, runtime.keyring, payload, key)
     return json_response(result.body, result.status, result.headers)
 
 
@@ -54,21 +55,22 @@ def confirm_verification(request: flask.Request):
     POST consumes once: the page's form -> a page; JSON {token} or {verification_id, code} -> JSON."""
     require_method(request, "GET", "HEAD", "POST")
     runtime = get_runtime()
+    config, max_bytes = runtime.config.confirm, runtime.config.http.max_body_bytes
     if request.method != "POST":
         token = request.args.get("token")
         return pages.guarded(lambda: pages.outcome_page(
-            confirmations.preview_link(runtime.db, runtime.keyring, token), token, runtime.settings.product_name))
+            confirmations.preview_link(runtime.db, runtime.keyring, token), token, config.product_name))
     if request.mimetype == "application/json":
-        body = json_body(request, runtime.settings.max_body_bytes)
-        kind, value = confirmations.parse_json_request(body, runtime.settings.sms_code_digits)
+        body = json_body(request, max_bytes)
+        kind, value = confirmations.parse_json_request(body, config.code_digits)
         if kind == "link":
             outcome = confirmations.confirm_link(runtime.db, runtime.keyring, value)
         else:
             outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
         return json_response(*confirmations.json_answer(outcome))
-    token = pages.form_token(request, runtime.settings.max_body_bytes)
+    token = pages.form_token(request, max_bytes)
     return pages.guarded(lambda: pages.outcome_page(
-        confirmations.confirm_link(runtime.db, runtime.keyring, token), product=runtime.settings.product_name))
+        confirmations.confirm_link(runtime.db, runtime.keyring, token), product=config.product_name))
 
 
 @functions_framework.http
@@ -79,8 +81,7 @@ def dispatch(request: flask.Request):
     Answers {claimed, accepted, retryable, failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}."""
     require_method(request, "POST")
     runtime = get_runtime()
-    report = dispatcher.dispatch(runtime.db, runtime.settings, runtime.keyring, stop=shutdown.STOP)
-    signals.emit(runtime.db, runtime.settings, source="dispatch")  # the absence alert reads these records
+    report = runtime.dispatch(shutdown.STOP)  # its signal records too; after SIGTERM its adapters are closed
     return json_response(report.as_dict())
 
 
@@ -92,7 +93,7 @@ def reconcile(request: flask.Request):
     Answers {moves, overdue, drained, duties, watermark, elapsed_ms}, or {skipped} if a run is in progress."""
     require_method(request, "POST")
     runtime = get_runtime()
-    report = reconciler.reconcile(runtime.db, runtime.settings)
+    report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
     return json_response(report.as_json())
 
 
@@ -103,5 +104,5 @@ def status(request: flask.Request):
     """GET: the operator signals per channel, the heartbeats and the alerts they would raise (JSON)."""
     require_method(request, "GET", "HEAD")
     runtime = get_runtime()
-    snapshot = signals.compute(runtime.db, runtime.settings.deployment, with_workers=True)
+    snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     return json_response(snapshot.as_json(), headers={"Cache-Control": "no-store"})

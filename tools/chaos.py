@@ -46,7 +46,8 @@ from signup_verification.verifications import create as verifications  # noqa: E
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
-from signup_verification.platform.settings import Settings  # noqa: E402
+from signup_verification.config import load  # noqa: E402
+from signup_verification.verifications.create import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
 
 LEASE_SECONDS = MIN_LEASE_SECONDS  # the dispatcher's shortest lease: a frozen worker must outlive it
@@ -122,7 +123,7 @@ class Run:
             # Short backoff and holds so the run converges in minutes (production: 60,300,900 and 300 s).
             "RETRY_BACKOFF_SECONDS": "1,2,4", "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2", "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
         })
-        self.settings = Settings.from_env(self.env)
+        self.settings = load(self.env)
 
     # -- the run ----------------------------------------------------------------------------------------
     def run(self) -> Findings:
@@ -154,7 +155,7 @@ class Run:
         self.twilio.collect()
         db = Database(self.pg.params)
         try:
-            findings = check(db, self.ledger, self.faults.deliveries, self.keyring, self.settings.retry_policy)
+            findings = check(db, self.ledger, self.faults.deliveries, self.keyring, self.settings.retry)
         finally:
             db.close()
         if not drained:
@@ -169,7 +170,7 @@ class Run:
         return time.monotonic() - self.started
 
     def _wait_until_settled(self) -> bool:
-        held = [ch for ch, p in self.settings.retry_policy.channels.items() if p.ambiguity == "hold"]
+        held = [ch for ch, p in self.settings.retry.channels.items() if p.ambiguity == "hold"]
         db = Database(self.pg.params)
         try:
             while self._elapsed() < self.config.max_seconds:
@@ -196,8 +197,8 @@ class Run:
         for i in rng.sample(range(c.intents), int(c.intents * c.supersede_share)):
             plan.append((rng.uniform(c.chaos_seconds * 0.1, c.chaos_seconds * 0.8), i, True))
         plan.sort()
-        normal = dataclasses.replace(self.settings, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0)
-        short = dataclasses.replace(normal, verification_ttl_seconds=30)
+        normal = dataclasses.replace(self.settings.create, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0)
+        short = dataclasses.replace(normal, ttl_seconds=30)
         done: set[int] = set()
         db = Database(self.pg.params, application_name="chaos-creator")
         try:
@@ -223,7 +224,7 @@ class Run:
         finally:
             db.close()
 
-    def _create(self, db: Database, settings: Settings, key: str, body: dict) -> uuid.UUID | None:
+    def _create(self, db: Database, settings: CreateConfig, key: str, body: dict) -> uuid.UUID | None:
         request = CreateVerificationRequest.model_validate(body)
         while not self.stopping.is_set():
             try:

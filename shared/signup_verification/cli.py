@@ -2,92 +2,76 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Callable
 
-from .platform import cloudsql, migrations, secret_manager as secrets
-from .platform.database import Database
-from .runtime import database_params
-from .delivery.messages import check_sms_budget
-from .platform.settings import ConfigError, Settings
+from . import config as configuration
+from .platform import migrations
+from .platform.errors import ConfigError
+from .runtime import Runtime
 
 
-def _database(settings: Settings) -> Database:
-    return Database(database_params(settings), application_name="verifyctl",
-                    connector=cloudsql.connector_for(settings, "verifyctl"))
-
-
-def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    config = migrations.MigrationConfig.from_env(os.environ)
-    db = _database(settings)
-    try:
-        if args.list:
-            print(migrations.status(db, config=config).render())
-        else:
-            print(migrations.migrate(db, config=config).summary())
-    finally:
-        db.close()
+def cmd_migrate(args: argparse.Namespace, runtime: Runtime) -> int:
+    config, db = runtime.config.migrations, runtime.db  # closed with the runtime
+    if args.list:
+        print(migrations.status(db, config=config).render())
+    else:
+        print(migrations.migrate(db, config=config).summary())
     return 0
 
 
-def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_grant(args: argparse.Namespace, runtime: Runtime) -> int:
     from .platform import grants as db_access
 
-    for line in db_access.grant(_database(settings), args.writer, args.reader):
+    for line in db_access.grant(runtime.db, args.writer, args.reader):
         print(f"granted {line}")
     return 0
 
 
-def cmd_new_key(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_new_key(args: argparse.Namespace, runtime: Runtime) -> int:
     from .verifications.tokens import new_key_spec
 
     print(new_key_spec(args.key_id))
     return 0
 
 
-def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_dev(args: argparse.Namespace, runtime: Runtime) -> int:
     from .local import devserver
 
-    return devserver.run(settings, args)
+    return devserver.run(runtime.config, args)
 
 
-def cmd_dispatch(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
     """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout, then
     the signal records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
     import json
 
-    from .delivery import dispatcher
-    from .operations import signals
     from .platform import shutdown
-    from .verifications.tokens import Keyring
 
     fault = getattr(args, "fault", None)
-    if fault is not None and settings.is_production:
+    if fault is not None and runtime.config.is_production:
         raise ConfigError("fault injection is refused in production")
     shutdown.install()
-    db = _database(settings)
     try:
-        report = dispatcher.dispatch(db, settings, Keyring.from_settings(settings), stop=shutdown.STOP, fault=fault)
+        report = runtime.dispatch(shutdown.STOP, fault=fault)
     finally:
-        dispatcher.close_channels()  # QUIT to the SMTP server: this process sends nothing more
-    signals.emit(db, settings, source="dispatch")
+        runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 
 
-def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_status(args: argparse.Namespace, runtime: Runtime) -> int:
     """The operator signals: a table (or --json), with the alerts they would raise."""
     import json
 
     from .operations import signals, status_table as status
 
-    snapshot = signals.compute(_database(settings), settings.deployment, with_workers=True)
+    snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     print(json.dumps(snapshot.as_json(), indent=2) if args.json else status.render(snapshot))
     return 2 if args.check and snapshot.alerts() else 0
 
 
-def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_inspect(args: argparse.Namespace, runtime: Runtime) -> int:
     """One verification's delivery timeline: masked destination, never a token or code."""
     import json
     import uuid
@@ -99,7 +83,7 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError:
         raise ValueError(f"not a verification id: {args.verification_id!r}") from None
     try:
-        found = inspect.timeline(_database(settings), verification_id)
+        found = inspect.timeline(runtime.db, verification_id)
     except inspect.NotFound as exc:
         print(f"verifyctl: {exc}", file=sys.stderr)
         return 1
@@ -107,15 +91,15 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_reconcile(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
     import json
 
     from .platform import logs as service_logging
     from .operations import reconciler
 
-    service_logging.configure(stderr=True)  # its log records on stderr, the report on stdout
-    report = reconciler.reconcile(_database(settings), settings)
+    service_logging.configure(runtime.config.logging, stderr=True)  # its log records on stderr, the report on stdout
+    report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
     print(json.dumps(report.as_json()), flush=True)
     return 0
 
@@ -157,15 +141,18 @@ def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None =
     """`fault`: a dispatch fault hook, for tools/fault_dispatch.py only (refused in production)."""
     args = build_parser().parse_args(argv)
     args.fault = fault
+    runtime: Runtime | None = None
     try:
-        settings = Settings.from_env(secrets.resolve_env(os.environ))
-        check_sms_budget(settings)
-        return args.func(args, settings)
+        runtime = Runtime(configuration.load(), application_name="verifyctl")
+        return args.func(args, runtime)
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"verifyctl: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        if runtime is not None:
+            runtime.close()
 
 
 if __name__ == "__main__":

@@ -1,91 +1,150 @@
-"""Per-process wiring: settings, the database connection and the token keyring, built once.
+"""The composition root: one Config, and what each instance builds from it once.
 
-Cloud Functions reuse an instance across requests, so the connection and resolved secrets live
-here for the life of the instance. Tests call `reset()` after changing the environment.
+Cloud Functions reuse an instance across requests, so the connection, the keyring and the channel
+adapters (their pooled connections) live here for the life of the instance. functions/main.py and
+verifyctl both go through a Runtime; each entry point hands the domain code only its own config.
+Tests call `reset()` after changing the environment.
 """
 from __future__ import annotations
 
-import os
+import atexit
+import logging
 import threading
-from dataclasses import dataclass
+from typing import Mapping
 
-from .platform import cloudsql, secret_manager as secrets
-from .local import embedded
-from .platform.database import ConnectionParams, Database
-from .delivery.messages import check_sms_budget
-from .platform.settings import Settings
+from . import config as configuration
+from .api.auth import AuthConfig
+from .config import Config
+from .delivery import dispatcher
+from .delivery.channels import Channel, build_channels
+from .operations import signals
+from .platform import cloudsql
+from .platform.database import ConnectionParams, Database, DatabaseConfig
 from .verifications.tokens import Keyring
 
+_log = logging.getLogger("signup_verification.runtime")
 
-@dataclass
+
 class Runtime:
-    settings: Settings
-    _keyring: Keyring | None = None
-    _database_params: ConnectionParams | None = None
-    _local: threading.local | None = None
+    def __init__(self, config: Config, application_name: str | None = None):
+        self.config = config
+        self.application_name = application_name or f"signup-verification:{config.deployment}"
+        self._lock = threading.Lock()
+        self._keyring: Keyring | None = None
+        self._channels: Mapping[str, Channel] | None = None
+        self._params: ConnectionParams | None = None
+        self._local = threading.local()
+        self._databases: list[Database] = []
+
+    @property
+    def auth(self) -> AuthConfig:
+        return self.config.auth
 
     @property
     def keyring(self) -> Keyring:
         """Built on first use: reconcile and status never touch tokens, so they need no key secret."""
-        if self._keyring is None:
-            self._keyring = Keyring.from_settings(self.settings)
-        return self._keyring
+        with self._lock:
+            if self._keyring is None:
+                self._keyring = Keyring.from_config(self.config.tokens)
+            return self._keyring
+
+    @property
+    def channels(self) -> Mapping[str, Channel]:
+        """Built on first use (dispatch only); a transport's missing credentials raise ConfigError here."""
+        with self._lock:
+            if self._channels is None:
+                self._channels = build_channels(self.config.channels)
+            return self._channels
 
     @property
     def db(self) -> Database:
-        """One connection per thread (functions-framework may serve with threads locally)."""
-        if self._local is None:
-            self._local = threading.local()
+        """One connection per thread (functions-framework may serve with threads locally), with the
+        statement timeout."""
         db = getattr(self._local, "db", None)
         if db is None:
-            name = f"signup-verification:{self.settings.deployment}"
-            db = Database(self._params(), application_name=name,
-                          statement_timeout_ms=self.settings.statement_timeout_ms,
-                          connector=cloudsql.connector_for(self.settings, name))
+            cfg = self.config.database
+            db = Database(self._connection_params(), application_name=self.application_name,
+                          statement_timeout_ms=cfg.statement_timeout_ms,
+                          connector=cloudsql.connector_for(cfg, self.application_name))
             self._local.db = db
+            with self._lock:
+                self._databases.append(db)
         return db
 
-    def _params(self) -> ConnectionParams:
-        if self._database_params is None:
-            self._database_params = database_params(self.settings)
-        return self._database_params
+    def _connection_params(self) -> ConnectionParams:
+        with self._lock:
+            if self._params is None:
+                self._params = database_params(self.config.database)
+            return self._params
+
+    def dispatch(self, stop: threading.Event, fault: dispatcher.FaultHook | None = None) -> dispatcher.DispatchReport:
+        """One dispatch invocation with this instance's adapters, closed by its `event="signals"`
+        records (the absence alert reads them). Once shutdown began (SIGTERM) the adapters are
+        closed (SMTP says QUIT); otherwise the next invocation reuses their connections."""
+        config = self.config
+        try:
+            report = dispatcher.dispatch(self.db, config.dispatch, config.retry, self.keyring, self.channels,
+                                         stop=stop, fault=fault)
+        finally:
+            if stop.is_set():
+                self.close_channels()
+        signals.emit(self.db, config.deployment, source="dispatch", config=config.signals)
+        return report
+
+    def close_channels(self) -> None:
+        """Close the adapters (SMTP QUIT on its pooled connections, HTTP pools) and forget them."""
+        with self._lock:
+            channels, self._channels = self._channels, None
+        for channel in (channels or {}).values():
+            try:
+                channel.close()
+            except Exception as exc:  # closing is best effort: the process is leaving anyway
+                _log.warning("closing the %s adapter failed: %s", getattr(channel, "transport", "?"),
+                             type(exc).__name__)
+
+    def close(self) -> None:
+        """The connections every thread opened, and the channel adapters."""
+        with self._lock:
+            databases, self._databases = self._databases, []
+        for db in databases:
+            db.close()
+        self.close_channels()
+        self._local = threading.local()
 
 
-def database_params(settings: Settings) -> ConnectionParams:
-    if settings.instance_connection_name:  # Cloud SQL connector (cloudsql.connector_for) dials
-        return cloudsql.connection_params(settings)
-    if settings.database_url:
-        return ConnectionParams.from_url(settings.database_url)
-    if settings.is_production:
+def database_params(config: DatabaseConfig) -> ConnectionParams:
+    if config.instance_connection_name:  # Cloud SQL connector (cloudsql.connector_for) dials
+        return cloudsql.connection_params(config)
+    if config.url:
+        return ConnectionParams.from_url(config.url)
+    if config.production:
         raise RuntimeError("DATABASE_URL (or INSTANCE_CONNECTION_NAME) is required in production")
-    server = embedded.start(settings.local_dir / "pg", stop_at_exit=False)
+    from .local import embedded  # the laptop's database: never imported on a deployed instance
+
+    server = embedded.start(config.local_dir / "pg", stop_at_exit=False)
     return embedded.ensure_database(server, embedded.DEFAULT_DATABASE)
 
 
-# The targets that derive or check tokens; Cloud Run sets FUNCTION_TARGET for each deployment.
-TOKEN_TARGETS = {"create_verification", "confirm_verification", "dispatch"}
 _runtime: Runtime | None = None
 _lock = threading.Lock()
 
 
 def get_runtime() -> Runtime:
+    """The instance's Runtime, built from the environment on first use (sm:// references resolve here)."""
     global _runtime
     with _lock:
         if _runtime is None:
-            # sm:// references resolve here, once per instance (secrets.py caches them).
-            settings = Settings.from_env(secrets.resolve_env(os.environ))
-            check_sms_budget(settings)  # a PRODUCT_NAME that breaks an SMS template's budget refuses to start
-            _runtime = Runtime(settings=settings)
-            if os.environ.get("FUNCTION_TARGET") in TOKEN_TARGETS:
-                _runtime.keyring  # fail at start, not on the first request, on a missing or dev key
+            runtime = Runtime(configuration.load())
+            if runtime.config.function_target in configuration.TOKEN_TARGETS:
+                runtime.keyring  # fail at start, not on the first request, on a missing or dev key
+            atexit.register(runtime.close_channels)  # the instance is ending: end its SMTP sessions properly
+            _runtime = runtime
         return _runtime
 
 
 def reset() -> None:
     global _runtime
     with _lock:
-        if _runtime is not None and _runtime._local is not None:
-            db = getattr(_runtime._local, "db", None)
-            if db is not None:
-                db.close()
+        if _runtime is not None:
+            _runtime.close()
         _runtime = None

@@ -1,36 +1,36 @@
-"""Shared set-up for the dispatcher tests: settings pointing at the local fake providers."""
+"""Shared set-up for the dispatcher tests: a config pointing at the local fake providers."""
 from __future__ import annotations
 
-import dataclasses
 import os
 
+from signup_verification.config import Config
 from signup_verification.delivery.channels import build_channels
 from signup_verification.delivery.dispatcher import Dispatcher, DispatchReport
-from signup_verification.platform.settings import Settings
 from signup_verification.verifications.tokens import Keyring
+from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 
 
-def provider_settings(smtp=None, twilio=None, **overrides) -> Settings:
-    base = Settings(
+def provider_settings(smtp=None, twilio=None, **overrides) -> Config:
+    """The whole config (names as the variables', lower-cased): dispatch, channels, create, retry."""
+    settings: dict = dict(
         deployment="test", token_keys=TEST_TOKEN_KEYS, email_from="Signup <no-reply@example.org>",
         verify_link_base="https://app.example.org/confirm", rate_limit_per_hour=10_000, rate_limit_spacing_seconds=0,
         function_timeout_seconds=30, send_timeout_seconds=2.0, send_concurrency=4)
     if smtp is not None:
-        base = dataclasses.replace(base, email_transport="smtp", smtp_host=smtp.host, smtp_port=smtp.port)
+        settings.update(email_transport="smtp", smtp_host=smtp.host, smtp_port=smtp.port)
     if twilio is not None:
-        base = dataclasses.replace(base, sms_transport="twilio", twilio_account_sid=twilio.account_sid,
-                                   twilio_auth_token=twilio.auth_token, twilio_from="+15005550006",
-                                   twilio_api_url=twilio.url)
-    return dataclasses.replace(base, **overrides)
+        settings.update(sms_transport="twilio", twilio_account_sid=twilio.account_sid,
+                        twilio_auth_token=twilio.auth_token, twilio_from="+15005550006", twilio_api_url=twilio.url)
+    return make_config(**{**settings, **overrides})
 
 
-def run_dispatch(db, settings: Settings, *, channels=None, dispatcher_class=Dispatcher, **kwargs) -> DispatchReport:
-    channels = channels or build_channels(settings)
+def run_dispatch(db, config: Config, *, channels=None, dispatcher_class=Dispatcher, **kwargs) -> DispatchReport:
+    channels = channels or build_channels(config.channels)
     try:
-        return dispatcher_class(db, settings, KEYRING, channels, **kwargs).run()
+        return dispatcher_class(db, config.dispatch, config.retry, KEYRING, channels, **kwargs).run()
     finally:
         for channel in channels.values():
             channel.close()

@@ -11,14 +11,14 @@ from signup_verification.operations.reconciler import ReconcilerConfig, reconcil
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.platform.database import Database
-from signup_verification.platform.settings import Settings
 from signup_verification.verifications import create as verifications
 from signup_verification.verifications.tokens import Keyring
+from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
 
-SETTINGS = Settings(rate_limit_per_hour=100_000, rate_limit_spacing_seconds=0, deployment="test")
+SETTINGS = make_config(rate_limit_per_hour=100_000, rate_limit_spacing_seconds=0, deployment="test")
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-CONFIG = ReconcilerConfig()
+CONFIG = SETTINGS.reconciler
 
 
 def make_verifications(db: Database, n: int, channel: str = "email", prefix: str = "acct",
@@ -28,7 +28,7 @@ def make_verifications(db: Database, n: int, channel: str = "email", prefix: str
         destination = f"user{i}.{prefix}@example.com" if channel == "email" else f"+1415555{i:04d}"
         request = CreateVerificationRequest(account_id=f"{prefix}-{channel}-{i}", channel=channel,
                                             destination=destination)
-        result = verifications.create_verification(db, SETTINGS, KEYRING, request, f"{key or prefix}-{channel}-{i}")
+        result = verifications.create_verification(db, SETTINGS.create, KEYRING, request, f"{key or prefix}-{channel}-{i}")
         ids.append(uuid.UUID(result.body["verification_id"]))
     return ids
 
@@ -54,8 +54,8 @@ def deliver(db: Database, owner: str = "worker", limit: int = 1000, outcome: str
     return [c.id for c in claimed]
 
 
-def run(db: Database, config: ReconcilerConfig = CONFIG, settings: Settings = SETTINGS):
-    return reconcile(db, settings, config, emit_signals=False)
+def run(db: Database, config: ReconcilerConfig = CONFIG):
+    return reconcile(db, config, emit_signals=False)
 
 
 class CountingDatabase:

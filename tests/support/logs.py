@@ -32,6 +32,6 @@ def log_lines():
     """Cloud Logging's structured JSON, captured: configure() as on Cloud Run, into a buffer."""
     lines = LogLines()
     with service_logging.use_sink(lines.stream):
-        service_logging.configure(fmt="json", deployment="test", env={})
+        service_logging.configure(fmt="json", deployment="test")
         yield lines
     service_logging.remove()

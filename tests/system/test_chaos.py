@@ -61,7 +61,7 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
 
 # -- the checks catch what they should ---------------------------------------------------------------------
 def _create(db, account: str, channel: str, destination: str, ttl: int = 600) -> uuid.UUID:
-    settings = provider_settings(verification_ttl_seconds=ttl)
+    settings = provider_settings(verification_ttl_seconds=ttl).create
     request = CreateVerificationRequest.model_validate({"account_id": account, "channel": channel,
                                                         "destination": destination})
     result = verifications.create_verification(db, settings, KEYRING, request, f"key-{account}-{destination}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from signup_verification import runtime
+from signup_verification import config as configuration
 
 from support.terraform_model import INFRA, first, load_infra
 
@@ -119,7 +119,7 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     for key, spec in infra.function_specs.items():
         assert set(spec["secrets"]) <= set(local["secret_env"]), key
         # Exactly the targets that derive or check tokens load TOKEN_KEYS (least privilege).
-        needs_keys = spec["entry_point"] in runtime.TOKEN_TARGETS
+        needs_keys = spec["entry_point"] in configuration.TOKEN_TARGETS
         assert ("token_keys" in spec["secrets"]) == needs_keys, key
     for name in local["secret_env"]:
         assert f'"{name}"' in local["enabled_secrets"], f"{name} can never be created"
@@ -258,7 +258,6 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     import logging
 
     from signup_verification.operations import signals
-    from signup_verification.platform.settings import Settings
 
     infra = load_infra()
     fields = {spec["field"] for spec in infra.locals["distributions"].values()}
@@ -275,7 +274,7 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     logger = logging.getLogger("test_infra.signals")
     logger.addHandler(Keep())
     logger.setLevel(logging.INFO)
-    signals.emit(db, Settings(deployment="verify"), logger, source="dispatch")
+    signals.emit(db, "verify", logger, source="dispatch")
     payloads = [r.json_fields for r in records]
     assert {p["channel"] for p in payloads} == {"email", "sms"}
     for payload in payloads:

@@ -12,14 +12,14 @@ from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
 from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.platform.settings import Settings
+from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
 from support.fakes.smtp import free_port
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-SETTINGS = Settings(email_from="Signup <no-reply@example.org>")
+SETTINGS = MessageConfig(email_from="Signup <no-reply@example.org>")
 PHONE = "+14155550100"
 
 

@@ -10,14 +10,14 @@ import pytest
 from signup_verification.delivery.channels.smtp import SmtpChannel, SmtpConfig, classify_reply
 from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.platform.settings import Settings
+from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour, free_port
 from support.fakes.tls import make_certificate
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-SETTINGS = Settings(email_from="Signup <no-reply@example.org>")
+SETTINGS = MessageConfig(email_from="Signup <no-reply@example.org>")
 
 
 def message(to="ada@example.com", intent_id=1):

@@ -14,9 +14,9 @@ import pytest
 from signup_verification import cli, runtime
 from signup_verification.delivery import mime, sms, templates
 from signup_verification.local.mailbox import sms_segments
-from signup_verification.delivery.messages import Renderer, check_sms_budget, sample_intent
+from signup_verification.delivery.messages import MessageConfig, Renderer, check_sms_budget, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.platform.settings import ConfigError, Settings
+from signup_verification.config import ConfigError, load
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
@@ -29,7 +29,7 @@ ENV = {"TOKEN_KEYS": TEST_TOKEN_KEYS}
 
 def render(channel, version_ref="signup/v1", locale="en", *, left=timedelta(minutes=10, seconds=30),
            to=None, settings=None):
-    settings = settings or Settings(email_from="Signup <no-reply@mail.example.org>")
+    settings = settings or MessageConfig(email_from="Signup <no-reply@mail.example.org>")
     to = to or ("ada@example.com" if channel == "email" else "+14155550100")
     intent = sample_intent(channel, version_ref, locale, destination=to, key_id="test-k1", expires_at=NOW + left)
     return Renderer(settings, KEYRING).render(intent, BegunAttempt(1, "1:1", 1), NOW)
@@ -96,12 +96,12 @@ def test_every_template_locale_has_a_plural_rule():
 
 def test_a_product_name_that_breaks_the_sms_budget_refuses_to_start(monkeypatch, capsys):
     with pytest.raises(ConfigError) as caught:
-        check_sms_budget(Settings(product_name="Acme™"))
+        check_sms_budget(MessageConfig(product_name="Acme™"), 600)
     message = str(caught.value)
     assert "PRODUCT_NAME='Acme™'" in message and "signup/v1/en" in message and "'™'" in message
     with pytest.raises(ConfigError, match="PRODUCT_NAME"):
-        check_sms_budget(Settings(product_name="Northwind Traders International Holdings Limited Group"))
-    check_sms_budget(Settings(product_name="Acme"))
+        check_sms_budget(MessageConfig(product_name="Northwind Traders International Holdings Limited Group"), 600)
+    check_sms_budget(MessageConfig(product_name="Acme"), 600)
     # At start-up: a function instance, and verifyctl (one line, exit 1).
     for name, value in {**ENV, "PRODUCT_NAME": "Acme™"}.items():
         monkeypatch.setenv(name, value)
@@ -117,12 +117,12 @@ def test_a_product_name_that_breaks_the_sms_budget_refuses_to_start(monkeypatch,
 def test_a_localhost_sender_is_refused_in_production():
     production = {**ENV, "ENVIRONMENT": "production", "EMAIL_TRANSPORT": "smtp"}
     with pytest.raises(ConfigError, match="EMAIL_FROM"):
-        Settings.from_env(production)  # the default sender is @localhost
+        load(production)  # the default sender is @localhost
     with pytest.raises(ConfigError, match="EMAIL_FROM"):
-        Settings.from_env({**production, "EMAIL_TRANSPORT": "sendgrid", "EMAIL_FROM": "Signup <no-reply@LOCALHOST.>"})
-    assert Settings.from_env({**production, "EMAIL_FROM": "no-reply@example.org"}).is_production
-    assert Settings.from_env({**ENV, "ENVIRONMENT": "production"}).is_production  # sends no email: `verifyctl migrate`
-    assert Settings.from_env({**ENV, "EMAIL_FROM": "no-reply@localhost"}).email_from == "no-reply@localhost"  # local: fine
+        load({**production, "EMAIL_TRANSPORT": "sendgrid", "EMAIL_FROM": "Signup <no-reply@LOCALHOST.>"})
+    assert load({**production, "EMAIL_FROM": "no-reply@example.org"}).is_production
+    assert load({**ENV, "ENVIRONMENT": "production"}).is_production  # sends no email: `verifyctl migrate`
+    assert load({**ENV, "EMAIL_FROM": "no-reply@localhost"}).dispatch.messages.email_from == "no-reply@localhost"  # local: fine
 
 
 @pytest.mark.parametrize("body", ["Café: your code is 123456", "a" * 150 + "€€€€€€", "naïve", "あ" * 71,

@@ -32,7 +32,7 @@ from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
 from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.platform.settings import Settings
+from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 from support.fakes.http import Answer, Exchange, FakeSendGrid, FakeTwilio
@@ -166,7 +166,7 @@ def render(channel: str, version_ref: str, locale: str, sender: str = SENDERS[0]
     destination = "ada@example.com" if channel == "email" else "+14155550100"
     intent = sample_intent(channel, version_ref, locale, destination=destination, key_id="test-k1",
                            expires_at=datetime.now(timezone.utc) + timedelta(minutes=10), intent_id=intent_id)
-    return Renderer(Settings(email_from=sender), KEYRING).render(intent, BegunAttempt(intent_id, f"{intent_id}:1", 1))
+    return Renderer(MessageConfig(email_from=sender), KEYRING).render(intent, BegunAttempt(intent_id, f"{intent_id}:1", 1))
 
 
 def soon() -> float:

@@ -11,7 +11,7 @@ import pytest
 from signup_verification.delivery import messages, mime, sms, templates
 from signup_verification.delivery.messages import Renderer, RenderError, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.platform.settings import Settings
+from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
@@ -22,7 +22,7 @@ ALL = [(purpose, f"{purpose}/{version}", locale) for purpose in templates.purpos
 
 
 def render(channel, version_ref, locale, *, settings=None, attempt=1, destination=None, intent_id=7, minutes=10):
-    settings = settings or Settings(email_from="Signup <no-reply@mail.example.org>", verify_link_base="https://app.example.org/verify")
+    settings = settings or MessageConfig(email_from="Signup <no-reply@mail.example.org>", link_base="https://app.example.org/verify")
     destination = destination or ("ada@example.com" if channel == "email" else "+14155550100")
     intent = sample_intent(channel, version_ref, locale, destination=destination, key_id="test-k1",
                            expires_at=NOW + timedelta(minutes=minutes, seconds=30), intent_id=intent_id)
@@ -57,7 +57,7 @@ def test_email_is_multipart_text_and_html_with_stable_headers(purpose, version_r
 
 
 def test_html_part_escapes_the_link_and_text_part_keeps_it():
-    settings = Settings(verify_link_base="https://app.example.org/verify?src=mail&lang=en")
+    settings = MessageConfig(link_base="https://app.example.org/verify?src=mail&lang=en")
     intent, content = render("email", "signup/v1", "en", settings=settings)
     assert "?src=mail&lang=en&token=" in content.text
     assert "?src=mail&amp;lang=en&amp;token=" in content.html
@@ -65,7 +65,7 @@ def test_html_part_escapes_the_link_and_text_part_keeps_it():
 
 
 def test_product_name_is_escaped_in_html():
-    _, content = render("email", "signup/v1", "en", settings=Settings(product_name="Tom & <Jerry>"))
+    _, content = render("email", "signup/v1", "en", settings=MessageConfig(product_name="Tom & <Jerry>"))
     assert "Tom &amp; &lt;Jerry&gt;" in content.html and "<Jerry>" not in content.html
     assert "Tom & <Jerry>" in content.text
 
@@ -73,7 +73,7 @@ def test_product_name_is_escaped_in_html():
 @pytest.mark.parametrize("purpose,version_ref,locale", ALL)
 @pytest.mark.parametrize("product", ["Example", "Northwind Traders"])
 def test_every_sms_template_stays_within_its_segment_budget(purpose, version_ref, locale, product):
-    settings = Settings(product_name=product, sms_code_digits=8)  # the longest code allowed in practice
+    settings = MessageConfig(product_name=product, code_digits=8)  # the longest code allowed in practice
     intent, content = render("sms", version_ref, locale, settings=settings)
     budget = templates.load(version_ref, locale).sms_max_segments
     assert 1 <= content.segments <= budget, (content.encoding, len(content.body))
@@ -134,7 +134,7 @@ def test_a_missing_key_is_a_configuration_error_without_the_secret():
     intent = sample_intent("email", "signup/v1", "en", destination="a@example.com", key_id="gone",
                            expires_at=NOW + timedelta(minutes=5))
     with pytest.raises(RenderError) as caught:
-        Renderer(Settings(), KEYRING).render(intent, BegunAttempt(1, "1:1", 1), NOW)
+        Renderer(MessageConfig(), KEYRING).render(intent, BegunAttempt(1, "1:1", 1), NOW)
     assert caught.value.error_class == "configuration" and "gone" in caught.value.detail
 
 

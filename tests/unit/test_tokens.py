@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from signup_verification.platform.settings import ConfigError, Settings
-from signup_verification.verifications.tokens import Keyring, TokenKey, new_key_spec, new_nonce
+from signup_verification.config import ConfigError, load
+from signup_verification.verifications.tokens import Keyring, TokenConfig, TokenKey, new_key_spec, new_nonce
 
 OLD = new_key_spec("k-2025")
 NEW = new_key_spec("k-2026")
@@ -113,22 +113,27 @@ def test_keyring_parsing_rejects_bad_specs():
 
 def test_production_requires_token_keys(tmp_path):
     with pytest.raises(ConfigError, match="TOKEN_KEYS is required"):
-        Keyring.from_settings(Settings.from_env({"ENVIRONMENT": "production", "VERIFY_LOCAL_DIR": str(tmp_path)}))
+        Keyring.from_config(load({"ENVIRONMENT": "production", "VERIFY_LOCAL_DIR": str(tmp_path)}).tokens)
+    with pytest.raises(ConfigError, match="TOKEN_KEYS is required"):  # a token target fails at start
+        load({"ENVIRONMENT": "production", "FUNCTION_TARGET": "dispatch", "VERIFY_LOCAL_DIR": str(tmp_path)})
+    load({"ENVIRONMENT": "production", "FUNCTION_TARGET": "reconcile"})  # never touches tokens: needs none
     assert not (tmp_path / "dev-token-key").exists()
 
 
 def test_production_refuses_a_development_key(tmp_path):
     dev = new_key_spec("dev-laptop")
     with pytest.raises(ConfigError, match="development"):
-        Keyring.from_settings(Settings.from_env({"ENVIRONMENT": "production", "TOKEN_KEYS": f"{NEW},{dev}"}))
-    production = Settings.from_env({"ENVIRONMENT": "production", "TOKEN_KEYS": NEW})
-    assert Keyring.from_settings(production).primary.key_id == "k-2026"
+        load({"ENVIRONMENT": "production", "TOKEN_KEYS": f"{NEW},{dev}"})
+    with pytest.raises(ConfigError, match="development"):
+        Keyring.from_config(TokenConfig(keys=f"{NEW},{dev}", production=True))
+    production = load({"ENVIRONMENT": "production", "TOKEN_KEYS": NEW})
+    assert Keyring.from_config(production.tokens).primary.key_id == "k-2026"
 
 
 def test_local_development_key_is_generated_once_and_reused(tmp_path: Path):
-    settings = Settings.from_env({"VERIFY_LOCAL_DIR": str(tmp_path / "local")})
-    first = Keyring.from_settings(settings)
-    second = Keyring.from_settings(settings)
+    settings = load({"VERIFY_LOCAL_DIR": str(tmp_path / "local")}).tokens
+    first = Keyring.from_config(settings)
+    second = Keyring.from_config(settings)
     assert first.primary.key_id.startswith("dev-") and first.primary.is_development
     assert first.primary == second.primary
     path = tmp_path / "local" / "dev-token-key"
@@ -138,13 +143,13 @@ def test_local_development_key_is_generated_once_and_reused(tmp_path: Path):
 
 @pytest.mark.parametrize("round_", range(20))  # a lost race shows in ~1 round in 4
 def test_concurrent_first_runs_agree_on_one_development_key(tmp_path: Path, round_):
-    settings = Settings.from_env({"VERIFY_LOCAL_DIR": str(tmp_path / "local")})
+    settings = load({"VERIFY_LOCAL_DIR": str(tmp_path / "local")}).tokens
     barrier, keys, errors = threading.Barrier(8), [], []
 
     def first_run() -> None:
         barrier.wait()
         try:
-            keys.append(Keyring.from_settings(settings).primary)
+            keys.append(Keyring.from_config(settings).primary)
         except Exception as exc:  # collected: asserted below
             errors.append(exc)
 
@@ -160,7 +165,7 @@ def test_concurrent_first_runs_agree_on_one_development_key(tmp_path: Path, roun
 def test_no_repr_or_str_shows_key_material():
     spec = f"{NEW},{OLD}"
     keyring = Keyring.parse(spec)
-    settings = Settings.from_env({"TOKEN_KEYS": spec, "DATABASE_URL": "postgresql://u:db-password@h/d"})
+    settings = load({"TOKEN_KEYS": spec, "DATABASE_URL": "postgresql://u:db-password@h/d"})
     shown = " ".join([repr(keyring), str(keyring), repr(keyring.primary), str(keyring.keys), repr(settings),
                       repr(TokenKey("k", b"\x01" * 32))])
     for secret in (secret_of(NEW), secret_of(OLD), "db-password"):

@@ -28,8 +28,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -37,8 +35,7 @@ from typing import Any, Callable, Mapping
 import flask
 
 from . import problems
-from ..platform import secret_manager as secrets
-from ..platform.settings import ConfigError
+from ..platform.errors import ConfigError
 
 _log = logging.getLogger("signup_verification.api.auth")
 
@@ -60,23 +57,6 @@ class AuthConfig:
     def __repr__(self) -> str:  # never the key material
         return (f"AuthConfig(production={self.production}, keys={[k for k, _ in self.signing_keys]}, "
                 f"signed_targets={sorted(self.signed_targets)}, allowed_invokers={sorted(self.allowed_invokers)})")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "AuthConfig":
-        keys = parse_signing_keys(env.get("REQUEST_SIGNING_KEYS") or "")
-        if env.get("SIGNED_TARGETS") and not keys:
-            raise ConfigError("SIGNED_TARGETS is set but REQUEST_SIGNING_KEYS holds no key")
-        targets = frozenset(t.strip() for t in (env.get("SIGNED_TARGETS") or "create_verification").split(",") if t.strip())
-        unknown = targets - GUARDED_TARGETS
-        if unknown:
-            raise ConfigError(f"SIGNED_TARGETS names unknown or public targets: {', '.join(sorted(unknown))}")
-        invokers = frozenset(e.strip().lower() for e in (env.get("ALLOWED_INVOKERS") or "").split(",") if e.strip())
-        raw_tolerance = env.get("SIGNATURE_TOLERANCE_SECONDS") or "300"
-        if not raw_tolerance.isdigit() or not 30 <= int(raw_tolerance) <= 3600:
-            raise ConfigError("SIGNATURE_TOLERANCE_SECONDS must be an integer between 30 and 3600")
-        return cls(production=env.get("ENVIRONMENT") == "production", signing_keys=keys,
-                   signed_targets=targets if keys else frozenset(), allowed_invokers=invokers,
-                   tolerance_seconds=int(raw_tolerance))
 
 
 def parse_signing_keys(spec: str) -> tuple[tuple[str, bytes], ...]:
@@ -192,29 +172,14 @@ def authorize(config: AuthConfig, target: str, request: flask.Request, max_bytes
 
 
 # -- wiring ------------------------------------------------------------------------------------------------
-_cache: dict[int, tuple[Any, AuthConfig]] = {}
-_cache_lock = threading.Lock()
-
-
-def config_for(settings: Any) -> AuthConfig:
-    """Read once per Settings object (per instance; tests reset the runtime after changing the environment)."""
-    with _cache_lock:
-        cached = _cache.get(id(settings))
-        if cached is None or cached[0] is not settings:
-            cached = (settings, AuthConfig.from_env(secrets.resolve_env(os.environ)))
-            _cache.clear()
-            _cache[id(settings)] = cached
-        return cached[1]
-
-
 def caller_required(handler: Callable[[flask.Request], Any]) -> Callable[[flask.Request], Any]:
     """Under `web.endpoint` (so a refusal is problem+json): checks the caller of the target named like the handler."""
     from ..runtime import get_runtime
 
     @functools.wraps(handler)
     def wrapper(request: flask.Request):
-        settings = get_runtime().settings
-        authorize(config_for(settings), handler.__name__, request, settings.max_body_bytes)
+        runtime = get_runtime()
+        authorize(runtime.auth, handler.__name__, request, runtime.config.http.max_body_bytes)
         return handler(request)
 
     return wrapper

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import flask
@@ -17,6 +18,11 @@ from .problems import Problem
 _log = logging.getLogger("signup_verification.api.http")
 
 Response = tuple[Any, int, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    max_body_bytes: int = 16 * 1024  # MAX_BODY_BYTES: a larger request body is refused (413)
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -1,6 +1,7 @@
 """Time budget of one dispatch invocation and the size of each batch.
 
-An invocation may run for FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and
+The Deadline itself is platform/deadline.py (the reconciler's too); what is delivery's own lives here:
+the invocation's share of the timeout, latency estimates and batch planning. An invocation may run for FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and
 log before the platform cuts it off). Each batch is sized so its sends finish inside what is
 left: `rounds` sequential sends per sender thread, from the measured recent send latency, times
 the send concurrency. Every provider call is also bounded by the deadline itself, so a provider
@@ -10,33 +11,20 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
+
+from ..platform.deadline import Deadline
 
 DEFAULT_LATENCY = 1.0  # seconds per send before anything was measured: cautious
 SETTLE_RESERVE = 1.0  # seconds kept after the last send for the settle statement
 MIN_LEASE_SECONDS = 30.0
 
 
-class Deadline:
-    """A monotonic instant shared by the dispatch loop and the sender threads; SIGTERM moves it closer."""
-
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic):
-        self.clock = clock
-        self.started = clock()
-        self.at = self.started + seconds
-
-    def remaining(self) -> float:
-        return self.at - self.clock()
-
-    def shorten(self, seconds_from_now: float) -> None:
-        self.at = min(self.at, self.clock() + seconds_from_now)
-
-    @property
-    def send_by(self) -> float:
-        """Sends must be over by this instant, leaving time to settle them."""
-        return self.at - SETTLE_RESERVE
+def send_by(deadline: Deadline) -> float:
+    """Sends must be over by this instant, leaving time to settle them (the dispatch loop and the
+    sender threads share the invocation's Deadline)."""
+    return deadline.at - SETTLE_RESERVE
 
 
 def invocation_seconds(function_timeout: float, safety_margin: float) -> float:

@@ -18,7 +18,6 @@ fresh verification from waiting for the next minute.
 """
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import socket
@@ -34,10 +33,11 @@ from typing import Callable, Mapping, Sequence
 from ..outbox import RetryPolicy, heartbeats, transitions
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
-from ..platform.settings import Settings
 from ..verifications.tokens import Keyring
-from .budget import SETTLE_RESERVE, Deadline, LatencyEstimator, invocation_seconds, plan_batch
+from ..platform.deadline import Deadline
+from .budget import SETTLE_RESERVE, LatencyEstimator, invocation_seconds, plan_batch
 from .channels.base import Channel
+from .config import DispatchConfig
 from .messages import Renderer
 from .sending import BatchSender, InFlight, SendOutcome
 from .settling import BackgroundSettler, InlineSettler, Settler
@@ -48,29 +48,6 @@ _log = logging.getLogger("signup_verification.delivery.dispatcher")
 FAULT_POINTS = ("after_claim", "after_begin", "after_send")
 FaultHook = Callable[[str], None]
 POLL_SECONDS = 0.2  # how often the wait for a batch's sends looks at the shutdown flag and the leases
-
-
-@dataclass(frozen=True)
-class DispatchOptions:
-    """Every setting the dispatcher reads, taken from Settings in one place."""
-    deployment: str
-    invocation_seconds: float  # the function timeout less its safety margin
-    send_concurrency: int
-    send_timeout_seconds: float
-    max_batch: int
-    batch_seconds: float
-    idle_wait: bool
-    idle_poll_seconds: float
-    shutdown_grace_seconds: float
-    settle_connection: bool
-    retry_policy: RetryPolicy
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> "DispatchOptions":
-        return cls(s.deployment, invocation_seconds(s.function_timeout_seconds, s.dispatch_safety_margin_seconds),
-                   s.send_concurrency, s.send_timeout_seconds, s.dispatch_max_batch, s.dispatch_batch_seconds,
-                   s.dispatch_idle_wait, s.dispatch_idle_poll_seconds, s.shutdown_grace_seconds,
-                   s.dispatch_settle_connection, s.retry_policy)
 
 
 @dataclass
@@ -113,28 +90,30 @@ def new_lease_owner(deployment: str) -> str:
 
 
 class Dispatcher:
-    def __init__(self, db: Database, settings: Settings, keyring: Keyring, channels: Mapping[str, Channel], *,
-                 stop: threading.Event | None = None, estimator: LatencyEstimator | None = None,
-                 clock: Callable[[], float] = time.monotonic, fault: FaultHook | None = None):
+    def __init__(self, db: Database, config: DispatchConfig, policy: RetryPolicy, keyring: Keyring,
+                 channels: Mapping[str, Channel], *, stop: threading.Event | None = None,
+                 estimator: LatencyEstimator | None = None, clock: Callable[[], float] = time.monotonic,
+                 fault: FaultHook | None = None):
         self.db = db
-        self.options = DispatchOptions.from_settings(settings)
+        self.config = config
+        self.policy = policy
         self.channels = channels
-        self.renderer = Renderer(settings, keyring)
+        self.renderer = Renderer(config.messages, keyring)
         self.stop = stop or threading.Event()
         self.estimator = estimator or LatencyEstimator()
         self.clock = clock
         self.fault = fault
-        self.owner = new_lease_owner(self.options.deployment)
+        self.owner = new_lease_owner(self.config.deployment)
         self.report = DispatchReport()
         self.abandoned = 0
         self._drained = False  # a claim found nothing eligible
         self._shutdown_begun = False
-        self._beat = heartbeats.ClaimBeat(db, self.options.deployment, clock)
+        self._beat = heartbeats.ClaimBeat(db, self.config.deployment, clock)
 
     # -- the invocation -------------------------------------------------------------------------------
     def run(self) -> DispatchReport:
-        o = self.options
-        self.deadline = Deadline(o.invocation_seconds, self.clock)
+        o = self.config
+        self.deadline = Deadline(invocation_seconds(o.function_timeout_seconds, o.safety_margin_seconds), self.clock)
         pool = ThreadPoolExecutor(max_workers=o.send_concurrency, thread_name_prefix="send")
         self.sender = BatchSender(self.channels, self.renderer, pool, o.send_concurrency, self.deadline,
                                   self.estimator, self.stop, o.send_timeout_seconds)
@@ -168,7 +147,7 @@ class Dispatcher:
             if running is None and pending is not None:
                 running, pending = self._start(pending), None  # its sends overlap the settle below
             if finished:
-                settler.settle(finished, [o.settlement(self.options.retry_policy) for o in finished])
+                settler.settle(finished, [o.settlement(self.policy) for o in finished])
                 finished = []
             if pending is None and not (stopping or self._drained):
                 pending = self._claim_next(settler, ahead=running.expected_seconds if running else 0.0)
@@ -190,9 +169,9 @@ class Dispatcher:
         if self._shutdown_begun:
             return
         self._shutdown_begun = True
-        self.deadline.shorten(self.options.shutdown_grace_seconds)
+        self.deadline.shorten(self.config.shutdown_grace_seconds)
         _log.info("dispatch shutting down: no more claims, in-flight sends get %.0fs",
-                  self.options.shutdown_grace_seconds)
+                  self.config.shutdown_grace_seconds)
 
     def _wait_for_work(self) -> bool:
         """The outbox is empty: with DISPATCH_IDLE_WAIT, sleep one poll interval (a shutdown wakes it)
@@ -200,7 +179,7 @@ class Dispatcher:
         time is left for a send. Polling rather than LISTEN: pg8000 has no blocking wait for
         notifications, and a poll also sees work that becomes due by time (retries, holds), which no
         NOTIFY announces."""
-        o = self.options
+        o = self.config
         if not o.idle_wait:
             return False
         one_send = min(self.estimator.worst(), o.send_timeout_seconds)  # what a batch found next would need
@@ -213,7 +192,7 @@ class Dispatcher:
     def _claim_next(self, settler: Settler, ahead: float) -> _Claimed | None:
         """Claim a batch sized for the time left after `ahead` seconds of work already running;
         suppress its dead intents. None when out of time or out of work (then `_drained`)."""
-        o = self.options
+        o = self.config
         latency = min(self.estimator.worst(), o.send_timeout_seconds)  # a seeded estimate may predate a cap
         plan = plan_batch(self.deadline.remaining() - ahead, latency, o.send_concurrency, o.max_batch, o.batch_seconds)
         if plan is None:
@@ -271,7 +250,7 @@ class Dispatcher:
     def _suppress_dead(self, claimed: list[ClaimedIntent]) -> list[ClaimedIntent]:
         """Intents whose link would be dead on arrival are suppressed, never sent. A link that expires
         before one provider call could even finish counts as dead already."""
-        horizon = datetime.now(timezone.utc) + timedelta(seconds=self.options.send_timeout_seconds)
+        horizon = datetime.now(timezone.utc) + timedelta(seconds=self.config.send_timeout_seconds)
         dead: dict[str, list] = defaultdict(list)
         live = []
         for intent in claimed:
@@ -317,54 +296,17 @@ class Dispatcher:
             self.fault(point)
 
     def _log_summary(self) -> None:
-        fields = {"event": "dispatch_summary", "deployment": self.options.deployment, "lease_owner": self.owner,
+        fields = {"event": "dispatch_summary", "deployment": self.config.deployment, "lease_owner": self.owner,
                   **self.report.as_dict(), "abandoned": self.abandoned,
                   "send_latency_seconds": self.estimator.snapshot()}
         _log.info("dispatch: %s", " ".join(f"{k}={v}" for k, v in self.report.as_dict().items()),
                   extra={"json_fields": fields})
 
 
-# -- wiring for the entry points ----------------------------------------------------------------------
-_channels_lock = threading.Lock()
-_channels: dict[int, tuple[Settings, Mapping[str, Channel]]] = {}
-
-
-def channels_for(settings: Settings) -> Mapping[str, Channel]:
-    """Adapters live as long as the instance (pooled SMTP/HTTP connections are reused across invocations)."""
-    from .channels import build_channels
-
-    with _channels_lock:
-        cached = _channels.get(id(settings))
-        if cached is None or cached[0] is not settings:
-            cached = (settings, build_channels(settings))
-            _channels[id(settings)] = cached
-        return cached[1]
-
-
-def close_channels() -> None:
-    """Close the cached adapters (SMTP says QUIT on its pooled connections; HTTP pools close) and
-    forget them: the instance is ending. Called by dispatch() once shutdown began, by the CLI after
-    its one invocation, and at interpreter exit."""
-    with _channels_lock:
-        cached = list(_channels.values())
-        _channels.clear()
-    for _, channels in cached:
-        for channel in channels.values():
-            try:
-                channel.close()
-            except Exception as exc:  # closing is best effort: the process is leaving anyway
-                _log.warning("closing the %s adapter failed: %s", channel.transport, type(exc).__name__)
-
-
-atexit.register(close_channels)
-
-
-def dispatch(db: Database, settings: Settings, keyring: Keyring, *, stop: threading.Event | None = None,
-             channels: Mapping[str, Channel] | None = None, fault: FaultHook | None = None) -> DispatchReport:
+def dispatch(db: Database, config: DispatchConfig, policy: RetryPolicy, keyring: Keyring,
+             channels: Mapping[str, Channel], *, stop: threading.Event | None = None,
+             fault: FaultHook | None = None) -> DispatchReport:
     """One invocation of the worker. The caller closes it with the `event="signals"` records
-    (operations.signals.emit: the absence alert reads them)."""
-    try:
-        return Dispatcher(db, settings, keyring, channels or channels_for(settings), stop=stop, fault=fault).run()
-    finally:
-        if stop is not None and stop.is_set():
-            close_channels()  # SIGTERM: the instance is going away; end its SMTP sessions properly
+    (operations.signals.emit: the absence alert reads them); the channel adapters live as long as the
+    instance (Runtime owns them: pooled connections are reused across invocations)."""
+    return Dispatcher(db, config, policy, keyring, channels, stop=stop, fault=fault).run()

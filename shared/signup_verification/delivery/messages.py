@@ -22,7 +22,7 @@ import jinja2
 from . import mime, sms, templates
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.redaction import mask_destination
-from ..platform.settings import ConfigError, Settings
+from ..platform.errors import ConfigError
 from ..verifications.tokens import Keyring
 
 AUTO_HEADERS = (("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All"))
@@ -98,16 +98,24 @@ def link_for(base: str, token: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}token={token}"
 
 
-def message_domain(settings: Settings) -> str:
-    address = parseaddr(settings.email_from)[1]
+def message_domain(email_from: str) -> str:
+    address = parseaddr(email_from)[1]
     return address.rpartition("@")[2] or "localhost"
 
 
+@dataclass(frozen=True)
+class MessageConfig:
+    product_name: str = "Example"  # PRODUCT_NAME
+    link_base: str = "http://localhost:8082/"  # VERIFY_LINK_BASE: the confirm page the link opens
+    email_from: str = "Signup <no-reply@localhost>"  # EMAIL_FROM
+    code_digits: int = 6  # SMS_CODE_DIGITS
+
+
 class Renderer:
-    def __init__(self, settings: Settings, keyring: Keyring):
-        self.settings = settings
+    def __init__(self, config: MessageConfig, keyring: Keyring):
+        self.config = config
         self.keyring = keyring
-        self.domain = message_domain(settings)
+        self.domain = message_domain(config.email_from)
 
     def render(self, intent: ClaimedIntent, attempt: BegunAttempt, now: datetime | None = None) -> Content:
         if intent.destination is None:
@@ -130,16 +138,16 @@ class Renderer:
         return f"<{intent.id}.{intent.verification_id}@{self.domain}>"
 
     def _email(self, intent: ClaimedIntent, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
-        link = link_for(self.settings.verify_link_base, key.link_token(intent.verification_id, intent.token_nonce))
-        parts = {part: render_part(intent.template_version, intent.locale, part, product=self.settings.product_name,
+        link = link_for(self.config.link_base, key.link_token(intent.verification_id, intent.token_nonce))
+        parts = {part: render_part(intent.template_version, intent.locale, part, product=self.config.product_name,
                                    minutes=minutes, secret_name="link", secret=link)  # a variable name  # nosec B106
                  for part in ("subject", "text", "html")}
-        return EmailContent(intent.id, attempt.attempt_id, intent.destination, self.settings.email_from,
+        return EmailContent(intent.id, attempt.attempt_id, intent.destination, self.config.email_from,
                             parts["subject"].strip(), parts["text"], parts["html"], self.message_id(intent))
 
     def _sms(self, intent: ClaimedIntent, attempt: BegunAttempt, key, minutes: int) -> SmsContent:
-        code = key.sms_code(intent.verification_id, intent.token_nonce, self.settings.sms_code_digits)
-        body = render_part(intent.template_version, intent.locale, "sms", product=self.settings.product_name,
+        code = key.sms_code(intent.verification_id, intent.token_nonce, self.config.code_digits)
+        body = render_part(intent.template_version, intent.locale, "sms", product=self.config.product_name,
                            minutes=minutes, secret_name="code", secret=code)  # a variable name  # nosec B106
         info = sms.encode_info(body)
         template = templates.load(intent.template_version, intent.locale)
@@ -147,23 +155,23 @@ class Renderer:
                           template.sms_max_segments)
 
 
-def check_sms_budget(settings: Settings) -> None:
+def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
     """At start-up: PRODUCT_NAME in every SMS template x locale, with the longest code and the most
     minutes a message can state, stays within the template's segment budget (one non-GSM character
     such as '™' turns a GSM-7 SMS into UCS-2 and doubles its segments and its cost)."""
-    code, minutes = "0" * settings.sms_code_digits, max(1, settings.verification_ttl_seconds // 60)
+    code, minutes = "0" * config.code_digits, max(1, ttl_seconds // 60)
     over = []
     for purpose in templates.purposes():
         for version in templates.versions(purpose):
             version_ref = f"{purpose}/{version}"
             for locale in templates.locales(version_ref):
-                body = templates.render(version_ref, locale, "sms", product=settings.product_name, minutes=minutes, code=code)
+                body = templates.render(version_ref, locale, "sms", product=config.product_name, minutes=minutes, code=code)
                 info, budget = sms.encode_info(body), templates.load(version_ref, locale).sms_max_segments
                 if info.segments > budget:
                     over.append(f"{version_ref}/{locale} {info.segments} {info.name} segments > {budget}")
     if over:
-        odd = sms.non_gsm_characters(settings.product_name)
-        raise ConfigError(f"PRODUCT_NAME={settings.product_name!r} makes SMS exceed their segment budget "
+        odd = sms.non_gsm_characters(config.product_name)
+        raise ConfigError(f"PRODUCT_NAME={config.product_name!r} makes SMS exceed their segment budget "
                           f"({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}")
 
 

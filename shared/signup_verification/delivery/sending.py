@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Mapping, Sequence
 
-from .budget import Deadline, LatencyEstimator
+from ..platform.deadline import Deadline
+from .budget import LatencyEstimator, send_by
 from .channels.base import Channel, SendResult
 from .messages import RenderError, Renderer
 from ..outbox import RetryPolicy, Settlement
@@ -115,7 +116,7 @@ class BatchSender:
     # -- one intent ---------------------------------------------------------------------------------
     def _time_for_send(self, channel: str) -> bool:
         needed = min(self.estimator.estimate(channel) * 1.5, self.send_timeout)
-        return self.deadline.send_by - time.monotonic() >= max(needed, 0.05)
+        return send_by(self.deadline) - time.monotonic() >= max(needed, 0.05)
 
     def send_one(self, intent: ClaimedIntent, attempt: BegunAttempt) -> SendOutcome:
         if self.stop.is_set():
@@ -141,7 +142,7 @@ class BatchSender:
         segments = getattr(message, "segments", None)
         started = time.monotonic()
         try:
-            result = channel.send(message, self.deadline.send_by)
+            result = channel.send(message, send_by(self.deadline))
         except Exception as exc:  # an adapter bug: it may have sent, so it is ambiguous; no message text logged
             _log.error("channel adapter raised %s for intent %s:\n%s", type(exc).__name__, intent.id,
                        "".join(traceback.format_tb(exc.__traceback__)),

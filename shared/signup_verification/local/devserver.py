@@ -17,13 +17,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import embedded
 from ..platform import migrations
 from ..platform.database import Database
-from ..platform.settings import Settings
 from ..verifications.tokens import Keyring
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 # The checkout this package runs from, when it does (`pip install -e .`): shared/signup_verification/local/.
 _CHECKOUT = Path(__file__).resolve().parents[3]
@@ -139,28 +141,28 @@ def child_environment(settings_env: dict[str, str], database_url: str, host: str
     return env
 
 
-def run(settings: Settings, args: argparse.Namespace, out: Callable[[str], None] | None = None) -> int:
+def run(config: Config, args: argparse.Namespace, out: Callable[[str], None] | None = None) -> int:
     out = out or (lambda line: print(line, flush=True))
     previous_term = signal.signal(signal.SIGTERM, _raise_stop)
     children: dict[str, subprocess.Popen] = {}
     try:
-        return _serve(settings, args, out, children)
+        return _serve(config, args, out, children)
     except (KeyboardInterrupt, _Stop):
         out("stopping…")
         return 0
     finally:
         _stop_children(children)
         # Only our own server: an in-process caller (a test) may run another one.
-        embedded.stop(settings.local_dir / "pg")
+        embedded.stop(config.local_dir / "pg")
         signal.signal(signal.SIGTERM, previous_term)
 
 
-def _serve(settings: Settings, args: argparse.Namespace, out: Callable[[str], None],
+def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
            children: dict[str, subprocess.Popen]) -> int:
     from .mailbox import MailboxServer
     from .scheduler import Job, Scheduler
 
-    host, smtp_port = args.host, args.smtp_port or settings.smtp_port
+    host, smtp_port = args.host, args.smtp_port or config.channels.smtp.port
     main = functions_main(getattr(args, "source", None))
     targets = discover_targets(main)
     ports = assign_ports(targets, args.base_port)
@@ -169,21 +171,21 @@ def _serve(settings: Settings, args: argparse.Namespace, out: Callable[[str], No
     _check_free(host, smtp_port, "mailbox SMTP")
     _check_free(host, args.mailbox_port, "mailbox web")
 
-    if settings.database_url:
-        url, where = settings.database_url, "DATABASE_URL"
+    if config.database.url:
+        url, where = config.database.url, "DATABASE_URL"
     else:
-        server = embedded.start(settings.local_dir / "pg", stop_at_exit=True)
+        server = embedded.start(config.local_dir / "pg", stop_at_exit=True)
         url, where = embedded.ensure_database(server, embedded.DEFAULT_DATABASE).url(), "embedded, " + str(
-            settings.local_dir / "pg")
+            config.local_dir / "pg")
     db = Database.from_url(url, application_name="verifyctl-dev")
     try:
-        applied = migrations.migrate(db, config=migrations.MigrationConfig.from_env(os.environ)).migrations
+        applied = migrations.migrate(db, config=config.migrations).migrations
     finally:
         db.close()
-    Keyring.from_settings(settings)  # creates the development key once, before the children race for it
+    Keyring.from_config(config.tokens)  # creates the development key once, before the children race for it
 
     env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
-    env["VERIFY_LOCAL_DIR"] = str(Path(settings.local_dir).resolve())  # the children share this run's key and outbox
+    env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
     for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
         children[target] = subprocess.Popen(
             [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(main),

@@ -2,7 +2,7 @@
 reconciliation advancing, which attempts are ambiguous.
 
     compute(db, deployment)        the numbers, per channel (signals.sql: one statement, one round trip)
-    emit(db, settings, source=...) compute, then one structured log record per channel
+    emit(db, deployment, source=...) compute, then one structured log record per channel
                                    (event="signals"): what Cloud Monitoring log-based metrics read.
                                    The dispatcher calls it once per invocation, the reconciler too.
     workers(db)                    the heartbeat rows (verifyctl status, the status target)
@@ -15,14 +15,12 @@ is eligible, so the metric clears.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from ..outbox import heartbeats
 from ..platform.database import Database, load_sql
-from ..platform.settings import ConfigError, Settings
 
 __all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "workers"]
 
@@ -35,25 +33,6 @@ class SignalsConfig:
     window_seconds: float = 300.0  # SIGNALS_WINDOW_SECONDS: attempts by outcome over this window
     ready_age_alert_seconds: float = 120.0  # READY_AGE_ALERT_SECONDS: the page threshold
     watermark_stale_seconds: float = 300.0  # RECONCILE_STALE_SECONDS: reconciler not advancing (infra alert too)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "SignalsConfig":
-        env = os.environ if env is None else env
-        default = cls()
-
-        def number(name: str, fallback: float) -> float:
-            raw = env.get(name)
-            try:
-                value = float(raw) if raw else fallback
-            except ValueError:
-                raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-            if value <= 0:
-                raise ConfigError(f"{name} must be > 0, got {raw}")
-            return value
-
-        return cls(number("SIGNALS_WINDOW_SECONDS", default.window_seconds),
-                   number("READY_AGE_ALERT_SECONDS", default.ready_age_alert_seconds),
-                   number("RECONCILE_STALE_SECONDS", default.watermark_stale_seconds))
 
 
 @dataclass(frozen=True)
@@ -118,7 +97,7 @@ class Signals:
 
 def compute(db: Database, deployment: str, config: SignalsConfig | None = None, *,
             with_workers: bool = False) -> Signals:
-    config = config or SignalsConfig.from_env()
+    config = config or SignalsConfig()
     rows = db.rows(load_sql(__file__, "signals.sql"), deployment=deployment, window_seconds=config.window_seconds)
     channels = []
     for row in rows:
@@ -165,11 +144,11 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
     return fields
 
 
-def emit(db: Database, settings: Settings, logger: logging.Logger | None = None, *, source: str = "dispatch",
+def emit(db: Database, deployment: str, logger: logging.Logger | None = None, *, source: str = "dispatch",
          config: SignalsConfig | None = None) -> Signals:
     """Compute and log one `event="signals"` record per channel; returns what it logged."""
     logger = logger or _log
-    signals = compute(db, settings.deployment, config)
+    signals = compute(db, deployment, config)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
         logger.log(logging.WARNING if late else logging.INFO,

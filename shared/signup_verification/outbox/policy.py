@@ -59,22 +59,3 @@ class RetryPolicy:
         if outcome == "ambiguous":
             return self.ambiguous_delay(channel)
         return 0.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "RetryPolicy":
-        """AMBIGUOUS_POLICY_EMAIL / _SMS = retry|hold|fail, AMBIGUOUS_HOLD_SECONDS_EMAIL / _SMS,
-        RETRY_BACKOFF_SECONDS = '60,300,900'."""
-        default = cls()
-        channels = {}
-        for name, current in default.channels.items():
-            upper = name.upper()
-            policy = env.get(f"AMBIGUOUS_POLICY_{upper}") or current.ambiguity
-            if policy not in ("retry", "hold", "fail"):
-                raise ValueError(f"AMBIGUOUS_POLICY_{upper} must be retry, hold or fail")
-            hold = float(env.get(f"AMBIGUOUS_HOLD_SECONDS_{upper}") or current.hold_seconds)
-            channels[name] = ChannelPolicy(policy, hold)  # type: ignore[arg-type]
-        raw = env.get("RETRY_BACKOFF_SECONDS")
-        backoff = tuple(float(x) for x in raw.split(",")) if raw else default.backoff
-        if not backoff or any(b <= 0 for b in backoff):
-            raise ValueError("RETRY_BACKOFF_SECONDS must be positive numbers, e.g. 60,300,900")
-        return cls(backoff=backoff, channels=channels)

@@ -1,3 +1,4 @@
-"""Platform: configuration, the database, migrations, Cloud SQL, secrets, logging, shutdown.
+"""Platform: the database, migrations, Cloud SQL, secrets, logging, shutdown, the invocation deadline,
+and ConfigError (configuration itself is read by signup_verification/config.py).
 
 The bottom layer: imports nothing else of the package."""

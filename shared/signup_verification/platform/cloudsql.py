@@ -19,8 +19,8 @@ import pg8000.dbapi
 import pg8000.native
 from pg8000.core import CoreConnection
 
-from .database import ConnectionParams
-from .settings import ConfigError, Settings
+from .database import ConnectionParams, DatabaseConfig
+from .errors import ConfigError
 
 _INSTANCE = re.compile(r"^[a-z][a-z0-9.:-]*[a-z0-9]:[a-z]+-[a-z]+\d+:[a-z][a-z0-9-]{0,97}$")
 
@@ -68,25 +68,25 @@ def close() -> None:
         connector.close()
 
 
-def connection_params(settings: Settings) -> ConnectionParams:
+def connection_params(config: DatabaseConfig) -> ConnectionParams:
     """What the Database records about its peer; the connector does the actual dialling."""
-    name = settings.instance_connection_name or ""
+    name = config.instance_connection_name or ""
     if not _INSTANCE.match(name):
         raise ConfigError(f"INSTANCE_CONNECTION_NAME must look like project:region:instance, got {name!r}")
-    if not settings.db_user:
+    if not config.user:
         raise ConfigError("DB_USER (the IAM principal's email) is required with INSTANCE_CONNECTION_NAME")
-    return ConnectionParams(user=settings.db_user, database=settings.db_name, host=name)
+    return ConnectionParams(user=config.user, database=config.name, host=name)
 
 
-def connector_for(settings: Settings, application_name: str) -> Callable[[], pg8000.native.Connection] | None:
+def connector_for(config: DatabaseConfig, application_name: str) -> Callable[[], pg8000.native.Connection] | None:
     """A `Database(connector=...)` callable, or None when INSTANCE_CONNECTION_NAME is unset."""
-    if not settings.instance_connection_name:
+    if not config.instance_connection_name:
         return None
-    params = connection_params(settings)
+    params = connection_params(config)
 
     def connect() -> pg8000.native.Connection:
         try:
-            con = _shared().connect(settings.instance_connection_name, "pg8000", user=params.user,
+            con = _shared().connect(config.instance_connection_name, "pg8000", user=params.user,
                                     db=params.database, enable_iam_auth=True, application_name=application_name)
         except (OSError, pg8000.dbapi.InterfaceError, pg8000.dbapi.DatabaseError):
             raise

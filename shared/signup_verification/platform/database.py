@@ -18,11 +18,25 @@ import pg8000.converters
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
-__all__ = ["Database", "DatabaseError", "InterfaceError", "ConnectionParams", "load_sql", "UnavailableError"]
+__all__ = ["Database", "DatabaseConfig", "DatabaseError", "InterfaceError", "ConnectionParams", "load_sql",
+           "UnavailableError"]
 
 
 class UnavailableError(RuntimeError):
     """The database could not be reached or the connection dropped mid-request."""
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """Where the database is (README "Configuration": DATABASE_URL, INSTANCE_CONNECTION_NAME, ...)."""
+
+    url: str | None = field(default=None, repr=False)  # DATABASE_URL: may carry a password
+    instance_connection_name: str | None = None  # Cloud SQL connector (IAM auth) instead of a URL
+    user: str | None = None  # DB_USER: the IAM principal, with INSTANCE_CONNECTION_NAME
+    name: str = "verification"  # DB_NAME
+    statement_timeout_ms: int = 15_000  # a stuck query cannot hold a lease or a request forever
+    production: bool = False  # production never falls back to the embedded database
+    local_dir: Path = Path(".local")  # the embedded database's data lives in local_dir / "pg"
 
 
 @dataclass(frozen=True)

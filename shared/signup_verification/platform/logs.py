@@ -1,6 +1,6 @@
 """Logging set-up: Cloud Logging structured JSON on Cloud Run, a readable line on a laptop.
 
-    configure()            once per process (functions/main.py at import; idempotent)
+    configure(config)      once per process (functions/main.py at import; idempotent)
     use_sink(stream)       the seam tests fill: every line the handler writes goes to `stream`
 
 JSON format (google-cloud-logging's StructuredLogHandler, one JSON object per line on stdout):
@@ -22,19 +22,27 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, TextIO
 
 from google.cloud.logging_v2.handlers import StructuredLogHandler
 
 from .redaction import mask_email, mask_phone
 
-__all__ = ["configure", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
+__all__ = ["LoggingConfig", "configure", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
 
 _MARK = "_signup_verification_handler"
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    format: str = "text"  # LOG_FORMAT: json | text (config.load: json by default on Cloud Run)
+    level: str = "INFO"  # LOG_LEVEL
+    deployment: str = "local"  # DEPLOYMENT: the label on every record
+    project_id: str | None = None  # GOOGLE_CLOUD_PROJECT or GCP_PROJECT: prefixes trace ids
 
 # -- the sink seam ---------------------------------------------------------------------------------
 _sink: TextIO | None = None
@@ -164,17 +172,6 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def _project_id(env: Mapping[str, str]) -> str | None:
-    return env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCP_PROJECT") or None
-
-
-def log_format(env: Mapping[str, str]) -> str:
-    chosen = (env.get("LOG_FORMAT") or "").lower()
-    if chosen in ("json", "text"):
-        return chosen
-    return "json" if env.get("K_SERVICE") else "text"
-
-
 def build_handler(fmt: str, *, deployment: str, project_id: str | None = None,
                   stream: TextIO | None = None, stderr: bool = False) -> logging.Handler:
     target = stream or _SinkStream("stderr" if stderr else "stdout")
@@ -203,18 +200,18 @@ def remove() -> None:
             root.removeHandler(existing)
 
 
-def configure(*, deployment: str | None = None, fmt: str | None = None, level: str | int | None = None,
-              env: Mapping[str, str] | None = None, stream: TextIO | None = None,
-              stderr: bool = False) -> logging.Handler:
+def configure(config: LoggingConfig | None = None, *, deployment: str | None = None, fmt: str | None = None,
+              level: str | int | None = None, stream: TextIO | None = None, stderr: bool = False) -> logging.Handler:
     """Install the handler on the root logger, replacing the one a previous call installed.
-    Lines go to stdout (Cloud Run collects it), or stderr with stderr=True (verifyctl)."""
-    env = os.environ if env is None else env
-    handler = build_handler(fmt or log_format(env), deployment=deployment or env.get("DEPLOYMENT") or "local",
-                            project_id=_project_id(env), stream=stream, stderr=stderr)
+    Lines go to stdout (Cloud Run collects it), or stderr with stderr=True (verifyctl).
+    The keyword arguments override the config (tests)."""
+    config = config or LoggingConfig()
+    handler = build_handler(fmt or config.format, deployment=deployment or config.deployment,
+                            project_id=config.project_id, stream=stream, stderr=stderr)
     remove()
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(level or (env.get("LOG_LEVEL") or "INFO").upper())
+    root.setLevel(level or config.level.upper())
     # The client library's own loggers must not feed back into a handler that may call it.
     for name in ("google.cloud", "google.auth", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -2,7 +2,7 @@
 
 Any environment variable whose value is `sm://projects/P/secrets/S/versions/V` (V a number or
 `latest`; `sm://projects/P/secrets/S` means latest) is replaced by that secret version's payload
-before `Settings` reads the environment. The scheme prefix keeps a real value that merely looks
+before `config.load` reads the environment. The scheme prefix keeps a real value that merely looks
 like a resource name from being fetched. Surrounding whitespace in the payload is dropped
 (`echo … | gcloud secrets versions add --data-file=-` adds a newline).
 
@@ -15,7 +15,7 @@ import re
 import threading
 from typing import Any, Mapping, Protocol
 
-from .settings import ConfigError
+from .errors import ConfigError
 
 PREFIX = "sm://"
 _REFERENCE = re.compile(

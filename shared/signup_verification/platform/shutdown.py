@@ -12,10 +12,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 STOP = threading.Event()
 _installed = False
+
+
+@dataclass(frozen=True)
+class ShutdownConfig:
+    grace_seconds: float = 8.0  # SHUTDOWN_GRACE_SECONDS: after SIGTERM, in-flight sends may finish within this
 
 
 def _chain(previous: Any, exit_after: float | None):
@@ -47,13 +53,6 @@ def install(exit_after: float | None = None) -> None:
         except ValueError:  # not the main interpreter
             pass
     _wrap_gunicorn()
-
-
-def grace_from_env() -> float:
-    try:
-        return float(os.environ.get("SHUTDOWN_GRACE_SECONDS") or 8.0)
-    except ValueError:
-        return 8.0
 
 
 def _wrap_gunicorn() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from ..api import problems
 from ..platform.database import Database, load_sql
 from ..platform.redaction import mask_destination
-from ..platform.settings import ConfigError
+from ..platform.errors import ConfigError
 from .tokens import Keyring
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
@@ -44,6 +44,12 @@ SUPERSEDED = "superseded"              # a newer message replaced this one
 LOCKED = "locked"                      # too many wrong codes
 WRONG_CODE = "wrong_code"              # counted; tries remain
 INVALID = "invalid"                    # unknown or malformed: says nothing more
+
+
+@dataclass(frozen=True)
+class ConfirmConfig:
+    code_digits: int = 6  # SMS_CODE_DIGITS: the shape a typed code must have
+    product_name: str = "Example"  # PRODUCT_NAME: shown on the confirmation pages
 
 
 @dataclass(frozen=True)

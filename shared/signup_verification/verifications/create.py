@@ -16,7 +16,6 @@ from ..delivery import templates
 from ..api.models import CreateVerificationRequest
 from ..platform.database import Database
 from ..api.problems import Problem
-from ..platform.settings import Settings
 from .tokens import Keyring, new_nonce
 
 IDEMPOTENCY_SCOPE = "create_verification"
@@ -28,6 +27,17 @@ SELECT outcome, status_code, body, retry_after FROM create_verification(
     make_interval(secs => :ttl), :max_confirm, :max_attempts,
     :rate_limit, interval '1 hour', make_interval(secs => :spacing))
 """
+
+
+@dataclass(frozen=True)
+class CreateConfig:
+    code_digits: int = 6  # SMS_CODE_DIGITS
+    ttl_seconds: int = 600  # VERIFICATION_TTL_SECONDS: ASVS 5.0 6.5.5, out-of-band codes live <= 10 min
+    max_confirm_attempts: int = 5  # MAX_CONFIRM_ATTEMPTS
+    max_delivery_attempts: int = 5  # MAX_DELIVERY_ATTEMPTS
+    idempotency_ttl_seconds: int = 24 * 3600  # IDEMPOTENCY_TTL_SECONDS
+    rate_limit_per_hour: int = 5  # RATE_LIMIT_PER_HOUR, per destination
+    rate_limit_spacing_seconds: int = 60  # RATE_LIMIT_SPACING_SECONDS
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ def fingerprint(request: CreateVerificationRequest) -> bytes:
     return hashlib.sha256(canonical.encode()).digest()
 
 
-def create_verification(db: Database, settings: Settings, keyring: Keyring,
+def create_verification(db: Database, config: CreateConfig, keyring: Keyring,
                         request: CreateVerificationRequest, idempotency_key: str) -> CreateResult:
     verification_id = uuid.uuid4()
     key = keyring.primary
@@ -52,17 +62,17 @@ def create_verification(db: Database, settings: Settings, keyring: Keyring,
     if request.channel == "email":
         digest = key.link_digest(key.link_token(verification_id, nonce))
     else:
-        digest = key.code_digest(verification_id, key.sms_code(verification_id, nonce, settings.sms_code_digits))
+        digest = key.code_digest(verification_id, key.sms_code(verification_id, nonce, config.code_digits))
     version = templates.current_version(request.template)
     row = db.run(
         _CREATE_SQL,
         scope=IDEMPOTENCY_SCOPE, key=idempotency_key, fingerprint=fingerprint(request),
-        idem_ttl=settings.idempotency_ttl_seconds, id=verification_id, account_id=request.account_id,
+        idem_ttl=config.idempotency_ttl_seconds, id=verification_id, account_id=request.account_id,
         channel=request.channel, destination=request.destination, purpose=request.template,
         locale=templates.resolve_locale(version, request.locale), template_version=version,
-        key_id=key.key_id, nonce=nonce, digest=digest, ttl=settings.verification_ttl_seconds,
-        max_confirm=settings.max_confirm_attempts, max_attempts=settings.max_delivery_attempts,
-        rate_limit=settings.rate_limit_per_hour, spacing=settings.rate_limit_spacing_seconds,
+        key_id=key.key_id, nonce=nonce, digest=digest, ttl=config.ttl_seconds,
+        max_confirm=config.max_confirm_attempts, max_attempts=config.max_delivery_attempts,
+        rate_limit=config.rate_limit_per_hour, spacing=config.rate_limit_spacing_seconds,
     )[0]
     outcome, status, body, retry_after = row
     if outcome == "created":

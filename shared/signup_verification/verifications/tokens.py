@@ -16,13 +16,20 @@ import os
 import secrets
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..platform.settings import ConfigError, Settings
+from ..platform.errors import ConfigError
 
 NONCE_BYTES = 16
 DEV_KEY_PREFIX = "dev-"
+
+
+@dataclass(frozen=True)
+class TokenConfig:
+    keys: str | None = field(default=None, repr=False)  # TOKEN_KEYS: `key_id:base64url-secret[,...]`, first signs
+    production: bool = False  # production refuses a missing TOKEN_KEYS and a development key
+    local_dir: Path = Path(".local")  # where a local run keeps its generated development key
 
 
 @dataclass(frozen=True)
@@ -103,14 +110,14 @@ class Keyring:
         return cls(keys)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Keyring":
-        if settings.token_keys:
-            ring = cls.parse(settings.token_keys)
-        elif settings.is_production:
+    def from_config(cls, config: TokenConfig) -> "Keyring":
+        if config.keys:
+            ring = cls.parse(config.keys)
+        elif config.production:
             raise ConfigError("TOKEN_KEYS is required in production")
         else:
-            ring = cls.parse(_development_key(settings.local_dir))
-        if settings.is_production and any(k.is_development for k in ring.keys):
+            ring = cls.parse(_development_key(config.local_dir))
+        if config.production and any(k.is_development for k in ring.keys):
             raise ConfigError("refusing to run in production with a development token key")
         return ring
 

@@ -28,6 +28,7 @@ from support.fakes.smtp import FakeSmtpServer
 from signup_verification.api import auth
 from signup_verification.platform import logs as service_logging
 from signup_verification import runtime
+from signup_verification.config import load
 from signup_verification.verifications.tokens import Keyring
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
@@ -79,7 +80,7 @@ def test_no_issued_token_or_code_in_any_table_log_line_or_api_answer(app_client,
     with service_logging.use_sink(sink):
         create, dispatch = app_client("create_verification"), app_client("dispatch")
         confirm, reconcile, status = app_client("confirm_verification"), app_client("reconcile"), app_client("status")
-        service_logging.configure()  # JSON lines (LOG_FORMAT=json), as on Cloud Run
+        service_logging.configure(load().logging)  # JSON lines (LOG_FORMAT=json), as on Cloud Run
         email = keep(create.post("/", json={"account_id": "acct-sec", "channel": "email", "destination": "ada@example.com"},
                                  headers={"Idempotency-Key": "sec-email"}))
         sms = keep(create.post("/", json={"account_id": "acct-sec", "channel": "sms", "destination": "+14155550123"},
@@ -269,10 +270,10 @@ def test_signature_header_parsing_is_strict():
     assert not auth.verify_signature(config, None, body, now=now)
     assert not auth.verify_signature(config, f"t={now}", body, now=now)
     with pytest.raises(ValueError):
-        auth.AuthConfig.from_env({"REQUEST_SIGNING_KEYS": "k:c2hvcnQ"})  # 5 bytes: too short
+        load({"REQUEST_SIGNING_KEYS": "k:c2hvcnQ"})  # 5 bytes: too short
     with pytest.raises(ValueError):
-        auth.AuthConfig.from_env({"REQUEST_SIGNING_KEYS": SIGNING_KEYS, "SIGNED_TARGETS": "confirm_verification"})
-    assert "s" * 10 not in repr(auth.AuthConfig.from_env({"REQUEST_SIGNING_KEYS": SIGNING_KEYS}))
+        load({"REQUEST_SIGNING_KEYS": SIGNING_KEYS, "SIGNED_TARGETS": "confirm_verification"})
+    assert "s" * 10 not in repr(load({"REQUEST_SIGNING_KEYS": SIGNING_KEYS}).auth)
 
 
 # -- dependency audit ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import re
 import threading
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -44,7 +45,7 @@ def create(db, settings, n, channel="email", account="acct"):
     for i in range(n):
         destination = f"{account}{i}@example.com" if channel == "email" else f"+1415555{i:04d}"
         request = CreateVerificationRequest(account_id=f"{account}-{channel}-{i}", channel=channel, destination=destination)
-        body = verifications.create_verification(db, settings, KEYRING, request, f"k-{account}-{channel}-{i}").body
+        body = verifications.create_verification(db, settings.create, KEYRING, request, f"k-{account}-{channel}-{i}").body
         ids.append(uuid.UUID(body["verification_id"]))
     return ids
 
@@ -86,7 +87,7 @@ def test_claim_records_last_claim_at_and_the_latency_that_seeds_the_next_run(db,
     db.run("UPDATE worker_heartbeats SET watermark = watermark || '{\"other\": 1}'::jsonb")
     seed_intents(db, 1, prefix="again")
     estimator = LatencyEstimator()
-    Dispatcher(db, settings, KEYRING, {"email": ConsoleChannel("email", tmp_path)}, estimator=estimator).run()
+    Dispatcher(db, settings.dispatch, settings.retry, KEYRING, {"email": ConsoleChannel("email", tmp_path)}, estimator=estimator).run()
     assert estimator.snapshot()["email"] < 0.5  # seeded from the row, not the cautious default
     assert db.one("SELECT watermark FROM worker_heartbeats")["watermark"]["other"] == 1  # merged, not overwritten
 
@@ -160,7 +161,7 @@ def test_ambiguous_email_is_held_then_retried_with_the_same_message_id(db, smtp)
     assert row["status"] == "ambiguous" and row["ambiguous_count"] == 1 and 295 <= row["hold"] <= 301
     # After the hold, the email policy retries; the duplicate carries the same Message-ID.
     db.run("UPDATE delivery_intents SET next_attempt_at = now()")
-    assert t.resolve_ambiguous(db, settings.retry_policy, 10) == [(1, "email", "retryable")]
+    assert t.resolve_ambiguous(db, settings.retry, 10) == [(1, "email", "retryable")]
     smtp.behaviour = SmtpBehaviour()
     assert run_dispatch(db, settings).accepted == 1
     first, second = (m.message["Message-ID"] for m in smtp.received)
@@ -173,7 +174,7 @@ def test_ambiguous_sms_is_held_for_the_operator(db, twilio):
     settings = provider_settings(twilio=twilio)
     assert run_dispatch(db, settings).ambiguous == 1
     db.run("UPDATE delivery_intents SET next_attempt_at = now()")
-    assert t.resolve_ambiguous(db, settings.retry_policy, 10) == []  # sms policy: hold
+    assert t.resolve_ambiguous(db, settings.retry, 10) == []  # sms policy: hold
     assert run_dispatch(db, settings).claimed == 0 and twilio.requests == 1
 
 
@@ -237,7 +238,7 @@ def test_superseded_verification_is_suppressed_at_create_and_never_claimed(db, s
     settings = provider_settings(smtp)
     create(db, settings, 1, account="same")
     request = CreateVerificationRequest(account_id="same-email-0", channel="email", destination="new@example.com")
-    verifications.create_verification(db, settings, KEYRING, request, "second")
+    verifications.create_verification(db, settings.create, KEYRING, request, "second")
     report = run_dispatch(db, settings)
     assert (report.claimed, report.accepted) == (1, 1) and smtp.recipients() == ["new@example.com"]
 
@@ -327,8 +328,10 @@ def test_sigterm_lets_in_flight_sends_finish_and_starts_no_new_ones(db, twilio):
 def test_a_provider_slower_than_measured_cannot_overrun_the_budget(db, twilio):
     twilio.default_delay = 1.5  # the estimate says 20 ms: the whole batch is sized for that
     seed_intents(db, 40, sms_every=1)
-    settings = provider_settings(twilio=twilio, function_timeout_seconds=2, dispatch_safety_margin_seconds=0.5,
-                                 send_concurrency=2, send_timeout_seconds=10)
+    settings = provider_settings(twilio=twilio, dispatch_safety_margin_seconds=0.5, send_concurrency=2,
+                                 send_timeout_seconds=10)
+    # below FUNCTION_TIMEOUT_SECONDS' floor of 5, which a deployment may not set but this test needs
+    settings = replace(settings, dispatch=replace(settings.dispatch, function_timeout_seconds=2))
     estimator = LatencyEstimator()
     estimator.seed({"sms": 0.02, "email": 0.02})
     started = time.monotonic()

@@ -74,12 +74,12 @@ def test_killed_after_begin_leaves_attempts_the_reconciler_makes_ambiguous(db, d
     assert [a[1] for a in attempts(db, 1)] == ["attempting"]
     assert smtp.received == [] and twilio.requests == 0  # killed before any network call
     expire_leases(db)
-    assert len(t.lose_leases(db, provider_settings().retry_policy, 100)) == 4
+    assert len(t.lose_leases(db, provider_settings().retry, 100)) == 4
     assert states(db) == {"ambiguous": 4}  # we cannot know it was not sent: counts as an attempt
     assert [a[1:] for a in attempts(db, 1)] == [("attempting", None), ("ambiguous", "lease_lost")]
     db.run("UPDATE delivery_intents SET next_attempt_at = now()")
     settings = provider_settings(smtp, twilio)
-    resolved = t.resolve_ambiguous(db, settings.retry_policy, 100)
+    resolved = t.resolve_ambiguous(db, settings.retry, 100)
     assert sorted(r[1:] for r in resolved) == [("email", "retryable")] * 2  # sms: held for the operator
     assert run_dispatch(db, settings).accepted == 2
     assert states(db) == {"accepted": 2, "ambiguous": 2} and len(smtp.received) == 2
@@ -93,10 +93,10 @@ def test_killed_after_the_provider_accepted_before_settle(db, database_url, prov
     assert states(db) == {"attempting": 4}  # sent, but we never recorded it
     assert len(smtp.received) == 2 and len(twilio.deliveries) == 2
     expire_leases(db)
-    t.lose_leases(db, provider_settings().retry_policy, 100)
+    t.lose_leases(db, provider_settings().retry, 100)
     db.run("UPDATE delivery_intents SET next_attempt_at = now()")
     settings = provider_settings(smtp, twilio)
-    t.resolve_ambiguous(db, settings.retry_policy, 100)
+    t.resolve_ambiguous(db, settings.retry, 100)
     run_dispatch(db, settings)
     # Email (policy retry) is sent again with the same Message-ID, so clients collapse the duplicate;
     # SMS (policy hold) is not resent: a duplicate code would reach the phone.

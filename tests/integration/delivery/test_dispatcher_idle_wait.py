@@ -11,7 +11,7 @@ from signup_verification.delivery.budget import LatencyEstimator, invocation_sec
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.platform.database import Database
 from signup_verification.local.scheduler import _next_tick
-from signup_verification.platform.settings import ConfigError, Settings
+from signup_verification.config import ConfigError, load
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.seed import seed_intents
 
@@ -80,14 +80,14 @@ def test_shutdown_ends_an_idle_wait_promptly(db, tmp_path):
 
 
 def test_idle_wait_defaults_on_in_production_only():
-    assert Settings.from_env({"ENVIRONMENT": "production"}).dispatch_idle_wait is True
-    assert Settings.from_env({"ENVIRONMENT": "local"}).dispatch_idle_wait is False
-    assert Settings.from_env({"ENVIRONMENT": "local", "DISPATCH_IDLE_WAIT": "true"}).dispatch_idle_wait is True
+    assert load({"ENVIRONMENT": "production"}).dispatch.idle_wait is True
+    assert load({"ENVIRONMENT": "local"}).dispatch.idle_wait is False
+    assert load({"ENVIRONMENT": "local", "DISPATCH_IDLE_WAIT": "true"}).dispatch.idle_wait is True
     env = {"DISPATCH_IDLE_WAIT": "off", "DISPATCH_IDLE_POLL_SECONDS": "0.5"}
-    assert Settings.from_env(env).dispatch_idle_wait is False
-    assert Settings.from_env(env).dispatch_idle_poll_seconds == 0.5
+    assert load(env).dispatch.idle_wait is False
+    assert load(env).dispatch.idle_poll_seconds == 0.5
     with pytest.raises(ConfigError):
-        Settings.from_env({"DISPATCH_IDLE_WAIT": "maybe"})
+        load({"DISPATCH_IDLE_WAIT": "maybe"})
 
 
 def test_scheduler_ticks_at_a_fixed_rate_like_cron():

@@ -39,7 +39,7 @@ def test_runbook_opens_with_the_five_questions_and_how_to_answer_each():
 
 def test_runbook_documents_every_field_of_the_signals_record(db, log_lines):
     make_verifications(db, 1)
-    signals.emit(db, SETTINGS, source="dispatch")
+    signals.emit(db, SETTINGS.deployment, source="dispatch", config=SETTINGS.signals)
     record = log_lines.events("signals")[0]
     fields = set(record) - {"message", "severity", "httpRequest"} - {k for k in record if k.startswith("logging.")}
     text = RUNBOOK.read_text()

@@ -105,7 +105,7 @@ def test_compute_is_one_round_trip(db):
 def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     make_verifications(db, 2)
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '3 minutes' WHERE id = 1")
-    signals.emit(db, SETTINGS, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
+    signals.emit(db, SETTINGS.deployment, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
     records = log_lines.events("signals")
     assert [r["channel"] for r in records] == ["email", "sms"]
     email, sms = records

@@ -9,11 +9,11 @@ from signup_verification.verifications import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox import RetryPolicy, Settlement
 from signup_verification.outbox import transitions as t
-from signup_verification.platform.settings import Settings
+from support.config import make_config
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
-SETTINGS = Settings(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0)
+SETTINGS = make_config(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0).create
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 
 

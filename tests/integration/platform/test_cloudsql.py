@@ -15,7 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from signup_verification.platform import cloudsql, grants as db_access
 from signup_verification import runtime
 from signup_verification.platform.database import ConnectionParams, Database, UnavailableError
-from signup_verification.platform.settings import ConfigError, Settings
+from signup_verification.platform.database import DatabaseConfig
+from signup_verification.platform.errors import ConfigError
 
 INSTANCE = "my-proj:europe-west1:verify-pg"
 
@@ -50,14 +51,14 @@ def local_connector(database_url):
     cloudsql.use_factory(previous)
 
 
-def settings_for(database: str, **overrides) -> Settings:
-    values = {"instance_connection_name": INSTANCE, "db_user": "verify-create@my-proj.iam.gserviceaccount.com",
-              "db_name": database, "environment": "production", **overrides}
-    return Settings(**values)
+def settings_for(database: str, **overrides) -> DatabaseConfig:
+    values = {"instance_connection_name": INSTANCE, "user": "verify-create@my-proj.iam.gserviceaccount.com",
+              "name": database, "production": True, **overrides}
+    return DatabaseConfig(**values)
 
 
 def test_without_instance_connection_name_there_is_no_connector():
-    assert cloudsql.connector_for(Settings(database_url="postgresql://u@h/d"), "x") is None
+    assert cloudsql.connector_for(DatabaseConfig(url="postgresql://u@h/d"), "x") is None
 
 
 def test_database_runs_through_the_connector_with_iam_auth(local_connector, database_url):
@@ -124,7 +125,7 @@ def test_runtime_uses_the_connector_when_instance_connection_name_is_set(service
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"db_user": None}, "DB_USER"),
+    ({"user": None}, "DB_USER"),
     ({"instance_connection_name": "verify-pg"}, "INSTANCE_CONNECTION_NAME must look like project:region:instance"),
 ])
 def test_incomplete_connector_settings_are_config_errors(overrides, message):

@@ -12,7 +12,8 @@ import pytest
 
 from signup_verification.platform import logs as service_logging
 from signup_verification import runtime
-from signup_verification.platform.logs import log_format, redact_text
+from signup_verification.config import load
+from signup_verification.platform.logs import redact_text
 from signup_verification.verifications.tokens import Keyring
 from support.paths import ROOT, TEST_TOKEN_KEYS
 from support.logs import LogLines
@@ -29,12 +30,12 @@ _log = logging.getLogger("signup_verification.test")
     ({"LOG_FORMAT": "JSON"}, "json"),
 ])
 def test_format_is_json_on_cloud_run_and_text_locally(env, expected):
-    assert log_format(env) == expected
+    assert load(env).logging.format == expected
 
 
 def test_text_format_is_one_readable_line():
     stream = io.StringIO()
-    service_logging.configure(fmt="text", deployment="test", stream=stream, env={})
+    service_logging.configure(fmt="text", deployment="test", stream=stream)
     try:
         _log.info("reconcile: %d moved", 3, extra={"json_fields": {"event": "reconcile", "claims_expired": 3}})
     finally:
@@ -48,7 +49,7 @@ def test_configure_replaces_its_own_handler_and_keeps_others():
     logging.getLogger().addHandler(other)
     try:
         for _ in range(3):
-            service_logging.configure(fmt="json", stream=io.StringIO(), env={})
+            service_logging.configure(fmt="json", stream=io.StringIO())
         ours = [h for h in logging.getLogger().handlers if getattr(h, "_signup_verification_handler", False)]
         assert len(ours) == 1 and other in logging.getLogger().handlers
     finally:
@@ -58,7 +59,7 @@ def test_configure_replaces_its_own_handler_and_keeps_others():
 
 # -- JSON records ------------------------------------------------------------------------------------
 def _record(log_lines: LogLines, **headers) -> dict:
-    service_logging.configure(fmt="json", deployment="test", env={"GOOGLE_CLOUD_PROJECT": "proj-1"})
+    service_logging.configure(load({"GOOGLE_CLOUD_PROJECT": "proj-1"}).logging, fmt="json", deployment="test")
     app = flask.Flask("t")
     with app.test_request_context("/confirm?token=abc", headers=headers):
         _log.warning("signals email: %d ready", 4, extra={

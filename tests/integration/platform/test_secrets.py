@@ -14,7 +14,8 @@ from google.cloud.secretmanager_v1.services.secret_manager_service.transports im
 
 from signup_verification import runtime
 from signup_verification.platform import secret_manager as secrets
-from signup_verification.platform.settings import ConfigError
+from signup_verification.config import load
+from signup_verification.platform.errors import ConfigError
 
 from support.auth import cloud_run_identity
 from support.paths import TEST_TOKEN_KEYS
@@ -89,7 +90,7 @@ def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env
     monkeypatch.setenv("TOKEN_KEYS", TOKEN_REF)
     runtime.reset()
     assert [k.key_id for k in runtime.get_runtime().keyring.keys] == ["test-k1"]
-    assert TEST_TOKEN_KEYS not in repr(runtime.get_runtime().settings)
+    assert TEST_TOKEN_KEYS not in repr(runtime.get_runtime().config)
     response = app_client("create_verification").post(
         "/", json={"account_id": "acct_sm", "channel": "email", "destination": "sm@example.com"},
         headers={"Idempotency-Key": "sm-1", "Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")})
@@ -144,3 +145,23 @@ def test_secret_manager_client_reads_the_version(grpc_secret_manager):
 def test_secret_manager_not_found_is_a_config_error(grpc_secret_manager):
     with pytest.raises(ConfigError, match="TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest: NotFound"):
         secrets.resolve_env({"TOKEN_KEYS": "sm://projects/my-proj/secrets/nope"})
+
+
+# -- through config.load: the one place the environment is read -----------------------------------------------
+def test_load_resolves_references_through_the_secret_manager_client(grpc_secret_manager):
+    config = load({"TOKEN_KEYS": TOKEN_REF, "EMAIL_FROM": "Signup <a@example.com>"})
+    assert config.tokens.keys == TEST_TOKEN_KEYS
+    assert config.dispatch.messages.email_from == "Signup <a@example.com>"  # a plain value is kept
+    assert grpc_secret_manager.requests == [TOKEN_NAME]
+    assert TEST_TOKEN_KEYS not in repr(config)
+
+
+def test_load_reports_an_unreadable_secret_together_with_the_other_bad_settings(grpc_secret_manager):
+    with pytest.raises(ConfigError) as caught:
+        load({"TOKEN_KEYS": "sm://projects/my-proj/secrets/nope", "SMTP_PASSWORD": "sm://not-a-reference",
+              "SMTP_PORT": "twenty-five"})
+    problems = caught.value.problems
+    assert len(problems) == 3, problems
+    assert any(p.startswith("TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest") for p in problems)
+    assert any(p.startswith("SMTP_PASSWORD must look like sm://projects/") for p in problems)
+    assert "SMTP_PORT must be an integer, got 'twenty-five'" in problems

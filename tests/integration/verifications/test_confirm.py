@@ -15,7 +15,7 @@ from signup_verification.verifications import confirm as confirmations
 from signup_verification import runtime
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
-from signup_verification.platform.settings import Settings
+from signup_verification.config import load
 from signup_verification.verifications.tokens import Keyring
 from signup_verification.verifications.create import create_verification
 
@@ -25,7 +25,7 @@ def _create(db: Database, channel: str = "email", account: str | None = None, de
     account = account or f"acct_{uuid.uuid4().hex[:8]}"
     if destination is None:
         destination = f"{uuid.uuid4().hex[:8]}@example.com" if channel == "email" else "+14155550100"
-    settings = Settings.from_env()
+    settings = load().create
     request = CreateVerificationRequest(account_id=account, channel=channel, destination=destination)
     result = create_verification(db, settings, Keyring.parse(keys), request, uuid.uuid4().hex)
     assert result.status == 201, result.body

@@ -149,7 +149,7 @@ def test_requests_with_a_key_in_flight_wait_for_it_and_replay_it(app_client, db,
     holder = Database.from_url(database_url)
     rt = runtime.get_runtime()
     with holder.transaction():
-        first = verifications.create_verification(holder, rt.settings, rt.keyring,
+        first = verifications.create_verification(holder, rt.config.create, rt.keyring,
                                                   CreateVerificationRequest(**EMAIL), "same-key")
         threads, results = in_threads(app_client, [(EMAIL, "same-key")] * 3)
         wait_blocked(db, 3, threads)
@@ -167,7 +167,7 @@ def test_a_request_whose_first_attempt_died_in_flight_creates_exactly_once(app_c
     holder = Database.from_url(database_url)
     rt = runtime.get_runtime()
     holder.execute_script("BEGIN")
-    verifications.create_verification(holder, rt.settings, rt.keyring, CreateVerificationRequest(**EMAIL), "same-key")
+    verifications.create_verification(holder, rt.config.create, rt.keyring, CreateVerificationRequest(**EMAIL), "same-key")
     pid = holder.run("SELECT pg_backend_pid()")[0][0]
     threads, results = in_threads(app_client, [(EMAIL, "same-key")])
     wait_blocked(db, 1, threads)
@@ -184,7 +184,7 @@ def test_concurrent_creates_for_one_account_leave_exactly_one_pending(app_client
     holder = Database.from_url(database_url)
     rt = runtime.get_runtime()
     with holder.transaction():
-        first = verifications.create_verification(holder, rt.settings, rt.keyring,
+        first = verifications.create_verification(holder, rt.config.create, rt.keyring,
                                                   CreateVerificationRequest(**EMAIL), "k1")
         threads, results = in_threads(app_client, [({**EMAIL, "destination": "ada@work.example.com"}, "k2")])
         wait_blocked(db, 1, threads)

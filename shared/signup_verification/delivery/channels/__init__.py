@@ -1,73 +1,91 @@
 """Channel adapters: one per transport, chosen by EMAIL_TRANSPORT and SMS_TRANSPORT."""
 from __future__ import annotations
 
+import dataclasses
 import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
-from ..messages import message_domain
-from ...platform.settings import ConfigError, Settings
+from ...platform.errors import ConfigError
 from .base import CONFIGURATION, Channel, SendResult
 from .console import ConsoleChannel, DisabledChannel
+from .sendgrid import SendGridConfig
+from .smtp import SmtpConfig
+from .twilio import TwilioConfig
 
-__all__ = ["Channel", "SendResult", "CONFIGURATION", "build_channels"]
+__all__ = ["Channel", "SendResult", "CONFIGURATION", "ChannelsConfig", "build_channels", "smtp_tls_context"]
 
 
-def build_channels(settings: Settings, *, ssl_context: ssl.SSLContext | None = None) -> Mapping[str, Channel]:
-    """{'email': adapter, 'sms': adapter} for these settings. A transport whose credentials are
+@dataclass(frozen=True)
+class ChannelsConfig:
+    email_transport: str = "console"  # EMAIL_TRANSPORT: smtp | sendgrid | console
+    sms_transport: str = "console"  # SMS_TRANSPORT: twilio | console
+    smtp: SmtpConfig = field(default_factory=lambda: SmtpConfig(host="localhost", port=8025))
+    smtp_ca_file: str | None = None  # SMTP_CA_FILE: a private CA trusted for SMTP TLS, besides the system store
+    sendgrid: SendGridConfig = field(default_factory=SendGridConfig)
+    twilio: TwilioConfig = field(default_factory=TwilioConfig)
+    send_timeout_seconds: float = 10.0  # SEND_TIMEOUT_SECONDS: per provider call
+    send_concurrency: int = 8  # SEND_CONCURRENCY: the HTTP clients' pool size
+    production: bool = False  # console transports are refused in production
+    local_dir: Path = Path(".local")  # the console transport writes to local_dir / "outbox"
+
+
+def build_channels(config: ChannelsConfig, *, ssl_context: ssl.SSLContext | None = None) -> Mapping[str, Channel]:
+    """{'email': adapter, 'sms': adapter} for this config. A transport whose credentials are
     missing raises ConfigError (the dispatch answers 500 and logs it) rather than failing sends."""
-    return {"email": _email(settings, ssl_context), "sms": _sms(settings)}
+    return {"email": _email(config, ssl_context), "sms": _sms(config)}
 
 
-def _console(settings: Settings, channel: str) -> Channel:
-    if settings.is_production:
+def _console(config: ChannelsConfig, channel: str) -> Channel:
+    if config.production:
         return DisabledChannel(channel, f"{channel.upper()}_TRANSPORT=console is refused in production")
-    return ConsoleChannel(channel, settings.local_dir / "outbox")
+    return ConsoleChannel(channel, config.local_dir / "outbox")
 
 
-def smtp_tls_context(settings: Settings) -> ssl.SSLContext | None:
+def smtp_tls_context(config: ChannelsConfig) -> ssl.SSLContext | None:
     """The system trust store plus SMTP_CA_FILE (a private relay's CA), for SMTP only: SSL_CERT_FILE
     would replace the store of the HTTPS providers too."""
-    if not settings.smtp_ca_file:
+    if not config.smtp_ca_file:
         return None
     context = ssl.create_default_context()
     try:
-        context.load_verify_locations(cafile=settings.smtp_ca_file)
+        context.load_verify_locations(cafile=config.smtp_ca_file)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"SMTP_CA_FILE {settings.smtp_ca_file!r} is not a readable PEM certificate: {type(exc).__name__}") from None
+        raise ConfigError(f"SMTP_CA_FILE {config.smtp_ca_file!r} is not a readable PEM certificate: {type(exc).__name__}") from None
     return context
 
 
-def _email(settings: Settings, ssl_context: ssl.SSLContext | None) -> Channel:
-    if settings.email_transport == "smtp":
-        from .smtp import SmtpChannel, SmtpConfig
+def _email(config: ChannelsConfig, ssl_context: ssl.SSLContext | None) -> Channel:
+    if config.email_transport == "smtp":
+        from .smtp import SmtpChannel
 
-        ssl_context = ssl_context or smtp_tls_context(settings)
-        return SmtpChannel(SmtpConfig(
-            host=settings.smtp_host, port=settings.smtp_port, security=settings.smtp_security,
-            username=settings.smtp_username, password=settings.smtp_password,
-            timeout=settings.send_timeout_seconds, helo_name=message_domain(settings), ssl_context=ssl_context))
-    if settings.email_transport == "sendgrid":
+        ssl_context = ssl_context or smtp_tls_context(config)
+        smtp = config.smtp if ssl_context is None else dataclasses.replace(config.smtp, ssl_context=ssl_context)
+        return SmtpChannel(smtp)
+    if config.email_transport == "sendgrid":
         from .http import HttpClient
         from .sendgrid import SendGridChannel
 
-        if not settings.sendgrid_api_key:
+        if not config.sendgrid.api_key:
             raise ConfigError("EMAIL_TRANSPORT=sendgrid needs SENDGRID_API_KEY")
-        return SendGridChannel(settings.sendgrid_api_key, settings.sendgrid_api_url,
-                               HttpClient(timeout=settings.send_timeout_seconds, pool_size=settings.send_concurrency))
-    return _console(settings, "email")
+        return SendGridChannel(config.sendgrid.api_key, config.sendgrid.url,
+                               HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency))
+    return _console(config, "email")
 
 
-def _sms(settings: Settings) -> Channel:
-    if settings.sms_transport == "twilio":
+def _sms(config: ChannelsConfig) -> Channel:
+    if config.sms_transport == "twilio":
         from .http import HttpClient
         from .twilio import TwilioChannel
 
-        missing = [name for name, value in (("TWILIO_ACCOUNT_SID", settings.twilio_account_sid),
-                                            ("TWILIO_AUTH_TOKEN", settings.twilio_auth_token),
-                                            ("TWILIO_FROM", settings.twilio_from)) if not value]
+        twilio = config.twilio
+        missing = [name for name, value in (("TWILIO_ACCOUNT_SID", twilio.account_sid),
+                                            ("TWILIO_AUTH_TOKEN", twilio.auth_token),
+                                            ("TWILIO_FROM", twilio.sender)) if not value]
         if missing:
             raise ConfigError(f"SMS_TRANSPORT=twilio needs {', '.join(missing)}")
-        return TwilioChannel(settings.twilio_account_sid, settings.twilio_auth_token, settings.twilio_from,
-                             settings.twilio_api_url, HttpClient(timeout=settings.send_timeout_seconds,
-                                                                 pool_size=settings.send_concurrency))
-    return _console(settings, "sms")
+        return TwilioChannel(twilio.account_sid, twilio.auth_token, twilio.sender,  # type: ignore[arg-type]
+                             twilio.api_url, HttpClient(timeout=config.send_timeout_seconds,
+                                                        pool_size=config.send_concurrency))
+    return _console(config, "sms")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from base64 import b64encode
+from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from ..messages import SmsContent
@@ -28,6 +29,14 @@ PERMANENT = {21211: "invalid_destination", 21604: "invalid_destination", 21614: 
              21408: "destination_not_permitted", 21606: "destination_not_permitted",
              21659: "destination_not_permitted", 21608: "destination_not_permitted"}
 CONFIGURATION_CODES = {20003, 20404, 21212, 21603}  # credentials, the account, the sender: every message fails
+
+
+@dataclass(frozen=True)
+class TwilioConfig:
+    account_sid: str | None = None  # TWILIO_ACCOUNT_SID
+    auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
+    sender: str | None = None  # TWILIO_FROM
+    api_url: str = "https://api.twilio.com"  # TWILIO_API_URL
 
 
 class TwilioChannel:

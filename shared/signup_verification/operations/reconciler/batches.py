@@ -7,27 +7,12 @@ In the last two cases the report says `drained=False` and the next run continues
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 if TYPE_CHECKING:
     from .duty import SweepContext
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Wall-clock deadline of one invocation (Cloud Functions answers 504 but keeps running past it)."""
-
-    deadline: float  # time.monotonic() value
-
-    @classmethod
-    def within(cls, timeout_seconds: float, margin_seconds: float) -> "Budget":
-        return cls(time.monotonic() + max(timeout_seconds - margin_seconds, 1.0))
-
-    def exhausted(self) -> bool:
-        return time.monotonic() >= self.deadline
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...platform.database import Database
-from .batches import Budget, DutyReport
+from ...platform.deadline import Deadline
+from .batches import DutyReport
 from .config import ReconcilerConfig
 
 
@@ -20,7 +21,7 @@ class SweepContext:
     reports of the duties that already ran in this run (purge waits for redaction)."""
     db: Database
     config: ReconcilerConfig
-    budget: Budget
+    budget: Deadline
     deployment: str
     earlier: dict[str, DutyReport] = field(default_factory=dict)
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from .. import signals
 from ...platform.database import Database
-from ...platform.settings import Settings
+from ...platform.deadline import Deadline
 from . import watermark
-from .batches import Budget, DutyReport
+from .batches import DutyReport
 from .config import ReconcilerConfig
 from .count_overdue import DUTY as COUNT_OVERDUE
 from .count_overdue import Overdue
@@ -72,21 +72,20 @@ class ReconcileReport:
         }
 
 
-def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None = None, *,
+def reconcile(db: Database, config: ReconcilerConfig, *, signals_config: signals.SignalsConfig | None = None,
               emit_signals: bool = True) -> ReconcileReport:
-    config = config or ReconcilerConfig.from_env(policy=settings.retry_policy)
     started = time.monotonic()
-    budget = Budget.within(settings.function_timeout_seconds, config.safety_margin_seconds)
-    report = ReconcileReport(settings.deployment)
-    name = watermark.heartbeat_name(settings.deployment)
+    budget = Deadline.within(config.function_timeout_seconds, config.safety_margin_seconds)
+    report = ReconcileReport(config.deployment)
+    name = watermark.heartbeat_name(config.deployment)
     if not watermark.try_lock(db, name):
         report.skipped = "another reconcile run of this deployment is in progress"
         _log.info("reconcile skipped: %s", report.skipped,
-                  extra={"json_fields": {"event": "reconcile", "deployment": settings.deployment, "skipped": True}})
+                  extra={"json_fields": {"event": "reconcile", "deployment": config.deployment, "skipped": True}})
         return report
     try:
-        start = watermark.begin(db, name, settings.deployment)
-        context = SweepContext(db, config, budget, settings.deployment)
+        start = watermark.begin(db, name, config.deployment)
+        context = SweepContext(db, config, budget, config.deployment)
         for duty in DUTIES:
             context.earlier[duty.name] = result = duty.sweep(context)
             report.duties.append(result)
@@ -99,7 +98,7 @@ def reconcile(db: Database, settings: Settings, config: ReconcilerConfig | None 
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
     _log_run(report)
     if emit_signals:
-        signals.emit(db, settings, source="reconcile")
+        signals.emit(db, config.deployment, source="reconcile", config=signals_config)
     return report
 
 

@@ -1,0 +1,28 @@
+"""The delivery worker's configuration (README, "Dispatch configuration"); config.py builds it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .messages import MessageConfig
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    deployment: str = "local"  # DEPLOYMENT: names the heartbeat and the lease owners
+    production: bool = False  # fault injection is never armed in production
+    function_timeout_seconds: float = 60  # FUNCTION_TIMEOUT_SECONDS
+    send_concurrency: int = 8  # SEND_CONCURRENCY: provider calls in flight per invocation
+    send_timeout_seconds: float = 10.0  # SEND_TIMEOUT_SECONDS: per provider call, also capped by the deadline
+    max_batch: int = 500  # DISPATCH_MAX_BATCH
+    batch_seconds: float = 2.0  # DISPATCH_BATCH_SECONDS: sends of one batch should take about this long
+    safety_margin_seconds: float = 5.0  # DISPATCH_SAFETY_MARGIN_SECONDS: kept free at the end of the timeout
+    shutdown_grace_seconds: float = 8.0  # SHUTDOWN_GRACE_SECONDS: after SIGTERM, in-flight sends may finish
+    # DISPATCH_IDLE_WAIT: an empty outbox does not end the invocation: it polls until near its deadline,
+    # so new work is sent within ~a poll interval instead of at the next scheduler tick (on in production).
+    idle_wait: bool = False
+    idle_poll_seconds: float = 0.25  # DISPATCH_IDLE_POLL_SECONDS
+    # DISPATCH_SETTLE_CONNECTION: settle each batch on a second database connection while the next batch
+    # is claimed. Opt-in: its gain was not clear on the shared 2-core bench machine (docs/benchmarks.md),
+    # and it costs a second connection per dispatch instance.
+    settle_connection: bool = False
+    messages: MessageConfig = field(default_factory=MessageConfig)  # what the rendered messages say
