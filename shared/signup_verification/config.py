@@ -37,7 +37,6 @@ from .verifications.tokens import Keyring, TokenConfig
 
 __all__ = ["Config", "ConfigError", "load", "TOKEN_TARGETS"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # The targets that derive or check tokens; Cloud Run sets FUNCTION_TARGET for each deployment.
 TOKEN_TARGETS = frozenset({"create_verification", "confirm_verification", "dispatch"})
 LOG_LEVELS = frozenset({"CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET"})
@@ -49,7 +48,9 @@ class Config:
     environment: str = "local"  # local | production
     deployment: str = "local"
     function_target: str | None = None  # FUNCTION_TARGET: which entry point this instance serves
-    local_dir: Path = REPO_ROOT / ".local"  # VERIFY_LOCAL_DIR: development key, console outbox, embedded database
+    # VERIFY_LOCAL_DIR: development key, console outbox, embedded database. Default: ./.local in the
+    # working directory (dev.py runs from the checkout), never beside an installed package.
+    local_dir: Path = field(default_factory=lambda: Path.cwd() / ".local")
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
@@ -78,7 +79,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     production = environment == "production"
     deployment = read.text("DEPLOYMENT") or "local"
     function_target = read.text("FUNCTION_TARGET")
-    local_dir = Path(read.text("VERIFY_LOCAL_DIR") or REPO_ROOT / ".local")
+    local_dir = Path(read.text("VERIFY_LOCAL_DIR") or Path.cwd() / ".local").resolve()
     digits = read.integer("SMS_CODE_DIGITS", 6, 6)
     timeout = read.integer("FUNCTION_TIMEOUT_SECONDS", 60, 5)
     send_timeout = read.positive("SEND_TIMEOUT_SECONDS", 10.0)

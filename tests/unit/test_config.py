@@ -133,11 +133,6 @@ def test_verifyctl_prints_every_bad_setting_on_one_line(monkeypatch, capsys):
     assert "SMTP_PORT" in err and "SHUTDOWN_GRACE_SECONDS" in err
 
 
-# Being removed by other work on issue 11 (item 5: fault points become an injected hook, not DISPATCH_FAULT).
-# Delete the entry when that lands: the set may only shrink.
-TEMPORARY_READERS = {"delivery/dispatcher.py"}
-
-
 def test_only_the_config_module_reads_the_environment():
     readers = set()
     for path in PACKAGE.rglob("*.py"):
@@ -146,4 +141,4 @@ def test_only_the_config_module_reads_the_environment():
             continue
         if re.search(r"\bos\.environ\b|\bgetenv\b|from os import .*environ", path.read_text()):
             readers.add(relative)
-    assert readers == {"config.py"} | TEMPORARY_READERS
+    assert readers == {"config.py"}

@@ -93,7 +93,7 @@ def test_reconcile_target_answers_counts_and_never_sends(app_client, db):
 def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_client, db, log_lines):
     make_verifications(db, 1)
     client = app_client("reconcile")
-    service_logging.configure(fmt="json", deployment="test", env={})  # main.py configured at import
+    service_logging.configure(fmt="json", deployment="test")  # main.py configured at import
     assert client.post("/").status_code == 200
     runs = log_lines.events("reconcile")
     assert len(runs) == 1 and runs[0]["claims_expired"] == 0 and runs[0]["drained"] is True
