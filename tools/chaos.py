@@ -31,9 +31,10 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,7 +85,7 @@ class Run:
         self.workdir = workdir
         self.log = log
         self.rng = random.Random(config.seed)
-        self.figures: Counter = Counter()
+        self.figures: defaultdict[str, Any] = defaultdict(int)  # counts, plus a few measured figures (floats)
         self.ledger = Ledger()
         self.stopping = threading.Event()
         self.chaos_on = threading.Event()

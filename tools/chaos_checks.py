@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from signup_verification.platform.database import Database
 from signup_verification.outbox.policy import RetryPolicy
@@ -30,7 +30,7 @@ class Ledger:
 @dataclass
 class Findings:
     violations: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    figures: dict[str, object] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
     def fail(self, check: str, message: str) -> None:
         found = self.violations[check]

@@ -20,12 +20,14 @@ class PrivateServer:
 
         self.server = pgserver.get_server(data_dir, cleanup_mode=None)
         self.params = embedded.ensure_database(admin, "chaos")
+        assert admin.unix_sock is not None  # the embedded server listens on a unix socket only
         self.socket_dir = str(Path(admin.unix_sock).parent)
 
     def _pg_ctl(self, *args: str) -> None:
         from pgserver import _commands
 
-        _commands.pg_ctl(["-w", *args], pgdata=self.data_dir, user=self.server.system_user, timeout=60)
+        pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]  # pgserver's own wrapper, not re-exported
+        pg_ctl(["-w", *args], pgdata=self.data_dir, user=self.server.system_user, timeout=60)
 
     def restart(self, outage: float) -> float:
         """Stop (fast: every session is terminated, as in a failover), stay down, start. Returns seconds down."""

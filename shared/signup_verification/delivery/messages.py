@@ -118,15 +118,16 @@ class Renderer:
         self.domain = message_domain(config.email_from)
 
     def render(self, intent: ClaimedIntent, attempt: BegunAttempt, now: datetime | None = None) -> Content:
-        if intent.destination is None:
+        destination = intent.destination
+        if destination is None:
             raise RenderError("redacted", "the destination was redacted")
         now = now or datetime.now(timezone.utc)
         try:
             key = self.keyring.get(intent.key_id)
             minutes = minutes_left(intent.expires_at, now)
             if intent.channel == "email":
-                return self._email(intent, attempt, key, minutes)
-            return self._sms(intent, attempt, key, minutes)
+                return self._email(intent, destination, attempt, key, minutes)
+            return self._sms(intent, destination, attempt, key, minutes)
         except ConfigError as exc:  # the message names the key id only
             raise RenderError("configuration", str(exc)) from None
         except templates.UnknownTemplate as exc:
@@ -137,21 +138,21 @@ class Renderer:
     def message_id(self, intent: ClaimedIntent) -> str:
         return f"<{intent.id}.{intent.verification_id}@{self.domain}>"
 
-    def _email(self, intent: ClaimedIntent, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
+    def _email(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
         link = link_for(self.config.link_base, key.link_token(intent.verification_id, intent.token_nonce))
         parts = {part: render_part(intent.template_version, intent.locale, part, product=self.config.product_name,
                                    minutes=minutes, secret_name="link", secret=link)  # a variable name  # nosec B106
                  for part in ("subject", "text", "html")}
-        return EmailContent(intent.id, attempt.attempt_id, intent.destination, self.config.email_from,
+        return EmailContent(intent.id, attempt.attempt_id, destination, self.config.email_from,
                             parts["subject"].strip(), parts["text"], parts["html"], self.message_id(intent))
 
-    def _sms(self, intent: ClaimedIntent, attempt: BegunAttempt, key, minutes: int) -> SmsContent:
+    def _sms(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> SmsContent:
         code = key.sms_code(intent.verification_id, intent.token_nonce, self.config.code_digits)
         body = render_part(intent.template_version, intent.locale, "sms", product=self.config.product_name,
                            minutes=minutes, secret_name="code", secret=code)  # a variable name  # nosec B106
         info = sms.encode_info(body)
         template = templates.load(intent.template_version, intent.locale)
-        return SmsContent(intent.id, attempt.attempt_id, intent.destination, body, info.name, info.segments,
+        return SmsContent(intent.id, attempt.attempt_id, destination, body, info.name, info.segments,
                           template.sms_max_segments)
 
 

@@ -54,7 +54,8 @@ def build(*, sender: str, to: str, subject: str, message_id: str, text: str, htm
     message["From"] = encode_mailbox(sender)
     # A non-ASCII address only goes out over SMTPUTF8 (smtp.py checks): written as raw UTF-8.
     message["To"] = _check(to) if to.isascii() else to.encode("utf-8").decode("ascii", "surrogateescape")
-    message["Subject"] = _check(subject) if subject.isascii() else Header(_check(subject), "utf-8", header_name="Subject")
+    message["Subject"] = (_check(subject) if subject.isascii()
+                          else Header(_check(subject), "utf-8", header_name="Subject"))  # type: ignore[assignment]
     message["Date"] = date or format_datetime(datetime.now(timezone.utc))  # '+0000', not the obsolete 'GMT'
     message["Message-ID"] = _check(message_id)
     for name, value in extra_headers:

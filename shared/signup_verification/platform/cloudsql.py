@@ -80,13 +80,14 @@ def connection_params(config: DatabaseConfig) -> ConnectionParams:
 
 def connector_for(config: DatabaseConfig, application_name: str) -> Callable[[], pg8000.native.Connection] | None:
     """A `Database(connector=...)` callable, or None when INSTANCE_CONNECTION_NAME is unset."""
-    if not config.instance_connection_name:
+    instance = config.instance_connection_name
+    if not instance:
         return None
     params = connection_params(config)
 
     def connect() -> pg8000.native.Connection:
         try:
-            con = _shared().connect(config.instance_connection_name, "pg8000", user=params.user,
+            con = _shared().connect(instance, "pg8000", user=params.user,
                                     db=params.database, enable_iam_auth=True, application_name=application_name)
         except (OSError, pg8000.dbapi.InterfaceError, pg8000.dbapi.DatabaseError):
             raise

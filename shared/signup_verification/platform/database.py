@@ -184,6 +184,11 @@ class Database:
         found = self.rows(sql, **params)
         return found[0] if found else None
 
+    def single(self, sql: str, **params: Any) -> dict[str, Any]:
+        """The one row a statement always answers (an aggregate, a SET/SELECT of settings)."""
+        [row] = self.rows(sql, **params)
+        return row
+
     def execute_script(self, sql: str) -> None:
         """Simple-query protocol: several statements, no parameters (migrations only)."""
         con = self._connection()

@@ -122,7 +122,8 @@ def fingerprint(source: Source | Path | str | None = None) -> str:
     """A digest of every migration and definition: equal fingerprints, identical migrated schemas."""
     source = source if isinstance(source, Source) else Source.of(source)
     digest = hashlib.sha256()
-    for item in [*discover(source), *discover_definitions(source)]:
+    items: list[Migration | Definition] = [*discover(source), *discover_definitions(source)]
+    for item in items:
         digest.update(item.filename.encode() + b"\0" + item.file.read_bytes() + b"\0")
     return digest.hexdigest()
 

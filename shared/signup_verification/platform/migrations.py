@@ -155,7 +155,7 @@ def _record(db: Database, migration: Migration) -> None:
 def _apply_definitions(db: Database, definitions: list[Definition], migrated: bool, source: Source,
                        config: MigrationConfig) -> list[str]:
     """Inside the run's last transaction, after its migrations (which may have changed what they read)."""
-    has_table = db.one(load_sql(__file__, "migrations_tables.sql"))["definitions"]
+    has_table = db.single(load_sql(__file__, "migrations_tables.sql"))["definitions"]
     if not definitions and not has_table:
         return []
     if not has_table:
@@ -183,7 +183,7 @@ def _apply_definitions(db: Database, definitions: list[Definition], migrated: bo
 def _migration_session(db: Database, config: MigrationConfig) -> Iterator[None]:
     """The session's own timeouts (restored after) and the advisory lock (released after)."""
     session = load_sql(__file__, "migrations_session.sql")
-    previous = db.one(session, statement_timeout=str(config.statement_timeout_ms), lock_timeout="0")
+    previous = db.single(session, statement_timeout=str(config.statement_timeout_ms), lock_timeout="0")
     try:
         try:
             db.run(load_sql(__file__, "migrations_lock.sql"), key=MIGRATION_LOCK_KEY)
@@ -254,7 +254,7 @@ def status(db: Database, directory: Path | str | None = None, *,
     """What is applied and what is pending, read without writing anything (no table is created)."""
     source = Source.of(directory if directory is not None else config.directory)
     found, definitions = discover(source), discover_definitions(source)
-    tables = db.one(load_sql(__file__, "migrations_tables.sql"))
+    tables = db.single(load_sql(__file__, "migrations_tables.sql"))
     recorded = {r["version"]: r for r in db.rows(load_sql(__file__, "migrations_applied.sql"))} \
         if tables["migrations"] else {}
     entries = [Entry(m.filename, "applied" if m.version in recorded else "pending",

@@ -25,13 +25,15 @@ class ShutdownConfig:
 
 
 def _chain(previous: Any, exit_after: float | None):
+    armed = threading.Event()
+
     def handler(signum, frame):
         STOP.set()
         if callable(previous):
             previous(signum, frame)
-        elif previous == signal.SIG_DFL and exit_after is not None and not getattr(handler, "armed", False):
+        elif previous == signal.SIG_DFL and exit_after is not None and not armed.is_set():
             # The default action would end the process now; end it after the grace period instead.
-            handler.armed = True
+            armed.set()
             timer = threading.Timer(exit_after, os._exit, args=(128 + signum,))
             timer.daemon = True
             timer.start()

@@ -28,8 +28,8 @@ class HttpClient:
     def __init__(self, *, timeout: float, connect_timeout: float = 5.0, pool_size: int = 8, ca_certs: str | None = None):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        kwargs = {"ca_certs": ca_certs} if ca_certs else {}
-        self._pool = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False, retries=False, **kwargs)
+        self._pool = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False, retries=False,
+                                         ca_certs=ca_certs)
 
     def post(self, url: str, deadline: float, *, body: bytes, headers: dict[str, str]) -> HttpAnswer:
         left = deadline - time.monotonic()
