@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs
 
-import flask
 import jinja2
 
 from .. import problems
-from ...verifications.confirm import ALREADY_VERIFIED, EXPIRED, INVALID, LOCKED, PENDING, SUPERSEDED, VERIFIED, WRONG_CODE, Outcome
+from ..http import Incoming
+from ...verifications.confirm import Outcome, Result
 from ...platform.database import UnavailableError
 
 _DIR = Path(__file__).resolve().parent
@@ -37,18 +37,6 @@ SECURITY_HEADERS = {
                                 "base-uri 'none'; frame-ancestors 'none'"),
 }
 
-# result -> (template, HTTP status). Dead links are 410 Gone, like the JSON API.
-_PAGES = {
-    PENDING: ("confirm.html", 200),
-    VERIFIED: ("verified.html", 200),
-    ALREADY_VERIFIED: ("already.html", 200),
-    EXPIRED: ("expired.html", 410),
-    SUPERSEDED: ("superseded.html", 410),
-    LOCKED: ("locked.html", 410),
-    WRONG_CODE: ("invalid.html", 404),  # links have no codes; never reached, but never a 500 either
-    INVALID: ("invalid.html", 404),
-}
-
 Response = tuple[str, int, dict[str, str]]
 
 
@@ -58,18 +46,15 @@ def render(template: str, status: int = 200, headers: dict[str, str] | None = No
     return html, status, {**SECURITY_HEADERS, **(headers or {})}
 
 
-def outcome_page(outcome: Outcome, token: str | None = None, product: str | None = None) -> Response:
-    template, status = _PAGES[outcome.result]
+def outcome_page(template: str, status: int, outcome: Outcome, token: str | None = None,
+                 product: str | None = None) -> Response:
+    """The page api/confirm.py's rendering of this outcome names."""
     minutes_left = None
-    if outcome.result == PENDING and outcome.expires_at is not None:
+    if outcome.result == Result.PENDING and outcome.expires_at is not None:
         seconds = (outcome.expires_at - datetime.now(timezone.utc)).total_seconds()
         minutes_left = max(1, math.floor(seconds / 60))  # as the message counts them
     return render(template, status, token=token or "", destination_hint=outcome.destination_hint,
                   minutes_left=minutes_left, product=product)
-
-
-def invalid_page(status: int = 404) -> Response:
-    return render("invalid.html", status)
 
 
 def guarded(produce: Callable[[], Response]) -> Response:
@@ -80,16 +65,11 @@ def guarded(produce: Callable[[], Response]) -> Response:
         return render("unavailable.html", 503, {"Retry-After": "5"})
 
 
-def form_token(request: flask.Request, max_bytes: int) -> str | None:
-    """The `token` field of the page's form post (urlencoded), read with the body limit."""
+def form_token(request: Incoming) -> str | None:
+    """The `token` field of the page's form post (urlencoded; the body was read at the edge)."""
     if request.mimetype != "application/x-www-form-urlencoded":
         raise problems.Problem(415, "unsupported-media-type", "Unsupported media type",
                                "Post the confirmation form, or send Content-Type: application/json.")
-    if request.content_length is not None and request.content_length > max_bytes:
-        raise problems.too_large(max_bytes)
-    raw = request.stream.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise problems.too_large(max_bytes)
-    fields = parse_qs(raw.decode("utf-8", errors="replace"), max_num_fields=10)
-    values = fields.get("token") or request.args.getlist("token")
-    return values[0] if values else None
+    fields = parse_qs(request.body.decode("utf-8", errors="replace"), max_num_fields=10)
+    values = fields.get("token")
+    return values[0] if values else request.args.get("token")
