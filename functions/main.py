@@ -69,7 +69,8 @@ def confirm_verification(request: flask.Request):
     if incoming.method != "POST":
         token = incoming.args.get("token")
         return pages.guarded(lambda: confirm_edge.page_answer(
-            confirmations.preview_link(runtime.db, runtime.keyring, token), token, config.product_name))
+            confirmations.preview_link(runtime.db, runtime.keyring, token), incoming, token, config.product_name),
+            incoming, token)
     if incoming.mimetype == "application/json":
         kind, value = confirm_edge.parse_json_request(json_body(incoming), config.code_digits)
         if kind == "link":
@@ -77,9 +78,10 @@ def confirm_verification(request: flask.Request):
         else:
             outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
         return confirm_edge.json_answer(outcome)
-    token = pages.form_token(incoming)
+    form_token = pages.form_token(incoming)
     return pages.guarded(lambda: confirm_edge.page_answer(
-        confirmations.confirm_link(runtime.db, runtime.keyring, token), product=config.product_name))
+        confirmations.confirm_link(runtime.db, runtime.keyring, form_token), incoming, product=config.product_name),
+        incoming, form_token)
 
 
 @functions_framework.http

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..verifications.confirm import MalformedCode, Outcome, Result, normalise_code
 from . import pages, problems
-from .http import Response, json_response
+from .http import Incoming, Response, json_response
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
@@ -59,9 +59,11 @@ def json_answer(outcome: Outcome) -> Response:
     raise problems.Problem(rendering.status, slug, title, detail, headers=dict(NO_STORE), extensions=extensions)
 
 
-def page_answer(outcome: Outcome, token: str | None = None, product: str | None = None) -> Response:
+def page_answer(outcome: Outcome, request: Incoming, token: str | None = None, product: str | None = None) -> Response:
+    """The page in the verification's locale; without a verification, the browser's Accept-Language."""
     rendering = RENDERINGS[outcome.result]
-    return pages.outcome_page(rendering.page, rendering.status, outcome, token, product)
+    locale = pages.choose_locale(outcome.locale, request.headers.get("Accept-Language"))
+    return pages.outcome_page(rendering.page, rendering.status, outcome, token, product, locale)
 
 
 def parse_json_request(body: dict[str, Any], code_digits: int) -> tuple[str, Any]:

@@ -67,6 +67,7 @@ class Outcome:
     expires_at: datetime | None = None
     destination_hint: str | None = None  # masked, for the page the token's holder asked for
     remaining_attempts: int | None = None
+    locale: str | None = None  # the verification's (its message used it): its page follows
 
     @property
     def is_verified(self) -> bool:
@@ -143,7 +144,7 @@ def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, cod
     remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
     result = LOCKED if failed["status"] == "locked" else WRONG_CODE
     return _logged(Outcome(result, verification_id, row["account_id"], "sms", expires_at=row["expires_at"],
-                           remaining_attempts=max(remaining, 0)))
+                           remaining_attempts=max(remaining, 0), locale=row["locale"]))
 
 
 # -- shared -----------------------------------------------------------------------------------
@@ -152,7 +153,8 @@ def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     if consumed is not None:
         return _logged(Outcome(VERIFIED, consumed["id"], consumed["account_id"], row["channel"],
                                verified_at=consumed["verified_at"], expires_at=row["expires_at"],
-                               destination_hint=mask_destination(row["channel"], row["destination"])))
+                               destination_hint=mask_destination(row["channel"], row["destination"]),
+                               locale=row["locale"]))
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"]) or row
     return _logged(_from_state(latest))
@@ -173,7 +175,7 @@ def _from_state(row: dict[str, Any]) -> Outcome:
     remaining = max(row["max_confirm_failures"] - row["confirm_failures"], 0)
     return Outcome(result, row["id"], row["account_id"], row["channel"], verified_at=row["verified_at"],
                    expires_at=row["expires_at"], destination_hint=mask_destination(row["channel"], row["destination"]),
-                   remaining_attempts=remaining if row["channel"] == "sms" else None)
+                   remaining_attempts=remaining if row["channel"] == "sms" else None, locale=row["locale"])
 
 
 def _logged(outcome: Outcome) -> Outcome:

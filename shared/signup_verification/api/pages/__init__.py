@@ -16,11 +16,15 @@ from typing import Any, Callable
 from urllib.parse import parse_qs
 
 import jinja2
+from markupsafe import Markup, escape
+from werkzeug.datastructures import LanguageAccept
+from werkzeug.http import parse_accept_header
 
 from .. import problems
 from ..http import Incoming
 from ...verifications.confirm import Outcome, Result
 from ...platform.database import UnavailableError
+from .strings import DEFAULT, STRINGS
 
 _DIR = Path(__file__).resolve().parent
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
@@ -40,29 +44,59 @@ SECURITY_HEADERS = {
 Response = tuple[str, int, dict[str, str]]
 
 
-def render(template: str, status: int = 200, headers: dict[str, str] | None = None, **variables: Any) -> Response:
+def choose_locale(verification_locale: str | None, accept_language: str | None) -> str:
+    """The verification's locale (its email/SMS used it), else the browser's Accept-Language."""
+    for candidate in (verification_locale, (verification_locale or "").split("-")[0].lower()):
+        if candidate in STRINGS:
+            return candidate
+    offered = parse_accept_header(accept_language or "", LanguageAccept)
+    return offered.best_match(list(STRINGS), default=DEFAULT) or DEFAULT
+
+
+def _translator(locale: str) -> Callable[..., Markup]:
+    table = STRINGS[locale]
+
+    def t(key: str, **values: Any) -> Markup:
+        # Plain text in, markup out: the string and every value filled in are escaped (a hint in bold).
+        filled = {name: Markup("<strong>{}</strong>").format(value) if name == "hint" else value
+                  for name, value in values.items()}
+        return escape(table[key]).format(**filled)
+
+    return t
+
+
+def render(template: str, status: int = 200, headers: dict[str, str] | None = None, locale: str = DEFAULT,
+           **variables: Any) -> Response:
     variables.setdefault("product", None)
-    html = _env.get_template(template).render(style=STYLE, **variables)
+    t = _translator(locale)
+    variables["product_or_site"] = variables["product"] or STRINGS[locale]["the_site"]
+    html = _env.get_template(template).render(style=STYLE, lang=locale, t=t, **variables)
     return html, status, {**SECURITY_HEADERS, **(headers or {})}
 
 
 def outcome_page(template: str, status: int, outcome: Outcome, token: str | None = None,
-                 product: str | None = None) -> Response:
+                 product: str | None = None, locale: str = DEFAULT) -> Response:
     """The page api/confirm.py's rendering of this outcome names."""
     minutes_left = None
     if outcome.result == Result.PENDING and outcome.expires_at is not None:
         seconds = (outcome.expires_at - datetime.now(timezone.utc)).total_seconds()
         minutes_left = max(1, math.floor(seconds / 60))  # as the message counts them
     return render(template, status, token=token or "", destination_hint=outcome.destination_hint,
-                  minutes_left=minutes_left, product=product)
+                  minutes_left=minutes_left, product=product, locale=locale)
 
 
-def guarded(produce: Callable[[], Response]) -> Response:
-    """A page even when the database is away: people get words and a retry hint, not JSON."""
+def guarded(produce: Callable[[], Response], request: Incoming, token: str | None) -> Response:
+    """A page even when the database is away: people get words and a retry button, not JSON.
+
+    The button repeats what the person did, deliberately: after the form's POST a reload would
+    resubmit silently (the browser asks "resend form data?"), so the page offers a labelled
+    button that posts the same token again; after a GET it fetches the same URL again."""
     try:
         return produce()
     except UnavailableError:
-        return render("unavailable.html", 503, {"Retry-After": "5"})
+        locale = choose_locale(None, request.headers.get("Accept-Language"))
+        return render("unavailable.html", 503, {"Retry-After": "5"}, locale=locale,
+                      token=token or "", method="post" if request.method == "POST" else "get")
 
 
 def form_token(request: Incoming) -> str | None:
