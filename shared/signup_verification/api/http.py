@@ -7,9 +7,10 @@ import functools
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import flask
+from werkzeug.datastructures import MultiDict
 
 from . import problems
 from ..platform.database import UnavailableError
@@ -34,8 +35,8 @@ class Incoming:
     """What the handlers, auth and the pages see of a request: read once, at the edge, within the limit."""
     method: str
     mimetype: str
-    headers: Mapping[str, str]  # case-insensitive (werkzeug's Headers)
-    args: Mapping[str, str]  # the query string; `.get` gives the first value
+    headers: Mapping[str, str]  # werkzeug's Headers: case-insensitive
+    args: MultiDict[str, str]  # the query string; `.get` gives the first value
     body: bytes
 
 
@@ -46,7 +47,7 @@ def read_request(request: flask.Request, max_bytes: int) -> Incoming:
     raw = request.stream.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise problems.too_large(max_bytes)
-    return Incoming(request.method, request.mimetype, request.headers, request.args, raw)
+    return Incoming(request.method, request.mimetype, cast(Mapping[str, str], request.headers), request.args, raw)
 
 
 def require_method(request: Incoming, *allowed: str) -> None:

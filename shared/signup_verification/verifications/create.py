@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from ..platform.database import Database, load_sql
 from .tokens import Keyring, new_nonce
@@ -85,7 +85,7 @@ class RateLimited:
     kind: str = "rate_limited"
 
 
-CreateOutcome = Union[Created, Replayed, KeyReused, RateLimited]
+CreateOutcome = Created | Replayed | KeyReused | RateLimited
 
 
 def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification,

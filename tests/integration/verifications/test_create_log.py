@@ -1,7 +1,6 @@
 """Create logs one structured line per outcome, with nothing sensitive in it (issue 16 item 11)."""
 from __future__ import annotations
 
-import pytest
 
 from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
