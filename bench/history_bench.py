@@ -43,7 +43,7 @@ from signup_verification.operations.reconciler import ReconcilerConfig, reconcil
 from signup_verification.config import load  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
-from signup_verification.verifications.create import create_verification  # noqa: E402
+from signup_verification.api.create import create_verification  # noqa: E402
 
 TOKEN_KEYS = "bench-k1:" + base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # throwaway key
 

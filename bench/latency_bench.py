@@ -29,7 +29,7 @@ from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.local.scheduler import Job, Scheduler
 from signup_verification.config import load
 from signup_verification.verifications.tokens import Keyring
-from signup_verification.verifications.create import create_verification
+from signup_verification.api.create import create_verification
 
 SECTION = "latency-bench"
 LATENCY_SQL = """

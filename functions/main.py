@@ -9,15 +9,16 @@ import functions_framework
 from pydantic import ValidationError
 
 from signup_verification.api import auth, problems
-from signup_verification.verifications import create as verifications
+from signup_verification.api import confirm as confirm_edge
+from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from signup_verification.verifications import confirm as confirmations
 from signup_verification.api import pages
 from signup_verification.platform import shutdown
 from signup_verification.platform import logs as service_logging
 from signup_verification.operations import reconciler, signals
-from signup_verification.runtime import get_runtime
-from signup_verification.api.http import endpoint, json_body, json_response, require_method
+from signup_verification.runtime import Runtime, get_runtime
+from signup_verification.api.http import Incoming, endpoint, json_body, json_response, read_request, require_method
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
 _startup = get_runtime().config
@@ -27,25 +28,33 @@ service_logging.configure(_startup.logging)  # JSON lines with trace ids on Clou
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 
 
+def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming:
+    """The request read once (body within the limit), its caller checked: production needs a
+    platform identity or a signed request for every target but confirm (docs/security.md)."""
+    incoming = read_request(request, runtime.config.http.max_body_bytes)
+    auth.authorize(runtime.auth, target, incoming)
+    return incoming
+
+
 @functions_framework.http
 @endpoint
-@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def create_verification(request: flask.Request):
     """POST {account_id, channel, destination, locale?, template?} with an Idempotency-Key header."""
-    require_method(request, "POST")
-    key = request.headers.get("Idempotency-Key")
+    runtime = get_runtime()
+    incoming = _incoming(request, runtime, "create_verification")
+    require_method(incoming, "POST")
+    key = incoming.headers.get("Idempotency-Key")
     if not valid_idempotency_key(key):
         raise problems.bad_request(
             "The Idempotency-Key header is required: 1-255 printable ASCII characters.",
             [{"pointer": "header/Idempotency-Key", "detail": "missing or invalid"}])
-    runtime = get_runtime()
-    body = json_body(request, runtime.config.http.max_body_bytes)
+    body = json_body(incoming)
     try:
         payload = CreateVerificationRequest.model_validate(body)
     except ValidationError as exc:
         raise problems.bad_request("The body failed validation.", field_errors(exc)) from None
-    result = verifications.create_verification(runtime.db, runtime.config.create, runtime.keyring, payload, key)
-    return json_response(result.body, result.status, result.headers)
+    answer = create_edge.create_verification(runtime.db, runtime.config.create, runtime.keyring, payload, key)
+    return json_response(answer.body, answer.status, answer.headers)
 
 
 @functions_framework.http
@@ -53,56 +62,55 @@ def create_verification(request: flask.Request):
 def confirm_verification(request: flask.Request):
     """GET ?token= shows the Confirm page and changes nothing (link scanners fetch links).
     POST consumes once: the page's form -> a page; JSON {token} or {verification_id, code} -> JSON."""
-    require_method(request, "GET", "HEAD", "POST")
     runtime = get_runtime()
-    config, max_bytes = runtime.config.confirm, runtime.config.http.max_body_bytes
-    if request.method != "POST":
-        token = request.args.get("token")
-        return pages.guarded(lambda: pages.outcome_page(
-            confirmations.preview_link(runtime.db, runtime.keyring, token), token, config.product_name))
-    if request.mimetype == "application/json":
-        body = json_body(request, max_bytes)
-        kind, value = confirmations.parse_json_request(body, config.code_digits)
+    incoming = _incoming(request, runtime, "confirm_verification")
+    require_method(incoming, "GET", "HEAD", "POST")
+    config = runtime.config.confirm
+    if incoming.method != "POST":
+        token = incoming.args.get("token")
+        return pages.guarded(lambda: confirm_edge.page_answer(
+            confirmations.preview_link(runtime.db, runtime.keyring, token), incoming, token, config.product_name),
+            incoming, token)
+    if incoming.mimetype == "application/json":
+        kind, value = confirm_edge.parse_json_request(json_body(incoming), config.code_digits)
         if kind == "link":
             outcome = confirmations.confirm_link(runtime.db, runtime.keyring, value)
         else:
             outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
-        return json_response(*confirmations.json_answer(outcome))
-    token = pages.form_token(request, max_bytes)
-    return pages.guarded(lambda: pages.outcome_page(
-        confirmations.confirm_link(runtime.db, runtime.keyring, token), product=config.product_name))
+        return confirm_edge.json_answer(outcome)
+    form_token = pages.form_token(incoming)
+    return pages.guarded(lambda: confirm_edge.page_answer(
+        confirmations.confirm_link(runtime.db, runtime.keyring, form_token), incoming, product=config.product_name),
+        incoming, form_token)
 
 
 @functions_framework.http
 @endpoint
-@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def dispatch(request: flask.Request):
     """POST (Cloud Scheduler): drain eligible intents until none is left or the time budget is spent.
     Answers {claimed, accepted, retryable, failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}."""
-    require_method(request, "POST")
     runtime = get_runtime()
+    require_method(_incoming(request, runtime, "dispatch"), "POST")
     report = runtime.dispatch(shutdown.STOP)  # its signal records too; after SIGTERM its adapters are closed
     return json_response(report.as_dict())
 
 
 @functions_framework.http
 @endpoint
-@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def reconcile(request: flask.Request):
     """POST (Cloud Scheduler): one bounded sweep through the outbox transitions; never sends.
     Answers {moves, overdue, drained, duties, watermark, elapsed_ms}, or {skipped} if a run is in progress."""
-    require_method(request, "POST")
     runtime = get_runtime()
+    require_method(_incoming(request, runtime, "reconcile"), "POST")
     report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
     return json_response(report.as_json())
 
 
 @functions_framework.http
 @endpoint
-@auth.caller_required  # production: platform identity or a signed request (docs/security.md)
 def status(request: flask.Request):
     """GET: the operator signals per channel, the heartbeats and the alerts they would raise (JSON)."""
-    require_method(request, "GET", "HEAD")
     runtime = get_runtime()
+    require_method(_incoming(request, runtime, "status"), "GET", "HEAD")
     snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     return json_response(snapshot.as_json(), headers={"Cache-Control": "no-store"})

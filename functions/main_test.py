@@ -87,7 +87,7 @@ def test_create_answers_201_with_the_public_fields_and_writes_one_row_set(client
     assert intent["verification_id"] == verification["id"] and intent["status"] == "ready"
     assert (intent["template_version"], intent["locale"]) == ("signup/v1", "ja")
     key = db.one("SELECT * FROM idempotency_keys")
-    assert key["key"] == "signup-42" and key["response_status"] == 201 and key["response_body"] == body
+    assert key["key"] == "signup-42" and key["outcome"] == "created" and key["outcome_data"] == body
 
 
 def test_sms_destination_is_stored_in_e164(client, db):

@@ -43,7 +43,7 @@ from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
 from signup_verification.platform import migrations
-from signup_verification.verifications import create as verifications  # noqa: E402
+from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402

@@ -1,8 +1,10 @@
 -- create_verification: the whole create path in one round trip and one transaction.
---   outcome 'created'      -> 201, the idempotency record, verification and intent were written
---   outcome 'replayed'     -> the stored response of the first request with this key
---   outcome 'mismatch'     -> 422, the key was used with a different request
---   outcome 'rate_limited' -> 429, nothing kept (so the same key may be retried later)
+--   outcome 'created'      -> the idempotency record, verification and intent were written;
+--                             verification = the created verification's fields (ISO timestamps)
+--   outcome 'replayed'     -> the first request with this key was created; verification = its fields
+--   outcome 'mismatch'     -> the key was used with a different request
+--   outcome 'rate_limited' -> nothing kept (so the same key may be retried later); retry_after in s
+-- Outcomes only: the HTTP edge (api/create.py) decides statuses and bodies, also for replays.
 -- A concurrent request with the same key blocks on the key's unique index until the first
 -- commits, then replays it: callers never see 409 for an in-flight key.
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
@@ -12,7 +14,7 @@ CREATE OR REPLACE FUNCTION create_verification(
     p_template_version text, p_key_id text, p_token_nonce bytea, p_token_digest bytea,
     p_ttl interval, p_max_confirm_failures integer, p_max_attempts integer,
     p_rate_limit integer, p_rate_window interval, p_rate_spacing interval)
-RETURNS TABLE (outcome text, status_code integer, body jsonb, retry_after integer)
+RETURNS TABLE (outcome text, verification jsonb, retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     existing idempotency_keys%ROWTYPE;
@@ -21,7 +23,7 @@ DECLARE
     limit_frees_at timestamptz;
     wait_seconds integer := 0;
     created verifications%ROWTYPE;
-    response jsonb;
+    fields jsonb;
     superseded_ids uuid[];
 BEGIN
     LOOP
@@ -32,18 +34,19 @@ BEGIN
         -- FOR UPDATE: two requests reusing one expired key queue here, and the second then sees
         -- the record the first wrote instead of overwriting it (which would create twice).
         SELECT * INTO existing FROM idempotency_keys WHERE scope = p_scope AND key = p_key FOR UPDATE;
-        CONTINUE WHEN NOT FOUND;  -- deleted (reaped, or a 429) since the INSERT: insert again
+        CONTINUE WHEN NOT FOUND;  -- deleted (reaped, or rate limited) since the INSERT: insert again
         IF existing.expires_at <= now() THEN
             -- An expired key the reconciler has not reaped yet counts as unused.
-            UPDATE idempotency_keys SET fingerprint = p_fingerprint, response_status = NULL,
-                   response_body = NULL, created_at = now(), expires_at = now() + p_idempotency_ttl
+            UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = NULL,
+                   outcome_data = NULL, created_at = now(), expires_at = now() + p_idempotency_ttl
              WHERE scope = p_scope AND key = p_key;
             EXIT;
         END IF;
         IF existing.fingerprint <> p_fingerprint THEN
-            RETURN QUERY SELECT 'mismatch'::text, 422, NULL::jsonb, NULL::integer;
+            RETURN QUERY SELECT 'mismatch'::text, NULL::jsonb, NULL::integer;
         ELSE
-            RETURN QUERY SELECT 'replayed'::text, existing.response_status, existing.response_body, NULL::integer;
+            -- Only a 'created' outcome is ever stored (the others keep no record).
+            RETURN QUERY SELECT 'replayed'::text, existing.outcome_data, NULL::integer;
         END IF;
         RETURN;
     END LOOP;
@@ -73,7 +76,7 @@ BEGIN
     IF wait_seconds > 0 THEN
         -- Not stored against the key: the same request may be retried once the wait is over.
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
-        RETURN QUERY SELECT 'rate_limited'::text, 429, NULL::jsonb, wait_seconds;
+        RETURN QUERY SELECT 'rate_limited'::text, NULL::jsonb, wait_seconds;
         RETURN;
     END IF;
 
@@ -97,14 +100,14 @@ BEGIN
     INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts)
     VALUES (p_id, p_channel, p_purpose, p_locale, p_template_version, p_max_attempts);
 
-    response := jsonb_build_object(
+    fields := jsonb_build_object(
         'verification_id', created.id,
         'account_id', created.account_id,
         'channel', created.channel,
         'status', created.status,
         'expires_at', to_char(created.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'created_at', to_char(created.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
-    UPDATE idempotency_keys SET response_status = 201, response_body = response
+    UPDATE idempotency_keys SET outcome = 'created', outcome_data = fields
      WHERE scope = p_scope AND key = p_key;
-    RETURN QUERY SELECT 'created'::text, 201, response, NULL::integer;
+    RETURN QUERY SELECT 'created'::text, fields, NULL::integer;
 END $$;

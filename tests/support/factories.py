@@ -11,7 +11,7 @@ from signup_verification.operations.reconciler import ReconcilerConfig, reconcil
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.platform.database import Database
-from signup_verification.verifications import create as verifications
+from signup_verification.api import create as verifications
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS

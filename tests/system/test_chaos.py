@@ -19,7 +19,7 @@ from support.paths import ROOT, TEST_TOKEN_KEYS
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
-from signup_verification.verifications import create as verifications
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox.heartbeats import dispatch_name as heartbeat_name
 from signup_verification.outbox.policy import RetryPolicy

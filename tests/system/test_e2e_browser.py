@@ -227,3 +227,92 @@ def test_result_pages_in_the_browser_with_a_token_from_the_database(dev, page, e
     assert page.goto(f"{dev.confirm_url}?token={'A' * 43}").status == 404
     assert heading.inner_text() == "This link is not valid"
     _shot(page, shots, "invalid")
+
+
+# -- accessibility: axe-core over every page, both colour schemes, every locale ------------------
+def _axe_script() -> str:
+    """axe-core's engine, pinned through PyPI (axe-playwright-python ships axe.min.js)."""
+    try:
+        import axe_playwright_python
+    except ImportError:
+        _missing("axe-playwright-python is not installed (pip install -e '.[test]')")
+    return (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+
+
+def _axe_violations(page, axe_script: str) -> list[str]:
+    """Every axe violation on the loaded page, in the light and the dark scheme."""
+    found = []
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        if not page.evaluate("typeof window.axe !== 'undefined'"):
+            page.evaluate(axe_script)
+        result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+        for violation in result["violations"]:
+            targets = [" ".join(node["target"]) for node in violation["nodes"]]
+            found.append(f"{page.url.split('?')[0]} [{scheme}] {violation['id']}: {violation['help']} at {targets}")
+    return found
+
+
+@pytest.mark.parametrize("locale", ["en", "ja"])
+def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, locale):
+    from signup_verification.api import pages as page_renderer
+
+    axe_script = _axe_script()
+    keyring = Keyring.parse(TEST_TOKEN_KEYS)
+
+    def new_link(account: str | None = None) -> tuple[str, str]:
+        response = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
+                                 json={"account_id": account or f"acct_{uuid.uuid4().hex[:8]}", "channel": "email",
+                                       "destination": f"{uuid.uuid4().hex[:8]}@example.com", "locale": locale})
+        assert response.status_code == 201, response.text
+        verification_id = response.json()["verification_id"]
+        row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
+        token = keyring.get(row["key_id"]).link_token(uuid.UUID(verification_id), bytes(row["token_nonce"]))
+        return verification_id, f"{dev.confirm_url}?token={token}"
+
+    def set_status(verification_id: str, sql: str) -> None:
+        e2e_db.run(f"UPDATE verifications SET {sql} WHERE id = :id", id=uuid.UUID(verification_id))
+
+    context = browser.new_context(viewport=PHONE, extra_http_headers={"Accept-Language": locale})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    heading = page.get_by_role("heading", level=1)
+    seen: dict[str, str] = {}
+    violations: list[str] = []
+
+    def check(name: str, status: int | None, url: str | None = None) -> None:
+        if url is not None:
+            response = page.goto(url)
+            assert response.status == status, name
+        assert page.evaluate("document.documentElement.lang") == locale, name
+        seen[name] = heading.inner_text()
+        violations.extend(_axe_violations(page, axe_script))
+
+    try:
+        _, link = new_link()
+        check("confirm", 200, link)
+        page.get_by_role("button").click()
+        page.wait_for_load_state()
+        check("verified", None)
+        check("already", 200, link)
+        expired, link = new_link()
+        set_status(expired, "created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'")
+        check("expired", 410, link)
+        locked, link = new_link()
+        set_status(locked, "status = 'locked', updated_at = now()")
+        check("locked", 410, link)
+        account = f"acct_{uuid.uuid4().hex[:8]}"
+        _, old = new_link(account)
+        new_link(account)
+        check("superseded", 410, old)
+        check("invalid", 404, f"{dev.confirm_url}?token={'A' * 43}")
+        # The database cannot be stopped under the shared dev server: the unavailable page as the
+        # endpoint renders it (same headers, same CSP), served at a local address.
+        html, status, headers = page_renderer.render("unavailable.html", 503, {"Retry-After": "5"}, locale=locale,
+                                                     token="A" * 43, method="post")
+        page.route("http://localhost:1/unavailable", lambda route: route.fulfill(status=status, headers=headers, body=html))
+        check("unavailable", 503, "http://localhost:1/unavailable")
+    finally:
+        context.close()
+    assert len(set(seen.values())) == len(seen) == 8, seen  # eight distinct pages were checked
+    assert violations == [], "\n".join(violations)

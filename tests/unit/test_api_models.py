@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from signup_verification.api.models import CreateVerificationRequest, field_errors, normalise_destination, valid_idempotency_key
-from signup_verification.verifications.create import fingerprint
+from signup_verification.api.create import fingerprint
 
 settings.register_profile("edge", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("edge")

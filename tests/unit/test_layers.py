@@ -15,13 +15,7 @@ import signup_verification
 PACKAGE = Path(signup_verification.__file__).resolve().parent
 LAYERS = ["platform", "outbox", "verifications", "delivery", "operations", "api"]
 ROOT_MODULES = {"config", "runtime", "cli", "__init__"}  # the composition root and the package itself
-# Left from the flat package, each being removed by issue 11's work; the list may only shrink.
-KNOWN = [
-    "api/auth.py -> runtime",
-    "verifications/confirm.py -> api",
-    "verifications/create.py -> api",
-    "verifications/create.py -> delivery",
-]
+KNOWN: list[str] = []  # the flat package's upward imports are gone; keep it empty
 
 
 def _imports(path: Path, package_dir: Path) -> set[str]:

@@ -23,25 +23,22 @@ is harmless: create answers from its idempotency record, dispatch and reconcile 
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import hmac
 import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
-
-import flask
+from typing import Mapping
 
 from . import problems
+from .http import Incoming
 from ..platform.errors import ConfigError
 
 _log = logging.getLogger("signup_verification.api.auth")
 
 GUARDED_TARGETS = frozenset({"create_verification", "dispatch", "reconcile", "status"})
 SIGNATURE_HEADER = "Signature"
-RAW_BODY = "signup_verification.raw_body"  # environ key: the body read once for the signature, reused by web.json_body
 GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
 CLOCK_SKEW = 60  # seconds of leeway on the identity token's expiry
 
@@ -86,18 +83,6 @@ def sign(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
 def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
     return problems.Problem(401, "unauthenticated", "Authentication required", detail,
                             headers={"WWW-Authenticate": scheme, "Cache-Control": "no-store"})
-
-
-def _raw_body(request: flask.Request, max_bytes: int) -> bytes:
-    if request.content_length is not None and request.content_length > max_bytes:
-        raise problems.too_large(max_bytes)
-    raw = request.environ.get(RAW_BODY)
-    if raw is None:
-        raw = request.stream.read(max_bytes + 1)
-        request.environ[RAW_BODY] = raw
-    if len(raw) > max_bytes:
-        raise problems.too_large(max_bytes)
-    return raw
 
 
 def verify_signature(config: AuthConfig, header: str | None, body: bytes, now: float | None = None) -> bool:
@@ -151,12 +136,12 @@ def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: floa
     return principal
 
 
-def authorize(config: AuthConfig, target: str, request: flask.Request, max_bytes: int) -> str:
+def authorize(config: AuthConfig, target: str, request: Incoming) -> str:
     """How the caller was accepted ('signature', 'platform' or 'open'); raises a 401 Problem otherwise."""
     if target not in GUARDED_TARGETS:
         return "open"
     if target in config.signed_targets:
-        if verify_signature(config, request.headers.get(SIGNATURE_HEADER), _raw_body(request, max_bytes)):
+        if verify_signature(config, request.headers.get(SIGNATURE_HEADER), request.body):
             return "signature"
         _log.warning("refused %s: missing or invalid request signature", target,
                      extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "signature"}})
@@ -169,17 +154,3 @@ def authorize(config: AuthConfig, target: str, request: flask.Request, max_bytes
     _log.warning("refused %s: no accepted platform identity", target,
                  extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "identity"}})
     raise _unauthenticated("Call this function with a Google-signed ID token of an allowed service account.", "Bearer")
-
-
-# -- wiring ------------------------------------------------------------------------------------------------
-def caller_required(handler: Callable[[flask.Request], Any]) -> Callable[[flask.Request], Any]:
-    """Under `web.endpoint` (so a refusal is problem+json): checks the caller of the target named like the handler."""
-    from ..runtime import get_runtime
-
-    @functools.wraps(handler)
-    def wrapper(request: flask.Request):
-        runtime = get_runtime()
-        authorize(runtime.auth, handler.__name__, request, runtime.config.http.max_body_bytes)
-        return handler(request)
-
-    return wrapper

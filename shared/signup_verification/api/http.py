@@ -1,17 +1,18 @@
-"""HTTP plumbing shared by the entry points in functions/main.py: body parsing with limits and
-the error boundary that turns every failure into problem+json (never exception text)."""
+"""HTTP plumbing shared by the entry points in functions/main.py: the request read once into an
+`Incoming`, JSON parsing with limits, and the error boundary that turns every failure into
+problem+json (never exception text)."""
 from __future__ import annotations
 
 import functools
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, cast
 
 import flask
+from werkzeug.datastructures import MultiDict
 
 from . import problems
-from .auth import RAW_BODY
 from ..platform.database import UnavailableError
 from .problems import Problem
 
@@ -29,24 +30,37 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return json.dumps(body), status, {"Content-Type": "application/json", **(headers or {})}
 
 
-def require_method(request: flask.Request, *allowed: str) -> None:
+@dataclass(frozen=True)
+class Incoming:
+    """What the handlers, auth and the pages see of a request: read once, at the edge, within the limit."""
+    method: str
+    mimetype: str
+    headers: Mapping[str, str]  # werkzeug's Headers: case-insensitive
+    args: MultiDict[str, str]  # the query string; `.get` gives the first value
+    body: bytes
+
+
+def read_request(request: flask.Request, max_bytes: int) -> Incoming:
+    """The request with its body read once (at most max_bytes + 1 bytes), or a 413 Problem."""
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise problems.too_large(max_bytes)
+    raw = request.stream.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise problems.too_large(max_bytes)
+    return Incoming(request.method, request.mimetype, cast(Mapping[str, str], request.headers), request.args, raw)
+
+
+def require_method(request: Incoming, *allowed: str) -> None:
     if request.method not in allowed:
         raise problems.method_not_allowed(", ".join(allowed))
 
 
-def json_body(request: flask.Request, max_bytes: int) -> dict[str, Any]:
-    """The request's JSON object, or a 4xx Problem. Reads at most max_bytes + 1 bytes."""
+def json_body(request: Incoming) -> dict[str, Any]:
+    """The request's JSON object, or a 4xx Problem."""
     if request.mimetype != "application/json":
         raise problems.unsupported_media_type()
-    if request.content_length is not None and request.content_length > max_bytes:
-        raise problems.too_large(max_bytes)
-    raw = request.environ.get(RAW_BODY)  # already read to check a request signature (auth.py)
-    if raw is None:
-        raw = request.stream.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise problems.too_large(max_bytes)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(request.body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: '[[[[...' within the size limit
         raise problems.bad_request("The body is not valid UTF-8 JSON.") from None
     if not isinstance(data, dict):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import phonenumbers
 from email_validator import EmailNotValidError, validate_email
@@ -74,7 +74,7 @@ def normalise_destination(channel: str, destination: str) -> str:
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
-def valid_idempotency_key(value: str | None) -> bool:
+def valid_idempotency_key(value: str | None) -> TypeGuard[str]:
     # fullmatch: re's `$` would also accept a trailing newline. Blank keys are no key at all.
     return value is not None and bool(_PRINTABLE_ASCII.fullmatch(value)) and not value.isspace()
 

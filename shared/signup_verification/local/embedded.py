@@ -67,15 +67,6 @@ def stop(data_dir: Path) -> None:
             _log.warning("embedded postgres did not stop cleanly: %s", exc)
 
 
-def stop_all() -> None:
-    for server in list(_servers.values()):
-        try:
-            server.cleanup()  # type: ignore[attr-defined]
-        except Exception as exc:  # best effort at shutdown
-            _log.warning("embedded postgres did not stop cleanly: %s", exc)
-    _servers.clear()
-
-
 def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 

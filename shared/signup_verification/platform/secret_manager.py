@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from .errors import ConfigError
 
@@ -63,11 +63,6 @@ def use_source(source: SecretSource | None) -> SecretSource | None:
     return previous
 
 
-def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
-
-
 def is_reference(value: str | None) -> bool:
     return bool(value) and value.startswith(PREFIX)  # type: ignore[union-attr]
 
@@ -108,7 +103,3 @@ def resolve(variable: str, value: str) -> str:
         _cache[name] = text
     return text
 
-
-def resolve_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` with every `sm://` reference replaced by its secret's value."""
-    return {name: resolve(name, value) for name, value in env.items()}

@@ -16,9 +16,9 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-from ..api import problems
 from ..platform.database import Database, load_sql
 from ..platform.redaction import mask_destination
 from ..platform.errors import ConfigError
@@ -35,15 +35,20 @@ _WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _CODE_SEPARATORS = re.compile(r"[\s-]")
 
-# Results. `pending` only comes from a look-up (the link still works); the rest end a confirmation.
-PENDING = "pending"
-VERIFIED = "verified"                  # consumed by this request
-ALREADY_VERIFIED = "already_verified"  # consumed earlier: the person is done, nothing to fix
-EXPIRED = "expired"
-SUPERSEDED = "superseded"              # a newer message replaced this one
-LOCKED = "locked"                      # too many wrong codes
-WRONG_CODE = "wrong_code"              # counted; tries remain
-INVALID = "invalid"                    # unknown or malformed: says nothing more
+class Result(StrEnum):
+    """What a look-up or a confirmation found. Outcomes only: api/confirm.py renders each one."""
+    PENDING = "pending"                    # only from a look-up: the link still works
+    VERIFIED = "verified"                  # consumed by this request
+    ALREADY_VERIFIED = "already_verified"  # consumed earlier: the person is done, nothing to fix
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"              # a newer message replaced this one
+    LOCKED = "locked"                      # too many wrong codes
+    WRONG_CODE = "wrong_code"              # counted; `remaining_attempts` tries remain
+    INVALID = "invalid"                    # unknown or malformed (not found): says nothing more
+
+
+PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
+SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Result.WRONG_CODE, Result.INVALID
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class ConfirmConfig:
 
 @dataclass(frozen=True)
 class Outcome:
-    result: str
+    result: Result
     verification_id: uuid.UUID | None = None
     account_id: str | None = None
     channel: str | None = None
@@ -62,6 +67,7 @@ class Outcome:
     expires_at: datetime | None = None
     destination_hint: str | None = None  # masked, for the page the token's holder asked for
     remaining_attempts: int | None = None
+    locale: str | None = None  # the verification's (its message used it): its page follows
 
     @property
     def is_verified(self) -> bool:
@@ -138,7 +144,7 @@ def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, cod
     remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
     result = LOCKED if failed["status"] == "locked" else WRONG_CODE
     return _logged(Outcome(result, verification_id, row["account_id"], "sms", expires_at=row["expires_at"],
-                           remaining_attempts=max(remaining, 0)))
+                           remaining_attempts=max(remaining, 0), locale=row["locale"]))
 
 
 # -- shared -----------------------------------------------------------------------------------
@@ -147,7 +153,8 @@ def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     if consumed is not None:
         return _logged(Outcome(VERIFIED, consumed["id"], consumed["account_id"], row["channel"],
                                verified_at=consumed["verified_at"], expires_at=row["expires_at"],
-                               destination_hint=mask_destination(row["channel"], row["destination"])))
+                               destination_hint=mask_destination(row["channel"], row["destination"]),
+                               locale=row["locale"]))
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"]) or row
     return _logged(_from_state(latest))
@@ -168,7 +175,7 @@ def _from_state(row: dict[str, Any]) -> Outcome:
     remaining = max(row["max_confirm_failures"] - row["confirm_failures"], 0)
     return Outcome(result, row["id"], row["account_id"], row["channel"], verified_at=row["verified_at"],
                    expires_at=row["expires_at"], destination_hint=mask_destination(row["channel"], row["destination"]),
-                   remaining_attempts=remaining if row["channel"] == "sms" else None)
+                   remaining_attempts=remaining if row["channel"] == "sms" else None, locale=row["locale"])
 
 
 def _logged(outcome: Outcome) -> Outcome:
@@ -176,65 +183,3 @@ def _logged(outcome: Outcome) -> Outcome:
         "event": "confirm", "result": outcome.result, "channel": outcome.channel,
         "verification_id": str(outcome.verification_id) if outcome.verification_id else None}})
     return outcome
-
-
-# -- the JSON API (POST application/json) -----------------------------------------------------
-# Dead verifications answer 410 Gone: nothing the caller sends can revive them, only a new
-# verification helps. A wrong code is 422 with the tries left; an unknown token or id is one
-# generic 404 that says nothing about accounts or destinations.
-NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-_GONE = {
-    EXPIRED: ("verification-expired", "This verification has expired",
-              "Ask the site for a new link or code."),
-    SUPERSEDED: ("verification-superseded", "A newer verification replaced this one",
-                 "Use the most recent link or code that was sent."),
-    LOCKED: ("verification-locked", "Too many wrong codes",
-             "This verification is locked. Ask the site for a new code."),
-}
-
-
-def parse_json_request(body: dict[str, Any], code_digits: int) -> tuple[str, Any]:
-    """`{token}` -> ('link', token); `{verification_id, code}` -> ('code', (uuid, code)); else 400."""
-    if set(body) == {"token"}:
-        if not isinstance(body["token"], str):
-            raise problems.bad_request("token must be a string.", [{"pointer": "#/token", "detail": "must be a string"}])
-        return "link", body["token"]
-    if set(body) == {"verification_id", "code"}:
-        errors = []
-        verification_id = body["verification_id"]
-        try:
-            parsed_id = uuid.UUID(verification_id) if isinstance(verification_id, str) else None
-        except ValueError:
-            parsed_id = None
-        if parsed_id is None:
-            errors.append({"pointer": "#/verification_id", "detail": "must be a UUID string"})
-        code = body["code"]
-        try:
-            normalised = normalise_code(code, code_digits) if isinstance(code, str) else None
-        except MalformedCode:
-            normalised = None
-        if normalised is None:
-            errors.append({"pointer": "#/code", "detail": f"must be a string of {code_digits} digits"})
-        if errors:
-            raise problems.bad_request("The body failed validation (not counted as a try).", errors)
-        return "code", (parsed_id, normalised)
-    raise problems.bad_request("Send {\"token\": ...} for a link, or {\"verification_id\": ..., \"code\": ...}.",
-                               [{"pointer": "#", "detail": "expected exactly token, or verification_id and code"}])
-
-
-def json_answer(outcome: Outcome) -> tuple[dict[str, Any], int, dict[str, str]]:
-    """200 body for a verified outcome; raises the Problem for every other one."""
-    if outcome.is_verified:
-        body = {"verification_id": str(outcome.verification_id), "account_id": outcome.account_id,
-                "channel": outcome.channel, "status": "verified",
-                "verified_at": outcome.verified_at.isoformat().replace("+00:00", "Z") if outcome.verified_at else None,
-                "already_verified": outcome.result == ALREADY_VERIFIED}
-        return body, 200, dict(NO_STORE)
-    if outcome.result in _GONE:
-        slug, title, detail = _GONE[outcome.result]
-        raise problems.Problem(410, slug, title, detail, headers=dict(NO_STORE))
-    if outcome.result == WRONG_CODE:
-        raise problems.Problem(422, "code-incorrect", "The code is not correct", "Check the code and try again.",
-                               headers=dict(NO_STORE), extensions={"remaining_attempts": outcome.remaining_attempts})
-    raise problems.Problem(404, "verification-not-found", "This link or code is not valid",
-                           "Check that the whole link was opened, or ask the site for a new one.", headers=dict(NO_STORE))

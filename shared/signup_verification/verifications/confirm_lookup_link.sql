@@ -1,6 +1,6 @@
 -- Candidates for an email link: its keyed digest under each key of the ring (rotation order).
 -- token_digest is UNIQUE, so at most one row per key; Python then compares in constant time.
-SELECT id, account_id, channel, destination, key_id, token_digest, status, expires_at, verified_at,
+SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
        confirm_failures, max_confirm_failures, now() AS db_now
   FROM verifications
  WHERE token_digest = ANY (CAST(:digests AS bytea[])) AND channel = 'email'

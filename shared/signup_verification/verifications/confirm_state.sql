@@ -1,5 +1,5 @@
 -- One verification's state, read in a fresh statement (so it sees every commit before it).
-SELECT id, account_id, channel, destination, key_id, token_digest, status, expires_at, verified_at,
+SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
        confirm_failures, max_confirm_failures, now() AS db_now
   FROM verifications
  WHERE id = :id

@@ -1,32 +1,25 @@
 """Creating a verification: token material, idempotency and the outbox row in one transaction.
 
-The whole write is one call of the SQL function `create_verification` (sql/002): one round trip,
-one transaction. This module prepares what only Python can (the keyed digest, the request
-fingerprint) and maps the function's outcome onto an HTTP answer.
+The whole write is one call of the SQL function `create_verification`
+(sql/definitions/04_create_verification.sql): one round trip, one transaction. This module prepares
+what only Python can (the keyed digest) and returns what happened as an outcome; it knows nothing
+of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
+resolved template version and locale in `NewVerification`).
 """
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..delivery import templates
-from ..api.models import CreateVerificationRequest
-from ..platform.database import Database
-from ..api.problems import Problem
+from ..platform.database import Database, load_sql
 from .tokens import Keyring, new_nonce
 
+_log = logging.getLogger("signup_verification.verifications.create")
+
 IDEMPOTENCY_SCOPE = "create_verification"
-_CREATE_SQL = """
-SELECT outcome, status_code, body, retry_after FROM create_verification(
-    :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
-    :id, :account_id, :channel, :destination, :purpose, :locale,
-    :template_version, :key_id, :nonce, :digest,
-    make_interval(secs => :ttl), :max_confirm, :max_attempts,
-    :rate_limit, interval '1 hour', make_interval(secs => :spacing))
-"""
+_CREATE = load_sql(__file__, "create.sql")
 
 
 @dataclass(frozen=True)
@@ -41,46 +34,97 @@ class CreateConfig:
 
 
 @dataclass(frozen=True)
-class CreateResult:
-    status: int
-    body: dict[str, Any]
-    replayed: bool = False
-    headers: dict[str, str] = field(default_factory=dict)
+class NewVerification:
+    """A validated request with its template resolved (the caller owns the catalogue)."""
+    account_id: str
+    channel: str
+    destination: str
+    purpose: str
+    locale: str
+    template_version: str
+    fingerprint: bytes  # what makes two requests 'the same' for one idempotency key
 
 
-def fingerprint(request: CreateVerificationRequest) -> bytes:
-    """What makes two requests 'the same' for an idempotency key: the normalised payload."""
-    canonical = json.dumps(request.model_dump(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).digest()
+@dataclass(frozen=True)
+class Verification:
+    """The created verification as stored with the idempotency key: ISO-8601 UTC timestamps."""
+    verification_id: str
+    account_id: str
+    channel: str
+    status: str
+    expires_at: str
+    created_at: str
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> "Verification":
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
-def create_verification(db: Database, config: CreateConfig, keyring: Keyring,
-                        request: CreateVerificationRequest, idempotency_key: str) -> CreateResult:
+@dataclass(frozen=True)
+class Created:
+    verification: Verification
+    kind: str = "created"
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The key was used before with the same request: the first request's verification."""
+    verification: Verification
+    kind: str = "replayed"
+
+
+@dataclass(frozen=True)
+class KeyReused:
+    """The key was used before with a different request: nothing was written."""
+    kind: str = "key_reused"
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    retry_after: int  # seconds until the destination's limit frees up
+    kind: str = "rate_limited"
+
+
+CreateOutcome = Created | Replayed | KeyReused | RateLimited
+
+
+def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification,
+           idempotency_key: str) -> CreateOutcome:
     verification_id = uuid.uuid4()
     key = keyring.primary
     nonce = new_nonce()
-    if request.channel == "email":
+    if new.channel == "email":
         digest = key.link_digest(key.link_token(verification_id, nonce))
     else:
         digest = key.code_digest(verification_id, key.sms_code(verification_id, nonce, config.code_digits))
-    version = templates.current_version(request.template)
-    row = db.run(
-        _CREATE_SQL,
-        scope=IDEMPOTENCY_SCOPE, key=idempotency_key, fingerprint=fingerprint(request),
-        idem_ttl=config.idempotency_ttl_seconds, id=verification_id, account_id=request.account_id,
-        channel=request.channel, destination=request.destination, purpose=request.template,
-        locale=templates.resolve_locale(version, request.locale), template_version=version,
+    outcome_kind, data, retry_after = db.run(
+        _CREATE,
+        scope=IDEMPOTENCY_SCOPE, key=idempotency_key, fingerprint=new.fingerprint,
+        idem_ttl=config.idempotency_ttl_seconds, id=verification_id, account_id=new.account_id,
+        channel=new.channel, destination=new.destination, purpose=new.purpose,
+        locale=new.locale, template_version=new.template_version,
         key_id=key.key_id, nonce=nonce, digest=digest, ttl=config.ttl_seconds,
         max_confirm=config.max_confirm_attempts, max_attempts=config.max_delivery_attempts,
         rate_limit=config.rate_limit_per_hour, spacing=config.rate_limit_spacing_seconds,
     )[0]
-    outcome, status, body, retry_after = row
-    if outcome == "created":
-        return CreateResult(201, body)
-    if outcome == "replayed":
-        return CreateResult(status, body, replayed=True, headers={"Idempotent-Replayed": "true"})
-    if outcome == "mismatch":
-        raise Problem(422, "idempotency-key-reused", "Idempotency-Key reused with a different request",
-                      "This Idempotency-Key was already used with another payload; use a new key.")
-    raise Problem(429, "rate-limited", "Too many verifications for this destination",
-                  f"Retry after {retry_after} seconds.", headers={"Retry-After": str(retry_after)})
+    outcome: CreateOutcome
+    if outcome_kind == "created":
+        outcome = Created(Verification.from_record(data))
+    elif outcome_kind == "replayed":
+        outcome = Replayed(Verification.from_record(data))
+    elif outcome_kind == "mismatch":
+        outcome = KeyReused()
+    else:
+        outcome = RateLimited(int(retry_after))
+    _logged(outcome, new.channel)
+    return outcome
+
+
+def _logged(outcome: CreateOutcome, channel: str) -> None:
+    """One structured line per outcome: never the destination, the token or the idempotency key."""
+    verification = getattr(outcome, "verification", None)
+    fields = {"event": "create", "outcome": outcome.kind, "channel": channel,
+              "verification_id": verification.verification_id if verification else None}
+    if isinstance(outcome, RateLimited):
+        fields["retry_after"] = outcome.retry_after
+    _log.info("create %s", outcome.kind, extra={"json_fields": fields})

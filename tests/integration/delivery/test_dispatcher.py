@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from signup_verification.delivery import budget
-from signup_verification.verifications import create as verifications
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.budget import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from signup_verification.verifications import create as verifications
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox import RetryPolicy, Settlement
 from signup_verification.outbox import transitions as t

@@ -19,6 +19,7 @@ from signup_verification.platform.errors import ConfigError
 
 from support.auth import cloud_run_identity
 from support.paths import TEST_TOKEN_KEYS
+from support.secrets import resolve_env
 
 TOKEN_REF = "sm://projects/my-proj/secrets/verify-token-keys/versions/3"
 TOKEN_NAME = "projects/my-proj/secrets/verify-token-keys/versions/3"
@@ -48,7 +49,7 @@ def source():
 
 
 def test_references_are_replaced_and_other_values_kept(source):
-    env = secrets.resolve_env({"TOKEN_KEYS": TOKEN_REF, "SENDGRID_API_KEY": "sm://projects/my-proj/secrets/sendgrid",
+    env = resolve_env({"TOKEN_KEYS": TOKEN_REF, "SENDGRID_API_KEY": "sm://projects/my-proj/secrets/sendgrid",
                                "EMAIL_FROM": "Signup <a@example.com>", "PLAIN": "projects/x/secrets/y"})
     assert env["TOKEN_KEYS"] == TEST_TOKEN_KEYS  # trailing newline from `echo | gcloud` dropped
     assert env["SENDGRID_API_KEY"] == "SG.example-key"  # no version = latest
@@ -58,7 +59,7 @@ def test_references_are_replaced_and_other_values_kept(source):
 
 def test_each_secret_is_read_once_per_instance(source):
     for _ in range(3):
-        secrets.resolve_env({"TOKEN_KEYS": TOKEN_REF, "OTHER": TOKEN_REF})
+        resolve_env({"TOKEN_KEYS": TOKEN_REF, "OTHER": TOKEN_REF})
     assert source.reads == [TOKEN_NAME]
 
 
@@ -68,13 +69,13 @@ def test_each_secret_is_read_once_per_instance(source):
 ])
 def test_malformed_reference_is_a_clear_config_error(source, reference):
     with pytest.raises(ConfigError, match="TOKEN_KEYS must look like sm://projects/PROJECT/secrets/NAME"):
-        secrets.resolve_env({"TOKEN_KEYS": reference})
+        resolve_env({"TOKEN_KEYS": reference})
     assert source.reads == []
 
 
 def test_unreadable_secret_names_the_variable_and_reference_only(source):
     with pytest.raises(ConfigError) as error:
-        secrets.resolve_env({"TWILIO_AUTH_TOKEN": "sm://projects/my-proj/secrets/missing/versions/1"})
+        resolve_env({"TWILIO_AUTH_TOKEN": "sm://projects/my-proj/secrets/missing/versions/1"})
     assert str(error.value) == ("TWILIO_AUTH_TOKEN: cannot read secret projects/my-proj/secrets/missing/versions/1: "
                                 "LookupError")
 
@@ -82,7 +83,7 @@ def test_unreadable_secret_names_the_variable_and_reference_only(source):
 def test_empty_secret_is_refused(source):
     source.payloads["projects/my-proj/secrets/empty/versions/1"] = b" \n"
     with pytest.raises(ConfigError, match="SMTP_PASSWORD: secret .* is empty"):
-        secrets.resolve_env({"SMTP_PASSWORD": "sm://projects/my-proj/secrets/empty/versions/1"})
+        resolve_env({"SMTP_PASSWORD": "sm://projects/my-proj/secrets/empty/versions/1"})
 
 
 def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env, source, monkeypatch, app_client):
@@ -138,13 +139,13 @@ def grpc_secret_manager():
 
 
 def test_secret_manager_client_reads_the_version(grpc_secret_manager):
-    assert secrets.resolve_env({"TOKEN_KEYS": TOKEN_REF})["TOKEN_KEYS"] == TEST_TOKEN_KEYS
+    assert resolve_env({"TOKEN_KEYS": TOKEN_REF})["TOKEN_KEYS"] == TEST_TOKEN_KEYS
     assert grpc_secret_manager.requests == [TOKEN_NAME]
 
 
 def test_secret_manager_not_found_is_a_config_error(grpc_secret_manager):
     with pytest.raises(ConfigError, match="TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest: NotFound"):
-        secrets.resolve_env({"TOKEN_KEYS": "sm://projects/my-proj/secrets/nope"})
+        resolve_env({"TOKEN_KEYS": "sm://projects/my-proj/secrets/nope"})
 
 
 # -- through config.load: the one place the environment is read -----------------------------------------------

@@ -17,7 +17,7 @@ from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
 from signup_verification.config import load
 from signup_verification.verifications.tokens import Keyring
-from signup_verification.verifications.create import create_verification
+from signup_verification.api.create import create_verification
 
 
 def _create(db: Database, channel: str = "email", account: str | None = None, destination: str | None = None,

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from signup_verification import runtime
-from signup_verification.verifications import create as verifications
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
 

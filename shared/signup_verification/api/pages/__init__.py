@@ -15,12 +15,16 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs
 
-import flask
 import jinja2
+from markupsafe import Markup, escape
+from werkzeug.datastructures import LanguageAccept
+from werkzeug.http import parse_accept_header
 
 from .. import problems
-from ...verifications.confirm import ALREADY_VERIFIED, EXPIRED, INVALID, LOCKED, PENDING, SUPERSEDED, VERIFIED, WRONG_CODE, Outcome
+from ..http import Incoming
+from ...verifications.confirm import Outcome, Result
 from ...platform.database import UnavailableError
+from .strings import DEFAULT, STRINGS
 
 _DIR = Path(__file__).resolve().parent
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
@@ -37,59 +41,69 @@ SECURITY_HEADERS = {
                                 "base-uri 'none'; frame-ancestors 'none'"),
 }
 
-# result -> (template, HTTP status). Dead links are 410 Gone, like the JSON API.
-_PAGES = {
-    PENDING: ("confirm.html", 200),
-    VERIFIED: ("verified.html", 200),
-    ALREADY_VERIFIED: ("already.html", 200),
-    EXPIRED: ("expired.html", 410),
-    SUPERSEDED: ("superseded.html", 410),
-    LOCKED: ("locked.html", 410),
-    WRONG_CODE: ("invalid.html", 404),  # links have no codes; never reached, but never a 500 either
-    INVALID: ("invalid.html", 404),
-}
-
 Response = tuple[str, int, dict[str, str]]
 
 
-def render(template: str, status: int = 200, headers: dict[str, str] | None = None, **variables: Any) -> Response:
+def choose_locale(verification_locale: str | None, accept_language: str | None) -> str:
+    """The verification's locale (its email/SMS used it), else the browser's Accept-Language."""
+    for candidate in (verification_locale, (verification_locale or "").split("-")[0].lower()):
+        if candidate in STRINGS:
+            return candidate
+    offered = parse_accept_header(accept_language or "", LanguageAccept)
+    return offered.best_match(list(STRINGS), default=DEFAULT) or DEFAULT
+
+
+def _translator(locale: str) -> Callable[..., Markup]:
+    table = STRINGS[locale]
+
+    def t(key: str, **values: Any) -> Markup:
+        # Plain text in, markup out: the string and every value filled in are escaped (a hint in bold).
+        filled = {name: Markup("<strong>{}</strong>").format(value) if name == "hint" else value
+                  for name, value in values.items()}
+        return escape(table[key]).format(**filled)
+
+    return t
+
+
+def render(template: str, status: int = 200, headers: dict[str, str] | None = None, locale: str = DEFAULT,
+           **variables: Any) -> Response:
     variables.setdefault("product", None)
-    html = _env.get_template(template).render(style=STYLE, **variables)
+    t = _translator(locale)
+    variables["product_or_site"] = variables["product"] or STRINGS[locale]["the_site"]
+    html = _env.get_template(template).render(style=STYLE, lang=locale, t=t, **variables)
     return html, status, {**SECURITY_HEADERS, **(headers or {})}
 
 
-def outcome_page(outcome: Outcome, token: str | None = None, product: str | None = None) -> Response:
-    template, status = _PAGES[outcome.result]
+def outcome_page(template: str, status: int, outcome: Outcome, token: str | None = None,
+                 product: str | None = None, locale: str = DEFAULT) -> Response:
+    """The page api/confirm.py's rendering of this outcome names."""
     minutes_left = None
-    if outcome.result == PENDING and outcome.expires_at is not None:
+    if outcome.result == Result.PENDING and outcome.expires_at is not None:
         seconds = (outcome.expires_at - datetime.now(timezone.utc)).total_seconds()
         minutes_left = max(1, math.floor(seconds / 60))  # as the message counts them
     return render(template, status, token=token or "", destination_hint=outcome.destination_hint,
-                  minutes_left=minutes_left, product=product)
+                  minutes_left=minutes_left, product=product, locale=locale)
 
 
-def invalid_page(status: int = 404) -> Response:
-    return render("invalid.html", status)
+def guarded(produce: Callable[[], Response], request: Incoming, token: str | None) -> Response:
+    """A page even when the database is away: people get words and a retry button, not JSON.
 
-
-def guarded(produce: Callable[[], Response]) -> Response:
-    """A page even when the database is away: people get words and a retry hint, not JSON."""
+    The button repeats what the person did, deliberately: after the form's POST a reload would
+    resubmit silently (the browser asks "resend form data?"), so the page offers a labelled
+    button that posts the same token again; after a GET it fetches the same URL again."""
     try:
         return produce()
     except UnavailableError:
-        return render("unavailable.html", 503, {"Retry-After": "5"})
+        locale = choose_locale(None, request.headers.get("Accept-Language"))
+        return render("unavailable.html", 503, {"Retry-After": "5"}, locale=locale,
+                      token=token or "", method="post" if request.method == "POST" else "get")
 
 
-def form_token(request: flask.Request, max_bytes: int) -> str | None:
-    """The `token` field of the page's form post (urlencoded), read with the body limit."""
+def form_token(request: Incoming) -> str | None:
+    """The `token` field of the page's form post (urlencoded; the body was read at the edge)."""
     if request.mimetype != "application/x-www-form-urlencoded":
         raise problems.Problem(415, "unsupported-media-type", "Unsupported media type",
                                "Post the confirmation form, or send Content-Type: application/json.")
-    if request.content_length is not None and request.content_length > max_bytes:
-        raise problems.too_large(max_bytes)
-    raw = request.stream.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise problems.too_large(max_bytes)
-    fields = parse_qs(raw.decode("utf-8", errors="replace"), max_num_fields=10)
-    values = fields.get("token") or request.args.getlist("token")
-    return values[0] if values else None
+    fields = parse_qs(request.body.decode("utf-8", errors="replace"), max_num_fields=10)
+    values = fields.get("token")
+    return values[0] if values else request.args.get("token")

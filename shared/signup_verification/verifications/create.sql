@@ -1,0 +1,8 @@
+-- One round trip: the whole create (idempotency, rate limit, supersede, outbox row) is the SQL
+-- function create_verification (sql/definitions/04_create_verification.sql).
+SELECT outcome, verification, retry_after FROM create_verification(
+    :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
+    :id, :account_id, :channel, :destination, :purpose, :locale,
+    :template_version, :key_id, :nonce, :digest,
+    make_interval(secs => :ttl), :max_confirm, :max_attempts,
+    :rate_limit, interval '1 hour', make_interval(secs => :spacing))
