@@ -20,7 +20,8 @@ class PrivateServer:
 
         self.server = pgserver.get_server(data_dir, cleanup_mode=None)
         self.params = embedded.ensure_database(admin, "chaos")
-        assert admin.unix_sock is not None  # the embedded server listens on a unix socket only
+        if admin.unix_sock is None:  # the embedded server listens on a unix socket only
+            raise RuntimeError("the embedded PostgreSQL gave no unix socket")
         self.socket_dir = str(Path(admin.unix_sock).parent)
 
     def _pg_ctl(self, *args: str) -> None:
