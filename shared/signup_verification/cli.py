@@ -66,14 +66,14 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
     if fault is not None and runtime.config.is_production:
         raise ConfigError("fault injection is refused in production")
     service_logging.configure(runtime.config.logging, stderr=True)  # as the functions log; the report on stdout
-    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
-    if note:
-        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
     shutdown.install()
     try:
         report = runtime.dispatch(shutdown.STOP, fault=fault)
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
+    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
+    if note:  # where the messages went, when that was a local choice
+        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 

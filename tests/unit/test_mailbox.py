@@ -254,3 +254,23 @@ def test_scheduler_runs_now_on_demand(scheduled_endpoint):
         assert len(hits) == 2
     finally:
         scheduler.stop()
+
+
+def test_the_smtp_reply_carries_a_queue_id_as_postfix_does(server):
+    """The dispatcher keeps the queue id of the 250 reply as the provider reference (what
+    `verifyctl inspect` shows): the mailbox answers like Postfix, and shows the same id."""
+    from signup_verification.delivery.channels.smtp import provider_reference
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@localhost", "ada@example.com", "hi"
+    message.set_content("hello\n")
+    with smtplib.SMTP(server.host, server.smtp_port, timeout=10) as client:
+        client.ehlo()
+        client.mail("a@localhost")
+        client.rcpt("ada@example.com")
+        code, reply = client.data(message.as_bytes())
+    [stored] = server.mailbox.messages()
+    assert code == 250 and reply == f"2.0.0 Ok: queued as {stored.sid}".encode()
+    assert provider_reference(reply) == stored.sid
+    assert f"<dt>Queue id</dt><dd>{stored.sid}</dd>" in requests.get(f"{server.web_url}/messages/{stored.id}",
+                                                                     timeout=10).text

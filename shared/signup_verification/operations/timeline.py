@@ -132,6 +132,8 @@ def delivery_note(verification: dict[str, Any], intent: dict[str, Any] | None) -
     if intent["status"] == "failed":
         return ("delivery failed for good: no message was delivered, none will be sent; the user needs a "
                 "new verification")
+    if intent["status"] == "accepted":
+        return "sent: the provider accepted it; waiting for the user to confirm"
     if intent["status"] == "suppressed":
         return f"delivery suppressed ({intent['suppression_reason']}): nothing will be sent"
     return None
