@@ -1,29 +1,42 @@
-"""verifyctl: the operator's command line. Errors are one line on stderr and exit status 1."""
+"""verifyctl: the operator's command line. Errors are one line on stderr and exit status 1.
+
+Exit status: 0 done; 1 an error (one line on stderr, naming the cause and the next step); 2 a usage
+error (argparse); 3 `status --check` found an alert condition; 130 interrupted.
+"""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 from . import config as configuration
 from .platform import migrations
+from .platform.database import ConnectionParams, DatabaseError, InterfaceError, UnavailableError
 from .platform.errors import ConfigError
 from .runtime import Runtime
+
+EXIT_ALERT = 3  # `status --check`: an alert condition holds (2 is argparse's usage error)
 
 
 def cmd_migrate(args: argparse.Namespace, runtime: Runtime) -> int:
     config, db = runtime.config.migrations, runtime.db  # closed with the runtime
     if args.list:
-        print(migrations.status(db, config=config).render())
+        listing = migrations.status(db, config=config)
+        print(json.dumps(_plain(listing), indent=2) if args.json else listing.render())
     else:
-        print(migrations.migrate(db, config=config).summary())
+        result = migrations.migrate(db, config=config)
+        print(json.dumps(_plain(result)) if args.json else result.summary())
     return 0
 
 
 def cmd_grant(args: argparse.Namespace, runtime: Runtime) -> int:
     from .platform import grants as db_access
 
-    for line in db_access.grant(runtime.db, args.writer, args.reader):
+    granted = list(db_access.grant(runtime.db, args.writer, args.reader))
+    if args.json:
+        print(json.dumps({"granted": granted}))
+    for line in [] if args.json else granted:
         print(f"granted {line}")
     return 0
 
@@ -31,7 +44,8 @@ def cmd_grant(args: argparse.Namespace, runtime: Runtime) -> int:
 def cmd_new_key(args: argparse.Namespace, runtime: Runtime) -> int:
     from .verifications.tokens import new_key_spec
 
-    print(new_key_spec(args.key_id))
+    spec = new_key_spec(args.key_id)
+    print(json.dumps({"token_keys_entry": spec}) if args.json else spec)
     return 0
 
 
@@ -44,36 +58,37 @@ def cmd_dev(args: argparse.Namespace, runtime: Runtime) -> int:
 def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
     """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout, then
     the signal records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
-    import json
-
+    from .local import devenv
+    from .platform import logs as service_logging
     from .platform import shutdown
 
     fault = getattr(args, "fault", None)
     if fault is not None and runtime.config.is_production:
         raise ConfigError("fault injection is refused in production")
+    service_logging.configure(runtime.config.logging, stderr=True)  # as the functions log; the report on stdout
     shutdown.install()
     try:
         report = runtime.dispatch(shutdown.STOP, fault=fault)
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
+    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
+    if note:  # where the messages went, when that was a local choice
+        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
     print(json.dumps(report.as_dict()), flush=True)
     return 0
 
 
 def cmd_status(args: argparse.Namespace, runtime: Runtime) -> int:
     """The operator signals: a table (or --json), with the alerts they would raise."""
-    import json
-
     from .operations import signals, status_table as status
 
     snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     print(json.dumps(snapshot.as_json(), indent=2) if args.json else status.render(snapshot))
-    return 2 if args.check and snapshot.alerts() else 0
+    return EXIT_ALERT if args.check and snapshot.alerts() else 0
 
 
 def cmd_inspect(args: argparse.Namespace, runtime: Runtime) -> int:
     """One verification's delivery timeline: masked destination, never a token or code."""
-    import json
     import uuid
 
     from .operations import timeline as inspect
@@ -93,8 +108,6 @@ def cmd_inspect(args: argparse.Namespace, runtime: Runtime) -> int:
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
-    import json
-
     from .platform import logs as service_logging
     from .operations import reconciler
 
@@ -104,32 +117,73 @@ def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
+def _plain(value: Any) -> Any:
+    """A dataclass result as JSON-ready data (paths and datetimes as strings)."""
+    import dataclasses
+
+    return json.loads(json.dumps(dataclasses.asdict(value), default=str))
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("signup-verification")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _command(sub: Any, name: str, summary: str, description: str, func: Callable[..., int], *,
+             json_help: str = "print JSON instead of text") -> argparse.ArgumentParser:
+    command = sub.add_parser(name, help=summary, description=description)
+    command.add_argument("--json", action="store_true", help=json_help)
+    command.set_defaults(func=func)
+    return command
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="verifyctl", description="Signup verification delivery: operator commands.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    migrate = sub.add_parser("migrate", help="apply pending SQL migrations and changed definitions")
+    parser = argparse.ArgumentParser(
+        prog="verifyctl", description="Signup verification delivery: operator commands.",
+        epilog="Exit status: 0 done, 1 error (one line on stderr), 2 usage error, "
+               f"{EXIT_ALERT} `status --check` found an alert, 130 interrupted.")
+    parser.add_argument("--version", action="version", version=f"verifyctl {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    migrate = _command(sub, "migrate", "apply pending SQL migrations and changed definitions",
+                       "Apply the numbered migrations the database lacks and re-apply changed definitions "
+                       "(functions, views), in order, under a lock. Safe to run again.", cmd_migrate)
     migrate.add_argument("--list", action="store_true",
                          help="show each migration (applied or pending) and definition (current, changed, new)")
-    migrate.set_defaults(func=cmd_migrate)
-    grant = sub.add_parser("grant", help="give the functions' database users their privileges (after migrate)")
+    grant = _command(sub, "grant", "give the functions' database users their privileges (after migrate)",
+                     "Create the group roles and add each named database user to one (terraform creates "
+                     "the users).", cmd_grant)
     grant.add_argument("--writer", action="append", default=[], help="database user that reads and writes")
     grant.add_argument("--reader", action="append", default=[], help="database user that only reads")
-    grant.set_defaults(func=cmd_grant)
-    sub.add_parser("dispatch", help="run one delivery-worker invocation now (prints its report)"
-                   ).set_defaults(func=cmd_dispatch)
-    status_cmd = sub.add_parser("status", help="operator signals per channel: ready work, ages, claims, reconciler")
-    status_cmd.add_argument("--json", action="store_true", help="the status target's JSON instead of a table")
-    status_cmd.add_argument("--check", action="store_true", help="exit 2 when an alert condition holds")
-    status_cmd.set_defaults(func=cmd_status)
-    inspect_cmd = sub.add_parser("inspect", help="one verification's delivery timeline (masked, no token)")
-    inspect_cmd.add_argument("verification_id")
-    inspect_cmd.add_argument("--json", action="store_true")
-    inspect_cmd.set_defaults(func=cmd_inspect)
-    sub.add_parser("reconcile", help="run one reconcile sweep now (prints its report)").set_defaults(func=cmd_reconcile)
-    key = sub.add_parser("new-key", help="print a fresh TOKEN_KEYS entry")
+    _command(sub, "dispatch", "run one delivery-worker invocation now (prints its report)",
+             "One dispatch invocation, as Cloud Scheduler triggers it: claim ready deliveries, send them "
+             "through this environment's transports, settle the outcomes. The report is JSON on stdout, "
+             "log records on stderr.", cmd_dispatch, json_help="the report is always JSON (accepted for uniformity)")
+    status_cmd = _command(sub, "status", "operator signals per channel: ready work, ages, claims, reconciler",
+                          "The operator signals per channel (the status target's numbers), the workers' last "
+                          "runs and the alerts they would raise.", cmd_status,
+                          json_help="the status target's JSON instead of a table")
+    status_cmd.add_argument("--check", action="store_true",
+                            help=f"exit {EXIT_ALERT} when an alert condition holds (for scripts and probes)")
+    inspect_cmd = _command(sub, "inspect", "one verification's delivery timeline (masked, no token)",
+                           "One verification's delivery: its intent and every claim, attempt and outcome, in "
+                           "order. Destinations are masked; tokens and codes are never stored.", cmd_inspect)
+    inspect_cmd.add_argument("verification_id", help="the verification_id create answered")
+    _command(sub, "reconcile", "run one reconcile sweep now (prints its report)",
+             "One reconcile sweep, as Cloud Scheduler triggers it: expired leases, ambiguous attempts, "
+             "retention. The report is JSON on stdout, log records on stderr.", cmd_reconcile,
+             json_help="the report is always JSON (accepted for uniformity)")
+    key = _command(sub, "new-key", "print a fresh TOKEN_KEYS entry",
+                   "Print a new key_id:secret entry to prepend to TOKEN_KEYS (the first entry signs, every "
+                   "entry verifies).", cmd_new_key)
     key.add_argument("--key-id", default=None)
-    key.set_defaults(func=cmd_new_key)
-    dev = sub.add_parser("dev", help="run the whole service locally: database, every function, mailbox, scheduler")
+    dev = sub.add_parser("dev", help="run the whole service locally: database, every function, mailbox, scheduler",
+                         description="The whole service on this machine: embedded PostgreSQL, every function "
+                                     "target, the local mailbox (SMTP, SMS) and the Cloud Scheduler emulation. "
+                                     "Ctrl-C stops everything.")
     from .local import devserver  # its options live beside the code that reads them
 
     devserver.add_arguments(dev)
@@ -143,8 +197,14 @@ def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None =
     args.fault = fault
     runtime: Runtime | None = None
     try:
-        runtime = Runtime(configuration.load(), application_name="verifyctl")
+        runtime = Runtime(_load(args), application_name="verifyctl")
         return args.func(args, runtime)
+    except UnavailableError as exc:
+        print(f"verifyctl: {explain_unavailable(exc, runtime)}", file=sys.stderr)
+        return 1
+    except DatabaseError as exc:
+        print(f"verifyctl: {explain_database_error(exc)}", file=sys.stderr)
+        return 1
     except (ConfigError, ValueError, RuntimeError) as exc:
         print(f"verifyctl: {exc}", file=sys.stderr)
         return 1
@@ -153,6 +213,86 @@ def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None =
     finally:
         if runtime is not None:
             runtime.close()
+
+
+def _load(args: argparse.Namespace) -> configuration.Config:
+    """The configuration; beside a running `verifyctl dev` (same local dir), with its transports and
+    database under the environment's own settings (local/devenv.py)."""
+    from .local import devenv
+
+    config = configuration.load()
+    args.mailbox = None
+    if args.command != "dev" and not config.is_production:
+        found = devenv.environment(config.local_dir)
+        if found is not None:
+            env, args.mailbox = found
+            config = configuration.load(env)
+    return config
+
+
+# -- one-line errors: the cause and the next step ----------------------------------------------------
+_MIGRATE = "run `verifyctl migrate` first"
+
+
+def _sqlstate(exc: BaseException) -> str:
+    fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    return str(fields.get("C", ""))
+
+
+def _server_message(exc: BaseException) -> str:
+    fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    return str(fields.get("M", "")) or type(exc).__name__
+
+
+def explain_database_error(exc: DatabaseError) -> str:
+    """A statement failed: a missing table or function means an unmigrated (or older) schema."""
+    code, message = _sqlstate(exc), _server_message(exc)
+    if code in ("42P01", "42883", "42703", "42704"):  # undefined table / function / column / object
+        return f"the database schema is missing or older than this version ({message}): {_MIGRATE}"
+    if code == "42501":
+        return f"permission denied ({message}): run `verifyctl grant` as the owner, or connect as another user"
+    return f"database error {code or '?'}: {message}"
+
+
+def explain_unavailable(exc: UnavailableError, runtime: Runtime | None) -> str:
+    """Which connection failure it was (refused, missing database, unknown role, bad password)."""
+    where = _where(runtime)
+    # The server's refusal may sit under pg8000's own failure to say goodbye on the closed socket
+    # (a BrokenPipeError raised while handling it): look down the whole chain.
+    chain = _chain(exc.__cause__)
+    cause = next((e for e in chain if isinstance(e, DatabaseError) and _sqlstate(e)), chain[0] if chain else None)
+    if isinstance(cause, DatabaseError) and _sqlstate(cause):
+        code, message = _sqlstate(cause), _server_message(cause)
+        if code == "3D000":
+            return f"{message} on {where}: create it (createdb), or point DATABASE_URL at another database"
+        if code == "28000":
+            return f"{message} on {where}: create the role, or set the user in DATABASE_URL"
+        if code == "28P01":
+            return f"{message} on {where}: check the password in DATABASE_URL"
+        if code.startswith("57P0") or code == "53300":
+            return f"the database at {where} is not accepting connections ({message}): try again shortly"
+        return f"cannot connect to the database at {where}: {message}"
+    if isinstance(cause, (InterfaceError, OSError)):
+        detail = cause.__cause__ or cause.__context__ or cause
+        if isinstance(detail, (ConnectionRefusedError, FileNotFoundError)) or "connection" in str(cause).lower():
+            return f"cannot connect to the database at {where}: is PostgreSQL running there? (check DATABASE_URL)"
+        return f"cannot connect to the database at {where}: {type(detail).__name__}: {detail}"
+    return str(exc)
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    found: list[BaseException] = []
+    while exc is not None and exc not in found:
+        found.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def _where(runtime: Runtime | None) -> str:
+    params: ConnectionParams | None = getattr(runtime, "_params", None) if runtime is not None else None
+    if params is None:
+        return "the configured server"
+    return params.unix_sock or f"{params.host}:{params.port}"
 
 
 if __name__ == "__main__":

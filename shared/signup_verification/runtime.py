@@ -18,6 +18,7 @@ from .config import Config
 from .delivery import dispatcher
 from .delivery.channels import Channel, build_channels
 from .operations import signals
+from .outbox import heartbeats
 from .platform import cloudsql
 from .platform.database import ConnectionParams, Database, DatabaseConfig
 from .verifications.tokens import Keyring
@@ -88,6 +89,7 @@ class Runtime:
         finally:
             if stop.is_set():
                 self.close_channels()
+        heartbeats.complete_dispatch(self.db, config.deployment)  # verifyctl status: the last completed run
         signals.emit(self.db, config.deployment, source="dispatch", config=config.signals)
         return report
 

@@ -63,8 +63,9 @@ def descendants(pid: int) -> set[int]:
 
 
 class DevProcess:
-    def __init__(self, env: dict[str, str], *extra_args: str, cwd: Path | None = None):
+    def __init__(self, env: dict[str, str], *extra_args: str, cwd: Path | None = None, sigint_ignored: bool = False):
         self.ports = free_ports()
+        self._sigint_ignored = sigint_ignored  # as `cmd &`, nohup and some CI runners start it
         self.lines: list[str] = []
         self._env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self._args = [sys.executable, "-m", "signup_verification.cli", "dev", "--base-port", str(self.ports["base"]),
@@ -88,8 +89,10 @@ class DevProcess:
         return f"http://localhost:{self.ports['mailbox']}"
 
     def start(self, timeout: float = 120.0) -> "DevProcess":
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if self._sigint_ignored else None
         self.process = subprocess.Popen(self._args, env=self._env, cwd=self._cwd, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                        preexec_fn=ignore)
         threading.Thread(target=self._read, daemon=True).start()
         self.wait_for_line(READY_LINE, timeout)
         return self

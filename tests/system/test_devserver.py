@@ -106,3 +106,46 @@ def test_dev_serves_everything_and_ctrl_c_leaves_no_process_behind(tmp_path):
             with pytest.raises(OSError):
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
         assert any(line.startswith("stopping") for line in dev.lines)
+
+
+@pytest.mark.slow
+def test_sigint_inherited_as_ignored_still_stops_everything_and_the_button_works_without_a_scheduler(tmp_path):
+    """Started as `verifyctl dev --no-scheduler &` would be (SIGINT ignored): the mailbox's Run
+    dispatch now button still sends, a dispatch beside it finds the emulation, and SIGINT stops
+    every process it started."""
+    import json
+    import subprocess
+    import sys
+
+    local = tmp_path / "local"
+    env = {"VERIFY_LOCAL_DIR": str(local), "DATABASE_URL": "", "TOKEN_KEYS": TEST_TOKEN_KEYS}
+    dev = DevProcess(env, "--no-scheduler", sigint_ignored=True)
+    with dev:
+        assert "<- on demand (mailbox button)" in "\n".join(dev.lines)
+        assert "Run dispatch now" in requests.get(dev.mailbox_url + "/", timeout=30).text
+        state = json.loads((local / "dev.json").read_text())
+        assert state["environment"]["EMAIL_TRANSPORT"] == "smtp" and state["mailbox"] == dev.mailbox_url
+
+        created = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": "dev-button"},
+                                json={"account_id": "acct_b", "channel": "email", "destination": "b@example.com"})
+        assert created.status_code == 201, created.text
+        pressed = requests.post(dev.mailbox_url + "/scheduler/run", timeout=30, allow_redirects=False)
+        assert pressed.status_code == 303
+        deadline = time.monotonic() + 30
+        while not requests.get(dev.mailbox_url + "/api/messages", timeout=30).json():
+            assert time.monotonic() < deadline, "\n".join(dev.lines)
+            time.sleep(0.2)
+
+        beside = subprocess.run([sys.executable, "-m", "signup_verification.cli", "dispatch"], capture_output=True,
+                                text=True, timeout=60, env={**dev._env, "DATABASE_URL": ""})
+        assert beside.returncode == 0 and "sending through the running `verifyctl dev`" in beside.stderr
+        assert "Traceback" not in beside.stderr and "Warning" not in beside.stderr
+
+        started = descendants(dev.process.pid)
+        assert dev.interrupt() == 0
+        time.sleep(0.5)
+        assert not (started & set(process_table()))
+        assert not {pid for pid, (_, cmd) in process_table().items() if str(local / "pg") in cmd}
+        assert not (local / "dev.json").exists()
+        output = "\n".join(dev.lines)
+        assert "Traceback" not in output and "Warning" not in output and "XDG_RUNTIME_DIR" not in output

@@ -139,13 +139,14 @@ def test_sms_segments():
 
 
 @pytest.fixture
-def scheduled_endpoint():
+def scheduled_endpoint(request):
     hits: list[tuple[str, bytes]] = []
+    answer = getattr(request, "param", b'{"claimed": 1, "elapsed_ms": 3}')
 
     def app(environ, start_response):
         hits.append((environ["REQUEST_METHOD"], environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))))
         start_response("200 OK", [("Content-Type", "application/json")])
-        return [b'{"claimed": 0}']
+        return [answer]
 
     http = make_server("127.0.0.1", 0, app, threaded=True)
     threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True).start()
@@ -166,9 +167,80 @@ def test_scheduler_posts_json_on_its_interval(scheduled_endpoint):
     try:
         _wait_until(lambda: len(hits) >= 2)
         assert hits[:2] == [("POST", b"{}"), ("POST", b"{}")]
-        assert lines[0] == 'scheduler: dispatch -> 200 {"claimed":0}'
+        assert lines[0] == 'scheduler: dispatch -> 200 {"claimed":1,"elapsed_ms":3}'
     finally:
         scheduler.stop()
+
+
+@pytest.mark.parametrize("scheduled_endpoint", [
+    b'{"claimed": 0, "accepted": 0, "elapsed_ms": 4}',
+    b'{"deployment": "local", "moves": {"claims_expired": 0}, "overdue": {"email": {"count": 0}}, "drained": true,'
+    b' "watermark": {"backlog": []}, "elapsed_ms": 9}',
+], indirect=True)
+def test_an_idle_tick_prints_nothing(scheduled_endpoint):
+    url, hits = scheduled_endpoint
+    lines: list[str] = []
+    scheduler = Scheduler([Job("dispatch", url, 0.2)], report=lines.append).start()
+    try:
+        _wait_until(lambda: len(hits) >= 2)
+        assert len(hits) >= 2 and lines == []
+    finally:
+        scheduler.stop()
+
+
+def test_without_a_schedule_jobs_run_only_on_demand(scheduled_endpoint):
+    """`verifyctl dev --no-scheduler`: interval 0, and the mailbox's button still runs both once."""
+    url, hits = scheduled_endpoint
+    scheduler = Scheduler([Job("dispatch", url, 0), Job("reconcile", url, 0)], report=lambda line: None).start()
+    try:
+        time.sleep(0.3)
+        assert hits == []
+        scheduler.run_now()
+        _wait_until(lambda: len(hits) >= 2)
+        time.sleep(0.3)
+        assert len(hits) == 2  # once each, no schedule after it
+    finally:
+        scheduler.stop()
+
+
+def test_time_elements_carry_valid_html_datetimes(server):
+    """HTML's global date-and-time string allows at most 3 fractional digits (not Python's 6)."""
+    import re
+
+    _send_email(server)
+    page = requests.get(server.web_url + "/", timeout=5).text
+    [value] = re.findall(r'<time datetime="([^"]+)"', page)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,3})?(Z|[+-]\d\d:\d\d)", value), value
+
+
+def _luminance(hex_colour: str) -> float:
+    if len(hex_colour) == 4:  # #fff
+        hex_colour = "#" + "".join(c * 2 for c in hex_colour[1:])
+    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_the_email_and_sms_badges_meet_wcag_aa_contrast_in_both_schemes():
+    """WCAG 1.4.3 (axe `color-contrast`): 4.5:1 for the badges' small bold text, light and dark."""
+    import re
+    from pathlib import Path
+
+    from signup_verification.local import mailbox
+
+    css = (Path(mailbox.__file__).parent / "templates" / "layout.html").read_text()
+    light = dict(re.findall(r"--([\w-]+):(#[0-9a-f]{6}|#[0-9a-f]{3})", css.split("@media (prefers-color-scheme:dark)")[0]))
+    dark = {**light, **dict(re.findall(r"--([\w-]+):(#[0-9a-f]{6}|#[0-9a-f]{3})", css.split("@media (prefers-color-scheme:dark)")[1]
+                                       .split("}}")[0]))}
+    assert "color:var(--on-badge)" in css
+    for scheme in (light, dark):
+        for background in ("accent", "sms"):
+            assert _contrast(scheme["on-badge"], scheme[background]) >= 4.5, (scheme, background)
 
 
 def test_scheduler_runs_now_on_demand(scheduled_endpoint):
@@ -182,3 +254,23 @@ def test_scheduler_runs_now_on_demand(scheduled_endpoint):
         assert len(hits) == 2
     finally:
         scheduler.stop()
+
+
+def test_the_smtp_reply_carries_a_queue_id_as_postfix_does(server):
+    """The dispatcher keeps the queue id of the 250 reply as the provider reference (what
+    `verifyctl inspect` shows): the mailbox answers like Postfix, and shows the same id."""
+    from signup_verification.delivery.channels.smtp import provider_reference
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@localhost", "ada@example.com", "hi"
+    message.set_content("hello\n")
+    with smtplib.SMTP(server.host, server.smtp_port, timeout=10) as client:
+        client.ehlo()
+        client.mail("a@localhost")
+        client.rcpt("ada@example.com")
+        code, reply = client.data(message.as_bytes())
+    [stored] = server.mailbox.messages()
+    assert code == 250 and reply == f"2.0.0 Ok: queued as {stored.sid}".encode()
+    assert provider_reference(reply) == stored.sid
+    assert f"<dt>Queue id</dt><dd>{stored.sid}</dd>" in requests.get(f"{server.web_url}/messages/{stored.id}",
+                                                                     timeout=10).text

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from . import embedded
+from . import devenv, embedded
 from ..platform import migrations
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how often the scheduler emulation calls dispatch and reconcile (default 60, "
                              "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)")
     parser.add_argument("--fast", action="store_true", help=f"call them every {FAST_INTERVAL_SECONDS:g} s")
-    parser.add_argument("--no-scheduler", action="store_true", help="never call them (use the mailbox's button)")
+    parser.add_argument("--no-scheduler", action="store_true",
+                        help="never call them on a schedule (the mailbox's Run dispatch now button still runs both once)")
     parser.add_argument("--source", type=Path, default=None,
                         help="the functions' main.py (default: functions/main.py of the checkout)")
 
@@ -144,6 +145,9 @@ def child_environment(settings_env: dict[str, str], database_url: str, host: str
 def run(config: Config, args: argparse.Namespace, out: Callable[[str], None] | None = None) -> int:
     out = out or (lambda line: print(line, flush=True))
     previous_term = signal.signal(signal.SIGTERM, _raise_stop)
+    # Explicitly: a process started in the background (`&`, nohup, some CI runners) inherits SIGINT
+    # ignored, and Ctrl-C (or `kill -INT`) would then do nothing.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     children: dict[str, subprocess.Popen] = {}
     try:
         return _serve(config, args, out, children)
@@ -151,10 +155,12 @@ def run(config: Config, args: argparse.Namespace, out: Callable[[str], None] | N
         out("stopping…")
         return 0
     finally:
+        devenv.withdraw(config.local_dir)
         _stop_children(children)
         # Only our own server: an in-process caller (a test) may run another one.
         embedded.stop(config.local_dir / "pg")
         signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
@@ -195,18 +201,21 @@ def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
         _wait_listening(host, port, children[target], target)
 
     interval = 0.0 if args.no_scheduler else (FAST_INTERVAL_SECONDS if args.fast else args.schedule_seconds)
-    jobs = [Job(t, f"http://{host}:{ports[t]}/", interval) for t in SCHEDULED if t in ports and interval > 0]
+    # With no schedule (interval 0) the jobs still run once on demand: the mailbox's button.
+    jobs = [Job(t, f"http://{host}:{ports[t]}/", interval) for t in SCHEDULED if t in ports]
     scheduler = Scheduler(jobs, report=out)
     mailbox = MailboxServer(host, smtp_port, args.mailbox_port, twilio_account_sid=DEV_TWILIO["TWILIO_ACCOUNT_SID"],
                             twilio_auth_token=DEV_TWILIO["TWILIO_AUTH_TOKEN"],
                             on_run_now=scheduler.run_now if jobs else None).start()
     try:
         scheduler.start()
+        devenv.publish(config.local_dir, env, f"http://{_browser_host(host)}:{args.mailbox_port}")
         browser = _browser_host(host)
         out(f"database ready ({len(applied)} migration(s) applied; {where})")
         for target, port in ports.items():
             note = " <- links in emails point here" if target == "confirm_verification" else ""
-            note = f" <- scheduler every {interval:g} s" if any(j.name == target for j in jobs) else note
+            if any(j.name == target for j in jobs):
+                note = f" <- scheduler every {interval:g} s" if interval > 0 else " <- on demand (mailbox button)"
             out(f"{target:<22} http://{browser}:{port}/{note}")
         for missing in [t for t in PORT_OFFSETS if t not in ports]:
             out(f"{missing:<22} (not in functions/main.py yet: skipped)")

@@ -24,8 +24,9 @@ def start(data_dir: Path, *, stop_at_exit: bool = True, settings: dict[str, str]
     data_dir = Path(data_dir).resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     _make_traversable(data_dir.parent)
-    # pgserver asks platformdirs for a runtime dir at import and warns when none is set.
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
+    _runtime_dir(data_dir.parent / "run")
+    # Its progress lines (initdb, "found a running server" with a psutil dump) are not ours to show.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     try:
         import pgserver
     except ImportError as exc:  # production bundles do not ship pgserver
@@ -73,6 +74,20 @@ def _literal(value: str) -> str:
 
 def _identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _runtime_dir(path: Path) -> None:
+    """pgserver asks platformdirs for a runtime dir (its inter-process lock) at import: without
+    XDG_RUNTIME_DIR, or with one that is not private (mode 0700), platformdirs warns on every command."""
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    try:
+        if current and Path(current).stat().st_mode & 0o077 == 0:
+            return  # the session's own (e.g. /run/user/1000)
+    except OSError:
+        pass
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(path)
 
 
 def _make_traversable(path: Path) -> None:

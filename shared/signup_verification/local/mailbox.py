@@ -56,7 +56,7 @@ class Message:
     html: str | None = None
     headers: list[tuple[str, str]] = field(default_factory=list)
     raw: bytes | None = None
-    sid: str | None = None  # the fake Twilio message sid
+    sid: str | None = None  # the fake Twilio message sid, or the SMTP queue id (the provider reference)
 
     @property
     def links(self) -> list[str]:
@@ -100,7 +100,7 @@ class Mailbox:
             str(parsed.get("Subject") or "(no subject)"),
             text_part.get_content() if text_part is not None else "",
             html_part.get_content() if html_part is not None else None,
-            [(k, str(v)) for k, v in parsed.items()], raw))
+            [(k, str(v)) for k, v in parsed.items()], raw, sid=secrets.token_hex(5).upper()))
 
     def add_sms(self, to: str, sender: str, body: str) -> Message:
         sid = "SM" + secrets.token_hex(16)
@@ -288,8 +288,9 @@ class _SmtpHandler:
         self.mailbox = mailbox
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.mailbox.add_email(envelope.original_content or envelope.content, envelope.mail_from, envelope.rcpt_tos)
-        return "250 Message accepted for delivery"
+        message = self.mailbox.add_email(envelope.original_content or envelope.content, envelope.mail_from,
+                                         envelope.rcpt_tos)
+        return f"250 2.0.0 Ok: queued as {message.sid}"  # as Postfix answers: the queue id is the provider ref
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -3,7 +3,8 @@
 Like Cloud Scheduler it sends one POST per tick with a JSON body, on fixed ticks (every interval
 from the start, like cron), and waits for the answer before the next tick of that job (no overlap:
 a tick that passes while a call runs fires once when it returns); a failed call is reported and the
-schedule goes on.
+schedule goes on. A call that moved nothing prints nothing (an idle laptop stays quiet; the
+function's own records are DEBUG then too, platform/logs.py).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Callable
 class Job:
     name: str
     url: str
-    interval_seconds: float
+    interval_seconds: float  # 0: never on a schedule, only on demand (run_now)
 
 
 class Scheduler:
@@ -50,7 +51,7 @@ class Scheduler:
 
     def _loop(self) -> None:
         # The first tick comes one interval after start, as with a freshly created Cloud Scheduler job.
-        due = {job.name: time.monotonic() + job.interval_seconds for job in self.jobs}
+        due = {job.name: _first_tick(job, time.monotonic()) for job in self.jobs}
         while not self._stop.is_set():
             now = time.monotonic()
             if self._wake.is_set():
@@ -60,7 +61,8 @@ class Scheduler:
                 if due[job.name] <= now and not self._stop.is_set():
                     self.call(job)
                     due[job.name] = _next_tick(due[job.name], job.interval_seconds, time.monotonic())
-            self._wake.wait(max(0.0, min(due.values()) - time.monotonic()))
+            soonest = min(due.values())
+            self._wake.wait(None if soonest == _NEVER else max(0.0, soonest - time.monotonic()))
 
     def call(self, job: Job) -> int | None:
         request = urllib.request.Request(job.url, data=b"{}", method="POST", headers={
@@ -73,16 +75,42 @@ class Scheduler:
         except OSError as exc:
             self.report(f"scheduler: {job.name} failed: {exc}")
             return None
-        self.report(f"scheduler: {job.name} -> {status} {_summary(body)}")
+        if status != 200 or not _idle(body):
+            self.report(f"scheduler: {job.name} -> {status} {_summary(body)}")
         return status
+
+
+_NEVER = float("inf")
+
+
+def _first_tick(job: Job, now: float) -> float:
+    return now + job.interval_seconds if job.interval_seconds > 0 else _NEVER
 
 
 def _next_tick(due: float, interval: float, now: float) -> float:
     """Fixed-rate ticks, as a cron schedule fires: the next one is a whole number of intervals after
     the last, not an interval after the call returned (a dispatch that idles until near its deadline
     would otherwise leave a whole interval uncovered). Ticks missed while a call ran are not replayed."""
+    if interval <= 0:
+        return _NEVER
     ticks = max(1, int((now - due) // interval) + 1)
     return due + ticks * interval
+
+
+def _idle(body: bytes) -> bool:
+    """A dispatch report whose counts are all 0, or a reconcile report with no move, no overdue
+    delivery and no backlog."""
+    try:
+        report = json.loads(body)
+    except ValueError:
+        return False
+    if not isinstance(report, dict) or report.get("skipped"):
+        return False
+    if "moves" in report:
+        return (not any(report["moves"].values()) and report.get("drained", True) 
+                and not any(o.get("count") for o in (report.get("overdue") or {}).values())
+                and not (report.get("watermark") or {}).get("backlog"))
+    return all(v == 0 for k, v in report.items() if k != "elapsed_ms" and isinstance(v, int))
 
 
 def _summary(body: bytes) -> str:

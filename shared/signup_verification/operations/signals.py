@@ -151,13 +151,21 @@ def emit(db: Database, deployment: str, logger: logging.Logger | None = None, *,
     signals = compute(db, deployment, config)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
-        logger.log(logging.WARNING if late else logging.INFO,
+        level = logging.WARNING if late else logging.INFO if live(channel) else logging.DEBUG
+        logger.log(level,
                    "signals %s: %d ready (oldest %.0f s), %d ambiguous, %d oscillating",
                    channel.channel, channel.ready_count, channel.oldest_ready_verification_seconds,
                    channel.ambiguous_count, channel.oscillating_count,
                    extra={"labels": {"channel": channel.channel},
                           "json_fields": record_fields(signals, channel, source)})
     return signals
+
+
+def live(channel: ChannelSignals) -> bool:
+    """Anything waiting, leased or ambiguous on this channel; an idle channel's record is DEBUG (still
+    written in JSON, where the metrics count it: platform/logs.py)."""
+    return any((channel.ready_count, channel.scheduled_count, channel.claimed_count, channel.attempting_count,
+                channel.expired_lease_count, channel.ambiguous_count, channel.oscillating_count))
 
 
 def _rounded(value: float | None) -> float | None:

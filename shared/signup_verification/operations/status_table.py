@@ -43,7 +43,11 @@ def render(s: Signals) -> str:
     first = s.channels[0] if s.channels else None
     claim = first.last_claim_age_seconds if first else None
     mark = first.reconciler_watermark_age_seconds if first else None
-    lines += ["", f"last claim ({s.deployment}): " + ("never" if claim is None else f"{_age(claim)} ago"),
+    dispatch = next((w for w in s.workers if w["name"] == f"dispatch:{s.deployment}"), None)
+    completed = dispatch["completed_age_seconds"] if dispatch else None
+    lines += ["", f"last dispatch run ({s.deployment}): " + ("none completed" if completed is None
+                                                              else f"completed {_age(completed)} ago"),
+              f"last claim ({s.deployment}): " + ("never" if claim is None else f"{_age(claim)} ago"),
               f"reconciler watermark ({s.deployment}): " + ("no completed run" if mark is None else f"{_age(mark)} old")]
     if s.workers:
         lines += ["", "workers"]

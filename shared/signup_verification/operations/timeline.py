@@ -40,6 +40,7 @@ class Timeline:
             return value.isoformat() if isinstance(value, datetime) else str(value) if isinstance(value, uuid.UUID) else value
 
         return {"verification": {k: plain(v) for k, v in self.verification.items()},
+                "delivery_note": delivery_note(self.verification, self.intent),
                 "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
                 "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events]}
 
@@ -83,8 +84,7 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
                 seen_claims.add(a["claimed_at"])
                 events.append(Event(a["claimed_at"], "claimed",
                                     f"by {a['lease_owner']} (lease version {a['lease_version']})"))
-            events.append(Event(a["attempted_at"] or a["observed_at"], "attempted",
-                                f"attempt {a['attempt_id']} began"))
+            events.append(Event(a["attempted_at"] or a["observed_at"], "attempted", f"{_attempt(a)} began"))
         else:
             events.append(Event(a["observed_at"], "observed", _outcome(a)))
     last_claim = row.get("last_claimed_at")
@@ -104,15 +104,39 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
     return events
 
 
+def _attempt(a: dict[str, Any]) -> str:
+    """`attempt 2 (id 11:2)`: the number, and the attempt id (<intent id>:<attempt number>) the
+    provider request carried."""
+    return f"attempt {a['attempt_number']} (id {a['attempt_id']})"
+
+
 def _outcome(a: dict[str, Any]) -> str:
-    parts = [f"attempt {a['attempt_id']} {a['outcome']}"]
+    parts = [f"{_attempt(a)} {a['outcome']}"]
     if a["error_class"]:
         parts.append(f"{a['error_class']}: {redact_text(a['error_detail'] or '')}".rstrip(": "))
     if a["provider_ref"]:
-        parts.append(f"provider ref {a['provider_ref']}")
-    if a["segments"]:
+        parts.append(f"provider ref {redact_text(a['provider_ref'])}")
+    if a["segments"] and a["outcome"] == "accepted":  # what was billed: only a sent message has segments
         parts.append(f"{a['segments']} segment(s)")
     return "; ".join(parts)
+
+
+# Intent states with an attempt still to come: only these have a meaningful next_attempt_at.
+_WAITING = ("ready", "retryable", "ambiguous")
+
+
+def delivery_note(verification: dict[str, Any], intent: dict[str, Any] | None) -> str | None:
+    """What the bare statuses do not say: a pending verification nobody will receive."""
+    if verification["status"] != "pending" or intent is None:
+        return None
+    if intent["status"] == "failed":
+        return ("delivery failed for good: no message was delivered, none will be sent; the user needs a "
+                "new verification")
+    if intent["status"] == "accepted":
+        return "sent: the provider accepted it; waiting for the user to confirm"
+    if intent["status"] == "suppressed":
+        return f"delivery suppressed ({intent['suppression_reason']}): nothing will be sent"
+    return None
 
 
 def _clock(at: datetime | None) -> str:
@@ -121,13 +145,16 @@ def _clock(at: datetime | None) -> str:
 
 def render(t: Timeline) -> str:
     v, i = t.verification, t.intent
-    lines = [f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}",
+    note = delivery_note(v, i)
+    lines = [f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}"
+             + (f" ({note})" if note else ""),
              f"  account {v['account_id']}  purpose {v['purpose']}  locale {v['locale']}  "
              f"expires {_clock(v['expires_at'])}  wrong codes {v['confirm_failures']}"]
     if i:
         lease = f"{i['lease_owner']} until {_clock(i['lease_until'])}" if i["lease_owner"] else "-"
+        upcoming = f"  next attempt {_clock(i['next_attempt_at'])}" if i["status"] in _WAITING else ""
         lines.append(f"  intent {i['id']}  status {i['status']}  attempts {i['attempts']}/{i['max_attempts']}  "
-                     f"ambiguous {i['ambiguous_count']}  lease {lease}  next attempt {_clock(i['next_attempt_at'])}")
+                     f"ambiguous {i['ambiguous_count']}  lease {lease}{upcoming}")
         if i["last_error"]:
             lines.append(f"  last error: {i['last_error']}")
     else:

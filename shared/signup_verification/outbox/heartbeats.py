@@ -3,7 +3,8 @@
     dispatch:<deployment>    last_claim_at (the absence alert reads it), at most one write per
                              HEARTBEAT_SECONDS; watermark.send_latency_seconds, the per-channel send
                              latency that seeds the next invocation's batch sizing (a cold instance
-                             starts informed).
+                             starts informed); last_completed_at at the end of every invocation
+                             (complete_dispatch: the status table's last completed run).
     reconcile:<deployment>   last_started_at, last_completed_at and the reconciler's watermark
                              (operations/reconciler/watermark.py decides what it says), guarded by a
                              session advisory lock so one run at a time writes it.
@@ -49,6 +50,12 @@ def save_latency(db: Database, deployment: str, latency: Mapping[str, float]) ->
     """What this invocation measured, for the next one."""
     db.run(load_sql(__file__, "heartbeat_save_latency.sql"), name=dispatch_name(deployment),
            latency=json.dumps(dict(latency)))
+
+
+def complete_dispatch(db: Database, deployment: str) -> None:
+    """The invocation ended (idle or not): the status table's "last completed" for dispatch."""
+    db.run(load_sql(__file__, "heartbeat_complete_dispatch.sql"), name=dispatch_name(deployment),
+           deployment=deployment)
 
 
 class ClaimBeat:

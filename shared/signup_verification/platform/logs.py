@@ -13,6 +13,11 @@ Format: LOG_FORMAT=json|text; default json on Cloud Run (K_SERVICE is set there)
 Level: LOG_LEVEL (default INFO). Trace ids are prefixed `projects/<id>/traces/` when
 GOOGLE_CLOUD_PROJECT (or GCP_PROJECT) is set, which Cloud Logging needs to link them to Cloud Trace.
 
+Idle runs are quiet: a dispatch or reconcile run that moved nothing, and the signals of a channel
+with nothing live (operations/signals.py), are DEBUG records. In JSON they are still written
+(the log-based metrics and the absence alert count every `event="signals"` record, whatever its
+severity); in text, below LOG_LEVEL=DEBUG, they are not shown.
+
 Redaction is a safety net, not the policy: code never logs a token, a code or a destination. The
 filter still masks anything shaped like an email address or an E.164 number, any `token=` /
 `code=` value, anything shaped like a link token, and the query string of the request URL that
@@ -154,6 +159,38 @@ class RedactionFilter(logging.Filter):
         record.http_request = request
 
 
+# -- quiet idle runs -------------------------------------------------------------------------------
+SIGNALS_LOGGER = "signup_verification.operations.signals"
+_RUN_EVENTS = {"dispatch_summary", "reconcile"}
+_NOT_MOVES = {"elapsed_ms", "send_latency_seconds", "watermark_covered_through", "deployment", "lease_owner",
+              "event", "drained", "backlog"}
+
+
+def idle_run(fields: Mapping[str, Any]) -> bool:
+    """A dispatch_summary or reconcile record of a run that moved nothing and left nothing behind."""
+    if fields.get("event") not in _RUN_EVENTS or fields.get("skipped") or fields.get("drained") is False:
+        return False
+    if fields.get("backlog"):
+        return False
+    return not any(isinstance(v, (int, float)) and not isinstance(v, bool) and v
+                   for k, v in fields.items() if k not in _NOT_MOVES)
+
+
+class QuietIdleFilter(logging.Filter):
+    """Idle run records become DEBUG; below `threshold` they are dropped (text) or kept (json: kept
+    at DEBUG severity, since operators read them in Cloud Logging)."""
+
+    def __init__(self, threshold: int, drop: bool) -> None:
+        super().__init__()
+        self.threshold, self.drop = threshold, drop
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = getattr(record, "json_fields", None)
+        if record.levelno == logging.INFO and isinstance(fields, Mapping) and idle_run(fields):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return not (self.drop and record.levelno < self.threshold)
+
+
 # -- formats ---------------------------------------------------------------------------------------
 class TextFormatter(logging.Formatter):
     """`12:00:01.234 INFO  signup_verification.reconciler: message  key=value ...` for a terminal."""
@@ -212,8 +249,13 @@ def configure(config: LoggingConfig | None = None, *, deployment: str | None = N
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level or config.level.upper())
-    # The client library's own loggers must not feed back into a handler that may call it.
-    for name in ("google.cloud", "google.auth", "urllib3"):
+    fmt = fmt or config.format
+    handler.addFilter(QuietIdleFilter(root.level, drop=fmt != "json"))
+    # The metric records are written at any severity in JSON (their count is the absence alert).
+    logging.getLogger(SIGNALS_LOGGER).setLevel(logging.DEBUG if fmt == "json" else logging.NOTSET)
+    # The client library's own loggers must not feed back into a handler that may call it; pgserver's
+    # progress lines (the embedded database, local only) are not ours to show.
+    for name in ("google.cloud", "google.auth", "urllib3", "pgserver"):
         logging.getLogger(name).setLevel(logging.WARNING)
     # The library's one-time diagnostic line goes through its own handler; do not print it twice.
     logging.getLogger("google.cloud.logging_v2.handlers.structured_log").propagate = False

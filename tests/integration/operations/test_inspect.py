@@ -34,8 +34,8 @@ def test_inspect_tells_the_story_of_one_delivery(db):
     assert [e.kind for e in found.events] == ["intended", "claimed", "attempted", "observed", "claimed",
                                               "attempted", "observed", "verified"]
     observed = [e.detail for e in found.events if e.kind == "observed"]
-    assert observed == [f"attempt {first.id}:1 ambiguous; lease_lost: lease expired while attempting",
-                        f"attempt {first.id}:2 accepted; provider ref msg-42"]
+    assert observed == [f"attempt 1 (id {first.id}:1) ambiguous; lease_lost: lease expired while attempting",
+                        f"attempt 2 (id {first.id}:2) accepted; provider ref msg-42"]
     text = inspect.render(found)
     assert "u***@example.com" in text and "worker-a" in text and "status verified" in text
     assert "user0.acct@example.com" not in text and _token_of(db, vid) not in text
@@ -74,7 +74,31 @@ def test_verifyctl_inspect_status_and_reconcile(service_env, db, capsys):
     assert "reconcile:test" in table and "alerts: none" in table
 
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '10 minutes'")
-    assert cli.main(["status", "--check"]) == 2
+    assert cli.main(["status", "--check"]) == cli.EXIT_ALERT == 3  # not argparse's usage error (2)
     assert "ALERTS" in capsys.readouterr().out
     assert cli.main(["status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["channels"]["email"]["ready_count"] == 1
+
+
+def test_a_delivery_that_failed_for_good_says_so_and_promises_nothing(db):
+    """A pending verification whose only delivery failed: no "next attempt", no billed segments,
+    and the header says nobody will receive it."""
+    [vid] = make_verifications(db, 1)
+    [c] = t.claim(db, "w", 1, 30)
+    t.begin_attempts(db, "w", [c.fence])
+    t.settle(db, "w", [Settlement(c.id, c.lease_version, "failed", 0, "recipient_rejected", "550 5.1.1 no such user",
+                                  segments=1)])
+    found = inspect.timeline(db, vid)
+    text = inspect.render(found)
+    header = text.splitlines()[0]
+    assert "status pending (delivery failed for good" in header and "new verification" in header
+    assert "next attempt" not in text and "segment" not in text
+    assert f"attempt 1 (id {c.id}:1) failed; recipient_rejected: 550 5.1.1 no such user" in text
+    assert found.as_json()["delivery_note"].startswith("delivery failed for good")
+
+
+def test_a_waiting_delivery_shows_its_next_attempt(db):
+    [vid] = make_verifications(db, 1)
+    text = inspect.render(inspect.timeline(db, vid))
+    assert "status ready" in text and "next attempt 20" in text
+    assert "(delivery" not in text.splitlines()[0]
