@@ -339,29 +339,41 @@ class Run:
                 elif not paused and now >= pause_at:
                     paused = self._freeze_one(db)  # retried until a worker has sends in flight
                 elif now >= next_kill and now < c.chaos_seconds:
-                    self._kill_one(rng)
-                    next_kill = now + rng.uniform(*c.kill_every)
+                    if self._kill_one(rng, db):  # retried until a worker holds leases
+                        next_kill = now + rng.uniform(*c.kill_every)
                 time.sleep(0.05)
         finally:
             db.close()
 
-    def _kill_one(self, rng: random.Random) -> None:
+    def _lease_holders(self, db: Database) -> set[int] | None:
+        """The pids of the workers holding leases (claimed or attempting) now; None while the server is down."""
+        try:
+            owners = db.run("SELECT DISTINCT lease_owner FROM delivery_intents WHERE status IN ('claimed', 'attempting')")
+        except UnavailableError:
+            return None
+        return {int(o[0].split(":")[2]) for o in owners}
+
+    def _kill_one(self, rng: random.Random, db: Database) -> bool:
+        """SIGKILL a worker that holds leases: a kill mid-work, not one of a process still importing
+        (a start-up costs a worker about a second of CPU; killed then, it leaves nothing to recover)."""
+        holders = self._lease_holders(db)
         with self.lock:
-            live = [s for s in self.slots if s["proc"] is not None and s["proc"].poll() is None and not s["paused"]]
-            if live:
-                slot = rng.choice(live)
-                slot["killed"] = True
-                os.kill(slot["proc"].pid, signal.SIGKILL)
+            live = [s for s in self.slots if s["proc"] is not None and s["proc"].poll() is None and not s["paused"]
+                    and (holders is None or s["proc"].pid in holders)]
+            if not live:
+                return False
+            slot = rng.choice(live)
+            slot["killed"] = True
+            os.kill(slot["proc"].pid, signal.SIGKILL)
+            return True
 
     def _freeze_one(self, db: Database) -> bool:
-        """SIGSTOP a worker that holds leases, for longer than its lease; SIGCONT it later. Whether it
+        """SIGSTOP a worker that holds leases (claimed or attempting), for longer than its lease; SIGCONT it later. Whether it
         still holds them is read again once it is stopped (it cannot change them then): if its batch
         settled in between, it is resumed at once and another moment is tried."""
-        try:
-            owners = db.run("SELECT DISTINCT lease_owner FROM delivery_intents WHERE status = 'attempting'")
-        except UnavailableError:
+        pids = self._lease_holders(db)  # claimed ahead or attempting: either write is fenced on resume
+        if pids is None:
             return False
-        pids = {int(o[0].split(":")[2]) for o in owners}
         with self.lock:
             slot = next((s for s in self.slots if s["proc"] is not None and s["proc"].pid in pids
                          and s["proc"].poll() is None and not s.get("fault")), None)  # one that will live to write
