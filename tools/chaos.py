@@ -359,10 +359,12 @@ class Run:
 
     def _kill_one(self, rng: random.Random, db: Database) -> None:
         """SIGKILL a worker, one holding leases when there is one: a kill mid-work, rather than of a
-        process still starting (each start-up costs a worker CPU time; killed then, it leaves nothing)."""
+        process still starting (each start-up costs a worker CPU time; killed then, it leaves nothing).
+        Launches carrying a fault point are left to reach it (killed early, they only hand it on)."""
         holders = self._lease_holders(db)
         with self.lock:
-            live = [s for s in self.slots if s["proc"] is not None and s["proc"].poll() is None and not s["paused"]]
+            live = [s for s in self.slots if s["proc"] is not None and s["proc"].poll() is None and not s["paused"]
+                    and not s.get("fault")]
             working = [s for s in live if s["proc"].pid in holders]
             if working or live:
                 slot = rng.choice(working or live)
