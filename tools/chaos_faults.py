@@ -59,6 +59,11 @@ class Faults:
     deliveries: list[Delivered] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    # The first requests of each channel get one of each fault kind, then they come at random: a run
+    # whose workers send little while the faults are on (slow start-ups, kills) still meets every kind.
+    forced: dict[str, list[str]] = field(default_factory=lambda: {
+        channel: ["timeout", "reset_after", "reset_before", "throttle", "server_error"] for channel in ("email", "sms")})
+
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
@@ -68,7 +73,11 @@ class Faults:
             return None
         r = self.rates
         with self._lock:
+            forced = self.forced.get(channel)
             x = self._rng.random()
+            if forced:
+                self.injected[f"{channel}_{forced[0]}"] += 1
+                return forced.pop(0)
         for kind, rate in (("timeout", r.timeout), ("reset_after", r.reset_after), ("reset_before", r.reset_before),
                            ("throttle", r.throttle), ("server_error", r.server_error)):
             if x < rate:

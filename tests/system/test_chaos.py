@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import chaos  # noqa: E402
 from chaos_checks import Ledger, check  # noqa: E402
-from chaos_faults import Delivered  # noqa: E402
+from chaos_faults import Delivered, FaultRates, Faults  # noqa: E402
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 
@@ -165,3 +165,17 @@ def test_a_link_that_would_expire_before_its_send_finishes_is_never_sent(db, bat
     if batch_seconds < 1:  # a batch claimed ahead is checked again before it begins: no attempt for a dead link
         assert db.run("SELECT count(*) FROM delivery_attempts WHERE outcome = 'attempting'") == [[received]]
     assert states == ([["accepted", None, 1]] if received else []) + [["suppressed", "expired", 3 - received]]
+
+
+def test_the_first_requests_of_each_channel_meet_every_fault_kind():
+    """The quick run asserts each fault kind happened; drawn only at random, a run whose workers sent
+    little while the faults were on met two kinds of five. Each channel's first requests get one of
+    each, in a fixed order; after them the rates apply, and a switched-off run injects nothing."""
+    faults = Faults(FaultRates(), seed=1, answer_delay=0.1)
+    kinds = ["timeout", "reset_after", "reset_before", "throttle", "server_error"]
+    assert [faults.draw("email") for _ in kinds] == kinds
+    assert [faults.draw("sms") for _ in kinds] == kinds
+    assert dict(faults.injected) == {f"{channel}_{kind}": 1 for channel in ("email", "sms") for kind in kinds}
+    later = [faults.draw("email") for _ in range(2000)]
+    assert 0.1 < sum(kind is not None for kind in later) / len(later) < 0.26  # the configured 18 %, not forced
+    assert Faults(FaultRates(), seed=1, answer_delay=0.1, enabled=False).draw("email") is None

@@ -33,8 +33,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, TextIO
 
-from google.cloud.logging_v2.handlers import StructuredLogHandler
-
 from .redaction import mask_email, mask_phone
 
 __all__ = ["LoggingConfig", "configure", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
@@ -214,6 +212,10 @@ def build_handler(fmt: str, *, deployment: str, project_id: str | None = None,
     target = stream or _SinkStream("stderr" if stderr else "stdout")
     handler: logging.Handler
     if fmt == "json":
+        # Imported here: google-cloud-logging costs ~0.4 s of CPU to import, paid by every verifyctl
+        # process (config.py imports this module) though only the JSON format needs it.
+        from google.cloud.logging_v2.handlers import StructuredLogHandler
+
         handler = StructuredLogHandler(labels={"deployment": deployment}, stream=target, project_id=project_id,
                                        json_encoder_cls=_Encoder)
     else:
