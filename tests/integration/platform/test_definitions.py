@@ -71,13 +71,16 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     before = snapshot(upgraded)
 
     run = migrations.migrate(upgraded)  # the current package on the older database
-    assert run.migrations == ("004",)
+    assert run.migrations == ("004", "005")
     assert run.definitions == tuple(d.name for d in migrations.discover_definitions())
     migrations.migrate(fresh)
     assert snapshot(upgraded) == snapshot(fresh)
-    # Moving the objects into definitions changed none of them: same bodies, same view text.
+    # Moving the objects into definitions changed none of them: same bodies, same view text
+    # (except what later issues changed on purpose: issue 15's abuse limits at create).
+    changed_since = {"create_verification", "create_limit_wait", "limit_wait"}
     after = snapshot(upgraded)
-    assert (after["functions"], after["views"]) == (before["functions"], before["views"])
+    kept = [[row for row in part if row[0] not in changed_since] for part in (after["functions"], before["functions"])]
+    assert kept[0] == kept[1] and after["views"] == before["views"]
     assert upgraded.run("SELECT name, checksum FROM schema_definitions ORDER BY name") == sorted(
         [d.name, d.checksum] for d in migrations.discover_definitions())
     assert {name for name, _ in snapshot(fresh)["functions"]} >= {
