@@ -18,3 +18,15 @@ CREATE INDEX create_events_account ON create_events (account_id, created_at);
 CREATE INDEX create_events_prefix ON create_events (prefix_key, created_at) WHERE prefix_key IS NOT NULL;
 CREATE INDEX create_events_country ON create_events (country, created_at) WHERE country IS NOT NULL;
 CREATE INDEX create_events_client ON create_events (client_key, created_at) WHERE client_key IS NOT NULL;
+
+-- The global SMS budget (SMS_MAX_PER_HOUR): an operator's `verifyctl sms resume` grants the
+-- current UTC hour another budget's worth; the next hour starts from the plain budget again.
+CREATE TABLE sms_budget_grants (
+    hour        timestamptz PRIMARY KEY,
+    extra       integer NOT NULL CHECK (extra > 0),
+    granted_by  text NOT NULL,
+    granted_at  timestamptz NOT NULL DEFAULT now()
+);
+-- Counts this hour's begun SMS attempts on an index (sms_budget_left).
+CREATE INDEX delivery_attempts_sms_begun ON delivery_attempts (observed_at)
+    WHERE channel = 'sms' AND outcome = 'attempting';

@@ -104,6 +104,17 @@ def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
+def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Lift a paused SMS budget for the rest of this hour: another SMS_MAX_PER_HOUR sends (issue 15)."""
+    import getpass
+
+    from .operations import signals
+
+    left = signals.resume_sms(runtime.db, runtime.config.signals, f"verifyctl:{getpass.getuser()}")
+    print(f"SMS resumed: {left} sends left this hour")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verifyctl", description="Signup verification delivery: operator commands.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.add_argument("--json", action="store_true")
     inspect_cmd.set_defaults(func=cmd_inspect)
     sub.add_parser("reconcile", help="run one reconcile sweep now (prints its report)").set_defaults(func=cmd_reconcile)
+    sms = sub.add_parser("sms", help="the global SMS budget (SMS_MAX_PER_HOUR)")
+    sms_sub = sms.add_subparsers(dest="sms_command", required=True)
+    sms_sub.add_parser("resume", help="grant this hour another budget's worth of SMS after a pause"
+                       ).set_defaults(func=cmd_sms_resume)
     key = sub.add_parser("new-key", help="print a fresh TOKEN_KEYS entry")
     key.add_argument("--key-id", default=None)
     key.set_defaults(func=cmd_new_key)

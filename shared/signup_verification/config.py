@@ -119,6 +119,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             idle_wait=read.flag("DISPATCH_IDLE_WAIT", production),
             idle_poll_seconds=read.positive("DISPATCH_IDLE_POLL_SECONDS", 0.25),
             settle_connection=read.flag("DISPATCH_SETTLE_CONNECTION", False),
+            sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1),
             messages=MessageConfig(product_name=product, email_from=email_from, code_digits=digits,
                                    link_base=read.text("VERIFY_LINK_BASE") or "http://localhost:8082/")),
         retry=retry,
@@ -126,7 +127,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         reconciler=_reconciler(read, retry, deployment, timeout),
         signals=SignalsConfig(window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
                               ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
-                              watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0)),
+                              watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
+                              sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1)),
         auth=_auth(read, production),
         migrations=_migrations(read),
     )
