@@ -130,3 +130,35 @@ resource "google_monitoring_alert_policy" "oscillation" {
     content   = "Some deliveries keep ending with an unknown outcome and being retried: the provider is timing out after (perhaps) accepting, so people may receive duplicates. Check the provider's status page and delivery attempts by outcome; consider switching the channel's ambiguity policy to hold."
   }
 }
+
+resource "google_monitoring_alert_policy" "sms_budget" {
+  display_name          = "${var.name}: SMS budget spent, SMS sends paused"
+  combiner              = "OR"
+  severity              = "CRITICAL"
+  notification_channels = var.notification_channels
+  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
+
+  conditions {
+    display_name = "records reporting the SMS budget spent"
+    condition_threshold {
+      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_paused_records.name}\" AND ${local.run_filter}"
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.deployment"]
+      }
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour."
+  }
+}

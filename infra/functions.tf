@@ -24,6 +24,8 @@ locals {
     VERIFY_LINK_BASE         = var.verify_link_base != "" ? var.verify_link_base : "${local.confirm_url}/"
     EMAIL_TRANSPORT          = var.email_transport
     EMAIL_FROM               = var.email_from
+    SMS_ALLOWED_COUNTRIES    = join(",", var.sms_allowed_countries)
+    SMS_MAX_PER_HOUR         = tostring(var.sms_max_per_hour)
     SMTP_HOST                = var.smtp.host
     SMTP_PORT                = tostring(var.smtp.port)
     SMTP_USERNAME            = var.smtp.username

@@ -131,3 +131,23 @@ resource "google_logging_metric" "oscillating_records" {
   label_extractors = local.channel_labels
   depends_on       = [google_project_service.api]
 }
+
+# Records that report the global SMS budget spent (SMS_MAX_PER_HOUR, issue 15): SMS sends paused.
+resource "google_logging_metric" "sms_budget_paused_records" {
+  name        = "${var.name}/sms_budget_paused_records"
+  description = "Signal records with sms_budget_paused = true: the hourly SMS budget is spent and SMS sends are paused (SMS pumping?)."
+  filter      = "${local.signals_filter} AND jsonPayload.sms_budget_paused=true"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "${var.name} SMS budget paused records"
+    labels {
+      key        = "deployment"
+      value_type = "STRING"
+    }
+  }
+  label_extractors = { deployment = "EXTRACT(jsonPayload.deployment)" }
+  depends_on       = [google_project_service.api]
+}

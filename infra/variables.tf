@@ -206,6 +206,21 @@ variable "sms_transport" {
   }
 }
 
+variable "sms_allowed_countries" {
+  description = "ISO 3166 alpha-2 countries create may send SMS to (SMS_ALLOWED_COUNTRIES, docs/security.md): no default, the create function refuses to start without it."
+  type        = list(string)
+  validation {
+    condition     = length(var.sms_allowed_countries) > 0 && alltrue([for c in var.sms_allowed_countries : can(regex("^[A-Z]{2}$", c))])
+    error_message = "sms_allowed_countries must be a non-empty list of ISO 3166 alpha-2 codes such as \"US\"."
+  }
+}
+
+variable "sms_max_per_hour" {
+  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and an alert fires."
+  type        = number
+  default     = 500
+}
+
 variable "email_from" {
   description = "From header of verification emails."
   type        = string

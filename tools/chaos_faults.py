@@ -45,6 +45,7 @@ class FaultRates:
     reset_before: float = 0.02  # connection reset before the message was taken
     throttle: float = 0.05      # Twilio 429 + Retry-After / SMTP 421: never processed, retryable
     server_error: float = 0.04  # Twilio 5xx (half of them sent anyway): ambiguous; SMTP 451: retryable
+    echo_url: float = 0.02      # SMTP only: 451 quoting the message's first URL (issue 15, item 12): retryable
     permanent_every: int = 250  # one destination in N is refused for good (Twilio 21211 / SMTP 550 5.1.1)
 
 
@@ -79,7 +80,8 @@ class Faults:
                 self.injected[f"{channel}_{forced[0]}"] += 1
                 return forced.pop(0)
         for kind, rate in (("timeout", r.timeout), ("reset_after", r.reset_after), ("reset_before", r.reset_before),
-                           ("throttle", r.throttle), ("server_error", r.server_error)):
+                           ("throttle", r.throttle), ("server_error", r.server_error),
+                           ("echo_url", r.echo_url if channel == "email" else 0.0)):
             if x < rate:
                 self.count(f"{channel}_{kind}")
                 return kind
@@ -177,6 +179,9 @@ class _ChaosSmtpHandler(_Handler):
             return "421 4.7.0 Too many messages, try again later"
         if kind == "server_error":
             return "451 4.3.0 Temporary local problem"
+        if kind == "echo_url":  # a content filter quoting the live link: it must never be stored
+            found = re.search(r"https?://\S+", _email_text(envelope))
+            return f"451 4.7.1 URL deferred by policy: {found.group() if found else '-'}"
         self.faults.record(_email_delivery(envelope))
         if kind == "reset_after":
             server.transport.abort()
@@ -186,9 +191,13 @@ class _ChaosSmtpHandler(_Handler):
         return "250 2.0.0 Ok: queued"
 
 
-def _email_delivery(envelope) -> Delivered:
+def _email_text(envelope) -> str:
     message = email.message_from_bytes(bytes(envelope.content), policy=email.policy.default)
-    text = "".join(part.get_content() for part in message.walk() if part.get_content_type() == "text/plain")
+    return "".join(part.get_content() for part in message.walk() if part.get_content_type() == "text/plain")
+
+
+def _email_delivery(envelope) -> Delivered:
+    text = _email_text(envelope)
     match = _LINK_TOKEN.search(text)
     return Delivered("email", envelope.rcpt_tos[0], match.group(1) if match else None, time.time())
 

@@ -117,6 +117,20 @@ def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
+def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Lift a paused SMS budget for the rest of this hour: another SMS_MAX_PER_HOUR sends (issue 15)."""
+    import getpass
+
+    from .operations import signals
+
+    left = signals.resume_sms(runtime.db, runtime.config.signals, f"verifyctl:{getpass.getuser()}")
+    if getattr(args, "json", False):
+        print(json.dumps({"sms_budget_left": left}))
+    else:
+        print(f"SMS resumed: {left} sends left this hour")
+    return 0
+
+
 def _plain(value: Any) -> Any:
     """A dataclass result as JSON-ready data (paths and datetimes as strings)."""
     import dataclasses
@@ -176,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
              "One reconcile sweep, as Cloud Scheduler triggers it: expired leases, ambiguous attempts, "
              "retention. The report is JSON on stdout, log records on stderr.", cmd_reconcile,
              json_help="the report is always JSON (accepted for uniformity)")
+    sms = sub.add_parser("sms", help="the global SMS budget (SMS_MAX_PER_HOUR)",
+                         description="The global SMS budget: past SMS_MAX_PER_HOUR in a UTC hour, SMS sends "
+                                     "pause (intents stay eligible) until the next hour or a resume.")
+    sms_sub = sms.add_subparsers(dest="sms_command", required=True, metavar="ACTION")
+    _command(sms_sub, "resume", "grant this hour another budget's worth of SMS after a pause",
+             "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
+             cmd_sms_resume)
     key = _command(sub, "new-key", "print a fresh TOKEN_KEYS entry",
                    "Print a new key_id:secret entry to prepend to TOKEN_KEYS (the first entry signs, every "
                    "entry verifies).", cmd_new_key)

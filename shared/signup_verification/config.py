@@ -32,6 +32,7 @@ from .platform.logs import LoggingConfig
 from .platform.migrations import MigrationConfig
 from .platform.shutdown import ShutdownConfig
 from .verifications.confirm import ConfirmConfig
+from .verifications import abuse
 from .verifications.create import CreateConfig
 from .verifications.tokens import Keyring, TokenConfig
 
@@ -105,7 +106,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             max_delivery_attempts=read.integer("MAX_DELIVERY_ATTEMPTS", 5, 1),
             idempotency_ttl_seconds=read.integer("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, 60),
             rate_limit_per_hour=read.integer("RATE_LIMIT_PER_HOUR", 5, 1),
-            rate_limit_spacing_seconds=read.integer("RATE_LIMIT_SPACING_SECONDS", 60, 0)),
+            rate_limit_spacing_seconds=read.integer("RATE_LIMIT_SPACING_SECONDS", 60, 0),
+            abuse=_abuse(read, production, function_target)),
         confirm=ConfirmConfig(code_digits=digits, product_name=product),
         dispatch=DispatchConfig(
             deployment=deployment, production=production, function_timeout_seconds=timeout,
@@ -117,6 +119,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             idle_wait=read.flag("DISPATCH_IDLE_WAIT", production),
             idle_poll_seconds=read.positive("DISPATCH_IDLE_POLL_SECONDS", 0.25),
             settle_connection=read.flag("DISPATCH_SETTLE_CONNECTION", False),
+            sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1),
             messages=MessageConfig(product_name=product, email_from=email_from, code_digits=digits,
                                    link_base=read.text("VERIFY_LINK_BASE") or "http://localhost:8082/")),
         retry=retry,
@@ -124,7 +127,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         reconciler=_reconciler(read, retry, deployment, timeout),
         signals=SignalsConfig(window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
                               ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
-                              watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0)),
+                              watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
+                              sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1)),
         auth=_auth(read, production),
         migrations=_migrations(read),
     )
@@ -268,6 +272,41 @@ def _tokens(read: _Reader, production: bool, local_dir: Path, target: str | None
     elif production and target in TOKEN_TARGETS:  # reconcile and status never touch tokens
         read.fail("TOKEN_KEYS is required in production")
     return config
+
+
+def _abuse(read: _Reader, production: bool, target: str | None) -> abuse.AbuseConfig:
+    """Issue 15's create-time limits. Production's create target refuses to start without an
+    explicit SMS country list: the local default is for development, not a policy."""
+    d = abuse.AbuseConfig()
+    countries = _word_set(read.text("SMS_ALLOWED_COUNTRIES"), upper=True)
+    if countries is None and production and target == "create_verification":
+        read.fail("SMS_ALLOWED_COUNTRIES is required in production (ISO 3166 alpha-2 codes, e.g. US,CA,GB)")
+    if countries is not None and not all(len(c) == 2 and c.isascii() and c.isalpha() for c in countries):
+        read.fail("SMS_ALLOWED_COUNTRIES must be ISO 3166 alpha-2 codes separated by commas, e.g. US,CA,GB")
+        countries = None
+    types = _word_set(read.text("SMS_ALLOWED_NUMBER_TYPES"), upper=False)
+    if types is not None and not types <= abuse.NUMBER_TYPES.keys():
+        read.fail("SMS_ALLOWED_NUMBER_TYPES must name phonenumbers types: " + ", ".join(sorted(abuse.NUMBER_TYPES)))
+        types = None
+    domains = read.text("PLUS_TAG_DOMAINS")
+    plus: frozenset[str] | None = d.plus_tag_domains
+    if domains is not None:
+        plus = None if domains.strip() == "*" else _word_set(domains, upper=False) or frozenset()
+    coarse = read.choice("RATE_LIMIT_RETRY_AFTER", "exact", {"exact", "coarse"}) == "coarse"
+    return abuse.AbuseConfig(
+        sms_allowed_countries=countries or d.sms_allowed_countries,
+        sms_allowed_number_types=types or d.sms_allowed_number_types,
+        per_account_per_hour=read.integer("RATE_LIMIT_ACCOUNT_PER_HOUR", d.per_account_per_hour, 1),
+        per_prefix_per_hour=read.integer("RATE_LIMIT_PREFIX_PER_HOUR", d.per_prefix_per_hour, 1),
+        per_country_per_hour=read.integer("RATE_LIMIT_COUNTRY_PER_HOUR", d.per_country_per_hour, 1),
+        per_client_per_hour=read.integer("RATE_LIMIT_CLIENT_PER_HOUR", d.per_client_per_hour, 1),
+        plus_tag_domains=plus, coarse_retry_after=coarse)
+
+
+def _word_set(raw: str | None, upper: bool) -> frozenset[str] | None:
+    """'a, b' -> {'a', 'b'} (case-normalised); unset or blank -> None."""
+    words = frozenset((w.strip().upper() if upper else w.strip().lower()) for w in (raw or "").split(",") if w.strip())
+    return words or None
 
 
 def _retry_policy(read: _Reader) -> RetryPolicy:

@@ -8,19 +8,21 @@
 -- A concurrent request with the same key blocks on the key's unique index until the first
 -- commits, then replays it: callers never see 409 for an in-flight key.
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
+DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
+    text, text, bytea, bytea, interval, integer, integer, integer, interval, interval);
 CREATE OR REPLACE FUNCTION create_verification(
     p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
     p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
     p_template_version text, p_key_id text, p_token_nonce bytea, p_token_digest bytea,
     p_ttl interval, p_max_confirm_failures integer, p_max_attempts integer,
-    p_rate_limit integer, p_rate_window interval, p_rate_spacing interval)
+    p_rate_limit integer, p_rate_window interval, p_rate_spacing interval,
+    -- abuse limits (issue 15, sql/006_abuse.sql): keyed digests computed by verifications/abuse.py
+    p_destination_key bytea, p_prefix_key bytea, p_country text, p_client_key bytea,
+    p_per_account integer, p_per_prefix integer, p_per_country integer, p_per_client integer)
 RETURNS TABLE (outcome text, verification jsonb, retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     existing idempotency_keys%ROWTYPE;
-    recent_count integer;
-    newest_recent timestamptz;
-    limit_frees_at timestamptz;
     wait_seconds integer := 0;
     created verifications%ROWTYPE;
     fields jsonb;
@@ -51,40 +53,35 @@ BEGIN
         RETURN;
     END LOOP;
 
-    -- Serialise creations per destination, so the rate limit cannot be raced, then per account and
-    -- channel, so the supersede below sees a concurrent create of the same account (its snapshot
-    -- would miss an uncommitted one and leave two pending). Always in this order: no deadlock.
-    -- lower(): 'Ada@x' and 'ADA@x' reach one inbox and share one limit.
-    PERFORM pg_advisory_xact_lock(hashtextextended('destination:' || p_channel || ':' || lower(p_destination), 0));
-    PERFORM pg_advisory_xact_lock(hashtextextended('account:' || p_channel || ':' || p_account_id, 0));
-    SELECT count(*), max(created_at) INTO recent_count, newest_recent
-      FROM verifications
-     WHERE channel = p_channel AND destination IS NOT NULL AND lower(destination) = lower(p_destination)
-       AND created_at > now() - p_rate_window;
-    IF recent_count >= p_rate_limit THEN
-        -- The limit frees up when the creation that filled it leaves the window.
-        SELECT created_at + p_rate_window INTO limit_frees_at
-          FROM verifications
-         WHERE channel = p_channel AND destination IS NOT NULL AND lower(destination) = lower(p_destination)
-           AND created_at > now() - p_rate_window
-         ORDER BY created_at DESC OFFSET p_rate_limit - 1 LIMIT 1;
-        wait_seconds := ceil(extract(epoch FROM limit_frees_at - now()));
-    END IF;
-    IF newest_recent > now() - p_rate_spacing THEN
-        wait_seconds := greatest(wait_seconds, ceil(extract(epoch FROM newest_recent + p_rate_spacing - now())));
-    END IF;
+    -- ---- abuse limits (issue 15) ------------------------------------------------------------
+    -- Serialise creations per destination, so the rate limit cannot be raced, then per account, so
+    -- the per-account limit and the supersede below see a concurrent create of the same account (its
+    -- snapshot would miss an uncommitted one and leave two pending). Always in this order: no deadlock.
+    -- The destination key is the canonical destination's keyed digest: 'v.ictim+1@googlemail.com'
+    -- and 'victim@gmail.com' reach one inbox and share one limit.
+    PERFORM pg_advisory_xact_lock(hashtextextended('destination:' || p_channel || ':' || encode(p_destination_key, 'hex'), 0));
+    PERFORM pg_advisory_xact_lock(hashtextextended('account:' || p_account_id, 0));
+    SELECT l.wait_seconds INTO wait_seconds FROM create_limit_wait(
+        p_channel, p_account_id, p_destination_key, p_prefix_key, p_country, p_client_key,
+        p_rate_window, p_rate_spacing, p_rate_limit, p_per_account, p_per_prefix, p_per_country,
+        p_per_client) l;
     IF wait_seconds > 0 THEN
         -- Not stored against the key: the same request may be retried once the wait is over.
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
         RETURN QUERY SELECT 'rate_limited'::text, NULL::jsonb, wait_seconds;
         RETURN;
     END IF;
+    -- ---- end of abuse limits ------------------------------------------------------------------
 
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
                                token_nonce, token_digest, expires_at, max_confirm_failures)
     VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
             p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures)
     RETURNING * INTO created;
+    INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
+                               country, client_key)
+    VALUES (p_id, created.created_at, p_account_id, p_channel, p_destination_key, p_prefix_key, p_country,
+            p_client_key);
 
     -- A new verification supersedes the account's older pending ones on this channel:
     -- their tokens stop working and their undelivered intents are suppressed.

@@ -174,7 +174,7 @@ def test_fresh_install_imports_nothing_from_this_repository(fresh_venv: Path, so
 def test_every_target_serves_from_a_fresh_install(target, fresh_venv: Path, source_dir: Path, database_url: str):
     port = _free_port()
     env = {"PATH": f"{fresh_venv / 'bin'}:/usr/bin:/bin", "HOME": str(source_dir.parent),
-           "DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "ENVIRONMENT": "production",
+           "DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "ENVIRONMENT": "production", "SMS_ALLOWED_COUNTRIES": "US",
            "DEPLOYMENT": "bundle-test", "VERIFY_LINK_BASE": "https://verify.example.com/confirm/",
            "EMAIL_TRANSPORT": "console", "SMS_TRANSPORT": "console", "WORKERS": "1", "THREADS": "1",
            "FUNCTION_TIMEOUT_SECONDS": "20"}

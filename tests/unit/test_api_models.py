@@ -38,7 +38,7 @@ REGIONS = ["US", "GB", "DE", "FR", "JP", "BR", "IN", "AU", "NG", "SE"]
 phones = st.sampled_from(REGIONS).map(
     lambda region: phonenumbers.format_number(phonenumbers.example_number_for_type(
         region, phonenumbers.PhoneNumberType.MOBILE), phonenumbers.PhoneNumberFormat.E164))
-account_ids = st.text(st.characters(blacklist_categories=["Cc", "Cs"]), min_size=1, max_size=60).filter(
+account_ids = st.text(st.characters(blacklist_categories=["Cc", "Cf", "Zl", "Zp", "Cs"]), min_size=1, max_size=60).filter(
     lambda s: s.strip() == s and s != "")
 locales = st.none() | st.sampled_from(["en", "ja", "ja-JP", "pt-BR", "zh-Hant-TW", "EN-us"])
 valid_requests = st.one_of(

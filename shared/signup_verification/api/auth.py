@@ -91,7 +91,7 @@ def verify_signature(config: AuthConfig, header: str | None, body: bytes, now: f
     timestamp, candidates = None, []
     for part in header.split(","):
         name, _, value = part.strip().partition("=")
-        if name == "t" and value.isdigit() and len(value) <= 12:
+        if name == "t" and value.isascii() and value.isdigit() and len(value) <= 12:  # '²'.isdigit() is True
             timestamp = int(value)
         elif name == "v1" and len(value) == 64:
             candidates.append(value.lower().encode())
@@ -120,9 +120,9 @@ def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: floa
     try:
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: claims nested 5,000 deep
         return None
-    if not isinstance(claims, dict) or claims.get("iss") not in GOOGLE_ISSUERS:
+    if not isinstance(claims, dict) or not isinstance(claims.get("iss"), str) or claims["iss"] not in GOOGLE_ISSUERS:
         return None
     exp = claims.get("exp")
     now = time.time() if now is None else now

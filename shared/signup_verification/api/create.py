@@ -37,7 +37,7 @@ def new_verification(request: CreateVerificationRequest) -> domain.NewVerificati
     return domain.NewVerification(
         account_id=request.account_id, channel=request.channel, destination=request.destination,
         purpose=request.template, locale=templates.resolve_locale(version, request.locale),
-        template_version=version, fingerprint=fingerprint(request))
+        template_version=version, fingerprint=fingerprint(request), client_ip=request.client_ip)
 
 
 def _verification_body(v: domain.Verification) -> dict[str, Any]:
@@ -55,6 +55,9 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
     if isinstance(outcome, domain.KeyReused):
         raise Problem(422, "idempotency-key-reused", "Idempotency-Key reused with a different request",
                       "This Idempotency-Key was already used with another payload; use a new key.")
+    if isinstance(outcome, domain.Refused):
+        raise Problem(422, outcome.slug, outcome.title, outcome.detail,
+                      [{"pointer": "#/destination", "detail": outcome.field_detail}])
     raise Problem(429, "rate-limited", "Too many verifications for this destination",
                   f"Retry after {outcome.retry_after} seconds.", headers={"Retry-After": str(outcome.retry_after)})
 

@@ -1,6 +1,7 @@
 """Request models at the HTTP edge (pydantic): strict types, no unknown fields, normalised destinations."""
 from __future__ import annotations
 
+import ipaddress
 import re
 import unicodedata
 from typing import Any, Literal, TypeGuard
@@ -17,6 +18,8 @@ _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]{1,255}")
 # '+', letters, an extension) is refused rather than guessed at by libphonenumber's lenient parser.
 _E164 = re.compile(r"\+[1-9][0-9]{1,14}")
 _PHONE_SEPARATORS = str.maketrans("", "", " -.()")
+# Cc controls, and Cf/Zl/Zp (U+202E reorders what `verifyctl inspect` prints; U+2028 breaks lines).
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class CreateVerificationRequest(BaseModel):
@@ -27,12 +30,24 @@ class CreateVerificationRequest(BaseModel):
     destination: str = Field(min_length=3, max_length=320)
     locale: str | None = Field(default=None, max_length=35)
     template: str = Field(default="signup", min_length=1, max_length=64)
+    # The end user's address as the site saw it: the per-client velocity limit counts on it (issue 15).
+    client_ip: str | None = Field(default=None, max_length=45)
 
     @field_validator("account_id")
     @classmethod
     def _account_printable(cls, value: str) -> str:
-        if any(unicodedata.category(ch) == "Cc" for ch in value):
-            raise ValueError("account_id must not contain control characters")
+        if any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in value):
+            raise ValueError("account_id must not contain control or format characters")
+        return value
+
+    @field_validator("client_ip")
+    @classmethod
+    def _client_ip_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                raise ValueError("client_ip must be an IPv4 or IPv6 address") from None
         return value
 
     @field_validator("locale")

@@ -25,4 +25,7 @@ class DispatchConfig:
     # is claimed. Opt-in: its gain was not clear on the shared 2-core bench machine (docs/benchmarks.md),
     # and it costs a second connection per dispatch instance.
     settle_connection: bool = False
+    # SMS_MAX_PER_HOUR: the global SMS budget per UTC hour (SMS pumping, issue 15). Past it the claim
+    # takes no SMS intent until the next hour or `verifyctl sms resume`; email is unaffected.
+    sms_max_per_hour: int | None = 1000
     messages: MessageConfig = field(default_factory=MessageConfig)  # what the rendered messages say

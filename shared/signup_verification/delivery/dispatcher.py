@@ -197,10 +197,11 @@ class Dispatcher:
         plan = plan_batch(self.deadline.remaining() - ahead, latency, o.send_concurrency, o.max_batch, o.batch_seconds)
         if plan is None:
             return None
-        claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds)
+        sms_budget = o.sms_max_per_hour
+        claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds, sms_budget)
         if not claimed and settler.wait():
             # the settle that was in flight may have left retryable outcomes due at once: look again
-            claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds)
+            claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds, sms_budget)
         if not claimed:
             self._drained = True
             return None

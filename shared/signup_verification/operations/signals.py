@@ -33,6 +33,7 @@ class SignalsConfig:
     window_seconds: float = 300.0  # SIGNALS_WINDOW_SECONDS: attempts by outcome over this window
     ready_age_alert_seconds: float = 120.0  # READY_AGE_ALERT_SECONDS: the page threshold
     watermark_stale_seconds: float = 300.0  # RECONCILE_STALE_SECONDS: reconciler not advancing (infra alert too)
+    sms_max_per_hour: int | None = 1000  # SMS_MAX_PER_HOUR: the global SMS budget (alert once spent)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,12 @@ class Signals:
     last_claim_at: datetime | None = None
     reconciler_watermark: datetime | None = None
     workers: list[dict[str, Any]] = field(default_factory=list)
+    sms_budget_left: int | None = None  # None: no budget configured
+    sms_budget_resets_at: datetime | None = None
+
+    @property
+    def sms_paused(self) -> bool:
+        return self.sms_budget_left == 0
 
     def channel(self, name: str) -> ChannelSignals:
         return next(c for c in self.channels if c.channel == name)
@@ -73,6 +80,10 @@ class Signals:
                              f"(> {self.config.ready_age_alert_seconds:g} s)")
             if c.oscillating_count:
                 found.append(f"{c.channel}: {c.oscillating_count} delivery(ies) ambiguous twice or more")
+        if self.sms_paused:
+            resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
+            found.append(f"sms: budget of {self.config.sms_max_per_hour} per hour spent: SMS sends paused until "
+                         f"{resets} or `verifyctl sms resume` (SMS pumping? docs/deploy.md)")
         age = self.channels[0].reconciler_watermark_age_seconds if self.channels else None
         if age is None:
             found.append("reconciler: no completed sweep recorded for this deployment")
@@ -90,6 +101,9 @@ class Signals:
             "last_claim_at": self.last_claim_at.isoformat() if self.last_claim_at else None,
             "reconciler_watermark": self.reconciler_watermark.isoformat() if self.reconciler_watermark else None,
             "channels": {c.channel: {k: v for k, v in asdict(c).items() if k != "channel"} for c in self.channels},
+            "sms_budget": {"max_per_hour": self.config.sms_max_per_hour, "left": self.sms_budget_left,
+                           "paused": self.sms_paused,
+                           "resets_at": self.sms_budget_resets_at.isoformat() if self.sms_budget_resets_at else None},
             "alerts": self.alerts(),
             "workers": self.workers,
         }
@@ -98,7 +112,8 @@ class Signals:
 def compute(db: Database, deployment: str, config: SignalsConfig | None = None, *,
             with_workers: bool = False) -> Signals:
     config = config or SignalsConfig()
-    rows = db.rows(load_sql(__file__, "signals.sql"), deployment=deployment, window_seconds=config.window_seconds)
+    rows = db.rows(load_sql(__file__, "signals.sql"), deployment=deployment, window_seconds=config.window_seconds,
+                   sms_max=config.sms_max_per_hour)
     channels = []
     for row in rows:
         attempts = {outcome: 0 for outcome in ATTEMPT_OUTCOMES}
@@ -113,7 +128,8 @@ def compute(db: Database, deployment: str, config: SignalsConfig | None = None, 
             reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"])))
     first = rows[0]
     return Signals(deployment, first["measured_at"], config, channels, first["last_claim_at"],
-                   first["reconciler_watermark"], workers(db) if with_workers else [])
+                   first["reconciler_watermark"], workers(db) if with_workers else [],
+                   first["sms_budget_left"], first["sms_budget_resets_at"])
 
 
 def workers(db: Database) -> list[dict[str, Any]]:
@@ -141,6 +157,8 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "reconciler_watermark_age_seconds": channel.reconciler_watermark_age_seconds,
     }
     fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
+    if channel.channel == "sms":  # infra/metrics.tf counts records with sms_budget_paused = true
+        fields.update(sms_budget_left=signals.sms_budget_left, sms_budget_paused=signals.sms_paused)
     return fields
 
 
@@ -151,6 +169,7 @@ def emit(db: Database, deployment: str, logger: logging.Logger | None = None, *,
     signals = compute(db, deployment, config)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
+        late = late or (channel.channel == "sms" and signals.sms_paused)
         level = logging.WARNING if late else logging.INFO if live(channel) else logging.DEBUG
         logger.log(level,
                    "signals %s: %d ready (oldest %.0f s), %d ambiguous, %d oscillating",
@@ -166,6 +185,17 @@ def live(channel: ChannelSignals) -> bool:
     written in JSON, where the metrics count it: platform/logs.py)."""
     return any((channel.ready_count, channel.scheduled_count, channel.claimed_count, channel.attempting_count,
                 channel.expired_lease_count, channel.ambiguous_count, channel.oscillating_count))
+
+
+def resume_sms(db: Database, config: SignalsConfig, granted_by: str) -> int:
+    """Grant this UTC hour another SMS budget's worth (`verifyctl sms resume`); the SMS now left."""
+    if config.sms_max_per_hour is None:
+        raise ValueError("SMS_MAX_PER_HOUR is not set: there is no SMS budget to resume")
+    row = db.rows(load_sql(__file__, "sms_resume.sql"), extra=config.sms_max_per_hour, granted_by=granted_by,
+                  sms_max=config.sms_max_per_hour)[0]
+    _log.warning("SMS budget resumed by %s: %d more this hour", granted_by, config.sms_max_per_hour,
+                 extra={"json_fields": {"event": "sms_budget_resumed", "granted_by": granted_by}})
+    return int(row["sms_budget_left"])
 
 
 def _rounded(value: float | None) -> float | None:

@@ -59,7 +59,10 @@ SELECT c.channel,
        h.last_claim_at,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
        h.covered_through AS reconciler_watermark,
-       extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds
+       extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds,
+       -- the global SMS budget (issue 15, sql/definitions/07): 0 = SMS sends paused
+       sms_budget_left(CAST(:sms_max AS integer)) AS sms_budget_left,
+       date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at
   FROM channels AS c
   LEFT JOIN ready AS r USING (channel)
   LEFT JOIN scheduled AS s USING (channel)

@@ -99,10 +99,13 @@ def _fences(fences: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
 
 
 # -- worker transitions (fenced) ------------------------------------------------------------------
-def claim(db: Database, owner: str, limit: int, lease_seconds: float) -> list[ClaimedIntent]:
+def claim(db: Database, owner: str, limit: int, lease_seconds: float,
+          sms_max_per_hour: int | None = None) -> list[ClaimedIntent]:
+    """`sms_max_per_hour`: the global SMS budget (None: none); past it SMS intents are left eligible."""
     if limit <= 0:
         return []
-    rows = db.rows(load_sql(__file__, "claim.sql"), owner=owner, limit=limit, lease_seconds=lease_seconds)
+    rows = db.rows(load_sql(__file__, "claim.sql"), owner=owner, limit=limit, lease_seconds=lease_seconds,
+                   sms_max=sms_max_per_hour)
     return [ClaimedIntent(**row) for row in rows]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -79,8 +80,11 @@ class MalformedCode(ValueError):
 
 
 def normalise_code(code: str, digits: int) -> str:
-    """'123 456' and '123-456' are what people type; anything else but exactly N digits is refused."""
-    cleaned = _CODE_SEPARATORS.sub("", code)
+    """'123 456' and '123-456' are what people type; anything else but exactly N digits is refused.
+    NFKC first: Japanese keyboards type full-width digits and spaces ('１２３　４５６')."""
+    if len(code) > 64:
+        raise MalformedCode(f"the code is {digits} digits")
+    cleaned = _CODE_SEPARATORS.sub("", unicodedata.normalize("NFKC", code))
     if len(cleaned) != digits or not cleaned.isascii() or not cleaned.isdigit():
         raise MalformedCode(f"the code is {digits} digits")
     return cleaned
@@ -135,12 +139,13 @@ def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, cod
         if hmac.compare_digest(digest, stored):
             matched = digest
     if row["status"] != "pending" or row["expires_at"] <= row["db_now"]:
-        return _logged(_from_state(row))  # a dead verification counts no tries
+        # A dead verification counts no tries; only the right code may hear "already verified".
+        return _logged(_unmatched(_from_state(row), matched))
     if matched is not None:
         return _consume(db, row, matched)
     failed = db.one(_WRONG_CODE, id=verification_id)
     if failed is None:  # it stopped being pending between the two statements
-        return _logged(_from_state(db.one(_STATE, id=verification_id) or row))
+        return _logged(_unmatched(_from_state(db.one(_STATE, id=verification_id) or row), None))
     remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
     result = LOCKED if failed["status"] == "locked" else WRONG_CODE
     return _logged(Outcome(result, verification_id, row["account_id"], "sms", expires_at=row["expires_at"],
@@ -158,6 +163,11 @@ def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"]) or row
     return _logged(_from_state(latest))
+
+
+def _unmatched(outcome: Outcome, matched: bytes | None) -> Outcome:
+    """A wrong code never learns that a verification was confirmed, nor its account (issue 15, 6)."""
+    return Outcome(INVALID) if matched is None and outcome.is_verified else outcome
 
 
 def _from_state(row: dict[str, Any]) -> Outcome:

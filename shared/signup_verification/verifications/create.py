@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..platform.database import Database, load_sql
+from . import abuse
 from .tokens import Keyring, new_nonce
 
 _log = logging.getLogger("signup_verification.verifications.create")
@@ -31,6 +32,7 @@ class CreateConfig:
     idempotency_ttl_seconds: int = 24 * 3600  # IDEMPOTENCY_TTL_SECONDS
     rate_limit_per_hour: int = 5  # RATE_LIMIT_PER_HOUR, per destination
     rate_limit_spacing_seconds: int = 60  # RATE_LIMIT_SPACING_SECONDS
+    abuse: abuse.AbuseConfig = field(default_factory=abuse.AbuseConfig)  # verifications/abuse.py
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class NewVerification:
     locale: str
     template_version: str
     fingerprint: bytes  # what makes two requests 'the same' for one idempotency key
+    client_ip: str | None = None  # the end user's address as the site saw it (velocity limit only)
 
 
 @dataclass(frozen=True)
@@ -80,16 +83,32 @@ class KeyReused:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """The destination is not allowed (SMS country or number type): nothing was written."""
+    slug: str
+    title: str
+    detail: str
+    field_detail: str
+    kind: str = "refused"
+
+
+@dataclass(frozen=True)
 class RateLimited:
     retry_after: int  # seconds until the destination's limit frees up
     kind: str = "rate_limited"
 
 
-CreateOutcome = Created | Replayed | KeyReused | RateLimited
+CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited
 
 
 def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification,
            idempotency_key: str) -> CreateOutcome:
+    try:
+        limits = _abuse_limits(config, keyring, new)
+    except abuse.Refused as refused:
+        outcome: CreateOutcome = Refused(refused.slug, refused.title, refused.detail, refused.field_detail)
+        _logged(outcome, new.channel)
+        return outcome
     verification_id = uuid.uuid4()
     key = keyring.primary
     nonce = new_nonce()
@@ -105,9 +124,8 @@ def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerific
         locale=new.locale, template_version=new.template_version,
         key_id=key.key_id, nonce=nonce, digest=digest, ttl=config.ttl_seconds,
         max_confirm=config.max_confirm_attempts, max_attempts=config.max_delivery_attempts,
-        rate_limit=config.rate_limit_per_hour, spacing=config.rate_limit_spacing_seconds,
+        rate_limit=config.rate_limit_per_hour, spacing=config.rate_limit_spacing_seconds, **limits,
     )[0]
-    outcome: CreateOutcome
     if outcome_kind == "created":
         outcome = Created(Verification.from_record(data))
     elif outcome_kind == "replayed":
@@ -115,9 +133,22 @@ def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerific
     elif outcome_kind == "mismatch":
         outcome = KeyReused()
     else:
-        outcome = RateLimited(int(retry_after))
+        outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
     _logged(outcome, new.channel)
     return outcome
+
+
+def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) -> dict[str, Any]:
+    """The SMS policy check (raises abuse.Refused) and the velocity limits' keys (issue 15)."""
+    policy = config.abuse
+    country = abuse.check_sms_number(policy, new.destination) if new.channel == "sms" else None
+    # The keyed digest uses the token keyring's signing key under its own label: no new secret to
+    # provision; a key rotation starts the windows afresh, which costs at most one hour of history.
+    keys = abuse.limit_keys(keyring.primary.secret, policy, new.channel, new.destination, new.client_ip, country)
+    return dict(destination_key=keys.destination, prefix_key=keys.prefix, country=keys.country,
+                client_key=keys.client, per_account=policy.per_account_per_hour,
+                per_prefix=policy.per_prefix_per_hour, per_country=policy.per_country_per_hour,
+                per_client=policy.per_client_per_hour)
 
 
 def _logged(outcome: CreateOutcome, channel: str) -> None:

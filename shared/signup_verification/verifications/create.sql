@@ -1,8 +1,10 @@
--- One round trip: the whole create (idempotency, rate limit, supersede, outbox row) is the SQL
--- function create_verification (sql/definitions/04_create_verification.sql).
+-- One round trip: the whole create (idempotency, rate and abuse limits, supersede, outbox row) is
+-- the SQL function create_verification (sql/definitions/04_create_verification.sql).
 SELECT outcome, verification, retry_after FROM create_verification(
     :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
     :id, :account_id, :channel, :destination, :purpose, :locale,
     :template_version, :key_id, :nonce, :digest,
     make_interval(secs => :ttl), :max_confirm, :max_attempts,
-    :rate_limit, interval '1 hour', make_interval(secs => :spacing))
+    :rate_limit, interval '1 hour', make_interval(secs => :spacing),
+    :destination_key, :prefix_key, :country, :client_key,
+    :per_account, :per_prefix, :per_country, :per_client)

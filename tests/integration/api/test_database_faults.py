@@ -9,9 +9,10 @@ import time
 from signup_verification import runtime
 
 BODY = {"account_id": "acct-1", "channel": "email", "destination": "victim@example.com"}
-# The per-destination lock create_verification takes (sql/002): holding it parks a create mid-transaction,
-# after it has written its idempotency row.
-LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('destination:email:victim@example.com', 0))"
+# The per-account lock create_verification takes (sql/definitions/04): holding it parks a create
+# mid-transaction, after it has written its idempotency row. (The per-destination lock is keyed by a
+# keyed digest since issue 15, so the account's is the one a test can name.)
+LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('account:acct-1', 0))"
 
 
 def _count_rows(db) -> tuple[int, int, int]:

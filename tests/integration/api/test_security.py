@@ -191,6 +191,7 @@ def assert_refused(response) -> None:
 @pytest.fixture
 def production(service_env, monkeypatch):
     monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SMS_ALLOWED_COUNTRIES", "US,GB")
     monkeypatch.setenv("DISPATCH_IDLE_WAIT", "0")  # production polls an empty outbox until its deadline
     runtime.reset()
     return monkeypatch
@@ -239,6 +240,7 @@ def signed_post(client, body: dict, key: str = "k1", *, secret: bytes = SIGNING_
 @pytest.mark.parametrize("environment", ["local", "production"])
 def test_signed_requests_are_required_and_checked(app_client, db, service_env, monkeypatch, environment):
     monkeypatch.setenv("ENVIRONMENT", environment)
+    monkeypatch.setenv("SMS_ALLOWED_COUNTRIES", "US,GB")
     monkeypatch.setenv("DISPATCH_IDLE_WAIT", "0")
     monkeypatch.setenv("REQUEST_SIGNING_KEYS", f"{SIGNING_KEYS},{ROTATED}")
     runtime.reset()

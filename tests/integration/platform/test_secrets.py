@@ -88,6 +88,7 @@ def test_empty_secret_is_refused(source):
 
 def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env, source, monkeypatch, app_client):
     monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SMS_ALLOWED_COUNTRIES", "US")
     monkeypatch.setenv("TOKEN_KEYS", TOKEN_REF)
     runtime.reset()
     assert [k.key_id for k in runtime.get_runtime().keyring.keys] == ["test-k1"]

@@ -6,6 +6,8 @@ accepting), AUTH with fixed credentials, STARTTLS or implicit TLS. It counts QUI
 answers the end of data as Postfix does (`250 2.0.0 Ok: queued as 4069127A001`)."""
 from __future__ import annotations
 
+import re
+
 import asyncio
 import email
 import email.policy
@@ -36,6 +38,15 @@ class Received:
         return email.message_from_bytes(self.data, policy=email.policy.default)
 
 
+def _decoded_body(raw: bytes) -> bytes:
+    """The message's text parts decoded (quoted-printable would split the URL across lines)."""
+    import email
+    from email import policy
+
+    message = email.message_from_bytes(raw, policy=policy.default)
+    return b" ".join(part.get_content().encode() for part in message.walk() if part.get_content_maintype() == "text")
+
+
 @dataclass
 class SmtpBehaviour:
     rcpt_reply: Callable[[str], str | None] = lambda address: None  # None: accept
@@ -45,6 +56,8 @@ class SmtpBehaviour:
     mail_reply: str | None = None
     greeting: str | None = None  # e.g. '554 5.7.1 no SMTP service for you'; None: 220
     ehlo_reply: str | None = None  # e.g. '504 5.5.2 <localhost>: Helo command rejected'; None: the features
+    # A content filter that quotes the message's first URL in its rejection (issue 15, item 12).
+    echo_first_url: bool = False
 
 
 class _Smtp(SMTP):
@@ -108,6 +121,10 @@ class _Handler:
         behaviour = self.fake.behaviour
         if behaviour.data_reply:
             return behaviour.data_reply
+        if behaviour.echo_first_url:
+            found = re.search(rb"https?://[^\s\"'<>]+", _decoded_body(bytes(envelope.content)))
+            if found:
+                return f"554 5.7.1 URL blocked by policy: {found.group().decode()}"
         with self.fake._lock:
             self.fake.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content)))
             queue_id = f"4069127A{len(self.fake.received):03d}"  # Postfix-like: a digit run that is not a number

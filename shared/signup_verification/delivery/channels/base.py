@@ -24,6 +24,11 @@ CONFIGURATION = "configuration"  # error_class of failures an operator must fix:
 BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (alerts, stops the channel)
 
 _EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
+# Secrets a provider may echo (issue 15, item 12: a content filter quoting the link): URLs,
+# token=/code= style values, and anything token-shaped (our link tokens are 43 base64url chars).
+_URLISH = re.compile(r"(?i)\b(?:https?|ftp)://\S+|\bwww\.\S+")
+_SECRET_PARAM = re.compile(r"(?i)\b(token|code|otp|sig|signature|key)=[^\s&\"'<>;]+")
+_TOKENISH = re.compile(r"[A-Za-z0-9_-]{32,}")
 _PHONEISH = re.compile(r"\+?\d(?:[\s().-]?\d){6,}")  # 7+ digits: a number, not '550 5.1.1'
 
 
@@ -75,13 +80,17 @@ class Channel(Protocol):
 
 
 def scrub(text: str | bytes | None, limit: int = 200, *, numbers: bool = True) -> str:
-    """A provider's text made safe to store: no addresses or numbers that could be a destination,
+    """A provider's text made safe to store: no URL, token or token=/code= value (a live link must
+    never reach the database or a log), no addresses or numbers that could be a destination,
     one line, bounded. (Providers echo the recipient in rejections.) `numbers=False` for texts
     about an email, where a digit run is a queue id, never a phone number."""
     if text is None:
         return ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    text = _URLISH.sub("[url]", text)
+    text = _SECRET_PARAM.sub(lambda m: m.group(1) + "=[redacted]", text)
+    text = _TOKENISH.sub("[token]", text)
     text = _EMAILISH.sub("[address]", text)
     if numbers:
         text = _PHONEISH.sub("[number]", text)

@@ -1,0 +1,118 @@
+"""Abuse protection at create (issue 15): SMS destination policy and the keys velocity limits count on.
+
+SMS pumping: we send through Twilio's Messages API, so nothing but this module stops a script from
+sending codes to premium-rate, shared-cost or satellite ranges. Numbers are refused unless their
+country is allowed (SMS_ALLOWED_COUNTRIES) and their type is (SMS_ALLOWED_NUMBER_TYPES, default
+mobile and fixed-line-or-mobile). The limits themselves run in SQL (sql/definitions/06_create_limit_wait.sql); this
+module computes what they count: keyed digests of the canonical destination, the number prefix
+and the caller-supplied client network, so the create_events table reveals none of them.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import math
+from dataclasses import dataclass
+
+import phonenumbers
+from phonenumbers import PhoneNumberType
+
+
+# Local default (production refuses to start without SMS_ALLOWED_COUNTRIES): a short list of
+# countries with well-known mobile ranges, enough for development and the tests.
+LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
+NUMBER_TYPES = {t.lower(): getattr(PhoneNumberType, t) for t in (
+    "FIXED_LINE", "MOBILE", "FIXED_LINE_OR_MOBILE", "TOLL_FREE", "PREMIUM_RATE", "SHARED_COST", "VOIP",
+    "PERSONAL_NUMBER", "PAGER", "UAN", "VOICEMAIL", "UNKNOWN")}
+DEFAULT_NUMBER_TYPES = frozenset({"mobile", "fixed_line_or_mobile"})
+# Providers known to deliver `local+tag@domain` to `local@domain` (PLUS_TAG_DOMAINS, or `*` for all).
+DEFAULT_PLUS_TAG_DOMAINS = frozenset({
+    "gmail.com", "outlook.com", "hotmail.com", "live.com", "msn.com", "icloud.com", "me.com", "mac.com",
+    "yahoo.com", "proton.me", "protonmail.com", "pm.me", "fastmail.com", "gmx.com", "gmx.de", "yandex.ru",
+    "zoho.com"})
+DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part
+DOMAIN_ALIASES = {"googlemail.com": "gmail.com"}
+COARSE_SECONDS = 900
+
+
+@dataclass(frozen=True)
+class AbuseConfig:
+    sms_allowed_countries: frozenset[str] = LOCAL_SMS_COUNTRIES  # SMS_ALLOWED_COUNTRIES
+    sms_allowed_number_types: frozenset[str] = DEFAULT_NUMBER_TYPES  # SMS_ALLOWED_NUMBER_TYPES
+    per_account_per_hour: int = 10  # RATE_LIMIT_ACCOUNT_PER_HOUR, all channels
+    per_prefix_per_hour: int = 10  # RATE_LIMIT_PREFIX_PER_HOUR, E.164 number without its last 4 digits
+    per_country_per_hour: int = 1000  # RATE_LIMIT_COUNTRY_PER_HOUR, SMS per destination country
+    per_client_per_hour: int = 20  # RATE_LIMIT_CLIENT_PER_HOUR, per client_ip (IPv6: per /64)
+    plus_tag_domains: frozenset[str] | None = DEFAULT_PLUS_TAG_DOMAINS  # PLUS_TAG_DOMAINS; None = all
+    coarse_retry_after: bool = False  # RATE_LIMIT_RETRY_AFTER=coarse: round up to 15 minutes
+
+
+class Refused(Exception):
+    """A destination the policy refuses (422); the HTTP layer renders it as problem+json."""
+
+    def __init__(self, slug: str, title: str, detail: str, field_detail: str):
+        super().__init__(slug)
+        self.slug, self.title, self.detail, self.field_detail = slug, title, detail, field_detail
+
+
+@dataclass(frozen=True)
+class LimitKeys:
+    destination: bytes
+    prefix: bytes | None = None
+    country: str | None = None
+    client: bytes | None = None
+
+
+def check_sms_number(config: AbuseConfig, e164: str) -> str:
+    """The number's ISO country, or Refused when its country or type is not allowed."""
+    number = phonenumbers.parse(e164, None)
+    country = phonenumbers.region_code_for_number(number) or "ZZ"
+    if country not in config.sms_allowed_countries:
+        raise Refused("sms-country-not-allowed", "SMS to this country is not enabled",
+                      "This service does not send SMS to numbers of this country.", "country not allowed")
+    kind = phonenumbers.number_type(number)
+    if not any(NUMBER_TYPES[name] == kind for name in config.sms_allowed_number_types):
+        raise Refused("sms-number-type-not-allowed", "This kind of number cannot receive the code",
+                      "Use a mobile number: premium-rate, shared-cost, satellite, VoIP, pager, personal "
+                      "and landline numbers are refused.", "number type not allowed")
+    return country
+
+
+def canonical_email(address: str, plus_tag_domains: frozenset[str] | None) -> str:
+    """One key per inbox: casefold, alias domains merged, +tag stripped, Gmail's dots dropped."""
+    local, _, domain = address.casefold().rpartition("@")
+    domain = DOMAIN_ALIASES.get(domain, domain)
+    if plus_tag_domains is None or domain in plus_tag_domains:
+        local = local.split("+", 1)[0] or local
+    if domain in DOTLESS_DOMAINS:
+        local = local.replace(".", "")
+    return f"{local}@{domain}"
+
+
+def client_network(client_ip: str) -> str:
+    """The unit a client_ip limit counts: the address for IPv4, its /64 for IPv6."""
+    address = ipaddress.ip_address(client_ip)
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+def limit_keys(secret: bytes, config: AbuseConfig, channel: str, destination: str,
+               client_ip: str | None, country: str | None) -> LimitKeys:
+    def digest(kind: str, value: str) -> bytes:
+        return hmac.new(secret, b"rate-limit\x00" + kind.encode() + b"\x00" + value.encode(), hashlib.sha256).digest()
+
+    client = digest("client", client_network(client_ip)) if client_ip else None
+    if channel == "email":
+        return LimitKeys(digest("email", canonical_email(destination, config.plus_tag_domains)), client=client)
+    return LimitKeys(digest("sms", destination), digest("prefix", destination[:-4]), country, client)
+
+
+def retry_after(config: AbuseConfig, seconds: int) -> int:
+    """Exact by default; coarse mode hides when the destination last asked (finding 13)."""
+    if not config.coarse_retry_after:
+        return seconds
+    return max(1, math.ceil(seconds / COARSE_SECONDS)) * COARSE_SECONDS

@@ -1,0 +1,54 @@
+"""A mail server that quotes the message's first URL in its rejection (issue 15, item 12): the live
+link token must reach neither delivery_attempts.error_detail, delivery_intents.last_error nor a log."""
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pytest
+
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.delivery.channels.base import scrub
+from signup_verification.verifications import create as verifications
+from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+
+
+@pytest.fixture
+def smtp():
+    with FakeSmtpServer() as fake:
+        yield fake
+
+
+def test_an_echoed_url_is_scrubbed_before_it_is_stored_or_logged(db, smtp, caplog):
+    smtp.behaviour = SmtpBehaviour(echo_first_url=True)
+    settings = provider_settings(smtp)
+    request = CreateVerificationRequest(account_id="acct", channel="email", destination="ada@example.com")
+    body = verifications.create_verification(db, settings.create, KEYRING, request, "k1").body
+    row = db.one("SELECT id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(body["verification_id"]))
+    token = KEYRING.primary.link_token(row["id"], bytes(row["token_nonce"]))
+    with caplog.at_level(logging.DEBUG):
+        report = run_dispatch(db, settings)
+    assert report.failed + report.retryable == 1  # the server really refused, quoting the link
+    stored = [r[0] for r in db.run("SELECT error_detail FROM delivery_attempts WHERE error_detail IS NOT NULL")]
+    stored += [r[0] for r in db.run("SELECT last_error FROM delivery_intents")]
+    assert stored and any("URL blocked by policy" in s for s in stored)
+    ours = [r.getMessage() + " " + str(getattr(r, "json_fields", "")) for r in caplog.records
+            if r.name.startswith("signup_verification")]  # the fake server's own DEBUG log prints the mail
+    for text in stored + ours:
+        assert token not in text and "app.example.org/confirm" not in text
+
+
+@pytest.mark.parametrize("text", [
+    "554 5.7.1 URL blocked by policy: https://verify.example.com/confirm?token=abc",
+    "rejected: token=abcdef&x=1", "content code=123456 flagged",
+    "found " + "A" * 43 + " in body",
+])
+def test_scrub_removes_urls_secret_params_and_token_shapes(text):
+    cleaned = scrub(text)
+    assert "example.com" not in cleaned and "abcdef" not in cleaned and "123456" not in cleaned
+    assert "A" * 32 not in cleaned
+
+
+def test_scrub_keeps_what_an_operator_needs():
+    assert scrub("550 5.1.1 mailbox unavailable", numbers=False) == "550 5.1.1 mailbox unavailable"

@@ -1,0 +1,58 @@
+"""Issue 15's confirmation defects: a wrong code after confirmation, full-width digits."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from support.paths import TEST_TOKEN_KEYS
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.config import load
+from signup_verification.verifications import confirm as confirmations
+from signup_verification.verifications.create import create_verification
+from signup_verification.verifications.tokens import Keyring
+
+
+def _create_sms(db, destination: str = "+14155550100") -> tuple[dict, str]:
+    request = CreateVerificationRequest(account_id=f"acct_{uuid.uuid4().hex[:8]}", channel="sms",
+                                        destination=destination)
+    result = create_verification(db, load().create, Keyring.parse(TEST_TOKEN_KEYS), request, uuid.uuid4().hex)
+    assert result.status == 201, result.body
+    row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(result.body["verification_id"]))
+    code = Keyring.parse(TEST_TOKEN_KEYS).get(row["key_id"]).sms_code(row["id"], bytes(row["token_nonce"]), 6)
+    return row, code
+
+
+@pytest.fixture
+def client(app_client):
+    return app_client("confirm_verification")
+
+
+def _post(client, body):
+    return client.post("/", data=json.dumps(body), content_type="application/json")
+
+
+def test_a_wrong_code_for_a_confirmed_verification_gets_the_generic_404_and_no_account(client, db, service_env):
+    row, code = _create_sms(db)
+    assert _post(client, {"verification_id": str(row["id"]), "code": code}).status_code == 200
+    wrong = str((int(code) + 1) % 10**6).zfill(6)
+    response = _post(client, {"verification_id": str(row["id"]), "code": wrong})
+    assert response.status_code == 404 and response.get_json()["type"].endswith("/verification-not-found")
+    assert row["account_id"] not in response.get_data(as_text=True)
+    again = _post(client, {"verification_id": str(row["id"]), "code": code})  # the right code still hears it
+    assert again.status_code == 200 and again.get_json()["already_verified"] is True
+
+
+def test_full_width_digits_and_ideographic_spaces_confirm(client, db, service_env):
+    row, code = _create_sms(db)
+    full_width = "".join(chr(ord(d) - ord("0") + 0xFF10) for d in code)
+    typed = full_width[:3] + "\u3000" + full_width[3:]
+    response = _post(client, {"verification_id": str(row["id"]), "code": typed})
+    assert response.status_code == 200, response.get_json()
+
+
+@pytest.mark.parametrize("code", ["١٢٣٤٥٦", "12345６7", "123456" + " " * 60 + "7"])
+def test_other_digit_scripts_and_too_long_codes_stay_malformed(code):
+    with pytest.raises(confirmations.MalformedCode):
+        confirmations.normalise_code(code, 6)
