@@ -9,6 +9,7 @@
 Creates .venv on first use, and again when the lock changes: every distribution from
 requirements/dev.txt (pinned, hash-checked: what CI tests), then the project itself, editable.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,7 @@ def _inputs_hash() -> str:
 
 
 def ensure_venv() -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036  (dev.py runs under whatever python3 a fresh machine has)
         sys.exit("dev.py: Python 3.11 or newer is required")
     if STAMP.exists() and STAMP.read_text() == _inputs_hash():
         return

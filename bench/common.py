@@ -1,20 +1,21 @@
 """Helpers shared by the benchmark scripts: the private server, fresh databases, the machine line,
 medians and the docs sections each script owns (between <!-- NAME:start --> and <!-- NAME:end -->)."""
+
 from __future__ import annotations
 
 import os
 import platform
 import statistics
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 for _path in (ROOT / "shared", ROOT / "tests", ROOT):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from signup_verification.local import embedded
+from signup_verification.local import embedded  # noqa: E402
 from signup_verification.platform import migrations  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 
@@ -34,8 +35,9 @@ def server() -> ConnectionParams:
     return embedded.start(Path(os.environ.get("BENCH_PG_DIR", BENCH_PG)), stop_at_exit=True)
 
 
-def fresh_database(params: ConnectionParams, name: str, db_class: type[Database] = Database,
-                   migrate: bool = True) -> Database:
+def fresh_database(
+    params: ConnectionParams, name: str, db_class: type[Database] = Database, migrate: bool = True
+) -> Database:
     admin = params.with_database("postgres").connect()
     try:
         admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # names are ours, not input
@@ -58,8 +60,10 @@ def machine(params: ConnectionParams) -> str:
     db = Database(params.with_database("postgres"))
     try:
         version = db.run("SHOW server_version")[0][0]
-        knobs = {k: db.run(f"SHOW {k}")[0][0]
-                 for k in ("shared_buffers", "work_mem", "fsync", "synchronous_commit", "max_wal_size")}
+        knobs = {
+            k: db.run(f"SHOW {k}")[0][0]
+            for k in ("shared_buffers", "work_mem", "fsync", "synchronous_commit", "max_wal_size")
+        }
     finally:
         db.close()
     memory = ""
@@ -68,9 +72,11 @@ def machine(params: ConnectionParams) -> str:
         memory = f", {kb / 1024 / 1024:.0f} GB RAM"
     except (OSError, StopIteration, ValueError):
         pass
-    return (f"{os.cpu_count()} cores ({platform.machine()}){memory}, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, PostgreSQL {version} (embedded pgserver, same machine, unix socket, "
-            f"{', '.join(f'{k}={v}' for k, v in knobs.items())})")
+    return (
+        f"{os.cpu_count()} cores ({platform.machine()}){memory}, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, PostgreSQL {version} (embedded pgserver, same machine, unix socket, "
+        f"{', '.join(f'{k}={v}' for k, v in knobs.items())})"
+    )
 
 
 def load() -> str:

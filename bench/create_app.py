@@ -5,6 +5,7 @@ endpoint on the same functions-framework (gunicorn) server, plus a round-trip co
     GET  /ping     -> {"ok": true}, no database (the trivial endpoint the create path is compared with)
     GET  /trips    -> {"round_trips": n}: pg8000 socket flushes since start (each is one round trip)
 """
+
 from __future__ import annotations
 
 import sys

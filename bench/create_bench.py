@@ -9,6 +9,7 @@ Clients are threads with one keep-alive connection each, in this process (they s
 with the server and PostgreSQL, which is why the trivial endpoint is measured alongside). Every
 create has its own account, destination and Idempotency-Key, so none is rate limited or replayed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from common import ROOT, fresh_database, load, log, machine, median, server, write_section
 from support.paths import TEST_TOKEN_KEYS
@@ -36,11 +37,27 @@ def free_port() -> int:
 
 
 def start_server(database_url: str, port: int) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "ENVIRONMENT": "local",
-           "DEPLOYMENT": "bench", "LOG_LEVEL": "WARNING", "RATE_LIMIT_PER_HOUR": "1000",
-           "FUNCTION_TARGET": "create_verification"}
-    cmd = [str(ROOT / ".venv" / "bin" / "functions-framework"), "--source", str(ROOT / "bench" / "create_app.py"),
-           "--target", "bench_app", "--host", "127.0.0.1", "--port", str(port)]
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "ENVIRONMENT": "local",
+        "DEPLOYMENT": "bench",
+        "LOG_LEVEL": "WARNING",
+        "RATE_LIMIT_PER_HOUR": "1000",
+        "FUNCTION_TARGET": "create_verification",
+    }
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "functions-framework"),
+        "--source",
+        str(ROOT / "bench" / "create_app.py"),
+        "--target",
+        "bench_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -53,8 +70,14 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
     raise RuntimeError("functions-framework did not start: " + proc.stderr.read().decode()[-2000:])
 
 
-def request(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-            con: http.client.HTTPConnection | None = None) -> tuple[int, bytes]:
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict | None = None,
+    con: http.client.HTTPConnection | None = None,
+) -> tuple[int, bytes]:
     own = con is None
     con = con or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
@@ -77,8 +100,9 @@ def load_run(port: int, kind: str, concurrency: int, per_client: int, tag: str) 
         barrier.wait()
         for j in range(per_client):
             if kind == "create":
-                body = json.dumps({"account_id": f"{tag}-{i}-{j}", "channel": "email",
-                                   "destination": f"{tag}-{i}-{j}@example.com"}).encode()
+                body = json.dumps(
+                    {"account_id": f"{tag}-{i}-{j}", "channel": "email", "destination": f"{tag}-{i}-{j}@example.com"}
+                ).encode()
                 args = ("POST", "/", body, {"Content-Type": "application/json", "Idempotency-Key": f"{tag}-{i}-{j}"})
             else:
                 args = ("GET", "/ping", None, None)
@@ -133,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                     rate, lat = load_run(port, kind, c, max(1, requests_total // c), f"r{r}c{c}")
                     n += len(lat) if kind == "create" else 0
                     figures.setdefault((kind, c), []).append((rate, pct(lat, 0.5), pct(lat, 0.99)))
-                    log(f"round {r + 1} {kind:>6} c={c:<2} {rate:7,.0f}/s p50 {pct(lat, .5):6.2f} ms "
-                        f"p99 {pct(lat, .99):6.2f} ms (load {load()})")
+                    log(
+                        f"round {r + 1} {kind:>6} c={c:<2} {rate:7,.0f}/s p50 {pct(lat, 0.5):6.2f} ms "
+                        f"p99 {pct(lat, 0.99):6.2f} ms (load {load()})"
+                    )
         per_create = (trips(port) - before) / n  # /ping and /trips never touch the database
     finally:
         proc.terminate()
@@ -150,7 +176,7 @@ def report(figures, per_create: float, machine_line: str, rounds: int, total: in
     lines = [
         "## Create path through functions-framework's server",
         "",
-        f"`bench/create_bench.py`, {datetime.now(timezone.utc):%Y-%m-%d}, {machine_line}. "
+        f"`bench/create_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine_line}. "
         "`functions-framework --target` (gunicorn, 1 worker, its default 8 threads on 2 cores, one database "
         f"connection per thread), clients in the same machine over loopback with keep-alive; ~{total:,} requests "
         f"per cell, {rounds} rounds, medians. The trivial endpoint (`GET /ping`, JSON, no database) runs on the "
@@ -162,13 +188,18 @@ def report(figures, per_create: float, machine_line: str, rounds: int, total: in
     ]
     for c in CONCURRENCY:
         cr, tr = figures[("create", c)], figures[("ping", c)]
-        ratio = median(a[0] / b[0] for a, b in zip(cr, tr))
-        lines.append(f"| {c} | **{median(x[0] for x in cr):,.0f}** | {median(x[1] for x in cr):.1f} ms | "
-                     f"{median(x[2] for x in cr):.1f} ms | {median(x[0] for x in tr):,.0f} | "
-                     f"{median(x[1] for x in tr):.1f} ms | {median(x[2] for x in tr):.1f} ms | {ratio:.2f} |")
-    lines += ["", f"Database round trips per create, counted in the server process (pg8000 socket flushes) over "
-              f"every measured create: **{per_create:.2f}** (target ≤ 2; one statement, the `create_verification` "
-              "SQL function of sql/002, in its own implicit transaction)."]
+        ratio = median(a[0] / b[0] for a, b in zip(cr, tr, strict=True))
+        lines.append(
+            f"| {c} | **{median(x[0] for x in cr):,.0f}** | {median(x[1] for x in cr):.1f} ms | "
+            f"{median(x[2] for x in cr):.1f} ms | {median(x[0] for x in tr):,.0f} | "
+            f"{median(x[1] for x in tr):.1f} ms | {median(x[2] for x in tr):.1f} ms | {ratio:.2f} |"
+        )
+    lines += [
+        "",
+        f"Database round trips per create, counted in the server process (pg8000 socket flushes) over "
+        f"every measured create: **{per_create:.2f}** (target ≤ 2; one statement, the `create_verification` "
+        "SQL function of sql/002, in its own implicit transaction).",
+    ]
     return "\n".join(lines) + "\n"
 
 

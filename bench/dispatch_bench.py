@@ -16,6 +16,7 @@ templates rendered, SMS encoding counted) and accepts it after its latency; the 
 serializes each email the way the SMTP adapter does. Runs on the private embedded server
 in .local/bench-pg (or BENCH_DATABASE_URL's server), one fresh database per scenario.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,17 +32,17 @@ sys.path.insert(0, str(ROOT / "shared"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from signup_verification.delivery.budget import LatencyEstimator, invocation_seconds  # noqa: E402
-from signup_verification.delivery.channels.base import SendResult  # noqa: E402
-from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
-from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
-from signup_verification.delivery.messages import EmailContent  # noqa: E402
-from support.config import make_config  # noqa: E402
-from signup_verification.verifications.tokens import Keyring  # noqa: E402
-from support.paths import TEST_TOKEN_KEYS  # noqa: E402
 import common  # noqa: E402
 from common import write_section  # noqa: E402
+from signup_verification.delivery.budget import LatencyEstimator, invocation_seconds  # noqa: E402
+from signup_verification.delivery.channels.base import SendResult  # noqa: E402
+from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
+from signup_verification.delivery.messages import EmailContent  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
+from signup_verification.verifications.tokens import Keyring  # noqa: E402
+from support.config import make_config  # noqa: E402
 from support.fakes.seed import seed_intents  # noqa: E402
+from support.paths import TEST_TOKEN_KEYS  # noqa: E402
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 
@@ -134,11 +135,19 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
     for first in range(0, scenario.intents, 50_000):
         seed_intents(db, min(50_000, scenario.intents - first), sms_every=5, prefix=f"b{first}", offset=first)
     db.execute_script("ANALYZE")
-    settings = make_config(deployment="bench", token_keys=TEST_TOKEN_KEYS, send_concurrency=scenario.concurrency,
-                        dispatch_max_batch=scenario.max_batch, function_timeout_seconds=scenario.timeout,
-                        email_from="Signup <no-reply@example.org>", dispatch_settle_connection=scenario.settle_connection)
-    channels = {"email": BenchSender("email", scenario.latency, scenario.mime),
-                "sms": BenchSender("sms", scenario.latency)}
+    settings = make_config(
+        deployment="bench",
+        token_keys=TEST_TOKEN_KEYS,
+        send_concurrency=scenario.concurrency,
+        dispatch_max_batch=scenario.max_batch,
+        function_timeout_seconds=scenario.timeout,
+        email_from="Signup <no-reply@example.org>",
+        dispatch_settle_connection=scenario.settle_connection,
+    )
+    channels = {
+        "email": BenchSender("email", scenario.latency, scenario.mime),
+        "sms": BenchSender("sms", scenario.latency),
+    }
     estimator = LatencyEstimator()
     estimator.seed({"email": scenario.latency, "sms": scenario.latency})  # a warm instance
     db.statements, db.seconds = 0, 0.0
@@ -150,15 +159,24 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
     # Outside the batches: the latency read, the final empty claim, the latency save.
     per_batch = (db.statements - 3) / report.batches
     db.close()
-    return Result(scenario, report.accepted, seconds, report.batches, per_batch, db.seconds, os.getloadavg()[0],
-                  report.elapsed_ms, int(budget * 1000))
+    return Result(
+        scenario,
+        report.accepted,
+        seconds,
+        report.batches,
+        per_batch,
+        db.seconds,
+        os.getloadavg()[0],
+        report.elapsed_ms,
+        int(budget * 1000),
+    )
 
 
 def report(results: list[Result], machine_line: str) -> str:
     lines = [
         "## Dispatcher with a 200 ms provider",
         "",
-        f"`bench/dispatch_bench.py`, {datetime.now(timezone.utc):%Y-%m-%d}, {machine_line}. One dispatch "
+        f"`bench/dispatch_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine_line}. One dispatch "
         "invocation in one process (1 in 5 SMS); the sender is an in-process adapter that receives each fully "
         "rendered message and accepts it after 200 ms (sleeping, as a network wait does). The short-timeout row "
         "seeds more work than the budget allows: the invocation must return inside "
@@ -172,11 +190,16 @@ def report(results: list[Result], machine_line: str) -> str:
         s = r.scenario
         ok = "ok" if r.rate >= s.target else "MISSED"
         within = "ok" if r.elapsed_ms <= r.budget_ms else "OVERRUN"
-        lines.append(f"| {s.concurrency} | {s.timeout} | {s.intents:,} | {r.accepted:,} | {r.batches} | "
-                     f"{r.statements_per_batch:.1f} | **{r.rate:,.0f}** ({ok}) | {s.concurrency / s.latency:,.0f} | "
-                     f"{r.elapsed_ms / 1000:.1f} s / {r.budget_ms / 1000:.1f} s ({within}) |")
-    lines += ["", "Statements per batch: claim, begin, settle (the heartbeat is written at most every 5 s; "
-              "suppressions and lease renewals add one per batch when they happen, never one per intent)."]
+        lines.append(
+            f"| {s.concurrency} | {s.timeout} | {s.intents:,} | {r.accepted:,} | {r.batches} | "
+            f"{r.statements_per_batch:.1f} | **{r.rate:,.0f}** ({ok}) | {s.concurrency / s.latency:,.0f} | "
+            f"{r.elapsed_ms / 1000:.1f} s / {r.budget_ms / 1000:.1f} s ({within}) |"
+        )
+    lines += [
+        "",
+        "Statements per batch: claim, begin, settle (the heartbeat is written at most every 5 s; "
+        "suppressions and lease renewals add one per batch when they happen, never one per intent).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -200,9 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for scenario in scenarios(args.quick):
         result = run(params, scenario)
-        log(f"{scenario.name:>24} c={scenario.concurrency:<3} batch<={scenario.max_batch:<5} "
+        log(
+            f"{scenario.name:>24} c={scenario.concurrency:<3} batch<={scenario.max_batch:<5} "
             f"{result.accepted:>6} in {result.seconds:6.2f}s = {result.rate:8,.0f}/s "
-            f"({result.batches} batches, {result.statements_per_batch:.1f} statements/batch)")
+            f"({result.batches} batches, {result.statements_per_batch:.1f} statements/batch)"
+        )
         results.append(result)
     section = report(results, common.machine(params))
     print(section)

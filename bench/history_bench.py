@@ -17,6 +17,7 @@ past their hold, expired pending verifications, expired idempotency keys) and ti
   quiet sweep  one reconcile run with nothing to move (the steady state)
 EXPLAIN then checks that no statement reads a history table with a sequential scan.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,19 +37,25 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 import common  # noqa: E402  (bench/ is on sys.path when run as a script)
 from common import log, server  # noqa: E402
-from signup_verification.operations import signals  # noqa: E402
-from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
-from signup_verification.outbox import Settlement, transitions  # noqa: E402
-from signup_verification.operations.reconciler import ReconcilerConfig, reconcile  # noqa: E402
-from signup_verification.config import load  # noqa: E402
-from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
-from signup_verification.verifications.tokens import Keyring  # noqa: E402
 from signup_verification.api.create import create_verification  # noqa: E402
+from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
+from signup_verification.config import load  # noqa: E402
+from signup_verification.operations import signals  # noqa: E402
+from signup_verification.operations.reconciler import ReconcilerConfig, reconcile  # noqa: E402
+from signup_verification.outbox import Settlement, transitions  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
+from signup_verification.verifications.tokens import Keyring  # noqa: E402
 
 TOKEN_KEYS = "bench-k1:" + base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # throwaway key
 
-LIVE = {"overdue_ready": 200, "abandoned_claims": 50, "lost_leases": 50, "ambiguous_due": 50,
-        "expired_pending": 50, "expired_keys": 100}
+LIVE = {
+    "overdue_ready": 200,
+    "abandoned_claims": 50,
+    "lost_leases": 50,
+    "ambiguous_due": 50,
+    "expired_pending": 50,
+    "expired_keys": 100,
+}
 CLAIM_BATCH = 100  # of the live set's overdue ready intents
 CREATES = 20  # per repeat, each a new account and destination
 RETENTION_ROWS = 1000  # per repeat: aged past both retention windows, then redacted and purged
@@ -132,7 +139,10 @@ def _create(db: Database, n: int, tag: str) -> list[uuid.UUID]:
         " 'signup', 'en', 'bench', gen_random_bytes_compat(16), sha256((:tag || g || random())::bytea),"
         " now() + interval '10 minutes' FROM generate_series(1, :n::integer) AS g RETURNING id, channel)"
         " INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version)"
-        " SELECT id, channel, 'signup', 'en', 'signup/v1' FROM v RETURNING verification_id", tag=tag, n=n)
+        " SELECT id, channel, 'signup', 'en', 'signup/v1' FROM v RETURNING verification_id",
+        tag=tag,
+        n=n,
+    )
     return [r[0] for r in rows]
 
 
@@ -141,22 +151,32 @@ def seed_live(db: Database) -> list[uuid.UUID]:
     verification ids (for removal afterwards)."""
     in_flight = _create(db, LIVE["abandoned_claims"] + LIVE["lost_leases"] + LIVE["ambiguous_due"], "flight-")
     claimed = transitions.claim(db, "bench-worker", len(in_flight), 30)  # history is finished: only these
-    claims = claimed[:LIVE["abandoned_claims"]]
-    lost = claimed[len(claims):len(claims) + LIVE["lost_leases"]]
-    ambiguous = claimed[len(claims) + len(lost):]
+    claims = claimed[: LIVE["abandoned_claims"]]
+    lost = claimed[len(claims) : len(claims) + LIVE["lost_leases"]]
+    ambiguous = claimed[len(claims) + len(lost) :]
     transitions.begin_attempts(db, "bench-worker", [c.fence for c in lost + ambiguous])
-    transitions.settle(db, "bench-worker", [Settlement(c.id, c.lease_version, "ambiguous", 0, "timeout", "bench")
-                                            for c in ambiguous])
+    transitions.settle(
+        db, "bench-worker", [Settlement(c.id, c.lease_version, "ambiguous", 0, "timeout", "bench") for c in ambiguous]
+    )
     # the worker "crashes": its remaining leases expire
     db.run("UPDATE delivery_intents SET lease_until = now() - interval '1 second' WHERE lease_owner = 'bench-worker'")
     overdue = _create(db, LIVE["overdue_ready"], "overdue-")
-    db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '5 minutes' "
-           "WHERE verification_id = ANY(:ids::uuid[])", ids=overdue)
+    db.run(
+        "UPDATE delivery_intents SET next_attempt_at = now() - interval '5 minutes' "
+        "WHERE verification_id = ANY(:ids::uuid[])",
+        ids=overdue,
+    )
     expired = _create(db, LIVE["expired_pending"], "expired-")
-    db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second' "
-           "WHERE id = ANY(:ids::uuid[])", ids=expired)
-    db.run("INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at) SELECT 'bench', 'k' || g, '\\x00', "
-           "now() - interval '1 second' FROM generate_series(1, :n::integer) AS g ON CONFLICT DO NOTHING", n=LIVE["expired_keys"])
+    db.run(
+        "UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second' "
+        "WHERE id = ANY(:ids::uuid[])",
+        ids=expired,
+    )
+    db.run(
+        "INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at) SELECT 'bench', 'k' || g, '\\x00', "
+        "now() - interval '1 second' FROM generate_series(1, :n::integer) AS g ON CONFLICT DO NOTHING",
+        n=LIVE["expired_keys"],
+    )
     db.execute_script("ANALYZE delivery_intents, verifications")
     return in_flight + overdue + expired
 
@@ -195,9 +215,17 @@ def measure(db: Database, history: int, repeat: int, seed_seconds: float) -> Fig
         create_ms.extend(time_creates(db, f"hc{history}-{len(create_ms)}-"))
         remove_live(db, live + [r[0] for r in db.run("SELECT id FROM verifications WHERE account_id LIKE 'hc%'")])
     retention_ms = [measure_retention(db, config, r) for r in range(min(repeat, history // RETENTION_ROWS // 2))]
-    return Figures(history, statistics.median(signal_ms), statistics.median(sweep_ms), statistics.median(quiet_ms),
-                   moved, seed_seconds, statistics.median(retention_ms) if retention_ms else 0.0,
-                   statistics.median(claim_ms), statistics.median(create_ms))
+    return Figures(
+        history,
+        statistics.median(signal_ms),
+        statistics.median(sweep_ms),
+        statistics.median(quiet_ms),
+        moved,
+        seed_seconds,
+        statistics.median(retention_ms) if retention_ms else 0.0,
+        statistics.median(claim_ms),
+        statistics.median(create_ms),
+    )
 
 
 def time_claim(db: Database) -> float:
@@ -216,8 +244,10 @@ def time_creates(db: Database, tag: str) -> list[float]:
     out = []
     for n in range(CREATES):
         payload = CreateVerificationRequest.model_validate(
-            {"account_id": f"{tag}{n}", "channel": "email", "destination": f"{tag}{n}@example.com"})
-        out.append(timed(lambda: create_verification(db, settings, keyring, payload, f"{tag}{n}"))[0])
+            {"account_id": f"{tag}{n}", "channel": "email", "destination": f"{tag}{n}@example.com"}
+        )
+        key = f"{tag}{n}"
+        out.append(timed(lambda p=payload, k=key: create_verification(db, settings, keyring, p, k))[0])
     return out
 
 
@@ -225,12 +255,19 @@ def measure_retention(db: Database, config: ReconcilerConfig, round_: int) -> fl
     """Age RETENTION_ROWS finished verifications past both windows (destination back in place), then
     time the sweep that redacts and purges them (with their intents and attempt rows)."""
     first, last = round_ * RETENTION_ROWS + 1, (round_ + 1) * RETENTION_ROWS
-    db.run("UPDATE delivery_intents SET completed_at = now() - interval '100 days' WHERE id BETWEEN :a AND :b",
-           a=first, b=last)
-    db.run("UPDATE verifications SET created_at = now() - interval '100 days', expires_at = now() - interval '99 days',"
-           " updated_at = now() - interval '99 days', verified_at = NULL, status = 'expired',"
-           " destination = 'aged' || id || '@example.com', redacted_at = NULL"
-           " WHERE id IN (SELECT verification_id FROM delivery_intents WHERE id BETWEEN :a AND :b)", a=first, b=last)
+    db.run(
+        "UPDATE delivery_intents SET completed_at = now() - interval '100 days' WHERE id BETWEEN :a AND :b",
+        a=first,
+        b=last,
+    )
+    db.run(
+        "UPDATE verifications SET created_at = now() - interval '100 days', expires_at = now() - interval '99 days',"
+        " updated_at = now() - interval '99 days', verified_at = NULL, status = 'expired',"
+        " destination = 'aged' || id || '@example.com', redacted_at = NULL"
+        " WHERE id IN (SELECT verification_id FROM delivery_intents WHERE id BETWEEN :a AND :b)",
+        a=first,
+        b=last,
+    )
     db.execute_script("VACUUM ANALYZE verifications, delivery_intents")
     ms, report = timed(lambda: reconcile(db, config, emit_signals=False))
     moves = report.moves
@@ -249,11 +286,15 @@ def statements() -> dict[str, tuple[str, dict]]:
     return {
         "signals": (load_sql(str(sig), "signals.sql"), {"deployment": "bench", "window_seconds": 300}),
         "suppress_dead": (load_sql(str(outbox), "suppress_dead.sql"), {"limit": 500}),
-        "resolve_ambiguous": (load_sql(str(outbox), "resolve_ambiguous.sql"),
-                              {"limit": 500, "channels": channels, "policies": [policy.channel(c).ambiguity for c in channels]}),
+        "resolve_ambiguous": (
+            load_sql(str(outbox), "resolve_ambiguous.sql"),
+            {"limit": 500, "channels": channels, "policies": [policy.channel(c).ambiguity for c in channels]},
+        ),
         "expire_claims": (load_sql(str(outbox), "expire_claims.sql"), {"limit": 500}),
-        "lose_leases": (load_sql(str(outbox), "lose_leases.sql"),
-                        {"limit": 500, "channels": channels, "holds": [policy.ambiguous_delay(c) for c in channels]}),
+        "lose_leases": (
+            load_sql(str(outbox), "lose_leases.sql"),
+            {"limit": 500, "channels": channels, "holds": [policy.ambiguous_delay(c) for c in channels]},
+        ),
         "overdue": (load_sql(str(rec), "overdue.sql"), {"horizon_seconds": 120}),
         "reap_idempotency_keys": (load_sql(str(rec), "reap_idempotency_keys.sql"), {"limit": 500}),
         "redact": (load_sql(str(rec), "redact.sql"), {"limit": 500, "redact_after_seconds": 30 * 86400}),
@@ -285,8 +326,13 @@ def plans(db: Database) -> dict[str, dict]:
         nodes = list(_nodes(top["Plan"]))
         out[name] = {
             "indexes": sorted({n["Index Name"] for n in nodes if "Index Name" in n}),
-            "seq_scans": sorted({n["Relation Name"] for n in nodes
-                                 if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in HISTORY_TABLES}),
+            "seq_scans": sorted(
+                {
+                    n["Relation Name"]
+                    for n in nodes
+                    if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in HISTORY_TABLES
+                }
+            ),
             "ms": round(top["Execution Time"], 2),
         }
     remove_live(db, live)
@@ -307,7 +353,7 @@ def report(small: Figures, large: Figures, plan: dict[str, dict], machine_line: 
     lines = [
         "## History does not slow the hot path (claim, create) or the operator paths (signals, reconcile sweep)",
         "",
-        f"`bench/history_bench.py`, {datetime.now(timezone.utc):%Y-%m-%d}, {machine_line}. "
+        f"`bench/history_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine_line}. "
         f"Median of {repeat} repeats; both sizes in one run on one server. Each repeat seeds the same live set "
         f"({', '.join(f'{v} {k.replace(chr(95), chr(32))}' for k, v in LIVE.items())}) on top of the history, then times "
         "the signals query, one reconcile sweep that moves the live set, one quiet sweep (nothing to move), the dispatcher's "
@@ -317,8 +363,11 @@ def report(small: Figures, large: Figures, plan: dict[str, dict], machine_line: 
         f"| finished intents in history (+2 attempt rows each) | claim {CLAIM_BATCH} | create | signals "
         f"| sweep (moves {large.moved} rows) | quiet sweep | retention sweep (redact + purge {RETENTION_ROWS:,}) | seed time |",
         "|---|---|---|---|---|---|---|---|",
-        *[f"| {f.history:,} | {f.claim_ms:.2f} ms | {f.create_ms:.2f} ms | {f.signals_ms:.2f} ms | {f.sweep_ms:.1f} ms "
-          f"| {f.quiet_ms:.1f} ms | {f.retention_ms:.0f} ms | {f.seed_seconds:.0f} s |" for f in (small, large)],
+        *[
+            f"| {f.history:,} | {f.claim_ms:.2f} ms | {f.create_ms:.2f} ms | {f.signals_ms:.2f} ms | {f.sweep_ms:.1f} ms "
+            f"| {f.quiet_ms:.1f} ms | {f.retention_ms:.0f} ms | {f.seed_seconds:.0f} s |"
+            for f in (small, large)
+        ],
         f"| **ratio** (target ≤ 1.5x) | **{ratio(small.claim_ms, large.claim_ms)}** | "
         f"**{ratio(small.create_ms, large.create_ms)}** | **{ratio(small.signals_ms, large.signals_ms)}** | "
         f"**{ratio(small.sweep_ms, large.sweep_ms)}** | **{ratio(small.quiet_ms, large.quiet_ms)}** | "
@@ -334,7 +383,9 @@ def report(small: Figures, large: Figures, plan: dict[str, dict], machine_line: 
         if "error" in p:
             lines.append(f"| {name} | error: {p['error'][:80]} | | |")
         else:
-            lines.append(f"| {name} | {', '.join(p['indexes']) or '-'} | {', '.join(p['seq_scans']) or 'none'} | {p['ms']} ms |")
+            lines.append(
+                f"| {name} | {', '.join(p['indexes']) or '-'} | {', '.join(p['seq_scans']) or 'none'} | {p['ms']} ms |"
+            )
     lines += [
         "",
         "What keeps them flat: the signals query reads `eligible_delivery_intents` (the claim's own view) through "
@@ -374,8 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         log(f"history {size:,}: seeding")
         db = fresh_database(params, f"bench_history_{size}")
-        db.run("CREATE OR REPLACE FUNCTION gen_random_bytes_compat(n integer) RETURNS bytea LANGUAGE sql AS "
-               "$$ SELECT substring(sha256(random()::text::bytea) FOR n) $$")
+        db.run(
+            "CREATE OR REPLACE FUNCTION gen_random_bytes_compat(n integer) RETURNS bytea LANGUAGE sql AS "
+            "$$ SELECT substring(sha256(random()::text::bytea) FOR n) $$"
+        )
         seed = seed_history(db, size)
         log(f"history {size:,}: measuring")
         figures.append(measure(db, size, repeat, seed))

@@ -12,6 +12,7 @@ when the provider accepted).
 
     .venv/bin/python bench/latency_bench.py [--quick] [--write-docs]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,16 +21,16 @@ import random
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from common import ROOT, fresh_database, load, log, machine, server, write_section
-from support.paths import TEST_TOKEN_KEYS
 from create_bench import free_port, request
-from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.local.scheduler import Job, Scheduler
-from signup_verification.config import load
-from signup_verification.verifications.tokens import Keyring
 from signup_verification.api.create import create_verification
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.config import load as load_config
+from signup_verification.local.scheduler import Job, Scheduler
+from signup_verification.verifications.tokens import Keyring
+from support.paths import TEST_TOKEN_KEYS
 
 SECTION = "latency-bench"
 LATENCY_SQL = """
@@ -42,12 +43,31 @@ SELECT extract(epoch FROM a.observed_at - v.created_at)
 
 
 def start_dispatch(url: str, port: int, idle_wait: bool, timeout: int, margin: float) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "ENVIRONMENT": "local",
-           "DEPLOYMENT": "bench", "EMAIL_TRANSPORT": "console", "SMS_TRANSPORT": "console", "LOG_LEVEL": "WARNING",
-           "FUNCTION_TIMEOUT_SECONDS": str(timeout), "DISPATCH_SAFETY_MARGIN_SECONDS": str(margin),
-           "DISPATCH_IDLE_WAIT": "true" if idle_wait else "false", "FUNCTION_TARGET": "dispatch"}
-    cmd = [str(ROOT / ".venv" / "bin" / "functions-framework"), "--source", str(ROOT / "functions" / "main.py"),
-           "--target", "dispatch", "--host", "127.0.0.1", "--port", str(port)]
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "ENVIRONMENT": "local",
+        "DEPLOYMENT": "bench",
+        "EMAIL_TRANSPORT": "console",
+        "SMS_TRANSPORT": "console",
+        "LOG_LEVEL": "WARNING",
+        "FUNCTION_TIMEOUT_SECONDS": str(timeout),
+        "DISPATCH_SAFETY_MARGIN_SECONDS": str(margin),
+        "DISPATCH_IDLE_WAIT": "true" if idle_wait else "false",
+        "FUNCTION_TARGET": "dispatch",
+    }
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "functions-framework"),
+        "--source",
+        str(ROOT / "functions" / "main.py"),
+        "--target",
+        "dispatch",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # a GET answers 405 once the server is up (dispatch wants POST)
@@ -63,12 +83,13 @@ def start_dispatch(url: str, port: int, idle_wait: bool, timeout: int, margin: f
 def run(params, idle_wait: bool, seconds: float, interval: float, timeout: int, margin: float, tag: str) -> list[float]:
     db = fresh_database(params, "bench_latency")
     url = params.with_database("bench_latency").url()
-    settings = load({"DEPLOYMENT": "bench", "TOKEN_KEYS": TEST_TOKEN_KEYS, "RATE_LIMIT_PER_HOUR": "1000"}).create
+    settings = load_config({"DEPLOYMENT": "bench", "TOKEN_KEYS": TEST_TOKEN_KEYS, "RATE_LIMIT_PER_HOUR": "1000"}).create
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
     port = free_port()
     proc = start_dispatch(url, port, idle_wait, timeout, margin)
-    scheduler = Scheduler([Job("dispatch", f"http://127.0.0.1:{port}/", interval)], report=lambda line: None,
-                          timeout_seconds=timeout + 10).start()
+    scheduler = Scheduler(
+        [Job("dispatch", f"http://127.0.0.1:{port}/", interval)], report=lambda line: None, timeout_seconds=timeout + 10
+    ).start()
     scheduler.run_now()  # the first tick now, then every interval: steady state from the first create
     rng = random.Random(7)
     try:
@@ -76,7 +97,8 @@ def run(params, idle_wait: bool, seconds: float, interval: float, timeout: int, 
         n = 0
         while time.monotonic() < ends:
             payload = CreateVerificationRequest.model_validate(
-                {"account_id": f"{tag}{n}", "channel": "email", "destination": f"{tag}{n}@example.com"})
+                {"account_id": f"{tag}{n}", "channel": "email", "destination": f"{tag}{n}@example.com"}
+            )
             create_verification(db, settings, keyring, payload, f"{tag}{n}")
             n += 1
             time.sleep(rng.expovariate(2.0))
@@ -109,18 +131,27 @@ def main(argv: list[str] | None = None) -> int:
     params = server()
     rows = []
     for idle_wait in (True, False):
-        lat = run(params, idle_wait, seconds, interval, timeout, margin, f"{'w' if idle_wait else 'n'}{time.time_ns()}-")
+        lat = run(
+            params, idle_wait, seconds, interval, timeout, margin, f"{'w' if idle_wait else 'n'}{time.time_ns()}-"
+        )
         rows.append((idle_wait, len(lat), pct(lat, 0.5), pct(lat, 0.95), pct(lat, 0.99), max(lat)))
-    lines = ["## Create -> provider-accepted latency, scheduler once a minute", "",
-             f"`bench/latency_bench.py`, {datetime.now(timezone.utc):%Y-%m-%d}, {machine(params)}. "
-             f"{seconds:.0f} s of creates (about 2/s, exponential gaps) per row; dispatch through functions-framework, "
-             f"called by the scheduler emulation every {interval:.0f} s on fixed ticks; FUNCTION_TIMEOUT_SECONDS="
-             f"{timeout}, DISPATCH_SAFETY_MARGIN_SECONDS={margin:g}, DISPATCH_IDLE_POLL_SECONDS=0.25. "
-             "Latency = accepted attempt row's observed_at - verification created_at (database clock).", "",
-             "| DISPATCH_IDLE_WAIT | creates | p50 | p95 | p99 | max | target p95 ≤ 2 s |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Create -> provider-accepted latency, scheduler once a minute",
+        "",
+        f"`bench/latency_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine(params)}. "
+        f"{seconds:.0f} s of creates (about 2/s, exponential gaps) per row; dispatch through functions-framework, "
+        f"called by the scheduler emulation every {interval:.0f} s on fixed ticks; FUNCTION_TIMEOUT_SECONDS="
+        f"{timeout}, DISPATCH_SAFETY_MARGIN_SECONDS={margin:g}, DISPATCH_IDLE_POLL_SECONDS=0.25. "
+        "Latency = accepted attempt row's observed_at - verification created_at (database clock).",
+        "",
+        "| DISPATCH_IDLE_WAIT | creates | p50 | p95 | p99 | max | target p95 ≤ 2 s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for idle_wait, n, p50, p95, p99, worst in rows:
-        lines.append(f"| {str(idle_wait).lower()} | {n} | {p50:.2f} s | **{p95:.2f} s** | {p99:.2f} s | {worst:.2f} s | "
-                     f"{'ok' if p95 <= 2 else 'MISSED'} |")
+        lines.append(
+            f"| {str(idle_wait).lower()} | {n} | {p50:.2f} s | **{p95:.2f} s** | {p99:.2f} s | {worst:.2f} s | "
+            f"{'ok' if p95 <= 2 else 'MISSED'} |"
+        )
     section = "\n".join(lines) + "\n"
     print(section)
     if args.write_docs:

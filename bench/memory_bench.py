@@ -7,6 +7,7 @@ zero-latency sender serializing every email to MIME as the SMTP adapter does. Se
 
     .venv/bin/python bench/memory_bench.py [--quick] [--write-docs]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,7 @@ import json
 import resource
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from common import fresh_database, log, machine, median, server, write_section
 
@@ -32,12 +33,22 @@ def child(url: str, intents: int, batch: int) -> None:
 
     imported_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     db = Database.from_url(url, statement_timeout_ms=600_000)
-    settings = make_config(deployment="bench", token_keys=dispatch_bench.TEST_TOKEN_KEYS, dispatch_max_batch=batch,
-                        function_timeout_seconds=3600, email_from="Signup <no-reply@example.org>")
-    channels = {"email": dispatch_bench.BenchSender("email", 0.0, mime=True), "sms": dispatch_bench.BenchSender("sms", 0.0)}
+    settings = make_config(
+        deployment="bench",
+        token_keys=dispatch_bench.TEST_TOKEN_KEYS,
+        dispatch_max_batch=batch,
+        function_timeout_seconds=3600,
+        email_from="Signup <no-reply@example.org>",
+    )
+    channels = {
+        "email": dispatch_bench.BenchSender("email", 0.0, mime=True),
+        "sms": dispatch_bench.BenchSender("sms", 0.0),
+    }
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "sms": 0.0})
-    report = Dispatcher(db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(
+        db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator
+    ).run()
     assert report.accepted == intents, report
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"imported_mb": imported_kb / 1024, "peak_mb": peak_kb / 1024}))
@@ -45,12 +56,18 @@ def child(url: str, intents: int, batch: int) -> None:
 
 def measure(params, intents: int, batch: int) -> dict:
     from support.fakes.seed import seed_intents
+
     db = fresh_database(params, "bench_memory")
     seed_intents(db, intents, sms_every=5, prefix="m")
     db.execute_script("VACUUM ANALYZE")
     db.close()
-    out = subprocess.run([sys.executable, __file__, "--child", params.with_database("bench_memory").url(),
-                          str(intents), str(batch)], check=True, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", params.with_database("bench_memory").url(), str(intents), str(batch)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -69,14 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         results = [measure(params, intents, batch) for _ in range(runs)]
         rows.append((batch, median(r["imported_mb"] for r in results), median(r["peak_mb"] for r in results)))
         log(f"batch {batch}: after imports {rows[-1][1]:.0f} MB, peak {rows[-1][2]:.0f} MB")
-    lines = ["## Memory of one dispatch invocation", "",
-             f"`bench/memory_bench.py`, {datetime.now(timezone.utc):%Y-%m-%d}, {machine(params)}. One invocation "
-             f"in a fresh interpreter drains {intents:,} intents (1 in 5 SMS; every email serialized to MIME); peak "
-             f"RSS is `ru_maxrss`; median of {runs} runs.", "",
-             "| max batch | RSS after imports | peak RSS | target |", "|---|---|---|---|"]
+    lines = [
+        "## Memory of one dispatch invocation",
+        "",
+        f"`bench/memory_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine(params)}. One invocation "
+        f"in a fresh interpreter drains {intents:,} intents (1 in 5 SMS; every email serialized to MIME); peak "
+        f"RSS is `ru_maxrss`; median of {runs} runs.",
+        "",
+        "| max batch | RSS after imports | peak RSS | target |",
+        "|---|---|---|---|",
+    ]
     for batch, imported, peak in rows:
-        lines.append(f"| {batch} | {imported:.0f} MB | **{peak:.0f} MB** | < {TARGET_MB} MB "
-                     f"({'ok' if peak < TARGET_MB else 'MISSED'}) |")
+        lines.append(
+            f"| {batch} | {imported:.0f} MB | **{peak:.0f} MB** | < {TARGET_MB} MB "
+            f"({'ok' if peak < TARGET_MB else 'MISSED'}) |"
+        )
     section = "\n".join(lines) + "\n"
     print(section)
     if args.write_docs:

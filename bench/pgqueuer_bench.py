@@ -9,6 +9,7 @@ x batch 100. Jobs are enqueued first; the clock runs from the moment every consu
 
     .venv/bin/python bench/pgqueuer_bench.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,14 +34,17 @@ def available() -> str | None:
 
 async def _connect(params: ConnectionParams):
     import asyncpg
+
     host = params.unix_sock.rsplit("/", 1)[0] if params.unix_sock else params.host
-    return await asyncpg.connect(host=host, port=params.port, user=params.user, password=params.password,
-                                 database=params.database)
+    return await asyncpg.connect(
+        host=host, port=params.port, user=params.user, password=params.password, database=params.database
+    )
 
 
 async def _prepare(params: ConnectionParams, jobs: int) -> None:
     from pgqueuer.adapters.drivers.asyncpg import AsyncpgDriver
     from pgqueuer.queries import Queries
+
     con = await _connect(params)
     try:
         queries = Queries(AsyncpgDriver(con))
@@ -72,9 +76,12 @@ async def _consume(params: ConnectionParams, consumers: int, batch: int, ready, 
     ready.set()
     while not go.is_set():
         await asyncio.sleep(0.001)
-    await asyncio.gather(*(qm.run(batch_size=batch, mode=QueueExecutionMode.drain,
-                                  log_aggregation_interval=timedelta(0))
-                           for qm in managers))
+    await asyncio.gather(
+        *(
+            qm.run(batch_size=batch, mode=QueueExecutionMode.drain, log_aggregation_interval=timedelta(0))
+            for qm in managers
+        )
+    )
     ended = time.time()
     for con in connections:
         await con.close()
@@ -84,6 +91,7 @@ async def _consume(params: ConnectionParams, consumers: int, batch: int, ready, 
 def _process(params: ConnectionParams, consumers: int, batch: int, ready, go, ends) -> None:
     try:  # pgqueuer depends on uvloop and its own benchmark runs on it
         import uvloop
+
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run

@@ -6,14 +6,15 @@ rate divided by this is the share Python and the pipeline cost.
 
     .venv/bin/python bench/raw_sql_bench.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
 import time
 
 from common import fresh_database, log, server
-from signup_verification.platform.database import Database, load_sql
 from signup_verification.outbox import transitions
+from signup_verification.platform.database import Database, load_sql
 from support.fakes.seed import seed_intents
 
 OUTBOX = transitions.__file__
@@ -38,9 +39,19 @@ def drain(db: Database, batch: int) -> int:
         ids, versions = [r[0] for r in rows], [r[9] for r in rows]
         db.run(begin, owner=OWNER, ids=ids, versions=versions)
         n = len(ids)
-        applied = db.run(settle, owner=OWNER, ids=ids, versions=versions, outcomes=["accepted"] * n,
-                         delays=[0.0] * n, error_classes=[None] * n, error_details=[None] * n,
-                         provider_refs=["raw"] * n, segments=[None] * n, attempted=[True] * n)
+        applied = db.run(
+            settle,
+            owner=OWNER,
+            ids=ids,
+            versions=versions,
+            outcomes=["accepted"] * n,
+            delays=[0.0] * n,
+            error_classes=[None] * n,
+            error_details=[None] * n,
+            provider_refs=["raw"] * n,
+            segments=[None] * n,
+            attempted=[True] * n,
+        )
         done += len(applied)
 
 

@@ -8,6 +8,7 @@
 Each script runs in its own process against the private embedded server (.local/bench-pg, or
 BENCH_PG_DIR / BENCH_DATABASE_URL); BENCH_DOC redirects the sections to another file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,11 @@ BENCH = Path(__file__).resolve().parent
 # question -> script; the order puts the CPU-heavy throughput comparison first, on a quiet server
 SCRIPTS = {
     "throughput": "throughput_bench.py",  # dispatcher vs raw-SQL limit vs pgqueuer
-    "provider": "dispatch_bench.py",      # 200 ms provider, budget respected
-    "create": "create_bench.py",          # create path through functions-framework
-    "history": "history_bench.py",        # hot and operator paths with 10k vs 1M history
-    "latency": "latency_bench.py",        # create -> accepted with the scheduler once a minute
-    "memory": "memory_bench.py",          # peak RSS of one invocation, 5,000 intents
+    "provider": "dispatch_bench.py",  # 200 ms provider, budget respected
+    "create": "create_bench.py",  # create path through functions-framework
+    "history": "history_bench.py",  # hot and operator paths with 10k vs 1M history
+    "latency": "latency_bench.py",  # create -> accepted with the scheduler once a minute
+    "memory": "memory_bench.py",  # peak RSS of one invocation, 5,000 intents
 }
 
 

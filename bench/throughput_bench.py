@@ -7,12 +7,13 @@ round, then the median taken. Zero-latency in-process sender, attempt rows writt
 
     .venv/bin/python bench/throughput_bench.py [--quick] [--rounds N] [--write-docs] [--profile]
 """
+
 from __future__ import annotations
 
 import argparse
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dispatch_bench
 import pgqueuer_bench
@@ -44,8 +45,12 @@ CONTENDERS = (
 
 def run_one(params, c: Contender, n: int) -> float:
     if c.kind in ("dispatcher", "settle2"):
-        result = dispatch_bench.run(params, dispatch_bench.Scenario("zero-latency", n, 0.0, 8, max_batch=c.batch,
-                                                                    settle_connection=c.kind == "settle2"))
+        result = dispatch_bench.run(
+            params,
+            dispatch_bench.Scenario(
+                "zero-latency", n, 0.0, 8, max_batch=c.batch, settle_connection=c.kind == "settle2"
+            ),
+        )
         return result.rate
     if c.kind == "parallel":
         return parallel_dispatch(params, n, c.batch, c.processes)
@@ -57,26 +62,34 @@ def run_one(params, c: Contender, n: int) -> float:
 def _invocation(url: str, batch: int, ready, go, out) -> None:
     """One dispatch invocation in its own process (as two function instances would run)."""
     from signup_verification.delivery.budget import LatencyEstimator
-    from signup_verification.platform.database import Database
     from signup_verification.delivery.dispatcher import Dispatcher
+    from signup_verification.platform.database import Database
     from support.config import make_config
 
     db = Database.from_url(url, statement_timeout_ms=600_000)
     db.run("SELECT 1")
-    settings = make_config(deployment="bench", token_keys=dispatch_bench.TEST_TOKEN_KEYS, dispatch_max_batch=batch,
-                        function_timeout_seconds=3600, email_from="Signup <no-reply@example.org>")
+    settings = make_config(
+        deployment="bench",
+        token_keys=dispatch_bench.TEST_TOKEN_KEYS,
+        dispatch_max_batch=batch,
+        function_timeout_seconds=3600,
+        email_from="Signup <no-reply@example.org>",
+    )
     channels = {c: dispatch_bench.BenchSender(c, 0.0) for c in ("email", "sms")}
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "sms": 0.0})
     ready.set()
     go.wait(120)
-    report = Dispatcher(db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(
+        db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator
+    ).run()
     out.put((report.accepted, time.time()))
 
 
 def parallel_dispatch(params, n: int, batch: int, processes: int) -> float:
     """Intents/s of `processes` concurrent invocations draining one seeded outbox (SKIP LOCKED)."""
     import multiprocessing as mp
+
     db = dispatch_bench.fresh_database(params, "dispatch_bench")
     for first in range(0, n, 50_000):
         dispatch_bench.seed_intents(db, min(50_000, n - first), sms_every=5, prefix=f"p{first}", offset=first)
@@ -104,6 +117,7 @@ def parallel_dispatch(params, n: int, batch: int, processes: int) -> float:
 def profile(params, n: int) -> str:
     """pyinstrument over one dispatcher run: where the wall time of the dispatch loop goes."""
     from pyinstrument import Profiler
+
     profiler = Profiler(interval=0.001)
     profiler.start()
     dispatch_bench.run(params, dispatch_bench.Scenario("zero-latency", n, 0.0, 8))
@@ -142,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
 def report(rates, n: int, rounds: int, machine_line: str, loads: list[float], missing: str | None) -> str:
     contenders = list(rates)
     base = contenders[0]
-    ratio = {c: median(b / a for a, b in zip(rates[c], rates[base])) for c in contenders}
+    ratio = {c: median(b / a for a, b in zip(rates[c], rates[base], strict=True)) for c in contenders}
     lines = [
         "## Dispatcher throughput vs the raw-SQL limit and pgqueuer",
         "",
-        f"`bench/throughput_bench.py`, {datetime.now(timezone.utc):%Y-%m-%d}, {machine_line}. "
+        f"`bench/throughput_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine_line}. "
         f"{n:,} intents (jobs) per run, {rounds} rounds, each contender once per round on a freshly seeded database; "
         f"medians; ratios are per round, then the median. Load average while measuring: "
         f"{min(loads):.1f}-{max(loads):.1f} (2 cores shared with other sessions' test runs).",

@@ -2,23 +2,23 @@
 
 Each deployment picks its target with --entry-point; every target lives in this one file.
 """
+
 from __future__ import annotations
 
 import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification.api import auth, problems
+from signup_verification.api import auth, pages, problems
 from signup_verification.api import confirm as confirm_edge
 from signup_verification.api import create as create_edge
-from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
-from signup_verification.verifications import confirm as confirmations
-from signup_verification.api import pages
-from signup_verification.platform import shutdown
-from signup_verification.platform import logs as service_logging
-from signup_verification.operations import reconciler, signals
-from signup_verification.runtime import Runtime, get_runtime
 from signup_verification.api.http import Incoming, endpoint, json_body, json_response, read_request, require_method
+from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
+from signup_verification.operations import reconciler, signals
+from signup_verification.platform import logs as service_logging
+from signup_verification.platform import shutdown
+from signup_verification.runtime import Runtime, get_runtime
+from signup_verification.verifications import confirm as confirmations
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
 _startup = get_runtime().config
@@ -47,7 +47,8 @@ def create_verification(request: flask.Request):
     if not valid_idempotency_key(key):
         raise problems.bad_request(
             "The Idempotency-Key header is required: 1-255 printable ASCII characters.",
-            [{"pointer": "header/Idempotency-Key", "detail": "missing or invalid"}])
+            [{"pointer": "header/Idempotency-Key", "detail": "missing or invalid"}],
+        )
     body = json_body(incoming)
     try:
         payload = CreateVerificationRequest.model_validate(body)
@@ -68,9 +69,13 @@ def confirm_verification(request: flask.Request):
     config = runtime.config.confirm
     if incoming.method != "POST":
         token = incoming.args.get("token")
-        return pages.guarded(lambda: confirm_edge.page_answer(
-            confirmations.preview_link(runtime.db, runtime.keyring, token), incoming, token, config.product_name),
-            incoming, token)
+        return pages.guarded(
+            lambda: confirm_edge.page_answer(
+                confirmations.preview_link(runtime.db, runtime.keyring, token), incoming, token, config.product_name
+            ),
+            incoming,
+            token,
+        )
     if incoming.mimetype == "application/json":
         kind, value = confirm_edge.parse_json_request(json_body(incoming), config.code_digits)
         if kind == "link":
@@ -79,9 +84,13 @@ def confirm_verification(request: flask.Request):
             outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
         return confirm_edge.json_answer(outcome)
     form_token = pages.form_token(incoming)
-    return pages.guarded(lambda: confirm_edge.page_answer(
-        confirmations.confirm_link(runtime.db, runtime.keyring, form_token), incoming, product=config.product_name),
-        incoming, form_token)
+    return pages.guarded(
+        lambda: confirm_edge.page_answer(
+            confirmations.confirm_link(runtime.db, runtime.keyring, form_token), incoming, product=config.product_name
+        ),
+        incoming,
+        form_token,
+    )
 
 
 @functions_framework.http

@@ -3,6 +3,7 @@
 Every answer is checked against the database: exactly one verification + intent + key per accepted
 key, nothing at all for a rejected request. Races, faults and rate limits: tests/test_create_races.py.
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,9 +34,13 @@ def post(client, body, key: str | None = "signup-42", **kwargs):
 
 
 def row_counts(db) -> tuple[int, int, int]:
-    return tuple(db.run("SELECT (SELECT count(*) FROM verifications)::int,"
-                        " (SELECT count(*) FROM delivery_intents)::int,"
-                        " (SELECT count(*) FROM idempotency_keys)::int")[0])
+    return tuple(
+        db.run(
+            "SELECT (SELECT count(*) FROM verifications)::int,"
+            " (SELECT count(*) FROM delivery_intents)::int,"
+            " (SELECT count(*) FROM idempotency_keys)::int"
+        )[0]
+    )
 
 
 def assert_problem(response, status: int, *pointers: str) -> dict:
@@ -67,6 +72,7 @@ def parse_time(value: str) -> dt.datetime:
 
 
 # -- created ------------------------------------------------------------------------------------------
+
 
 def test_create_answers_201_with_the_public_fields_and_writes_one_row_set(client, db):
     response = post(client, {**EMAIL, "destination": "Ada@EXAMPLE.com", "locale": "ja-JP"})
@@ -109,20 +115,29 @@ def test_no_token_code_nonce_or_digest_in_the_response_or_database_text(client, 
         secret = key.sms_code(row["id"], row["token_nonce"])
         assert key.code_digest(row["id"], secret) == row["token_digest"]
     answer = response.get_data(as_text=True) + str(response.headers)
-    material = [row["token_nonce"].hex(), base64.urlsafe_b64encode(row["token_nonce"]).decode().rstrip("="),
-                row["token_digest"].hex(), base64.b64encode(row["token_digest"]).decode()]
+    material = [
+        row["token_nonce"].hex(),
+        base64.urlsafe_b64encode(row["token_nonce"]).decode().rstrip("="),
+        row["token_digest"].hex(),
+        base64.b64encode(row["token_digest"]).decode(),
+    ]
     if request_body["channel"] == "email":
         material.append(secret)
     assert not [m for m in material if m in answer]
     assert secret not in response.get_json().values()
     # No text column anywhere holds the token: the database keeps nonce + digest only.
-    dump = "".join(r[0] for r in db.run(
-        "SELECT row_to_json(t)::text FROM verifications t UNION ALL SELECT row_to_json(t)::text FROM delivery_intents t"
-        " UNION ALL SELECT row_to_json(t)::text FROM idempotency_keys t"))
+    dump = "".join(
+        r[0]
+        for r in db.run(
+            "SELECT row_to_json(t)::text FROM verifications t UNION ALL SELECT row_to_json(t)::text FROM delivery_intents t"
+            " UNION ALL SELECT row_to_json(t)::text FROM idempotency_keys t"
+        )
+    )
     assert (secret if request_body["channel"] == "email" else f'"{secret}"') not in dump
 
 
 # -- idempotency --------------------------------------------------------------------------------------
+
 
 def test_same_key_same_body_replays_the_first_answer_and_writes_nothing(client, db):
     first = post(client, EMAIL)
@@ -150,8 +165,15 @@ def test_same_key_different_body_is_422_and_the_key_keeps_its_first_answer(clien
     assert post(client, EMAIL).get_json() == first.get_json()
 
 
-BAD_KEYS = {"missing": None, "empty": "", "blank": "   ", "256-chars": "k" * 256, "DEL": "bad\x7fkey",
-            "non-ascii": "caf\u00e9", "tab": "tab\there"}
+BAD_KEYS = {
+    "missing": None,
+    "empty": "",
+    "blank": "   ",
+    "256-chars": "k" * 256,
+    "DEL": "bad\x7fkey",
+    "non-ascii": "caf\u00e9",
+    "tab": "tab\there",
+}
 
 
 def test_missing_or_invalid_idempotency_key_is_400(client, db):
@@ -180,33 +202,51 @@ BAD_BODIES = {
     "null": ("null", ()),
     "deeply-nested": ("[" * 5000 + "]" * 5000, ()),
     "huge-integer": ('{"account_id": ' + "9" * 5000 + "}", ()),
-    "wrong-types": ('{"account_id": 42, "channel": true, "destination": ["a@example.com"], "locale": 5}',
-                    ("#/account_id", "#/channel", "#/destination", "#/locale")),
-    "no-coercion": ('{"account_id": "a", "channel": "email", "destination": "a@example.com", "template": null}',
-                    ("#/template",)),
+    "wrong-types": (
+        '{"account_id": 42, "channel": true, "destination": ["a@example.com"], "locale": 5}',
+        ("#/account_id", "#/channel", "#/destination", "#/locale"),
+    ),
+    "no-coercion": (
+        '{"account_id": "a", "channel": "email", "destination": "a@example.com", "template": null}',
+        ("#/template",),
+    ),
     "missing-fields": ("{}", ("#/account_id", "#/channel", "#/destination")),
-    "unknown-field": ('{"account_id": "a", "channel": "email", "destination": "a@example.com", "token": "x"}',
-                      ("#/token",)),
+    "unknown-field": (
+        '{"account_id": "a", "channel": "email", "destination": "a@example.com", "token": "x"}',
+        ("#/token",),
+    ),
     "unknown-channel": ('{"account_id": "a", "channel": "fax", "destination": "+14155550100"}', ("#/channel",)),
     "email-no-at": ('{"account_id": "a", "channel": "email", "destination": "ada.example.com"}', ("#/destination",)),
-    "email-bad-domain": ('{"account_id": "a", "channel": "email", "destination": "ada@example..com"}',
-                         ("#/destination",)),
-    "email-too-long": ('{"account_id": "a", "channel": "email", "destination": "' + "a" * 400 + '@example.com"}',
-                       ("#/destination",)),
+    "email-bad-domain": (
+        '{"account_id": "a", "channel": "email", "destination": "ada@example..com"}',
+        ("#/destination",),
+    ),
+    "email-too-long": (
+        '{"account_id": "a", "channel": "email", "destination": "' + "a" * 400 + '@example.com"}',
+        ("#/destination",),
+    ),
     "phone-no-plus": ('{"account_id": "a", "channel": "sms", "destination": "4155550100"}', ("#/destination",)),
     "phone-invalid": ('{"account_id": "a", "channel": "sms", "destination": "+1555"}', ("#/destination",)),
     "phone-unassigned": ('{"account_id": "a", "channel": "sms", "destination": "+10005550100"}', ("#/destination",)),
     "phone-letters": ('{"account_id": "a", "channel": "sms", "destination": "+1-CALL-NOW"}', ("#/destination",)),
     "email-to-sms": ('{"account_id": "a", "channel": "sms", "destination": "ada@example.com"}', ("#/destination",)),
-    "unknown-template": ('{"account_id": "a", "channel": "email", "destination": "a@example.com", "template": "x"}',
-                         ("#/template",)),
-    "bad-locale": ('{"account_id": "a", "channel": "email", "destination": "a@example.com", "locale": "en_US!"}',
-                   ("#/locale",)),
-    "control-in-account": ('{"account_id": "a\\u0000b", "channel": "email", "destination": "a@example.com"}',
-                           ("#/account_id",)),
+    "unknown-template": (
+        '{"account_id": "a", "channel": "email", "destination": "a@example.com", "template": "x"}',
+        ("#/template",),
+    ),
+    "bad-locale": (
+        '{"account_id": "a", "channel": "email", "destination": "a@example.com", "locale": "en_US!"}',
+        ("#/locale",),
+    ),
+    "control-in-account": (
+        '{"account_id": "a\\u0000b", "channel": "email", "destination": "a@example.com"}',
+        ("#/account_id",),
+    ),
     "blank-account": ('{"account_id": "   ", "channel": "email", "destination": "a@example.com"}', ("#/account_id",)),
-    "long-account": ('{"account_id": "' + "a" * 256 + '", "channel": "email", "destination": "a@example.com"}',
-                     ("#/account_id",)),
+    "long-account": (
+        '{"account_id": "' + "a" * 256 + '", "channel": "email", "destination": "a@example.com"}',
+        ("#/account_id",),
+    ),
 }
 
 
@@ -263,6 +303,7 @@ def test_unreachable_database_is_503_with_retry_after(client, monkeypatch):
 
 # -- supersede ----------------------------------------------------------------------------------------
 
+
 def test_new_verification_supersedes_the_accounts_pending_one_on_that_channel(client, db):
     first = post(client, EMAIL, key="k1").get_json()
     other_channel = post(client, SMS, key="k2").get_json()
@@ -270,9 +311,13 @@ def test_new_verification_supersedes_the_accounts_pending_one_on_that_channel(cl
     other_account = post(client, eve, key="k3").get_json()
     second = post(client, {**EMAIL, "destination": "ada@work.example.com"}, key="k4").get_json()
 
-    rows = {str(r["id"]): r for r in db.rows(
-        "SELECT v.id, v.status, v.superseded_by, i.status AS intent_status, i.suppression_reason, i.completed_at"
-        " FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id")}
+    rows = {
+        str(r["id"]): r
+        for r in db.rows(
+            "SELECT v.id, v.status, v.superseded_by, i.status AS intent_status, i.suppression_reason, i.completed_at"
+            " FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id"
+        )
+    }
     old = rows[first["verification_id"]]
     assert old["status"] == "superseded" and str(old["superseded_by"]) == second["verification_id"]
     assert old["intent_status"] == "suppressed" and old["suppression_reason"] == "superseded"
@@ -288,7 +333,9 @@ def test_supersede_leaves_an_already_sent_intent_as_it_was(client, db):
     first = post(client, EMAIL, key="k1").get_json()
     db.run("UPDATE delivery_intents SET status = 'accepted', completed_at = now(), provider_ref = 'msg-1'")
     post(client, {**EMAIL, "destination": "ada@work.example.com"}, key="k2")
-    row = db.one("SELECT v.status, i.status AS intent_status, i.provider_ref FROM verifications v"
-                 " JOIN delivery_intents i ON i.verification_id = v.id WHERE v.id = :id",
-                 id=uuid.UUID(first["verification_id"]))
+    row = db.one(
+        "SELECT v.status, i.status AS intent_status, i.provider_ref FROM verifications v"
+        " JOIN delivery_intents i ON i.verification_id = v.id WHERE v.id = :id",
+        id=uuid.UUID(first["verification_id"]),
+    )
     assert row == {"status": "superseded", "intent_status": "accepted", "provider_ref": "msg-1"}

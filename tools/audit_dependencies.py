@@ -10,6 +10,7 @@ vulnerability; 0 otherwise. Where the vulnerability service cannot be reached (a
 reaches only a package index mirror, as this project's CI does), nothing can be audited: that is
 printed as a loud NOT AUDITED line, and is a failure only with --require (or AUDIT_REQUIRED=1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,13 +31,21 @@ DEFAULT_PIP_AUDIT = ROOT / ".local" / "tools" / "pip-audit" / "bin" / "pip-audit
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pip-audit", type=Path, default=DEFAULT_PIP_AUDIT)
-    parser.add_argument("--require", action="store_true", default=os.environ.get("AUDIT_REQUIRED") == "1",
-                        help="fail when the dependencies could not be audited at all")
+    parser.add_argument(
+        "--require",
+        action="store_true",
+        default=os.environ.get("AUDIT_REQUIRED") == "1",
+        help="fail when the dependencies could not be audited at all",
+    )
     args = parser.parse_args(argv)
     lock = build_bundle.LOCK
     pins = build_bundle.PIN.findall(build_bundle.locked_requirements(lock))
-    done = subprocess.run([str(args.pip_audit), "-r", str(lock), "--no-deps", "--disable-pip", "-f", "json",
-                           "--progress-spinner", "off"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(args.pip_audit), "-r", str(lock), "--no-deps", "--disable-pip", "-f", "json", "--progress-spinner", "off"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     try:
         report = json.loads(done.stdout)
     except ValueError:
@@ -52,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pip-audit: {dep['name']} {dep['version']}: {vuln['id']} (fixed in {fixes})")
     if audited == 0:
         reason = skipped[0]["skip_reason"] if skipped else "no dependency listed"
-        print(f"pip-audit: NOT AUDITED: 0 of {len(pins)} pinned dependencies could be checked "
-              f"(the vulnerability service is unreachable from this machine: {reason!r})")
+        print(
+            f"pip-audit: NOT AUDITED: 0 of {len(pins)} pinned dependencies could be checked "
+            f"(the vulnerability service is unreachable from this machine: {reason!r})"
+        )
         return 1 if args.require else 0
-    print(f"pip-audit: {audited} of {len(pins)} pinned dependencies audited, {len(vulnerable)} with known "
-          f"vulnerabilities" + (f"; {len(skipped)} not audited" if skipped else ""))
+    print(
+        f"pip-audit: {audited} of {len(pins)} pinned dependencies audited, {len(vulnerable)} with known "
+        f"vulnerabilities" + (f"; {len(skipped)} not audited" if skipped else "")
+    )
     return 1 if vulnerable else 0
 
 

@@ -11,6 +11,7 @@ never reach production. The archive is
 byte-for-byte reproducible (sorted entries, fixed timestamps), so its SHA-256 names the bucket
 object and an unchanged tree redeploys nothing. Prints `<path> <sha256>`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,10 @@ def locked_requirements(lock: Path = LOCK) -> str:
 
 def bundle_files(root: Path = ROOT) -> dict[str, bytes]:
     """Archive name -> content."""
-    files = {"main.py": (root / "functions" / "main.py").read_bytes(),
-             "requirements.txt": locked_requirements(root / "requirements" / "runtime.txt").encode()}
+    files = {
+        "main.py": (root / "functions" / "main.py").read_bytes(),
+        "requirements.txt": locked_requirements(root / "requirements" / "runtime.txt").encode(),
+    }
     package_dir = root / "shared" / PACKAGE
     for path in sorted(package_dir.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}:

@@ -16,6 +16,7 @@ lease and resumed, the PostgreSQL server is stopped and started once, and verifi
 superseded and expire mid-run. Then the faults stop, the run drains, and tools/chaos_checks.py
 checks the invariants. Exit status 0 when every invariant held. docs/reliability.md has the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
-from signup_verification.platform import migrations
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
-from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
-from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.config import load  # noqa: E402
+from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
+from signup_verification.platform import migrations  # noqa: E402
+from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications.create import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
 
@@ -64,7 +65,9 @@ class ChaosConfig:
     short_ttl_share: float = 0.05  # created with the shortest TTL (30 s): some expire while the run is faulty
     chaos_seconds: float = 90.0  # kills, provider faults and the restart happen within this
     kill_every: tuple[float, float] = (1.0, 4.0)
-    fault_launch_share: float = 0.12  # dispatch launches that kill themselves at a fault point (tools/fault_dispatch.py)
+    fault_launch_share: float = (
+        0.12  # dispatch launches that kill themselves at a fault point (tools/fault_dispatch.py)
+    )
     pg_restart_at: float = 0.3  # fraction of the chaos phase
     pg_outage_seconds: float = 2.0
     pause_at: float = 0.45  # one worker frozen past its lease (stale writes on resume)
@@ -74,9 +77,10 @@ class ChaosConfig:
     rates: FaultRates = field(default_factory=FaultRates)
 
     @classmethod
-    def quick(cls, **overrides) -> "ChaosConfig":
-        return dataclasses.replace(cls(intents=400, chaos_seconds=20.0, kill_every=(1.0, 3.0), max_seconds=150.0),
-                                   **overrides)
+    def quick(cls, **overrides) -> ChaosConfig:
+        return dataclasses.replace(
+            cls(intents=400, chaos_seconds=20.0, kill_every=(1.0, 3.0), max_seconds=150.0), **overrides
+        )
 
 
 class Run:
@@ -110,23 +114,42 @@ class Run:
         self.twilio = ChaosTwilio(self.faults).start()
         c = self.config
         self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
-        self.env.update({
-            "PYTHONUNBUFFERED": "1", "DATABASE_URL": self.url, "TOKEN_KEYS": self.token_keys, "DEPLOYMENT": "chaos",
-            "VERIFY_LOCAL_DIR": str(self.workdir / "local"), "LOG_FORMAT": "text", "LOG_LEVEL": "WARNING",
-            "EMAIL_TRANSPORT": "smtp", "SMTP_HOST": self.smtp.host, "SMTP_PORT": str(self.smtp.port),
-            "EMAIL_FROM": "Signup <no-reply@example.org>", "VERIFY_LINK_BASE": "https://app.example.org/confirm",
-            "SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": self.twilio.account_sid,
-            "TWILIO_AUTH_TOKEN": self.twilio.auth_token, "TWILIO_FROM": "+15005550006", "TWILIO_API_URL": self.twilio.url,
-            "SEND_TIMEOUT_SECONDS": str(c.send_timeout), "SEND_CONCURRENCY": "8",
-            # The dispatcher claims one batch ahead: a killed worker's two batches wait out their 30 s leases.
-            # 25 keeps them from locking most of the quick run's backlog for its whole chaos phase.
-            "DISPATCH_MAX_BATCH": "25",
-            "DISPATCH_BATCH_SECONDS": "1", "FUNCTION_TIMEOUT_SECONDS": "20", "DISPATCH_SAFETY_MARGIN_SECONDS": "2",
-            "SHUTDOWN_GRACE_SECONDS": "3", "RECONCILE_SAFETY_MARGIN_SECONDS": "2",
-            "DATABASE_STATEMENT_TIMEOUT_MS": "5000",
-            # Short backoff and holds so the run converges in minutes (production: 60,300,900 and 300 s).
-            "RETRY_BACKOFF_SECONDS": "1,2,4", "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2", "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
-        })
+        self.env.update(
+            {
+                "PYTHONUNBUFFERED": "1",
+                "DATABASE_URL": self.url,
+                "TOKEN_KEYS": self.token_keys,
+                "DEPLOYMENT": "chaos",
+                "VERIFY_LOCAL_DIR": str(self.workdir / "local"),
+                "LOG_FORMAT": "text",
+                "LOG_LEVEL": "WARNING",
+                "EMAIL_TRANSPORT": "smtp",
+                "SMTP_HOST": self.smtp.host,
+                "SMTP_PORT": str(self.smtp.port),
+                "EMAIL_FROM": "Signup <no-reply@example.org>",
+                "VERIFY_LINK_BASE": "https://app.example.org/confirm",
+                "SMS_TRANSPORT": "twilio",
+                "TWILIO_ACCOUNT_SID": self.twilio.account_sid,
+                "TWILIO_AUTH_TOKEN": self.twilio.auth_token,
+                "TWILIO_FROM": "+15005550006",
+                "TWILIO_API_URL": self.twilio.url,
+                "SEND_TIMEOUT_SECONDS": str(c.send_timeout),
+                "SEND_CONCURRENCY": "8",
+                # The dispatcher claims one batch ahead: a killed worker's two batches wait out their 30 s leases.
+                # 25 keeps them from locking most of the quick run's backlog for its whole chaos phase.
+                "DISPATCH_MAX_BATCH": "25",
+                "DISPATCH_BATCH_SECONDS": "1",
+                "FUNCTION_TIMEOUT_SECONDS": "20",
+                "DISPATCH_SAFETY_MARGIN_SECONDS": "2",
+                "SHUTDOWN_GRACE_SECONDS": "3",
+                "RECONCILE_SAFETY_MARGIN_SECONDS": "2",
+                "DATABASE_STATEMENT_TIMEOUT_MS": "5000",
+                # Short backoff and holds so the run converges in minutes (production: 60,300,900 and 300 s).
+                "RETRY_BACKOFF_SECONDS": "1,2,4",
+                "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2",
+                "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
+            }
+        )
         self.settings = load(self.env)
 
     # -- the run ----------------------------------------------------------------------------------------
@@ -136,8 +159,10 @@ class Run:
         self.chaos_on.set()
         threads = [threading.Thread(target=self._create_all, name="creator")]
         threads += [threading.Thread(target=self._slot, args=(n,), name=f"slot{n}") for n in range(c.workers)]
-        threads += [threading.Thread(target=self._reconciler, name="reconciler"),
-                    threading.Thread(target=self._chaos, name="chaos")]
+        threads += [
+            threading.Thread(target=self._reconciler, name="reconciler"),
+            threading.Thread(target=self._chaos, name="chaos"),
+        ]
         for t in threads:
             t.start()
         try:
@@ -179,8 +204,11 @@ class Run:
         try:
             while self._elapsed() < self.config.max_seconds:
                 try:
-                    left = db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('ready', 'retryable', 'claimed',"
-                                  " 'attempting') OR (status = 'ambiguous' AND NOT channel = ANY(:held))", held=held)[0][0]
+                    left = db.run(
+                        "SELECT count(*) FROM delivery_intents WHERE status IN ('ready', 'retryable', 'claimed',"
+                        " 'attempting') OR (status = 'ambiguous' AND NOT channel = ANY(:held))",
+                        held=held,
+                    )[0][0]
                 except UnavailableError:
                     left = -1
                 if left == 0 and not any(s["paused"] for s in self.slots):
@@ -214,11 +242,18 @@ class Run:
                 sms = i % round(1 / c.sms_share) == 0
                 channel = "sms" if sms else "email"
                 suffix = "-2" if superseding else ""
-                destination = (f"+1415{(3000000 if superseding else 2000000) + i:07d}" if sms
-                               else f"user{i}{suffix}@chaos.example.com")
+                destination = (
+                    f"+1415{(3000000 if superseding else 2000000) + i:07d}"
+                    if sms
+                    else f"user{i}{suffix}@chaos.example.com"
+                )
                 settings = short if (not superseding and rng.random() < c.short_ttl_share) else normal
-                vid = self._create(db, settings, f"create-{i}{suffix}", {"account_id": f"acct-{i}", "channel": channel,
-                                                                           "destination": destination})
+                vid = self._create(
+                    db,
+                    settings,
+                    f"create-{i}{suffix}",
+                    {"account_id": f"acct-{i}", "channel": channel, "destination": destination},
+                )
                 if vid is None:
                     return
                 done.add(i)
@@ -260,8 +295,11 @@ class Run:
                             fault = self.fault_queue.popleft()
                         elif rng.random() < self.config.fault_launch_share:
                             fault = rng.choice(["after_send", "after_send", "after_begin", "after_claim"])
-                command = [sys.executable, str(ROOT / "tools" / "fault_dispatch.py"), fault] if fault else \
-                    [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+                command = (
+                    [sys.executable, str(ROOT / "tools" / "fault_dispatch.py"), fault]
+                    if fault
+                    else [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+                )
                 with self.lock:
                     if self.stopping.is_set():
                         break
@@ -275,8 +313,11 @@ class Run:
                 claimed = self._record_exit(proc.returncode, out, fault, killed_by_us)
                 if was_frozen:
                     self.figures["frozen_worker_exit"] = proc.returncode
-                    self.figures["frozen_worker_stale_writes"] = json.loads(out.strip().splitlines()[-1])[
-                        "stale_writes"] if proc.returncode == 0 and out.strip() else None
+                    self.figures["frozen_worker_stale_writes"] = (
+                        json.loads(out.strip().splitlines()[-1])["stale_writes"]
+                        if proc.returncode == 0 and out.strip()
+                        else None
+                    )
                 self.stopping.wait(0.2 if claimed else 1.0)
         finally:
             log.close()
@@ -312,8 +353,14 @@ class Run:
 
     def _reconciler(self) -> None:
         while not self.stopping.wait(self.config.reconcile_every):
-            done = subprocess.run([sys.executable, "-m", "signup_verification.cli", "reconcile"], env=self.env, cwd=ROOT,
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-m", "signup_verification.cli", "reconcile"],
+                env=self.env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if done.returncode != 0:
                 self.figures["reconcile_runs_failed"] += 1
                 continue
@@ -351,8 +398,11 @@ class Run:
     def _lease_holders(self, db: Database, statuses: tuple[str, ...] = ("claimed", "attempting")) -> dict[int, int]:
         """{pid: leases held in `statuses`} of the workers holding leases now; {} while the server is down."""
         try:
-            owners = db.run("SELECT lease_owner, count(*) FROM delivery_intents WHERE status = ANY(:statuses)"
-                            " AND lease_owner IS NOT NULL GROUP BY 1", statuses=list(statuses))
+            owners = db.run(
+                "SELECT lease_owner, count(*) FROM delivery_intents WHERE status = ANY(:statuses)"
+                " AND lease_owner IS NOT NULL GROUP BY 1",
+                statuses=list(statuses),
+            )
         except UnavailableError:
             return {}
         return {int(owner.split(":")[2]): count for owner, count in owners}
@@ -363,8 +413,11 @@ class Run:
         Launches carrying a fault point are left to reach it (killed early, they only hand it on)."""
         holders = self._lease_holders(db)
         with self.lock:
-            live = [s for s in self.slots if s["proc"] is not None and s["proc"].poll() is None and not s["paused"]
-                    and not s.get("fault")]
+            live = [
+                s
+                for s in self.slots
+                if s["proc"] is not None and s["proc"].poll() is None and not s["paused"] and not s.get("fault")
+            ]
             working = [s for s in live if s["proc"].pid in holders]
             if working or live:
                 slot = rng.choice(working or live)
@@ -379,8 +432,17 @@ class Run:
         # sends still in flight past the deadline would be left to the reconciler without a write.
         pids = self._lease_holders(db, ("claimed",))
         with self.lock:
-            slot = next((s for s in self.slots if s["proc"] is not None and s["proc"].pid in pids
-                         and s["proc"].poll() is None and not s.get("fault")), None)  # one that will live to write
+            slot = next(
+                (
+                    s
+                    for s in self.slots
+                    if s["proc"] is not None
+                    and s["proc"].pid in pids
+                    and s["proc"].poll() is None
+                    and not s.get("fault")
+                ),
+                None,
+            )  # one that will live to write
             if slot is None:
                 return False
             proc = slot["proc"]
@@ -388,9 +450,11 @@ class Run:
             slot["paused"] = True
         time.sleep(0.2)
         try:
-            claimed, held = db.run("SELECT count(*) FILTER (WHERE status = 'claimed'), count(*) FROM delivery_intents"
-                                   " WHERE status IN ('claimed', 'attempting') AND split_part(lease_owner, ':', 3) = :pid",
-                                   pid=str(proc.pid))[0]
+            claimed, held = db.run(
+                "SELECT count(*) FILTER (WHERE status = 'claimed'), count(*) FROM delivery_intents"
+                " WHERE status IN ('claimed', 'attempting') AND split_part(lease_owner, ':', 3) = :pid",
+                pid=str(proc.pid),
+            )[0]
         except UnavailableError:
             claimed = held = 0
         if not claimed:
@@ -450,14 +514,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures and violations here")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (worker logs, database)")
     args = parser.parse_args(argv)
-    overrides = {k: v for k, v in (("intents", args.intents), ("workers", args.workers), ("seed", args.seed),
-                                   ("max_seconds", args.max_seconds)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("intents", args.intents),
+            ("workers", args.workers),
+            ("seed", args.seed),
+            ("max_seconds", args.max_seconds),
+        )
+        if v is not None
+    }
     config = ChaosConfig.quick(**overrides) if args.quick else dataclasses.replace(ChaosConfig(), **overrides)
     findings = run(config, keep=args.keep)
     print(render(findings))
     if args.json:
-        args.json.write_text(json.dumps({"config": dataclasses.asdict(config), "figures": findings.figures,
-                                         "violations": findings.violations, "ok": findings.ok}, indent=2, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "config": dataclasses.asdict(config),
+                    "figures": findings.figures,
+                    "violations": findings.violations,
+                    "ok": findings.ok,
+                },
+                indent=2,
+                default=str,
+            )
+        )
     return 0 if findings.ok else 1
 
 

@@ -2,18 +2,19 @@
 what the local providers actually took. Each check returns plain violations (strings); the figures
 say how much was exercised. docs/reliability.md states what each one means.
 """
+
 from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
-
-from signup_verification.platform.database import Database
-from signup_verification.outbox.policy import RetryPolicy
-from signup_verification.verifications.tokens import Keyring
+from typing import Any
 
 from chaos_faults import Delivered
+from signup_verification.outbox.policy import RetryPolicy
+from signup_verification.platform.database import Database
+from signup_verification.verifications.tokens import Keyring
 
 TERMINAL = {"accepted", "failed", "suppressed"}
 LIMIT = 20  # violations listed per check; the count is always complete
@@ -22,6 +23,7 @@ LIMIT = 20  # violations listed per check; the count is always complete
 @dataclass
 class Ledger:
     """What the chaos driver did through the create API."""
+
     created: dict[str, uuid.UUID] = field(default_factory=dict)  # idempotency key -> verification id answered
     superseded_at: dict[uuid.UUID, float] = field(default_factory=dict)  # new verification -> time.time() after commit
     create_retries: int = 0  # 503s retried with the same key (replayed or created by the retry)
@@ -43,19 +45,35 @@ class Findings:
         return not any(self.violations.values())
 
 
-def check(db: Database, ledger: Ledger, deliveries: Iterable[Delivered], keyring: Keyring, policy: RetryPolicy,
-          code_digits: int = 6) -> Findings:
+def check(
+    db: Database,
+    ledger: Ledger,
+    deliveries: Iterable[Delivered],
+    keyring: Keyring,
+    policy: RetryPolicy,
+    code_digits: int = 6,
+) -> Findings:
     found = Findings()
-    verifications = {r["id"]: r for r in db.rows(
-        "SELECT id, account_id, channel, destination, key_id, token_nonce, status, expires_at, superseded_by,"
-        " extract(epoch FROM expires_at)::float8 AS expires_epoch FROM verifications")}
-    intents = {r["verification_id"]: r for r in db.rows(
-        "SELECT id, verification_id, channel, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
-        " lease_owner FROM delivery_intents")}
+    verifications = {
+        r["id"]: r
+        for r in db.rows(
+            "SELECT id, account_id, channel, destination, key_id, token_nonce, status, expires_at, superseded_by,"
+            " extract(epoch FROM expires_at)::float8 AS expires_epoch FROM verifications"
+        )
+    }
+    intents = {
+        r["verification_id"]: r
+        for r in db.rows(
+            "SELECT id, verification_id, channel, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
+            " lease_owner FROM delivery_intents"
+        )
+    }
     attempts: dict[int, list[dict]] = defaultdict(list)
-    for row in db.rows("SELECT id, attempt_id, intent_id, attempt_number, outcome, error_class, lease_owner,"
-                       " lease_version, extract(epoch FROM attempted_at)::float8 AS attempted_epoch"
-                       " FROM delivery_attempts ORDER BY id"):
+    for row in db.rows(
+        "SELECT id, attempt_id, intent_id, attempt_number, outcome, error_class, lease_owner,"
+        " lease_version, extract(epoch FROM attempted_at)::float8 AS attempted_epoch"
+        " FROM delivery_attempts ORDER BY id"
+    ):
         attempts[row["intent_id"]].append(row)
     by_verification = _match_deliveries(found, verifications, deliveries, keyring, code_digits)
     _no_intent_lost(found, ledger, verifications, intents, attempts, by_verification, policy)
@@ -64,12 +82,18 @@ def check(db: Database, ledger: Ledger, deliveries: Iterable[Delivered], keyring
     _state_explained_by_attempts(found, intents, attempts)
     _no_stale_lease_write(found, attempts)
     found.figures["final_status"] = dict(Counter(i["status"] for i in intents.values()))
-    found.figures["suppressed_by_reason"] = dict(Counter(i["suppression_reason"] for i in intents.values()
-                                                         if i["status"] == "suppressed"))
+    found.figures["suppressed_by_reason"] = dict(
+        Counter(i["suppression_reason"] for i in intents.values() if i["status"] == "suppressed")
+    )
     found.figures["attempts"] = sum(len({a["attempt_id"] for a in rows}) for rows in attempts.values())
-    found.figures["attempt_outcomes"] = dict(Counter(a["error_class"] if a["error_class"] == "lease_lost" else a["outcome"]
-                                                     for rows in attempts.values() for a in rows
-                                                     if a["outcome"] != "attempting"))
+    found.figures["attempt_outcomes"] = dict(
+        Counter(
+            a["error_class"] if a["error_class"] == "lease_lost" else a["outcome"]
+            for rows in attempts.values()
+            for a in rows
+            if a["outcome"] != "attempting"
+        )
+    )
     return found
 
 
@@ -102,8 +126,11 @@ def _no_intent_lost(found, ledger: Ledger, verifications, intents, attempts, del
     if len(answered) != len(ledger.created):
         found.fail("lost", "two idempotency keys were answered with the same verification")
     if set(verifications) != answered:
-        found.fail("lost", f"{len(answered - set(verifications))} answered verifications missing from the database, "
-                           f"{len(set(verifications) - answered)} in the database never answered")
+        found.fail(
+            "lost",
+            f"{len(answered - set(verifications))} answered verifications missing from the database, "
+            f"{len(set(verifications) - answered)} in the database never answered",
+        )
     held = 0
     for vid in answered & set(verifications):
         intent = intents.get(vid)
@@ -135,8 +162,11 @@ def _no_unexplained_duplicate(found, intents, attempts, delivered) -> None:
         if len(messages) > 1:
             duplicates += len(messages) - 1
             if len(messages) - 1 > ambiguous:
-                found.fail("duplicate", f"intent {intent['id']}: {len(messages)} messages taken, only {ambiguous} "
-                                        "ambiguous attempts recorded")
+                found.fail(
+                    "duplicate",
+                    f"intent {intent['id']}: {len(messages)} messages taken, only {ambiguous} "
+                    "ambiguous attempts recorded",
+                )
             else:
                 explained += len(messages) - 1
     found.figures["duplicate_messages"] = duplicates
@@ -196,8 +226,13 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
             previous_end = group[1]["id"]
         else:
             last = by_attempt[f"{intent['id']}:{numbers[-1]}"][1]["outcome"] if numbers else None
-            allowed = {None: {"suppressed"}, "accepted": {"accepted"}, "failed": {"failed"},
-                       "retryable": {"failed", "suppressed"}, "ambiguous": {"ambiguous", "failed", "suppressed"}}
+            allowed = {
+                None: {"suppressed"},
+                "accepted": {"accepted"},
+                "failed": {"failed"},
+                "retryable": {"failed", "suppressed"},
+                "ambiguous": {"ambiguous", "failed", "suppressed"},
+            }
             if intent["status"] not in allowed[last]:
                 found.fail("explained", f"{label}: last attempt outcome {last}")
             ambiguous = sum(1 for a in rows if a["outcome"] == "ambiguous")
@@ -216,6 +251,11 @@ def _no_stale_lease_write(found, attempts) -> None:
                 if a["lease_version"] <= last_version:
                     found.fail("stale_write", f"attempt {a['attempt_id']} began under an older lease")
                 last_version = a["lease_version"]
-            elif start is None or a["lease_version"] != start["lease_version"] or (
-                    a["error_class"] != "lease_lost" and a["lease_owner"] != start["lease_owner"]):
-                found.fail("stale_write", f"attempt {a['attempt_id']}: outcome {a['outcome']} written under another lease")
+            elif (
+                start is None
+                or a["lease_version"] != start["lease_version"]
+                or (a["error_class"] != "lease_lost" and a["lease_owner"] != start["lease_owner"])
+            ):
+                found.fail(
+                    "stale_write", f"attempt {a['attempt_id']}: outcome {a['outcome']} written under another lease"
+                )

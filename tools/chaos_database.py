@@ -1,5 +1,6 @@
 """The chaos run's own PostgreSQL (tools/chaos.py): an embedded server in the run's directory, never
 the shared test server, that can be stopped and started mid-run with pgserver's pg_ctl."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,8 +15,11 @@ class PrivateServer:
 
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir
-        admin = embedded.start(data_dir, stop_at_exit=False,
-                               settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+        admin = embedded.start(
+            data_dir,
+            stop_at_exit=False,
+            settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"},
+        )
         import pgserver  # after embedded.start, which points pgserver's runtime dir somewhere writable
 
         self.server = pgserver.get_server(data_dir, cleanup_mode=None)

@@ -6,6 +6,7 @@ answered normally. Every message the provider *took* is recorded with the wall-c
 taken, including the ones whose answer never reached the worker (timeout, reset after accepting,
 a Twilio 5xx that was sent anyway): those are the deliveries a worker cannot know about.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,18 +41,19 @@ class Delivered:
 
 @dataclass
 class FaultRates:
-    timeout: float = 0.04       # message taken, the answer comes after the client's timeout: ambiguous
-    reset_after: float = 0.03   # message taken, connection reset without an answer: ambiguous
+    timeout: float = 0.04  # message taken, the answer comes after the client's timeout: ambiguous
+    reset_after: float = 0.03  # message taken, connection reset without an answer: ambiguous
     reset_before: float = 0.02  # connection reset before the message was taken
-    throttle: float = 0.05      # Twilio 429 + Retry-After / SMTP 421: never processed, retryable
+    throttle: float = 0.05  # Twilio 429 + Retry-After / SMTP 421: never processed, retryable
     server_error: float = 0.04  # Twilio 5xx (half of them sent anyway): ambiguous; SMTP 451: retryable
-    echo_url: float = 0.02      # SMTP only: 451 quoting the message's first URL (issue 15, item 12): retryable
+    echo_url: float = 0.02  # SMTP only: 451 quoting the message's first URL (issue 15, item 12): retryable
     permanent_every: int = 250  # one destination in N is refused for good (Twilio 21211 / SMTP 550 5.1.1)
 
 
 @dataclass
 class Faults:
     """Shared switch and counters of both providers."""
+
     rates: FaultRates
     seed: int
     answer_delay: float  # > the workers' SEND_TIMEOUT_SECONDS
@@ -62,8 +64,12 @@ class Faults:
 
     # The first requests of each channel get one of each fault kind, then they come at random: a run
     # whose workers send little while the faults are on (slow start-ups, kills) still meets every kind.
-    forced: dict[str, list[str]] = field(default_factory=lambda: {
-        channel: ["timeout", "reset_after", "reset_before", "throttle", "server_error"] for channel in ("email", "sms")})
+    forced: dict[str, list[str]] = field(
+        default_factory=lambda: {
+            channel: ["timeout", "reset_after", "reset_before", "throttle", "server_error"]
+            for channel in ("email", "sms")
+        }
+    )
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -79,9 +85,14 @@ class Faults:
             if forced:
                 self.injected[f"{channel}_{forced[0]}"] += 1
                 return forced.pop(0)
-        for kind, rate in (("timeout", r.timeout), ("reset_after", r.reset_after), ("reset_before", r.reset_before),
-                           ("throttle", r.throttle), ("server_error", r.server_error),
-                           ("echo_url", r.echo_url if channel == "email" else 0.0)):
+        for kind, rate in (
+            ("timeout", r.timeout),
+            ("reset_after", r.reset_after),
+            ("reset_before", r.reset_before),
+            ("throttle", r.throttle),
+            ("server_error", r.server_error),
+            ("echo_url", r.echo_url if channel == "email" else 0.0),
+        ):
             if x < rate:
                 self.count(f"{channel}_{kind}")
                 return kind
@@ -112,7 +123,7 @@ class _Chaotic(dict):
         super().__init__()
         self.faults = faults
 
-    def get(self, destination, default=None):  # type: ignore[override]
+    def get(self, destination, default=None):
         f = self.faults
         if f.permanent(destination):
             f.count("sms_permanent")
@@ -139,7 +150,7 @@ class ChaosTwilio(FakeTwilio):
         super().__init__()
         self.faults = faults
         self.by_destination = _Chaotic(faults)
-        self.httpd.handle_error = lambda request, client_address: None  # a killed worker's reset is expected
+        self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a killed worker's reset is expected
 
     def parse(self, raw: bytes):
         destination, body, fields = super().parse(raw)
@@ -150,13 +161,14 @@ class ChaosTwilio(FakeTwilio):
         """Move what this server took into the shared delivery list."""
         for d in self.deliveries:
             match = _SMS_CODE.search(d.body)
-            self.faults.record(Delivered("sms", d.destination, match.group(1) if match else None,
-                                         d.request["_received_at"]))
+            self.faults.record(
+                Delivered("sms", d.destination, match.group(1) if match else None, d.request["_received_at"])
+            )
         self.deliveries = []
 
 
 class _ChaosSmtpHandler(_Handler):
-    def __init__(self, server: "ChaosSmtp"):
+    def __init__(self, server: ChaosSmtp):
         super().__init__(server)
         self.faults = server.faults
 

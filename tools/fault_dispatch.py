@@ -9,6 +9,7 @@ attempt begun and never settled, a send the provider accepted and nobody recorde
 code knows only that the dispatcher calls an optional hook at those points; the kill lives here,
 and verifyctl refuses a hook in production (ENVIRONMENT=production).
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,12 +3,14 @@
 Exit status: 0 done; 1 an error (one line on stderr, naming the cause and the next step); 2 a usage
 error (argparse); 3 `status --check` found an alert condition; 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import config as configuration
 from .platform import migrations
@@ -80,7 +82,8 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
 
 def cmd_status(args: argparse.Namespace, runtime: Runtime) -> int:
     """The operator signals: a table (or --json), with the alerts they would raise."""
-    from .operations import signals, status_table as status
+    from .operations import signals
+    from .operations import status_table as status
 
     snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     print(json.dumps(snapshot.as_json(), indent=2) if args.json else status.render(snapshot))
@@ -108,8 +111,8 @@ def cmd_inspect(args: argparse.Namespace, runtime: Runtime) -> int:
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
-    from .platform import logs as service_logging
     from .operations import reconciler
+    from .platform import logs as service_logging
 
     service_logging.configure(runtime.config.logging, stderr=True)  # its log records on stderr, the report on stdout
     report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
@@ -147,8 +150,15 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _command(sub: Any, name: str, summary: str, description: str, func: Callable[..., int], *,
-             json_help: str = "print JSON instead of text") -> argparse.ArgumentParser:
+def _command(
+    sub: Any,
+    name: str,
+    summary: str,
+    description: str,
+    func: Callable[..., int],
+    *,
+    json_help: str = "print JSON instead of text",
+) -> argparse.ArgumentParser:
     command = sub.add_parser(name, help=summary, description=description)
     command.add_argument("--json", action="store_true", help=json_help)
     command.set_defaults(func=func)
@@ -157,54 +167,104 @@ def _command(sub: Any, name: str, summary: str, description: str, func: Callable
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="verifyctl", description="Signup verification delivery: operator commands.",
+        prog="verifyctl",
+        description="Signup verification delivery: operator commands.",
         epilog="Exit status: 0 done, 1 error (one line on stderr), 2 usage error, "
-               f"{EXIT_ALERT} `status --check` found an alert, 130 interrupted.")
+        f"{EXIT_ALERT} `status --check` found an alert, 130 interrupted.",
+    )
     parser.add_argument("--version", action="version", version=f"verifyctl {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    migrate = _command(sub, "migrate", "apply pending SQL migrations and changed definitions",
-                       "Apply the numbered migrations the database lacks and re-apply changed definitions "
-                       "(functions, views), in order, under a lock. Safe to run again.", cmd_migrate)
-    migrate.add_argument("--list", action="store_true",
-                         help="show each migration (applied or pending) and definition (current, changed, new)")
-    grant = _command(sub, "grant", "give the functions' database users their privileges (after migrate)",
-                     "Create the group roles and add each named database user to one (terraform creates "
-                     "the users).", cmd_grant)
+    migrate = _command(
+        sub,
+        "migrate",
+        "apply pending SQL migrations and changed definitions",
+        "Apply the numbered migrations the database lacks and re-apply changed definitions "
+        "(functions, views), in order, under a lock. Safe to run again.",
+        cmd_migrate,
+    )
+    migrate.add_argument(
+        "--list",
+        action="store_true",
+        help="show each migration (applied or pending) and definition (current, changed, new)",
+    )
+    grant = _command(
+        sub,
+        "grant",
+        "give the functions' database users their privileges (after migrate)",
+        "Create the group roles and add each named database user to one (terraform creates the users).",
+        cmd_grant,
+    )
     grant.add_argument("--writer", action="append", default=[], help="database user that reads and writes")
     grant.add_argument("--reader", action="append", default=[], help="database user that only reads")
-    _command(sub, "dispatch", "run one delivery-worker invocation now (prints its report)",
-             "One dispatch invocation, as Cloud Scheduler triggers it: claim ready deliveries, send them "
-             "through this environment's transports, settle the outcomes. The report is JSON on stdout, "
-             "log records on stderr.", cmd_dispatch, json_help="the report is always JSON (accepted for uniformity)")
-    status_cmd = _command(sub, "status", "operator signals per channel: ready work, ages, claims, reconciler",
-                          "The operator signals per channel (the status target's numbers), the workers' last "
-                          "runs and the alerts they would raise.", cmd_status,
-                          json_help="the status target's JSON instead of a table")
-    status_cmd.add_argument("--check", action="store_true",
-                            help=f"exit {EXIT_ALERT} when an alert condition holds (for scripts and probes)")
-    inspect_cmd = _command(sub, "inspect", "one verification's delivery timeline (masked, no token)",
-                           "One verification's delivery: its intent and every claim, attempt and outcome, in "
-                           "order. Destinations are masked; tokens and codes are never stored.", cmd_inspect)
+    _command(
+        sub,
+        "dispatch",
+        "run one delivery-worker invocation now (prints its report)",
+        "One dispatch invocation, as Cloud Scheduler triggers it: claim ready deliveries, send them "
+        "through this environment's transports, settle the outcomes. The report is JSON on stdout, "
+        "log records on stderr.",
+        cmd_dispatch,
+        json_help="the report is always JSON (accepted for uniformity)",
+    )
+    status_cmd = _command(
+        sub,
+        "status",
+        "operator signals per channel: ready work, ages, claims, reconciler",
+        "The operator signals per channel (the status target's numbers), the workers' last "
+        "runs and the alerts they would raise.",
+        cmd_status,
+        json_help="the status target's JSON instead of a table",
+    )
+    status_cmd.add_argument(
+        "--check", action="store_true", help=f"exit {EXIT_ALERT} when an alert condition holds (for scripts and probes)"
+    )
+    inspect_cmd = _command(
+        sub,
+        "inspect",
+        "one verification's delivery timeline (masked, no token)",
+        "One verification's delivery: its intent and every claim, attempt and outcome, in "
+        "order. Destinations are masked; tokens and codes are never stored.",
+        cmd_inspect,
+    )
     inspect_cmd.add_argument("verification_id", help="the verification_id create answered")
-    _command(sub, "reconcile", "run one reconcile sweep now (prints its report)",
-             "One reconcile sweep, as Cloud Scheduler triggers it: expired leases, ambiguous attempts, "
-             "retention. The report is JSON on stdout, log records on stderr.", cmd_reconcile,
-             json_help="the report is always JSON (accepted for uniformity)")
-    sms = sub.add_parser("sms", help="the global SMS budget (SMS_MAX_PER_HOUR)",
-                         description="The global SMS budget: past SMS_MAX_PER_HOUR in a UTC hour, SMS sends "
-                                     "pause (intents stay eligible) until the next hour or a resume.")
+    _command(
+        sub,
+        "reconcile",
+        "run one reconcile sweep now (prints its report)",
+        "One reconcile sweep, as Cloud Scheduler triggers it: expired leases, ambiguous attempts, "
+        "retention. The report is JSON on stdout, log records on stderr.",
+        cmd_reconcile,
+        json_help="the report is always JSON (accepted for uniformity)",
+    )
+    sms = sub.add_parser(
+        "sms",
+        help="the global SMS budget (SMS_MAX_PER_HOUR)",
+        description="The global SMS budget: past SMS_MAX_PER_HOUR in a UTC hour, SMS sends "
+        "pause (intents stay eligible) until the next hour or a resume.",
+    )
     sms_sub = sms.add_subparsers(dest="sms_command", required=True, metavar="ACTION")
-    _command(sms_sub, "resume", "grant this hour another budget's worth of SMS after a pause",
-             "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
-             cmd_sms_resume)
-    key = _command(sub, "new-key", "print a fresh TOKEN_KEYS entry",
-                   "Print a new key_id:secret entry to prepend to TOKEN_KEYS (the first entry signs, every "
-                   "entry verifies).", cmd_new_key)
+    _command(
+        sms_sub,
+        "resume",
+        "grant this hour another budget's worth of SMS after a pause",
+        "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
+        cmd_sms_resume,
+    )
+    key = _command(
+        sub,
+        "new-key",
+        "print a fresh TOKEN_KEYS entry",
+        "Print a new key_id:secret entry to prepend to TOKEN_KEYS (the first entry signs, every entry verifies).",
+        cmd_new_key,
+    )
     key.add_argument("--key-id", default=None)
-    dev = sub.add_parser("dev", help="run the whole service locally: database, every function, mailbox, scheduler",
-                         description="The whole service on this machine: embedded PostgreSQL, every function "
-                                     "target, the local mailbox (SMTP, SMS) and the Cloud Scheduler emulation. "
-                                     "Ctrl-C stops everything.")
+    dev = sub.add_parser(
+        "dev",
+        help="run the whole service locally: database, every function, mailbox, scheduler",
+        description="The whole service on this machine: embedded PostgreSQL, every function "
+        "target, the local mailbox (SMTP, SMS) and the Cloud Scheduler emulation. "
+        "Ctrl-C stops everything.",
+    )
     from .local import devserver  # its options live beside the code that reads them
 
     devserver.add_arguments(dev)

@@ -6,13 +6,16 @@ variable README.md's "Configuration" tables document, and raises one ConfigError
 variable with its reason, rather than stopping at the first. Each config type lives beside the
 code it configures; this module sits above every layer because it builds all of them.
 """
+
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parseaddr
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 from .api.auth import GUARDED_TARGETS, AuthConfig, parse_signing_keys
 from .api.http import HttpConfig
@@ -31,8 +34,8 @@ from .platform.errors import ConfigError
 from .platform.logs import LoggingConfig
 from .platform.migrations import MigrationConfig
 from .platform.shutdown import ShutdownConfig
-from .verifications.confirm import ConfirmConfig
 from .verifications import abuse
+from .verifications.confirm import ConfirmConfig
 from .verifications.create import CreateConfig
 from .verifications.tokens import Keyring, TokenConfig
 
@@ -90,28 +93,40 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     grace = read.positive("SHUTDOWN_GRACE_SECONDS", 8.0)
     retry = _retry_policy(read)
     config = Config(
-        environment=environment, deployment=deployment, function_target=function_target, local_dir=local_dir,
+        environment=environment,
+        deployment=deployment,
+        function_target=function_target,
+        local_dir=local_dir,
         database=DatabaseConfig(
-            url=read.text("DATABASE_URL"), instance_connection_name=read.text("INSTANCE_CONNECTION_NAME"),
-            user=read.text("DB_USER"), name=read.text("DB_NAME") or "verification",
+            url=read.text("DATABASE_URL"),
+            instance_connection_name=read.text("INSTANCE_CONNECTION_NAME"),
+            user=read.text("DB_USER"),
+            name=read.text("DB_NAME") or "verification",
             statement_timeout_ms=read.integer("DATABASE_STATEMENT_TIMEOUT_MS", 15_000, 100),
-            production=production, local_dir=local_dir),
+            production=production,
+            local_dir=local_dir,
+        ),
         logging=_logging(read, deployment),
         shutdown=ShutdownConfig(grace_seconds=grace),
         tokens=_tokens(read, production, local_dir, function_target),
         http=HttpConfig(max_body_bytes=read.integer("MAX_BODY_BYTES", 16 * 1024, 256)),
         create=CreateConfig(
-            code_digits=digits, ttl_seconds=read.integer("VERIFICATION_TTL_SECONDS", 600, 30),
+            code_digits=digits,
+            ttl_seconds=read.integer("VERIFICATION_TTL_SECONDS", 600, 30),
             max_confirm_attempts=read.integer("MAX_CONFIRM_ATTEMPTS", 5, 1),
             max_delivery_attempts=read.integer("MAX_DELIVERY_ATTEMPTS", 5, 1),
             idempotency_ttl_seconds=read.integer("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, 60),
             rate_limit_per_hour=read.integer("RATE_LIMIT_PER_HOUR", 5, 1),
             rate_limit_spacing_seconds=read.integer("RATE_LIMIT_SPACING_SECONDS", 60, 0),
-            abuse=_abuse(read, production, function_target)),
+            abuse=_abuse(read, production, function_target),
+        ),
         confirm=ConfirmConfig(code_digits=digits, product_name=product),
         dispatch=DispatchConfig(
-            deployment=deployment, production=production, function_timeout_seconds=timeout,
-            send_concurrency=concurrency, send_timeout_seconds=send_timeout,
+            deployment=deployment,
+            production=production,
+            function_timeout_seconds=timeout,
+            send_concurrency=concurrency,
+            send_timeout_seconds=send_timeout,
             max_batch=read.integer("DISPATCH_MAX_BATCH", 500, 1),
             batch_seconds=read.positive("DISPATCH_BATCH_SECONDS", 2.0),
             safety_margin_seconds=read.positive("DISPATCH_SAFETY_MARGIN_SECONDS", 5.0),
@@ -120,15 +135,22 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             idle_poll_seconds=read.positive("DISPATCH_IDLE_POLL_SECONDS", 0.25),
             settle_connection=read.flag("DISPATCH_SETTLE_CONNECTION", False),
             sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1),
-            messages=MessageConfig(product_name=product, email_from=email_from, code_digits=digits,
-                                   link_base=read.text("VERIFY_LINK_BASE") or "http://localhost:8082/")),
+            messages=MessageConfig(
+                product_name=product,
+                email_from=email_from,
+                code_digits=digits,
+                link_base=read.text("VERIFY_LINK_BASE") or "http://localhost:8082/",
+            ),
+        ),
         retry=retry,
         channels=_channels(read, production, local_dir, email_from, send_timeout, concurrency),
         reconciler=_reconciler(read, retry, deployment, timeout),
-        signals=SignalsConfig(window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
-                              ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
-                              watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
-                              sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1)),
+        signals=SignalsConfig(
+            window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
+            ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
+            watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
+            sms_max_per_hour=read.integer("SMS_MAX_PER_HOUR", 1000, 1),
+        ),
         auth=_auth(read, production),
         migrations=_migrations(read),
     )
@@ -147,7 +169,7 @@ class _Reader:
         self.errors: list[str] = []
         self.env: dict[str, str] = {}
         for name, value in env.items():  # an unreadable reference counts as unset: one error, not two
-            self.env[name] = self.attempt(lambda: secrets.resolve(name, value), "")
+            self.env[name] = self.attempt(functools.partial(secrets.resolve, name, value), "")
 
     def attempt(self, build: Callable[[], T], fallback: T) -> T:
         """build(), or `fallback` with its ConfigError recorded (so the others are still checked)."""
@@ -229,7 +251,11 @@ def _check_across(read: _Reader, config: Config) -> None:
     # Only where email is really sent (a production console transport is refused anyway, and
     # deploy-time commands such as `verifyctl migrate` carry no sender).
     email_from = config.dispatch.messages.email_from
-    if config.is_production and config.channels.email_transport != "console" and _sender_domain(email_from) in ("localhost", ""):
+    if (
+        config.is_production
+        and config.channels.email_transport != "console"
+        and _sender_domain(email_from) in ("localhost", "")
+    ):
         read.fail(f"EMAIL_FROM must be a real sender address in production, not {email_from!r}")
     # PRODUCT_NAME in every SMS template, with the longest code and the most minutes a message states.
     read.attempt(lambda: check_sms_budget(config.dispatch.messages, config.create.ttl_seconds), None)
@@ -257,8 +283,12 @@ def _logging(read: _Reader, deployment: str) -> LoggingConfig:
     if level not in LOG_LEVELS:
         read.fail(f"LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got {level!r}")
         level = "INFO"
-    return LoggingConfig(format=fmt, level=level, deployment=deployment,
-                         project_id=read.text("GOOGLE_CLOUD_PROJECT") or read.text("GCP_PROJECT"))
+    return LoggingConfig(
+        format=fmt,
+        level=level,
+        deployment=deployment,
+        project_id=read.text("GOOGLE_CLOUD_PROJECT") or read.text("GCP_PROJECT"),
+    )
 
 
 def _tokens(read: _Reader, production: bool, local_dir: Path, target: str | None) -> TokenConfig:
@@ -300,7 +330,9 @@ def _abuse(read: _Reader, production: bool, target: str | None) -> abuse.AbuseCo
         per_prefix_per_hour=read.integer("RATE_LIMIT_PREFIX_PER_HOUR", d.per_prefix_per_hour, 1),
         per_country_per_hour=read.integer("RATE_LIMIT_COUNTRY_PER_HOUR", d.per_country_per_hour, 1),
         per_client_per_hour=read.integer("RATE_LIMIT_CLIENT_PER_HOUR", d.per_client_per_hour, 1),
-        plus_tag_domains=plus, coarse_retry_after=coarse)
+        plus_tag_domains=plus,
+        coarse_retry_after=coarse,
+    )
 
 
 def _word_set(raw: str | None, upper: bool) -> frozenset[str] | None:
@@ -335,24 +367,39 @@ def _retry_policy(read: _Reader) -> RetryPolicy:
     return RetryPolicy(backoff=backoff, channels=channels)
 
 
-def _channels(read: _Reader, production: bool, local_dir: Path, email_from: str, send_timeout: float,
-              concurrency: int) -> ChannelsConfig:
+def _channels(
+    read: _Reader, production: bool, local_dir: Path, email_from: str, send_timeout: float, concurrency: int
+) -> ChannelsConfig:
     """Missing provider credentials are reported by build_channels when dispatch starts (only the
     dispatch target sends)."""
     return ChannelsConfig(
         email_transport=read.choice("EMAIL_TRANSPORT", "console", {"smtp", "sendgrid", "console"}),
         sms_transport=read.choice("SMS_TRANSPORT", "console", {"twilio", "console"}),
         smtp_ca_file=read.file("SMTP_CA_FILE"),
-        smtp=SmtpConfig(host=read.text("SMTP_HOST") or "localhost", port=read.integer("SMTP_PORT", 8025, 1),
-                        security=read.choice("SMTP_SECURITY", "none", {"none", "starttls", "tls"}),
-                        username=read.text("SMTP_USERNAME"), password=read.text("SMTP_PASSWORD"),
-                        timeout=send_timeout, helo_name=message_domain(email_from)),
-        sendgrid=SendGridConfig(api_key=read.text("SENDGRID_API_KEY"),
-                                url=read.text("SENDGRID_API_URL") or "https://api.sendgrid.com/v3/mail/send"),
-        twilio=TwilioConfig(account_sid=read.text("TWILIO_ACCOUNT_SID"), auth_token=read.text("TWILIO_AUTH_TOKEN"),
-                            sender=read.text("TWILIO_FROM"),
-                            api_url=read.text("TWILIO_API_URL") or "https://api.twilio.com"),
-        send_timeout_seconds=send_timeout, send_concurrency=concurrency, production=production, local_dir=local_dir)
+        smtp=SmtpConfig(
+            host=read.text("SMTP_HOST") or "localhost",
+            port=read.integer("SMTP_PORT", 8025, 1),
+            security=read.choice("SMTP_SECURITY", "none", {"none", "starttls", "tls"}),
+            username=read.text("SMTP_USERNAME"),
+            password=read.text("SMTP_PASSWORD"),
+            timeout=send_timeout,
+            helo_name=message_domain(email_from),
+        ),
+        sendgrid=SendGridConfig(
+            api_key=read.text("SENDGRID_API_KEY"),
+            url=read.text("SENDGRID_API_URL") or "https://api.sendgrid.com/v3/mail/send",
+        ),
+        twilio=TwilioConfig(
+            account_sid=read.text("TWILIO_ACCOUNT_SID"),
+            auth_token=read.text("TWILIO_AUTH_TOKEN"),
+            sender=read.text("TWILIO_FROM"),
+            api_url=read.text("TWILIO_API_URL") or "https://api.twilio.com",
+        ),
+        send_timeout_seconds=send_timeout,
+        send_concurrency=concurrency,
+        production=production,
+        local_dir=local_dir,
+    )
 
 
 def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: float) -> ReconcilerConfig:
@@ -364,16 +411,21 @@ def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: flo
         redact_after_seconds=read.number("RETENTION_REDACT_AFTER_DAYS", d.redact_after_seconds / DAY, 0) * DAY,
         purge_after_seconds=read.number("RETENTION_PURGE_AFTER_DAYS", d.purge_after_seconds / DAY, 0) * DAY,
         safety_margin_seconds=read.number("RECONCILE_SAFETY_MARGIN_SECONDS", d.safety_margin_seconds, 0),
-        policy=retry, deployment=deployment, function_timeout_seconds=timeout)
+        policy=retry,
+        deployment=deployment,
+        function_timeout_seconds=timeout,
+    )
     return read.attempt(lambda: ReconcilerConfig(**values), d)  # type: ignore[arg-type]
 
 
 def _auth(read: _Reader, production: bool) -> AuthConfig:
-    keys = read.attempt(lambda: parse_signing_keys(read.text("REQUEST_SIGNING_KEYS") or ""), ())
+    no_keys: tuple[tuple[str, bytes], ...] = ()
+    keys = read.attempt(lambda: parse_signing_keys(read.text("REQUEST_SIGNING_KEYS") or ""), no_keys)
     if read.text("SIGNED_TARGETS") and not keys:
         read.fail("SIGNED_TARGETS is set but REQUEST_SIGNING_KEYS holds no key")
-    targets = frozenset(t.strip() for t in (read.text("SIGNED_TARGETS") or "create_verification").split(",")
-                        if t.strip())
+    targets = frozenset(
+        t.strip() for t in (read.text("SIGNED_TARGETS") or "create_verification").split(",") if t.strip()
+    )
     unknown = targets - GUARDED_TARGETS
     if unknown:
         read.fail(f"SIGNED_TARGETS names unknown or public targets: {', '.join(sorted(unknown))}")
@@ -384,5 +436,10 @@ def _auth(read: _Reader, production: bool) -> AuthConfig:
         read.fail("SIGNATURE_TOLERANCE_SECONDS must be an integer between 30 and 3600")
     else:
         tolerance = int(raw_tolerance)
-    return AuthConfig(production=production, signing_keys=keys, signed_targets=targets if keys else frozenset(),
-                      allowed_invokers=invokers, tolerance_seconds=tolerance)
+    return AuthConfig(
+        production=production,
+        signing_keys=keys,
+        signed_targets=targets if keys else frozenset(),
+        allowed_invokers=invokers,
+        tolerance_seconds=tolerance,
+    )

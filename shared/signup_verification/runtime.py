@@ -5,12 +5,13 @@ adapters (their pooled connections) live here for the life of the instance. func
 verifyctl both go through a Runtime; each entry point hands the domain code only its own config.
 Tests call `reset()` after changing the environment.
 """
+
 from __future__ import annotations
 
 import atexit
 import logging
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 from . import config as configuration
 from .api.auth import AuthConfig
@@ -64,9 +65,12 @@ class Runtime:
         db = getattr(self._local, "db", None)
         if db is None:
             cfg = self.config.database
-            db = Database(self._connection_params(), application_name=self.application_name,
-                          statement_timeout_ms=cfg.statement_timeout_ms,
-                          connector=cloudsql.connector_for(cfg, self.application_name))
+            db = Database(
+                self._connection_params(),
+                application_name=self.application_name,
+                statement_timeout_ms=cfg.statement_timeout_ms,
+                connector=cloudsql.connector_for(cfg, self.application_name),
+            )
             self._local.db = db
             with self._lock:
                 self._databases.append(db)
@@ -84,8 +88,9 @@ class Runtime:
         closed (SMTP says QUIT); otherwise the next invocation reuses their connections."""
         config = self.config
         try:
-            report = dispatcher.dispatch(self.db, config.dispatch, config.retry, self.keyring, self.channels,
-                                         stop=stop, fault=fault)
+            report = dispatcher.dispatch(
+                self.db, config.dispatch, config.retry, self.keyring, self.channels, stop=stop, fault=fault
+            )
         finally:
             if stop.is_set():
                 self.close_channels()
@@ -101,8 +106,9 @@ class Runtime:
             try:
                 channel.close()
             except Exception as exc:  # closing is best effort: the process is leaving anyway
-                _log.warning("closing the %s adapter failed: %s", getattr(channel, "transport", "?"),
-                             type(exc).__name__)
+                _log.warning(
+                    "closing the %s adapter failed: %s", getattr(channel, "transport", "?"), type(exc).__name__
+                )
 
     def close(self) -> None:
         """The connections every thread opened, and the channel adapters."""
@@ -138,7 +144,7 @@ def get_runtime() -> Runtime:
         if _runtime is None:
             runtime = Runtime(configuration.load())
             if runtime.config.function_target in configuration.TOKEN_TARGETS:
-                runtime.keyring  # fail at start, not on the first request, on a missing or dev key
+                _ = runtime.keyring  # fail at start, not on the first request, on a missing or dev key
             atexit.register(runtime.close_channels)  # the instance is ending: end its SMTP sessions properly
             _runtime = runtime
         return _runtime

@@ -1,6 +1,7 @@
 """verifyctl as an operator meets it, against the real (embedded) PostgreSQL: one-line errors that
 name the cause and the next step, --version, --json and help on every subcommand, the exit status of
 `status --check`, logging through the functions' configuration, and the emulation's transports."""
+
 from __future__ import annotations
 
 import json
@@ -90,22 +91,45 @@ def test_version(capsys):
 def test_every_subcommand_has_a_description_and_every_operator_command_takes_json():
     parser = cli.build_parser()
     [sub] = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
-    for name, command in sub.choices.items():
-        assert command.description, f"`verifyctl {name} --help` has no description"
+
+    def leaves(choices, prefix=""):
+        for name, command in choices.items():
+            assert command.description, f"`verifyctl {prefix}{name} --help` has no description"
+            nested = [a for a in command._actions if a.__class__.__name__ == "_SubParsersAction"]
+            if nested:  # a group (verifyctl sms ...): its actions are the commands
+                yield from leaves(nested[0].choices, f"{prefix}{name} ")
+            else:
+                yield prefix + name, command
+
+    for name, command in leaves(sub.choices):
         if name != "dev":  # a long-running server, not a report
             assert "--json" in command.format_help(), name
     assert "3" in parser.epilog and "status --check" in parser.epilog
 
 
 def test_migrate_and_new_key_in_json(monkeypatch, capsys, tmp_path, empty_url):
-    code, out, _ = run(monkeypatch, capsys, {"DATABASE_URL": empty_url, "VERIFY_LOCAL_DIR": str(tmp_path)},
-                       "migrate", "--json")
+    code, out, _ = run(
+        monkeypatch, capsys, {"DATABASE_URL": empty_url, "VERIFY_LOCAL_DIR": str(tmp_path)}, "migrate", "--json"
+    )
     assert code == 0 and json.loads(out)["migrations"][0] == "001"
-    code, out, _ = run(monkeypatch, capsys, {"DATABASE_URL": empty_url, "VERIFY_LOCAL_DIR": str(tmp_path)},
-                       "migrate", "--list", "--json")
+    code, out, _ = run(
+        monkeypatch,
+        capsys,
+        {"DATABASE_URL": empty_url, "VERIFY_LOCAL_DIR": str(tmp_path)},
+        "migrate",
+        "--list",
+        "--json",
+    )
     assert code == 0 and {e["state"] for e in json.loads(out)["migrations"]} == {"applied"}
-    code, out, _ = run(monkeypatch, capsys, {"VERIFY_LOCAL_DIR": str(tmp_path), "DATABASE_URL": empty_url},
-                       "new-key", "--json", "--key-id", "k9")
+    code, out, _ = run(
+        monkeypatch,
+        capsys,
+        {"VERIFY_LOCAL_DIR": str(tmp_path), "DATABASE_URL": empty_url},
+        "new-key",
+        "--json",
+        "--key-id",
+        "k9",
+    )
     assert code == 0 and json.loads(out)["token_keys_entry"].startswith("k9:")
 
 
@@ -138,8 +162,13 @@ def test_dispatch_beside_a_running_dev_sends_to_its_mailbox(service_env, db, mon
     make_verifications(db, 1)
     ports = [_closed_port(), _closed_port()]
     with MailboxServer("127.0.0.1", ports[0], ports[1]) as mailbox:
-        child_env = {"EMAIL_TRANSPORT": "smtp", "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(ports[0]),
-                     "SMTP_SECURITY": "none", "DATABASE_URL": "postgresql://ignored@127.0.0.1:1/x"}
+        child_env = {
+            "EMAIL_TRANSPORT": "smtp",
+            "SMTP_HOST": "127.0.0.1",
+            "SMTP_PORT": str(ports[0]),
+            "SMTP_SECURITY": "none",
+            "DATABASE_URL": "postgresql://ignored@127.0.0.1:1/x",
+        }
         devenv.publish(tmp_path / "local", child_env, mailbox.web_url)  # as `verifyctl dev` does, this pid
         try:
             assert cli.main(["dispatch"]) == 0
@@ -156,6 +185,6 @@ def test_a_state_file_of_a_dead_dev_is_ignored(tmp_path):
     devenv.publish(tmp_path, {"EMAIL_TRANSPORT": "smtp"}, "http://localhost:1")
     state = json.loads((tmp_path / devenv.STATE_FILE).read_text())
     assert oct((tmp_path / devenv.STATE_FILE).stat().st_mode & 0o777) == "0o600"
-    state["pid"] = 2 ** 22 + 12345  # beyond pid_max's default: no such process
+    state["pid"] = 2**22 + 12345  # beyond pid_max's default: no such process
     (tmp_path / devenv.STATE_FILE).write_text(json.dumps(state))
     assert devenv.running(tmp_path) is None and devenv.environment(tmp_path) is None

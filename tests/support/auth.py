@@ -1,5 +1,6 @@
 """What Cloud Run passes on to a function once IAM let a call in: the caller's Google ID token with
 its signature removed (auth.py). Production-mode tests send it where a real caller's token would be."""
+
 from __future__ import annotations
 
 import base64
@@ -11,9 +12,17 @@ def _part(data: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
 
 
-def cloud_run_identity(email: str = "scheduler@p.iam.gserviceaccount.com", *, exp: float | None = None,
-                       iss: str = "https://accounts.google.com") -> str:
+def cloud_run_identity(
+    email: str = "scheduler@p.iam.gserviceaccount.com",
+    *,
+    exp: float | None = None,
+    iss: str = "https://accounts.google.com",
+) -> str:
     """The Authorization header value: `Bearer header.claims.` (empty signature)."""
-    claims = {"iss": iss, "aud": "https://function-xyz.a.run.app/", "email": email,
-              "exp": time.time() + 3600 if exp is None else exp}
+    claims = {
+        "iss": iss,
+        "aud": "https://function-xyz.a.run.app/",
+        "email": email,
+        "exp": time.time() + 3600 if exp is None else exp,
+    }
     return "Bearer " + _part({"alg": "RS256", "typ": "JWT"}) + "." + _part(claims) + "."

@@ -1,5 +1,6 @@
 """Configs for tests, built by the real loader: `make_config(send_concurrency=2)` is what
 `SEND_CONCURRENCY=2` in the environment gives (names are the variables', lower-cased)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """`verifyctl dev` as a subprocess for the tests: free ports, its output, and what it leaves behind."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,8 @@ def process_table() -> dict[int, tuple[int, str]]:
             continue
         try:
             stat = (entry / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            state = stat[stat.rindex(")") + 2:].split()[0]
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            state = stat[stat.rindex(")") + 2 :].split()[0]
             if state == "Z":
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -68,8 +69,19 @@ class DevProcess:
         self._sigint_ignored = sigint_ignored  # as `cmd &`, nohup and some CI runners start it
         self.lines: list[str] = []
         self._env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
-        self._args = [sys.executable, "-m", "signup_verification.cli", "dev", "--base-port", str(self.ports["base"]),
-                      "--smtp-port", str(self.ports["smtp"]), "--mailbox-port", str(self.ports["mailbox"]), *extra_args]
+        self._args = [
+            sys.executable,
+            "-m",
+            "signup_verification.cli",
+            "dev",
+            "--base-port",
+            str(self.ports["base"]),
+            "--smtp-port",
+            str(self.ports["smtp"]),
+            "--mailbox-port",
+            str(self.ports["mailbox"]),
+            *extra_args,
+        ]
         self._cwd = cwd
         self.process: subprocess.Popen | None = None
 
@@ -88,11 +100,18 @@ class DevProcess:
     def mailbox_url(self) -> str:
         return f"http://localhost:{self.ports['mailbox']}"
 
-    def start(self, timeout: float = 120.0) -> "DevProcess":
+    def start(self, timeout: float = 120.0) -> DevProcess:
         ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if self._sigint_ignored else None
-        self.process = subprocess.Popen(self._args, env=self._env, cwd=self._cwd, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                        preexec_fn=ignore)
+        self.process = subprocess.Popen(
+            self._args,
+            env=self._env,
+            cwd=self._cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            preexec_fn=ignore,
+        )
         threading.Thread(target=self._read, daemon=True).start()
         self.wait_for_line(READY_LINE, timeout)
         return self
@@ -130,7 +149,7 @@ class DevProcess:
             self.process.kill()
             self.process.wait()
 
-    def __enter__(self) -> "DevProcess":
+    def __enter__(self) -> DevProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

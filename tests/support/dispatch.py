@@ -1,4 +1,5 @@
 """Shared set-up for the dispatcher tests: a config pointing at the local fake providers."""
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,26 @@ KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 def provider_settings(smtp=None, twilio=None, **overrides) -> Config:
     """The whole config (names as the variables', lower-cased): dispatch, channels, create, retry."""
     settings: dict = dict(
-        deployment="test", token_keys=TEST_TOKEN_KEYS, email_from="Signup <no-reply@example.org>",
-        verify_link_base="https://app.example.org/confirm", rate_limit_per_hour=10_000, rate_limit_spacing_seconds=0,
-        function_timeout_seconds=30, send_timeout_seconds=2.0, send_concurrency=4)
+        deployment="test",
+        token_keys=TEST_TOKEN_KEYS,
+        email_from="Signup <no-reply@example.org>",
+        verify_link_base="https://app.example.org/confirm",
+        rate_limit_per_hour=10_000,
+        rate_limit_spacing_seconds=0,
+        function_timeout_seconds=30,
+        send_timeout_seconds=2.0,
+        send_concurrency=4,
+    )
     if smtp is not None:
         settings.update(email_transport="smtp", smtp_host=smtp.host, smtp_port=smtp.port)
     if twilio is not None:
-        settings.update(sms_transport="twilio", twilio_account_sid=twilio.account_sid,
-                        twilio_auth_token=twilio.auth_token, twilio_from="+15005550006", twilio_api_url=twilio.url)
+        settings.update(
+            sms_transport="twilio",
+            twilio_account_sid=twilio.account_sid,
+            twilio_auth_token=twilio.auth_token,
+            twilio_from="+15005550006",
+            twilio_api_url=twilio.url,
+        )
     return make_config(**{**settings, **overrides})
 
 
@@ -41,19 +54,31 @@ def intent(db, intent_id: int) -> dict:
 
 
 def attempts(db, intent_id: int) -> list[tuple[str, str, str | None]]:
-    rows = db.run("SELECT attempt_id, outcome, error_class FROM delivery_attempts WHERE intent_id = :id ORDER BY id",
-                  id=intent_id)
+    rows = db.run(
+        "SELECT attempt_id, outcome, error_class FROM delivery_attempts WHERE intent_id = :id ORDER BY id", id=intent_id
+    )
     return [tuple(r) for r in rows]
 
 
 def worker_env(database_url, smtp, twilio, tmp_path, **extra) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPATCH_", "EMAIL_", "SMS_"))}
-    env.update({
-        "DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "DEPLOYMENT": "crash",
-        "VERIFY_LOCAL_DIR": str(tmp_path / "local"), "EMAIL_TRANSPORT": "smtp", "SMTP_HOST": smtp.host,
-        "SMTP_PORT": str(smtp.port), "SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-        "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_FROM": "+15005550006", "TWILIO_API_URL": twilio.url,
-        "EMAIL_FROM": "Signup <no-reply@example.org>", "SEND_TIMEOUT_SECONDS": "5",
-    })
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "TOKEN_KEYS": TEST_TOKEN_KEYS,
+            "DEPLOYMENT": "crash",
+            "VERIFY_LOCAL_DIR": str(tmp_path / "local"),
+            "EMAIL_TRANSPORT": "smtp",
+            "SMTP_HOST": smtp.host,
+            "SMTP_PORT": str(smtp.port),
+            "SMS_TRANSPORT": "twilio",
+            "TWILIO_ACCOUNT_SID": twilio.account_sid,
+            "TWILIO_AUTH_TOKEN": twilio.auth_token,
+            "TWILIO_FROM": "+15005550006",
+            "TWILIO_API_URL": twilio.url,
+            "EMAIL_FROM": "Signup <no-reply@example.org>",
+            "SEND_TIMEOUT_SECONDS": "5",
+        }
+    )
     env.update(extra)
     return env

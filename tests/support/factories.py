@@ -2,16 +2,17 @@
 
 One verification factory for every tier that needs rows (reconciler, signals, runbook, inspect).
 """
+
 from __future__ import annotations
 
 import uuid
 
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.operations.reconciler import ReconcilerConfig, reconcile
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.platform.database import Database
-from signup_verification.api import create as verifications
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
@@ -21,14 +22,18 @@ KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 CONFIG = SETTINGS.reconciler
 
 
-def make_verifications(db: Database, n: int, channel: str = "email", prefix: str = "acct",
-                       key: str | None = None) -> list[uuid.UUID]:
+def make_verifications(
+    db: Database, n: int, channel: str = "email", prefix: str = "acct", key: str | None = None
+) -> list[uuid.UUID]:
     ids = []
     for i in range(n):
         destination = f"user{i}.{prefix}@example.com" if channel == "email" else f"+1415555{i:04d}"
-        request = CreateVerificationRequest(account_id=f"{prefix}-{channel}-{i}", channel=channel,
-                                            destination=destination)
-        result = verifications.create_verification(db, SETTINGS.create, KEYRING, request, f"{key or prefix}-{channel}-{i}")
+        request = CreateVerificationRequest(
+            account_id=f"{prefix}-{channel}-{i}", channel=channel, destination=destination
+        )
+        result = verifications.create_verification(
+            db, SETTINGS.create, KEYRING, request, f"{key or prefix}-{channel}-{i}"
+        )
         ids.append(uuid.UUID(result.body["verification_id"]))
     return ids
 

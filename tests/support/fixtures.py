@@ -4,6 +4,7 @@ A real PostgreSQL, never a mock: the embedded server (or TEST_DATABASE_URL), one
 migrated per run of the migrations' content, cloned per test with CREATE DATABASE ... TEMPLATE
 (pgqueuer's and procrastinate's set-up). fsync is off on the embedded test server only.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from signup_verification import runtime
 from signup_verification.local import embedded
 from signup_verification.platform import migration_files, migrations
-from signup_verification import runtime
 from signup_verification.platform.database import ConnectionParams, Database
-
 from support.logs import log_lines  # noqa: F401  (a fixture, registered with the others)
 from support.paths import ROOT, TEST_TOKEN_KEYS
 
@@ -43,8 +43,11 @@ def pg_server() -> ConnectionParams:
         return ConnectionParams.from_url(url)
     # Left running between local runs (concurrent pytest sessions share it, and a restart costs
     # seconds); CI stops it when its single session ends.
-    return embedded.start(ROOT / ".local" / "test-pg", stop_at_exit=os.environ.get("CI") == "true",
-                          settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+    return embedded.start(
+        ROOT / ".local" / "test-pg",
+        stop_at_exit=os.environ.get("CI") == "true",
+        settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"},
+    )
 
 
 def _migrations_digest() -> str:
@@ -143,8 +146,12 @@ def db(database_url: str) -> Database:
 @pytest.fixture
 def service_env(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Environment of a locally configured service on the per-test database."""
-    env = {"DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "VERIFY_LOCAL_DIR": str(tmp_path / "local"),
-           "DEPLOYMENT": "test"}
+    env = {
+        "DATABASE_URL": database_url,
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "VERIFY_LOCAL_DIR": str(tmp_path / "local"),
+        "DEPLOYMENT": "test",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     runtime.reset()

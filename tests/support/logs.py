@@ -1,4 +1,5 @@
 """Cloud Logging's structured output captured in memory: the seam filled with a local stand-in."""
+
 from __future__ import annotations
 
 import io

@@ -1,4 +1,5 @@
 """Constants every tier shares: the repository root and the token key the test services sign with."""
+
 from __future__ import annotations
 
 import base64

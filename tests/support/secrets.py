@@ -1,7 +1,8 @@
 """Test-only helper over platform/secret_manager.py (production resolves one setting at a time in config.py)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from signup_verification.platform import secret_manager
 

@@ -1,4 +1,5 @@
 """infra/*.tf parsed with python-hcl2 into plain Python values (quotes stripped), for the tests."""
+
 from __future__ import annotations
 
 import os
@@ -81,7 +82,9 @@ def tf_offline() -> tuple[str | None, str]:
     """The shared tool that runs the real terraform against stand-in providers, or why it cannot run.
 
     CI has shared/ beside the clone (../shared); a worktree elsewhere names it with TF_OFFLINE."""
-    tool = os.environ.get("TF_OFFLINE") or str(INFRA.parents[1] / "shared" / "tools" / "terraform-offline" / "tf-offline")
+    tool = os.environ.get("TF_OFFLINE") or str(
+        INFRA.parents[1] / "shared" / "tools" / "terraform-offline" / "tf-offline"
+    )
     if not Path(tool).is_file():
         return None, f"tf-offline not found at {tool} (set TF_OFFLINE to shared/tools/terraform-offline/tf-offline)"
     if not (os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform")):

@@ -1,5 +1,6 @@
 """The benchmark scripts keep working: bench/run.py --quick (tiny sizes) on a private embedded server,
 writing its sections to a scratch copy of docs/benchmarks.md. The figures come from full runs."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,14 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
     doc.write_text("# Benchmarks\n")
     env = {**os.environ, "BENCH_DOC": str(doc), "BENCH_PG_DIR": str(tmp_path / "pg")}
     env.pop("BENCH_DATABASE_URL", None)
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--quick"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=170)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     text = doc.read_text()
     for name in SECTIONS:

@@ -5,6 +5,7 @@ the slow one does what Cloud Build does: a fresh virtualenv from the bundle's re
 alone, then every target under functions-framework (gunicorn), answering over HTTP against the
 embedded database.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,13 @@ import build_bundle  # noqa: E402
 TARGETS = sorted(set(load_infra().entry_points.values()))
 # One request per target that a deployed instance must answer; `None` = any non-5xx answer.
 REQUESTS = {
-    "create_verification": ("POST", "/", {"account_id": "acct_b", "channel": "email", "destination": "b@example.com"},
-                            {"Idempotency-Key": "bundle-1"}, 201),
+    "create_verification": (
+        "POST",
+        "/",
+        {"account_id": "acct_b", "channel": "email", "destination": "b@example.com"},
+        {"Idempotency-Key": "bundle-1"},
+        201,
+    ),
     "confirm_verification": ("GET", "/?token=not-a-token", None, {}, None),
     "dispatch": ("POST", "/", {}, {}, 200),
     "reconcile": ("POST", "/", {}, {}, 200),
@@ -57,8 +63,14 @@ def source_dir(bundle: Path, tmp_path_factory) -> Path:
 
 def test_bundle_layout_is_what_cloud_functions_expects(bundle: Path):
     names = set(zipfile.ZipFile(bundle).namelist())
-    assert {"main.py", "requirements.txt", "signup_verification/__init__.py", "signup_verification/runtime.py",
-            "signup_verification/platform/secret_manager.py", "signup_verification/platform/cloudsql.py"} <= names
+    assert {
+        "main.py",
+        "requirements.txt",
+        "signup_verification/__init__.py",
+        "signup_verification/runtime.py",
+        "signup_verification/platform/secret_manager.py",
+        "signup_verification/platform/cloudsql.py",
+    } <= names
     assert zipfile.ZipFile(bundle).read("main.py") == (ROOT / "functions" / "main.py").read_bytes()
     # Package data travels with the code (per-operation SQL, message templates).
     assert any(n.endswith(".sql") for n in names) and any("templates/" in n for n in names)
@@ -123,14 +135,27 @@ def test_every_target_answers_from_the_bundle_source(target, source_dir: Path, s
 
 # ---- what Cloud Build does ----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def fresh_venv(source_dir: Path, tmp_path_factory) -> Path:
     """A new virtualenv with nothing but the bundle's requirements.txt installed."""
     env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r",
-                    str(source_dir / "requirements.txt")], check=True, timeout=900)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+            str(source_dir / "requirements.txt"),
+        ],
+        check=True,
+        timeout=900,
+    )
     return env_dir
 
 
@@ -144,8 +169,12 @@ def _request(port: int, target: str) -> tuple[int, bytes]:
     method, path, body, headers, _ = REQUESTS[target]
     headers = {"Authorization": cloud_run_identity(), **headers}  # ENVIRONMENT=production below (auth.py)
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                     headers={**headers, **({"Content-Type": "application/json"} if data else {})})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=data,
+        method=method,
+        headers={**headers, **({"Content-Type": "application/json"} if data else {})},
+    )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -161,10 +190,18 @@ def _request(port: int, target: str) -> tuple[int, bytes]:
 
 @pytest.mark.slow
 def test_fresh_install_imports_nothing_from_this_repository(fresh_venv: Path, source_dir: Path):
-    probe = subprocess.run([str(fresh_venv / "bin" / "python"), "-c",
-                            "import signup_verification, google.cloud.sql.connector, main; "
-                            "print(signup_verification.__file__)"],
-                           cwd=source_dir, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        [
+            str(fresh_venv / "bin" / "python"),
+            "-c",
+            "import signup_verification, google.cloud.sql.connector, main; print(signup_verification.__file__)",
+        ],
+        cwd=source_dir,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert probe.returncode == 0, probe.stderr
     assert Path(probe.stdout.strip()).is_relative_to(source_dir)
 
@@ -173,14 +210,38 @@ def test_fresh_install_imports_nothing_from_this_repository(fresh_venv: Path, so
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_target_serves_from_a_fresh_install(target, fresh_venv: Path, source_dir: Path, database_url: str):
     port = _free_port()
-    env = {"PATH": f"{fresh_venv / 'bin'}:/usr/bin:/bin", "HOME": str(source_dir.parent),
-           "DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "ENVIRONMENT": "production", "SMS_ALLOWED_COUNTRIES": "US",
-           "DEPLOYMENT": "bundle-test", "VERIFY_LINK_BASE": "https://verify.example.com/confirm/",
-           "EMAIL_TRANSPORT": "console", "SMS_TRANSPORT": "console", "WORKERS": "1", "THREADS": "1",
-           "FUNCTION_TIMEOUT_SECONDS": "20"}
-    server = subprocess.Popen([str(fresh_venv / "bin" / "functions-framework"), "--target", target,
-                               "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
-                              cwd=source_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        "PATH": f"{fresh_venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(source_dir.parent),
+        "DATABASE_URL": database_url,
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "ENVIRONMENT": "production",
+        "SMS_ALLOWED_COUNTRIES": "US",
+        "DEPLOYMENT": "bundle-test",
+        "VERIFY_LINK_BASE": "https://verify.example.com/confirm/",
+        "EMAIL_TRANSPORT": "console",
+        "SMS_TRANSPORT": "console",
+        "WORKERS": "1",
+        "THREADS": "1",
+        "FUNCTION_TIMEOUT_SECONDS": "20",
+    }
+    server = subprocess.Popen(
+        [
+            str(fresh_venv / "bin" / "functions-framework"),
+            "--target",
+            target,
+            "--source",
+            "main.py",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=source_dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         status, body = _request(port, target)
         _check_answer(target, status, body)

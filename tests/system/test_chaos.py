@@ -6,6 +6,7 @@ that time out, reset, throttle and fail, and its private PostgreSQL restarted on
 test server). The fast tests show that each invariant check does catch what it is meant to catch,
 and pin the liveness bug the first chaos run found.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,15 +16,15 @@ import uuid
 
 import pytest
 
-from support.paths import ROOT, TEST_TOKEN_KEYS
-from support.dispatch import provider_settings, run_dispatch
-from support.fakes.seed import seed_intents
-from support.fakes.smtp import FakeSmtpServer
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox.heartbeats import dispatch_name as heartbeat_name
 from signup_verification.outbox.policy import RetryPolicy
 from signup_verification.verifications.tokens import Keyring
+from support.dispatch import provider_settings, run_dispatch
+from support.fakes.seed import seed_intents
+from support.fakes.smtp import FakeSmtpServer
+from support.paths import ROOT, TEST_TOKEN_KEYS
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -62,26 +63,46 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
 # -- the checks catch what they should ---------------------------------------------------------------------
 def _create(db, account: str, channel: str, destination: str, ttl: int = 600) -> uuid.UUID:
     settings = provider_settings(verification_ttl_seconds=ttl).create
-    request = CreateVerificationRequest.model_validate({"account_id": account, "channel": channel,
-                                                        "destination": destination})
+    request = CreateVerificationRequest.model_validate(
+        {"account_id": account, "channel": channel, "destination": destination}
+    )
     result = verifications.create_verification(db, settings, KEYRING, request, f"key-{account}-{destination}")
     return uuid.UUID(result.body["verification_id"])
 
 
-def _attempt(db, vid: uuid.UUID, outcome: str, *, number: int = 1, version: int = 1, outcome_version: int | None = None,
-             status: str | None = None) -> None:
+def _attempt(
+    db,
+    vid: uuid.UUID,
+    outcome: str,
+    *,
+    number: int = 1,
+    version: int = 1,
+    outcome_version: int | None = None,
+    status: str | None = None,
+) -> None:
     """An attempt as the outbox records it (begun row, outcome row) and the intent's resulting state."""
     intent = db.one("SELECT id FROM delivery_intents WHERE verification_id = :v", v=vid)["id"]
     for kind, lease in (("attempting", version), (outcome, outcome_version or version)):
-        db.run("INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
-               " lease_owner, lease_version, outcome, attempted_at) SELECT :aid, id, :n, channel, template_version,"
-               " 'w1', :lease, :kind, now() FROM delivery_intents WHERE id = :id",
-               aid=f"{intent}:{number}", n=number, lease=lease, kind=kind, id=intent)
+        db.run(
+            "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
+            " lease_owner, lease_version, outcome, attempted_at) SELECT :aid, id, :n, channel, template_version,"
+            " 'w1', :lease, :kind, now() FROM delivery_intents WHERE id = :id",
+            aid=f"{intent}:{number}",
+            n=number,
+            lease=lease,
+            kind=kind,
+            id=intent,
+        )
     final = status or outcome
-    db.run("UPDATE delivery_intents SET status = :s, attempts = :n, lease_version = :v,"
-           " ambiguous_count = (SELECT count(*) FROM delivery_attempts WHERE intent_id = :id AND outcome = 'ambiguous'),"
-           " completed_at = CASE WHEN :s IN ('accepted', 'failed') THEN now() END WHERE id = :id",
-           s=final, n=number, v=version, id=intent)
+    db.run(
+        "UPDATE delivery_intents SET status = :s, attempts = :n, lease_version = :v,"
+        " ambiguous_count = (SELECT count(*) FROM delivery_attempts WHERE intent_id = :id AND outcome = 'ambiguous'),"
+        " completed_at = CASE WHEN :s IN ('accepted', 'failed') THEN now() END WHERE id = :id",
+        s=final,
+        n=number,
+        v=version,
+        id=intent,
+    )
 
 
 def _token(db, vid: uuid.UUID) -> str:
@@ -95,7 +116,9 @@ def test_each_invariant_check_catches_its_violation(db):
     ledger.created["ok"] = ok
     _attempt(db, ok, "accepted")
     delivered_ok = Delivered("email", "ok@example.com", _token(db, ok), time.time())
-    assert check(db, ledger, [delivered_ok], KEYRING, policy).ok  # a sound history passes: the checks are not just noisy
+    assert check(
+        db, ledger, [delivered_ok], KEYRING, policy
+    ).ok  # a sound history passes: the checks are not just noisy
     left_ready = _create(db, "a-ready", "email", "ready@example.com")
     silent = _create(db, "a-silent", "email", "silent@example.com")
     twice = _create(db, "a-twice", "email", "twice@example.com")
@@ -111,16 +134,20 @@ def test_each_invariant_check_catches_its_violation(db):
     _attempt(db, wrong, "accepted", status="failed")  # state not explained by its last attempt
     expires = db.one("SELECT extract(epoch FROM expires_at)::float8 AS e FROM verifications WHERE id = :v", v=late)["e"]
     now = time.time()
-    deliveries = [delivered_ok,
-                  Delivered("email", "twice@example.com", _token(db, twice), now),
-                  Delivered("email", "twice@example.com", _token(db, twice), now + 1),
-                  Delivered("email", "late@example.com", _token(db, late), expires + 1),
-                  Delivered("email", "stale@example.com", _token(db, stale), now),
-                  Delivered("email", "wrong@example.com", _token(db, wrong), now),
-                  Delivered("email", "ok@example.com", "A" * 43, now)]  # a token nobody issued
+    deliveries = [
+        delivered_ok,
+        Delivered("email", "twice@example.com", _token(db, twice), now),
+        Delivered("email", "twice@example.com", _token(db, twice), now + 1),
+        Delivered("email", "late@example.com", _token(db, late), expires + 1),
+        Delivered("email", "stale@example.com", _token(db, stale), now),
+        Delivered("email", "wrong@example.com", _token(db, wrong), now),
+        Delivered("email", "ok@example.com", "A" * 43, now),
+    ]  # a token nobody issued
     found = check(db, ledger, deliveries, KEYRING, policy)
     messages = {name: " | ".join(v) for name, v in found.violations.items()}
-    assert set(messages) == {"lost", "duplicate", "dead_token", "stale_write", "explained", "unknown_delivery"}, messages
+    assert set(messages) == {"lost", "duplicate", "dead_token", "stale_write", "explained", "unknown_delivery"}, (
+        messages
+    )
     assert "ended ready" in messages["lost"] and "no provider took its message" in messages["lost"]
     assert "only 0 ambiguous" in messages["duplicate"]
     assert "after the token expired" in messages["dead_token"]
@@ -139,8 +166,11 @@ def test_a_stalled_send_does_not_stop_every_later_invocation(db):
     latency estimate; every later invocation then planned batches for it, found none would fit, and
     never claimed again. Observations are capped at the send timeout, and so is a seeded estimate."""
     seed_intents(db, 3)
-    db.run("INSERT INTO worker_heartbeats (name, deployment, watermark) VALUES (:n, 'test', :w)",
-           n=heartbeat_name("test"), w=json.dumps({"send_latency_seconds": {"email": 27.7}}))
+    db.run(
+        "INSERT INTO worker_heartbeats (name, deployment, watermark) VALUES (:n, 'test', :w)",
+        n=heartbeat_name("test"),
+        w=json.dumps({"send_latency_seconds": {"email": 27.7}}),
+    )
     with FakeSmtpServer() as smtp:
         report = run_dispatch(db, provider_settings(smtp, function_timeout_seconds=20, send_timeout_seconds=2.0))
     assert report.claimed == 3 and report.accepted == 3
@@ -155,8 +185,13 @@ def test_a_link_that_would_expire_before_its_send_finishes_is_never_sent(db, bat
     seed_intents(db, 3, ttl=30)
     with FakeSmtpServer() as smtp:
         smtp.behaviour.reply_delay = 1.5  # each send holds the only sender thread 1.5 s
-        settings = provider_settings(smtp, send_concurrency=1, send_timeout_seconds=29.0, function_timeout_seconds=60,
-                                     dispatch_batch_seconds=batch_seconds)
+        settings = provider_settings(
+            smtp,
+            send_concurrency=1,
+            send_timeout_seconds=29.0,
+            function_timeout_seconds=60,
+            dispatch_batch_seconds=batch_seconds,
+        )
         run_dispatch(db, settings)
         run_dispatch(db, settings)  # the next scheduler tick
         received = len(smtp.received)

@@ -1,5 +1,6 @@
 """deploy.sh: shellcheck-clean, and run for real with stand-in gcloud/terraform/verifyctl on PATH
 that record how they were called (the cloud itself cannot be reached from here)."""
+
 from __future__ import annotations
 
 import json
@@ -112,8 +113,12 @@ def test_plan_builds_the_bundle_and_plans_without_applying(stubs):
     assert ["auth", "application-default", "print-access-token"] in gcloud
     assert all(c["argv"][0] == f"-chdir={ROOT / 'infra'}" for c in calls(stubs) if c["tool"] == "terraform")
     init, plan = terraform_commands(stubs)
-    assert init == ["init", "-input=false", "-backend-config=bucket=proj-tfstate",
-                    "-backend-config=prefix=signup-verification"]
+    assert init == [
+        "init",
+        "-input=false",
+        "-backend-config=bucket=proj-tfstate",
+        "-backend-config=prefix=signup-verification",
+    ]
     assert plan[0] == "plan"
     assert f"-var-file={stubs['DEPLOY_VAR_FILE']}" in plan
     assert f"-var=source_archive={bundle}" in plan
@@ -123,8 +128,11 @@ def test_plan_builds_the_bundle_and_plans_without_applying(stubs):
 def test_full_deploy_migrates_through_the_connector_before_deploying_code(stubs):
     result = run_deploy(stubs)
     assert result.returncode == 0, result.stderr
-    sequence = [c["tool"] + " " + " ".join(a for a in c["argv"] if not a.startswith("-"))
-                for c in calls(stubs) if c["tool"] != "gcloud"]
+    sequence = [
+        c["tool"] + " " + " ".join(a for a in c["argv"] if not a.startswith("-"))
+        for c in calls(stubs)
+        if c["tool"] != "gcloud"
+    ]
     plans = [i for i, s in enumerate(sequence) if s == "terraform plan"]
     applies = [i for i, s in enumerate(sequence) if s.startswith("terraform apply")]
     migrate = sequence.index("verifyctl migrate")
@@ -134,11 +142,17 @@ def test_full_deploy_migrates_through_the_connector_before_deploying_code(stubs)
     targeted = next(cmd for cmd in terraform_commands(stubs) if cmd[0] == "plan")
     assert "-target=google_sql_database.main" in targeted and "-target=google_sql_user.function" in targeted
     migrate_call = next(c for c in calls(stubs) if c["tool"] == "verifyctl" and c["argv"] == ["migrate"])
-    assert migrate_call["env"] == {"INSTANCE_CONNECTION_NAME": "proj:europe-west1:verify-pg",
-                                   "DB_USER": "deployer@example.com", "DB_NAME": "verification"}
+    assert migrate_call["env"] == {
+        "INSTANCE_CONNECTION_NAME": "proj:europe-west1:verify-pg",
+        "DB_USER": "deployer@example.com",
+        "DB_NAME": "verification",
+    }
     grant_call = next(c for c in calls(stubs) if c["tool"] == "verifyctl" and c["argv"][0] == "grant")
-    assert grant_call["argv"][1:] == ["--writer=verify-create@proj.iam", "--writer=verify-dispatch@proj.iam",
-                                      "--reader=verify-status@proj.iam"]
+    assert grant_call["argv"][1:] == [
+        "--writer=verify-create@proj.iam",
+        "--writer=verify-dispatch@proj.iam",
+        "--reader=verify-status@proj.iam",
+    ]
     final_plan = [cmd for cmd in terraform_commands(stubs) if cmd[0] == "plan"][-1]
     final_apply = [cmd for cmd in terraform_commands(stubs) if cmd[0] == "apply"][-1]
     assert not any(a.startswith("-target") for a in final_plan)
@@ -192,12 +206,17 @@ def test_invoker_iam_check_is_turned_off_only_where_the_config_asks(stubs, unche
     stubs["STUB_UNCHECKED"] = json.dumps(unchecked)
     assert run_deploy(stubs).returncode == 0
     updates = [c["argv"] for c in calls(stubs) if c["tool"] == "gcloud" and c["argv"][:2] == ["run", "services"]]
-    assert updates == [["run", "services", "update", s, "--project=proj", "--region=europe-west1",
-                        "--no-invoker-iam-check", "--quiet"] for s in unchecked]
+    assert updates == [
+        ["run", "services", "update", s, "--project=proj", "--region=europe-west1", "--no-invoker-iam-check", "--quiet"]
+        for s in unchecked
+    ]
     if unchecked:  # after the apply that created the function's service
         tools = [c["tool"] + ":" + c["argv"][0] for c in calls(stubs)]
-        last_apply = max(i for i, t in enumerate(tools) if t == "terraform:-chdir=" + str(ROOT / "infra")
-                         and calls(stubs)[i]["argv"][1] == "apply")
+        last_apply = max(
+            i
+            for i, t in enumerate(tools)
+            if t == "terraform:-chdir=" + str(ROOT / "infra") and calls(stubs)[i]["argv"][1] == "apply"
+        )
         assert tools.index("gcloud:run") > last_apply
 
 
@@ -209,8 +228,11 @@ def test_the_example_variables_are_refused_until_replaced(stubs, tmp_path):
     assert not any(c["tool"] == "terraform" for c in calls(stubs))
     # Filled in, with the example's comments (which name the placeholders) kept: accepted.
     filled = tmp_path / "filled.tfvars"
-    filled.write_text(re.sub(r'"[^"#]*@example\.com[^"#]*"', '"user:me@corp.test"', example).replace('"my-signup-prod"', '"signup-prod-1"')
-                      .replace("@my-signup-prod.", "@signup-prod-1."))
+    filled.write_text(
+        re.sub(r'"[^"#]*@example\.com[^"#]*"', '"user:me@corp.test"', example)
+        .replace('"my-signup-prod"', '"signup-prod-1"')
+        .replace("@my-signup-prod.", "@signup-prod-1.")
+    )
     assert "@example.com" in filled.read_text()  # in the comments
     stubs["DEPLOY_VAR_FILE"] = str(filled)
     assert run_deploy(stubs, "--plan").returncode == 0
@@ -226,10 +248,13 @@ def test_second_run_does_the_same_steps_with_the_same_bundle(stubs):
     assert (Path(stubs["DEPLOY_BUILD_DIR"]) / "function-source.zip").read_bytes() == bundle
 
 
-@pytest.mark.parametrize("missing, message", [
-    ("TF_STATE_BUCKET", "TF_STATE_BUCKET is not set"),
-    ("DEPLOY_VAR_FILE", "not found: copy infra/terraform.tfvars.example"),
-])
+@pytest.mark.parametrize(
+    "missing, message",
+    [
+        ("TF_STATE_BUCKET", "TF_STATE_BUCKET is not set"),
+        ("DEPLOY_VAR_FILE", "not found: copy infra/terraform.tfvars.example"),
+    ],
+)
 def test_missing_setting_fails_early_with_one_clear_line(stubs, missing, message):
     if missing == "DEPLOY_VAR_FILE":
         stubs[missing] = str(Path(stubs["HOME"]) / "nope.tfvars")
@@ -271,11 +296,19 @@ def test_phases_planned_by_the_real_terraform_make_metrics_and_grants_before_ale
     if tool is None:
         pytest.skip(reason)
     var_file = tmp_path / "filled.tfvars"  # the example, filled in as step 4 of docs/deploy.md says
-    var_file.write_text((ROOT / "infra" / "terraform.tfvars.example").read_text()
-                        .replace("@example.com", "@corp.test").replace("my-signup-prod", "signup-prod-1"))
-    stubs.update(DEPLOY_VAR_FILE=str(var_file), STUB_TF_OFFLINE=tool, STUB_INFRA=str(ROOT / "infra"),
-                 TF_OFFLINE_TERRAFORM=os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform"),
-                 TF_OFFLINE_CACHE=os.environ.get("TF_OFFLINE_CACHE") or str(Path.home() / ".cache" / "terraform-offline"))
+    var_file.write_text(
+        (ROOT / "infra" / "terraform.tfvars.example")
+        .read_text()
+        .replace("@example.com", "@corp.test")
+        .replace("my-signup-prod", "signup-prod-1")
+    )
+    stubs.update(
+        DEPLOY_VAR_FILE=str(var_file),
+        STUB_TF_OFFLINE=tool,
+        STUB_INFRA=str(ROOT / "infra"),
+        TF_OFFLINE_TERRAFORM=os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform"),
+        TF_OFFLINE_CACHE=os.environ.get("TF_OFFLINE_CACHE") or str(Path.home() / ".cache" / "terraform-offline"),
+    )
     result = run_deploy(stubs)
     assert result.returncode == 0, result.stderr[-3000:]
     first, last = [planned_addresses(c["plan"]) for c in calls(stubs) if "plan" in c]
@@ -284,7 +317,9 @@ def test_phases_planned_by_the_real_terraform_make_metrics_and_grants_before_ale
     assert {"time_sleep.metrics", "time_sleep.iam_grants", "google_sql_database_instance.main"} <= set(first)
     build_grants = {a for a in last if a.startswith("google_project_iam_member.build[")}
     assert len(build_grants) == 3 and build_grants <= set(first)
-    assert not [a for a in first if a.startswith(("google_monitoring_alert_policy.", "google_cloudfunctions2_function."))]
+    assert not [
+        a for a in first if a.startswith(("google_monitoring_alert_policy.", "google_cloudfunctions2_function."))
+    ]
     # tf-offline plans from empty state, so the last phase lists everything; apply order within it
     # comes from the dependencies (alerts on time_sleep.metrics, functions on time_sleep.iam_grants).
     assert sum(a.startswith("google_monitoring_alert_policy.") for a in last) == 4

@@ -1,4 +1,5 @@
 """`verifyctl dev`: one command starts everything, prints its URLs, and Ctrl-C leaves nothing behind."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,19 +10,21 @@ from pathlib import Path
 import pytest
 import requests
 
-from support.paths import TEST_TOKEN_KEYS
-from support.dev_process import DevProcess, descendants, process_table
 from signup_verification import cli
 from signup_verification.local import devserver
+from support.dev_process import DevProcess, descendants, process_table
+from support.paths import TEST_TOKEN_KEYS
 
 
 def test_targets_are_discovered_from_main_py(tmp_path: Path):
     source = tmp_path / "main.py"
-    source.write_text("import functions_framework\n\n"
-                      "@functions_framework.http\n@endpoint\ndef create_verification(request): ...\n\n"
-                      "def helper(): ...\n\n"
-                      "@functions_framework.http\ndef status(request): ...\n\n"
-                      "@functions_framework.http\ndef new_thing(request): ...\n")
+    source.write_text(
+        "import functions_framework\n\n"
+        "@functions_framework.http\n@endpoint\ndef create_verification(request): ...\n\n"
+        "def helper(): ...\n\n"
+        "@functions_framework.http\ndef status(request): ...\n\n"
+        "@functions_framework.http\ndef new_thing(request): ...\n"
+    )
     targets = devserver.discover_targets(source)
     assert targets == ["create_verification", "status", "new_thing"]
     assert devserver.assign_ports(targets, 9000) == {"create_verification": 9000, "status": 9004, "new_thing": 9005}
@@ -33,15 +36,17 @@ def test_the_real_main_py_has_the_confirm_target():
 
 def test_children_get_the_mailbox_as_smtp_and_twilio_and_links_to_the_confirm_port():
     ports = {"create_verification": 9000, "confirm_verification": 9001}
-    env = devserver.child_environment({"SMTP_PASSWORD": "x", "PATH": "/bin"}, "postgresql://u@h/db", "127.0.0.1",
-                                      ports, 9025, 9090)
+    env = devserver.child_environment(
+        {"SMTP_PASSWORD": "x", "PATH": "/bin"}, "postgresql://u@h/db", "127.0.0.1", ports, 9025, 9090
+    )
     assert env["VERIFY_LINK_BASE"] == "http://localhost:9001/"
     assert (env["EMAIL_TRANSPORT"], env["SMTP_HOST"], env["SMTP_PORT"]) == ("smtp", "127.0.0.1", "9025")
     assert (env["SMS_TRANSPORT"], env["TWILIO_API_URL"]) == ("twilio", "http://127.0.0.1:9090")
     assert env["TWILIO_ACCOUNT_SID"].startswith("AC") and env["TWILIO_FROM"] and env["TWILIO_AUTH_TOKEN"]
     assert "SMTP_PASSWORD" not in env and env["DATABASE_URL"] == "postgresql://u@h/db"
-    explicit = devserver.child_environment({"VERIFY_LINK_BASE": "https://example.test/c"}, "x", "127.0.0.1",
-                                           ports, 9025, 9090)
+    explicit = devserver.child_environment(
+        {"VERIFY_LINK_BASE": "https://example.test/c"}, "x", "127.0.0.1", ports, 9025, 9090
+    )
     assert explicit["VERIFY_LINK_BASE"] == "https://example.test/c"
 
 
@@ -84,8 +89,12 @@ def test_dev_serves_everything_and_ctrl_c_leaves_no_process_behind(tmp_path):
             assert f"{target:<22} {dev.url(offset)}" in output
         assert f"mailbox                {dev.mailbox_url}/" in output
 
-        created = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": "dev-1"},
-                                json={"account_id": "acct_dev", "channel": "email", "destination": "dev@example.com"})
+        created = requests.post(
+            dev.create_url,
+            timeout=30,
+            headers={"Idempotency-Key": "dev-1"},
+            json={"account_id": "acct_dev", "channel": "email", "destination": "dev@example.com"},
+        )
         assert created.status_code == 201, created.text
         page = requests.get(dev.confirm_url, params={"token": "A" * 43}, timeout=30)
         assert page.status_code == 404 and "This link is not valid" in page.text
@@ -126,8 +135,12 @@ def test_sigint_inherited_as_ignored_still_stops_everything_and_the_button_works
         state = json.loads((local / "dev.json").read_text())
         assert state["environment"]["EMAIL_TRANSPORT"] == "smtp" and state["mailbox"] == dev.mailbox_url
 
-        created = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": "dev-button"},
-                                json={"account_id": "acct_b", "channel": "email", "destination": "b@example.com"})
+        created = requests.post(
+            dev.create_url,
+            timeout=30,
+            headers={"Idempotency-Key": "dev-button"},
+            json={"account_id": "acct_b", "channel": "email", "destination": "b@example.com"},
+        )
         assert created.status_code == 201, created.text
         pressed = requests.post(dev.mailbox_url + "/scheduler/run", timeout=30, allow_redirects=False)
         assert pressed.status_code == 303
@@ -136,8 +149,13 @@ def test_sigint_inherited_as_ignored_still_stops_everything_and_the_button_works
             assert time.monotonic() < deadline, "\n".join(dev.lines)
             time.sleep(0.2)
 
-        beside = subprocess.run([sys.executable, "-m", "signup_verification.cli", "dispatch"], capture_output=True,
-                                text=True, timeout=60, env={**dev._env, "DATABASE_URL": ""})
+        beside = subprocess.run(
+            [sys.executable, "-m", "signup_verification.cli", "dispatch"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**dev._env, "DATABASE_URL": ""},
+        )
         assert beside.returncode == 0 and "sending through the running `verifyctl dev`" in beside.stderr
         assert "Traceback" not in beside.stderr and "Warning" not in beside.stderr
 

@@ -5,6 +5,7 @@ Headless Debian Chromium (/usr/bin/chromium) driven by Playwright; never a downl
 Missing Chromium skips locally and fails under CI=true (.ci/run installs it).
 SCREENSHOTS_DIR=docs/screenshots refreshes the README's screenshots.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,17 +17,24 @@ from pathlib import Path
 import pytest
 import requests
 
-from support.paths import TEST_TOKEN_KEYS
-from support.dev_process import DevProcess
-from signup_verification.platform.database import Database
 from signup_verification.local import devserver
+from signup_verification.platform.database import Database
 from signup_verification.verifications.tokens import Keyring
+from support.dev_process import DevProcess
+from support.paths import TEST_TOKEN_KEYS
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH") or "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PHONE = {"width": 390, "height": 844}
 HAS_DISPATCH = "dispatch" in devserver.discover_targets()
 needs_dispatch = pytest.mark.skipif(not HAS_DISPATCH, reason="the dispatch target is not in functions/main.py yet")
@@ -42,7 +50,9 @@ def _missing(message: str) -> None:
 def e2e_database_url(pg_server, template_database):
     name = f"e2e_{uuid.uuid4().hex[:12]}"
     admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')  # as tests/support/fixtures.py
+    admin.run(
+        f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY'
+    )  # as tests/support/fixtures.py
     try:
         yield pg_server.with_database(name).url()
     finally:
@@ -52,8 +62,12 @@ def e2e_database_url(pg_server, template_database):
 
 @pytest.fixture(scope="module")
 def dev(e2e_database_url, tmp_path_factory):
-    env = {"DATABASE_URL": e2e_database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS,
-           "VERIFY_LOCAL_DIR": str(tmp_path_factory.mktemp("dev-local")), "PRODUCT_NAME": "Example Shop"}
+    env = {
+        "DATABASE_URL": e2e_database_url,
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "VERIFY_LOCAL_DIR": str(tmp_path_factory.mktemp("dev-local")),
+        "PRODUCT_NAME": "Example Shop",
+    }
     with DevProcess(env, "--schedule-seconds", "1") as process:
         yield process
         assert process.interrupt() == 0
@@ -103,9 +117,12 @@ def _shot(page, shots: Path, name: str) -> None:
 
 
 def _create(dev: DevProcess, channel: str, destination: str) -> str:
-    response = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
-                             json={"account_id": f"acct_{uuid.uuid4().hex[:8]}", "channel": channel,
-                                   "destination": destination})
+    response = requests.post(
+        dev.create_url,
+        timeout=30,
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+        json={"account_id": f"acct_{uuid.uuid4().hex[:8]}", "channel": channel, "destination": destination},
+    )
     assert response.status_code == 201, response.text
     return response.json()["verification_id"]
 
@@ -166,8 +183,11 @@ def test_email_link_from_the_mailbox_confirms_in_the_browser(dev, page, e2e_db, 
 def test_an_expired_link_shows_the_expired_page(dev, page, e2e_db, shots):
     verification_id = _create(dev, "email", "late@example.com")
     [link] = [u for u in _wait_for_message(dev, "late@example.com")["links"] if u.startswith(dev.confirm_url)]
-    e2e_db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'"
-               " WHERE id = :id", id=uuid.UUID(verification_id))
+    e2e_db.run(
+        "UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'"
+        " WHERE id = :id",
+        id=uuid.UUID(verification_id),
+    )
     response = page.goto(link)
     assert response.status == 410
     assert page.get_by_role("heading", level=1).inner_text() == "This link has expired"
@@ -205,10 +225,18 @@ def test_result_pages_in_the_browser_with_a_token_from_the_database(dev, page, e
         return f"{dev.confirm_url}?token={token}"
 
     account = f"acct_{uuid.uuid4().hex[:8]}"
-    first = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
-                          json={"account_id": account, "channel": "email", "destination": "old@example.com"}).json()
-    second = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
-                           json={"account_id": account, "channel": "email", "destination": "new@example.com"}).json()
+    first = requests.post(
+        dev.create_url,
+        timeout=30,
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+        json={"account_id": account, "channel": "email", "destination": "old@example.com"},
+    ).json()
+    second = requests.post(
+        dev.create_url,
+        timeout=30,
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+        json={"account_id": account, "channel": "email", "destination": "new@example.com"},
+    ).json()
     heading = page.get_by_role("heading", level=1)
 
     assert page.goto(link_for(first["verification_id"])).status == 410
@@ -261,9 +289,17 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
 
     def new_link(account: str | None = None) -> tuple[str, str]:
-        response = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex},
-                                 json={"account_id": account or f"acct_{uuid.uuid4().hex[:8]}", "channel": "email",
-                                       "destination": f"{uuid.uuid4().hex[:8]}@example.com", "locale": locale})
+        response = requests.post(
+            dev.create_url,
+            timeout=30,
+            headers={"Idempotency-Key": uuid.uuid4().hex},
+            json={
+                "account_id": account or f"acct_{uuid.uuid4().hex[:8]}",
+                "channel": "email",
+                "destination": f"{uuid.uuid4().hex[:8]}@example.com",
+                "locale": locale,
+            },
+        )
         assert response.status_code == 201, response.text
         verification_id = response.json()["verification_id"]
         row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
@@ -308,9 +344,12 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
         check("invalid", 404, f"{dev.confirm_url}?token={'A' * 43}")
         # The database cannot be stopped under the shared dev server: the unavailable page as the
         # endpoint renders it (same headers, same CSP), served at a local address.
-        html, status, headers = page_renderer.render("unavailable.html", 503, {"Retry-After": "5"}, locale=locale,
-                                                     token="A" * 43, method="post")
-        page.route("http://localhost:1/unavailable", lambda route: route.fulfill(status=status, headers=headers, body=html))
+        html, status, headers = page_renderer.render(
+            "unavailable.html", 503, {"Retry-After": "5"}, locale=locale, token="A" * 43, method="post"
+        )
+        page.route(
+            "http://localhost:1/unavailable", lambda route: route.fulfill(status=status, headers=headers, body=html)
+        )
         check("unavailable", 503, "http://localhost:1/unavailable")
     finally:
         context.close()

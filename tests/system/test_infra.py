@@ -4,6 +4,7 @@ What a wrong edit here would break in production: a function deployed with an en
 does not exist, a scheduler token Cloud Run rejects, a secret a function cannot read, a secret
 value committed, a connection budget the database cannot hold.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from signup_verification import config as configuration
-
 from support.terraform_model import INFRA, first, load_infra
 
 ROOT = INFRA.parent
@@ -35,7 +35,9 @@ def test_every_target_of_the_service_is_deployed():
 @pytest.mark.parametrize("key", sorted(load_infra().entry_points))
 def test_entry_point_exists_in_functions_main(key):
     entry_point = load_infra().entry_points[key]
-    assert entry_point in main_py_functions(), f"infra deploys {entry_point!r} but functions/main.py has no such function"
+    assert entry_point in main_py_functions(), (
+        f"infra deploys {entry_point!r} but functions/main.py has no such function"
+    )
 
 
 def test_each_function_is_configured_and_deployed_from_the_hashed_bundle():
@@ -93,9 +95,13 @@ def test_only_the_intended_principals_invoke_each_function():
     text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
     assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 1 and text.count('"allAuthenticatedUsers"') == 0
     output = infra.files["outputs.tf"]
-    [unchecked] = [o["services_without_invoker_iam_check"] for o in output["output"] if "services_without_invoker_iam_check" in o]
-    assert unchecked["value"] == ('${var.confirm_public_access == "invoker_iam_check_disabled" ? '
-                                  '[google_cloudfunctions2_function.function["confirm"].name] : []}')
+    [unchecked] = [
+        o["services_without_invoker_iam_check"] for o in output["output"] if "services_without_invoker_iam_check" in o
+    ]
+    assert unchecked["value"] == (
+        '${var.confirm_public_access == "invoker_iam_check_disabled" ? '
+        '[google_cloudfunctions2_function.function["confirm"].name] : []}'
+    )
     specs = infra.function_specs
     assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"
 
@@ -234,8 +240,11 @@ def test_terraform_fmt_is_clean():
 
 
 def _checkov() -> str | None:
-    for candidate in (os.environ.get("CHECKOV"), str(ROOT / ".local" / "tools" / "checkov" / "bin" / "checkov"),
-                      shutil.which("checkov")):
+    for candidate in (
+        os.environ.get("CHECKOV"),
+        str(ROOT / ".local" / "tools" / "checkov" / "bin" / "checkov"),
+        shutil.which("checkov"),
+    ):
         if candidate and Path(candidate).exists():
             return candidate
     return None
@@ -248,8 +257,12 @@ def test_checkov_passes():
         if os.environ.get("CI"):
             pytest.fail("checkov is missing: .ci/run installs it into .local/tools/checkov")
         pytest.skip("checkov is not installed (.ci/run installs it)")
-    result = subprocess.run([checkov, "-d", str(INFRA), "--framework", "terraform", "--compact", "--quiet",
-                             "--skip-download"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [checkov, "-d", str(INFRA), "--framework", "terraform", "--compact", "--quiet", "--skip-download"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
@@ -262,7 +275,9 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     infra = load_infra()
     fields = {spec["field"] for spec in infra.locals["distributions"].values()}
     fields |= {f"attempts_{o}" for o in infra.locals["attempt_outcomes"]}
-    fields |= set(re.findall(r"jsonPayload\.(\w+)>", infra.resource("google_logging_metric", "oscillating_records")["filter"]))
+    fields |= set(
+        re.findall(r"jsonPayload\.(\w+)>", infra.resource("google_logging_metric", "oscillating_records")["filter"])
+    )
     assert re.findall(r'jsonPayload\.(\w+)=\\?"', infra.locals["signals_filter"]) == ["event", "deployment"]
 
     records: list[logging.LogRecord] = []
@@ -310,8 +325,11 @@ def test_functions_wait_for_propagated_grants_and_alerts_for_visible_metrics():
     infra = load_infra()
     grants = infra.resource("time_sleep", "iam_grants")
     assert grants["create_duration"] == "60s"  # Google's example for a custom build account
-    for resource in ("google_project_iam_member.build", "google_project_iam_member.function",
-                     "google_secret_manager_secret_iam_member.function"):
+    for resource in (
+        "google_project_iam_member.build",
+        "google_project_iam_member.function",
+        "google_secret_manager_secret_iam_member.function",
+    ):
         assert any(resource in trigger for trigger in grants["triggers"].values()), resource
     build_roles = infra.resource("google_project_iam_member", "build")["for_each"]
     for role in ("roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"):

@@ -6,6 +6,7 @@ tf-offline refuses `apply`, so "apply, then plan again" runs against a state wri
 the API would return after the first apply, modelled where a known API behaviour makes plans
 noisy (the dashboard fields it drops). What else the real API or provider normalises is not seen.
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,8 +28,9 @@ def run_tool(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     tool, reason = tf_offline()
     if tool is None:
         pytest.skip(reason)
-    return subprocess.run(["bash", tool, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "NO_COLOR": "1"})
+    return subprocess.run(
+        ["bash", tool, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, "NO_COLOR": "1"}
+    )
 
 
 # Values terraform renders structurally in a plan (JSON strings) come out verbatim when wrapped.
@@ -85,8 +87,11 @@ def test_terraform_formats_and_validates_infra():
 def test_a_broken_configuration_fails_the_step(tmp_path: Path):
     """The check can fail: an unknown argument in a copy of infra/ is terraform's error, exit 1."""
     copy = copy_infra(tmp_path / "infra")
-    broken = (copy / "source.tf").read_text().replace("force_destroy               = false",
-                                                     "force_destroy               = false\n  no_such_argument = 1")
+    broken = (
+        (copy / "source.tf")
+        .read_text()
+        .replace("force_destroy               = false", "force_destroy               = false\n  no_such_argument = 1")
+    )
     (copy / "source.tf").write_text(broken)
     result = run_tool("validate", str(copy))
     assert result.returncode == 1
@@ -96,8 +101,10 @@ def test_a_broken_configuration_fails_the_step(tmp_path: Path):
 def test_the_example_variables_plan_every_function_and_wait(plan_text: str):
     addresses = planned_addresses(plan_text)
     functions = {a for a in addresses if a.startswith("google_cloudfunctions2_function.function[")}
-    assert functions == {f'google_cloudfunctions2_function.function["{k}"]'
-                         for k in ("create", "confirm", "dispatch", "reconcile", "status")}
+    assert functions == {
+        f'google_cloudfunctions2_function.function["{k}"]'
+        for k in ("create", "confirm", "dispatch", "reconcile", "status")
+    }
     assert {"time_sleep.iam_grants", "time_sleep.metrics"} <= set(addresses)
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", plan_text, re.MULTILINE)
 
@@ -112,8 +119,11 @@ def api_read_back(value):
     """What the Monitoring API returns for a dashboard: fields holding their default are dropped
     (hashicorp/terraform-provider-google#16173), so state holds the JSON without them."""
     if isinstance(value, dict):
-        return {k: api_read_back(v) for k, v in value.items()
-                if not (v == "" or v == [] or (k in ("xPos", "yPos") and v == 0))}
+        return {
+            k: api_read_back(v)
+            for k, v in value.items()
+            if not (v == "" or v == [] or (k in ("xPos", "yPos") and v == 0))
+        }
     if isinstance(value, list):
         return [api_read_back(v) for v in value]
     return value
@@ -121,8 +131,11 @@ def api_read_back(value):
 
 def droppable_fields(value, path="") -> list[str]:
     if isinstance(value, dict):
-        return [p for k, v in value.items() for p in
-                ([f"{path}.{k}"] if api_read_back({k: v}) == {} else droppable_fields(v, f"{path}.{k}"))]
+        return [
+            p
+            for k, v in value.items()
+            for p in ([f"{path}.{k}"] if api_read_back({k: v}) == {} else droppable_fields(v, f"{path}.{k}"))
+        ]
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in droppable_fields(v, f"{path}[{i}]")]
     return []
@@ -133,16 +146,27 @@ def test_the_dashboard_holds_no_field_the_api_drops(dashboard_json: dict):
     back as a change on every plan."""
     assert droppable_fields(dashboard_json) == []
     # The model of the API can tell: the old form (legendTemplate "", thresholds [], xPos 0) is caught.
-    assert droppable_fields({"tiles": [{"xPos": 0, "widget": {"xyChart": {"thresholds": [], "dataSets": [
-        {"legendTemplate": ""}]}}}]}) == [".tiles[0].xPos", ".tiles[0].widget.xyChart.thresholds",
-                                          ".tiles[0].widget.xyChart.dataSets[0].legendTemplate"]
+    assert droppable_fields(
+        {"tiles": [{"xPos": 0, "widget": {"xyChart": {"thresholds": [], "dataSets": [{"legendTemplate": ""}]}}}]}
+    ) == [
+        ".tiles[0].xPos",
+        ".tiles[0].widget.xyChart.thresholds",
+        ".tiles[0].widget.xyChart.dataSets[0].legendTemplate",
+    ]
     # What is meant is still there: legends of the multi-metric chart, thresholds, positions.
     tiles = dashboard_json["mosaicLayout"]["tiles"]
     assert len(tiles) == 5
     legends = [d.get("legendTemplate") for t in tiles for d in t["widget"]["xyChart"]["dataSets"]]
-    assert sorted(filter(None, legends)) == sorted(f"attempts_{o} ${{metric.labels.channel}}"
-                                                   for o in ("accepted", "retryable", "ambiguous", "failed"))
-    assert [t["widget"]["xyChart"].get("thresholds", [{}])[0].get("value") for t in tiles] == [120, None, None, 300, None]
+    assert sorted(filter(None, legends)) == sorted(
+        f"attempts_{o} ${{metric.labels.channel}}" for o in ("accepted", "retryable", "ambiguous", "failed")
+    )
+    assert [t["widget"]["xyChart"].get("thresholds", [{}])[0].get("value") for t in tiles] == [
+        120,
+        None,
+        None,
+        300,
+        None,
+    ]
     assert [(t.get("xPos", 0), t.get("yPos", 0)) for t in tiles] == [(0, 0), (24, 0), (0, 16), (24, 16), (0, 32)]
 
 
@@ -151,32 +175,61 @@ def test_a_second_plan_after_apply_shows_no_change_to_what_the_stand_in_can_comp
     would have returned after the first apply (the dashboard as read back), plus the confirm binding
     at its address before it was counted, plans with neither changed nor destroyed."""
     _, (copy, *args) = plan_run
-    state = {"version": 4, "terraform_version": "1.11.4", "serial": 1, "outputs": {},
-             "lineage": "8d0c5b8e-0000-4000-8000-000000000017", "resources": [
-        _state_resource("google_monitoring_dashboard", "signals", {
-            "id": "projects/123/dashboards/abc", "project": "my-signup-prod",
-            "dashboard_json": json.dumps(api_read_back(dashboard_json), separators=(",", ":"), sort_keys=True,
-                                         ensure_ascii=False)}),
-        _state_resource("google_cloud_run_v2_service_iam_member", "confirm_public", {
-            "id": "projects/my-signup-prod/locations/europe-west1/services/verify-confirm/roles/run.invoker/allUsers",
-            "location": "europe-west1", "name": "verify-confirm", "project": "my-signup-prod",
-            "role": "roles/run.invoker", "member": "allUsers", "etag": "BwX", "condition": []}),
-    ]}
+    state = {
+        "version": 4,
+        "terraform_version": "1.11.4",
+        "serial": 1,
+        "outputs": {},
+        "lineage": "8d0c5b8e-0000-4000-8000-000000000017",
+        "resources": [
+            _state_resource(
+                "google_monitoring_dashboard",
+                "signals",
+                {
+                    "id": "projects/123/dashboards/abc",
+                    "project": "my-signup-prod",
+                    "dashboard_json": json.dumps(
+                        api_read_back(dashboard_json), separators=(",", ":"), sort_keys=True, ensure_ascii=False
+                    ),
+                },
+            ),
+            _state_resource(
+                "google_cloud_run_v2_service_iam_member",
+                "confirm_public",
+                {
+                    "id": "projects/my-signup-prod/locations/europe-west1/services/verify-confirm/roles/run.invoker/allUsers",
+                    "location": "europe-west1",
+                    "name": "verify-confirm",
+                    "project": "my-signup-prod",
+                    "role": "roles/run.invoker",
+                    "member": "allUsers",
+                    "etag": "BwX",
+                    "condition": [],
+                },
+            ),
+        ],
+    }
     state_file = tmp_path / "applied.tfstate"
     state_file.write_text(json.dumps(state))
     result = run_tool("plan", copy, *args, f"-state={state_file}", "-refresh=false")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     changed = planned_addresses(result.stdout)
     assert "google_monitoring_dashboard.signals" not in changed
-    assert ("google_cloud_run_v2_service_iam_member.confirm_public has moved to "
-            "google_cloud_run_v2_service_iam_member.confirm_public[0]") in result.stdout
+    assert (
+        "google_cloud_run_v2_service_iam_member.confirm_public has moved to "
+        "google_cloud_run_v2_service_iam_member.confirm_public[0]"
+    ) in result.stdout
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", result.stdout, re.MULTILINE)
 
 
 def _state_resource(rtype: str, name: str, attributes: dict) -> dict:
-    return {"mode": "managed", "type": rtype, "name": name,
-            "provider": 'provider["registry.terraform.io/hashicorp/google"]',
-            "instances": [{"schema_version": 0, "attributes": attributes}]}
+    return {
+        "mode": "managed",
+        "type": rtype,
+        "name": name,
+        "provider": 'provider["registry.terraform.io/hashicorp/google"]',
+        "instances": [{"schema_version": 0, "attributes": attributes}],
+    }
 
 
 def test_replaced_bundles_expire_and_the_live_one_stays(plan_text: str):

@@ -3,6 +3,7 @@
 The slow test builds a fresh virtualenv outside the checkout, installs the checkout into it (not
 editable) and runs the installed `verifyctl` from an unrelated working directory.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,12 @@ def installed(tmp_path_factory) -> Path:
     """bin/ of a fresh venv with `pip install <checkout>` in it (runtime dependencies only)."""
     venv = tmp_path_factory.mktemp("installed") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           str(ROOT)], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return venv / "bin"
 
@@ -53,10 +58,12 @@ def empty_url(pg_server: ConnectionParams) -> str:
 
 
 def verifyctl(bin_dir: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items()
-            if k not in {"MIGRATIONS_DIR", "VIRTUAL_ENV", "PYTHONPATH", "DATABASE_URL"}}
-    return subprocess.run([str(bin_dir / "verifyctl"), *argv], cwd=cwd, env={**base, **env},
-                          capture_output=True, text=True, timeout=120)
+    base = {
+        k: v for k, v in os.environ.items() if k not in {"MIGRATIONS_DIR", "VIRTUAL_ENV", "PYTHONPATH", "DATABASE_URL"}
+    }
+    return subprocess.run(
+        [str(bin_dir / "verifyctl"), *argv], cwd=cwd, env={**base, **env}, capture_output=True, text=True, timeout=120
+    )
 
 
 def tables(url: str) -> set[str]:
@@ -68,8 +75,9 @@ def tables(url: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_installed_verifyctl_migrate_creates_every_table_from_any_directory(installed, empty_url, database_url,
-                                                                            tmp_path):
+def test_installed_verifyctl_migrate_creates_every_table_from_any_directory(
+    installed, empty_url, database_url, tmp_path
+):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     site = next(installed.parent.glob("lib/python3*/site-packages"))

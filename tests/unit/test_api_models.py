@@ -1,5 +1,6 @@
 """Property tests of the request model at the HTTP edge: whatever arrives, the answer is a model or a
 ValidationError (which becomes a 400), never another exception (which would become a 500)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from signup_verification.api.models import CreateVerificationRequest, field_errors, normalise_destination, valid_idempotency_key
 from signup_verification.api.create import fingerprint
+from signup_verification.api.models import (
+    CreateVerificationRequest,
+    field_errors,
+    normalise_destination,
+    valid_idempotency_key,
+)
 
 settings.register_profile("edge", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("edge")
@@ -20,32 +26,51 @@ FIELDS = ["account_id", "channel", "destination", "locale", "template"]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=40),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
-    max_leaves=8)
-field_values = st.one_of(json_values, st.sampled_from(["email", "sms", "signup", "en", "ja-JP", "+14155550100",
-                                                       "ada@example.com", "", " ", "\x00", "a" * 400]))
+    max_leaves=8,
+)
+field_values = st.one_of(
+    json_values,
+    st.sampled_from(
+        ["email", "sms", "signup", "en", "ja-JP", "+14155550100", "ada@example.com", "", " ", "\x00", "a" * 400]
+    ),
+)
 request_dicts = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=10), field_values, max_size=7)
 
 # Valid input, built from parts email-validator and libphonenumber agree are valid.
 local_parts = st.from_regex(r"[A-Za-z0-9](?:[A-Za-z0-9._+-]{0,20}[A-Za-z0-9])?", fullmatch=True).filter(
-    lambda s: ".." not in s)
-domains = st.builds(lambda labels, tld: ".".join(labels + [tld]),
-                    st.lists(st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
-                             .filter(lambda label: label[2:4] != "--"),  # 'xn--'-style labels are Punycode only
-                             min_size=1, max_size=3),
-                    st.sampled_from(["com", "org", "net", "io", "de", "jp", "co.uk"]))
+    lambda s: ".." not in s
+)
+domains = st.builds(
+    lambda labels, tld: ".".join(labels + [tld]),
+    st.lists(
+        st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True).filter(
+            lambda label: label[2:4] != "--"
+        ),  # 'xn--'-style labels are Punycode only
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from(["com", "org", "net", "io", "de", "jp", "co.uk"]),
+)
 emails = st.builds(lambda local, domain: f"{local}@{domain}", local_parts, domains)
 REGIONS = ["US", "GB", "DE", "FR", "JP", "BR", "IN", "AU", "NG", "SE"]
 phones = st.sampled_from(REGIONS).map(
-    lambda region: phonenumbers.format_number(phonenumbers.example_number_for_type(
-        region, phonenumbers.PhoneNumberType.MOBILE), phonenumbers.PhoneNumberFormat.E164))
-account_ids = st.text(st.characters(blacklist_categories=["Cc", "Cf", "Zl", "Zp", "Cs"]), min_size=1, max_size=60).filter(
-    lambda s: s.strip() == s and s != "")
+    lambda region: phonenumbers.format_number(
+        phonenumbers.example_number_for_type(region, phonenumbers.PhoneNumberType.MOBILE),
+        phonenumbers.PhoneNumberFormat.E164,
+    )
+)
+account_ids = st.text(
+    st.characters(blacklist_categories=["Cc", "Cf", "Zl", "Zp", "Cs"]), min_size=1, max_size=60
+).filter(lambda s: s.strip() == s and s != "")
 locales = st.none() | st.sampled_from(["en", "ja", "ja-JP", "pt-BR", "zh-Hant-TW", "EN-us"])
 valid_requests = st.one_of(
-    st.fixed_dictionaries({"account_id": account_ids, "channel": st.just("email"), "destination": emails},
-                          optional={"locale": locales, "template": st.just("signup")}),
-    st.fixed_dictionaries({"account_id": account_ids, "channel": st.just("sms"), "destination": phones},
-                          optional={"locale": locales}),
+    st.fixed_dictionaries(
+        {"account_id": account_ids, "channel": st.just("email"), "destination": emails},
+        optional={"locale": locales, "template": st.just("signup")},
+    ),
+    st.fixed_dictionaries(
+        {"account_id": account_ids, "channel": st.just("sms"), "destination": phones}, optional={"locale": locales}
+    ),
 )
 
 
@@ -77,8 +102,9 @@ def test_valid_requests_round_trip(data):
     assert model.account_id == data["account_id"] and model.template == "signup"
 
 
-@given(local_parts, domains, st.sampled_from([str.upper, str.lower, str.title]),
-       st.sampled_from(["", " ", "\t", "\n "]))
+@given(
+    local_parts, domains, st.sampled_from([str.upper, str.lower, str.title]), st.sampled_from(["", " ", "\t", "\n "])
+)
 def test_emails_are_normalised_to_one_form(local, domain, case, space):
     typed = f"{space}{local}@{case(domain)}{space}"
     model = CreateVerificationRequest(account_id="a", channel="email", destination=typed)
@@ -103,19 +129,38 @@ def test_phone_numbers_are_normalised_to_e164(e164, style):
 ARABIC_INDIC_NUMBER = "+" + "".join(chr(0x0660 + int(d)) for d in "14155550100")
 
 
-@pytest.mark.parametrize("destination", [
-    "4155550100", "+1555", "+10005550100", "+44 20", "++14155550100", "+1 415 555 0100 ext 99",
-    "tel:+14155550100", "+1-CALL-NOW-0", "+" + "1" * 16, ARABIC_INDIC_NUMBER, "+1 415\n555 0100"])
+@pytest.mark.parametrize(
+    "destination",
+    [
+        "4155550100",
+        "+1555",
+        "+10005550100",
+        "+44 20",
+        "++14155550100",
+        "+1 415 555 0100 ext 99",
+        "tel:+14155550100",
+        "+1-CALL-NOW-0",
+        "+" + "1" * 16,
+        ARABIC_INDIC_NUMBER,
+        "+1 415\n555 0100",
+    ],
+)
 def test_non_e164_phone_numbers_are_refused(destination):
     with pytest.raises(ValidationError) as caught:
         CreateVerificationRequest(account_id="a", channel="sms", destination=destination)
     assert [e["pointer"] for e in field_errors(caught.value)] == ["#/destination"]
 
 
-@pytest.mark.parametrize("data, pointer", [
-    ({"account_id": 1}, "#/account_id"), ({"channel": b"email"}, "#/channel"), ({"locale": 1.0}, "#/locale"),
-    ({"destination": 14155550100, "channel": "sms"}, "#/destination"), ({"template": ["signup"]}, "#/template"),
-])
+@pytest.mark.parametrize(
+    "data, pointer",
+    [
+        ({"account_id": 1}, "#/account_id"),
+        ({"channel": b"email"}, "#/channel"),
+        ({"locale": 1.0}, "#/locale"),
+        ({"destination": 14155550100, "channel": "sms"}, "#/destination"),
+        ({"template": ["signup"]}, "#/template"),
+    ],
+)
 def test_strict_types_never_coerce(data, pointer):
     base = {"account_id": "a", "channel": "email", "destination": "a@example.com"}
     with pytest.raises(ValidationError) as caught:
@@ -134,11 +179,20 @@ def test_idempotency_key_edges():
     assert not valid_idempotency_key(None) and not valid_idempotency_key("") and not valid_idempotency_key("abc\n")
 
 
-@given(st.from_regex(r"[A-Za-z0-9]{4,20}", fullmatch=True), st.sampled_from(["email", "sms", "fax"]),
-       st.sampled_from(["{}@@example.com", "{}", "{}@{}", "+{}", "{}@example..com", "{} {}@example.com"]))
+@given(
+    st.from_regex(r"[A-Za-z0-9]{4,20}", fullmatch=True),
+    st.sampled_from(["email", "sms", "fax"]),
+    st.sampled_from(["{}@@example.com", "{}", "{}@{}", "+{}", "{}@example..com", "{} {}@example.com"]),
+)
 def test_field_errors_never_echo_the_input(sentinel, channel, destination):
     with pytest.raises(ValidationError) as caught:
-        CreateVerificationRequest.model_validate({"account_id": 7, "channel": channel, "locale": sentinel + "!",
-                                                  "destination": destination.format(sentinel, sentinel),
-                                                  "template": sentinel})
+        CreateVerificationRequest.model_validate(
+            {
+                "account_id": 7,
+                "channel": channel,
+                "locale": sentinel + "!",
+                "destination": destination.format(sentinel, sentinel),
+                "template": sentinel,
+            }
+        )
     assert sentinel not in json.dumps(field_errors(caught.value))

@@ -1,4 +1,5 @@
 """The keys issue 15's limits count on, and their settings."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,15 +11,18 @@ from signup_verification.verifications import abuse
 DEFAULT = abuse.DEFAULT_PLUS_TAG_DOMAINS
 
 
-@pytest.mark.parametrize("address, canonical", [
-    ("Victim@Gmail.com", "victim@gmail.com"),
-    ("v.i.c.t.i.m+promo@googlemail.com", "victim@gmail.com"),
-    ("victim+1@outlook.com", "victim@outlook.com"),
-    ("first.last@outlook.com", "first.last@outlook.com"),  # only Gmail ignores dots
-    ("ada+tag@example.org", "ada+tag@example.org"),  # unknown domains may route +tag elsewhere
-    ("+only@gmail.com", "+only@gmail.com"),  # never an empty local part
-    ("STRASSE@gmail.com", "strasse@gmail.com"),
-])
+@pytest.mark.parametrize(
+    "address, canonical",
+    [
+        ("Victim@Gmail.com", "victim@gmail.com"),
+        ("v.i.c.t.i.m+promo@googlemail.com", "victim@gmail.com"),
+        ("victim+1@outlook.com", "victim@outlook.com"),
+        ("first.last@outlook.com", "first.last@outlook.com"),  # only Gmail ignores dots
+        ("ada+tag@example.org", "ada+tag@example.org"),  # unknown domains may route +tag elsewhere
+        ("+only@gmail.com", "+only@gmail.com"),  # never an empty local part
+        ("STRASSE@gmail.com", "strasse@gmail.com"),
+    ],
+)
 def test_canonical_email_with_the_default_domains(address, canonical):
     assert abuse.canonical_email(address, DEFAULT) == canonical
 
@@ -27,12 +31,15 @@ def test_plus_tags_stripped_everywhere_when_all_domains_are_listed():
     assert abuse.canonical_email("ada+tag@example.org", None) == "ada@example.org"
 
 
-@pytest.mark.parametrize("ip, network", [
-    ("203.0.113.9", "203.0.113.9"),
-    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
-    ("2001:db8:1:2::ffff", "2001:db8:1:2::/64"),
-    ("::ffff:203.0.113.9", "203.0.113.9"),  # an IPv4 client seen through a dual stack
-])
+@pytest.mark.parametrize(
+    "ip, network",
+    [
+        ("203.0.113.9", "203.0.113.9"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2::ffff", "2001:db8:1:2::/64"),
+        ("::ffff:203.0.113.9", "203.0.113.9"),  # an IPv4 client seen through a dual stack
+    ],
+)
 def test_client_networks(ip, network):
     assert abuse.client_network(ip) == network
 
@@ -56,10 +63,15 @@ def test_production_create_refuses_to_start_without_sms_countries():
     assert load({}).create.abuse.sms_allowed_countries == abuse.LOCAL_SMS_COUNTRIES  # the documented local list
 
 
-@pytest.mark.parametrize("name, value", [
-    ("SMS_ALLOWED_COUNTRIES", "USA"), ("SMS_ALLOWED_NUMBER_TYPES", "mobile,cellular"),
-    ("RATE_LIMIT_RETRY_AFTER", "vague"), ("RATE_LIMIT_ACCOUNT_PER_HOUR", "0"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("SMS_ALLOWED_COUNTRIES", "USA"),
+        ("SMS_ALLOWED_NUMBER_TYPES", "mobile,cellular"),
+        ("RATE_LIMIT_RETRY_AFTER", "vague"),
+        ("RATE_LIMIT_ACCOUNT_PER_HOUR", "0"),
+    ],
+)
 def test_bad_abuse_settings_are_named(name, value):
     with pytest.raises(ConfigError, match=name):
         load({name: value})

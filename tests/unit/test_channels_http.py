@@ -1,22 +1,22 @@
 """SendGrid and Twilio adapters against local servers that answer as those APIs do:
 success, every documented error, 429 with Retry-After, 5xx, slow answers, resets after accepting."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
-from signup_verification.delivery.messages import Renderer, sample_intent
+from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
-from support.paths import TEST_TOKEN_KEYS
 from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
 from support.fakes.smtp import free_port
+from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SETTINGS = MessageConfig(email_from="Signup <no-reply@example.org>")
@@ -24,8 +24,15 @@ PHONE = "+14155550100"
 
 
 def render(channel, destination, intent_id=1):
-    intent = sample_intent(channel, "signup/v1", "en", destination=destination, key_id="test-k1",
-                           expires_at=datetime.now(timezone.utc) + timedelta(minutes=10), intent_id=intent_id)
+    intent = sample_intent(
+        channel,
+        "signup/v1",
+        "en",
+        destination=destination,
+        key_id="test-k1",
+        expires_at=datetime.now(UTC) + timedelta(minutes=10),
+        intent_id=intent_id,
+    )
     return Renderer(SETTINGS, KEYRING).render(intent, BegunAttempt(intent_id, f"{intent_id}:1", 1))
 
 
@@ -69,30 +76,81 @@ def test_sendgrid_accepts_with_headers_and_both_parts(sendgrid):
     assert delivery.headers["Accept"] == "application/json"  # the official client's; a 406 fails every email
 
 
-@pytest.mark.parametrize("answer,outcome,error_class,retry_after", [
-    (Answer(400, {"errors": [{"field": "personalizations.0.to.0.email", "message": "Does not contain a valid address."}]}),
-     "failed", "invalid_destination", None),
-    (Answer(400, {"errors": [{"field": "content.0.value", "message": "invalid"}]}), "failed", "rejected", None),
-    (Answer(403, {"errors": [{"message": "The from address does not match a verified Sender Identity."}]}),
-     "failed", "configuration", None),
-    (Answer(413, {"errors": [{"message": "too large"}]}), "failed", "message_too_large", None),
-    (Answer(429, {"errors": [{"message": "too many requests"}]}, {"Retry-After": "30"}), "retryable", "rate_limited", 30.0),
-    # 5xx: SendGrid does not say the message was not processed (docs/channels.md)
-    (Answer(500, {"errors": [{"message": "internal"}]}), "ambiguous", "provider_5xx", None),
-    (Answer(502, None), "ambiguous", "provider_5xx", None),
-    (Answer(503, None, {"Retry-After": "5"}), "ambiguous", "provider_5xx", None),
-    (Answer(504), "ambiguous", "provider_5xx", None),
-    # the sender, the request's form: every email would be refused
-    (Answer(400, {"errors": [{"field": "from.email", "message": "The from email does not contain a valid address."}]}),
-     "failed", "configuration", None),
-    (Answer(400, {"errors": [{"field": None, "message": "The from address does not match a verified Sender Identity."}]}),
-     "failed", "configuration", None),
-    (Answer(406, {"errors": [{"message": "Not Acceptable"}]}), "failed", "configuration", None),
-    (Answer(415, {"errors": [{"message": "Unsupported Media Type"}]}), "failed", "configuration", None),
-    (Answer(403, {"errors": [{"field": None, "message": "You have been temporarily blocked from making requests "
-                                                       "due to repeated bad requests."}]}),
-     "retryable", "provider_blocked", 1800.0),
-])
+@pytest.mark.parametrize(
+    "answer,outcome,error_class,retry_after",
+    [
+        (
+            Answer(
+                400,
+                {
+                    "errors": [
+                        {"field": "personalizations.0.to.0.email", "message": "Does not contain a valid address."}
+                    ]
+                },
+            ),
+            "failed",
+            "invalid_destination",
+            None,
+        ),
+        (Answer(400, {"errors": [{"field": "content.0.value", "message": "invalid"}]}), "failed", "rejected", None),
+        (
+            Answer(403, {"errors": [{"message": "The from address does not match a verified Sender Identity."}]}),
+            "failed",
+            "configuration",
+            None,
+        ),
+        (Answer(413, {"errors": [{"message": "too large"}]}), "failed", "message_too_large", None),
+        (
+            Answer(429, {"errors": [{"message": "too many requests"}]}, {"Retry-After": "30"}),
+            "retryable",
+            "rate_limited",
+            30.0,
+        ),
+        # 5xx: SendGrid does not say the message was not processed (docs/channels.md)
+        (Answer(500, {"errors": [{"message": "internal"}]}), "ambiguous", "provider_5xx", None),
+        (Answer(502, None), "ambiguous", "provider_5xx", None),
+        (Answer(503, None, {"Retry-After": "5"}), "ambiguous", "provider_5xx", None),
+        (Answer(504), "ambiguous", "provider_5xx", None),
+        # the sender, the request's form: every email would be refused
+        (
+            Answer(
+                400,
+                {"errors": [{"field": "from.email", "message": "The from email does not contain a valid address."}]},
+            ),
+            "failed",
+            "configuration",
+            None,
+        ),
+        (
+            Answer(
+                400,
+                {"errors": [{"field": None, "message": "The from address does not match a verified Sender Identity."}]},
+            ),
+            "failed",
+            "configuration",
+            None,
+        ),
+        (Answer(406, {"errors": [{"message": "Not Acceptable"}]}), "failed", "configuration", None),
+        (Answer(415, {"errors": [{"message": "Unsupported Media Type"}]}), "failed", "configuration", None),
+        (
+            Answer(
+                403,
+                {
+                    "errors": [
+                        {
+                            "field": None,
+                            "message": "You have been temporarily blocked from making requests "
+                            "due to repeated bad requests.",
+                        }
+                    ]
+                },
+            ),
+            "retryable",
+            "provider_blocked",
+            1800.0,
+        ),
+    ],
+)
 def test_sendgrid_error_answers(sendgrid, answer, outcome, error_class, retry_after):
     sendgrid.script(answer)
     result = sendgrid_channel(sendgrid).send(render("email", "ada@example.com"), soon())
@@ -152,24 +210,46 @@ def test_twilio_messaging_service_sender(twilio):
     assert twilio.deliveries[0].request["MessagingServiceSid"] == "MG0123"
 
 
-@pytest.mark.parametrize("answer,outcome,error_class", [
-    (FakeTwilio.error(400, 21211, f"The 'To' number {PHONE} is not a valid phone number."), "failed", "invalid_destination"),
-    (FakeTwilio.error(400, 21610, "Attempt to send to unsubscribed recipient"), "failed", "unsubscribed"),
-    (FakeTwilio.error(400, 21614, f"'To' number {PHONE} is not a valid mobile number"), "failed", "not_mobile"),
-    (FakeTwilio.error(400, 21635, "landline"), "failed", "landline"),
-    (FakeTwilio.error(400, 21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"),
-     "failed", "destination_not_permitted"),
-    (FakeTwilio.error(400, 21606, "The From phone number is not a valid, SMS-capable number"), "failed",
-     "destination_not_permitted"),
-    (FakeTwilio.error(400, 21408, "Permission to send an SMS has not been enabled for the region"), "failed",
-     "destination_not_permitted"),
-    (FakeTwilio.error(400, 21604, "A 'To' phone number is required."), "failed", "invalid_destination"),
-    (FakeTwilio.error(400, 21212, "The 'From' number +15005550006 is not a valid phone number"), "failed", "configuration"),
-    (FakeTwilio.error(400, 21999, "something else"), "failed", "rejected"),
-    (FakeTwilio.error(429, 20429, "Too Many Requests", headers={"Retry-After": "12"}), "retryable", "rate_limited"),
-    (FakeTwilio.error(500, 20500, "Internal Server Error"), "ambiguous", "provider_5xx"),
-    (FakeTwilio.error(503, 20503, "Service Unavailable"), "ambiguous", "provider_5xx"),
-])
+@pytest.mark.parametrize(
+    "answer,outcome,error_class",
+    [
+        (
+            FakeTwilio.error(400, 21211, f"The 'To' number {PHONE} is not a valid phone number."),
+            "failed",
+            "invalid_destination",
+        ),
+        (FakeTwilio.error(400, 21610, "Attempt to send to unsubscribed recipient"), "failed", "unsubscribed"),
+        (FakeTwilio.error(400, 21614, f"'To' number {PHONE} is not a valid mobile number"), "failed", "not_mobile"),
+        (FakeTwilio.error(400, 21635, "landline"), "failed", "landline"),
+        (
+            FakeTwilio.error(
+                400, 21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"
+            ),
+            "failed",
+            "destination_not_permitted",
+        ),
+        (
+            FakeTwilio.error(400, 21606, "The From phone number is not a valid, SMS-capable number"),
+            "failed",
+            "destination_not_permitted",
+        ),
+        (
+            FakeTwilio.error(400, 21408, "Permission to send an SMS has not been enabled for the region"),
+            "failed",
+            "destination_not_permitted",
+        ),
+        (FakeTwilio.error(400, 21604, "A 'To' phone number is required."), "failed", "invalid_destination"),
+        (
+            FakeTwilio.error(400, 21212, "The 'From' number +15005550006 is not a valid phone number"),
+            "failed",
+            "configuration",
+        ),
+        (FakeTwilio.error(400, 21999, "something else"), "failed", "rejected"),
+        (FakeTwilio.error(429, 20429, "Too Many Requests", headers={"Retry-After": "12"}), "retryable", "rate_limited"),
+        (FakeTwilio.error(500, 20500, "Internal Server Error"), "ambiguous", "provider_5xx"),
+        (FakeTwilio.error(503, 20503, "Service Unavailable"), "ambiguous", "provider_5xx"),
+    ],
+)
 def test_twilio_error_answers(twilio, answer, outcome, error_class):
     twilio.script(answer)
     result = twilio_channel(twilio).send(render("sms", PHONE), soon())

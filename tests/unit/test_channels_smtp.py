@@ -1,29 +1,30 @@
 """The SMTP adapter against a real SMTP server (aiosmtpd): every reply class, TLS, AUTH,
 and the one ambiguous moment (after the message was sent, before the server's answer)."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from signup_verification.delivery.channels.smtp import SmtpChannel, SmtpConfig, classify_reply
-from signup_verification.delivery.messages import Renderer, sample_intent
+from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
-from support.paths import TEST_TOKEN_KEYS
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour, free_port
 from support.fakes.tls import make_certificate
+from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SETTINGS = MessageConfig(email_from="Signup <no-reply@example.org>")
 
 
 def message(to="ada@example.com", intent_id=1):
-    expires = datetime.now(timezone.utc) + timedelta(minutes=10)
-    intent = sample_intent("email", "signup/v1", "en", destination=to, key_id="test-k1", expires_at=expires,
-                           intent_id=intent_id)
+    expires = datetime.now(UTC) + timedelta(minutes=10)
+    intent = sample_intent(
+        "email", "signup/v1", "en", destination=to, key_id="test-k1", expires_at=expires, intent_id=intent_id
+    )
     return Renderer(SETTINGS, KEYRING).render(intent, BegunAttempt(intent_id, f"{intent_id}:1", 1))
 
 
@@ -74,21 +75,28 @@ def test_a_leading_dot_line_survives_dot_stuffing(server):
     assert ".hidden line" in server.received[0].message.get_body(("plain",)).get_content()
 
 
-@pytest.mark.parametrize("reply,outcome,error_class", [
-    ("550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown", "failed", "invalid_destination"),
-    ("553 5.1.3 bad address syntax", "failed", "invalid_destination"),
-    ("552 5.2.2 mailbox full", "failed", "recipient_rejected"),
-    ("554 5.7.1 Relay access denied", "failed", "configuration"),
-    ("450 4.2.1 mailbox busy, try later", "retryable", "smtp_transient"),
-    # Postfix's smtpd_delay_reject=yes: refusals of our sender, HELO name or IP arrive at RCPT.
-    ("550 5.1.8 <no-reply@example.org>: Sender address rejected: Domain not found", "failed", "configuration"),
-    ("553 5.1.7 <no-reply@example.org>: Sender address rejected: bad sender mailbox syntax", "failed", "configuration"),
-    ("554 5.7.1 <no-reply@example.org>: Sender address rejected: Access denied", "failed", "configuration"),
-    ("504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", "failed", "configuration"),
-    ("554 5.7.1 <unknown[192.0.2.1]>: Client host rejected: Access denied", "failed", "configuration"),
-    ("554 5.7.1 <ada@example.com>: Recipient address rejected: Access denied", "failed", "recipient_rejected"),
-    ("452 4.5.3 too many recipients", "retryable", "smtp_transient"),
-])
+@pytest.mark.parametrize(
+    "reply,outcome,error_class",
+    [
+        ("550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown", "failed", "invalid_destination"),
+        ("553 5.1.3 bad address syntax", "failed", "invalid_destination"),
+        ("552 5.2.2 mailbox full", "failed", "recipient_rejected"),
+        ("554 5.7.1 Relay access denied", "failed", "configuration"),
+        ("450 4.2.1 mailbox busy, try later", "retryable", "smtp_transient"),
+        # Postfix's smtpd_delay_reject=yes: refusals of our sender, HELO name or IP arrive at RCPT.
+        ("550 5.1.8 <no-reply@example.org>: Sender address rejected: Domain not found", "failed", "configuration"),
+        (
+            "553 5.1.7 <no-reply@example.org>: Sender address rejected: bad sender mailbox syntax",
+            "failed",
+            "configuration",
+        ),
+        ("554 5.7.1 <no-reply@example.org>: Sender address rejected: Access denied", "failed", "configuration"),
+        ("504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", "failed", "configuration"),
+        ("554 5.7.1 <unknown[192.0.2.1]>: Client host rejected: Access denied", "failed", "configuration"),
+        ("554 5.7.1 <ada@example.com>: Recipient address rejected: Access denied", "failed", "recipient_rejected"),
+        ("452 4.5.3 too many recipients", "retryable", "smtp_transient"),
+    ],
+)
 def test_rcpt_replies(server, reply, outcome, error_class):
     server.behaviour = SmtpBehaviour(rcpt_reply=lambda address: reply)
     result = channel_for(server).send(message(), soon())
@@ -97,20 +105,25 @@ def test_rcpt_replies(server, reply, outcome, error_class):
     assert server.received == []
 
 
-@pytest.mark.parametrize("reply,outcome,error_class", [
-    ("451 4.3.0 local error, try again", "retryable", "smtp_transient"),
-    ("421 4.3.2 shutting down", "retryable", "smtp_transient"),
-    ("554 5.6.0 content rejected", "failed", "content_rejected"),
-    ("552 5.3.4 message too big", "failed", "message_too_large"),
-])
+@pytest.mark.parametrize(
+    "reply,outcome,error_class",
+    [
+        ("451 4.3.0 local error, try again", "retryable", "smtp_transient"),
+        ("421 4.3.2 shutting down", "retryable", "smtp_transient"),
+        ("554 5.6.0 content rejected", "failed", "content_rejected"),
+        ("552 5.3.4 message too big", "failed", "message_too_large"),
+    ],
+)
 def test_data_replies(server, reply, outcome, error_class):
     server.behaviour = SmtpBehaviour(data_reply=reply)
     result = channel_for(server).send(message(), soon())
     assert (result.outcome, result.error_class) == (outcome, error_class)
 
 
-@pytest.mark.parametrize("greeting", ["554 5.7.1 mx.example.org ESMTP not accepting mail from you",
-                                      "521 5.3.2 mx.example.org does not accept mail"])
+@pytest.mark.parametrize(
+    "greeting",
+    ["554 5.7.1 mx.example.org ESMTP not accepting mail from you", "521 5.3.2 mx.example.org does not accept mail"],
+)
 def test_a_refusing_greeting_is_a_configuration_error(server, greeting):
     server.behaviour = SmtpBehaviour(greeting=greeting)
     result = channel_for(server).send(message(), soon())
@@ -119,7 +132,9 @@ def test_a_refusing_greeting_is_a_configuration_error(server, greeting):
 
 
 def test_a_refused_ehlo_is_reported_as_such(server):
-    server.behaviour = SmtpBehaviour(ehlo_reply="504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname")
+    server.behaviour = SmtpBehaviour(
+        ehlo_reply="504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname"
+    )
     result = channel_for(server).send(message(), soon())
     assert (result.outcome, result.error_class) == ("failed", "configuration")
     assert result.detail.startswith("smtp 504 5.5.2 at ehlo") and "Helo command rejected" in result.detail
@@ -187,8 +202,9 @@ def test_auth_without_server_support_is_a_configuration_error(server):
 def test_starttls_with_a_trusted_certificate(tmp_path):
     cert = make_certificate(tmp_path)
     with FakeSmtpServer(starttls=cert.server_context(), credentials=("mailer", "pw")) as fake:
-        channel = channel_for(fake, security="starttls", ssl_context=cert.client_context(),
-                              username="mailer", password="pw")
+        channel = channel_for(
+            fake, security="starttls", ssl_context=cert.client_context(), username="mailer", password="pw"
+        )
         assert channel.send(message(), soon()).outcome == "accepted"
         untrusted = channel_for(fake, security="starttls")  # the system trust store does not know it
         result = untrusted.send(message(), soon())

@@ -1,4 +1,5 @@
 """config.load: every setting read once, into frozen per-concern configs, every bad one reported."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,14 +22,33 @@ PACKAGE = Path(signup_verification.__file__).resolve().parent
 
 def test_every_invalid_setting_is_reported_at_once():
     with pytest.raises(ConfigError) as caught:
-        load({"SMTP_PORT": "x", "SEND_CONCURRENCY": "0", "DISPATCH_IDLE_WAIT": "maybe", "EMAIL_TRANSPORT": "pigeon",
-              "SIGNATURE_TOLERANCE_SECONDS": "5", "RETRY_BACKOFF_SECONDS": "a,b", "RECONCILE_BATCH_SIZE": "0",
-              "SIGNALS_WINDOW_SECONDS": "-1", "LOG_LEVEL": "LOUD", "DEPLOYMENT": "fine"})
+        load(
+            {
+                "SMTP_PORT": "x",
+                "SEND_CONCURRENCY": "0",
+                "DISPATCH_IDLE_WAIT": "maybe",
+                "EMAIL_TRANSPORT": "pigeon",
+                "SIGNATURE_TOLERANCE_SECONDS": "5",
+                "RETRY_BACKOFF_SECONDS": "a,b",
+                "RECONCILE_BATCH_SIZE": "0",
+                "SIGNALS_WINDOW_SECONDS": "-1",
+                "LOG_LEVEL": "LOUD",
+                "DEPLOYMENT": "fine",
+            }
+        )
     problems = caught.value.problems
     named = sorted(re.match(r"[A-Z_]+", p).group(0) for p in problems)
-    assert named == ["DISPATCH_IDLE_WAIT", "EMAIL_TRANSPORT", "LOG_LEVEL", "RECONCILE_BATCH_SIZE",
-                     "RETRY_BACKOFF_SECONDS", "SEND_CONCURRENCY", "SIGNALS_WINDOW_SECONDS",
-                     "SIGNATURE_TOLERANCE_SECONDS", "SMTP_PORT"]
+    assert named == [
+        "DISPATCH_IDLE_WAIT",
+        "EMAIL_TRANSPORT",
+        "LOG_LEVEL",
+        "RECONCILE_BATCH_SIZE",
+        "RETRY_BACKOFF_SECONDS",
+        "SEND_CONCURRENCY",
+        "SIGNALS_WINDOW_SECONDS",
+        "SIGNATURE_TOLERANCE_SECONDS",
+        "SMTP_PORT",
+    ]
     assert str(caught.value).startswith("9 invalid settings: ")
     assert "SMTP_PORT must be an integer, got 'x'" in problems
     assert "SEND_CONCURRENCY must be >= 1, got 0" in problems
@@ -50,14 +70,22 @@ def test_a_bad_shutdown_grace_is_an_error_not_a_silent_default():
 def test_defaults_are_the_documented_ones():
     config = load({})
     assert not config.is_production and config.deployment == "local"
-    assert (config.database.url, config.database.name, config.database.statement_timeout_ms) == (None, "verification", 15_000)
+    assert (config.database.url, config.database.name, config.database.statement_timeout_ms) == (
+        None,
+        "verification",
+        15_000,
+    )
     assert (config.create.ttl_seconds, config.create.code_digits, config.create.max_confirm_attempts) == (600, 6, 5)
     assert (config.create.rate_limit_per_hour, config.create.rate_limit_spacing_seconds) == (5, 60)
     assert config.http.max_body_bytes == 16384
     d = config.dispatch
     assert (d.function_timeout_seconds, d.send_concurrency, d.send_timeout_seconds, d.max_batch) == (60, 8, 10.0, 500)
     assert (d.idle_wait, d.settle_connection, d.shutdown_grace_seconds) == (False, False, 8.0)
-    assert (config.channels.email_transport, config.channels.smtp.host, config.channels.smtp.port) == ("console", "localhost", 8025)
+    assert (config.channels.email_transport, config.channels.smtp.host, config.channels.smtp.port) == (
+        "console",
+        "localhost",
+        8025,
+    )
     assert config.retry.backoff == (60.0, 300.0, 900.0)
     assert config.retry.channel("sms").ambiguity == "hold" and config.retry.channel("email").ambiguity == "retry"
     assert (config.reconciler.batch_size, config.reconciler.purge_after_seconds) == (500, 90 * 86400)
@@ -67,9 +95,18 @@ def test_defaults_are_the_documented_ones():
 
 
 def test_a_shared_setting_reaches_every_concern_that_uses_it():
-    config = load({"SMS_CODE_DIGITS": "8", "FUNCTION_TIMEOUT_SECONDS": "120", "DEPLOYMENT": "eu",
-                   "EMAIL_FROM": "Signup <no-reply@mail.example.org>", "AMBIGUOUS_POLICY_SMS": "fail",
-                   "SEND_TIMEOUT_SECONDS": "3", "ENVIRONMENT": "production", "K_SERVICE": "dispatch"})
+    config = load(
+        {
+            "SMS_CODE_DIGITS": "8",
+            "FUNCTION_TIMEOUT_SECONDS": "120",
+            "DEPLOYMENT": "eu",
+            "EMAIL_FROM": "Signup <no-reply@mail.example.org>",
+            "AMBIGUOUS_POLICY_SMS": "fail",
+            "SEND_TIMEOUT_SECONDS": "3",
+            "ENVIRONMENT": "production",
+            "K_SERVICE": "dispatch",
+        }
+    )
     assert config.create.code_digits == config.confirm.code_digits == config.dispatch.messages.code_digits == 8
     assert config.dispatch.function_timeout_seconds == config.reconciler.function_timeout_seconds == 120
     assert config.dispatch.deployment == config.reconciler.deployment == config.logging.deployment == "eu"
@@ -107,9 +144,14 @@ def test_console_transports_are_refused_in_production(tmp_path):
 
 
 def test_no_repr_shows_a_secret():
-    secrets = {"DATABASE_URL": "postgresql://u:db-password@h/d", "SMTP_PASSWORD": "smtp-password",
-               "SENDGRID_API_KEY": "SG.sendgrid-key", "TWILIO_AUTH_TOKEN": "twilio-token", "TOKEN_KEYS": TEST_TOKEN_KEYS,
-               "REQUEST_SIGNING_KEYS": "k1:" + "c" * 43}
+    secrets = {
+        "DATABASE_URL": "postgresql://u:db-password@h/d",
+        "SMTP_PASSWORD": "smtp-password",
+        "SENDGRID_API_KEY": "SG.sendgrid-key",
+        "TWILIO_AUTH_TOKEN": "twilio-token",
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "REQUEST_SIGNING_KEYS": "k1:" + "c" * 43,
+    }
     shown = repr(load(secrets))
     for value in ("db-password", "smtp-password", "SG.sendgrid-key", "twilio-token", TEST_TOKEN_KEYS, "c" * 43):
         assert value not in shown

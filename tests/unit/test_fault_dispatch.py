@@ -1,5 +1,6 @@
 """tools/fault_dispatch.py, the crash tests' and the chaos run's way to kill a dispatch at a fault
 point: refused in production, and only the dispatcher's declared points are accepted."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,14 @@ from support.paths import ROOT
 
 def _fault_dispatch(*args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("ENVIRONMENT", "DATABASE_URL")}
-    return subprocess.run([sys.executable, "tools/fault_dispatch.py", *args], env={**base, **env}, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "tools/fault_dispatch.py", *args],
+        env={**base, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_fault_hook_is_refused_in_production_before_any_connection():

@@ -4,6 +4,7 @@ platform < outbox < verifications < delivery < operations < api, then the compos
 (config, runtime, cli) on top. local/ (the laptop emulation) may use everything and nothing in production
 code imports it; the composition root reaches the embedded database only on the local path.
 """
+
 from __future__ import annotations
 
 import ast

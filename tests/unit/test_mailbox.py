@@ -1,4 +1,5 @@
 """The local mailbox: a real SMTP server, a fake Twilio API answering like Twilio, and the web page."""
+
 from __future__ import annotations
 
 import smtplib
@@ -26,8 +27,14 @@ def _free_port() -> int:
 @pytest.fixture
 def server():
     runs: list[int] = []
-    box = MailboxServer("127.0.0.1", _free_port(), _free_port(), twilio_account_sid=SID, twilio_auth_token=AUTH,
-                        on_run_now=lambda: runs.append(1))
+    box = MailboxServer(
+        "127.0.0.1",
+        _free_port(),
+        _free_port(),
+        twilio_account_sid=SID,
+        twilio_auth_token=AUTH,
+        on_run_now=lambda: runs.append(1),
+    )
     box.runs = runs
     with box:
         yield box
@@ -37,8 +44,11 @@ def _send_email(server: MailboxServer, to: str = "ada@example.com") -> None:
     message = EmailMessage()
     message["From"], message["To"], message["Subject"] = "Signup <no-reply@localhost>", to, "Confirm <your> email"
     message.set_content("Open http://localhost:8082/?token=abc_DEF-1 to confirm.\n")
-    message.add_alternative('<html><head></head><body><a href="http://localhost:8082/?token=abc_DEF-1">'
-                            'Confirm email address</a><script>alert(1)</script></body></html>', subtype="html")
+    message.add_alternative(
+        '<html><head></head><body><a href="http://localhost:8082/?token=abc_DEF-1">'
+        "Confirm email address</a><script>alert(1)</script></body></html>",
+        subtype="html",
+    )
     with smtplib.SMTP(server.host, server.smtp_port, timeout=10) as smtp:
         smtp.send_message(message)
 
@@ -66,8 +76,10 @@ def test_smtp_message_is_stored_and_shown_with_clickable_links(server):
     framed = requests.get(f"{server.web_url}/messages/{stored['id']}/html", timeout=10)
     assert '<base target="_top">' in framed.text
     assert "script-src" not in framed.headers["Content-Security-Policy"]  # default-src 'none': no scripts
-    assert "Subject: Confirm <your> email" in requests.get(f"{server.web_url}/messages/{stored['id']}/raw",
-                                                          timeout=10).text
+    assert (
+        "Subject: Confirm <your> email"
+        in requests.get(f"{server.web_url}/messages/{stored['id']}/raw", timeout=10).text
+    )
 
 
 def test_twilio_create_answers_like_twilio_and_stores_the_sms(server):
@@ -85,19 +97,22 @@ def test_twilio_create_answers_like_twilio_and_stores_the_sms(server):
     assert "Your code is 123456" in page and "+14155550100" in page
 
 
-@pytest.mark.parametrize("fields, auth, status, code", [
-    ({}, ("ACwrong", AUTH), 401, 20003),
-    ({}, (SID, "wrong"), 401, 20003),
-    ({}, None, 401, 20003),
-    ({"To": ""}, (SID, AUTH), 400, 21604),
-    ({"From": ""}, (SID, AUTH), 400, 21603),
-    ({"Body": ""}, (SID, AUTH), 400, 21602),
-    ({"Body": "x" * 1601}, (SID, AUTH), 400, 21617),
-    ({"To": "4155550100"}, (SID, AUTH), 400, 21211),
-    ({"To": "+15005550001"}, (SID, AUTH), 400, 21211),   # Twilio's test number: invalid
-    ({"To": "+15005550004"}, (SID, AUTH), 400, 21610),   # Twilio's test number: unsubscribed (STOP)
-    ({"To": "+15005550009"}, (SID, AUTH), 400, 21614),   # Twilio's test number: not a mobile
-])
+@pytest.mark.parametrize(
+    "fields, auth, status, code",
+    [
+        ({}, ("ACwrong", AUTH), 401, 20003),
+        ({}, (SID, "wrong"), 401, 20003),
+        ({}, None, 401, 20003),
+        ({"To": ""}, (SID, AUTH), 400, 21604),
+        ({"From": ""}, (SID, AUTH), 400, 21603),
+        ({"Body": ""}, (SID, AUTH), 400, 21602),
+        ({"Body": "x" * 1601}, (SID, AUTH), 400, 21617),
+        ({"To": "4155550100"}, (SID, AUTH), 400, 21211),
+        ({"To": "+15005550001"}, (SID, AUTH), 400, 21211),  # Twilio's test number: invalid
+        ({"To": "+15005550004"}, (SID, AUTH), 400, 21610),  # Twilio's test number: unsubscribed (STOP)
+        ({"To": "+15005550009"}, (SID, AUTH), 400, 21614),  # Twilio's test number: not a mobile
+    ],
+)
 def test_twilio_errors_use_twilio_codes_and_store_nothing(server, fields, auth, status, code):
     response = _sms(server, auth=auth, **fields)
     assert response.status_code == status
@@ -172,11 +187,15 @@ def test_scheduler_posts_json_on_its_interval(scheduled_endpoint):
         scheduler.stop()
 
 
-@pytest.mark.parametrize("scheduled_endpoint", [
-    b'{"claimed": 0, "accepted": 0, "elapsed_ms": 4}',
-    b'{"deployment": "local", "moves": {"claims_expired": 0}, "overdue": {"email": {"count": 0}}, "drained": true,'
-    b' "watermark": {"backlog": []}, "elapsed_ms": 9}',
-], indirect=True)
+@pytest.mark.parametrize(
+    "scheduled_endpoint",
+    [
+        b'{"claimed": 0, "accepted": 0, "elapsed_ms": 4}',
+        b'{"deployment": "local", "moves": {"claims_expired": 0}, "overdue": {"email": {"count": 0}}, "drained": true,'
+        b' "watermark": {"backlog": []}, "elapsed_ms": 9}',
+    ],
+    indirect=True,
+)
 def test_an_idle_tick_prints_nothing(scheduled_endpoint):
     url, hits = scheduled_endpoint
     lines: list[str] = []
@@ -216,7 +235,7 @@ def test_time_elements_carry_valid_html_datetimes(server):
 def _luminance(hex_colour: str) -> float:
     if len(hex_colour) == 4:  # #fff
         hex_colour = "#" + "".join(c * 2 for c in hex_colour[1:])
-    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -234,9 +253,18 @@ def test_the_email_and_sms_badges_meet_wcag_aa_contrast_in_both_schemes():
     from signup_verification.local import mailbox
 
     css = (Path(mailbox.__file__).parent / "templates" / "layout.html").read_text()
-    light = dict(re.findall(r"--([\w-]+):(#[0-9a-f]{6}|#[0-9a-f]{3})", css.split("@media (prefers-color-scheme:dark)")[0]))
-    dark = {**light, **dict(re.findall(r"--([\w-]+):(#[0-9a-f]{6}|#[0-9a-f]{3})", css.split("@media (prefers-color-scheme:dark)")[1]
-                                       .split("}}")[0]))}
+    light = dict(
+        re.findall(r"--([\w-]+):(#[0-9a-f]{6}|#[0-9a-f]{3})", css.split("@media (prefers-color-scheme:dark)")[0])
+    )
+    dark = {
+        **light,
+        **dict(
+            re.findall(
+                r"--([\w-]+):(#[0-9a-f]{6}|#[0-9a-f]{3})",
+                css.split("@media (prefers-color-scheme:dark)")[1].split("}}")[0],
+            )
+        ),
+    }
     assert "color:var(--on-badge)" in css
     for scheme in (light, dark):
         for background in ("accent", "sms"):
@@ -272,5 +300,7 @@ def test_the_smtp_reply_carries_a_queue_id_as_postfix_does(server):
     [stored] = server.mailbox.messages()
     assert code == 250 and reply == f"2.0.0 Ok: queued as {stored.sid}".encode()
     assert provider_reference(reply) == stored.sid
-    assert f"<dt>Queue id</dt><dd>{stored.sid}</dd>" in requests.get(f"{server.web_url}/messages/{stored.id}",
-                                                                     timeout=10).text
+    assert (
+        f"<dt>Queue id</dt><dd>{stored.sid}</dd>"
+        in requests.get(f"{server.web_url}/messages/{stored.id}", timeout=10).text
+    )

@@ -1,34 +1,40 @@
 """Message correctness (issue 16 items 5 and 6): RFC 2045/5322 conformance of every email
 template x locale, plural forms per locale, PRODUCT_NAME checked against the SMS segment budget at
 start-up, and one SMS segment counter for the dispatcher and the local mailbox."""
+
 from __future__ import annotations
 
 import base64
 import email
 import email.policy
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from signup_verification import cli, runtime
-from signup_verification.delivery import mime, sms, templates
-from signup_verification.local.mailbox import sms_segments
-from signup_verification.delivery.messages import MessageConfig, Renderer, check_sms_budget, sample_intent
-from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.config import ConfigError, load
+from signup_verification.delivery import mime, sms, templates
+from signup_verification.delivery.messages import MessageConfig, Renderer, check_sms_budget, sample_intent
+from signup_verification.local.mailbox import sms_segments
+from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
-ALL = [(f"{purpose}/{version}", locale) for purpose in templates.purposes()
-       for version in templates.versions(purpose) for locale in templates.locales(f"{purpose}/{version}")]
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+ALL = [
+    (f"{purpose}/{version}", locale)
+    for purpose in templates.purposes()
+    for version in templates.versions(purpose)
+    for locale in templates.locales(f"{purpose}/{version}")
+]
 ENV = {"TOKEN_KEYS": TEST_TOKEN_KEYS}
 
 
-def render(channel, version_ref="signup/v1", locale="en", *, left=timedelta(minutes=10, seconds=30),
-           to=None, settings=None):
+def render(
+    channel, version_ref="signup/v1", locale="en", *, left=timedelta(minutes=10, seconds=30), to=None, settings=None
+):
     settings = settings or MessageConfig(email_from="Signup <no-reply@mail.example.org>")
     to = to or ("ada@example.com" if channel == "email" else "+14155550100")
     intent = sample_intent(channel, version_ref, locale, destination=to, key_id="test-k1", expires_at=NOW + left)
@@ -61,8 +67,9 @@ def test_a_japanese_body_is_base64_with_crlf():
 def test_a_long_ascii_subject_is_folded_not_encoded():
     subject = "Confirm your email address for Northwind Traders International Holdings Ltd"
     assert len(subject) > 69
-    raw = mime.build(sender="a@example.com", to="b@example.com", subject=subject, message_id="<1@x>",
-                     text="t", html="<p>t</p>")
+    raw = mime.build(
+        sender="a@example.com", to="b@example.com", subject=subject, message_id="<1@x>", text="t", html="<p>t</p>"
+    )
     head = raw.split(b"\r\n\r\n")[0]
     assert b"=?" not in head and subject.encode() in head.replace(b"\r\n ", b" ")
     assert email.message_from_bytes(raw, policy=email.policy.default)["Subject"] == subject
@@ -73,10 +80,15 @@ def test_a_non_ascii_address_gets_raw_utf8_headers():
     assert "To: josé@example.com".encode() in raw and not bare_lf(raw)
 
 
-@pytest.mark.parametrize("left,text", [
-    (timedelta(seconds=61), "expires in 1 minute."), (timedelta(seconds=119), "expires in 1 minute."),
-    (timedelta(seconds=120), "expires in 2 minutes."), (timedelta(minutes=10, seconds=5), "expires in 10 minutes."),
-])
+@pytest.mark.parametrize(
+    "left,text",
+    [
+        (timedelta(seconds=61), "expires in 1 minute."),
+        (timedelta(seconds=119), "expires in 1 minute."),
+        (timedelta(seconds=120), "expires in 2 minutes."),
+        (timedelta(minutes=10, seconds=5), "expires in 10 minutes."),
+    ],
+)
 def test_english_minutes_take_the_plural_form_for_the_count(left, text):
     content = render("email", left=left)
     assert text in content.text and text in content.html and "1 minutes" not in content.text + content.html
@@ -122,10 +134,13 @@ def test_a_localhost_sender_is_refused_in_production():
         load({**production, "EMAIL_TRANSPORT": "sendgrid", "EMAIL_FROM": "Signup <no-reply@LOCALHOST.>"})
     assert load({**production, "EMAIL_FROM": "no-reply@example.org"}).is_production
     assert load({**ENV, "ENVIRONMENT": "production"}).is_production  # sends no email: `verifyctl migrate`
-    assert load({**ENV, "EMAIL_FROM": "no-reply@localhost"}).dispatch.messages.email_from == "no-reply@localhost"  # local: fine
+    assert (
+        load({**ENV, "EMAIL_FROM": "no-reply@localhost"}).dispatch.messages.email_from == "no-reply@localhost"
+    )  # local: fine
 
 
-@pytest.mark.parametrize("body", ["Café: your code is 123456", "a" * 150 + "€€€€€€", "naïve", "あ" * 71,
-                                  "😀" * 36, "plain ascii"])
+@pytest.mark.parametrize(
+    "body", ["Café: your code is 123456", "a" * 150 + "€€€€€€", "naïve", "あ" * 71, "😀" * 36, "plain ascii"]
+)
 def test_the_mailbox_counts_segments_as_the_dispatcher_does(body):
     assert sms_segments(body) == sms.encode_info(body).segments

@@ -1,9 +1,10 @@
 """The confirmation pages speak every locale the messages do, with every string in each."""
+
 from __future__ import annotations
 
 import re
 import string
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,8 +14,9 @@ from signup_verification.api.pages.strings import DEFAULT, STRINGS
 from signup_verification.delivery import templates
 from signup_verification.verifications.confirm import Outcome, Result
 
-MESSAGE_LOCALES = sorted({locale for purpose in templates.purposes()
-                          for locale in templates.locales(templates.current_version(purpose))})
+MESSAGE_LOCALES = sorted(
+    {locale for purpose in templates.purposes() for locale in templates.locales(templates.current_version(purpose))}
+)
 
 
 def _fields(text: str) -> set[str]:
@@ -34,7 +36,7 @@ def test_every_page_string_exists_in_every_locale_with_the_same_placeholders(loc
 
 
 def _render_all(locale: str) -> dict[str, str]:
-    soon = datetime.now(timezone.utc) + timedelta(minutes=5)
+    soon = datetime.now(UTC) + timedelta(minutes=5)
     out = {}
     for result, rendering in RENDERINGS.items():
         outcome = Outcome(result, expires_at=soon, destination_hint="a***@example.com")
@@ -60,14 +62,17 @@ def test_the_pages_name_no_dead_end_without_a_next_step():
         assert "go back" not in html[page].lower(), page
 
 
-@pytest.mark.parametrize(("verification", "header", "expected"), [
-    ("ja", "en-US,en;q=0.9", "ja"),  # the verification's locale wins: its email was in Japanese
-    ("ja-JP", None, "ja"),
-    (None, "ja,en;q=0.5", "ja"),  # no verification (invalid link): the browser's preference
-    (None, "fr-CA,fr;q=0.9", "en"),
-    (None, None, "en"),
-    ("de", "ja", "ja"),
-])
+@pytest.mark.parametrize(
+    ("verification", "header", "expected"),
+    [
+        ("ja", "en-US,en;q=0.9", "ja"),  # the verification's locale wins: its email was in Japanese
+        ("ja-JP", None, "ja"),
+        (None, "ja,en;q=0.5", "ja"),  # no verification (invalid link): the browser's preference
+        (None, "fr-CA,fr;q=0.9", "en"),
+        (None, None, "en"),
+        ("de", "ja", "ja"),
+    ],
+)
 def test_choose_locale(verification, header, expected):
     assert pages.choose_locale(verification, header) == expected
 

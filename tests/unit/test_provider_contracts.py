@@ -9,13 +9,14 @@ README). Absent, these tests skip with the reason, except under CI=true, where t
 spec is loaded once per session and cut down to the one operation used (with the components it
 references): the full documents are 1.9 and 2.6 MB.
 """
+
 from __future__ import annotations
 
 import copy
 import json
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,18 +31,21 @@ from signup_verification.delivery import templates
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
-from signup_verification.delivery.messages import Renderer, sample_intent
+from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
-from support.paths import TEST_TOKEN_KEYS
 from support.fakes.http import Answer, Exchange, FakeSendGrid, FakeTwilio
+from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 TWILIO_MESSAGES = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
 SENDGRID_SEND = "/mail/send"
-ALL = [(f"{purpose}/{version}", locale) for purpose in templates.purposes()
-       for version in templates.versions(purpose) for locale in templates.locales(f"{purpose}/{version}")]
+ALL = [
+    (f"{purpose}/{version}", locale)
+    for purpose in templates.purposes()
+    for version in templates.versions(purpose)
+    for locale in templates.locales(f"{purpose}/{version}")
+]
 SENDERS = ["Signup <no-reply@example.org>", "no-reply@example.org", "Ünïcode Näme <no-reply@example.org>"]
 
 
@@ -85,8 +89,14 @@ def operation_spec(spec: dict, path: str, method: str) -> dict:
     operation = {key: value for key, value in item.items() if key in (method, "parameters", "servers")}
     walk(operation)
     components["securitySchemes"] = spec["components"].get("securitySchemes", {})
-    return {"openapi": spec["openapi"], "info": spec["info"], "servers": spec.get("servers", []),
-            "security": spec.get("security", []), "paths": {path: operation}, "components": components}
+    return {
+        "openapi": spec["openapi"],
+        "info": spec["info"],
+        "servers": spec.get("servers", []),
+        "security": spec.get("security", []),
+        "paths": {path: operation},
+        "components": components,
+    }
 
 
 def _nullable_as_31(node) -> None:
@@ -116,7 +126,7 @@ class Contract(OpenAPI):
     """openapi-core's validator with the (cut-down) spec document it was built from."""
 
     @classmethod
-    def of(cls, document: dict) -> "Contract":
+    def of(cls, document: dict) -> Contract:
         contract = cls.from_dict(document)
         contract.document = document
         return contract
@@ -151,10 +161,16 @@ def sendgrid_spec(sendgrid_raw) -> Contract:
 def as_request(exchange: Exchange, server: str, fake_prefix: str = "") -> WerkzeugOpenAPIRequest:
     """The captured request addressed as the real API's (the fake listens on loopback)."""
     base = urlsplit(server)
-    path = base.path.rstrip("/") + exchange.path[len(fake_prefix):]
+    path = base.path.rstrip("/") + exchange.path[len(fake_prefix) :]
     headers = {k: v for k, v in exchange.headers.items() if k.lower() not in ("host", "content-length", "content-type")}
-    builder = EnvironBuilder(method=exchange.method, base_url=f"{base.scheme}://{base.netloc}", path=path,
-                             headers=headers, data=exchange.body, content_type=exchange.headers.get("Content-Type"))
+    builder = EnvironBuilder(
+        method=exchange.method,
+        base_url=f"{base.scheme}://{base.netloc}",
+        path=path,
+        headers=headers,
+        data=exchange.body,
+        content_type=exchange.headers.get("Content-Type"),
+    )
     return WerkzeugOpenAPIRequest(builder.get_request())
 
 
@@ -164,9 +180,18 @@ def as_response(exchange: Exchange) -> WerkzeugOpenAPIResponse:
 
 def render(channel: str, version_ref: str, locale: str, sender: str = SENDERS[0], intent_id: int = 1):
     destination = "ada@example.com" if channel == "email" else "+14155550100"
-    intent = sample_intent(channel, version_ref, locale, destination=destination, key_id="test-k1",
-                           expires_at=datetime.now(timezone.utc) + timedelta(minutes=10), intent_id=intent_id)
-    return Renderer(MessageConfig(email_from=sender), KEYRING).render(intent, BegunAttempt(intent_id, f"{intent_id}:1", 1))
+    intent = sample_intent(
+        channel,
+        version_ref,
+        locale,
+        destination=destination,
+        key_id="test-k1",
+        expires_at=datetime.now(UTC) + timedelta(minutes=10),
+        intent_id=intent_id,
+    )
+    return Renderer(MessageConfig(email_from=sender), KEYRING).render(
+        intent, BegunAttempt(intent_id, f"{intent_id}:1", 1)
+    )
 
 
 def soon() -> float:
@@ -205,19 +230,28 @@ def test_every_twilio_request_matches_twilios_spec(twilio_spec):
 def test_the_validators_refuse_a_request_the_apis_would_refuse(sendgrid_spec, twilio_spec, sendgrid_raw):
     """Not vacuous: a request missing what each spec requires fails validation."""
     with FakeSendGrid() as sendgrid, FakeTwilio() as twilio:
-        SendGridChannel(sendgrid.api_key, sendgrid.send_url, HttpClient(timeout=2)).send(render("email", *ALL[0]), soon())
-        TwilioChannel(twilio.account_sid, twilio.auth_token, "+15005550006", twilio.url,
-                      HttpClient(timeout=2)).send(render("sms", *ALL[0]), soon())
+        SendGridChannel(sendgrid.api_key, sendgrid.send_url, HttpClient(timeout=2)).send(
+            render("email", *ALL[0]), soon()
+        )
+        TwilioChannel(twilio.account_sid, twilio.auth_token, "+15005550006", twilio.url, HttpClient(timeout=2)).send(
+            render("sms", *ALL[0]), soon()
+        )
     [mail], [sms] = sendgrid.exchanges, twilio.exchanges
     no_from = json.loads(mail.body)
     del no_from["from"]
     with pytest.raises(Exception, match="'from' is a required property"):
-        sendgrid_spec.validate_request(as_request(Exchange(mail.method, mail.path, mail.headers, json.dumps(no_from).encode()),
-                                                  sendgrid_spec.server(SENDGRID_SEND), "/v3"))
+        sendgrid_spec.validate_request(
+            as_request(
+                Exchange(mail.method, mail.path, mail.headers, json.dumps(no_from).encode()),
+                sendgrid_spec.server(SENDGRID_SEND),
+                "/v3",
+            )
+        )
     no_to = b"&".join(p for p in sms.body.split(b"&") if not p.startswith(b"To="))
     with pytest.raises(Exception, match="'To' is a required property"):
-        twilio_spec.validate_request(as_request(Exchange(sms.method, sms.path, sms.headers, no_to),
-                                                twilio_spec.server(TWILIO_MESSAGES)))
+        twilio_spec.validate_request(
+            as_request(Exchange(sms.method, sms.path, sms.headers, no_to), twilio_spec.server(TWILIO_MESSAGES))
+        )
     # The known spec bug the patch works around (shared/specs/README.md): still there, still needed.
     with pytest.raises(Exception, match="'attempt_id': '1:1'} is not of type 'string'"):
         Contract.from_dict(sendgrid_raw).validate_request(as_request(mail, sendgrid_spec.server(SENDGRID_SEND), "/v3"))
@@ -232,7 +266,11 @@ def test_the_fake_sendgrid_answers_as_sendgrids_spec_describes(sendgrid_spec):
     described = sendgrid_spec.statuses(SENDGRID_SEND)
     with FakeSendGrid() as fake:
         payload = SendGridChannel(fake.api_key, fake.send_url, HttpClient(timeout=2)).payload(render("email", *ALL[0]))
-        good = {"Authorization": f"Bearer {fake.api_key}", "Content-Type": "application/json", "Accept": "application/json"}
+        good = {
+            "Authorization": f"Bearer {fake.api_key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
         _post(fake.send_url, payload, good)  # 202
         _post(fake.send_url, payload, {**good, "Authorization": "Bearer SG.wrong"})  # 401
         _post(fake.send_url, b'{"personalizations": []}', good)  # 400
@@ -249,7 +287,8 @@ def test_the_fake_twilio_answers_as_twilios_spec_describes(twilio_spec):
     with FakeTwilio() as fake:
         for sender in ("+15005550006", "MG" + "0123456789abcdef" * 2):
             TwilioChannel(fake.account_sid, fake.auth_token, sender, fake.url, HttpClient(timeout=2)).send(
-                render("sms", *ALL[0]), soon())
+                render("sms", *ALL[0]), soon()
+            )
     server = twilio_spec.server(TWILIO_MESSAGES)
     assert [e.status for e in fake.exchanges] == [201, 201]  # the spec describes only the 201 of Messages create
     for exchange in fake.exchanges:

@@ -1,5 +1,6 @@
 """An idle tick is quiet: DEBUG records, hidden in text below LOG_LEVEL=DEBUG, still written in JSON
 (operators read dispatch_summary there; the metrics count every signals record)."""
+
 from __future__ import annotations
 
 import io
@@ -11,11 +12,25 @@ import pytest
 from signup_verification.platform import logs
 
 _dispatcher = logging.getLogger("signup_verification.delivery.dispatcher")
-IDLE = {"event": "dispatch_summary", "claimed": 0, "accepted": 0, "stale_writes": 0, "elapsed_ms": 12,
-        "lease_owner": "local:x", "send_latency_seconds": {}}
+IDLE = {
+    "event": "dispatch_summary",
+    "claimed": 0,
+    "accepted": 0,
+    "stale_writes": 0,
+    "elapsed_ms": 12,
+    "lease_owner": "local:x",
+    "send_latency_seconds": {},
+}
 BUSY = {**IDLE, "claimed": 2, "accepted": 2}
-IDLE_RECONCILE = {"event": "reconcile", "claims_expired": 0, "overdue_count": 0, "drained": True, "backlog": [],
-                  "elapsed_ms": 30, "watermark_covered_through": "2026-12-01T10:00:00+00:00"}
+IDLE_RECONCILE = {
+    "event": "reconcile",
+    "claims_expired": 0,
+    "overdue_count": 0,
+    "drained": True,
+    "backlog": [],
+    "elapsed_ms": 30,
+    "watermark_covered_through": "2026-12-01T10:00:00+00:00",
+}
 
 
 @pytest.fixture

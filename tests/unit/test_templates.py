@@ -1,32 +1,47 @@
 """Templates and rendering: every template x locale renders to a well-formed, standard-conformant
 message (CRLF, +0000 dates, plurals), SMS encoding and segments are counted as carriers count them."""
+
 from __future__ import annotations
 
 import email
 import email.policy
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from signup_verification.delivery import messages, mime, sms, templates
-from signup_verification.delivery.messages import Renderer, RenderError, sample_intent
+from signup_verification.delivery.messages import MessageConfig, Renderer, RenderError, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.delivery.messages import MessageConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
-ALL = [(purpose, f"{purpose}/{version}", locale) for purpose in templates.purposes()
-       for version in templates.versions(purpose) for locale in templates.locales(f"{purpose}/{version}")]
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+ALL = [
+    (purpose, f"{purpose}/{version}", locale)
+    for purpose in templates.purposes()
+    for version in templates.versions(purpose)
+    for locale in templates.locales(f"{purpose}/{version}")
+]
 
 
 def render(channel, version_ref, locale, *, settings=None, attempt=1, destination=None, intent_id=7, minutes=10):
-    settings = settings or MessageConfig(email_from="Signup <no-reply@mail.example.org>", link_base="https://app.example.org/verify")
+    settings = settings or MessageConfig(
+        email_from="Signup <no-reply@mail.example.org>", link_base="https://app.example.org/verify"
+    )
     destination = destination or ("ada@example.com" if channel == "email" else "+14155550100")
-    intent = sample_intent(channel, version_ref, locale, destination=destination, key_id="test-k1",
-                           expires_at=NOW + timedelta(minutes=minutes, seconds=30), intent_id=intent_id)
-    content = Renderer(settings, KEYRING).render(intent, BegunAttempt(intent.id, f"{intent.id}:{attempt}", attempt), NOW)
+    intent = sample_intent(
+        channel,
+        version_ref,
+        locale,
+        destination=destination,
+        key_id="test-k1",
+        expires_at=NOW + timedelta(minutes=minutes, seconds=30),
+        intent_id=intent_id,
+    )
+    content = Renderer(settings, KEYRING).render(
+        intent, BegunAttempt(intent.id, f"{intent.id}:{attempt}", attempt), NOW
+    )
     return intent, content
 
 
@@ -87,28 +102,31 @@ def test_every_sms_template_stays_within_its_segment_budget(purpose, version_ref
         assert content.encoding == "GSM-7", sms.non_gsm_characters(content.body)
 
 
-@pytest.mark.parametrize("text,encoding,units,segments", [
-    ("", "GSM-7", 0, 0),
-    ("a" * 160, "GSM-7", 160, 1),
-    ("a" * 161, "GSM-7", 161, 2),
-    ("a" * 306, "GSM-7", 306, 2),
-    ("a" * 307, "GSM-7", 307, 3),
-    ("€" * 80, "GSM-7", 160, 1),  # extension characters cost two septets
-    ("€" * 81, "GSM-7", 162, 2),
-    ("a" * 152 + "{" + "a" * 10, "GSM-7", 164, 2),  # '{' does not fit at septet 153: it opens part 2
-    ("a" * 152 + "[" + "a" * 153, "GSM-7", 307, 3),
-    ("ÄÖÑÜäöñüàéèùìòÇØøÅåÆæßÉ§¿¡£¥", "GSM-7", 28, 1),  # accented letters the GSM alphabet has
-    ("naïve", "UCS-2", 5, 1),  # ... and one it has not
-    ("a" * 159 + "’", "UCS-2", 160, 3),  # one curly quote switches the whole message
-    ("a" * 70, "GSM-7", 70, 1),
-    ("あ" * 70, "UCS-2", 70, 1),
-    ("あ" * 71, "UCS-2", 71, 2),
-    ("あ" * 134, "UCS-2", 134, 2),
-    ("あ" * 135, "UCS-2", 135, 3),
-    ("😀" * 35, "UCS-2", 70, 1),  # a surrogate pair counts two
-    ("a" * 66 + "😀" + "a", "UCS-2", 69, 1),
-    ("a" * 66 + "😀" + "a" * 4, "UCS-2", 72, 2),
-])
+@pytest.mark.parametrize(
+    "text,encoding,units,segments",
+    [
+        ("", "GSM-7", 0, 0),
+        ("a" * 160, "GSM-7", 160, 1),
+        ("a" * 161, "GSM-7", 161, 2),
+        ("a" * 306, "GSM-7", 306, 2),
+        ("a" * 307, "GSM-7", 307, 3),
+        ("€" * 80, "GSM-7", 160, 1),  # extension characters cost two septets
+        ("€" * 81, "GSM-7", 162, 2),
+        ("a" * 152 + "{" + "a" * 10, "GSM-7", 164, 2),  # '{' does not fit at septet 153: it opens part 2
+        ("a" * 152 + "[" + "a" * 153, "GSM-7", 307, 3),
+        ("ÄÖÑÜäöñüàéèùìòÇØøÅåÆæßÉ§¿¡£¥", "GSM-7", 28, 1),  # accented letters the GSM alphabet has
+        ("naïve", "UCS-2", 5, 1),  # ... and one it has not
+        ("a" * 159 + "’", "UCS-2", 160, 3),  # one curly quote switches the whole message
+        ("a" * 70, "GSM-7", 70, 1),
+        ("あ" * 70, "UCS-2", 70, 1),
+        ("あ" * 71, "UCS-2", 71, 2),
+        ("あ" * 134, "UCS-2", 134, 2),
+        ("あ" * 135, "UCS-2", 135, 3),
+        ("😀" * 35, "UCS-2", 70, 1),  # a surrogate pair counts two
+        ("a" * 66 + "😀" + "a", "UCS-2", 69, 1),
+        ("a" * 66 + "😀" + "a" * 4, "UCS-2", 72, 2),
+    ],
+)
 def test_sms_encoding_and_segments(text, encoding, units, segments):
     info = sms.encode_info(text)
     assert (info.name, info.units, info.segments) == (encoding, units, segments)
@@ -123,16 +141,19 @@ def test_reprs_never_show_the_secret_or_the_destination():
     intent, email_content = render("email", "signup/v1", "en")
     _, sms_content = render("sms", "signup/v1", "en")
     key = KEYRING.get("test-k1")
-    for content, secret in ((email_content, key.link_token(intent.verification_id, intent.token_nonce)),
-                            (sms_content, key.sms_code(intent.verification_id, intent.token_nonce, 6))):
+    for content, secret in (
+        (email_content, key.link_token(intent.verification_id, intent.token_nonce)),
+        (sms_content, key.sms_code(intent.verification_id, intent.token_nonce, 6)),
+    ):
         shown = repr(content) + str(content)
         assert secret not in shown and content.to not in shown and "***" in shown
     assert "token_nonce" not in repr(intent) and intent.destination not in repr(intent)
 
 
 def test_a_missing_key_is_a_configuration_error_without_the_secret():
-    intent = sample_intent("email", "signup/v1", "en", destination="a@example.com", key_id="gone",
-                           expires_at=NOW + timedelta(minutes=5))
+    intent = sample_intent(
+        "email", "signup/v1", "en", destination="a@example.com", key_id="gone", expires_at=NOW + timedelta(minutes=5)
+    )
     with pytest.raises(RenderError) as caught:
         Renderer(MessageConfig(), KEYRING).render(intent, BegunAttempt(1, "1:1", 1), NOW)
     assert caught.value.error_class == "configuration" and "gone" in caught.value.detail
@@ -140,11 +161,23 @@ def test_a_missing_key_is_a_configuration_error_without_the_secret():
 
 def test_mime_refuses_header_injection_and_encodes_non_ascii():
     with pytest.raises(mime.HeaderInjection):
-        mime.build(sender="a@example.com", to="b@example.com\r\nBcc: x@example.com", subject="s",
-                   message_id="<1@x>", text="t", html="<p>t</p>")
+        mime.build(
+            sender="a@example.com",
+            to="b@example.com\r\nBcc: x@example.com",
+            subject="s",
+            message_id="<1@x>",
+            text="t",
+            html="<p>t</p>",
+        )
     subject = " ".join(["確認メールアドレス"] * 12)  # long: folded into several encoded-words
-    raw = mime.build(sender="Ünï <a@example.com>", to="b@example.com", subject=subject,
-                     message_id="<1@x>", text="日本語\n" + "x" * 2000, html="<p>ok</p>")
+    raw = mime.build(
+        sender="Ünï <a@example.com>",
+        to="b@example.com",
+        subject=subject,
+        message_id="<1@x>",
+        text="日本語\n" + "x" * 2000,
+        html="<p>ok</p>",
+    )
     assert all(len(line) <= 998 for line in raw.split(b"\r\n"))
     assert raw.isascii()
     parsed = email.message_from_bytes(raw, policy=email.policy.default)
@@ -153,7 +186,9 @@ def test_mime_refuses_header_injection_and_encodes_non_ascii():
     assert parsed.get_body(("plain",)).get_content().replace("\r\n", "\n").startswith("日本語\n")
 
 
-@pytest.mark.parametrize("left,shown", [(timedelta(minutes=10, seconds=30), 10), (timedelta(seconds=59), 1),
-                                        (timedelta(minutes=4, seconds=1), 4)])
+@pytest.mark.parametrize(
+    "left,shown",
+    [(timedelta(minutes=10, seconds=30), 10), (timedelta(seconds=59), 1), (timedelta(minutes=4, seconds=1), 4)],
+)
 def test_the_message_states_the_minutes_really_left(left, shown):
     assert messages.minutes_left(NOW + left, NOW) == shown

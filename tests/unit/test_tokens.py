@@ -1,4 +1,5 @@
 """Tokens and codes: derived from nonce + server key, stored only as keyed digests, keys rotate."""
+
 from __future__ import annotations
 
 import base64
@@ -24,6 +25,7 @@ def ring(*specs: str) -> Keyring:
 
 
 # -- derivation ---------------------------------------------------------------------------------------
+
 
 def test_link_token_carries_at_least_128_bits_and_is_url_safe():
     key = ring(NEW).primary
@@ -82,6 +84,7 @@ def test_token_and_digest_are_not_derivable_from_each_other():
 
 # -- rotation -----------------------------------------------------------------------------------------
 
+
 def test_rotation_signs_with_the_first_key_and_still_verifies_with_the_old():
     before = ring(OLD)
     vid, nonce = uuid.uuid4(), new_nonce()
@@ -100,16 +103,23 @@ def test_rotation_signs_with_the_first_key_and_still_verifies_with_the_old():
 
 
 def test_keyring_parsing_rejects_bad_specs():
-    for spec, message in [("", "no key"), ("nokeyid", "key_id:"), (":" + secret_of(NEW), "key_id:"),
-                          ("k:" + base64.urlsafe_b64encode(b"short").decode(), "32 bytes"),
-                          (f"{NEW},{NEW}", "duplicate"), ("k:@@@@", "base64url"),
-                          ("k:" + secret_of(NEW) + '"', "base64url"), ("k:" + secret_of(NEW)[:-2] + " x", "base64url")]:
+    for spec, message in [
+        ("", "no key"),
+        ("nokeyid", "key_id:"),
+        (":" + secret_of(NEW), "key_id:"),
+        ("k:" + base64.urlsafe_b64encode(b"short").decode(), "32 bytes"),
+        (f"{NEW},{NEW}", "duplicate"),
+        ("k:@@@@", "base64url"),
+        ("k:" + secret_of(NEW) + '"', "base64url"),
+        ("k:" + secret_of(NEW)[:-2] + " x", "base64url"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             Keyring.parse(spec)
     assert [k.key_id for k in Keyring.parse(f" {NEW} , {OLD} ,").keys] == ["k-2026", "k-2025"]
 
 
 # -- configuration ------------------------------------------------------------------------------------
+
 
 def test_production_requires_token_keys(tmp_path):
     with pytest.raises(ConfigError, match="TOKEN_KEYS is required"):
@@ -166,8 +176,16 @@ def test_no_repr_or_str_shows_key_material():
     spec = f"{NEW},{OLD}"
     keyring = Keyring.parse(spec)
     settings = load({"TOKEN_KEYS": spec, "DATABASE_URL": "postgresql://u:db-password@h/d"})
-    shown = " ".join([repr(keyring), str(keyring), repr(keyring.primary), str(keyring.keys), repr(settings),
-                      repr(TokenKey("k", b"\x01" * 32))])
+    shown = " ".join(
+        [
+            repr(keyring),
+            str(keyring),
+            repr(keyring.primary),
+            str(keyring.keys),
+            repr(settings),
+            repr(TokenKey("k", b"\x01" * 32)),
+        ]
+    )
     for secret in (secret_of(NEW), secret_of(OLD), "db-password"):
         assert secret not in shown
     assert base64.urlsafe_b64decode(secret_of(NEW) + "=").hex() not in shown

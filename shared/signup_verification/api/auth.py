@@ -20,6 +20,7 @@ function cannot re-verify it. The in-app check below is defence in depth for a m
 attempt limits and rate limits are its protection. Replaying a signed request within the window
 is harmless: create answers from its idempotency record, dispatch and reconcile are idempotent.
 """
+
 from __future__ import annotations
 
 import base64
@@ -28,12 +29,12 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
+from ..platform.errors import ConfigError
 from . import problems
 from .http import Incoming
-from ..platform.errors import ConfigError
 
 _log = logging.getLogger("signup_verification.api.auth")
 
@@ -52,8 +53,10 @@ class AuthConfig:
     tolerance_seconds: int = 300
 
     def __repr__(self) -> str:  # never the key material
-        return (f"AuthConfig(production={self.production}, keys={[k for k, _ in self.signing_keys]}, "
-                f"signed_targets={sorted(self.signed_targets)}, allowed_invokers={sorted(self.allowed_invokers)})")
+        return (
+            f"AuthConfig(production={self.production}, keys={[k for k, _ in self.signing_keys]}, "
+            f"signed_targets={sorted(self.signed_targets)}, allowed_invokers={sorted(self.allowed_invokers)})"
+        )
 
 
 def parse_signing_keys(spec: str) -> tuple[tuple[str, bytes], ...]:
@@ -68,7 +71,9 @@ def parse_signing_keys(spec: str) -> tuple[tuple[str, bytes], ...]:
         except ValueError:
             secret = b""
         if not sep or not key_id or len(secret) < 32:
-            raise ConfigError(f"REQUEST_SIGNING_KEYS entry {key_id or '?'!r} must be key_id:base64url-secret of 32+ bytes")
+            raise ConfigError(
+                f"REQUEST_SIGNING_KEYS entry {key_id or '?'!r} must be key_id:base64url-secret of 32+ bytes"
+            )
         keys.append((key_id, secret))
     return tuple(keys)
 
@@ -81,8 +86,13 @@ def sign(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
 
 # -- the checks ------------------------------------------------------------------------------------------
 def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
-    return problems.Problem(401, "unauthenticated", "Authentication required", detail,
-                            headers={"WWW-Authenticate": scheme, "Cache-Control": "no-store"})
+    return problems.Problem(
+        401,
+        "unauthenticated",
+        "Authentication required",
+        detail,
+        headers={"WWW-Authenticate": scheme, "Cache-Control": "no-store"},
+    )
 
 
 def verify_signature(config: AuthConfig, header: str | None, body: bytes, now: float | None = None) -> bool:
@@ -143,14 +153,21 @@ def authorize(config: AuthConfig, target: str, request: Incoming) -> str:
     if target in config.signed_targets:
         if verify_signature(config, request.headers.get(SIGNATURE_HEADER), request.body):
             return "signature"
-        _log.warning("refused %s: missing or invalid request signature", target,
-                     extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "signature"}})
-        raise _unauthenticated("Sign the request: Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.' + body>.",
-                               SIGNATURE_HEADER)
+        _log.warning(
+            "refused %s: missing or invalid request signature",
+            target,
+            extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "signature"}},
+        )
+        raise _unauthenticated(
+            "Sign the request: Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.' + body>.", SIGNATURE_HEADER
+        )
     if not config.production:
         return "open"
     if platform_principal(config, request.headers) is not None:
         return "platform"
-    _log.warning("refused %s: no accepted platform identity", target,
-                 extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "identity"}})
+    _log.warning(
+        "refused %s: no accepted platform identity",
+        target,
+        extra={"json_fields": {"event": "caller_refused", "target": target, "reason": "identity"}},
+    )
     raise _unauthenticated("Call this function with a Google-signed ID token of an allowed service account.", "Bearer")

@@ -5,6 +5,7 @@ Dead verifications answer 410 Gone: nothing the caller sends can revive them, on
 verification helps. A wrong code is 422 with the tries left; an unknown token or id is one generic
 404 that says nothing about accounts or destinations.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -25,22 +26,38 @@ class Rendering:
     problem: tuple[str, str, str] | None = None  # (slug, title, detail) for JSON; None: the verified body
 
 
-_NOT_FOUND = ("verification-not-found", "This link or code is not valid",
-              "Check that the whole link was opened, or ask the site for a new one.")
+_NOT_FOUND = (
+    "verification-not-found",
+    "This link or code is not valid",
+    "Check that the whole link was opened, or ask the site for a new one.",
+)
 RENDERINGS: dict[Result, Rendering] = {
     Result.PENDING: Rendering(200, "confirm.html", _NOT_FOUND),  # a look-up (GET) only; JSON never consumes to it
     Result.VERIFIED: Rendering(200, "verified.html"),
     Result.ALREADY_VERIFIED: Rendering(200, "already.html"),
-    Result.EXPIRED: Rendering(410, "expired.html", (
-        "verification-expired", "This verification has expired", "Ask the site for a new link or code.")),
-    Result.SUPERSEDED: Rendering(410, "superseded.html", (
-        "verification-superseded", "A newer verification replaced this one",
-        "Use the most recent link or code that was sent.")),
-    Result.LOCKED: Rendering(410, "locked.html", (
-        "verification-locked", "Too many wrong codes", "This verification is locked. Ask the site for a new code.")),
+    Result.EXPIRED: Rendering(
+        410,
+        "expired.html",
+        ("verification-expired", "This verification has expired", "Ask the site for a new link or code."),
+    ),
+    Result.SUPERSEDED: Rendering(
+        410,
+        "superseded.html",
+        (
+            "verification-superseded",
+            "A newer verification replaced this one",
+            "Use the most recent link or code that was sent.",
+        ),
+    ),
+    Result.LOCKED: Rendering(
+        410,
+        "locked.html",
+        ("verification-locked", "Too many wrong codes", "This verification is locked. Ask the site for a new code."),
+    ),
     # Links have no codes, so a page never shows a wrong code; if one did, it says "not valid".
-    Result.WRONG_CODE: Rendering(422, "invalid.html", (
-        "code-incorrect", "The code is not correct", "Check the code and try again.")),
+    Result.WRONG_CODE: Rendering(
+        422, "invalid.html", ("code-incorrect", "The code is not correct", "Check the code and try again.")
+    ),
     Result.INVALID: Rendering(404, "invalid.html", _NOT_FOUND),
 }
 
@@ -50,9 +67,14 @@ def json_answer(outcome: Outcome) -> Response:
     rendering = RENDERINGS[outcome.result]
     if rendering.problem is None:
         verified_at = outcome.verified_at.isoformat().replace("+00:00", "Z") if outcome.verified_at else None
-        body = {"verification_id": str(outcome.verification_id), "account_id": outcome.account_id,
-                "channel": outcome.channel, "status": "verified", "verified_at": verified_at,
-                "already_verified": outcome.result == Result.ALREADY_VERIFIED}
+        body = {
+            "verification_id": str(outcome.verification_id),
+            "account_id": outcome.account_id,
+            "channel": outcome.channel,
+            "status": "verified",
+            "verified_at": verified_at,
+            "already_verified": outcome.result == Result.ALREADY_VERIFIED,
+        }
         return json_response(body, rendering.status, dict(NO_STORE))
     slug, title, detail = rendering.problem
     extensions = {"remaining_attempts": outcome.remaining_attempts} if outcome.result == Result.WRONG_CODE else {}
@@ -70,7 +92,9 @@ def parse_json_request(body: dict[str, Any], code_digits: int) -> tuple[str, Any
     """`{token}` -> ('link', token); `{verification_id, code}` -> ('code', (uuid, code)); else 400."""
     if set(body) == {"token"}:
         if not isinstance(body["token"], str):
-            raise problems.bad_request("token must be a string.", [{"pointer": "#/token", "detail": "must be a string"}])
+            raise problems.bad_request(
+                "token must be a string.", [{"pointer": "#/token", "detail": "must be a string"}]
+            )
         return "link", body["token"]
     if set(body) == {"verification_id", "code"}:
         errors = []
@@ -91,5 +115,7 @@ def parse_json_request(body: dict[str, Any], code_digits: int) -> tuple[str, Any
         if errors:
             raise problems.bad_request("The body failed validation (not counted as a try).", errors)
         return "code", (parsed_id, normalised)
-    raise problems.bad_request("Send {\"token\": ...} for a link, or {\"verification_id\": ..., \"code\": ...}.",
-                               [{"pointer": "#", "detail": "expected exactly token, or verification_id and code"}])
+    raise problems.bad_request(
+        'Send {"token": ...} for a link, or {"verification_id": ..., "code": ...}.',
+        [{"pointer": "#", "detail": "expected exactly token, or verification_id and code"}],
+    )

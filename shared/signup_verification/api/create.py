@@ -4,6 +4,7 @@ catalogue is resolved here, above the domain), and each create outcome is render
 Replays are rendered from the stored outcome by the same code as the first answer, so they are
 byte-identical to it (plus `Idempotent-Replayed: true`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,15 +36,27 @@ def fingerprint(request: CreateVerificationRequest) -> bytes:
 def new_verification(request: CreateVerificationRequest) -> domain.NewVerification:
     version = templates.current_version(request.template)
     return domain.NewVerification(
-        account_id=request.account_id, channel=request.channel, destination=request.destination,
-        purpose=request.template, locale=templates.resolve_locale(version, request.locale),
-        template_version=version, fingerprint=fingerprint(request), client_ip=request.client_ip)
+        account_id=request.account_id,
+        channel=request.channel,
+        destination=request.destination,
+        purpose=request.template,
+        locale=templates.resolve_locale(version, request.locale),
+        template_version=version,
+        fingerprint=fingerprint(request),
+        client_ip=request.client_ip,
+    )
 
 
 def _verification_body(v: domain.Verification) -> dict[str, Any]:
     # This key order is the one the answers always had (PostgreSQL's jsonb order): keep it.
-    return {"status": v.status, "channel": v.channel, "account_id": v.account_id, "created_at": v.created_at,
-            "expires_at": v.expires_at, "verification_id": v.verification_id}
+    return {
+        "status": v.status,
+        "channel": v.channel,
+        "account_id": v.account_id,
+        "created_at": v.created_at,
+        "expires_at": v.expires_at,
+        "verification_id": v.verification_id,
+    }
 
 
 def answer(outcome: domain.CreateOutcome) -> Answer:
@@ -53,16 +66,35 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
     if isinstance(outcome, domain.Replayed):
         return Answer(201, _verification_body(outcome.verification), {"Idempotent-Replayed": "true"})
     if isinstance(outcome, domain.KeyReused):
-        raise Problem(422, "idempotency-key-reused", "Idempotency-Key reused with a different request",
-                      "This Idempotency-Key was already used with another payload; use a new key.")
+        raise Problem(
+            422,
+            "idempotency-key-reused",
+            "Idempotency-Key reused with a different request",
+            "This Idempotency-Key was already used with another payload; use a new key.",
+        )
     if isinstance(outcome, domain.Refused):
-        raise Problem(422, outcome.slug, outcome.title, outcome.detail,
-                      [{"pointer": "#/destination", "detail": outcome.field_detail}])
-    raise Problem(429, "rate-limited", "Too many verifications for this destination",
-                  f"Retry after {outcome.retry_after} seconds.", headers={"Retry-After": str(outcome.retry_after)})
+        raise Problem(
+            422,
+            outcome.slug,
+            outcome.title,
+            outcome.detail,
+            [{"pointer": "#/destination", "detail": outcome.field_detail}],
+        )
+    raise Problem(
+        429,
+        "rate-limited",
+        "Too many verifications for this destination",
+        f"Retry after {outcome.retry_after} seconds.",
+        headers={"Retry-After": str(outcome.retry_after)},
+    )
 
 
-def create_verification(db: Database, config: domain.CreateConfig, keyring: Keyring,
-                        request: CreateVerificationRequest, idempotency_key: str) -> Answer:
+def create_verification(
+    db: Database,
+    config: domain.CreateConfig,
+    keyring: Keyring,
+    request: CreateVerificationRequest,
+    idempotency_key: str,
+) -> Answer:
     """Create (or replay) and render: what the endpoint, the tests' factories and the tools call."""
     return answer(domain.create(db, config, keyring, new_verification(request), idempotency_key))

@@ -1,19 +1,21 @@
 """HTTP plumbing shared by the entry points in functions/main.py: the request read once into an
 `Incoming`, JSON parsing with limits, and the error boundary that turns every failure into
 problem+json (never exception text)."""
+
 from __future__ import annotations
 
 import functools
 import json
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, cast
+from typing import Any, cast
 
 import flask
 from werkzeug.datastructures import MultiDict
 
-from . import problems
 from ..platform.database import UnavailableError
+from . import problems
 from .problems import Problem
 
 _log = logging.getLogger("signup_verification.api.http")
@@ -33,6 +35,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 @dataclass(frozen=True)
 class Incoming:
     """What the handlers, auth and the pages see of a request: read once, at the edge, within the limit."""
+
     method: str
     mimetype: str
     headers: Mapping[str, str]  # werkzeug's Headers: case-insensitive

@@ -1,4 +1,5 @@
 """Request models at the HTTP edge (pydantic): strict types, no unknown fields, normalised destinations."""
+
 from __future__ import annotations
 
 import ipaddress

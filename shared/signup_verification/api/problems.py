@@ -2,6 +2,7 @@
 
 Error bodies never carry exception text, tokens, codes or destinations.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,13 @@ def too_large(limit: int) -> Problem:
 
 
 def unavailable(retry_after: int = 5) -> Problem:
-    return Problem(503, "service-unavailable", "Service temporarily unavailable",
-                   "The database could not be reached; retry the same request.", headers={"Retry-After": str(retry_after)})
+    return Problem(
+        503,
+        "service-unavailable",
+        "Service temporarily unavailable",
+        "The database could not be reached; retry the same request.",
+        headers={"Retry-After": str(retry_after)},
+    )
 
 
 def internal_error() -> Problem:

@@ -7,12 +7,13 @@ left: `rounds` sequential sends per sender thread, from the measured recent send
 the send concurrency. Every provider call is also bounded by the deadline itself, so a provider
 that turns slow mid-batch costs a timeout, never an overrun.
 """
+
 from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ..platform.deadline import Deadline
 
@@ -74,8 +75,9 @@ class BatchPlan:
     lease_seconds: float
 
 
-def plan_batch(remaining: float, latency: float, concurrency: int, max_batch: int,
-               batch_seconds: float) -> BatchPlan | None:
+def plan_batch(
+    remaining: float, latency: float, concurrency: int, max_batch: int, batch_seconds: float
+) -> BatchPlan | None:
     """The next batch, or None when not even one round of sends fits in what is left."""
     window = min(remaining - SETTLE_RESERVE, batch_seconds)
     per_send = max(latency * 1.25, 0.0001)  # a quarter for jitter

@@ -1,4 +1,5 @@
 """The delivery worker's configuration (README, "Dispatch configuration"); config.py builds it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

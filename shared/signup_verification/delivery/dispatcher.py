@@ -16,6 +16,7 @@ outbox/heartbeats.py; this module only drives them. Draining until the deadline 
 scheduler tick), and with DISPATCH_IDLE_WAIT polling an empty outbox until then, is what keeps a
 fresh verification from waiting for the next minute.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,16 +26,16 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
 from ..outbox import RetryPolicy, heartbeats, transitions
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
-from ..verifications.tokens import Keyring
 from ..platform.deadline import Deadline
+from ..verifications.tokens import Keyring
 from .budget import SETTLE_RESERVE, LatencyEstimator, invocation_seconds, plan_batch
 from .channels.base import Channel
 from .config import DispatchConfig
@@ -53,6 +54,7 @@ POLL_SECONDS = 0.2  # how often the wait for a batch's sends looks at the shutdo
 @dataclass
 class _Claimed:
     """A claimed batch whose sends have not begun (releasable)."""
+
     live: list[ClaimedIntent]
     lease_seconds: float
     expected_seconds: float
@@ -61,6 +63,7 @@ class _Claimed:
 @dataclass
 class _Running:
     """A begun batch whose sends are in flight."""
+
     inflight: InFlight
     lease_seconds: float
     expected_seconds: float
@@ -90,10 +93,19 @@ def new_lease_owner(deployment: str) -> str:
 
 
 class Dispatcher:
-    def __init__(self, db: Database, config: DispatchConfig, policy: RetryPolicy, keyring: Keyring,
-                 channels: Mapping[str, Channel], *, stop: threading.Event | None = None,
-                 estimator: LatencyEstimator | None = None, clock: Callable[[], float] = time.monotonic,
-                 fault: FaultHook | None = None):
+    def __init__(
+        self,
+        db: Database,
+        config: DispatchConfig,
+        policy: RetryPolicy,
+        keyring: Keyring,
+        channels: Mapping[str, Channel],
+        *,
+        stop: threading.Event | None = None,
+        estimator: LatencyEstimator | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        fault: FaultHook | None = None,
+    ):
         self.db = db
         self.config = config
         self.policy = policy
@@ -115,8 +127,16 @@ class Dispatcher:
         o = self.config
         self.deadline = Deadline(invocation_seconds(o.function_timeout_seconds, o.safety_margin_seconds), self.clock)
         pool = ThreadPoolExecutor(max_workers=o.send_concurrency, thread_name_prefix="send")
-        self.sender = BatchSender(self.channels, self.renderer, pool, o.send_concurrency, self.deadline,
-                                  self.estimator, self.stop, o.send_timeout_seconds)
+        self.sender = BatchSender(
+            self.channels,
+            self.renderer,
+            pool,
+            o.send_concurrency,
+            self.deadline,
+            self.estimator,
+            self.stop,
+            o.send_timeout_seconds,
+        )
         settler: Settler | None = None
         try:
             self.estimator.seed(heartbeats.start_dispatch(self.db, o.deployment))
@@ -170,8 +190,9 @@ class Dispatcher:
             return
         self._shutdown_begun = True
         self.deadline.shorten(self.config.shutdown_grace_seconds)
-        _log.info("dispatch shutting down: no more claims, in-flight sends get %.0fs",
-                  self.config.shutdown_grace_seconds)
+        _log.info(
+            "dispatch shutting down: no more claims, in-flight sends get %.0fs", self.config.shutdown_grace_seconds
+        )
 
     def _wait_for_work(self) -> bool:
         """The outbox is empty: with DISPATCH_IDLE_WAIT, sleep one poll interval (a shutdown wakes it)
@@ -225,8 +246,9 @@ class Dispatcher:
             return None
         by_id = {i.id: i for i in live}
         inflight = self.sender.start([(by_id[b.intent_id], b) for b in begun])
-        return _Running(inflight, claimed.lease_seconds, claimed.expected_seconds,
-                        self.clock() + claimed.lease_seconds / 2)
+        return _Running(
+            inflight, claimed.lease_seconds, claimed.expected_seconds, self.clock() + claimed.lease_seconds / 2
+        )
 
     def _finish(self, running: _Running, pending: _Claimed | None) -> list[SendOutcome]:
         """Wait for a batch's sends, renewing the leases (its own and the claimed next batch's) if they
@@ -251,7 +273,7 @@ class Dispatcher:
     def _suppress_dead(self, claimed: list[ClaimedIntent]) -> list[ClaimedIntent]:
         """Intents whose link would be dead on arrival are suppressed, never sent. A link that expires
         before one provider call could even finish counts as dead already."""
-        horizon = datetime.now(timezone.utc) + timedelta(seconds=self.config.send_timeout_seconds)
+        horizon = datetime.now(UTC) + timedelta(seconds=self.config.send_timeout_seconds)
         dead: dict[str, list] = defaultdict(list)
         live = []
         for intent in claimed:
@@ -283,9 +305,12 @@ class Dispatcher:
             if status is not None:
                 setattr(self.report, status, getattr(self.report, status) + 1)
             else:
-                _log.warning("stale write: intent %s was taken over before its %s outcome was recorded",
-                             outcome.intent.id, outcome.result.outcome,
-                             extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}})
+                _log.warning(
+                    "stale write: intent %s was taken over before its %s outcome was recorded",
+                    outcome.intent.id,
+                    outcome.result.outcome,
+                    extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
+                )
 
     # -- for the operator and the fault tests ---------------------------------------------------------------
     def _record_claim(self) -> None:
@@ -297,16 +322,31 @@ class Dispatcher:
             self.fault(point)
 
     def _log_summary(self) -> None:
-        fields = {"event": "dispatch_summary", "deployment": self.config.deployment, "lease_owner": self.owner,
-                  **self.report.as_dict(), "abandoned": self.abandoned,
-                  "send_latency_seconds": self.estimator.snapshot()}
-        _log.info("dispatch: %s", " ".join(f"{k}={v}" for k, v in self.report.as_dict().items()),
-                  extra={"json_fields": fields})
+        fields = {
+            "event": "dispatch_summary",
+            "deployment": self.config.deployment,
+            "lease_owner": self.owner,
+            **self.report.as_dict(),
+            "abandoned": self.abandoned,
+            "send_latency_seconds": self.estimator.snapshot(),
+        }
+        _log.info(
+            "dispatch: %s",
+            " ".join(f"{k}={v}" for k, v in self.report.as_dict().items()),
+            extra={"json_fields": fields},
+        )
 
 
-def dispatch(db: Database, config: DispatchConfig, policy: RetryPolicy, keyring: Keyring,
-             channels: Mapping[str, Channel], *, stop: threading.Event | None = None,
-             fault: FaultHook | None = None) -> DispatchReport:
+def dispatch(
+    db: Database,
+    config: DispatchConfig,
+    policy: RetryPolicy,
+    keyring: Keyring,
+    channels: Mapping[str, Channel],
+    *,
+    stop: threading.Event | None = None,
+    fault: FaultHook | None = None,
+) -> DispatchReport:
     """One invocation of the worker. The caller closes it with the `event="signals"` records
     (operations.signals.emit: the absence alert reads them); the channel adapters live as long as the
     instance (Runtime owns them: pooled connections are reused across invocations)."""

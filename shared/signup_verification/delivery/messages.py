@@ -9,21 +9,22 @@ locale; a stable Message-ID per intent (every attempt of one intent carries the 
 mail client collapses a duplicate); `Auto-Submitted: auto-generated` (RFC 3834) so auto-responders
 stay quiet. SMS: GSM-7 or UCS-2 with the segment count recorded on the attempt.
 """
+
 from __future__ import annotations
 
 import math
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parseaddr
 
 import jinja2
 
-from . import mime, sms, templates
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
-from ..platform.redaction import mask_destination
 from ..platform.errors import ConfigError
+from ..platform.redaction import mask_destination
 from ..verifications.tokens import Keyring
+from . import mime, sms, templates
 
 AUTO_HEADERS = (("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All"))
 
@@ -58,9 +59,15 @@ class EmailContent:
         return parseaddr(self.sender)[1]
 
     def mime(self) -> bytes:
-        return mime.build(sender=self.sender, to=self.to, subject=self.subject, message_id=self.message_id,
-                          text=self.text, html=self.html,
-                          extra_headers=(*self.headers, ("X-Delivery-Attempt", self.attempt_id)))
+        return mime.build(
+            sender=self.sender,
+            to=self.to,
+            subject=self.subject,
+            message_id=self.message_id,
+            text=self.text,
+            html=self.html,
+            extra_headers=(*self.headers, ("X-Delivery-Attempt", self.attempt_id)),
+        )
 
 
 @dataclass(frozen=True, repr=False)
@@ -75,15 +82,18 @@ class SmsContent:
     channel = "sms"
 
     def __repr__(self) -> str:
-        return (f"SmsContent(intent={self.intent_id}, attempt={self.attempt_id!r}, "
-                f"to={mask_destination('sms', self.to)!r}, {self.encoding}, segments={self.segments})")
+        return (
+            f"SmsContent(intent={self.intent_id}, attempt={self.attempt_id!r}, "
+            f"to={mask_destination('sms', self.to)!r}, {self.encoding}, segments={self.segments})"
+        )
 
 
 Content = EmailContent | SmsContent
 
 
-def render_part(version_ref: str, locale: str, part: str, *, product: str, minutes: int,
-                secret_name: str, secret: str) -> str:
+def render_part(
+    version_ref: str, locale: str, part: str, *, product: str, minutes: int, secret_name: str, secret: str
+) -> str:
     """A full Jinja render per message (~20 us: no cache of pre-rendered pieces to keep in step)."""
     return templates.render(version_ref, locale, part, product=product, minutes=minutes, **{secret_name: secret})
 
@@ -121,7 +131,7 @@ class Renderer:
         destination = intent.destination
         if destination is None:
             raise RenderError("redacted", "the destination was redacted")
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         try:
             key = self.keyring.get(intent.key_id)
             minutes = minutes_left(intent.expires_at, now)
@@ -133,27 +143,54 @@ class Renderer:
         except templates.UnknownTemplate as exc:
             raise RenderError("template", str(exc)) from None
         except jinja2.TemplateError as exc:  # e.g. an undefined variable: names it, never a value
-            raise RenderError("template", f"{type(exc).__name__} in {intent.template_version}/{intent.locale}") from None
+            raise RenderError(
+                "template", f"{type(exc).__name__} in {intent.template_version}/{intent.locale}"
+            ) from None
 
     def message_id(self, intent: ClaimedIntent) -> str:
         return f"<{intent.id}.{intent.verification_id}@{self.domain}>"
 
     def _email(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
         link = link_for(self.config.link_base, key.link_token(intent.verification_id, intent.token_nonce))
-        parts = {part: render_part(intent.template_version, intent.locale, part, product=self.config.product_name,
-                                   minutes=minutes, secret_name="link", secret=link)  # a variable name  # nosec B106
-                 for part in ("subject", "text", "html")}
-        return EmailContent(intent.id, attempt.attempt_id, destination, self.config.email_from,
-                            parts["subject"].strip(), parts["text"], parts["html"], self.message_id(intent))
+        parts = {
+            part: render_part(
+                intent.template_version,
+                intent.locale,
+                part,
+                product=self.config.product_name,
+                minutes=minutes,
+                secret_name="link",
+                secret=link,
+            )  # a variable name  # nosec B106
+            for part in ("subject", "text", "html")
+        }
+        return EmailContent(
+            intent.id,
+            attempt.attempt_id,
+            destination,
+            self.config.email_from,
+            parts["subject"].strip(),
+            parts["text"],
+            parts["html"],
+            self.message_id(intent),
+        )
 
     def _sms(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> SmsContent:
         code = key.sms_code(intent.verification_id, intent.token_nonce, self.config.code_digits)
-        body = render_part(intent.template_version, intent.locale, "sms", product=self.config.product_name,
-                           minutes=minutes, secret_name="code", secret=code)  # a variable name  # nosec B106
+        body = render_part(
+            intent.template_version,
+            intent.locale,
+            "sms",
+            product=self.config.product_name,
+            minutes=minutes,
+            secret_name="code",
+            secret=code,
+        )  # a variable name  # nosec B106
         info = sms.encode_info(body)
         template = templates.load(intent.template_version, intent.locale)
-        return SmsContent(intent.id, attempt.attempt_id, destination, body, info.name, info.segments,
-                          template.sms_max_segments)
+        return SmsContent(
+            intent.id, attempt.attempt_id, destination, body, info.name, info.segments, template.sms_max_segments
+        )
 
 
 def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
@@ -166,21 +203,48 @@ def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
         for version in templates.versions(purpose):
             version_ref = f"{purpose}/{version}"
             for locale in templates.locales(version_ref):
-                body = templates.render(version_ref, locale, "sms", product=config.product_name, minutes=minutes, code=code)
+                body = templates.render(
+                    version_ref, locale, "sms", product=config.product_name, minutes=minutes, code=code
+                )
                 info, budget = sms.encode_info(body), templates.load(version_ref, locale).sms_max_segments
                 if info.segments > budget:
                     over.append(f"{version_ref}/{locale} {info.segments} {info.name} segments > {budget}")
     if over:
         odd = sms.non_gsm_characters(config.product_name)
-        raise ConfigError(f"PRODUCT_NAME={config.product_name!r} makes SMS exceed their segment budget "
-                          f"({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}")
+        raise ConfigError(
+            f"PRODUCT_NAME={config.product_name!r} makes SMS exceed their segment budget "
+            f"({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}"
+        )
 
 
-def sample_intent(channel: str, version_ref: str, locale: str, *, destination: str, key_id: str,
-                  expires_at: datetime, intent_id: int = 1) -> ClaimedIntent:
+def sample_intent(
+    channel: str,
+    version_ref: str,
+    locale: str,
+    *,
+    destination: str,
+    key_id: str,
+    expires_at: datetime,
+    intent_id: int = 1,
+) -> ClaimedIntent:
     """A ClaimedIntent for previews and template tests (no database)."""
     return ClaimedIntent(
-        id=intent_id, verification_id=uuid.UUID(int=intent_id), channel=channel, purpose=version_ref.split("/")[0],
-        locale=locale, template_version=version_ref, attempts=0, max_attempts=5, ambiguous_count=0, lease_version=1,
-        lease_until=expires_at, next_attempt_at=expires_at, created_at=expires_at, destination=destination,
-        key_id=key_id, token_nonce=b"\x01" * 16, expires_at=expires_at, verification_status="pending")
+        id=intent_id,
+        verification_id=uuid.UUID(int=intent_id),
+        channel=channel,
+        purpose=version_ref.split("/")[0],
+        locale=locale,
+        template_version=version_ref,
+        attempts=0,
+        max_attempts=5,
+        ambiguous_count=0,
+        lease_version=1,
+        lease_until=expires_at,
+        next_attempt_at=expires_at,
+        created_at=expires_at,
+        destination=destination,
+        key_id=key_id,
+        token_nonce=b"\x01" * 16,
+        expires_at=expires_at,
+        verification_status="pending",
+    )

@@ -9,6 +9,7 @@ intent is settled `retryable` with error_class `not_sent` and no delay. A send s
 channel failed its configuration earlier in the invocation is `channel_stopped`, with the backoff.
 Neither was attempted, so neither spends one of the intent's attempts (outbox/settle.sql).
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,18 +17,18 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
-from ..platform.deadline import Deadline
-from .budget import LatencyEstimator, send_by
-from .channels.base import Channel, SendResult
-from .messages import RenderError, Renderer
 from ..outbox import RetryPolicy, Settlement
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
+from ..platform.deadline import Deadline
 from ..platform.redaction import mask_destination
+from .budget import LatencyEstimator, send_by
+from .channels.base import Channel, SendResult
+from .messages import Renderer, RenderError
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
 NOT_SENT = "not_sent"
@@ -47,10 +48,24 @@ class SendOutcome:
         """The outcome as the outbox records it; the delay is the policy's (outbox/policy.py), and
         what the outcome does to the intent is settle.sql's."""
         result, intent = self.result, self.intent
-        delay = policy.settle_delay(result.outcome, intent.channel, self.attempt.attempt_number, result.retry_after,
-                                    sent=result.error_class != NOT_SENT)
-        return Settlement(intent.id, intent.lease_version, result.outcome, delay, result.error_class,
-                          result.detail, result.provider_ref, self.segments, attempted=self.attempted)
+        delay = policy.settle_delay(
+            result.outcome,
+            intent.channel,
+            self.attempt.attempt_number,
+            result.retry_after,
+            sent=result.error_class != NOT_SENT,
+        )
+        return Settlement(
+            intent.id,
+            intent.lease_version,
+            result.outcome,
+            delay,
+            result.error_class,
+            result.detail,
+            result.provider_ref,
+            self.segments,
+            attempted=self.attempted,
+        )
 
     @property
     def attempted(self) -> bool:
@@ -61,8 +76,12 @@ class SendOutcome:
 class InFlight:
     """The running sends of one batch."""
 
-    def __init__(self, work: Sequence[tuple[ClaimedIntent, BegunAttempt]], futures: list[Future],
-                 results: list[SendOutcome | None]):
+    def __init__(
+        self,
+        work: Sequence[tuple[ClaimedIntent, BegunAttempt]],
+        futures: list[Future],
+        results: list[SendOutcome | None],
+    ):
         self.work = work
         self._futures = futures
         self._results = results
@@ -77,9 +96,17 @@ class InFlight:
 
 
 class BatchSender:
-    def __init__(self, channels: Mapping[str, Channel], renderer: Renderer, pool: ThreadPoolExecutor,
-                 concurrency: int, deadline: Deadline, estimator: LatencyEstimator, stop: threading.Event,
-                 send_timeout: float):
+    def __init__(
+        self,
+        channels: Mapping[str, Channel],
+        renderer: Renderer,
+        pool: ThreadPoolExecutor,
+        concurrency: int,
+        deadline: Deadline,
+        estimator: LatencyEstimator,
+        stop: threading.Event,
+        send_timeout: float,
+    ):
         self.channels = channels
         self.renderer = renderer
         self.pool = pool
@@ -96,8 +123,7 @@ class BatchSender:
         todo: queue.SimpleQueue[int] = queue.SimpleQueue()
         for index in range(len(work)):
             todo.put(index)
-        futures = [self.pool.submit(self._drain, work, todo, results)
-                   for _ in range(min(self.concurrency, len(work)))]
+        futures = [self.pool.submit(self._drain, work, todo, results) for _ in range(min(self.concurrency, len(work)))]
         return InFlight(work, futures, results)
 
     def _drain(self, work, todo: queue.SimpleQueue, results: list) -> None:
@@ -111,7 +137,9 @@ class BatchSender:
                 results[index] = self.send_one(intent, attempt)
             except Exception as exc:  # a bug before the provider was called (send_one guards the call itself)
                 _log.error("sending intent %s failed before the provider call: %s", intent.id, type(exc).__name__)
-                results[index] = SendOutcome(intent, attempt, SendResult.retryable("internal_error", type(exc).__name__))
+                results[index] = SendOutcome(
+                    intent, attempt, SendResult.retryable("internal_error", type(exc).__name__)
+                )
 
     # -- one intent ---------------------------------------------------------------------------------
     def _time_for_send(self, channel: str) -> bool:
@@ -123,18 +151,28 @@ class BatchSender:
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "shutting down before the send started"))
         if not self._time_for_send(intent.channel):
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "no time left in this invocation"))
-        if intent.expires_at <= datetime.now(timezone.utc) + timedelta(seconds=self.send_timeout):
+        if intent.expires_at <= datetime.now(UTC) + timedelta(seconds=self.send_timeout):
             # Queued behind slow sends of its batch, the link would arrive dead (or die in flight): never handed
             # to the provider; the next claim suppresses it as expired.
-            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "the link expires before a send could finish"))
+            return SendOutcome(
+                intent, attempt, SendResult.retryable(NOT_SENT, "the link expires before a send could finish")
+            )
         channel = self.channels.get(intent.channel)
         if channel is None:
-            return SendOutcome(intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}"))
+            return SendOutcome(
+                intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}")
+            )
         if intent.channel in self.broken:
             # Do not hammer a provider with credentials it just refused (that can get the sender blocked).
-            return SendOutcome(intent, attempt, SendResult.retryable(
-                CHANNEL_STOPPED, f"not attempted: the {channel.transport} transport failed its "
-                "configuration earlier in this invocation"))
+            return SendOutcome(
+                intent,
+                attempt,
+                SendResult.retryable(
+                    CHANNEL_STOPPED,
+                    f"not attempted: the {channel.transport} transport failed its "
+                    "configuration earlier in this invocation",
+                ),
+            )
         try:
             message = self.renderer.render(intent, attempt)
         except RenderError as exc:
@@ -144,9 +182,13 @@ class BatchSender:
         try:
             result = channel.send(message, send_by(self.deadline))
         except Exception as exc:  # an adapter bug: it may have sent, so it is ambiguous; no message text logged
-            _log.error("channel adapter raised %s for intent %s:\n%s", type(exc).__name__, intent.id,
-                       "".join(traceback.format_tb(exc.__traceback__)),
-                       extra={"json_fields": {"event": "adapter_error", "intent_id": intent.id}})
+            _log.error(
+                "channel adapter raised %s for intent %s:\n%s",
+                type(exc).__name__,
+                intent.id,
+                "".join(traceback.format_tb(exc.__traceback__)),
+                extra={"json_fields": {"event": "adapter_error", "intent_id": intent.id}},
+            )
             result = SendResult.ambiguous("adapter_error", f"adapter raised {type(exc).__name__}")
         # Capped at the send timeout: a longer elapsed time means this process was stalled (frozen, starved),
         # not a slow provider; uncapped, one stall poisoned the saved estimate and no batch fit any more.
@@ -161,20 +203,46 @@ class BatchSender:
     def _log_outcome(intent: ClaimedIntent, attempt: BegunAttempt, channel: Channel, result: SendResult) -> None:
         if result.outcome == "accepted":
             return
-        fields = {"event": "send_outcome", "intent_id": intent.id, "attempt_id": attempt.attempt_id,
-                  "channel": intent.channel, "transport": channel.transport, "outcome": result.outcome,
-                  "error_class": result.error_class, "destination": mask_destination(intent.channel, intent.destination)}
+        fields = {
+            "event": "send_outcome",
+            "intent_id": intent.id,
+            "attempt_id": attempt.attempt_id,
+            "channel": intent.channel,
+            "transport": channel.transport,
+            "outcome": result.outcome,
+            "error_class": result.error_class,
+            "destination": mask_destination(intent.channel, intent.destination),
+        }
         if result.stops_channel:
             # Loud: a bad credential (or a provider's block) fails every send of the channel until it is fixed.
             alert = "channel_configuration" if result.is_configuration_error else result.error_class
-            _log.error("%s transport %s: %s", channel.transport,
-                       "configuration error" if result.is_configuration_error else "blocked by the provider",
-                       result.detail, extra={"json_fields": {**fields, "alert": alert}})
+            _log.error(
+                "%s transport %s: %s",
+                channel.transport,
+                "configuration error" if result.is_configuration_error else "blocked by the provider",
+                result.detail,
+                extra={"json_fields": {**fields, "alert": alert}},
+            )
         elif result.outcome == "ambiguous" and intent.ambiguous_count >= 1:
-            _log.warning("intent %s oscillates between ambiguous and retry (%d ambiguous before this one): %s",
-                         intent.id, intent.ambiguous_count, result.detail,
-                         extra={"json_fields": {**fields, "flag": "ambiguous_oscillation",
-                                                "ambiguous_count": intent.ambiguous_count + 1}})
+            _log.warning(
+                "intent %s oscillates between ambiguous and retry (%d ambiguous before this one): %s",
+                intent.id,
+                intent.ambiguous_count,
+                result.detail,
+                extra={
+                    "json_fields": {
+                        **fields,
+                        "flag": "ambiguous_oscillation",
+                        "ambiguous_count": intent.ambiguous_count + 1,
+                    }
+                },
+            )
         else:
-            _log.warning("%s %s for intent %s: %s", intent.channel, result.outcome, intent.id, result.detail,
-                         extra={"json_fields": fields})
+            _log.warning(
+                "%s %s for intent %s: %s",
+                intent.channel,
+                result.outcome,
+                intent.id,
+                result.detail,
+                extra={"json_fields": fields},
+            )

@@ -8,6 +8,7 @@ Either way the results are counted on the dispatch loop's thread: `settle` hands
 `wait` makes sure every batch handed over so far has been recorded (a failure raises there), and
 `close` ends the settler without ever abandoning a settle mid-flight.
 """
+
 from __future__ import annotations
 
 import logging

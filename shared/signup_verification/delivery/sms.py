@@ -6,6 +6,7 @@ are never split across parts. One character outside the GSM-7 sets switches the 
 UCS-2: 70 UTF-16 code units in one segment, 67 per part; a character outside the BMP (an emoji)
 is a surrogate pair, two units, also never split.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

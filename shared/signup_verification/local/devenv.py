@@ -6,6 +6,7 @@ so it sends to the mailbox the emulation runs, not to files; a variable set in t
 always wins, and a file whose process is gone is ignored. The credentials in it are the local fake
 Twilio's dummy ones.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,29 @@ if TYPE_CHECKING:
 
 STATE_FILE = "dev.json"
 # What the function processes of `verifyctl dev` get that a command beside it should share.
-SHARED = ("DATABASE_URL", "EMAIL_TRANSPORT", "SMTP_HOST", "SMTP_PORT", "SMTP_SECURITY", "SMS_TRANSPORT",
-          "TWILIO_API_URL", "TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_FROM", "VERIFY_LINK_BASE")
+SHARED = (
+    "DATABASE_URL",
+    "EMAIL_TRANSPORT",
+    "SMTP_HOST",
+    "SMTP_PORT",
+    "SMTP_SECURITY",
+    "SMS_TRANSPORT",
+    "TWILIO_API_URL",
+    "TWILIO_ACCOUNT_SID",
+    "TWILIO_AUTH_TOKEN",
+    "TWILIO_FROM",
+    "VERIFY_LINK_BASE",
+)
 
 
 def publish(local_dir: Path, child_env: Mapping[str, str], mailbox_url: str) -> Path:
     path = Path(local_dir) / STATE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"pid": os.getpid(), "mailbox": mailbox_url,
-             "environment": {k: child_env[k] for k in SHARED if child_env.get(k)}}
+    state = {
+        "pid": os.getpid(),
+        "mailbox": mailbox_url,
+        "environment": {k: child_env[k] for k in SHARED if child_env.get(k)},
+    }
     fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(state, out)
@@ -74,5 +89,7 @@ def transport_note(config: Config, mailbox: str | None = None) -> str | None:
     console = [c for c, t in (("email", channels.email_transport), ("sms", channels.sms_transport)) if t == "console"]
     if not console:
         return None
-    return (f"{' and '.join(console)} written to {config.local_dir / 'outbox'} (console transport; no `verifyctl dev` "
-            f"runs in {config.local_dir} — start one to see them in its mailbox)")
+    return (
+        f"{' and '.join(console)} written to {config.local_dir / 'outbox'} (console transport; no `verifyctl dev` "
+        f"runs in {config.local_dir} — start one to see them in its mailbox)"
+    )

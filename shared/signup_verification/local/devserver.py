@@ -5,6 +5,7 @@ function target of functions/main.py with functions-framework on its own port, r
 mailbox (SMTP + a web page + a fake Twilio API) and emulates Cloud Scheduler by POSTing to
 `dispatch` and `reconcile`. Ctrl-C (or SIGTERM) stops everything it started.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,13 +17,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from . import devenv, embedded
 from ..platform import migrations
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
+from . import devenv, embedded
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -34,8 +36,11 @@ PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch":
 SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
 FAST_INTERVAL_SECONDS = 2.0
 # Dummy Twilio credentials the dev children send and the mailbox's fake Twilio API checks.
-DEV_TWILIO = {"TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "TWILIO_AUTH_TOKEN": "local-dev-auth-token",  # the local fake's  # nosec B105
-              "TWILIO_FROM": "+15005550006"}
+DEV_TWILIO = {
+    "TWILIO_ACCOUNT_SID": "AC" + "0" * 32,
+    "TWILIO_AUTH_TOKEN": "local-dev-auth-token",  # the local fake's  # nosec B105
+    "TWILIO_FROM": "+15005550006",
+}
 
 
 class DevError(RuntimeError):
@@ -48,19 +53,30 @@ class _Stop(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--base-port", type=int, default=8081,
-                        help="create_verification's port; confirm, dispatch, reconcile and status follow (8081-8085)")
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=8081,
+        help="create_verification's port; confirm, dispatch, reconcile and status follow (8081-8085)",
+    )
     parser.add_argument("--smtp-port", type=int, default=None, help="the mailbox's SMTP port (default SMTP_PORT, 8025)")
     parser.add_argument("--mailbox-port", type=int, default=8090, help="the mailbox web page and fake Twilio API")
-    parser.add_argument("--schedule-seconds", type=float,
-                        default=float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60),
-                        help="how often the scheduler emulation calls dispatch and reconcile (default 60, "
-                             "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)")
+    parser.add_argument(
+        "--schedule-seconds",
+        type=float,
+        default=float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60),
+        help="how often the scheduler emulation calls dispatch and reconcile (default 60, "
+        "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)",
+    )
     parser.add_argument("--fast", action="store_true", help=f"call them every {FAST_INTERVAL_SECONDS:g} s")
-    parser.add_argument("--no-scheduler", action="store_true",
-                        help="never call them on a schedule (the mailbox's Run dispatch now button still runs both once)")
-    parser.add_argument("--source", type=Path, default=None,
-                        help="the functions' main.py (default: functions/main.py of the checkout)")
+    parser.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="never call them on a schedule (the mailbox's Run dispatch now button still runs both once)",
+    )
+    parser.add_argument(
+        "--source", type=Path, default=None, help="the functions' main.py (default: functions/main.py of the checkout)"
+    )
 
 
 def functions_main(explicit: Path | None = None) -> Path:
@@ -73,15 +89,21 @@ def functions_main(explicit: Path | None = None) -> Path:
     for candidate in (_CHECKOUT / "functions" / "main.py", Path.cwd() / "functions" / "main.py"):
         if candidate.is_file():
             return candidate
-    raise DevError("verifyctl dev serves the targets of functions/main.py, which the installed package does not "
-                   "include: run it in a checkout of the repository, or pass --source path/to/functions/main.py")
+    raise DevError(
+        "verifyctl dev serves the targets of functions/main.py, which the installed package does not "
+        "include: run it in a checkout of the repository, or pass --source path/to/functions/main.py"
+    )
 
 
 def discover_targets(source: Path | None = None) -> list[str]:
     """Names of the module-level functions decorated with @functions_framework.http, in file order."""
     tree = ast.parse(functions_main(source).read_text(encoding="utf-8"))
-    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
-            and any(ast.unparse(d) == "functions_framework.http" for d in node.decorator_list)]
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any(ast.unparse(d) == "functions_framework.http" for d in node.decorator_list)
+    ]
 
 
 def assign_ports(targets: list[str], base_port: int) -> dict[str, int]:
@@ -100,8 +122,10 @@ def _check_free(host: str, port: int, what: str) -> None:
         try:
             probe.bind((host, port))
         except OSError:
-            raise DevError(f"port {port} ({what}) is in use: is another `verifyctl dev` running? "
-                           "Choose other ports with --base-port / --smtp-port / --mailbox-port.") from None
+            raise DevError(
+                f"port {port} ({what}) is in use: is another `verifyctl dev` running? "
+                "Choose other ports with --base-port / --smtp-port / --mailbox-port."
+            ) from None
 
 
 def _wait_listening(host: str, port: int, child: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
@@ -129,12 +153,22 @@ def _browser_host(host: str) -> str:
     return "localhost" if host in ("127.0.0.1", "0.0.0.0", "localhost", "::") else host  # a comparison  # nosec B104
 
 
-def child_environment(settings_env: dict[str, str], database_url: str, host: str, ports: dict[str, int],
-                      smtp_port: int, mailbox_port: int) -> dict[str, str]:
+def child_environment(
+    settings_env: dict[str, str], database_url: str, host: str, ports: dict[str, int], smtp_port: int, mailbox_port: int
+) -> dict[str, str]:
     """What every function process gets: this database, the mailbox as SMTP server and as Twilio."""
-    env = {**settings_env, "DATABASE_URL": database_url, "EMAIL_TRANSPORT": "smtp", "SMTP_HOST": host,
-           "SMTP_PORT": str(smtp_port), "SMTP_SECURITY": "none", "SMS_TRANSPORT": "twilio",
-           "TWILIO_API_URL": f"http://{host}:{mailbox_port}", **DEV_TWILIO, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **settings_env,
+        "DATABASE_URL": database_url,
+        "EMAIL_TRANSPORT": "smtp",
+        "SMTP_HOST": host,
+        "SMTP_PORT": str(smtp_port),
+        "SMTP_SECURITY": "none",
+        "SMS_TRANSPORT": "twilio",
+        "TWILIO_API_URL": f"http://{host}:{mailbox_port}",
+        **DEV_TWILIO,
+        "PYTHONUNBUFFERED": "1",
+    }
     for name in ("SMTP_USERNAME", "SMTP_PASSWORD"):
         env.pop(name, None)
     if not env.get("VERIFY_LINK_BASE") and "confirm_verification" in ports:
@@ -163,8 +197,9 @@ def run(config: Config, args: argparse.Namespace, out: Callable[[str], None] | N
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
-           children: dict[str, subprocess.Popen]) -> int:
+def _serve(
+    config: Config, args: argparse.Namespace, out: Callable[[str], None], children: dict[str, subprocess.Popen]
+) -> int:
     from .mailbox import MailboxServer
     from .scheduler import Job, Scheduler
 
@@ -181,8 +216,10 @@ def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
         url, where = config.database.url, "DATABASE_URL"
     else:
         server = embedded.start(config.local_dir / "pg", stop_at_exit=True)
-        url, where = embedded.ensure_database(server, embedded.DEFAULT_DATABASE).url(), "embedded, " + str(
-            config.local_dir / "pg")
+        url, where = (
+            embedded.ensure_database(server, embedded.DEFAULT_DATABASE).url(),
+            "embedded, " + str(config.local_dir / "pg"),
+        )
     db = Database.from_url(url, application_name="verifyctl-dev")
     try:
         applied = migrations.migrate(db, config=config.migrations).migrations
@@ -194,9 +231,24 @@ def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
     env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
     for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
         children[target] = subprocess.Popen(
-            [sys.executable, "-m", "functions_framework", "--target", target, "--source", str(main),
-             "--host", host, "--port", str(port)],
-            env=env, start_new_session=True, preexec_fn=_die_with_parent, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "functions_framework",
+                "--target",
+                target,
+                "--source",
+                str(main),
+                "--host",
+                host,
+                "--port",
+                str(port),
+            ],
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            stdin=subprocess.DEVNULL,
+        )
     for target, port in ports.items():
         _wait_listening(host, port, children[target], target)
 
@@ -204,9 +256,14 @@ def _serve(config: Config, args: argparse.Namespace, out: Callable[[str], None],
     # With no schedule (interval 0) the jobs still run once on demand: the mailbox's button.
     jobs = [Job(t, f"http://{host}:{ports[t]}/", interval) for t in SCHEDULED if t in ports]
     scheduler = Scheduler(jobs, report=out)
-    mailbox = MailboxServer(host, smtp_port, args.mailbox_port, twilio_account_sid=DEV_TWILIO["TWILIO_ACCOUNT_SID"],
-                            twilio_auth_token=DEV_TWILIO["TWILIO_AUTH_TOKEN"],
-                            on_run_now=scheduler.run_now if jobs else None).start()
+    mailbox = MailboxServer(
+        host,
+        smtp_port,
+        args.mailbox_port,
+        twilio_account_sid=DEV_TWILIO["TWILIO_ACCOUNT_SID"],
+        twilio_auth_token=DEV_TWILIO["TWILIO_AUTH_TOKEN"],
+        on_run_now=scheduler.run_now if jobs else None,
+    ).start()
     try:
         scheduler.start()
         devenv.publish(config.local_dir, env, f"http://{_browser_host(host)}:{args.mailbox_port}")

@@ -3,6 +3,7 @@
 pgserver runs postgres as the system user `pgserver` when we are root, so the data directory
 must be reachable by that user; it listens on a unix socket only (no TCP port to collide on).
 """
+
 from __future__ import annotations
 
 import logging

@@ -9,6 +9,7 @@
 
 Messages live in memory only: a restart empties the mailbox, as a fresh laptop run should.
 """
+
 from __future__ import annotations
 
 import email
@@ -19,11 +20,12 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import flask
 import markupsafe
@@ -38,7 +40,10 @@ _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 _MAGIC_NUMBERS = {
     "+15005550001": (21211, "The 'To' number +15005550001 is not a valid phone number."),
     "+15005550002": (21612, "The 'To' phone number is not currently reachable via SMS."),
-    "+15005550003": (21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number."),
+    "+15005550003": (
+        21408,
+        "Permission to send an SMS has not been enabled for the region indicated by the 'To' number.",
+    ),
     "+15005550004": (21610, "Attempt to send to unsubscribed recipient"),
     "+15005550009": (21614, "'To' number is not a valid mobile number"),
 }
@@ -70,9 +75,18 @@ class Message:
         return self.subject if self.kind == "email" else self.text
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "received_at": self.received_at.isoformat(),
-                "from": self.sender, "to": self.recipients, "subject": self.subject, "text": self.text,
-                "html": self.html, "links": self.links, "sid": self.sid}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "received_at": self.received_at.isoformat(),
+            "from": self.sender,
+            "to": self.recipients,
+            "subject": self.subject,
+            "text": self.text,
+            "html": self.html,
+            "links": self.links,
+            "sid": self.sid,
+        }
 
 
 class Mailbox:
@@ -95,16 +109,25 @@ class Mailbox:
         parsed = email.message_from_bytes(raw, policy=email.policy.default)
         text_part = parsed.get_body(preferencelist=("plain",))
         html_part = parsed.get_body(preferencelist=("html",))
-        return self._add(lambda i: Message(
-            i, "email", datetime.now(timezone.utc), str(parsed.get("From") or mail_from), list(rcpt_tos),
-            str(parsed.get("Subject") or "(no subject)"),
-            text_part.get_content() if text_part is not None else "",
-            html_part.get_content() if html_part is not None else None,
-            [(k, str(v)) for k, v in parsed.items()], raw, sid=secrets.token_hex(5).upper()))
+        return self._add(
+            lambda i: Message(
+                i,
+                "email",
+                datetime.now(UTC),
+                str(parsed.get("From") or mail_from),
+                list(rcpt_tos),
+                str(parsed.get("Subject") or "(no subject)"),
+                text_part.get_content() if text_part is not None else "",
+                html_part.get_content() if html_part is not None else None,
+                [(k, str(v)) for k, v in parsed.items()],
+                raw,
+                sid=secrets.token_hex(5).upper(),
+            )
+        )
 
     def add_sms(self, to: str, sender: str, body: str) -> Message:
         sid = "SM" + secrets.token_hex(16)
-        return self._add(lambda i: Message(i, "sms", datetime.now(timezone.utc), sender, [to], "", body, sid=sid))
+        return self._add(lambda i: Message(i, "sms", datetime.now(UTC), sender, [to], "", body, sid=sid))
 
     def messages(self) -> list[Message]:
         with self._changed:
@@ -149,7 +172,7 @@ def linkify(text: str) -> markupsafe.Markup:
     """Plain text, escaped, with its http(s) URLs as links."""
     out, last = [], 0
     for match in _URL.finditer(text):
-        out.append(markupsafe.escape(text[last:match.start()]))
+        out.append(markupsafe.escape(text[last : match.start()]))
         url = markupsafe.escape(match.group(0))
         out.append(markupsafe.Markup(f'<a href="{url}">{url}</a>'))  # url is escaped above  # nosec B704
         last = match.end()
@@ -163,14 +186,22 @@ def sms_segments(body: str) -> int:
 
 
 # -- the web app --------------------------------------------------------------------------------
-_PAGE_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-src 'self'; "
-             "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+_PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 # The email's own HTML, framed by the message page: no scripts, no remote loads, links open on top.
 _EMAIL_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'"
 
 
-def create_app(mailbox: Mailbox, *, twilio_account_sid: str | None = None, twilio_auth_token: str | None = None,
-               on_run_now: Callable[[], None] | None = None, refresh_seconds: int = 5) -> flask.Flask:
+def create_app(
+    mailbox: Mailbox,
+    *,
+    twilio_account_sid: str | None = None,
+    twilio_auth_token: str | None = None,
+    on_run_now: Callable[[], None] | None = None,
+    refresh_seconds: int = 5,
+) -> flask.Flask:
     app = flask.Flask(__name__, template_folder=str(Path(__file__).resolve().parent / "templates"))
 
     @app.after_request
@@ -182,14 +213,23 @@ def create_app(mailbox: Mailbox, *, twilio_account_sid: str | None = None, twili
 
     @app.get("/")
     def index() -> str:
-        return flask.render_template("mailbox.html", messages=mailbox.messages(), refresh=refresh_seconds,
-                                     can_run=on_run_now is not None, notice=flask.request.args.get("notice"))
+        return flask.render_template(
+            "mailbox.html",
+            messages=mailbox.messages(),
+            refresh=refresh_seconds,
+            can_run=on_run_now is not None,
+            notice=flask.request.args.get("notice"),
+        )
 
     @app.get("/messages/<int:message_id>")
     def show(message_id: int) -> str:
         message = mailbox.get(message_id) or flask.abort(404)
-        return flask.render_template("message.html", m=message, body=linkify(message.text),
-                                     segments=sms_segments(message.text) if message.kind == "sms" else None)
+        return flask.render_template(
+            "message.html",
+            m=message,
+            body=linkify(message.text),
+            segments=sms_segments(message.text) if message.kind == "sms" else None,
+        )
 
     @app.get("/messages/<int:message_id>/html")
     def show_html(message_id: int) -> flask.Response:
@@ -207,12 +247,12 @@ def create_app(mailbox: Mailbox, *, twilio_account_sid: str | None = None, twili
         return flask.Response(raw, mimetype="text/plain")
 
     @app.post("/clear")
-    def clear() -> flask.Response:
+    def clear() -> flask.typing.ResponseReturnValue:
         mailbox.clear()
         return flask.redirect("/", 303)
 
     @app.post("/scheduler/run")
-    def run_now() -> flask.Response:
+    def run_now() -> flask.typing.ResponseReturnValue:
         if on_run_now is None:
             flask.abort(404)
         on_run_now()
@@ -229,22 +269,35 @@ def create_app(mailbox: Mailbox, *, twilio_account_sid: str | None = None, twili
 
     # -- fake Twilio ----------------------------------------------------------------------------
     def twilio_error(status: int, code: int, message: str) -> tuple[flask.Response, int]:
-        return flask.jsonify({"code": code, "message": message, "status": status,
-                              "more_info": f"https://www.twilio.com/docs/errors/{code}"}), status
+        return flask.jsonify(
+            {
+                "code": code,
+                "message": message,
+                "status": status,
+                "more_info": f"https://www.twilio.com/docs/errors/{code}",
+            }
+        ), status
 
     def authorised(account_sid: str) -> bool:
         auth = flask.request.authorization
         if twilio_account_sid is None:
             return True
-        return (auth is not None and auth.username == twilio_account_sid == account_sid
-                and auth.password == twilio_auth_token)
+        return (
+            auth is not None
+            and auth.username == twilio_account_sid == account_sid
+            and auth.password == twilio_auth_token
+        )
 
     @app.post("/2010-04-01/Accounts/<account_sid>/Messages.json")
     def twilio_create(account_sid: str):
         if not authorised(account_sid):
             return twilio_error(401, 20003, "Authenticate")
         form = flask.request.form
-        to, sender, body = form.get("To", ""), form.get("From") or form.get("MessagingServiceSid", ""), form.get("Body", "")
+        to, sender, body = (
+            form.get("To", ""),
+            form.get("From") or form.get("MessagingServiceSid", ""),
+            form.get("Body", ""),
+        )
         if not to:
             return twilio_error(400, 21604, "A 'To' phone number is required.")
         if not sender:
@@ -274,12 +327,27 @@ def create_app(mailbox: Mailbox, *, twilio_account_sid: str | None = None, twili
 
 def _twilio_resource(message: Message, account_sid: str) -> dict[str, Any]:
     created = format_datetime(message.received_at, usegmt=True)
-    return {"sid": message.sid, "account_sid": account_sid, "api_version": "2010-04-01",
-            "to": message.recipients[0], "from": message.sender, "body": message.text,
-            "status": "queued", "direction": "outbound-api", "num_segments": str(sms_segments(message.text)),
-            "num_media": "0", "price": None, "price_unit": "USD", "error_code": None, "error_message": None,
-            "date_created": created, "date_updated": created, "date_sent": None, "messaging_service_sid": None,
-            "uri": f"/2010-04-01/Accounts/{account_sid}/Messages/{message.sid}.json"}
+    return {
+        "sid": message.sid,
+        "account_sid": account_sid,
+        "api_version": "2010-04-01",
+        "to": message.recipients[0],
+        "from": message.sender,
+        "body": message.text,
+        "status": "queued",
+        "direction": "outbound-api",
+        "num_segments": str(sms_segments(message.text)),
+        "num_media": "0",
+        "price": None,
+        "price_unit": "USD",
+        "error_code": None,
+        "error_message": None,
+        "date_created": created,
+        "date_updated": created,
+        "date_sent": None,
+        "messaging_service_sid": None,
+        "uri": f"/2010-04-01/Accounts/{account_sid}/Messages/{message.sid}.json",
+    }
 
 
 # -- servers ------------------------------------------------------------------------------------
@@ -288,8 +356,9 @@ class _SmtpHandler:
         self.mailbox = mailbox
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        message = self.mailbox.add_email(envelope.original_content or envelope.content, envelope.mail_from,
-                                         envelope.rcpt_tos)
+        message = self.mailbox.add_email(
+            envelope.original_content or envelope.content, envelope.mail_from, envelope.rcpt_tos
+        )
         return f"250 2.0.0 Ok: queued as {message.sid}"  # as Postfix answers: the queue id is the provider ref
 
 
@@ -313,19 +382,27 @@ class MailboxServer:
     def web_url(self) -> str:
         return f"http://{self.host}:{self.web_port}"
 
-    def start(self) -> "MailboxServer":
+    def start(self) -> MailboxServer:
         from aiosmtpd.controller import Controller  # the `local` extra; production never imports this
 
-        self._smtp = Controller(_SmtpHandler(self.mailbox), hostname=self.host, port=self.smtp_port,
-                                data_size_limit=10 * 1024 * 1024)
+        self._smtp = Controller(
+            _SmtpHandler(self.mailbox), hostname=self.host, port=self.smtp_port, data_size_limit=10 * 1024 * 1024
+        )
         self._smtp.start()
         try:
-            self._web = make_server(self.host, self.web_port, create_app(self.mailbox, **self._app_options),
-                                    threaded=True, request_handler=_QuietHandler)
+            self._web = make_server(
+                self.host,
+                self.web_port,
+                create_app(self.mailbox, **self._app_options),
+                threaded=True,
+                request_handler=_QuietHandler,
+            )
         except BaseException:
             self._smtp.stop()
             raise
-        self._web_thread = threading.Thread(target=self._web.serve_forever, args=(0.1,), name="mailbox-web", daemon=True)
+        self._web_thread = threading.Thread(
+            target=self._web.serve_forever, args=(0.1,), name="mailbox-web", daemon=True
+        )
         self._web_thread.start()
         return self
 
@@ -338,7 +415,7 @@ class MailboxServer:
             self._smtp.stop()
             self._smtp = None
 
-    def __enter__(self) -> "MailboxServer":
+    def __enter__(self) -> MailboxServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -6,6 +6,7 @@ a tick that passes while a call runs fires once when it returns); a failed call 
 schedule goes on. A call that moved nothing prints nothing (an idle laptop stays quiet; the
 function's own records are DEBUG then too, platform/logs.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Scheduler:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Scheduler":
+    def start(self) -> Scheduler:
         if self.jobs:
             self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
             self._thread.start()
@@ -65,8 +66,12 @@ class Scheduler:
             self._wake.wait(None if soonest == _NEVER else max(0.0, soonest - time.monotonic()))
 
     def call(self, job: Job) -> int | None:
-        request = urllib.request.Request(job.url, data=b"{}", method="POST", headers={
-            "Content-Type": "application/json", "User-Agent": "Google-Cloud-Scheduler (verifyctl dev)"})
+        request = urllib.request.Request(
+            job.url,
+            data=b"{}",
+            method="POST",
+            headers={"Content-Type": "application/json", "User-Agent": "Google-Cloud-Scheduler (verifyctl dev)"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # our own http:// targets  # nosec B310
                 status, body = response.status, response.read(4096)
@@ -107,9 +112,12 @@ def _idle(body: bytes) -> bool:
     if not isinstance(report, dict) or report.get("skipped"):
         return False
     if "moves" in report:
-        return (not any(report["moves"].values()) and report.get("drained", True) 
-                and not any(o.get("count") for o in (report.get("overdue") or {}).values())
-                and not (report.get("watermark") or {}).get("backlog"))
+        return (
+            not any(report["moves"].values())
+            and report.get("drained", True)
+            and not any(o.get("count") for o in (report.get("overdue") or {}).values())
+            and not (report.get("watermark") or {}).get("backlog")
+        )
     return all(v == 0 for k, v in report.items() if k != "elapsed_ms" and isinstance(v, int))
 
 

@@ -12,6 +12,7 @@ became eligible (next_attempt_at: its creation, or the end of its back-off). Eli
 claim's own view, so an intent scheduled in the future or suppressed never ages it; 0 when nothing
 is eligible, so the metric clears.
 """
+
 from __future__ import annotations
 
 import logging
@@ -76,14 +77,18 @@ class Signals:
         found = []
         for c in self.channels:
             if c.oldest_ready_verification_seconds > self.config.ready_age_alert_seconds:
-                found.append(f"{c.channel}: oldest ready verification waited {c.oldest_ready_verification_seconds:.0f} s "
-                             f"(> {self.config.ready_age_alert_seconds:g} s)")
+                found.append(
+                    f"{c.channel}: oldest ready verification waited {c.oldest_ready_verification_seconds:.0f} s "
+                    f"(> {self.config.ready_age_alert_seconds:g} s)"
+                )
             if c.oscillating_count:
                 found.append(f"{c.channel}: {c.oscillating_count} delivery(ies) ambiguous twice or more")
         if self.sms_paused:
             resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
-            found.append(f"sms: budget of {self.config.sms_max_per_hour} per hour spent: SMS sends paused until "
-                         f"{resets} or `verifyctl sms resume` (SMS pumping? docs/deploy.md)")
+            found.append(
+                f"sms: budget of {self.config.sms_max_per_hour} per hour spent: SMS sends paused until "
+                f"{resets} or `verifyctl sms resume` (SMS pumping? docs/deploy.md)"
+            )
         age = self.channels[0].reconciler_watermark_age_seconds if self.channels else None
         if age is None:
             found.append("reconciler: no completed sweep recorded for this deployment")
@@ -96,40 +101,66 @@ class Signals:
             "deployment": self.deployment,
             "measured_at": self.measured_at.isoformat(),
             "window_seconds": self.config.window_seconds,
-            "thresholds": {"ready_age_alert_seconds": self.config.ready_age_alert_seconds,
-                           "watermark_stale_seconds": self.config.watermark_stale_seconds},
+            "thresholds": {
+                "ready_age_alert_seconds": self.config.ready_age_alert_seconds,
+                "watermark_stale_seconds": self.config.watermark_stale_seconds,
+            },
             "last_claim_at": self.last_claim_at.isoformat() if self.last_claim_at else None,
             "reconciler_watermark": self.reconciler_watermark.isoformat() if self.reconciler_watermark else None,
             "channels": {c.channel: {k: v for k, v in asdict(c).items() if k != "channel"} for c in self.channels},
-            "sms_budget": {"max_per_hour": self.config.sms_max_per_hour, "left": self.sms_budget_left,
-                           "paused": self.sms_paused,
-                           "resets_at": self.sms_budget_resets_at.isoformat() if self.sms_budget_resets_at else None},
+            "sms_budget": {
+                "max_per_hour": self.config.sms_max_per_hour,
+                "left": self.sms_budget_left,
+                "paused": self.sms_paused,
+                "resets_at": self.sms_budget_resets_at.isoformat() if self.sms_budget_resets_at else None,
+            },
             "alerts": self.alerts(),
             "workers": self.workers,
         }
 
 
-def compute(db: Database, deployment: str, config: SignalsConfig | None = None, *,
-            with_workers: bool = False) -> Signals:
+def compute(
+    db: Database, deployment: str, config: SignalsConfig | None = None, *, with_workers: bool = False
+) -> Signals:
     config = config or SignalsConfig()
-    rows = db.rows(load_sql(__file__, "signals.sql"), deployment=deployment, window_seconds=config.window_seconds,
-                   sms_max=config.sms_max_per_hour)
+    rows = db.rows(
+        load_sql(__file__, "signals.sql"),
+        deployment=deployment,
+        window_seconds=config.window_seconds,
+        sms_max=config.sms_max_per_hour,
+    )
     channels = []
     for row in rows:
         attempts = {outcome: 0 for outcome in ATTEMPT_OUTCOMES}
         attempts.update({k: int(v) for k, v in (row["attempts"] or {}).items()})
-        channels.append(ChannelSignals(
-            channel=row["channel"], ready_count=row["ready_count"],
-            oldest_ready_verification_seconds=round(row["oldest_ready_verification_seconds"], 3),
-            scheduled_count=row["scheduled_count"], claimed_count=row["claimed_count"],
-            attempting_count=row["attempting_count"], expired_lease_count=row["expired_lease_count"],
-            ambiguous_count=row["ambiguous_count"], oscillating_count=row["oscillating_count"], attempts=attempts,
-            last_claim_age_seconds=_rounded(row["last_claim_age_seconds"]),
-            reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"])))
+        channels.append(
+            ChannelSignals(
+                channel=row["channel"],
+                ready_count=row["ready_count"],
+                oldest_ready_verification_seconds=round(row["oldest_ready_verification_seconds"], 3),
+                scheduled_count=row["scheduled_count"],
+                claimed_count=row["claimed_count"],
+                attempting_count=row["attempting_count"],
+                expired_lease_count=row["expired_lease_count"],
+                ambiguous_count=row["ambiguous_count"],
+                oscillating_count=row["oscillating_count"],
+                attempts=attempts,
+                last_claim_age_seconds=_rounded(row["last_claim_age_seconds"]),
+                reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"]),
+            )
+        )
     first = rows[0]
-    return Signals(deployment, first["measured_at"], config, channels, first["last_claim_at"],
-                   first["reconciler_watermark"], workers(db) if with_workers else [],
-                   first["sms_budget_left"], first["sms_budget_resets_at"])
+    return Signals(
+        deployment,
+        first["measured_at"],
+        config,
+        channels,
+        first["last_claim_at"],
+        first["reconciler_watermark"],
+        workers(db) if with_workers else [],
+        first["sms_budget_left"],
+        first["sms_budget_resets_at"],
+    )
 
 
 def workers(db: Database) -> list[dict[str, Any]]:
@@ -139,7 +170,8 @@ def workers(db: Database) -> list[dict[str, Any]]:
     for row in rows:
         item = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
         for key in ("completed_age_seconds", "claim_age_seconds"):
-            item[key] = _rounded(item[key])
+            value = item[key]
+            item[key] = _rounded(float(value)) if value is not None else None
         out.append(item)
     return out
 
@@ -147,12 +179,19 @@ def workers(db: Database) -> list[dict[str, Any]]:
 def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dict[str, Any]:
     """The jsonPayload of one signals record (docs/runbook.md documents every field)."""
     fields: dict[str, Any] = {
-        "event": "signals", "source": source, "deployment": signals.deployment, "channel": channel.channel,
+        "event": "signals",
+        "source": source,
+        "deployment": signals.deployment,
+        "channel": channel.channel,
         "oldest_ready_verification_seconds": channel.oldest_ready_verification_seconds,
-        "ready_count": channel.ready_count, "scheduled_count": channel.scheduled_count,
-        "claimed_count": channel.claimed_count, "attempting_count": channel.attempting_count,
-        "expired_lease_count": channel.expired_lease_count, "ambiguous_count": channel.ambiguous_count,
-        "oscillating_count": channel.oscillating_count, "attempts_window_seconds": signals.config.window_seconds,
+        "ready_count": channel.ready_count,
+        "scheduled_count": channel.scheduled_count,
+        "claimed_count": channel.claimed_count,
+        "attempting_count": channel.attempting_count,
+        "expired_lease_count": channel.expired_lease_count,
+        "ambiguous_count": channel.ambiguous_count,
+        "oscillating_count": channel.oscillating_count,
+        "attempts_window_seconds": signals.config.window_seconds,
         "last_claim_age_seconds": channel.last_claim_age_seconds,
         "reconciler_watermark_age_seconds": channel.reconciler_watermark_age_seconds,
     }
@@ -162,8 +201,14 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
     return fields
 
 
-def emit(db: Database, deployment: str, logger: logging.Logger | None = None, *, source: str = "dispatch",
-         config: SignalsConfig | None = None) -> Signals:
+def emit(
+    db: Database,
+    deployment: str,
+    logger: logging.Logger | None = None,
+    *,
+    source: str = "dispatch",
+    config: SignalsConfig | None = None,
+) -> Signals:
     """Compute and log one `event="signals"` record per channel; returns what it logged."""
     logger = logger or _log
     signals = compute(db, deployment, config)
@@ -171,30 +216,51 @@ def emit(db: Database, deployment: str, logger: logging.Logger | None = None, *,
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
         late = late or (channel.channel == "sms" and signals.sms_paused)
         level = logging.WARNING if late else logging.INFO if live(channel) else logging.DEBUG
-        logger.log(level,
-                   "signals %s: %d ready (oldest %.0f s), %d ambiguous, %d oscillating",
-                   channel.channel, channel.ready_count, channel.oldest_ready_verification_seconds,
-                   channel.ambiguous_count, channel.oscillating_count,
-                   extra={"labels": {"channel": channel.channel},
-                          "json_fields": record_fields(signals, channel, source)})
+        logger.log(
+            level,
+            "signals %s: %d ready (oldest %.0f s), %d ambiguous, %d oscillating",
+            channel.channel,
+            channel.ready_count,
+            channel.oldest_ready_verification_seconds,
+            channel.ambiguous_count,
+            channel.oscillating_count,
+            extra={"labels": {"channel": channel.channel}, "json_fields": record_fields(signals, channel, source)},
+        )
     return signals
 
 
 def live(channel: ChannelSignals) -> bool:
     """Anything waiting, leased or ambiguous on this channel; an idle channel's record is DEBUG (still
     written in JSON, where the metrics count it: platform/logs.py)."""
-    return any((channel.ready_count, channel.scheduled_count, channel.claimed_count, channel.attempting_count,
-                channel.expired_lease_count, channel.ambiguous_count, channel.oscillating_count))
+    return any(
+        (
+            channel.ready_count,
+            channel.scheduled_count,
+            channel.claimed_count,
+            channel.attempting_count,
+            channel.expired_lease_count,
+            channel.ambiguous_count,
+            channel.oscillating_count,
+        )
+    )
 
 
 def resume_sms(db: Database, config: SignalsConfig, granted_by: str) -> int:
     """Grant this UTC hour another SMS budget's worth (`verifyctl sms resume`); the SMS now left."""
     if config.sms_max_per_hour is None:
         raise ValueError("SMS_MAX_PER_HOUR is not set: there is no SMS budget to resume")
-    row = db.rows(load_sql(__file__, "sms_resume.sql"), extra=config.sms_max_per_hour, granted_by=granted_by,
-                  sms_max=config.sms_max_per_hour)[0]
-    _log.warning("SMS budget resumed by %s: %d more this hour", granted_by, config.sms_max_per_hour,
-                 extra={"json_fields": {"event": "sms_budget_resumed", "granted_by": granted_by}})
+    row = db.rows(
+        load_sql(__file__, "sms_resume.sql"),
+        extra=config.sms_max_per_hour,
+        granted_by=granted_by,
+        sms_max=config.sms_max_per_hour,
+    )[0]
+    _log.warning(
+        "SMS budget resumed by %s: %d more this hour",
+        granted_by,
+        config.sms_max_per_hour,
+        extra={"json_fields": {"event": "sms_budget_resumed", "granted_by": granted_by}},
+    )
     return int(row["sms_budget_left"])
 
 

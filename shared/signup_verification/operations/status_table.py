@@ -2,9 +2,11 @@
 
 The same numbers as the `status` target's JSON and the `signals` log records (signals.py).
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .signals import Signals
 
@@ -25,35 +27,76 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     out = []
     for r in cells:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        out.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
     return out
 
 
 def render(s: Signals) -> str:
     window = f"{s.config.window_seconds / 60:g} min"
-    lines = [f"deployment {s.deployment}   measured {s.measured_at:%Y-%m-%d %H:%M:%S}Z   "
-             f"page when oldest ready > {s.config.ready_age_alert_seconds:g} s", ""]
+    lines = [
+        f"deployment {s.deployment}   measured {s.measured_at:%Y-%m-%d %H:%M:%S}Z   "
+        f"page when oldest ready > {s.config.ready_age_alert_seconds:g} s",
+        "",
+    ]
     lines += table(
-        ["channel", "ready", "oldest ready", "scheduled", "claimed", "attempting", "expired leases",
-         "ambiguous", "oscillating", f"begun/accepted/retryable/ambiguous/failed ({window})"],
-        [[c.channel, c.ready_count, _age(c.oldest_ready_verification_seconds), c.scheduled_count, c.claimed_count,
-          c.attempting_count, c.expired_lease_count, c.ambiguous_count, c.oscillating_count,
-          "/".join(str(c.attempts[k]) for k in ("attempting", "accepted", "retryable", "ambiguous", "failed"))]
-         for c in s.channels])
+        [
+            "channel",
+            "ready",
+            "oldest ready",
+            "scheduled",
+            "claimed",
+            "attempting",
+            "expired leases",
+            "ambiguous",
+            "oscillating",
+            f"begun/accepted/retryable/ambiguous/failed ({window})",
+        ],
+        [
+            [
+                c.channel,
+                c.ready_count,
+                _age(c.oldest_ready_verification_seconds),
+                c.scheduled_count,
+                c.claimed_count,
+                c.attempting_count,
+                c.expired_lease_count,
+                c.ambiguous_count,
+                c.oscillating_count,
+                "/".join(str(c.attempts[k]) for k in ("attempting", "accepted", "retryable", "ambiguous", "failed")),
+            ]
+            for c in s.channels
+        ],
+    )
     first = s.channels[0] if s.channels else None
     claim = first.last_claim_age_seconds if first else None
     mark = first.reconciler_watermark_age_seconds if first else None
     dispatch = next((w for w in s.workers if w["name"] == f"dispatch:{s.deployment}"), None)
     completed = dispatch["completed_age_seconds"] if dispatch else None
-    lines += ["", f"last dispatch run ({s.deployment}): " + ("none completed" if completed is None
-                                                              else f"completed {_age(completed)} ago"),
-              f"last claim ({s.deployment}): " + ("never" if claim is None else f"{_age(claim)} ago"),
-              f"reconciler watermark ({s.deployment}): " + ("no completed run" if mark is None else f"{_age(mark)} old")]
+    lines += [
+        "",
+        f"last dispatch run ({s.deployment}): "
+        + ("none completed" if completed is None else f"completed {_age(completed)} ago"),
+        f"last claim ({s.deployment}): " + ("never" if claim is None else f"{_age(claim)} ago"),
+        f"reconciler watermark ({s.deployment}): " + ("no completed run" if mark is None else f"{_age(mark)} old"),
+    ]
     if s.workers:
         lines += ["", "workers"]
-        lines += table(["name", "last completed", "last claim", "backlog"],
-                       [[w["name"], _ago(w["completed_age_seconds"]), _ago(w["claim_age_seconds"]),
-                         ", ".join((w.get("watermark") or {}).get("backlog") or []) or "-"] for w in s.workers])
+        lines += table(
+            ["name", "last completed", "last claim", "backlog"],
+            [
+                [
+                    w["name"],
+                    _ago(w["completed_age_seconds"]),
+                    _ago(w["claim_age_seconds"]),
+                    ", ".join((w.get("watermark") or {}).get("backlog") or []) or "-",
+                ]
+                for w in s.workers
+            ],
+        )
     alerts = s.alerts()
     lines += ["", "alerts: none" if not alerts else "ALERTS"] + [f"  - {a}" for a in alerts]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ Built from system-owned records only (verifications, delivery_intents, the appen
 The destination is masked, the token and code never appear (they are not stored), and provider
 error texts pass through the log redaction so a quoted address is masked too.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -37,12 +38,20 @@ class Timeline:
 
     def as_json(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
-            return value.isoformat() if isinstance(value, datetime) else str(value) if isinstance(value, uuid.UUID) else value
+            return (
+                value.isoformat()
+                if isinstance(value, datetime)
+                else str(value)
+                if isinstance(value, uuid.UUID)
+                else value
+            )
 
-        return {"verification": {k: plain(v) for k, v in self.verification.items()},
-                "delivery_note": delivery_note(self.verification, self.intent),
-                "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
-                "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events]}
+        return {
+            "verification": {k: plain(v) for k, v in self.verification.items()},
+            "delivery_note": delivery_note(self.verification, self.intent),
+            "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
+            "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events],
+        }
 
 
 class NotFound(LookupError):
@@ -53,19 +62,42 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
     row = db.one(load_sql(__file__, "timeline_verification.sql"), verification_id=verification_id)
     if row is None:
         raise NotFound(f"no verification {verification_id}")
-    verification = {k: row[k] for k in ("id", "account_id", "channel", "purpose", "locale", "status", "expires_at",
-                                        "created_at", "verified_at", "redacted_at", "superseded_by", "confirm_failures")}
+    verification = {
+        k: row[k]
+        for k in (
+            "id",
+            "account_id",
+            "channel",
+            "purpose",
+            "locale",
+            "status",
+            "expires_at",
+            "created_at",
+            "verified_at",
+            "redacted_at",
+            "superseded_by",
+            "confirm_failures",
+        )
+    }
     verification["destination"] = mask_destination(row["channel"], row["destination"])
     intent = None
     attempts: list[dict[str, Any]] = []
     if row["intent_id"] is not None:
-        intent = {"id": row["intent_id"], "status": row["intent_status"], "template_version": row["template_version"],
-                  "attempts": row["attempts"], "max_attempts": row["max_attempts"],
-                  "ambiguous_count": row["ambiguous_count"], "lease_owner": row["lease_owner"],
-                  "lease_until": row["lease_until"], "lease_version": row["lease_version"],
-                  "next_attempt_at": row["next_attempt_at"], "provider_ref": row["provider_ref"],
-                  "suppression_reason": row["suppression_reason"],
-                  "last_error": redact_text(row["last_error"]) if row["last_error"] else None}
+        intent = {
+            "id": row["intent_id"],
+            "status": row["intent_status"],
+            "template_version": row["template_version"],
+            "attempts": row["attempts"],
+            "max_attempts": row["max_attempts"],
+            "ambiguous_count": row["ambiguous_count"],
+            "lease_owner": row["lease_owner"],
+            "lease_until": row["lease_until"],
+            "lease_version": row["lease_version"],
+            "next_attempt_at": row["next_attempt_at"],
+            "provider_ref": row["provider_ref"],
+            "suppression_reason": row["suppression_reason"],
+            "last_error": redact_text(row["last_error"]) if row["last_error"] else None,
+        }
         attempts = db.rows(load_sql(__file__, "timeline_attempts.sql"), intent_id=row["intent_id"])
     result = Timeline(verification, intent)
     result.events = sorted(_events(row, attempts), key=lambda e: e.at)
@@ -73,31 +105,46 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
 
 
 def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
-    events = [Event(row["created_at"], "intended",
-                    f"{row['channel']} to {mask_destination(row['channel'], row['destination'])}, "
-                    f"{row['purpose']}/{row['locale']}, expires {_clock(row['expires_at'])}"
-                    + (f"; intent {row['intent_id']} ({row['template_version']})" if row["intent_id"] else ""))]
+    events = [
+        Event(
+            row["created_at"],
+            "intended",
+            f"{row['channel']} to {mask_destination(row['channel'], row['destination'])}, "
+            f"{row['purpose']}/{row['locale']}, expires {_clock(row['expires_at'])}"
+            + (f"; intent {row['intent_id']} ({row['template_version']})" if row["intent_id"] else ""),
+        )
+    ]
     seen_claims = set()
     for a in attempts:
         if a["outcome"] == "attempting":
             if a["claimed_at"] is not None and a["claimed_at"] not in seen_claims:
                 seen_claims.add(a["claimed_at"])
-                events.append(Event(a["claimed_at"], "claimed",
-                                    f"by {a['lease_owner']} (lease version {a['lease_version']})"))
+                events.append(
+                    Event(a["claimed_at"], "claimed", f"by {a['lease_owner']} (lease version {a['lease_version']})")
+                )
             events.append(Event(a["attempted_at"] or a["observed_at"], "attempted", f"{_attempt(a)} began"))
         else:
             events.append(Event(a["observed_at"], "observed", _outcome(a)))
     last_claim = row.get("last_claimed_at")
     if last_claim is not None and last_claim not in seen_claims:
-        events.append(Event(last_claim, "claimed", f"latest claim (lease version {row['lease_version']})"
-                            + ("" if row["intent_status"] in ("claimed", "attempting") else ", released or expired")))
+        events.append(
+            Event(
+                last_claim,
+                "claimed",
+                f"latest claim (lease version {row['lease_version']})"
+                + ("" if row["intent_status"] in ("claimed", "attempting") else ", released or expired"),
+            )
+        )
     if row["intent_status"] == "suppressed" and row["completed_at"]:
         events.append(Event(row["completed_at"], "suppressed", f"not sent: verification {row['suppression_reason']}"))
     if row["verified_at"]:
         events.append(Event(row["verified_at"], "verified", "the link or code was confirmed"))
     elif row["status"] in ("expired", "superseded", "locked"):
-        detail = {"expired": "the link or code expired", "locked": "too many wrong codes",
-                  "superseded": f"replaced by verification {row['superseded_by']}"}[row["status"]]
+        detail = {
+            "expired": "the link or code expired",
+            "locked": "too many wrong codes",
+            "superseded": f"replaced by verification {row['superseded_by']}",
+        }[row["status"]]
         events.append(Event(row["updated_at"], row["status"], detail))
     if row["redacted_at"]:
         events.append(Event(row["redacted_at"], "redacted", "destination removed (evidence retention)"))
@@ -130,8 +177,9 @@ def delivery_note(verification: dict[str, Any], intent: dict[str, Any] | None) -
     if verification["status"] != "pending" or intent is None:
         return None
     if intent["status"] == "failed":
-        return ("delivery failed for good: no message was delivered, none will be sent; the user needs a "
-                "new verification")
+        return (
+            "delivery failed for good: no message was delivered, none will be sent; the user needs a new verification"
+        )
     if intent["status"] == "accepted":
         return "sent: the provider accepted it; waiting for the user to confirm"
     if intent["status"] == "suppressed":
@@ -146,15 +194,19 @@ def _clock(at: datetime | None) -> str:
 def render(t: Timeline) -> str:
     v, i = t.verification, t.intent
     note = delivery_note(v, i)
-    lines = [f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}"
-             + (f" ({note})" if note else ""),
-             f"  account {v['account_id']}  purpose {v['purpose']}  locale {v['locale']}  "
-             f"expires {_clock(v['expires_at'])}  wrong codes {v['confirm_failures']}"]
+    lines = [
+        f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}"
+        + (f" ({note})" if note else ""),
+        f"  account {v['account_id']}  purpose {v['purpose']}  locale {v['locale']}  "
+        f"expires {_clock(v['expires_at'])}  wrong codes {v['confirm_failures']}",
+    ]
     if i:
         lease = f"{i['lease_owner']} until {_clock(i['lease_until'])}" if i["lease_owner"] else "-"
         upcoming = f"  next attempt {_clock(i['next_attempt_at'])}" if i["status"] in _WAITING else ""
-        lines.append(f"  intent {i['id']}  status {i['status']}  attempts {i['attempts']}/{i['max_attempts']}  "
-                     f"ambiguous {i['ambiguous_count']}  lease {lease}{upcoming}")
+        lines.append(
+            f"  intent {i['id']}  status {i['status']}  attempts {i['attempts']}/{i['max_attempts']}  "
+            f"ambiguous {i['ambiguous_count']}  lease {lease}{upcoming}"
+        )
         if i["last_error"]:
             lines.append(f"  last error: {i['last_error']}")
     else:

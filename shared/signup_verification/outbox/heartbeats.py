@@ -11,6 +11,7 @@
 The signals read both rows (operations/signals.sql, and `rows` here for the status table). Every
 statement is a heartbeat_*.sql file beside this module.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,14 +49,16 @@ def use_custom_plans(db: Database) -> None:
 
 def save_latency(db: Database, deployment: str, latency: Mapping[str, float]) -> None:
     """What this invocation measured, for the next one."""
-    db.run(load_sql(__file__, "heartbeat_save_latency.sql"), name=dispatch_name(deployment),
-           latency=json.dumps(dict(latency)))
+    db.run(
+        load_sql(__file__, "heartbeat_save_latency.sql"),
+        name=dispatch_name(deployment),
+        latency=json.dumps(dict(latency)),
+    )
 
 
 def complete_dispatch(db: Database, deployment: str) -> None:
     """The invocation ended (idle or not): the status table's "last completed" for dispatch."""
-    db.run(load_sql(__file__, "heartbeat_complete_dispatch.sql"), name=dispatch_name(deployment),
-           deployment=deployment)
+    db.run(load_sql(__file__, "heartbeat_complete_dispatch.sql"), name=dispatch_name(deployment), deployment=deployment)
 
 
 class ClaimBeat:
@@ -71,8 +74,12 @@ class ClaimBeat:
         if self._at is not None and now - self._at < HEARTBEAT_SECONDS:
             return
         self._at = now
-        self.db.run(load_sql(__file__, "heartbeat_record_claim.sql"), name=dispatch_name(self.deployment),
-                    deployment=self.deployment, latency=json.dumps(dict(latency)))
+        self.db.run(
+            load_sql(__file__, "heartbeat_record_claim.sql"),
+            name=dispatch_name(self.deployment),
+            deployment=self.deployment,
+            latency=json.dumps(dict(latency)),
+        )
 
 
 # -- the reconciler's row ---------------------------------------------------------------------------------
@@ -99,8 +106,9 @@ def begin_run(db: Database, name: str, deployment: str) -> dict[str, Any]:
 
 def complete_run(db: Database, name: str, watermark: Mapping[str, Any]) -> Any:
     """Records the run's watermark; returns last_completed_at."""
-    [[completed_at]] = db.run(load_sql(__file__, "heartbeat_complete_run.sql"), name=name,
-                              watermark=json.dumps(dict(watermark)))
+    [[completed_at]] = db.run(
+        load_sql(__file__, "heartbeat_complete_run.sql"), name=name, watermark=json.dumps(dict(watermark))
+    )
     return completed_at
 
 

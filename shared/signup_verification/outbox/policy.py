@@ -8,11 +8,13 @@ a provider's Retry-After. Ambiguous outcomes (the provider may have sent) never 
           reaches a phone);
   fail  - after `hold` seconds, give up.
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Literal
 
 AmbiguityPolicy = Literal["retry", "hold", "fail"]
 DEFAULT_BACKOFF = (60.0, 300.0, 900.0)
@@ -28,13 +30,16 @@ class ChannelPolicy:
 class RetryPolicy:
     backoff: tuple[float, ...] = DEFAULT_BACKOFF
     jitter: float = 0.1  # +-10 % so a burst of failures does not retry in lockstep
-    channels: Mapping[str, ChannelPolicy] = field(default_factory=lambda: {
-        "email": ChannelPolicy("retry", 300.0),
-        "sms": ChannelPolicy("hold", 300.0),
-    })
+    channels: Mapping[str, ChannelPolicy] = field(
+        default_factory=lambda: {
+            "email": ChannelPolicy("retry", 300.0),
+            "sms": ChannelPolicy("hold", 300.0),
+        }
+    )
 
-    def retry_delay(self, attempt_number: int, retry_after: float | None = None,
-                    rng: random.Random | None = None) -> float:
+    def retry_delay(
+        self, attempt_number: int, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
         """Seconds before the next attempt after a transient failure of attempt `attempt_number` (1-based)."""
         base = self.backoff[min(max(attempt_number, 1), len(self.backoff)) - 1]
         spread = base * self.jitter
@@ -49,8 +54,9 @@ class RetryPolicy:
     def ambiguous_delay(self, channel: str) -> float:
         return self.channel(channel).hold_seconds
 
-    def settle_delay(self, outcome: str, channel: str, attempt_number: int, retry_after: float | None = None,
-                     *, sent: bool = True) -> float:
+    def settle_delay(
+        self, outcome: str, channel: str, attempt_number: int, retry_after: float | None = None, *, sent: bool = True
+    ) -> float:
         """The delay a settlement carries: backoff after a transient failure (none when the send never
         started: nothing was tried), the channel's hold after an ambiguous one (never an immediate
         resend), nothing for a final outcome. settle.sql decides whether the intent goes on at all."""

@@ -12,12 +12,13 @@ and is reported back so the caller can count it as stale. Each SQL file is one s
 state change and the attempt-log row that explains it commit together. All calls are batched:
 statements per batch stay constant whatever the batch size.
 """
+
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Sequence
 
 from ..platform.database import Database, load_sql
 from .policy import RetryPolicy
@@ -99,13 +100,15 @@ def _fences(fences: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
 
 
 # -- worker transitions (fenced) ------------------------------------------------------------------
-def claim(db: Database, owner: str, limit: int, lease_seconds: float,
-          sms_max_per_hour: int | None = None) -> list[ClaimedIntent]:
+def claim(
+    db: Database, owner: str, limit: int, lease_seconds: float, sms_max_per_hour: int | None = None
+) -> list[ClaimedIntent]:
     """`sms_max_per_hour`: the global SMS budget (None: none); past it SMS intents are left eligible."""
     if limit <= 0:
         return []
-    rows = db.rows(load_sql(__file__, "claim.sql"), owner=owner, limit=limit, lease_seconds=lease_seconds,
-                   sms_max=sms_max_per_hour)
+    rows = db.rows(
+        load_sql(__file__, "claim.sql"), owner=owner, limit=limit, lease_seconds=lease_seconds, sms_max=sms_max_per_hour
+    )
     return [ClaimedIntent(**row) for row in rows]
 
 
@@ -123,12 +126,16 @@ def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> dict[
     if not settlements:
         return {}
     rows = db.run(
-        load_sql(__file__, "settle.sql"), owner=owner,
-        ids=[s.intent_id for s in settlements], versions=[s.lease_version for s in settlements],
-        outcomes=[s.outcome for s in settlements], delays=[float(s.delay_seconds) for s in settlements],
+        load_sql(__file__, "settle.sql"),
+        owner=owner,
+        ids=[s.intent_id for s in settlements],
+        versions=[s.lease_version for s in settlements],
+        outcomes=[s.outcome for s in settlements],
+        delays=[float(s.delay_seconds) for s in settlements],
         error_classes=[s.error_class for s in settlements],
         error_details=[(s.error_detail or None) and s.error_detail[:500] for s in settlements],
-        provider_refs=[s.provider_ref for s in settlements], segments=[s.segments for s in settlements],
+        provider_refs=[s.provider_ref for s in settlements],
+        segments=[s.segments for s in settlements],
         attempted=[s.attempted for s in settlements],
     )
     return {row[0]: row[1] for row in rows}
@@ -164,8 +171,12 @@ def expire_claims(db: Database, limit: int) -> list[tuple[int, str]]:
 
 def lose_leases(db: Database, policy: RetryPolicy, limit: int) -> list[tuple[int, str]]:
     channels = list(policy.channels)
-    rows = db.run(load_sql(__file__, "lose_leases.sql"), limit=limit, channels=channels,
-                  holds=[policy.ambiguous_delay(c) for c in channels])
+    rows = db.run(
+        load_sql(__file__, "lose_leases.sql"),
+        limit=limit,
+        channels=channels,
+        holds=[policy.ambiguous_delay(c) for c in channels],
+    )
     return [(r[0], r[1]) for r in rows]
 
 
@@ -173,8 +184,12 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
     acting = [c for c, p in policy.channels.items() if p.ambiguity != "hold"]
     if not acting:
         return []
-    rows = db.run(load_sql(__file__, "resolve_ambiguous.sql"), limit=limit, channels=acting,
-                  policies=[policy.channel(c).ambiguity for c in acting])
+    rows = db.run(
+        load_sql(__file__, "resolve_ambiguous.sql"),
+        limit=limit,
+        channels=acting,
+        policies=[policy.channel(c).ambiguity for c in acting],
+    )
     return [(r[0], r[1], r[2]) for r in rows]
 
 
@@ -187,8 +202,10 @@ class DeadSweep:
 def sweep_dead(db: Database, limit: int) -> DeadSweep:
     """One batch: expire overdue pending verifications, suppress intents of dead ones."""
     rows = db.run(load_sql(__file__, "suppress_dead.sql"), limit=limit)
-    return DeadSweep(suppressed=[(r[0], r[1]) for r in rows if r[1] is not None],
-                     verifications_expired=sum(r[2] for r in rows if r[2] is not None))
+    return DeadSweep(
+        suppressed=[(r[0], r[1]) for r in rows if r[1] is not None],
+        verifications_expired=sum(r[2] for r in rows if r[2] is not None),
+    )
 
 
 def suppress_dead(db: Database, limit: int) -> list[tuple[str, int]]:

@@ -9,11 +9,13 @@ Used when INSTANCE_CONNECTION_NAME (`project:region:instance`) is set; DB_USER i
 principal (a service account's full email is fine: the connector trims `.gserviceaccount.com`)
 and DB_NAME the database. The connector is reached through a seam that tests fill with a stand-in.
 """
+
 from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import pg8000.dbapi
 import pg8000.native
@@ -87,8 +89,14 @@ def connector_for(config: DatabaseConfig, application_name: str) -> Callable[[],
 
     def connect() -> pg8000.native.Connection:
         try:
-            con = _shared().connect(instance, "pg8000", user=params.user,
-                                    db=params.database, enable_iam_auth=True, application_name=application_name)
+            con = _shared().connect(
+                instance,
+                "pg8000",
+                user=params.user,
+                db=params.database,
+                enable_iam_auth=True,
+                application_name=application_name,
+            )
         except (OSError, pg8000.dbapi.InterfaceError, pg8000.dbapi.DatabaseError):
             raise
         except Exception as exc:  # auth, Admin API, DNS: all mean "database unreachable" (503)

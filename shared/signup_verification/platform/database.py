@@ -3,23 +3,32 @@
 pg8000's unprepared `run` costs three round trips (parse, describe+bind, execute); a cached
 prepared statement costs one. Every hot-path query therefore goes through `Database.run`.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pg8000.converters
 import pg8000.native
 from pg8000.exceptions import DatabaseError, InterfaceError
 
-__all__ = ["Database", "DatabaseConfig", "DatabaseError", "InterfaceError", "ConnectionParams", "load_sql",
-           "UnavailableError"]
+__all__ = [
+    "Database",
+    "DatabaseConfig",
+    "DatabaseError",
+    "InterfaceError",
+    "ConnectionParams",
+    "load_sql",
+    "UnavailableError",
+]
 
 
 class UnavailableError(RuntimeError):
@@ -49,7 +58,7 @@ class ConnectionParams:
     unix_sock: str | None = None
 
     @classmethod
-    def from_url(cls, url: str) -> "ConnectionParams":
+    def from_url(cls, url: str) -> ConnectionParams:
         parsed = urlparse(url)
         if parsed.scheme not in {"postgres", "postgresql"}:
             raise ValueError("DATABASE_URL must start with postgresql://")
@@ -67,7 +76,7 @@ class ConnectionParams:
             unix_sock=unix_sock,
         )
 
-    def with_database(self, database: str) -> "ConnectionParams":
+    def with_database(self, database: str) -> ConnectionParams:
         return ConnectionParams(self.user, database, self.host, self.port, self.password, self.unix_sock)
 
     def url(self) -> str:
@@ -78,8 +87,12 @@ class ConnectionParams:
         return f"postgresql://{auth}@{self.host}:{self.port}/{self.database}"
 
     def connect(self, application_name: str = "signup-verification", timeout: float = 10.0) -> pg8000.native.Connection:
-        kwargs: dict[str, Any] = {"user": self.user, "database": self.database, "timeout": timeout,
-                                  "application_name": application_name}
+        kwargs: dict[str, Any] = {
+            "user": self.user,
+            "database": self.database,
+            "timeout": timeout,
+            "application_name": application_name,
+        }
         if self.password:
             kwargs["password"] = self.password
         if self.unix_sock:
@@ -89,7 +102,7 @@ class ConnectionParams:
         return pg8000.native.Connection(**kwargs)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_sql(module_file: str, name: str) -> str:
     """Read a `.sql` file kept beside the module that runs it (oban-py style: one file per operation)."""
     return (Path(module_file).resolve().parent / name).read_text()
@@ -103,11 +116,20 @@ class Database:
     """
 
     # A stuck query must not hold a lease or a request forever.
-    SESSION_SETUP = ("SET TIME ZONE 'UTC'", "SET statement_timeout = '{timeout}ms'",
-                     "SET idle_in_transaction_session_timeout = '60s'")
+    SESSION_SETUP = (
+        "SET TIME ZONE 'UTC'",
+        "SET statement_timeout = '{timeout}ms'",
+        "SET idle_in_transaction_session_timeout = '60s'",
+    )
 
-    def __init__(self, params: ConnectionParams, *, statement_timeout_ms: int = 15_000,
-                 application_name: str = "signup-verification", connector=None):
+    def __init__(
+        self,
+        params: ConnectionParams,
+        *,
+        statement_timeout_ms: int = 15_000,
+        application_name: str = "signup-verification",
+        connector=None,
+    ):
         self.params = params
         self.statement_timeout_ms = statement_timeout_ms
         self.application_name = application_name
@@ -118,14 +140,18 @@ class Database:
         self._owner = threading.get_ident()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "Database":
+    def from_url(cls, url: str, **kwargs: Any) -> Database:
         return cls(ConnectionParams.from_url(url), **kwargs)
 
-    def sibling(self) -> "Database":
+    def sibling(self) -> Database:
         """A second, independent connection to the same database with the same settings (for a
         thread that must not share this one); opened lazily, closed by its own `close()`."""
-        return Database(self.params, statement_timeout_ms=self.statement_timeout_ms,
-                        application_name=self.application_name, connector=self._connector)
+        return Database(
+            self.params,
+            statement_timeout_ms=self.statement_timeout_ms,
+            application_name=self.application_name,
+            connector=self._connector,
+        )
 
     # -- connection lifecycle -------------------------------------------------------------
     def _connection(self) -> pg8000.native.Connection:
@@ -178,7 +204,7 @@ class Database:
         result = self.run(sql, **params)
         statement = self._prepared[sql]
         names = [c["name"] for c in statement.columns] if result else []
-        return [dict(zip(names, row)) for row in result]
+        return [dict(zip(names, row, strict=True)) for row in result]
 
     def one(self, sql: str, **params: Any) -> dict[str, Any] | None:
         found = self.rows(sql, **params)
@@ -198,7 +224,7 @@ class Database:
             raise self._broken(exc) from exc
 
     @contextmanager
-    def transaction(self) -> Iterator["Database"]:
+    def transaction(self) -> Iterator[Database]:
         if self._in_transaction:
             raise RuntimeError("nested transactions are not supported")
         self.execute_script("BEGIN")
@@ -232,8 +258,13 @@ def _timestamptz_in(data: str) -> Any:
 
 
 # Errors that mean "try again shortly" rather than "your request is wrong": answered with 503.
-_BUSY = {"57014": "statement timeout", "55P03": "lock timeout", "40001": "serialization failure",
-         "40P01": "deadlock", "53300": "too many connections"}
+_BUSY = {
+    "57014": "statement timeout",
+    "55P03": "lock timeout",
+    "40001": "serialization failure",
+    "40P01": "deadlock",
+    "53300": "too many connections",
+}
 
 
 def _sqlstate(exc: DatabaseError) -> str:

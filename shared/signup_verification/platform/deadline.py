@@ -3,10 +3,11 @@
 Cloud Functions answers 504 at its timeout but keeps the instance running, so work must stop by
 itself before then; SIGTERM may move the instant closer (`shorten`).
 """
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class Deadline:
@@ -16,8 +17,9 @@ class Deadline:
         self.at = self.started + seconds
 
     @classmethod
-    def within(cls, timeout_seconds: float, margin_seconds: float,
-               clock: Callable[[], float] = time.monotonic) -> "Deadline":
+    def within(
+        cls, timeout_seconds: float, margin_seconds: float, clock: Callable[[], float] = time.monotonic
+    ) -> Deadline:
         """The function's timeout less a margin kept free at the end (at least one second)."""
         return cls(max(timeout_seconds - margin_seconds, 1.0), clock)
 

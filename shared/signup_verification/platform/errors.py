@@ -1,4 +1,5 @@
 """The one error a bad setting raises: its message names the variable (config.py collects them)."""
+
 from __future__ import annotations
 
 

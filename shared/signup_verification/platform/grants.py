@@ -6,6 +6,7 @@ for the operator status function). Each function's IAM user is made a member of 
 Run by `verifyctl grant` as the migrating identity (a `cloudsqlsuperuser` member, which owns the
 tables); every statement is idempotent, so deploy.sh runs it on every deploy.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,11 @@ def ensure_roles(db: Database) -> None:
 def grant(db: Database, writers: list[str], readers: list[str]) -> list[str]:
     """Create/refresh the group roles and add each user to one; returns what was granted."""
     member = load_sql(__file__, "grants_member.sql")
-    statements = [(user, role, member.format(role=quote_identifier(role), member=quote_identifier(user)))
-                  for role, users in ((APP_ROLE, writers), (READER_ROLE, readers)) for user in users]
+    statements = [
+        (user, role, member.format(role=quote_identifier(role), member=quote_identifier(user)))
+        for role, users in ((APP_ROLE, writers), (READER_ROLE, readers))
+        for user in users
+    ]
     missing = [row[0] for row in db.run(load_sql(__file__, "grants_missing_users.sql"), users=[*writers, *readers])]
     if missing:
         raise RuntimeError(f"database user(s) not found (terraform creates them): {', '.join(missing)}")

@@ -23,15 +23,17 @@ filter still masks anything shaped like an email address or an E.164 number, any
 `code=` value, anything shaped like a link token, and the query string of the request URL that
 the structured handler would otherwise copy into `httpRequest.requestUrl` (`?token=...`).
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import re
 import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, TextIO
+from typing import Any, TextIO
 
 from .redaction import mask_email, mask_phone
 
@@ -46,6 +48,7 @@ class LoggingConfig:
     level: str = "INFO"  # LOG_LEVEL
     deployment: str = "local"  # DEPLOYMENT: the label on every record
     project_id: str | None = None  # GOOGLE_CLOUD_PROJECT or GCP_PROJECT: prefixes trace ids
+
 
 # -- the sink seam ---------------------------------------------------------------------------------
 _sink: TextIO | None = None
@@ -160,8 +163,16 @@ class RedactionFilter(logging.Filter):
 # -- quiet idle runs -------------------------------------------------------------------------------
 SIGNALS_LOGGER = "signup_verification.operations.signals"
 _RUN_EVENTS = {"dispatch_summary", "reconcile"}
-_NOT_MOVES = {"elapsed_ms", "send_latency_seconds", "watermark_covered_through", "deployment", "lease_owner",
-              "event", "drained", "backlog"}
+_NOT_MOVES = {
+    "elapsed_ms",
+    "send_latency_seconds",
+    "watermark_covered_through",
+    "deployment",
+    "lease_owner",
+    "event",
+    "drained",
+    "backlog",
+}
 
 
 def idle_run(fields: Mapping[str, Any]) -> bool:
@@ -170,8 +181,9 @@ def idle_run(fields: Mapping[str, Any]) -> bool:
         return False
     if fields.get("backlog"):
         return False
-    return not any(isinstance(v, (int, float)) and not isinstance(v, bool) and v
-                   for k, v in fields.items() if k not in _NOT_MOVES)
+    return not any(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v for k, v in fields.items() if k not in _NOT_MOVES
+    )
 
 
 class QuietIdleFilter(logging.Filter):
@@ -200,15 +212,19 @@ class TextFormatter(logging.Formatter):
         line = super().format(record)
         fields = getattr(record, "json_fields", None)
         if isinstance(fields, Mapping) and fields:
-            rendered = " ".join(f"{k}={json.dumps(v, default=str) if not isinstance(v, str) else v}"
-                                for k, v in fields.items() if k != "message")
+            rendered = " ".join(
+                f"{k}={json.dumps(v, default=str) if not isinstance(v, str) else v}"
+                for k, v in fields.items()
+                if k != "message"
+            )
             first, sep, rest = line.partition("\n")
             line = f"{first}  {rendered}{sep}{rest}"
         return line
 
 
-def build_handler(fmt: str, *, deployment: str, project_id: str | None = None,
-                  stream: TextIO | None = None, stderr: bool = False) -> logging.Handler:
+def build_handler(
+    fmt: str, *, deployment: str, project_id: str | None = None, stream: TextIO | None = None, stderr: bool = False
+) -> logging.Handler:
     target = stream or _SinkStream("stderr" if stderr else "stdout")
     handler: logging.Handler
     if fmt == "json":
@@ -216,12 +232,15 @@ def build_handler(fmt: str, *, deployment: str, project_id: str | None = None,
         # process (config.py imports this module) though only the JSON format needs it.
         from google.cloud.logging_v2.handlers import StructuredLogHandler
 
-        handler = StructuredLogHandler(labels={"deployment": deployment}, stream=target, project_id=project_id,
-                                       json_encoder_cls=_Encoder)
+        handler = StructuredLogHandler(
+            labels={"deployment": deployment}, stream=target, project_id=project_id, json_encoder_cls=_Encoder
+        )
     else:
         handler = logging.StreamHandler(target)
         handler.setFormatter(TextFormatter())
-    handler.filters.insert(0, RedactionFilter(with_request=fmt == "json"))  # before CloudLoggingFilter reads the request
+    handler.filters.insert(
+        0, RedactionFilter(with_request=fmt == "json")
+    )  # before CloudLoggingFilter reads the request
     setattr(handler, _MARK, True)
     return handler
 
@@ -239,14 +258,26 @@ def remove() -> None:
             root.removeHandler(existing)
 
 
-def configure(config: LoggingConfig | None = None, *, deployment: str | None = None, fmt: str | None = None,
-              level: str | int | None = None, stream: TextIO | None = None, stderr: bool = False) -> logging.Handler:
+def configure(
+    config: LoggingConfig | None = None,
+    *,
+    deployment: str | None = None,
+    fmt: str | None = None,
+    level: str | int | None = None,
+    stream: TextIO | None = None,
+    stderr: bool = False,
+) -> logging.Handler:
     """Install the handler on the root logger, replacing the one a previous call installed.
     Lines go to stdout (Cloud Run collects it), or stderr with stderr=True (verifyctl).
     The keyword arguments override the config (tests)."""
     config = config or LoggingConfig()
-    handler = build_handler(fmt or config.format, deployment=deployment or config.deployment,
-                            project_id=config.project_id, stream=stream, stderr=stderr)
+    handler = build_handler(
+        fmt or config.format,
+        deployment=deployment or config.deployment,
+        project_id=config.project_id,
+        stream=stream,
+        stderr=stderr,
+    )
     remove()
     root = logging.getLogger()
     root.addHandler(handler)

@@ -8,6 +8,7 @@ importlib.resources so an installed package finds them from any directory):
 A migration whose first line is `-- migrate: no-transaction` runs outside a transaction, one
 statement at a time (CREATE INDEX CONCURRENTLY cannot run inside one).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,11 +28,12 @@ _DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
 @dataclass(frozen=True)
 class Source:
     """A folder of migrations (and optionally `definitions/`): the package's own, or MIGRATIONS_DIR."""
+
     root: Traversable
     label: str
 
     @classmethod
-    def of(cls, directory: Path | str | None = None) -> "Source":
+    def of(cls, directory: Path | str | None = None) -> Source:
         if directory is None:
             return cls(importlib.resources.files(PACKAGE), f"the installed package ({PACKAGE})")
         return cls(Path(directory), str(directory))

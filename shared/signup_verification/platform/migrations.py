@@ -10,19 +10,29 @@ workers), with the session's own statement and lock timeouts:
    drops it and deletes its `schema_definitions` row).
 Every statement the runner itself sends is a .sql file beside this module.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from .database import Database, DatabaseError, UnavailableError, load_sql
 from .migration_files import Definition, Migration, Source, discover, discover_definitions, split_statements
 
-__all__ = ["MIGRATION_LOCK_KEY", "MigrationConfig", "MigrationError", "MigrationRun", "Status", "discover",
-           "discover_definitions", "migrate", "status"]
+__all__ = [
+    "MIGRATION_LOCK_KEY",
+    "MigrationConfig",
+    "MigrationError",
+    "MigrationRun",
+    "Status",
+    "discover",
+    "discover_definitions",
+    "migrate",
+    "status",
+]
 
 # Arbitrary but fixed: the advisory lock key every migration run takes.
 MIGRATION_LOCK_KEY = 7_321_004_211
@@ -35,6 +45,7 @@ class MigrationError(RuntimeError):
 @dataclass(frozen=True)
 class MigrationConfig:
     """MIGRATIONS_DIR, MIGRATION_STATEMENT_TIMEOUT_MS, MIGRATION_LOCK_TIMEOUT_MS (README)."""
+
     directory: Path | None = None  # another folder of NNN_name.sql (+ definitions/) instead of the package's
     # Long enough for an index build, short enough that a stuck deploy ends.
     statement_timeout_ms: int = 600_000
@@ -43,10 +54,12 @@ class MigrationConfig:
     lock_timeout_ms: int = 5_000
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "MigrationConfig":
-        return cls(directory=Path(env["MIGRATIONS_DIR"]) if env.get("MIGRATIONS_DIR") else None,
-                   statement_timeout_ms=_milliseconds(env, "MIGRATION_STATEMENT_TIMEOUT_MS", cls.statement_timeout_ms),
-                   lock_timeout_ms=_milliseconds(env, "MIGRATION_LOCK_TIMEOUT_MS", cls.lock_timeout_ms))
+    def from_env(cls, env: Mapping[str, str]) -> MigrationConfig:
+        return cls(
+            directory=Path(env["MIGRATIONS_DIR"]) if env.get("MIGRATIONS_DIR") else None,
+            statement_timeout_ms=_milliseconds(env, "MIGRATION_STATEMENT_TIMEOUT_MS", cls.statement_timeout_ms),
+            lock_timeout_ms=_milliseconds(env, "MIGRATION_LOCK_TIMEOUT_MS", cls.lock_timeout_ms),
+        )
 
 
 def _milliseconds(env: Mapping[str, str], name: str, default: int) -> int:
@@ -66,15 +79,18 @@ class MigrationRun:
     def summary(self) -> str:
         if not self.migrations and not self.definitions:
             return "database is up to date"
-        parts = [f"applied {len(self.migrations)} migration(s)" + (f": {', '.join(self.migrations)}"
-                                                                   if self.migrations else "")]
+        parts = [
+            f"applied {len(self.migrations)} migration(s)"
+            + (f": {', '.join(self.migrations)}" if self.migrations else "")
+        ]
         if self.definitions:
             parts.append(f"{len(self.definitions)} definition(s): {', '.join(self.definitions)}")
         return "; ".join(parts)
 
 
-def migrate(db: Database, directory: Path | str | None = None, *,
-            config: MigrationConfig = MigrationConfig()) -> MigrationRun:
+def migrate(
+    db: Database, directory: Path | str | None = None, *, config: MigrationConfig = MigrationConfig()
+) -> MigrationRun:
     """Apply pending migrations and changed definitions; returns what this call applied."""
     source = Source.of(directory if directory is not None else config.directory)
     found, definitions = discover(source), discover_definitions(source)
@@ -91,8 +107,10 @@ def _pending(found: list[Migration], recorded: list[dict], source: Source) -> li
     for row in sorted(recorded, key=lambda r: int(r["version"])):
         migration = by_version.get(row["version"])
         if migration is None:
-            raise MigrationError(f"migration {row['version']}_{row['name']}.sql is applied in the database but missing "
-                                 f"from {source.label}: this release is older than the database")
+            raise MigrationError(
+                f"migration {row['version']}_{row['name']}.sql is applied in the database but missing "
+                f"from {source.label}: this release is older than the database"
+            )
         if migration.checksum != row["checksum"]:
             raise MigrationError(f"migration {migration.filename} changed after it was applied")
     done = {row["version"] for row in recorded}
@@ -110,8 +128,9 @@ def _groups(pending: list[Migration]) -> list[tuple[bool, list[Migration]]]:
     return groups
 
 
-def _apply_all(db: Database, pending: list[Migration], definitions: list[Definition], source: Source,
-               config: MigrationConfig) -> MigrationRun:
+def _apply_all(
+    db: Database, pending: list[Migration], definitions: list[Definition], source: Source, config: MigrationConfig
+) -> MigrationRun:
     applied: list[str] = []
     refreshed: list[str] = []
     groups = _groups(pending)
@@ -148,34 +167,48 @@ def _apply_outside_transaction(db: Database, migration: Migration, config: Migra
 
 
 def _record(db: Database, migration: Migration) -> None:
-    db.run(load_sql(__file__, "migrations_record.sql"), version=migration.version, name=migration.name,
-           checksum=migration.checksum)
+    db.run(
+        load_sql(__file__, "migrations_record.sql"),
+        version=migration.version,
+        name=migration.name,
+        checksum=migration.checksum,
+    )
 
 
-def _apply_definitions(db: Database, definitions: list[Definition], migrated: bool, source: Source,
-                       config: MigrationConfig) -> list[str]:
+def _apply_definitions(
+    db: Database, definitions: list[Definition], migrated: bool, source: Source, config: MigrationConfig
+) -> list[str]:
     """Inside the run's last transaction, after its migrations (which may have changed what they read)."""
     has_table = db.single(load_sql(__file__, "migrations_tables.sql"))["definitions"]
     if not definitions and not has_table:
         return []
     if not has_table:
-        raise MigrationError(f"{source.label} has definitions but no migration creates schema_definitions "
-                             "(sql/004_schema_definitions.sql does)")
+        raise MigrationError(
+            f"{source.label} has definitions but no migration creates schema_definitions "
+            "(sql/004_schema_definitions.sql does)"
+        )
     recorded = {row["name"]: row["checksum"] for row in db.rows(load_sql(__file__, "migrations_definitions.sql"))}
     applied = []
     for definition in definitions:
         if migrated or recorded.get(definition.name) != definition.checksum:
             with _named(f"definition {definition.filename}", config):
                 db.execute_script(definition.text)
-                db.run(load_sql(__file__, "migrations_record_definition.sql"), name=definition.name,
-                       checksum=definition.checksum)
+                db.run(
+                    load_sql(__file__, "migrations_record_definition.sql"),
+                    name=definition.name,
+                    checksum=definition.checksum,
+                )
             applied.append(definition.name)
     # Read again: a migration of this run may have retired a definition by deleting its row.
     names = {d.name for d in definitions}
-    gone = sorted(r["name"] for r in db.rows(load_sql(__file__, "migrations_definitions.sql")) if r["name"] not in names)
+    gone = sorted(
+        r["name"] for r in db.rows(load_sql(__file__, "migrations_definitions.sql")) if r["name"] not in names
+    )
     if gone:
-        raise MigrationError(f"definition(s) {', '.join(gone)} recorded in the database have no file in {source.label}: "
-                             "retire one with a migration that drops it and deletes its schema_definitions row")
+        raise MigrationError(
+            f"definition(s) {', '.join(gone)} recorded in the database have no file in {source.label}: "
+            "retire one with a migration that drops it and deletes its schema_definitions row"
+        )
     return applied
 
 
@@ -188,10 +221,14 @@ def _migration_session(db: Database, config: MigrationConfig) -> Iterator[None]:
         try:
             db.run(load_sql(__file__, "migrations_lock.sql"), key=MIGRATION_LOCK_KEY)
         except UnavailableError as exc:
-            raise MigrationError(f"another migration run held the migration lock for more than "
-                                 f"MIGRATION_STATEMENT_TIMEOUT_MS ({config.statement_timeout_ms} ms)") from exc
+            raise MigrationError(
+                f"another migration run held the migration lock for more than "
+                f"MIGRATION_STATEMENT_TIMEOUT_MS ({config.statement_timeout_ms} ms)"
+            ) from exc
         try:
-            db.one(session, statement_timeout=str(config.statement_timeout_ms), lock_timeout=str(config.lock_timeout_ms))
+            db.one(
+                session, statement_timeout=str(config.statement_timeout_ms), lock_timeout=str(config.lock_timeout_ms)
+            )
             yield
         finally:
             db.run(load_sql(__file__, "migrations_unlock.sql"), key=MIGRATION_LOCK_KEY)
@@ -211,16 +248,21 @@ def _named(what: str, config: MigrationConfig) -> Iterator[None]:
         fields = cause.args[0] if cause.args and isinstance(cause.args[0], dict) else {}
         code, reason = fields.get("C"), fields.get("M", type(cause).__name__)
         if code == "55P03":
-            raise MigrationError(f"{what} waited more than MIGRATION_LOCK_TIMEOUT_MS ({config.lock_timeout_ms} ms) "
-                                 "for a lock another session holds (a long transaction?); its transaction was rolled "
-                                 "back: retry when that session ends") from exc
+            raise MigrationError(
+                f"{what} waited more than MIGRATION_LOCK_TIMEOUT_MS ({config.lock_timeout_ms} ms) "
+                "for a lock another session holds (a long transaction?); its transaction was rolled "
+                "back: retry when that session ends"
+            ) from exc
         if code == "57014":
-            raise MigrationError(f"{what} ran longer than MIGRATION_STATEMENT_TIMEOUT_MS "
-                                 f"({config.statement_timeout_ms} ms); its transaction was rolled back") from exc
+            raise MigrationError(
+                f"{what} ran longer than MIGRATION_STATEMENT_TIMEOUT_MS "
+                f"({config.statement_timeout_ms} ms); its transaction was rolled back"
+            ) from exc
         raise MigrationError(f"{what} failed: {reason}") from exc
 
 
 # -- verifyctl migrate --list ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -249,21 +291,32 @@ def _line(entry: Entry) -> str:
     return f"  {entry.state:<8} {entry.name}{when}"
 
 
-def status(db: Database, directory: Path | str | None = None, *,
-           config: MigrationConfig = MigrationConfig()) -> Status:
+def status(db: Database, directory: Path | str | None = None, *, config: MigrationConfig = MigrationConfig()) -> Status:
     """What is applied and what is pending, read without writing anything (no table is created)."""
     source = Source.of(directory if directory is not None else config.directory)
     found, definitions = discover(source), discover_definitions(source)
     tables = db.single(load_sql(__file__, "migrations_tables.sql"))
-    recorded = {r["version"]: r for r in db.rows(load_sql(__file__, "migrations_applied.sql"))} \
-        if tables["migrations"] else {}
-    entries = [Entry(m.filename, "applied" if m.version in recorded else "pending",
-                     recorded[m.version]["applied_at"] if m.version in recorded else None) for m in found]
+    recorded = (
+        {r["version"]: r for r in db.rows(load_sql(__file__, "migrations_applied.sql"))} if tables["migrations"] else {}
+    )
+    entries = [
+        Entry(
+            m.filename,
+            "applied" if m.version in recorded else "pending",
+            recorded[m.version]["applied_at"] if m.version in recorded else None,
+        )
+        for m in found
+    ]
     versions = {m.version for m in found}
-    entries += [Entry(f"{v}_{r['name']}.sql", "missing", r["applied_at"]) for v, r in recorded.items() if v not in versions]
+    entries += [
+        Entry(f"{v}_{r['name']}.sql", "missing", r["applied_at"]) for v, r in recorded.items() if v not in versions
+    ]
     entries.sort(key=lambda e: int(e.name.split("_", 1)[0]))
-    defined = {r["name"]: r for r in db.rows(load_sql(__file__, "migrations_definitions.sql"))} \
-        if tables["definitions"] else {}
+    defined = (
+        {r["name"]: r for r in db.rows(load_sql(__file__, "migrations_definitions.sql"))}
+        if tables["definitions"]
+        else {}
+    )
     states = []
     for d in definitions:
         row = defined.get(d.name)

@@ -1,5 +1,6 @@
 """Masking of destinations for logs and operator views. Tokens and codes are never passed here:
 they are never logged at all."""
+
 from __future__ import annotations
 
 

@@ -9,6 +9,7 @@ like a resource name from being fetched. Surrounding whitespace in the payload i
 The API is reached through `SecretSource`, a seam that tests fill with a local stand-in.
 An error names the variable and the reference, never a value.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,8 @@ from .errors import ConfigError
 PREFIX = "sm://"
 _REFERENCE = re.compile(
     r"^projects/(?P<project>[a-z0-9][a-z0-9-]{0,62}|\d+)/secrets/(?P<secret>[A-Za-z0-9_-]{1,255})"
-    r"(?:/versions/(?P<version>latest|[1-9]\d*))?$")
+    r"(?:/versions/(?P<version>latest|[1-9]\d*))?$"
+)
 ACCESS_TIMEOUT_SECONDS = 10.0
 
 
@@ -69,7 +71,7 @@ def is_reference(value: str | None) -> bool:
 
 def parse_reference(variable: str, value: str) -> str:
     """`sm://projects/P/secrets/S[/versions/V]` -> the version resource name; ConfigError if malformed."""
-    match = _REFERENCE.match(value[len(PREFIX):])
+    match = _REFERENCE.match(value[len(PREFIX) :])
     if not match:
         raise ConfigError(f"{variable} must look like sm://projects/PROJECT/secrets/NAME/versions/VERSION")
     version = match.group("version") or "latest"
@@ -102,4 +104,3 @@ def resolve(variable: str, value: str) -> str:
     with _lock:
         _cache[name] = text
     return text
-

@@ -7,6 +7,7 @@ server, `verifyctl dispatch`), where a chained handler is installed at import of
 gunicorn (functions-framework's server), whose worker installs its own SIGTERM handler after
 our import: there the worker's handle_exit is wrapped to set the event too.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,6 +38,7 @@ def _chain(previous: Any, exit_after: float | None):
             timer = threading.Timer(exit_after, os._exit, args=(128 + signum,))
             timer.daemon = True
             timer.start()
+
     return handler
 
 
@@ -65,6 +67,7 @@ def _wrap_gunicorn() -> None:
     classes = [Worker]
     try:
         from gunicorn.workers.gthread import ThreadWorker
+
         classes.append(ThreadWorker)
     except ImportError:
         pass

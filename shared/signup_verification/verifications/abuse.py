@@ -7,6 +7,7 @@ mobile and fixed-line-or-mobile). The limits themselves run in SQL (sql/definiti
 module computes what they count: keyed digests of the canonical destination, the number prefix
 and the caller-supplied client network, so the create_events table reveals none of them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,19 +19,49 @@ from dataclasses import dataclass
 import phonenumbers
 from phonenumbers import PhoneNumberType
 
-
 # Local default (production refuses to start without SMS_ALLOWED_COUNTRIES): a short list of
 # countries with well-known mobile ranges, enough for development and the tests.
 LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
-NUMBER_TYPES = {t.lower(): getattr(PhoneNumberType, t) for t in (
-    "FIXED_LINE", "MOBILE", "FIXED_LINE_OR_MOBILE", "TOLL_FREE", "PREMIUM_RATE", "SHARED_COST", "VOIP",
-    "PERSONAL_NUMBER", "PAGER", "UAN", "VOICEMAIL", "UNKNOWN")}
+NUMBER_TYPES = {
+    t.lower(): getattr(PhoneNumberType, t)
+    for t in (
+        "FIXED_LINE",
+        "MOBILE",
+        "FIXED_LINE_OR_MOBILE",
+        "TOLL_FREE",
+        "PREMIUM_RATE",
+        "SHARED_COST",
+        "VOIP",
+        "PERSONAL_NUMBER",
+        "PAGER",
+        "UAN",
+        "VOICEMAIL",
+        "UNKNOWN",
+    )
+}
 DEFAULT_NUMBER_TYPES = frozenset({"mobile", "fixed_line_or_mobile"})
 # Providers known to deliver `local+tag@domain` to `local@domain` (PLUS_TAG_DOMAINS, or `*` for all).
-DEFAULT_PLUS_TAG_DOMAINS = frozenset({
-    "gmail.com", "outlook.com", "hotmail.com", "live.com", "msn.com", "icloud.com", "me.com", "mac.com",
-    "yahoo.com", "proton.me", "protonmail.com", "pm.me", "fastmail.com", "gmx.com", "gmx.de", "yandex.ru",
-    "zoho.com"})
+DEFAULT_PLUS_TAG_DOMAINS = frozenset(
+    {
+        "gmail.com",
+        "outlook.com",
+        "hotmail.com",
+        "live.com",
+        "msn.com",
+        "icloud.com",
+        "me.com",
+        "mac.com",
+        "yahoo.com",
+        "proton.me",
+        "protonmail.com",
+        "pm.me",
+        "fastmail.com",
+        "gmx.com",
+        "gmx.de",
+        "yandex.ru",
+        "zoho.com",
+    }
+)
 DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part
 DOMAIN_ALIASES = {"googlemail.com": "gmail.com"}
 COARSE_SECONDS = 900
@@ -69,13 +100,21 @@ def check_sms_number(config: AbuseConfig, e164: str) -> str:
     number = phonenumbers.parse(e164, None)
     country = phonenumbers.region_code_for_number(number) or "ZZ"
     if country not in config.sms_allowed_countries:
-        raise Refused("sms-country-not-allowed", "SMS to this country is not enabled",
-                      "This service does not send SMS to numbers of this country.", "country not allowed")
+        raise Refused(
+            "sms-country-not-allowed",
+            "SMS to this country is not enabled",
+            "This service does not send SMS to numbers of this country.",
+            "country not allowed",
+        )
     kind = phonenumbers.number_type(number)
     if not any(NUMBER_TYPES[name] == kind for name in config.sms_allowed_number_types):
-        raise Refused("sms-number-type-not-allowed", "This kind of number cannot receive the code",
-                      "Use a mobile number: premium-rate, shared-cost, satellite, VoIP, pager, personal "
-                      "and landline numbers are refused.", "number type not allowed")
+        raise Refused(
+            "sms-number-type-not-allowed",
+            "This kind of number cannot receive the code",
+            "Use a mobile number: premium-rate, shared-cost, satellite, VoIP, pager, personal "
+            "and landline numbers are refused.",
+            "number type not allowed",
+        )
     return country
 
 
@@ -100,8 +139,9 @@ def client_network(client_ip: str) -> str:
     return str(address)
 
 
-def limit_keys(secret: bytes, config: AbuseConfig, channel: str, destination: str,
-               client_ip: str | None, country: str | None) -> LimitKeys:
+def limit_keys(
+    secret: bytes, config: AbuseConfig, channel: str, destination: str, client_ip: str | None, country: str | None
+) -> LimitKeys:
     def digest(kind: str, value: str) -> bytes:
         return hmac.new(secret, b"rate-limit\x00" + kind.encode() + b"\x00" + value.encode(), hashlib.sha256).digest()
 

@@ -8,6 +8,7 @@ Digests are keyed HMACs (tokens.py). A link is found by its digest under every k
 in rotation order; the candidate row's digest is then compared again, in constant time, under the
 key that row names. A code is compared under every key, without stopping at the first match.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -21,8 +22,8 @@ from enum import StrEnum
 from typing import Any
 
 from ..platform.database import Database, load_sql
-from ..platform.redaction import mask_destination
 from ..platform.errors import ConfigError
+from ..platform.redaction import mask_destination
 from .tokens import Keyring
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
@@ -36,16 +37,18 @@ _WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _CODE_SEPARATORS = re.compile(r"[\s-]")
 
+
 class Result(StrEnum):
     """What a look-up or a confirmation found. Outcomes only: api/confirm.py renders each one."""
-    PENDING = "pending"                    # only from a look-up: the link still works
-    VERIFIED = "verified"                  # consumed by this request
+
+    PENDING = "pending"  # only from a look-up: the link still works
+    VERIFIED = "verified"  # consumed by this request
     ALREADY_VERIFIED = "already_verified"  # consumed earlier: the person is done, nothing to fix
     EXPIRED = "expired"
-    SUPERSEDED = "superseded"              # a newer message replaced this one
-    LOCKED = "locked"                      # too many wrong codes
-    WRONG_CODE = "wrong_code"              # counted; `remaining_attempts` tries remain
-    INVALID = "invalid"                    # unknown or malformed (not found): says nothing more
+    SUPERSEDED = "superseded"  # a newer message replaced this one
+    LOCKED = "locked"  # too many wrong codes
+    WRONG_CODE = "wrong_code"  # counted; `remaining_attempts` tries remain
+    INVALID = "invalid"  # unknown or malformed (not found): says nothing more
 
 
 PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
@@ -130,7 +133,9 @@ def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, cod
     """`code` must already be normalised (normalise_code). A wrong code counts as one try."""
     row = db.one(_STATE, id=verification_id)
     if row is None or row["channel"] != "sms":
-        _log.info("confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}})
+        _log.info(
+            "confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}}
+        )
         return Outcome(INVALID)
     stored = bytes(row["token_digest"])
     matched: bytes | None = None
@@ -148,18 +153,35 @@ def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, cod
         return _logged(_unmatched(_from_state(db.one(_STATE, id=verification_id) or row), None))
     remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
     result = LOCKED if failed["status"] == "locked" else WRONG_CODE
-    return _logged(Outcome(result, verification_id, row["account_id"], "sms", expires_at=row["expires_at"],
-                           remaining_attempts=max(remaining, 0), locale=row["locale"]))
+    return _logged(
+        Outcome(
+            result,
+            verification_id,
+            row["account_id"],
+            "sms",
+            expires_at=row["expires_at"],
+            remaining_attempts=max(remaining, 0),
+            locale=row["locale"],
+        )
+    )
 
 
 # -- shared -----------------------------------------------------------------------------------
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     consumed = db.one(_CONSUME, id=row["id"], digest=digest)
     if consumed is not None:
-        return _logged(Outcome(VERIFIED, consumed["id"], consumed["account_id"], row["channel"],
-                               verified_at=consumed["verified_at"], expires_at=row["expires_at"],
-                               destination_hint=mask_destination(row["channel"], row["destination"]),
-                               locale=row["locale"]))
+        return _logged(
+            Outcome(
+                VERIFIED,
+                consumed["id"],
+                consumed["account_id"],
+                row["channel"],
+                verified_at=consumed["verified_at"],
+                expires_at=row["expires_at"],
+                destination_hint=mask_destination(row["channel"], row["destination"]),
+                locale=row["locale"],
+            )
+        )
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"]) or row
     return _logged(_from_state(latest))
@@ -183,13 +205,30 @@ def _from_state(row: dict[str, Any]) -> Outcome:
     else:
         result = LOCKED
     remaining = max(row["max_confirm_failures"] - row["confirm_failures"], 0)
-    return Outcome(result, row["id"], row["account_id"], row["channel"], verified_at=row["verified_at"],
-                   expires_at=row["expires_at"], destination_hint=mask_destination(row["channel"], row["destination"]),
-                   remaining_attempts=remaining if row["channel"] == "sms" else None, locale=row["locale"])
+    return Outcome(
+        result,
+        row["id"],
+        row["account_id"],
+        row["channel"],
+        verified_at=row["verified_at"],
+        expires_at=row["expires_at"],
+        destination_hint=mask_destination(row["channel"], row["destination"]),
+        remaining_attempts=remaining if row["channel"] == "sms" else None,
+        locale=row["locale"],
+    )
 
 
 def _logged(outcome: Outcome) -> Outcome:
-    _log.info("confirmation %s", outcome.result, extra={"json_fields": {
-        "event": "confirm", "result": outcome.result, "channel": outcome.channel,
-        "verification_id": str(outcome.verification_id) if outcome.verification_id else None}})
+    _log.info(
+        "confirmation %s",
+        outcome.result,
+        extra={
+            "json_fields": {
+                "event": "confirm",
+                "result": outcome.result,
+                "channel": outcome.channel,
+                "verification_id": str(outcome.verification_id) if outcome.verification_id else None,
+            }
+        },
+    )
     return outcome

@@ -6,6 +6,7 @@ what only Python can (the keyed digest) and returns what happened as an outcome;
 of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
 resolved template version and locale in `NewVerification`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,6 +39,7 @@ class CreateConfig:
 @dataclass(frozen=True)
 class NewVerification:
     """A validated request with its template resolved (the caller owns the catalogue)."""
+
     account_id: str
     channel: str
     destination: str
@@ -51,6 +53,7 @@ class NewVerification:
 @dataclass(frozen=True)
 class Verification:
     """The created verification as stored with the idempotency key: ISO-8601 UTC timestamps."""
+
     verification_id: str
     account_id: str
     channel: str
@@ -59,7 +62,7 @@ class Verification:
     created_at: str
 
     @classmethod
-    def from_record(cls, data: dict[str, Any]) -> "Verification":
+    def from_record(cls, data: dict[str, Any]) -> Verification:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
@@ -72,6 +75,7 @@ class Created:
 @dataclass(frozen=True)
 class Replayed:
     """The key was used before with the same request: the first request's verification."""
+
     verification: Verification
     kind: str = "replayed"
 
@@ -79,12 +83,14 @@ class Replayed:
 @dataclass(frozen=True)
 class KeyReused:
     """The key was used before with a different request: nothing was written."""
+
     kind: str = "key_reused"
 
 
 @dataclass(frozen=True)
 class Refused:
     """The destination is not allowed (SMS country or number type): nothing was written."""
+
     slug: str
     title: str
     detail: str
@@ -101,8 +107,9 @@ class RateLimited:
 CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited
 
 
-def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification,
-           idempotency_key: str) -> CreateOutcome:
+def create(
+    db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification, idempotency_key: str
+) -> CreateOutcome:
     try:
         limits = _abuse_limits(config, keyring, new)
     except abuse.Refused as refused:
@@ -118,13 +125,26 @@ def create(db: Database, config: CreateConfig, keyring: Keyring, new: NewVerific
         digest = key.code_digest(verification_id, key.sms_code(verification_id, nonce, config.code_digits))
     outcome_kind, data, retry_after = db.run(
         _CREATE,
-        scope=IDEMPOTENCY_SCOPE, key=idempotency_key, fingerprint=new.fingerprint,
-        idem_ttl=config.idempotency_ttl_seconds, id=verification_id, account_id=new.account_id,
-        channel=new.channel, destination=new.destination, purpose=new.purpose,
-        locale=new.locale, template_version=new.template_version,
-        key_id=key.key_id, nonce=nonce, digest=digest, ttl=config.ttl_seconds,
-        max_confirm=config.max_confirm_attempts, max_attempts=config.max_delivery_attempts,
-        rate_limit=config.rate_limit_per_hour, spacing=config.rate_limit_spacing_seconds, **limits,
+        scope=IDEMPOTENCY_SCOPE,
+        key=idempotency_key,
+        fingerprint=new.fingerprint,
+        idem_ttl=config.idempotency_ttl_seconds,
+        id=verification_id,
+        account_id=new.account_id,
+        channel=new.channel,
+        destination=new.destination,
+        purpose=new.purpose,
+        locale=new.locale,
+        template_version=new.template_version,
+        key_id=key.key_id,
+        nonce=nonce,
+        digest=digest,
+        ttl=config.ttl_seconds,
+        max_confirm=config.max_confirm_attempts,
+        max_attempts=config.max_delivery_attempts,
+        rate_limit=config.rate_limit_per_hour,
+        spacing=config.rate_limit_spacing_seconds,
+        **limits,
     )[0]
     if outcome_kind == "created":
         outcome = Created(Verification.from_record(data))
@@ -145,17 +165,27 @@ def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) 
     # The keyed digest uses the token keyring's signing key under its own label: no new secret to
     # provision; a key rotation starts the windows afresh, which costs at most one hour of history.
     keys = abuse.limit_keys(keyring.primary.secret, policy, new.channel, new.destination, new.client_ip, country)
-    return dict(destination_key=keys.destination, prefix_key=keys.prefix, country=keys.country,
-                client_key=keys.client, per_account=policy.per_account_per_hour,
-                per_prefix=policy.per_prefix_per_hour, per_country=policy.per_country_per_hour,
-                per_client=policy.per_client_per_hour)
+    return dict(
+        destination_key=keys.destination,
+        prefix_key=keys.prefix,
+        country=keys.country,
+        client_key=keys.client,
+        per_account=policy.per_account_per_hour,
+        per_prefix=policy.per_prefix_per_hour,
+        per_country=policy.per_country_per_hour,
+        per_client=policy.per_client_per_hour,
+    )
 
 
 def _logged(outcome: CreateOutcome, channel: str) -> None:
     """One structured line per outcome: never the destination, the token or the idempotency key."""
     verification = getattr(outcome, "verification", None)
-    fields = {"event": "create", "outcome": outcome.kind, "channel": channel,
-              "verification_id": verification.verification_id if verification else None}
+    fields = {
+        "event": "create",
+        "outcome": outcome.kind,
+        "channel": channel,
+        "verification_id": verification.verification_id if verification else None,
+    }
     if isinstance(outcome, RateLimited):
         fields["retry_after"] = outcome.retry_after
     _log.info("create %s", outcome.kind, extra={"json_fields": fields})

@@ -7,6 +7,7 @@ rendered. The key lives outside the database (Secret Manager in production), so 
 alone yields neither tokens nor codes. Confirmation matches a keyed digest of what the person
 typed, under every key of the ring in rotation order, compared in constant time.
 """
+
 from __future__ import annotations
 
 import base64
@@ -88,10 +89,12 @@ class Keyring:
         try:
             return self._by_id[key_id]
         except KeyError:
-            raise ConfigError(f"token key {key_id!r} is not in TOKEN_KEYS (removed before its verifications expired?)") from None
+            raise ConfigError(
+                f"token key {key_id!r} is not in TOKEN_KEYS (removed before its verifications expired?)"
+            ) from None
 
     @classmethod
-    def parse(cls, spec: str) -> "Keyring":
+    def parse(cls, spec: str) -> Keyring:
         keys = []
         for item in (part.strip() for part in spec.split(",")):
             if not item:
@@ -110,7 +113,7 @@ class Keyring:
         return cls(keys)
 
     @classmethod
-    def from_config(cls, config: TokenConfig) -> "Keyring":
+    def from_config(cls, config: TokenConfig) -> Keyring:
         if config.keys:
             ring = cls.parse(config.keys)
         elif config.production:

@@ -1,10 +1,10 @@
 """Database faults during a request: a dropped connection or a stuck statement answers 503
 problem+json with Retry-After, leaves no partial rows, and the next request works (reconnect)."""
+
 from __future__ import annotations
 
 import threading
 import time
-
 
 from signup_verification import runtime
 
@@ -16,8 +16,12 @@ LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('account:acct-1', 0))"
 
 
 def _count_rows(db) -> tuple[int, int, int]:
-    return tuple(db.run("SELECT (SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM verifications),"
-                        " (SELECT count(*) FROM delivery_intents)")[0])
+    return tuple(
+        db.run(
+            "SELECT (SELECT count(*) FROM idempotency_keys), (SELECT count(*) FROM verifications),"
+            " (SELECT count(*) FROM delivery_intents)"
+        )[0]
+    )
 
 
 def _create_in_thread(client, key: str) -> tuple[threading.Thread, dict]:
@@ -34,13 +38,17 @@ def _create_in_thread(client, key: str) -> tuple[threading.Thread, dict]:
 def _wait_for_lock_waiter(db, timeout: float = 10.0) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        rows = db.run("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                      " AND application_name LIKE 'signup-verification:%' AND datname = current_database()")
+        rows = db.run(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND application_name LIKE 'signup-verification:%' AND datname = current_database()"
+        )
         if rows:
             return rows[0][0]
         time.sleep(0.02)
-    activity = db.rows("SELECT application_name, wait_event_type, state, left(query, 60) AS q FROM pg_stat_activity"
-                       " WHERE datname = current_database()")
+    activity = db.rows(
+        "SELECT application_name, wait_event_type, state, left(query, 60) AS q FROM pg_stat_activity"
+        " WHERE datname = current_database()"
+    )
     raise AssertionError(f"the create request never reached the destination lock: {activity}")
 
 

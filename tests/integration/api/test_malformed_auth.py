@@ -1,4 +1,5 @@
 """Issue 15, item 10: auth inputs that used to raise (500) are refused with 401 problem+json."""
+
 from __future__ import annotations
 
 import base64
@@ -27,13 +28,16 @@ def create(service_env, monkeypatch, app_client):
     return app_client("create_verification")
 
 
-@pytest.mark.parametrize("headers", [
-    {"Signature": "t=\u00b2\u00b3,v1=" + "0" * 64},
-    {"Authorization": _jwt(json.dumps({"iss": ["https://accounts.google.com"], "exp": time.time() + 60}))},
-    {"Authorization": _jwt(json.dumps({"iss": {"a": 1}, "exp": time.time() + 60}))},
-    {"Authorization": _jwt("[" * 5000 + "]" * 5000)},
-    {"Authorization": _jwt('{"iss": ' + "[" * 5000 + "]" * 5000 + "}")},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Signature": "t=\u00b2\u00b3,v1=" + "0" * 64},
+        {"Authorization": _jwt(json.dumps({"iss": ["https://accounts.google.com"], "exp": time.time() + 60}))},
+        {"Authorization": _jwt(json.dumps({"iss": {"a": 1}, "exp": time.time() + 60}))},
+        {"Authorization": _jwt("[" * 5000 + "]" * 5000)},
+        {"Authorization": _jwt('{"iss": ' + "[" * 5000 + "]" * 5000 + "}")},
+    ],
+)
 def test_malformed_signatures_and_identity_tokens_are_401_not_500(create, db, headers, caplog):
     response = create.post("/", json=BODY, headers={"Idempotency-Key": "k1", **headers})
     assert response.status_code == 401 and response.mimetype == "application/problem+json"

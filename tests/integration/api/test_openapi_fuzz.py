@@ -3,6 +3,7 @@
 models and the body parser arbitrary input. For every answer: never a 5xx, never exception text or
 a stack trace, the documented status, content type and shape, and no row written when the input
 was rejected."""
+
 from __future__ import annotations
 
 import json
@@ -12,15 +13,21 @@ import string
 import functions_framework
 import pytest
 import schemathesis
-from schemathesis.generation import GenerationMode
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
-from schemathesis.checks import (content_type_conformance, negative_data_rejection, not_a_server_error,
-                                 response_schema_conformance, status_code_conformance)
+from schemathesis.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from schemathesis.generation import GenerationMode
 from werkzeug.wrappers import Response
 
-from support.paths import ROOT
 from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
+from support.paths import ROOT
 
 SPEC = ROOT / "docs" / "openapi.yaml"
 TARGETS = ("create_verification", "confirm_verification", "dispatch", "reconcile", "status")
@@ -50,13 +57,22 @@ def row_counts(db) -> tuple[int, ...]:
 SCHEMA = schemathesis.openapi.from_path(SPEC)
 OPERATIONS = {op.label: op for op in (result.ok() for result in SCHEMA.get_all_operations())}
 WITH_INPUT = ("POST /create_verification", "POST /confirm_verification")  # negative data needs something to break
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          negative_data_rejection]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("label", "mode"), [(label, GenerationMode.POSITIVE) for label in OPERATIONS] + [
-    (label, GenerationMode.NEGATIVE) for label in WITH_INPUT], ids=lambda v: getattr(v, "value", v))
+@pytest.mark.parametrize(
+    ("label", "mode"),
+    [(label, GenerationMode.POSITIVE) for label in OPERATIONS]
+    + [(label, GenerationMode.NEGATIVE) for label in WITH_INPUT],
+    ids=lambda v: getattr(v, "value", v),
+)
 def test_every_target_answers_as_documented(label, mode, service_env, db):
     app = SCHEMA.app = served_targets()  # in process, on this test's database
     operation = OPERATIONS[label]
@@ -90,15 +106,25 @@ def test_the_spec_documents_every_target_in_functions_main():
 
 
 # -- hypothesis on the models and the body parser -------------------------------------------------
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                           max_leaves=12)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 bodies = st.one_of(
-    st.dictionaries(st.sampled_from(["account_id", "channel", "destination", "locale", "template", "extra"]),
-                    json_values, max_size=6),
-    st.fixed_dictionaries({"account_id": st.text(max_size=300), "channel": st.sampled_from(["email", "sms", "fax"]),
-                           "destination": st.text(max_size=40) | st.emails() | st.from_regex(r"\+[0-9 ()-]{4,18}", fullmatch=True)},
-                          optional={"locale": st.text(max_size=40) | st.none(), "template": st.text(max_size=10)}),
+    st.dictionaries(
+        st.sampled_from(["account_id", "channel", "destination", "locale", "template", "extra"]),
+        json_values,
+        max_size=6,
+    ),
+    st.fixed_dictionaries(
+        {
+            "account_id": st.text(max_size=300),
+            "channel": st.sampled_from(["email", "sms", "fax"]),
+            "destination": st.text(max_size=40) | st.emails() | st.from_regex(r"\+[0-9 ()-]{4,18}", fullmatch=True),
+        },
+        optional={"locale": st.text(max_size=40) | st.none(), "template": st.text(max_size=10)},
+    ),
 )
 
 
@@ -134,9 +160,11 @@ def create_client(app_client):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=st.binary(max_size=600) | json_values.map(lambda v: json.dumps(v).encode()),
-       content_type=st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain", None]),
-       key=st.sampled_from([None, "", " ", "k" * 256, "fuzz-key"]))
+@given(
+    raw=st.binary(max_size=600) | json_values.map(lambda v: json.dumps(v).encode()),
+    content_type=st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain", None]),
+    key=st.sampled_from([None, "", " ", "k" * 256, "fuzz-key"]),
+)
 def test_create_never_fails_on_arbitrary_bytes(create_client, db, raw, content_type, key):
     before = row_counts(db)
     headers = {"Idempotency-Key": key} if key is not None else {}

@@ -1,5 +1,6 @@
 """The confirmation pages through the real endpoint: the verification's locale, the browser's
 for unknown links, and a deliberate retry (never a silent form resubmission) when the database is away."""
+
 from __future__ import annotations
 
 import re
@@ -10,15 +11,18 @@ from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load
 from signup_verification.verifications.tokens import Keyring
-
 from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 
 
 def _link_token(db, locale: str | None) -> str:
-    request = CreateVerificationRequest(account_id=f"a-{uuid.uuid4().hex[:8]}", channel="email",
-                                        destination=f"{uuid.uuid4().hex[:8]}@example.com", locale=locale)
+    request = CreateVerificationRequest(
+        account_id=f"a-{uuid.uuid4().hex[:8]}",
+        channel="email",
+        destination=f"{uuid.uuid4().hex[:8]}@example.com",
+        locale=locale,
+    )
     body = create_verification(db, load().create, KEYRING, request, uuid.uuid4().hex).body
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(body["verification_id"]))
     return KEYRING.get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"]))

@@ -8,6 +8,7 @@
 * Production refuses callers without an accepted identity; the HMAC-signed mode (auth.py) accepts
   exactly the requests signed with a configured key within the time window.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,15 +22,15 @@ import uuid
 
 import pytest
 
+from signup_verification import runtime
+from signup_verification.api import auth
+from signup_verification.config import load
+from signup_verification.platform import logs as service_logging
+from signup_verification.verifications.tokens import Keyring
 from support.auth import cloud_run_identity
-from support.paths import ROOT, TEST_TOKEN_KEYS
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer
-from signup_verification.api import auth
-from signup_verification.platform import logs as service_logging
-from signup_verification import runtime
-from signup_verification.config import load
-from signup_verification.verifications.tokens import Keyring
+from support.paths import ROOT, TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 _LINK_TOKEN = re.compile(r"token=([A-Za-z0-9_-]{43})")
@@ -50,19 +51,35 @@ def leaks(text: str, token: str, code: str) -> list[str]:
 
 
 def every_row_as_text(db) -> dict[str, list[str]]:
-    tables = [r[0] for r in db.run("SELECT table_name FROM information_schema.tables"
-                                   " WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1")]
-    return {t: [r[0] for r in db.run(f'SELECT CAST(t AS text) FROM "{t}" AS t')] for t in tables}  # names from the catalogue
+    tables = [
+        r[0]
+        for r in db.run(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1"
+        )
+    ]
+    return {
+        t: [r[0] for r in db.run(f'SELECT CAST(t AS text) FROM "{t}" AS t')] for t in tables
+    }  # names from the catalogue
 
 
 @pytest.fixture
 def providers(service_env, monkeypatch):
     with FakeSmtpServer() as smtp, FakeTwilio() as twilio:
-        for name, value in {"EMAIL_TRANSPORT": "smtp", "SMTP_HOST": smtp.host, "SMTP_PORT": str(smtp.port),
-                            "SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": twilio.account_sid,
-                            "TWILIO_AUTH_TOKEN": twilio.auth_token, "TWILIO_FROM": "+15005550006",
-                            "TWILIO_API_URL": twilio.url, "EMAIL_FROM": "Signup <no-reply@example.org>",
-                            "LOG_FORMAT": "json", "LOG_LEVEL": "DEBUG", "RATE_LIMIT_SPACING_SECONDS": "0"}.items():
+        for name, value in {
+            "EMAIL_TRANSPORT": "smtp",
+            "SMTP_HOST": smtp.host,
+            "SMTP_PORT": str(smtp.port),
+            "SMS_TRANSPORT": "twilio",
+            "TWILIO_ACCOUNT_SID": twilio.account_sid,
+            "TWILIO_AUTH_TOKEN": twilio.auth_token,
+            "TWILIO_FROM": "+15005550006",
+            "TWILIO_API_URL": twilio.url,
+            "EMAIL_FROM": "Signup <no-reply@example.org>",
+            "LOG_FORMAT": "json",
+            "LOG_LEVEL": "DEBUG",
+            "RATE_LIMIT_SPACING_SECONDS": "0",
+        }.items():
             monkeypatch.setenv(name, value)
         runtime.reset()
         yield smtp, twilio
@@ -81,12 +98,27 @@ def test_no_issued_token_or_code_in_any_table_log_line_or_api_answer(app_client,
         create, dispatch = app_client("create_verification"), app_client("dispatch")
         confirm, reconcile, status = app_client("confirm_verification"), app_client("reconcile"), app_client("status")
         service_logging.configure(load().logging)  # JSON lines (LOG_FORMAT=json), as on Cloud Run
-        email = keep(create.post("/", json={"account_id": "acct-sec", "channel": "email", "destination": "ada@example.com"},
-                                 headers={"Idempotency-Key": "sec-email"}))
-        sms = keep(create.post("/", json={"account_id": "acct-sec", "channel": "sms", "destination": "+14155550123"},
-                               headers={"Idempotency-Key": "sec-sms"}))
-        keep(create.post("/", json={"account_id": "acct-sec", "channel": "sms", "destination": "+14155550123"},
-                         headers={"Idempotency-Key": "sec-sms"}))  # replayed from the idempotency store
+        email = keep(
+            create.post(
+                "/",
+                json={"account_id": "acct-sec", "channel": "email", "destination": "ada@example.com"},
+                headers={"Idempotency-Key": "sec-email"},
+            )
+        )
+        sms = keep(
+            create.post(
+                "/",
+                json={"account_id": "acct-sec", "channel": "sms", "destination": "+14155550123"},
+                headers={"Idempotency-Key": "sec-sms"},
+            )
+        )
+        keep(
+            create.post(
+                "/",
+                json={"account_id": "acct-sec", "channel": "sms", "destination": "+14155550123"},
+                headers={"Idempotency-Key": "sec-sms"},
+            )
+        )  # replayed from the idempotency store
         assert (email.status_code, sms.status_code) == (201, 201)
         # First attempt of each fails transiently, the retry goes through.
         smtp.behaviour.data_reply = "451 4.3.0 try again later"
@@ -107,7 +139,10 @@ def test_no_issued_token_or_code_in_any_table_log_line_or_api_answer(app_client,
         wrong = f"{(int(code) + 1) % 10**6:06d}"
         sms_id = sms.get_json()["verification_id"]
         assert keep(confirm.post("/", json={"verification_id": sms_id, "code": wrong})).status_code == 422
-        assert keep(confirm.post("/", json={"verification_id": sms_id, "code": code[:3] + " " + code[3:]})).status_code == 200
+        assert (
+            keep(confirm.post("/", json={"verification_id": sms_id, "code": code[:3] + " " + code[3:]})).status_code
+            == 200
+        )
         keep(reconcile.post("/"))
         keep(status.get("/"))
     lines = sink.getvalue().splitlines()
@@ -154,13 +189,33 @@ def test_confirm_code_brute_force_is_stopped_by_the_attempt_limit(app_client, db
     assert again.status_code == 429 and int(again.headers["Retry-After"]) > 0
     assert app_client("reconcile").post("/").status_code == 200
     assert db.one("SELECT status, suppression_reason FROM delivery_intents") == {
-        "status": "suppressed", "suppression_reason": "locked"}  # its message is never sent now
+        "status": "suppressed",
+        "suppression_reason": "locked",
+    }  # its message is never sent now
 
 
 # -- static analysis ---------------------------------------------------------------------------------
 def test_bandit_finds_nothing():
-    done = subprocess.run([sys.executable, "-m", "bandit", "-c", "pyproject.toml", "-r", "shared", "functions", "tools",
-                           "-f", "json", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bandit",
+            "-c",
+            "pyproject.toml",
+            "-r",
+            "shared",
+            "functions",
+            "tools",
+            "-f",
+            "json",
+            "-q",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = json.loads(done.stdout)
     findings = [f"{r['filename']}:{r['line_number']} {r['test_id']} {r['issue_text']}" for r in report["results"]]
     assert findings == [] and done.returncode == 0, "\n".join(findings) or done.stderr[-2000:]
@@ -211,8 +266,11 @@ def test_production_refuses_callers_without_an_identity(app_client, db, producti
     assert_refused(app_client("dispatch").post("/", headers={"Authorization": identity(exp=time.time() - 600)}))
     assert_refused(app_client("dispatch").post("/", headers={"Authorization": identity(iss="https://evil.example")}))
     assert_refused(app_client("dispatch").post("/", headers={"Authorization": "Bearer not-a-jwt"}))
-    created = app_client("create_verification").post("/", json=CREATE, headers={
-        "Idempotency-Key": "a2", "Authorization": identity("backend@p.iam.gserviceaccount.com")})
+    created = app_client("create_verification").post(
+        "/",
+        json=CREATE,
+        headers={"Idempotency-Key": "a2", "Authorization": identity("backend@p.iam.gserviceaccount.com")},
+    )
     assert created.status_code == 201
 
 
@@ -223,18 +281,37 @@ def test_allowed_invokers_narrow_the_accepted_principals(app_client, production)
     assert dispatch.post("/", headers={"Authorization": identity()}).status_code == 200
     assert_refused(dispatch.post("/", headers={"Authorization": identity("intruder@other.iam.gserviceaccount.com")}))
     # Cloud Run authorizes with X-Serverless-Authorization when both are sent: so does the function.
-    assert_refused(dispatch.post("/", headers={"Authorization": identity(),
-                                               "X-Serverless-Authorization": identity("intruder@other.iam.gserviceaccount.com")}))
+    assert_refused(
+        dispatch.post(
+            "/",
+            headers={
+                "Authorization": identity(),
+                "X-Serverless-Authorization": identity("intruder@other.iam.gserviceaccount.com"),
+            },
+        )
+    )
 
 
-def signed_post(client, body: dict, key: str = "k1", *, secret: bytes = SIGNING_SECRET, timestamp: int | None = None,
-                tamper: bool = False, extra: dict | None = None):
+def signed_post(
+    client,
+    body: dict,
+    key: str = "k1",
+    *,
+    secret: bytes = SIGNING_SECRET,
+    timestamp: int | None = None,
+    tamper: bool = False,
+    extra: dict | None = None,
+):
     raw = json.dumps(body).encode()
     signature = auth.sign(secret, raw, timestamp)
     if tamper:
         raw = raw.replace(b"auth@", b"evil@")
-    return client.post("/", data=raw, content_type="application/json",
-                       headers={"Idempotency-Key": key, "Signature": signature, **(extra or {})})
+    return client.post(
+        "/",
+        data=raw,
+        content_type="application/json",
+        headers={"Idempotency-Key": key, "Signature": signature, **(extra or {})},
+    )
 
 
 @pytest.mark.parametrize("environment", ["local", "production"])
@@ -253,8 +330,12 @@ def test_signed_requests_are_required_and_checked(app_client, db, service_env, m
     assert_refused(create.post("/", json=CREATE, headers={"Idempotency-Key": "s4", "Authorization": identity()}))
     assert rows(db) == 0
     assert signed_post(create, CREATE, "s5").status_code == 201
-    assert signed_post(create, {**CREATE, "account_id": "acct-auth-2", "destination": "auth2@example.com"}, "s6",
-                       secret=b"t" * 32).status_code == 201  # the second key of a rotation
+    assert (
+        signed_post(
+            create, {**CREATE, "account_id": "acct-auth-2", "destination": "auth2@example.com"}, "s6", secret=b"t" * 32
+        ).status_code
+        == 201
+    )  # the second key of a rotation
     # Targets outside SIGNED_TARGETS keep the platform rule (production) or stay open (local).
     dispatch = app_client("dispatch").post("/")
     assert dispatch.status_code == (401 if environment == "production" else 200)
@@ -268,7 +349,7 @@ def test_signature_header_parsing_is_strict():
     assert auth.verify_signature(config, good + ",v1=" + "0" * 64, body, now=now)  # extra candidates are fine
     assert not auth.verify_signature(config, good, body, now=now + 301)
     assert not auth.verify_signature(config, good.replace("t=", "t=-"), body, now=now)
-    assert not auth.verify_signature(config, good[: -1], body, now=now)
+    assert not auth.verify_signature(config, good[:-1], body, now=now)
     assert not auth.verify_signature(config, None, body, now=now)
     assert not auth.verify_signature(config, f"t={now}", body, now=now)
     with pytest.raises(ValueError):
@@ -287,17 +368,29 @@ def _fake_pip_audit(tmp_path, dependencies: list[dict]):
 
 
 def _audit(script, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "audit_dependencies.py"), "--pip-audit", str(script),
-                           *extra], capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "audit_dependencies.py"), "--pip-audit", str(script), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_the_dependency_audit_fails_on_a_known_vulnerability_and_says_when_it_could_not_look(tmp_path):
-    vulnerable = _fake_pip_audit(tmp_path, [{"name": "flask", "version": "3.1.3", "vulns": [
-        {"id": "GHSA-xxxx-yyyy-zzzz", "fix_versions": ["3.1.4"]}]}, {"name": "pg8000", "version": "1.31", "vulns": []}])
+    vulnerable = _fake_pip_audit(
+        tmp_path,
+        [
+            {"name": "flask", "version": "3.1.3", "vulns": [{"id": "GHSA-xxxx-yyyy-zzzz", "fix_versions": ["3.1.4"]}]},
+            {"name": "pg8000", "version": "1.31", "vulns": []},
+        ],
+    )
     found = _audit(vulnerable)
     assert found.returncode == 1 and "flask 3.1.3: GHSA-xxxx-yyyy-zzzz (fixed in 3.1.4)" in found.stdout
-    unreachable = _fake_pip_audit(tmp_path, [{"name": "flask", "version": "3.1.3",
-                                              "skip_reason": "Dependency not found on PyPI and could not be audited"}])
+    unreachable = _fake_pip_audit(
+        tmp_path,
+        [{"name": "flask", "version": "3.1.3", "skip_reason": "Dependency not found on PyPI and could not be audited"}],
+    )
     blind = _audit(unreachable)
     assert blind.returncode == 0 and "NOT AUDITED" in blind.stdout
     assert _audit(unreachable, "--require").returncode == 1

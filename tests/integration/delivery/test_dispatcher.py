@@ -1,5 +1,6 @@
 """The delivery worker end to end: a real PostgreSQL, real SMTP and Twilio-speaking local servers.
 Every transition the dispatcher drives, fencing, shutdown, budget, and secrets kept out of records."""
+
 from __future__ import annotations
 
 import json
@@ -12,16 +13,16 @@ from dataclasses import replace
 
 import pytest
 
-from signup_verification.delivery import budget
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.delivery import budget
 from signup_verification.delivery.budget import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.delivery.channels.console import ConsoleChannel
-from signup_verification.platform.database import Database
 from signup_verification.delivery.dispatcher import Dispatcher
 from signup_verification.outbox import RetryPolicy
 from signup_verification.outbox import transitions as t
+from signup_verification.platform.database import Database
 from support.dispatch import KEYRING, attempts, intent, provider_settings, run_dispatch
 from support.fakes.http import Answer, FakeTwilio
 from support.fakes.seed import seed_intents
@@ -44,8 +45,12 @@ def create(db, settings, n, channel="email", account="acct"):
     ids = []
     for i in range(n):
         destination = f"{account}{i}@example.com" if channel == "email" else f"+1415555{i:04d}"
-        request = CreateVerificationRequest(account_id=f"{account}-{channel}-{i}", channel=channel, destination=destination)
-        body = verifications.create_verification(db, settings.create, KEYRING, request, f"k-{account}-{channel}-{i}").body
+        request = CreateVerificationRequest(
+            account_id=f"{account}-{channel}-{i}", channel=channel, destination=destination
+        )
+        body = verifications.create_verification(
+            db, settings.create, KEYRING, request, f"k-{account}-{channel}-{i}"
+        ).body
         ids.append(uuid.UUID(body["verification_id"]))
     return ids
 
@@ -53,7 +58,7 @@ def create(db, settings, n, channel="email", account="acct"):
 # -- the happy path -------------------------------------------------------------------------------------
 def test_mixed_batch_is_delivered_with_working_links_and_codes(db, smtp, twilio):
     settings = provider_settings(smtp, twilio)
-    emails, phones = create(db, settings, 3), create(db, settings, 2, channel="sms")
+    create(db, settings, 3), create(db, settings, 2, channel="sms")
     report = run_dispatch(db, settings)
     assert (report.claimed, report.accepted, report.stale_writes) == (5, 5, 0)
     assert report.batches >= 1 and report.elapsed_ms < 10_000
@@ -61,16 +66,20 @@ def test_mixed_batch_is_delivered_with_working_links_and_codes(db, smtp, twilio)
     for received in smtp.received:
         text = received.message.get_body(("plain",)).get_content()
         token = re.search(r"https://app\.example\.org/confirm\?token=([A-Za-z0-9_-]+)", text).group(1)
-        assert db.one("SELECT 1 AS ok FROM verifications WHERE token_digest = :d",
-                      d=KEYRING.primary.link_digest(token)) == {"ok": 1}
+        assert db.one(
+            "SELECT 1 AS ok FROM verifications WHERE token_digest = :d", d=KEYRING.primary.link_digest(token)
+        ) == {"ok": 1}
     for delivery in twilio.deliveries:
         code = re.search(r"code is (\d{6})", delivery.body).group(1)
         vid = db.one("SELECT id FROM verifications WHERE destination = :d", d=delivery.destination)["id"]
-        assert db.one("SELECT 1 AS ok FROM verifications WHERE token_digest = :d",
-                      d=KEYRING.primary.code_digest(vid, code)) == {"ok": 1}
+        assert db.one(
+            "SELECT 1 AS ok FROM verifications WHERE token_digest = :d", d=KEYRING.primary.code_digest(vid, code)
+        ) == {"ok": 1}
     rows = db.rows("SELECT status, attempts, provider_ref, lease_owner FROM delivery_intents ORDER BY id")
-    assert all(r["status"] == "accepted" and r["attempts"] == 1 and r["provider_ref"] and r["lease_owner"] is None
-               for r in rows)
+    assert all(
+        r["status"] == "accepted" and r["attempts"] == 1 and r["provider_ref"] and r["lease_owner"] is None
+        for r in rows
+    )
     assert attempts(db, 1) == [("1:1", "attempting", None), ("1:1", "accepted", None)]
     segments = db.run("SELECT segments FROM delivery_attempts WHERE channel = 'sms' AND outcome = 'accepted'")
     assert segments == [[1], [1]]
@@ -87,7 +96,14 @@ def test_claim_records_last_claim_at_and_the_latency_that_seeds_the_next_run(db,
     db.run("UPDATE worker_heartbeats SET watermark = watermark || '{\"other\": 1}'::jsonb")
     seed_intents(db, 1, prefix="again")
     estimator = LatencyEstimator()
-    Dispatcher(db, settings.dispatch, settings.retry, KEYRING, {"email": ConsoleChannel("email", tmp_path)}, estimator=estimator).run()
+    Dispatcher(
+        db,
+        settings.dispatch,
+        settings.retry,
+        KEYRING,
+        {"email": ConsoleChannel("email", tmp_path)},
+        estimator=estimator,
+    ).run()
     assert estimator.snapshot()["email"] < 0.5  # seeded from the row, not the cautious default
     assert db.one("SELECT watermark FROM worker_heartbeats")["watermark"]["other"] == 1  # merged, not overwritten
 
@@ -96,8 +112,10 @@ def test_the_fault_hook_is_called_at_each_crash_point_with_that_state_committed(
     """What the crash tests and the chaos run kill at (tools/fault_dispatch.py fills the hook)."""
     seed_intents(db, 2)
     seen = []
+
     def hook(point: str) -> None:
         seen.append((point, sorted({r[0] for r in db.run("SELECT status FROM delivery_intents")})))
+
     report = run_dispatch(db, provider_settings(smtp), fault=hook)
     assert report.accepted == 2
     assert seen == [("after_claim", ["claimed"]), ("after_begin", ["attempting"]), ("after_send", ["attempting"])]
@@ -112,8 +130,10 @@ def test_an_empty_queue_claims_nothing(db, tmp_path):
 def test_one_malformed_destination_does_not_disturb_its_batch(db, twilio):
     settings = provider_settings(twilio=twilio, send_concurrency=8)  # one batch holds all five
     ids = seed_intents(db, 5, sms_every=1)
-    bad = db.one("SELECT destination FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id "
-                 "WHERE i.id = :id", id=ids[2])["destination"]
+    bad = db.one(
+        "SELECT destination FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id WHERE i.id = :id",
+        id=ids[2],
+    )["destination"]
     twilio.by_destination[bad] = FakeTwilio.error(400, 21211, f"The 'To' number {bad} is not a valid phone number.")
     report = run_dispatch(db, settings)
     assert (report.batches, report.accepted, report.failed) == (1, 4, 1)
@@ -157,7 +177,9 @@ def test_ambiguous_email_is_held_then_retried_with_the_same_message_id(db, smtp)
     settings = provider_settings(smtp)
     report = run_dispatch(db, settings)
     assert report.ambiguous == 1 and len(smtp.received) == 1  # never an immediate resend
-    row = db.one("SELECT status, ambiguous_count, extract(epoch FROM next_attempt_at - now()) AS hold FROM delivery_intents")
+    row = db.one(
+        "SELECT status, ambiguous_count, extract(epoch FROM next_attempt_at - now()) AS hold FROM delivery_intents"
+    )
     assert row["status"] == "ambiguous" and row["ambiguous_count"] == 1 and 295 <= row["hold"] <= 301
     # After the hold, the email policy retries; the duplicate carries the same Message-ID.
     db.run("UPDATE delivery_intents SET next_attempt_at = now()")
@@ -203,20 +225,31 @@ def test_bad_credentials_fail_loudly_and_stop_hammering_the_provider(db, twilio,
 
 def test_render_failure_affects_only_its_intent(db, tmp_path):
     seed_intents(db, 3)
-    db.run("UPDATE verifications SET key_id = 'retired-key' WHERE id = (SELECT verification_id FROM delivery_intents WHERE id = 2)")
+    db.run(
+        "UPDATE verifications SET key_id = 'retired-key' WHERE id = (SELECT verification_id FROM delivery_intents WHERE id = 2)"
+    )
     report = run_dispatch(db, provider_settings(local_dir=tmp_path))
     assert (report.accepted, report.failed) == (2, 1)
     assert intent(db, 2)["last_error"].startswith("configuration: token key 'retired-key'")
 
 
 # -- never a dead link ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("death,reason", [
-    ("UPDATE verifications SET expires_at = now() - interval '1 second', created_at = now() - interval '1 hour'", "expired"),
-    ("UPDATE verifications SET expires_at = now() + interval '1 second'", "expired"),  # dies before a send could land
-    ("UPDATE verifications SET status = 'verified', verified_at = now()", "verified"),
-    ("UPDATE verifications SET status = 'locked'", "locked"),
-    ("UPDATE verifications SET destination = NULL, redacted_at = now()", "redacted"),
-])
+@pytest.mark.parametrize(
+    "death,reason",
+    [
+        (
+            "UPDATE verifications SET expires_at = now() - interval '1 second', created_at = now() - interval '1 hour'",
+            "expired",
+        ),
+        (
+            "UPDATE verifications SET expires_at = now() + interval '1 second'",
+            "expired",
+        ),  # dies before a send could land
+        ("UPDATE verifications SET status = 'verified', verified_at = now()", "verified"),
+        ("UPDATE verifications SET status = 'locked'", "locked"),
+        ("UPDATE verifications SET destination = NULL, redacted_at = now()", "redacted"),
+    ],
+)
 def test_dead_links_are_suppressed_not_sent(db, smtp, death, reason):
     seed_intents(db, 2)
     db.run(death + " WHERE id = (SELECT verification_id FROM delivery_intents WHERE id = 1)")
@@ -258,8 +291,10 @@ class TakeoverChannel:
         self.sent.append(message.intent_id)
         other = Database.from_url(self.database_url)
         try:
-            other.run("UPDATE delivery_intents SET lease_until = now() - interval '1 second' WHERE id = :id",
-                      id=message.intent_id)
+            other.run(
+                "UPDATE delivery_intents SET lease_until = now() - interval '1 second' WHERE id = :id",
+                id=message.intent_id,
+            )
             t.lose_leases(other, RetryPolicy(), 10)
             other.run("UPDATE delivery_intents SET next_attempt_at = now() WHERE id = :id", id=message.intent_id)
             t.resolve_ambiguous(other, RetryPolicy(), 10)
@@ -292,8 +327,9 @@ class StopAfterClaim(Dispatcher):
 
 def test_sigterm_after_claim_releases_unstarted_work(db, smtp):
     seed_intents(db, 5)
-    report = run_dispatch(db, provider_settings(smtp, send_concurrency=8), dispatcher_class=StopAfterClaim,
-                          stop=threading.Event())
+    report = run_dispatch(
+        db, provider_settings(smtp, send_concurrency=8), dispatcher_class=StopAfterClaim, stop=threading.Event()
+    )
     assert (report.claimed, report.released, report.accepted) == (5, 5, 0)
     rows = db.rows("SELECT status, attempts, lease_owner FROM delivery_intents")
     assert all(r == {"status": "ready", "attempts": 0, "lease_owner": None} for r in rows)
@@ -309,7 +345,7 @@ def test_sigterm_before_start_claims_nothing(db, smtp):
 
 def test_sigterm_lets_in_flight_sends_finish_and_starts_no_new_ones(db, twilio):
     twilio.default_delay = 0.5
-    ids = seed_intents(db, 6, sms_every=1)
+    seed_intents(db, 6, sms_every=1)
     settings = provider_settings(twilio=twilio, send_concurrency=2, dispatch_batch_seconds=30)
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
@@ -318,8 +354,10 @@ def test_sigterm_lets_in_flight_sends_finish_and_starts_no_new_ones(db, twilio):
     assert time.monotonic() - started < 1.5
     assert (report.claimed, report.accepted, report.retryable, report.batches) == (6, 2, 4, 1)
     assert twilio.requests == 2
-    rows = db.rows("SELECT status, extract(epoch FROM next_attempt_at - now()) AS wait, last_error "
-                   "FROM delivery_intents WHERE status = 'retryable'")
+    rows = db.rows(
+        "SELECT status, extract(epoch FROM next_attempt_at - now()) AS wait, last_error "
+        "FROM delivery_intents WHERE status = 'retryable'"
+    )
     assert len(rows) == 4 and all(r["wait"] <= 0.5 and r["last_error"].startswith("not_sent") for r in rows)
     assert len(t.claim(db, "next-worker", 10, 30)) == 4  # eligible again at once
 
@@ -328,8 +366,9 @@ def test_sigterm_lets_in_flight_sends_finish_and_starts_no_new_ones(db, twilio):
 def test_a_provider_slower_than_measured_cannot_overrun_the_budget(db, twilio):
     twilio.default_delay = 1.5  # the estimate says 20 ms: the whole batch is sized for that
     seed_intents(db, 40, sms_every=1)
-    settings = provider_settings(twilio=twilio, dispatch_safety_margin_seconds=0.5, send_concurrency=2,
-                                 send_timeout_seconds=10)
+    settings = provider_settings(
+        twilio=twilio, dispatch_safety_margin_seconds=0.5, send_concurrency=2, send_timeout_seconds=10
+    )
     # below FUNCTION_TIMEOUT_SECONDS' floor of 5, which a deployment may not set but this test needs
     settings = replace(settings, dispatch=replace(settings.dispatch, function_timeout_seconds=2))
     estimator = LatencyEstimator()
@@ -402,7 +441,9 @@ def test_tokens_and_codes_never_reach_logs_or_records(db, smtp, twilio, caplog):
     settings = provider_settings(smtp, twilio)
     create(db, settings, 4)
     create(db, settings, 4, channel="sms")
-    smtp.behaviour = SmtpBehaviour(rcpt_reply=lambda a: "550 5.1.1 <%s> unknown, token=%s" % (a, a) if a.startswith("acct1") else None)
+    smtp.behaviour = SmtpBehaviour(
+        rcpt_reply=lambda a: f"550 5.1.1 <{a}> unknown, token={a}" if a.startswith("acct1") else None
+    )
     twilio.by_destination["+14155550001"] = FakeTwilio.error(400, 21211, "The 'To' number +14155550001 is not valid")
     twilio.by_destination["+14155550002"] = Answer(reset=True)
     twilio.by_destination["+14155550003"] = FakeTwilio.error(500, 20500, "oops")
@@ -412,15 +453,22 @@ def test_tokens_and_codes_never_reach_logs_or_records(db, smtp, twilio, caplog):
     secrets, destinations = [], []
     for row in db.rows("SELECT id, channel, destination, token_nonce FROM verifications"):
         key = KEYRING.primary
-        secrets.append(key.link_token(row["id"], row["token_nonce"]) if row["channel"] == "email"
-                       else key.sms_code(row["id"], row["token_nonce"], 6))
+        secrets.append(
+            key.link_token(row["id"], row["token_nonce"])
+            if row["channel"] == "email"
+            else key.sms_code(row["id"], row["token_nonce"], 6)
+        )
         destinations.append(row["destination"])
     ours = [r for r in caplog.records if r.name != "mail.log"]  # aiosmtpd's own log is the receiving side
     assert any(r.name.startswith("signup_verification") for r in ours)
-    logged = "\n".join(r.getMessage() for r in ours) + json.dumps([getattr(r, "json_fields", None) for r in ours],
-                                                                  default=str)
-    stored = json.dumps(db.run("SELECT a.error_detail, a.provider_ref, a.error_class FROM delivery_attempts a") +
-                        db.run("SELECT last_error, provider_ref FROM delivery_intents"), default=str)
+    logged = "\n".join(r.getMessage() for r in ours) + json.dumps(
+        [getattr(r, "json_fields", None) for r in ours], default=str
+    )
+    stored = json.dumps(
+        db.run("SELECT a.error_detail, a.provider_ref, a.error_class FROM delivery_attempts a")
+        + db.run("SELECT last_error, provider_ref FROM delivery_intents"),
+        default=str,
+    )
     for secret in secrets:
         assert secret not in logged and secret not in stored
     for destination in destinations:
@@ -434,8 +482,18 @@ def test_dispatch_target_answers_its_report(app_client, service_env, db, tmp_pat
     answer = client.post("/")
     assert answer.status_code == 200
     body = answer.get_json()
-    assert set(body) == {"claimed", "accepted", "retryable", "failed", "ambiguous", "suppressed", "released",
-                         "stale_writes", "batches", "elapsed_ms"}
+    assert set(body) == {
+        "claimed",
+        "accepted",
+        "retryable",
+        "failed",
+        "ambiguous",
+        "suppressed",
+        "released",
+        "stale_writes",
+        "batches",
+        "elapsed_ms",
+    }
     assert (body["claimed"], body["accepted"]) == (2, 2)
     outbox = tmp_path / "local" / "outbox"
     assert sorted(p.name for p in outbox.iterdir()) == ["1-1.eml", "2-1.eml"]

@@ -1,5 +1,6 @@
 """Four worker processes race over 2,000 intents against local providers that record every
 delivery: each intent is delivered exactly once, none is lost, no worker writes over another."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,11 @@ from collections import Counter
 
 import pytest
 
-from support.paths import ROOT
+from support.dispatch import worker_env
 from support.fakes.http import FakeTwilio
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
-from support.dispatch import worker_env
+from support.paths import ROOT
 
 pytestmark = pytest.mark.slow
 WORKERS, INTENTS = 4, 2000
@@ -23,9 +24,17 @@ def test_four_workers_deliver_each_intent_exactly_once(db, database_url, tmp_pat
     seed_intents(db, INTENTS, sms_every=5)
     with FakeSmtpServer() as smtp, FakeTwilio() as twilio:
         env = worker_env(database_url, smtp, twilio, tmp_path, SEND_CONCURRENCY="4", DISPATCH_MAX_BATCH="100")
-        workers = [subprocess.Popen([sys.executable, "-m", "signup_verification.cli", "dispatch"], env=env, cwd=ROOT,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for _ in range(WORKERS)]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "signup_verification.cli", "dispatch"],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(WORKERS)
+        ]
         outputs = [w.communicate(timeout=120) for w in workers]
         assert [w.returncode for w in workers] == [0] * WORKERS, [o[1][-2000:] for o in outputs]
         delivered = smtp.recipients() + twilio.destinations()

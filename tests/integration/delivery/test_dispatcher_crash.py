@@ -2,24 +2,24 @@
 (tools/fault_dispatch.py fills the dispatcher's fault hook) after the claim, after begin-attempt, and
 after the provider accepted but before settle. Each test asserts the state left behind and that the reconciler's transitions
 recover it without losing the intent (and, where the channel allows, without a duplicate)."""
+
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import time
 import sys
+import time
 from collections import Counter
 
 import pytest
 
 from signup_verification.outbox import transitions as t
 from support.dispatch import attempts, provider_settings, run_dispatch, worker_env
-from support.paths import ROOT, TEST_TOKEN_KEYS
 from support.fakes.http import FakeTwilio
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
+from support.paths import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +31,11 @@ def providers():
 
 
 def dispatch_process(env: dict[str, str], timeout: float = 60, fault: str | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "tools/fault_dispatch.py", fault] if fault else \
-        [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+    command = (
+        [sys.executable, "tools/fault_dispatch.py", fault]
+        if fault
+        else [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+    )
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
@@ -62,7 +65,8 @@ def test_killed_after_claim_leaves_claims_that_become_eligible_again(db, databas
     report = run_dispatch(db, provider_settings(smtp, twilio, send_concurrency=8))
     assert report.accepted == 6
     assert sorted(smtp.recipients() + twilio.destinations()) == sorted(
-        r[0] for r in db.run("SELECT destination FROM verifications"))
+        r[0] for r in db.run("SELECT destination FROM verifications")
+    )
 
 
 def test_killed_after_begin_leaves_attempts_the_reconciler_makes_ambiguous(db, database_url, providers, tmp_path):
@@ -122,8 +126,14 @@ def test_sigterm_mid_run_finishes_in_flight_sends_and_leaves_nothing_leased(db, 
     twilio.default_delay = 0.8
     seed_intents(db, 40, sms_every=1)
     env = worker_env(database_url, smtp, twilio, tmp_path, SEND_CONCURRENCY="4", DISPATCH_BATCH_SECONDS="20")
-    worker = subprocess.Popen([sys.executable, "-m", "signup_verification.cli", "dispatch"], env=env, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "signup_verification.cli", "dispatch"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while twilio.requests < 4 and time.monotonic() < deadline:  # the first sends are in flight
         time.sleep(0.02)
@@ -132,7 +142,11 @@ def test_sigterm_mid_run_finishes_in_flight_sends_and_leaves_nothing_leased(db, 
     assert worker.returncode == 0, err
     report = json.loads(out.strip().splitlines()[-1])
     assert report["accepted"] == twilio.requests == len(twilio.deliveries)  # in-flight sends finished
-    assert report["accepted"] >= 4 and report["accepted"] + report["retryable"] + report["released"] == report["claimed"]
+    assert (
+        report["accepted"] >= 4 and report["accepted"] + report["retryable"] + report["released"] == report["claimed"]
+    )
     assert db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('claimed', 'attempting')") == [[0]]
-    unsent = db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('ready', 'retryable') AND next_attempt_at <= now()")
+    unsent = db.run(
+        "SELECT count(*) FROM delivery_intents WHERE status IN ('ready', 'retryable') AND next_attempt_at <= now()"
+    )
     assert unsent == [[40 - report["accepted"]]]  # everything not sent is eligible again at once

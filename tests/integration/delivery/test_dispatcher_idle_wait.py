@@ -1,5 +1,6 @@
 """DISPATCH_IDLE_WAIT: an invocation that finds the outbox empty keeps polling it until near its
 deadline, sends what arrives meanwhile, and still returns inside its budget; off, it returns at once."""
+
 from __future__ import annotations
 
 import threading
@@ -7,11 +8,11 @@ import time
 
 import pytest
 
+from signup_verification.config import ConfigError, load
 from signup_verification.delivery.budget import LatencyEstimator, invocation_seconds
 from signup_verification.delivery.channels.base import SendResult
-from signup_verification.platform.database import Database
 from signup_verification.local.scheduler import _next_tick
-from signup_verification.config import ConfigError, load
+from signup_verification.platform.database import Database
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.seed import seed_intents
 
@@ -39,8 +40,13 @@ def _estimator() -> LatencyEstimator:
 
 
 def test_idle_invocation_sends_work_created_while_it_waits_and_returns_within_budget(db, database_url, tmp_path):
-    settings = provider_settings(local_dir=tmp_path, dispatch_idle_wait=True, dispatch_idle_poll_seconds=0.1,
-                                 function_timeout_seconds=6, dispatch_safety_margin_seconds=1.0)
+    settings = provider_settings(
+        local_dir=tmp_path,
+        dispatch_idle_wait=True,
+        dispatch_idle_poll_seconds=0.1,
+        function_timeout_seconds=6,
+        dispatch_safety_margin_seconds=1.0,
+    )
     budget = invocation_seconds(6, 1.0)
 
     def create_later() -> None:
@@ -57,8 +63,10 @@ def test_idle_invocation_sends_work_created_while_it_waits_and_returns_within_bu
     creator.join()
     assert report.accepted == 3
     assert 3.0 < elapsed <= budget + 0.5, elapsed  # kept waiting after the work, returned before the deadline
-    late = db.run("SELECT count(*) FROM delivery_attempts a JOIN delivery_intents i ON i.id = a.intent_id "
-                  "WHERE a.outcome = 'accepted' AND a.observed_at - i.created_at < interval '1.5 seconds'")[0][0]
+    late = db.run(
+        "SELECT count(*) FROM delivery_attempts a JOIN delivery_intents i ON i.id = a.intent_id "
+        "WHERE a.outcome = 'accepted' AND a.observed_at - i.created_at < interval '1.5 seconds'"
+    )[0][0]
     assert late == 3  # sent within about a poll interval of being created, not at the next invocation
 
 
@@ -70,8 +78,9 @@ def test_without_idle_wait_an_empty_outbox_ends_the_invocation(db, tmp_path):
 
 
 def test_shutdown_ends_an_idle_wait_promptly(db, tmp_path):
-    settings = provider_settings(local_dir=tmp_path, dispatch_idle_wait=True, dispatch_idle_poll_seconds=0.1,
-                                 function_timeout_seconds=30)
+    settings = provider_settings(
+        local_dir=tmp_path, dispatch_idle_wait=True, dispatch_idle_poll_seconds=0.1, function_timeout_seconds=30
+    )
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
     started = time.monotonic()

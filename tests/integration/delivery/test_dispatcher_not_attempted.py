@@ -1,5 +1,6 @@
 """Which provider answers stop a channel, and that a send never handed to the provider never
 spends one of the intent's attempts (issue 16 item 1). Real PostgreSQL, Twilio over real HTTP."""
+
 from __future__ import annotations
 
 import logging
@@ -19,16 +20,25 @@ def twilio():
 
 
 def destination(db, intent_id: int) -> str:
-    return db.one("SELECT v.destination FROM delivery_intents i JOIN verifications v ON v.id = i.verification_id "
-                  "WHERE i.id = :id", id=intent_id)["destination"]
+    return db.one(
+        "SELECT v.destination FROM delivery_intents i JOIN verifications v ON v.id = i.verification_id "
+        "WHERE i.id = :id",
+        id=intent_id,
+    )["destination"]
 
 
-@pytest.mark.parametrize("code,message", [
-    (21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number"),
-    (21606, "The 'From' phone number provided is not a valid message-capable Twilio phone number for this destination"),
-    (21659, "The 'From' number is not a Twilio phone number or Twilio does not support messaging to that country"),
-    (21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"),
-])
+@pytest.mark.parametrize(
+    "code,message",
+    [
+        (21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number"),
+        (
+            21606,
+            "The 'From' phone number provided is not a valid message-capable Twilio phone number for this destination",
+        ),
+        (21659, "The 'From' number is not a Twilio phone number or Twilio does not support messaging to that country"),
+        (21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"),
+    ],
+)
 def test_one_users_destination_fails_only_that_message(db, twilio, caplog, code, message):
     ids = seed_intents(db, 4, sms_every=1)
     twilio.by_destination[destination(db, ids[0])] = FakeTwilio.error(400, code, message)
@@ -63,7 +73,9 @@ def test_a_send_cut_by_shutdown_on_the_last_attempt_stays_eligible(db, twilio):
     seed_intents(db, 4, sms_every=1, max_attempts=1)
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
-    report = run_dispatch(db, provider_settings(twilio=twilio, send_concurrency=1, dispatch_batch_seconds=30), stop=stop)
+    report = run_dispatch(
+        db, provider_settings(twilio=twilio, send_concurrency=1, dispatch_batch_seconds=30), stop=stop
+    )
     assert (report.accepted, report.retryable, report.failed) == (1, 3, 0)
     rows = db.rows("SELECT status, last_error FROM delivery_intents WHERE status <> 'accepted'")
     assert len(rows) == 3 and all(r["status"] == "retryable" and r["last_error"].startswith("not_sent") for r in rows)
@@ -73,18 +85,37 @@ def test_a_sendgrid_block_waits_long_alerts_and_stops_email_without_charging_att
     from support.fakes.http import Answer, FakeSendGrid
 
     with FakeSendGrid() as sendgrid:
-        sendgrid.script(Answer(403, {"errors": [{"field": None, "message": "You have been temporarily blocked from "
-                                                 "making requests due to repeated bad requests."}]}))
+        sendgrid.script(
+            Answer(
+                403,
+                {
+                    "errors": [
+                        {
+                            "field": None,
+                            "message": "You have been temporarily blocked from "
+                            "making requests due to repeated bad requests.",
+                        }
+                    ]
+                },
+            )
+        )
         ids = seed_intents(db, 3)
-        settings = provider_settings(email_transport="sendgrid", sendgrid_api_key=sendgrid.api_key,
-                                     sendgrid_api_url=sendgrid.send_url, send_concurrency=1)
+        settings = provider_settings(
+            email_transport="sendgrid",
+            sendgrid_api_key=sendgrid.api_key,
+            sendgrid_api_url=sendgrid.send_url,
+            send_concurrency=1,
+        )
         with caplog.at_level(logging.ERROR, logger="signup_verification.dispatcher"):
             report = run_dispatch(db, settings)
         assert (report.retryable, report.failed, sendgrid.requests) == (3, 0, 1)
     [alert] = [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]
     assert alert.json_fields["alert"] == "provider_blocked"
-    blocked = db.one("SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) AS wait "
-                     "FROM delivery_intents WHERE id = :id", id=ids[0])
+    blocked = db.one(
+        "SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) AS wait "
+        "FROM delivery_intents WHERE id = :id",
+        id=ids[0],
+    )
     assert blocked["status"] == "retryable" and blocked["wait"] > 1500  # long, not the 60 s first backoff
     for skipped in ids[1:]:
         row = intent(db, skipped)

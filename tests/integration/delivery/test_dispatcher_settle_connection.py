@@ -1,5 +1,6 @@
 """DISPATCH_SETTLE_CONNECTION: each batch's settle runs on a second connection while the next batch
 is claimed. Every outcome is still recorded once, fenced, with its attempt row; counts are exact."""
+
 from __future__ import annotations
 
 import time

@@ -1,5 +1,6 @@
 """A mail server that quotes the message's first URL in its rejection (issue 15, item 12): the live
 link token must reach neither delivery_attempts.error_detail, delivery_intents.last_error nor a log."""
+
 from __future__ import annotations
 
 import logging
@@ -7,9 +8,9 @@ import uuid
 
 import pytest
 
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.channels.base import scrub
-from signup_verification.verifications import create as verifications
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
 
@@ -33,17 +34,24 @@ def test_an_echoed_url_is_scrubbed_before_it_is_stored_or_logged(db, smtp, caplo
     stored = [r[0] for r in db.run("SELECT error_detail FROM delivery_attempts WHERE error_detail IS NOT NULL")]
     stored += [r[0] for r in db.run("SELECT last_error FROM delivery_intents")]
     assert stored and any("URL blocked by policy" in s for s in stored)
-    ours = [r.getMessage() + " " + str(getattr(r, "json_fields", "")) for r in caplog.records
-            if r.name.startswith("signup_verification")]  # the fake server's own DEBUG log prints the mail
+    ours = [
+        r.getMessage() + " " + str(getattr(r, "json_fields", ""))
+        for r in caplog.records
+        if r.name.startswith("signup_verification")
+    ]  # the fake server's own DEBUG log prints the mail
     for text in stored + ours:
         assert token not in text and "app.example.org/confirm" not in text
 
 
-@pytest.mark.parametrize("text", [
-    "554 5.7.1 URL blocked by policy: https://verify.example.com/confirm?token=abc",
-    "rejected: token=abcdef&x=1", "content code=123456 flagged",
-    "found " + "A" * 43 + " in body",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "554 5.7.1 URL blocked by policy: https://verify.example.com/confirm?token=abc",
+        "rejected: token=abcdef&x=1",
+        "content code=123456 flagged",
+        "found " + "A" * 43 + " in body",
+    ],
+)
 def test_scrub_removes_urls_secret_params_and_token_shapes(text):
     cleaned = scrub(text)
     assert "example.com" not in cleaned and "abcdef" not in cleaned and "123456" not in cleaned

@@ -1,6 +1,7 @@
 """The global SMS budget (SMS_MAX_PER_HOUR, issue 15 item 4): past it SMS sends pause without
 failing or charging any intent, email keeps flowing, the signals alert, and an operator's
 `verifyctl sms resume` (or the next hour) lets the rest go."""
+
 from __future__ import annotations
 
 import uuid
@@ -8,9 +9,9 @@ import uuid
 import pytest
 
 from signup_verification import cli
+from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.operations import signals
-from signup_verification.verifications import create as verifications
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer
@@ -39,12 +40,15 @@ def create(db, settings, channel: str, n: int) -> list[uuid.UUID]:
 
 
 def statuses(db, channel: str) -> list[tuple[str, int]]:
-    return [tuple(r) for r in db.run("SELECT status, attempts FROM delivery_intents WHERE channel = :c ORDER BY id",
-                                     c=channel)]
+    return [
+        tuple(r)
+        for r in db.run("SELECT status, attempts FROM delivery_intents WHERE channel = :c ORDER BY id", c=channel)
+    ]
 
 
-def test_past_the_budget_sms_pauses_unfailed_email_flows_and_resume_lets_the_rest_go(db, smtp, twilio, capsys,
-                                                                                     service_env, monkeypatch):
+def test_past_the_budget_sms_pauses_unfailed_email_flows_and_resume_lets_the_rest_go(
+    db, smtp, twilio, capsys, service_env, monkeypatch
+):
     settings = provider_settings(smtp, twilio, sms_max_per_hour=2)
     create(db, settings, "sms", 5)
     create(db, settings, "email", 2)
@@ -53,18 +57,23 @@ def test_past_the_budget_sms_pauses_unfailed_email_flows_and_resume_lets_the_res
     # The three over the budget: still eligible, no attempt charged, nothing failed.
     assert statuses(db, "sms") == [("accepted", 1)] * 2 + [("ready", 0)] * 3
     assert db.run("SELECT count(*) FROM eligible_delivery_intents WHERE channel = 'sms'")[0][0] == 3
-    assert db.run("SELECT count(*) FROM delivery_attempts a JOIN delivery_intents i ON i.id = a.intent_id"
-                  " WHERE i.status = 'ready'")[0][0] == 0
+    assert (
+        db.run(
+            "SELECT count(*) FROM delivery_attempts a JOIN delivery_intents i ON i.id = a.intent_id"
+            " WHERE i.status = 'ready'"
+        )[0][0]
+        == 0
+    )
     paused = signals.compute(db, "test", settings.signals)
     assert paused.sms_paused and any(a.startswith("sms: budget of 2 per hour spent") for a in paused.alerts())
     assert paused.as_json()["sms_budget"]["paused"] is True
     assert run_dispatch(db, settings).claimed == 0  # a second invocation still takes none
 
-    # verifyctl status --check exits 2 with the alert; verifyctl sms resume grants another budget.
+    # verifyctl status --check exits EXIT_ALERT (3) with the alert; verifyctl sms resume grants another budget.
     monkeypatch.setenv("DATABASE_URL", service_env["DATABASE_URL"])
     monkeypatch.setenv("SMS_MAX_PER_HOUR", "2")
     monkeypatch.setenv("DEPLOYMENT", "test")
-    assert cli.main(["status", "--check"]) == 2
+    assert cli.main(["status", "--check"]) == cli.EXIT_ALERT
     assert cli.main(["sms", "resume"]) == 0
     assert "SMS resumed: 2 sends left this hour" in capsys.readouterr().out
     assert run_dispatch(db, settings).accepted == 2

@@ -1,4 +1,5 @@
 """`verifyctl inspect`, `verifyctl status` and `verifyctl reconcile` against a real PostgreSQL."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ from signup_verification.operations import timeline as inspect
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.verifications.tokens import Keyring
-from support.paths import TEST_TOKEN_KEYS
 from support.factories import expire_leases, make_verifications, run
+from support.paths import TEST_TOKEN_KEYS
 
 
 def _token_of(db, verification_id) -> str:
@@ -31,11 +32,21 @@ def test_inspect_tells_the_story_of_one_delivery(db):
     db.run("UPDATE verifications SET status = 'verified', verified_at = now()")
 
     found = inspect.timeline(db, vid)
-    assert [e.kind for e in found.events] == ["intended", "claimed", "attempted", "observed", "claimed",
-                                              "attempted", "observed", "verified"]
+    assert [e.kind for e in found.events] == [
+        "intended",
+        "claimed",
+        "attempted",
+        "observed",
+        "claimed",
+        "attempted",
+        "observed",
+        "verified",
+    ]
     observed = [e.detail for e in found.events if e.kind == "observed"]
-    assert observed == [f"attempt 1 (id {first.id}:1) ambiguous; lease_lost: lease expired while attempting",
-                        f"attempt 2 (id {first.id}:2) accepted; provider ref msg-42"]
+    assert observed == [
+        f"attempt 1 (id {first.id}:1) ambiguous; lease_lost: lease expired while attempting",
+        f"attempt 2 (id {first.id}:2) accepted; provider ref msg-42",
+    ]
     text = inspect.render(found)
     assert "u***@example.com" in text and "worker-a" in text and "status verified" in text
     assert "user0.acct@example.com" not in text and _token_of(db, vid) not in text
@@ -46,7 +57,9 @@ def test_inspect_masks_addresses_quoted_in_provider_errors(db):
     [vid] = make_verifications(db, 1)
     [c] = t.claim(db, "w", 1, 30)
     t.begin_attempts(db, "w", [c.fence])
-    t.settle(db, "w", [Settlement(c.id, c.lease_version, "failed", 0, "smtp_5xx", "550 <user0.acct@example.com> unknown")])
+    t.settle(
+        db, "w", [Settlement(c.id, c.lease_version, "failed", 0, "smtp_5xx", "550 <user0.acct@example.com> unknown")]
+    )
     text = inspect.render(inspect.timeline(db, vid))
     assert "user0.acct@example.com" not in text and "550 <u***@example.com> unknown" in text
 
@@ -86,8 +99,11 @@ def test_a_delivery_that_failed_for_good_says_so_and_promises_nothing(db):
     [vid] = make_verifications(db, 1)
     [c] = t.claim(db, "w", 1, 30)
     t.begin_attempts(db, "w", [c.fence])
-    t.settle(db, "w", [Settlement(c.id, c.lease_version, "failed", 0, "recipient_rejected", "550 5.1.1 no such user",
-                                  segments=1)])
+    t.settle(
+        db,
+        "w",
+        [Settlement(c.id, c.lease_version, "failed", 0, "recipient_rejected", "550 5.1.1 no such user", segments=1)],
+    )
     found = inspect.timeline(db, vid)
     text = inspect.render(found)
     header = text.splitlines()[0]

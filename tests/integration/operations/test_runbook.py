@@ -6,18 +6,24 @@ compares it with the sequence stored in the runbook, so the runbook cannot drift
   lease-expiry    a worker stops after claiming and before completing; after lease expiry one
                   reconcile run makes exactly one new transition per intent under the ambiguity policy.
 """
+
 from __future__ import annotations
 
 import re
 
 from signup_verification.operations import signals
 from signup_verification.outbox import transitions as t
-from support.paths import ROOT
 from support.factories import SETTINGS, expire_leases, make_verifications
+from support.paths import ROOT
 
 RUNBOOK = ROOT / "docs" / "runbook.md"
-QUESTIONS = ["Is ready work aging?", "Is one channel isolated?", "Are claims progressing?",
-             "Is reconciliation advancing?", "Which attempt states are ambiguous?"]
+QUESTIONS = [
+    "Is ready work aging?",
+    "Is one channel isolated?",
+    "Are claims progressing?",
+    "Is reconciliation advancing?",
+    "Which attempt states are ambiguous?",
+]
 
 
 def documented_sequence(name: str) -> list[str]:
@@ -56,22 +62,28 @@ def test_paused_worker_ages_the_signal_and_resuming_clears_it(app_client, db):
     # 1. The worker is paused (no dispatch runs); eligible intents arrive.
     make_verifications(db, 3)
     email = _age(db, "email")
-    observed.append(f"insert 3 eligible email intents: ready_count={email.ready_count} "
-                    f"alert={'yes' if email.oldest_ready_verification_seconds > 120 else 'no'}")
+    observed.append(
+        f"insert 3 eligible email intents: ready_count={email.ready_count} "
+        f"alert={'yes' if email.oldest_ready_verification_seconds > 120 else 'no'}"
+    )
     # 2. Time passes with nobody claiming: the eligible rows are now 150 s old.
     db.run("UPDATE delivery_intents SET next_attempt_at = next_attempt_at - interval '150 seconds'")
     email = _age(db, "email")
     overdue = app_client("reconcile").post("/").get_json()["overdue"]["email"]["count"]
     status = app_client("status").get("/").get_json()
-    observed.append(f"150 s later: ready_count={email.ready_count} oldest>120={email.oldest_ready_verification_seconds > 120} "
-                    f"alert={'yes' if any(a.startswith('email: oldest') for a in status['alerts']) else 'no'} "
-                    f"reconcile_overdue={overdue}")
+    observed.append(
+        f"150 s later: ready_count={email.ready_count} oldest>120={email.oldest_ready_verification_seconds > 120} "
+        f"alert={'yes' if any(a.startswith('email: oldest') for a in status['alerts']) else 'no'} "
+        f"reconcile_overdue={overdue}"
+    )
     # 3. The worker resumes: one dispatch invocation drains the backlog.
     dispatched = app_client("dispatch").post("/").get_json()
     email = _age(db, "email")
-    observed.append(f"worker resumes: accepted={dispatched['accepted']} ready_count={email.ready_count} "
-                    f"oldest={email.oldest_ready_verification_seconds:g} "
-                    f"alert={'yes' if email.oldest_ready_verification_seconds > 120 else 'no'}")
+    observed.append(
+        f"worker resumes: accepted={dispatched['accepted']} ready_count={email.ready_count} "
+        f"oldest={email.oldest_ready_verification_seconds:g} "
+        f"alert={'yes' if email.oldest_ready_verification_seconds > 120 else 'no'}"
+    )
     assert observed == documented_sequence("paused-worker")
     assert email.last_claim_age_seconds is not None and email.last_claim_age_seconds < 60
 
@@ -101,12 +113,16 @@ def test_worker_stopped_after_claim_leads_to_one_transition_per_intent(app_clien
     attempts_before = db.run("SELECT count(*) FROM delivery_attempts")[0][0]
     for label in ("run 1 (leases expired)", "run 2 (immediately after)", "run 3 (ambiguous hold over)"):
         if label.startswith("run 3"):
-            db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '1 second' WHERE status = 'ambiguous'")
+            db.run(
+                "UPDATE delivery_intents SET next_attempt_at = now() - interval '1 second' WHERE status = 'ambiguous'"
+            )
         before = _snapshot(db)
         assert reconcile.post("/").status_code == 200
         observed += [f"{label}: {move}" for move in _transitions(before, _snapshot(db))]
         if label.startswith("run 1"):
-            rows = db.run("SELECT outcome, error_class FROM delivery_attempts WHERE id > :n ORDER BY id", n=attempts_before)
+            rows = db.run(
+                "SELECT outcome, error_class FROM delivery_attempts WHERE id > :n ORDER BY id", n=attempts_before
+            )
             observed.append(f"{label}: attempt rows added: {', '.join(f'{o}/{e}' for o, e in rows)}")
     sms = signals.compute(db, "test").channel("sms")
     observed.append(f"after run 3: sms ambiguous_count={sms.ambiguous_count}")

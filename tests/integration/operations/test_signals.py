@@ -1,16 +1,25 @@
 """Operator signals against a real PostgreSQL: the claim's eligibility, per channel, every field."""
+
 from __future__ import annotations
 
 import pytest
 
 from signup_verification.operations import signals
+from signup_verification.operations.signals import SignalsConfig
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
-from signup_verification.operations.signals import SignalsConfig
 from support.factories import SETTINGS, CountingDatabase, deliver, make_verifications, run
 
-AGREED_FIELDS = {"event", "channel", "deployment", "oldest_ready_verification_seconds", "ready_count",
-                 "reconciler_watermark_age_seconds", "ambiguous_count", "oscillating_count"}
+AGREED_FIELDS = {
+    "event",
+    "channel",
+    "deployment",
+    "oldest_ready_verification_seconds",
+    "ready_count",
+    "reconciler_watermark_age_seconds",
+    "ambiguous_count",
+    "oscillating_count",
+}
 
 
 def by_channel(db, config: SignalsConfig | None = None) -> dict[str, signals.ChannelSignals]:
@@ -29,8 +38,10 @@ def test_only_eligible_intents_age_the_signal(db):
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '90 seconds' WHERE id = 1")
     db.run("UPDATE delivery_intents SET next_attempt_at = now() + interval '10 minutes' WHERE id = 2")
     # suppressed long ago: dead work does not age the signal either
-    db.run("SELECT suppress_undelivered_intents(ARRAY[(SELECT verification_id FROM delivery_intents WHERE id = 3)],"
-           " 'superseded')")
+    db.run(
+        "SELECT suppress_undelivered_intents(ARRAY[(SELECT verification_id FROM delivery_intents WHERE id = 3)],"
+        " 'superseded')"
+    )
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '1 hour' WHERE id = 3")
     email = by_channel(db)["email"]
     assert email.ready_count == 2  # ids 1 and 4
@@ -67,16 +78,20 @@ def test_attempts_by_outcome_over_the_window(db):
     deliver(db, limit=2)
     deliver(db, outcome="retryable")
     # an old observation, outside the window (the log is append-only: inserted, not edited)
-    db.run("INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
-           " outcome, observed_at) VALUES ('1:9', 1, 9, 'email', 'v', 'failed', now() - interval '1 hour')")
+    db.run(
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
+        " outcome, observed_at) VALUES ('1:9', 1, 9, 'email', 'v', 'failed', now() - interval '1 hour')"
+    )
     email = by_channel(db, SignalsConfig(window_seconds=300))["email"]
     assert email.attempts == {"attempting": 3, "accepted": 2, "retryable": 1, "ambiguous": 0, "failed": 0}
     assert by_channel(db, SignalsConfig(window_seconds=7200))["email"].attempts["failed"] == 1
 
 
 def test_last_claim_and_reconciler_watermark_ages(db):
-    db.run("INSERT INTO worker_heartbeats (name, deployment, last_claim_at) "
-           "VALUES ('dispatch:test', 'test', now() - interval '42 seconds')")
+    db.run(
+        "INSERT INTO worker_heartbeats (name, deployment, last_claim_at) "
+        "VALUES ('dispatch:test', 'test', now() - interval '42 seconds')"
+    )
     db.run("INSERT INTO worker_heartbeats (name, deployment, last_claim_at) VALUES ('dispatch:other', 'other', now())")
     run(db)
     snapshot = signals.compute(db, "test", with_workers=True)
@@ -110,8 +125,11 @@ def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     assert [r["channel"] for r in records] == ["email", "sms"]
     email, sms = records
     assert AGREED_FIELDS <= set(email)
-    assert email["logging.googleapis.com/labels"] == {"python_logger": "signup_verification.operations.signals",
-                                                      "deployment": "test", "channel": "email"}
+    assert email["logging.googleapis.com/labels"] == {
+        "python_logger": "signup_verification.operations.signals",
+        "deployment": "test",
+        "channel": "email",
+    }
     # email is past the threshold; sms has nothing live: DEBUG, and still written (the metrics count it)
     assert email["severity"] == "WARNING" and sms["severity"] == "DEBUG"
     assert isinstance(email["oldest_ready_verification_seconds"], float) and email["ready_count"] == 2

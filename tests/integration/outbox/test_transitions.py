@@ -1,4 +1,5 @@
 """Every transition of the outbox state machine against a real PostgreSQL, fencing included."""
+
 from __future__ import annotations
 
 import uuid
@@ -9,8 +10,8 @@ from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox import RetryPolicy, Settlement
 from signup_verification.outbox import transitions as t
-from support.config import make_config
 from signup_verification.verifications.tokens import Keyring
+from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
 
 SETTINGS = make_config(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0).create
@@ -70,7 +71,9 @@ def test_retryable_backs_off_then_fails_when_attempts_are_exhausted(db):
     for attempt in (1, 2):
         [intent] = t.claim(db, "w", 1, 30)
         t.begin_attempts(db, "w", [intent.fence])
-        applied = t.settle(db, "w", [Settlement(intent.id, intent.lease_version, "retryable", 60, "smtp_4xx", "421 busy")])
+        applied = t.settle(
+            db, "w", [Settlement(intent.id, intent.lease_version, "retryable", 60, "smtp_4xx", "421 busy")]
+        )
         row = status_of(db, intent.id)
         assert applied == {intent.id: row["status"]}  # settle answers the status it left
         if attempt == 1:
@@ -144,7 +147,9 @@ def test_hold_policy_keeps_sms_ambiguous(db):
 def test_dead_verifications_are_suppressed(db, death):
     [vid] = make_intents(db, 1)
     if death == "expired":
-        db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second'")
+        db.run(
+            "UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second'"
+        )
     else:
         request = CreateVerificationRequest(account_id="acct-0", channel="email", destination="other@example.com")
         verifications.create_verification(db, SETTINGS, KEYRING, request, "second")
@@ -154,6 +159,9 @@ def test_dead_verifications_are_suppressed(db, death):
         assert suppressed == []
     else:
         assert suppressed == [("expired", 1)]
-    row = db.one("SELECT i.status, i.suppression_reason, v.status AS v FROM delivery_intents i "
-                 "JOIN verifications v ON v.id = i.verification_id WHERE v.id = :id", id=vid)
+    row = db.one(
+        "SELECT i.status, i.suppression_reason, v.status AS v FROM delivery_intents i "
+        "JOIN verifications v ON v.id = i.verification_id WHERE v.id = :id",
+        id=vid,
+    )
     assert row == {"status": "suppressed", "suppression_reason": death, "v": death}

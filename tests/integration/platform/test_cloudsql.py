@@ -2,6 +2,7 @@
 PostgreSQL. The connector itself needs Google; a stand-in at the seam dials the local server the
 way the connector's pg8000 driver does (a pg8000 DB-API connection), so everything after the
 socket is the production path."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from signup_verification.platform import cloudsql, grants as db_access
 from signup_verification import runtime
-from signup_verification.platform.database import ConnectionParams, Database, UnavailableError
-from signup_verification.platform.database import DatabaseConfig
+from signup_verification.platform import cloudsql
+from signup_verification.platform import grants as db_access
+from signup_verification.platform.database import ConnectionParams, Database, DatabaseConfig, UnavailableError
 from signup_verification.platform.errors import ConfigError
 
 INSTANCE = "my-proj:europe-west1:verify-pg"
@@ -34,9 +35,15 @@ class LocalConnector:
         self.calls.append((instance, driver, kwargs))
         if self.fail:
             raise self.fail
-        return pg8000.dbapi.connect(self.target.user, database=kwargs["db"], unix_sock=self.target.unix_sock,
-                                    host=self.target.host or "localhost", port=self.target.port,
-                                    password=self.target.password, application_name=kwargs["application_name"])
+        return pg8000.dbapi.connect(
+            self.target.user,
+            database=kwargs["db"],
+            unix_sock=self.target.unix_sock,
+            host=self.target.host or "localhost",
+            port=self.target.port,
+            password=self.target.password,
+            application_name=kwargs["application_name"],
+        )
 
     def close(self) -> None:
         self.closed = True
@@ -52,8 +59,13 @@ def local_connector(database_url):
 
 
 def settings_for(database: str, **overrides) -> DatabaseConfig:
-    values = {"instance_connection_name": INSTANCE, "user": "verify-create@my-proj.iam.gserviceaccount.com",
-              "name": database, "production": True, **overrides}
+    values = {
+        "instance_connection_name": INSTANCE,
+        "user": "verify-create@my-proj.iam.gserviceaccount.com",
+        "name": database,
+        "production": True,
+        **overrides,
+    }
     return DatabaseConfig(**values)
 
 
@@ -63,14 +75,17 @@ def test_without_instance_connection_name_there_is_no_connector():
 
 def test_database_runs_through_the_connector_with_iam_auth(local_connector, database_url):
     database = ConnectionParams.from_url(database_url).database
-    db = Database(cloudsql.connection_params(settings_for(database)),
-                  connector=cloudsql.connector_for(settings_for(database), "signup-verification:test"))
+    db = Database(
+        cloudsql.connection_params(settings_for(database)),
+        connector=cloudsql.connector_for(settings_for(database), "signup-verification:test"),
+    )
     try:
         with db.transaction():
             db.run("CREATE TEMP TABLE probe (n int)")
             db.run("INSERT INTO probe VALUES (:n)", n=7)
         assert db.rows("SELECT n, current_setting('application_name') AS app FROM probe") == [
-            {"n": 7, "app": "signup-verification:test"}]
+            {"n": 7, "app": "signup-verification:test"}
+        ]
         assert db.run("SHOW TIME ZONE") == [["UTC"]]  # the session set-up ran on the connector's socket
     finally:
         db.close()
@@ -83,8 +98,10 @@ def test_database_runs_through_the_connector_with_iam_auth(local_connector, data
 
 def test_a_dropped_connection_is_reopened_through_the_connector(local_connector, database_url, pg_server):
     database = ConnectionParams.from_url(database_url).database
-    db = Database(cloudsql.connection_params(settings_for(database)),
-                  connector=cloudsql.connector_for(settings_for(database), "victim"))
+    db = Database(
+        cloudsql.connection_params(settings_for(database)),
+        connector=cloudsql.connector_for(settings_for(database), "victim"),
+    )
     try:
         pid = db.run("SELECT pg_backend_pid()")[0][0]
         admin = pg_server.with_database("postgres").connect()
@@ -105,16 +122,19 @@ def test_connector_failure_is_database_unavailable(database_url):
     connector = LocalConnector(ConnectionParams.from_url(database_url), fail=AdminApiDown("403 from sqladmin"))
     previous = cloudsql.use_factory(lambda: connector)
     try:
-        db = Database(cloudsql.connection_params(settings_for("verification")),
-                      connector=cloudsql.connector_for(settings_for("verification"), "x"))
+        db = Database(
+            cloudsql.connection_params(settings_for("verification")),
+            connector=cloudsql.connector_for(settings_for("verification"), "x"),
+        )
         with pytest.raises(UnavailableError, match="cannot connect to the database: ConnectionError"):
             db.run("SELECT 1")
     finally:
         cloudsql.use_factory(previous)
 
 
-def test_runtime_uses_the_connector_when_instance_connection_name_is_set(service_env, local_connector, monkeypatch,
-                                                                         database_url):
+def test_runtime_uses_the_connector_when_instance_connection_name_is_set(
+    service_env, local_connector, monkeypatch, database_url
+):
     monkeypatch.delenv("DATABASE_URL")
     monkeypatch.setenv("INSTANCE_CONNECTION_NAME", INSTANCE)
     monkeypatch.setenv("DB_USER", "verify-dispatch@my-proj.iam.gserviceaccount.com")
@@ -124,10 +144,13 @@ def test_runtime_uses_the_connector_when_instance_connection_name_is_set(service
     assert local_connector.calls[0][2]["user"] == "verify-dispatch@my-proj.iam.gserviceaccount.com"
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"user": None}, "DB_USER"),
-    ({"instance_connection_name": "verify-pg"}, "INSTANCE_CONNECTION_NAME must look like project:region:instance"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"user": None}, "DB_USER"),
+        ({"instance_connection_name": "verify-pg"}, "INSTANCE_CONNECTION_NAME must look like project:region:instance"),
+    ],
+)
 def test_incomplete_connector_settings_are_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
         cloudsql.connector_for(settings_for("verification", **overrides), "x")
@@ -136,13 +159,23 @@ def test_incomplete_connector_settings_are_config_errors(overrides, message):
 def test_default_factory_builds_a_lazy_iam_connector(tmp_path: Path, monkeypatch):
     """The real Connector, with a throwaway service-account key (nothing is dialled)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
     credentials = tmp_path / "sa.json"
-    credentials.write_text(json.dumps({
-        "type": "service_account", "project_id": "my-proj", "private_key_id": "k1", "private_key": pem,
-        "client_email": "deployer@my-proj.iam.gserviceaccount.com", "client_id": "1",
-        "token_uri": "https://oauth2.googleapis.com/token"}))
+    credentials.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "my-proj",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "deployer@my-proj.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "https://oauth2.googleapis.com/token",
+            }
+        )
+    )
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(credentials))
     from google.cloud.sql.connector import Connector
     from google.cloud.sql.connector.enums import RefreshStrategy
@@ -158,19 +191,25 @@ def test_default_factory_builds_a_lazy_iam_connector(tmp_path: Path, monkeypatch
 
 # ---- the functions' privileges (verifyctl grant) ------------------------------------------
 
+
 def _login(pg_server: ConnectionParams, database: str, user: str) -> Database:
     params = pg_server.with_database(database)
-    return Database(ConnectionParams(user=user, database=database, host=params.host, port=params.port,
-                                     unix_sock=params.unix_sock))
+    return Database(
+        ConnectionParams(user=user, database=database, host=params.host, port=params.port, unix_sock=params.unix_sock)
+    )
 
 
 def test_writers_read_and_write_readers_only_read(db, pg_server, database_url):
     database = ConnectionParams.from_url(database_url).database
     for user in ("fn-create@p.iam", "fn-status@p.iam"):
-        db.execute_script(f'DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \'{user}\') '
-                          f'THEN CREATE ROLE "{user}" LOGIN; END IF; END $$')
+        db.execute_script(
+            f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{user}') "
+            f'THEN CREATE ROLE "{user}" LOGIN; END IF; END $$'
+        )
     assert db_access.grant(db, ["fn-create@p.iam"], ["fn-status@p.iam"]) == [
-        "fn-create@p.iam: verification_app", "fn-status@p.iam: verification_reader"]
+        "fn-create@p.iam: verification_app",
+        "fn-status@p.iam: verification_reader",
+    ]
     db_access.grant(db, ["fn-create@p.iam"], ["fn-status@p.iam"])  # idempotent: every deploy runs it
 
     writer = _login(pg_server, database, "fn-create@p.iam")
@@ -203,8 +242,10 @@ def test_verifyctl_migrate_and_grant_run_through_the_connector(local_connector, 
     """What deploy.sh runs: INSTANCE_CONNECTION_NAME + DB_USER (the deployer), no DATABASE_URL."""
     from signup_verification import cli
 
-    db.execute_script('DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = \'fn-cli@p.iam\') '
-                      'THEN CREATE ROLE "fn-cli@p.iam" LOGIN; END IF; END $$')
+    db.execute_script(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fn-cli@p.iam') "
+        'THEN CREATE ROLE "fn-cli@p.iam" LOGIN; END IF; END $$'
+    )
     for name in ("DATABASE_URL", "TOKEN_KEYS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ENVIRONMENT", "production")

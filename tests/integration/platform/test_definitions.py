@@ -3,6 +3,7 @@
 The frozen migrations 001/002 still create the original objects; the definitions then replace them,
 so a database migrated from nothing and one migrated by an earlier release end identical.
 """
+
 from __future__ import annotations
 
 import importlib.resources
@@ -23,13 +24,13 @@ BEFORE_DEFINITIONS = ["001_schema.sql", "002_create_verification.sql", "003_rete
 # The whole schema as the catalog describes it: equal snapshots, equal databases.
 SNAPSHOT = {
     "functions": "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p"
-                 " WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1, 2",
+    " WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1, 2",
     "views": "SELECT viewname, pg_get_viewdef(viewname::regclass) FROM pg_views WHERE schemaname = 'public' ORDER BY 1",
     "columns": "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
-               " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
+    " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
     "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
     "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
-                   " WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
+    " WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
     "triggers": "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1",
 }
 
@@ -71,7 +72,7 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     before = snapshot(upgraded)
 
     run = migrations.migrate(upgraded)  # the current package on the older database
-    assert run.migrations == ("004", "005")
+    assert run.migrations == ("004", "005", "006")
     assert run.definitions == tuple(d.name for d in migrations.discover_definitions())
     migrations.migrate(fresh)
     assert snapshot(upgraded) == snapshot(fresh)
@@ -83,9 +84,13 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     kept = [[row for row in part if row[0] not in changed_since] for part in (after["functions"], before["functions"])]
     assert kept[0] == kept[1] and after["views"] == before["views"]
     assert upgraded.run("SELECT name, checksum FROM schema_definitions ORDER BY name") == sorted(
-        [d.name, d.checksum] for d in migrations.discover_definitions())
+        [d.name, d.checksum] for d in migrations.discover_definitions()
+    )
     assert {name for name, _ in snapshot(fresh)["functions"]} >= {
-        "create_verification", "suppress_undelivered_intents", "delivery_attempts_append_only"}
+        "create_verification",
+        "suppress_undelivered_intents",
+        "delivery_attempts_append_only",
+    }
 
 
 def test_every_function_and_view_of_the_schema_has_a_definition_file(new_database):
@@ -110,7 +115,9 @@ def test_a_changed_definition_is_re_applied_alone_and_an_unchanged_one_never(new
     db = new_database()
     assert migrations.migrate(db, defs_dir).definitions == ("v", "f")
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
-    write(defs_dir / "definitions", "02_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';")
+    write(
+        defs_dir / "definitions", "02_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';"
+    )
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun((), ("f",))
     assert db.run("SELECT f()") == [[2]]
 
@@ -128,8 +135,9 @@ def test_a_migration_may_drop_a_view_to_change_its_columns_and_the_definition_re
     migrations.migrate(db, defs_dir)
     write(defs_dir, "003_retype.sql", "DROP VIEW v; ALTER TABLE t ALTER COLUMN b TYPE text;")
     migrations.migrate(db, defs_dir)
-    assert db.run("SELECT data_type FROM information_schema.columns WHERE table_name = 'v' AND column_name = 'b'") \
-        == [["text"]]
+    assert db.run("SELECT data_type FROM information_schema.columns WHERE table_name = 'v' AND column_name = 'b'") == [
+        ["text"]
+    ]
 
 
 def test_a_failing_definition_rolls_back_the_migrations_of_its_run(new_database, defs_dir):
@@ -165,11 +173,14 @@ def test_definitions_need_the_bookkeeping_migration(new_database, defs_dir):
         migrations.migrate(new_database(), defs_dir)
 
 
-@pytest.mark.parametrize("names, message", [
-    (["1_short.sql"], "01_name.sql"),
-    (["01_a.sql", "01_b.sql"], "share an order number"),
-    (["01_a.sql", "02_a.sql"], "share a name"),
-])
+@pytest.mark.parametrize(
+    "names, message",
+    [
+        (["1_short.sql"], "01_name.sql"),
+        (["01_a.sql", "01_b.sql"], "share an order number"),
+        (["01_a.sql", "02_a.sql"], "share a name"),
+    ],
+)
 def test_badly_named_definitions_are_refused(defs_dir, names, message):
     shutil.rmtree(defs_dir / "definitions")
     for name in names:

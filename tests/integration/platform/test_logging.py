@@ -1,5 +1,6 @@
 """Structured logging: Cloud Logging's JSON lines (severity, labels, trace), a readable local format,
 and the redaction safety net, down to a full scenario whose every log line is checked for secrets."""
+
 from __future__ import annotations
 
 import io
@@ -10,25 +11,28 @@ import uuid
 import flask
 import pytest
 
-from signup_verification.platform import logs as service_logging
 from signup_verification import runtime
 from signup_verification.config import load
+from signup_verification.platform import logs as service_logging
 from signup_verification.platform.logs import redact_text
 from signup_verification.verifications.tokens import Keyring
-from support.paths import ROOT, TEST_TOKEN_KEYS
 from support.logs import LogLines
+from support.paths import ROOT, TEST_TOKEN_KEYS
 
 TRACE_ID = "105445aa7843bc8bf206b12000100000"
 _log = logging.getLogger("signup_verification.test")
 
 
 # -- format ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("env, expected", [
-    ({}, "text"),  # a laptop
-    ({"K_SERVICE": "reconcile"}, "json"),  # Cloud Run / Cloud Functions gen2
-    ({"K_SERVICE": "reconcile", "LOG_FORMAT": "text"}, "text"),
-    ({"LOG_FORMAT": "JSON"}, "json"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, "text"),  # a laptop
+        ({"K_SERVICE": "reconcile"}, "json"),  # Cloud Run / Cloud Functions gen2
+        ({"K_SERVICE": "reconcile", "LOG_FORMAT": "text"}, "text"),
+        ({"LOG_FORMAT": "JSON"}, "json"),
+    ],
+)
 def test_format_is_json_on_cloud_run_and_text_locally(env, expected):
     assert load(env).logging.format == expected
 
@@ -62,8 +66,11 @@ def _record(log_lines: LogLines, **headers) -> dict:
     service_logging.configure(load({"GOOGLE_CLOUD_PROJECT": "proj-1"}).logging, fmt="json", deployment="test")
     app = flask.Flask("t")
     with app.test_request_context("/confirm?token=abc", headers=headers):
-        _log.warning("signals email: %d ready", 4, extra={
-            "labels": {"channel": "email"}, "json_fields": {"event": "signals", "ready_count": 4, "age": 1.5}})
+        _log.warning(
+            "signals email: %d ready",
+            4,
+            extra={"labels": {"channel": "email"}, "json_fields": {"event": "signals", "ready_count": 4, "age": 1.5}},
+        )
     [record] = log_lines.records()
     return record
 
@@ -72,8 +79,11 @@ def test_json_record_has_severity_labels_numbers_and_the_cloud_trace(log_lines):
     record = _record(log_lines, **{"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"})
     assert record["severity"] == "WARNING"
     assert record["message"] == "signals email: 4 ready"
-    assert record["logging.googleapis.com/labels"] == {"python_logger": "signup_verification.test",
-                                                       "deployment": "test", "channel": "email"}
+    assert record["logging.googleapis.com/labels"] == {
+        "python_logger": "signup_verification.test",
+        "deployment": "test",
+        "channel": "email",
+    }
     assert record["logging.googleapis.com/trace"] == f"projects/proj-1/traces/{TRACE_ID}"
     assert record["logging.googleapis.com/spanId"] == "0000000000000001"
     assert (record["event"], record["ready_count"], record["age"]) == ("signals", 4, 1.5)  # numbers stay numbers
@@ -99,21 +109,26 @@ def test_a_target_logs_with_the_request_trace(app_client, db, log_lines, monkeyp
 
 
 # -- the safety net ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("raw, masked", [
-    ("sent to ada.lovelace@example.com", "sent to a***@example.com"),
-    ("sms to +14155550123 queued", "sms to +1******0123 queued"),
-    ("sms to +1 (415) 555-0123", "sms to +1******0123"),
-    ("GET /confirm?token=Zm9vYmFy&x=1", "GET /confirm?token=[redacted]&x=1"),
-    ('{"link_token": "abc"}', '{"link_token": "[redacted]"}'),
-    ("code=123456 rejected", "code=[redacted] rejected"),
-    ("link " + "A" * 43 + " rendered", "link [redacted] rendered"),
-    # what operators need stays readable
-    ("smtp reply code=550 5.1.1", "smtp reply code=550 5.1.1"),
-    ("twilio code: 21211", "twilio code: 21211"),
-    ("verification 0b7f6c1e-5d0e-4a43-9f0a-2f1a4d3c2b1a intent 17 lease_version=3",
-     "verification 0b7f6c1e-5d0e-4a43-9f0a-2f1a4d3c2b1a intent 17 lease_version=3"),
-    ("already masked u***@example.com +1******4567", "already masked u***@example.com +1******4567"),
-])
+@pytest.mark.parametrize(
+    "raw, masked",
+    [
+        ("sent to ada.lovelace@example.com", "sent to a***@example.com"),
+        ("sms to +14155550123 queued", "sms to +1******0123 queued"),
+        ("sms to +1 (415) 555-0123", "sms to +1******0123"),
+        ("GET /confirm?token=Zm9vYmFy&x=1", "GET /confirm?token=[redacted]&x=1"),
+        ('{"link_token": "abc"}', '{"link_token": "[redacted]"}'),
+        ("code=123456 rejected", "code=[redacted] rejected"),
+        ("link " + "A" * 43 + " rendered", "link [redacted] rendered"),
+        # what operators need stays readable
+        ("smtp reply code=550 5.1.1", "smtp reply code=550 5.1.1"),
+        ("twilio code: 21211", "twilio code: 21211"),
+        (
+            "verification 0b7f6c1e-5d0e-4a43-9f0a-2f1a4d3c2b1a intent 17 lease_version=3",
+            "verification 0b7f6c1e-5d0e-4a43-9f0a-2f1a4d3c2b1a intent 17 lease_version=3",
+        ),
+        ("already masked u***@example.com +1******4567", "already masked u***@example.com +1******4567"),
+    ],
+)
 def test_redaction_masks_what_looks_like_a_destination_or_secret(raw, masked):
     assert redact_text(raw) == masked
 
@@ -122,8 +137,11 @@ def test_the_filter_covers_arguments_fields_and_tracebacks(log_lines):
     try:
         raise ValueError("provider said: bad recipient bob@example.org")
     except ValueError:
-        _log.exception("send to %s failed", "+447700900123",
-                       extra={"json_fields": {"destination": "bob@example.org", "nested": ["ok", "+447700900123"]}})
+        _log.exception(
+            "send to %s failed",
+            "+447700900123",
+            extra={"json_fields": {"destination": "bob@example.org", "nested": ["ok", "+447700900123"]}},
+        )
     text = log_lines.text()
     assert "bob@example.org" not in text and "+447700900123" not in text
     [record] = log_lines.records()
@@ -168,12 +186,21 @@ def test_full_scenario_logs_no_token_code_or_destination(app_client, db, log_lin
     people = [("email", "Ada.Lovelace@example.com"), ("sms", "+14155550123"), ("email", "grace@example.org")]
     ids = []
     for i, (channel, destination) in enumerate(people):
-        response = create.post("/", json={"account_id": f"acct-{i}", "channel": channel, "destination": destination},
-                               headers={"Idempotency-Key": f"scenario-{i}"})
+        response = create.post(
+            "/",
+            json={"account_id": f"acct-{i}", "channel": channel, "destination": destination},
+            headers={"Idempotency-Key": f"scenario-{i}"},
+        )
         assert response.status_code == 201, response.get_data(as_text=True)
         ids.append(response.get_json()["verification_id"])
-    assert create.post("/", json={"account_id": "x", "channel": "email", "destination": "not-an-address"},
-                       headers={"Idempotency-Key": "bad"}).status_code == 400
+    assert (
+        create.post(
+            "/",
+            json={"account_id": "x", "channel": "email", "destination": "not-an-address"},
+            headers={"Idempotency-Key": "bad"},
+        ).status_code
+        == 400
+    )
 
     dispatch = app_client("dispatch")
     first = dispatch.post("/").get_json()
@@ -210,4 +237,3 @@ def test_full_scenario_logs_no_token_code_or_destination(app_client, db, log_lin
         assert destination.lower() not in text.lower()
         assert destination.lstrip("+") not in text  # nor the bare number
     assert str(uuid.UUID(ids[0])) in text or any(r.get("verification_id") == ids[0] for r in records)
-

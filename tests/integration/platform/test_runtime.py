@@ -1,5 +1,6 @@
 """Runtime, the composition root: every connection it opens (functions and verifyctl alike) carries
 the configured statement timeout and names its application."""
+
 from __future__ import annotations
 
 import threading
@@ -10,8 +11,12 @@ from signup_verification.runtime import Runtime
 
 
 def test_verifyctl_connects_through_the_runtime_with_the_statement_timeout(database_url, tmp_path):
-    runtime = Runtime(load({"DATABASE_URL": database_url, "DATABASE_STATEMENT_TIMEOUT_MS": "1500",
-                            "VERIFY_LOCAL_DIR": str(tmp_path)}), application_name="verifyctl")
+    runtime = Runtime(
+        load(
+            {"DATABASE_URL": database_url, "DATABASE_STATEMENT_TIMEOUT_MS": "1500", "VERIFY_LOCAL_DIR": str(tmp_path)}
+        ),
+        application_name="verifyctl",
+    )
     try:
         assert runtime.db.run("SHOW statement_timeout") == [["1500ms"]]
         assert runtime.db.run("SELECT current_setting('application_name')") == [["verifyctl"]]

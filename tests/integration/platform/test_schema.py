@@ -1,4 +1,5 @@
 """The database itself enforces the state model's invariants, whatever code (or operator) writes to it."""
+
 from __future__ import annotations
 
 import json
@@ -23,34 +24,63 @@ def refused(db: Database, sql: str, code: str, **params) -> None:
 
 
 def add_verification(db: Database, **columns) -> uuid.UUID:
-    row = {"id": uuid.uuid4(), "account_id": "acct", "channel": "email", "destination": "ada@example.com",
-           "purpose": "signup", "locale": "en", "key_id": "k1", "token_nonce": b"n" * 16,
-           "token_digest": uuid.uuid4().bytes * 2, "expires_at_s": 600, **columns}
-    db.run("INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id, token_nonce,"
-           " token_digest, expires_at) VALUES (:id, :account_id, :channel, :destination, :purpose, :locale, :key_id,"
-           " :token_nonce, :token_digest, now() + make_interval(secs => :expires_at_s))", **row)
+    row = {
+        "id": uuid.uuid4(),
+        "account_id": "acct",
+        "channel": "email",
+        "destination": "ada@example.com",
+        "purpose": "signup",
+        "locale": "en",
+        "key_id": "k1",
+        "token_nonce": b"n" * 16,
+        "token_digest": uuid.uuid4().bytes * 2,
+        "expires_at_s": 600,
+        **columns,
+    }
+    db.run(
+        "INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id, token_nonce,"
+        " token_digest, expires_at) VALUES (:id, :account_id, :channel, :destination, :purpose, :locale, :key_id,"
+        " :token_nonce, :token_digest, now() + make_interval(secs => :expires_at_s))",
+        **row,
+    )
     return row["id"]
 
 
 def add_intent(db: Database, verification_id: uuid.UUID, **columns) -> int:
-    row = {"status": "ready", "lease_owner": None, "lease_until_s": None, "suppression_reason": None,
-           "completed": False, "next_s": 0, "attempts": 0, **columns}
+    row = {
+        "status": "ready",
+        "lease_owner": None,
+        "lease_until_s": None,
+        "suppression_reason": None,
+        "completed": False,
+        "next_s": 0,
+        "attempts": 0,
+        **columns,
+    }
     return db.run(
         "INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, status,"
         " lease_owner, lease_until, suppression_reason, completed_at, next_attempt_at, attempts)"
         " VALUES (:vid, 'email', 'signup', 'en', 'signup/v1', :status, :lease_owner,"
         " now() + make_interval(secs => CAST(:lease_until_s AS integer)), :suppression_reason,"
         " CASE WHEN :completed THEN now() END, now() + make_interval(secs => :next_s), :attempts) RETURNING id",
-        vid=verification_id, **row)[0][0]
+        vid=verification_id,
+        **row,
+    )[0][0]
 
 
 def add_attempt(db: Database, intent_id: int, n: int = 1, outcome: str = "attempting") -> None:
-    db.run("INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome)"
-           " VALUES (:aid, :iid, :n, 'email', 'signup/v1', :outcome)",
-           aid=f"{intent_id}:{n}", iid=intent_id, n=n, outcome=outcome)
+    db.run(
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome)"
+        " VALUES (:aid, :iid, :n, 'email', 'signup/v1', :outcome)",
+        aid=f"{intent_id}:{n}",
+        iid=intent_id,
+        n=n,
+        outcome=outcome,
+    )
 
 
 # -- one logical delivery per verification ------------------------------------------------------------
+
 
 def test_a_second_intent_for_one_verification_is_refused_by_the_database(db):
     vid = add_verification(db)
@@ -70,16 +100,16 @@ def test_an_intent_needs_an_existing_verification(db):
 # -- vocabularies and lease columns -------------------------------------------------------------------
 
 BAD_INTENTS = [
-    {"status": "sent"},                                               # not in the vocabulary
-    {"status": "claimed"},                                            # claimed without a lease
-    {"status": "attempting", "lease_owner": "w1"},                    # lease without an expiry
-    {"status": "ready", "lease_owner": "w1", "lease_until_s": 30},    # a lease on an unowned row
+    {"status": "sent"},  # not in the vocabulary
+    {"status": "claimed"},  # claimed without a lease
+    {"status": "attempting", "lease_owner": "w1"},  # lease without an expiry
+    {"status": "ready", "lease_owner": "w1", "lease_until_s": 30},  # a lease on an unowned row
     {"status": "retryable", "lease_until_s": 30},
-    {"status": "suppressed", "completed": True},                      # suppressed without a reason
-    {"status": "ready", "suppression_reason": "superseded"},          # a reason without suppression
-    {"status": "accepted"},                                           # finished without completed_at
-    {"status": "ready", "completed": True},                           # completed but still eligible
-    {"attempts": 6},                                                  # more attempts than allowed
+    {"status": "suppressed", "completed": True},  # suppressed without a reason
+    {"status": "ready", "suppression_reason": "superseded"},  # a reason without suppression
+    {"status": "accepted"},  # finished without completed_at
+    {"status": "ready", "completed": True},  # completed but still eligible
+    {"attempts": 6},  # more attempts than allowed
     {"attempts": -1},
 ]
 
@@ -94,10 +124,13 @@ def test_intent_check_constraints(db):
 
 
 GOOD_INTENTS = [
-    {"status": "ready"}, {"status": "retryable"}, {"status": "ambiguous"},
+    {"status": "ready"},
+    {"status": "retryable"},
+    {"status": "ambiguous"},
     {"status": "claimed", "lease_owner": "w1", "lease_until_s": 30},
     {"status": "attempting", "lease_owner": "w1", "lease_until_s": 30},
-    {"status": "accepted", "completed": True}, {"status": "failed", "completed": True},
+    {"status": "accepted", "completed": True},
+    {"status": "failed", "completed": True},
     {"status": "suppressed", "suppression_reason": "expired", "completed": True},
 ]
 
@@ -110,9 +143,9 @@ def test_every_consistent_intent_state_is_accepted(db):
 
 BAD_VERIFICATION_UPDATES = [
     "UPDATE verifications SET status = 'confirmed'",
-    "UPDATE verifications SET status = 'verified'",                        # verified needs verified_at
-    "UPDATE verifications SET verified_at = now()",                        # verified_at needs verified
-    "UPDATE verifications SET status = 'superseded'",                      # superseded needs superseded_by
+    "UPDATE verifications SET status = 'verified'",  # verified needs verified_at
+    "UPDATE verifications SET verified_at = now()",  # verified_at needs verified
+    "UPDATE verifications SET status = 'superseded'",  # superseded needs superseded_by
     "UPDATE verifications SET channel = 'fax'",
     "UPDATE verifications SET expires_at = created_at",
     "UPDATE verifications SET token_digest = '\\x00'::bytea",
@@ -137,8 +170,10 @@ def test_token_digests_are_unique(db):
 
 
 def test_idempotency_keys_are_unique_per_scope_and_bounded(db):
-    insert = ("INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)"
-              " VALUES (:scope, :key, '\\x00'::bytea, now() + interval '1 day')")
+    insert = (
+        "INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)"
+        " VALUES (:scope, :key, '\\x00'::bytea, now() + interval '1 day')"
+    )
     db.run(insert, scope="create_verification", key="k")
     db.run(insert, scope="other", key="k")
     refused(db, insert, UNIQUE, scope="create_verification", key="k")
@@ -147,6 +182,7 @@ def test_idempotency_keys_are_unique_per_scope_and_bounded(db):
 
 
 # -- the append-only attempt log ----------------------------------------------------------------------
+
 
 @pytest.fixture
 def attempt_log(db) -> int:
@@ -157,11 +193,18 @@ def attempt_log(db) -> int:
 
 
 def test_delivery_attempts_refuse_update_delete_and_truncate(db, attempt_log):
-    for sql in ("UPDATE delivery_attempts SET outcome = 'failed'", "UPDATE delivery_attempts SET provider_ref = 'x'",
-                "DELETE FROM delivery_attempts", "TRUNCATE delivery_attempts", "TRUNCATE delivery_attempts CASCADE"):
+    for sql in (
+        "UPDATE delivery_attempts SET outcome = 'failed'",
+        "UPDATE delivery_attempts SET provider_ref = 'x'",
+        "DELETE FROM delivery_attempts",
+        "TRUNCATE delivery_attempts",
+        "TRUNCATE delivery_attempts CASCADE",
+    ):
         refused(db, sql, REFUSED)
-    assert db.run("SELECT outcome, provider_ref FROM delivery_attempts ORDER BY id") == [["attempting", None],
-                                                                                          ["accepted", None]]
+    assert db.run("SELECT outcome, provider_ref FROM delivery_attempts ORDER BY id") == [
+        ["attempting", None],
+        ["accepted", None],
+    ]
 
 
 def test_the_retention_purge_may_delete_inside_its_own_transaction_only(db, attempt_log):
@@ -189,22 +232,31 @@ def test_attempt_rows_are_unique_per_attempt_and_outcome(db, attempt_log):
 
 
 def test_the_attempt_log_has_no_column_for_a_token_or_destination(db):
-    columns = {r[0] for r in db.run("SELECT column_name FROM information_schema.columns"
-                                    " WHERE table_name = 'delivery_attempts'")}
+    columns = {
+        r[0]
+        for r in db.run("SELECT column_name FROM information_schema.columns WHERE table_name = 'delivery_attempts'")
+    }
     assert not {c for c in columns if "token" in c or "destination" in c or "code" in c or "nonce" in c}
-    columns = {r[0] for r in db.run("SELECT column_name FROM information_schema.columns"
-                                    " WHERE table_name = 'verifications'")}
+    columns = {
+        r[0] for r in db.run("SELECT column_name FROM information_schema.columns WHERE table_name = 'verifications'")
+    }
     assert "token" not in columns and {"token_nonce", "token_digest", "key_id"} <= columns
 
 
 # -- eligibility: one definition, served by the partial index -----------------------------------------
 
+
 def test_the_eligible_view_holds_due_ready_and_retryable_intents_only(db):
     expected = set()
-    for columns in ({"status": "ready"}, {"status": "retryable"}, {"status": "ready", "next_s": 300},
-                    {"status": "ambiguous"}, {"status": "claimed", "lease_owner": "w", "lease_until_s": 30},
-                    {"status": "accepted", "completed": True},
-                    {"status": "suppressed", "suppression_reason": "expired", "completed": True}):
+    for columns in (
+        {"status": "ready"},
+        {"status": "retryable"},
+        {"status": "ready", "next_s": 300},
+        {"status": "ambiguous"},
+        {"status": "claimed", "lease_owner": "w", "lease_until_s": 30},
+        {"status": "accepted", "completed": True},
+        {"status": "suppressed", "suppression_reason": "expired", "completed": True},
+    ):
         intent = add_intent(db, add_verification(db, account_id=str(uuid.uuid4())), **{"next_s": -1, **columns})
         if columns["status"] in ("ready", "retryable") and "next_s" not in columns:
             expected.add(intent)
@@ -226,12 +278,17 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
                CASE WHEN status = 'verified' THEN now() END FROM verifications;
         ANALYZE verifications; ANALYZE delivery_intents;
     """)
-    for query in ("SELECT id FROM eligible_delivery_intents ORDER BY next_attempt_at, id LIMIT 10"
-                  " FOR UPDATE SKIP LOCKED",
-                  "SELECT min(next_attempt_at) FROM eligible_delivery_intents"):
+    for query in (
+        "SELECT id FROM eligible_delivery_intents ORDER BY next_attempt_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
+        "SELECT min(next_attempt_at) FROM eligible_delivery_intents",
+    ):
         plan = "\n".join(r[0] for r in db.run("EXPLAIN " + query))
         assert "delivery_intents_eligible" in plan and "Seq Scan" not in plan, plan
-    plan = "\n".join(r[0] for r in db.run(
-        "EXPLAIN SELECT count(*) FROM verifications WHERE channel = 'email' AND destination IS NOT NULL"
-        " AND lower(destination) = lower('U7@example.com') AND created_at > now() - interval '1 hour'"))
+    plan = "\n".join(
+        r[0]
+        for r in db.run(
+            "EXPLAIN SELECT count(*) FROM verifications WHERE channel = 'email' AND destination IS NOT NULL"
+            " AND lower(destination) = lower('U7@example.com') AND created_at > now() - interval '1 hour'"
+        )
+    )
     assert "verifications_destination_recent" in plan, plan

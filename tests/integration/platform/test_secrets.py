@@ -3,6 +3,7 @@
 The real google-cloud-secret-manager client is exercised against a local gRPC stand-in of the
 Secret Manager service (same wire protocol, no Google endpoint); the rest uses a dict source.
 """
+
 from __future__ import annotations
 
 from concurrent import futures
@@ -13,10 +14,9 @@ from google.cloud import secretmanager
 from google.cloud.secretmanager_v1.services.secret_manager_service.transports import SecretManagerServiceGrpcTransport
 
 from signup_verification import runtime
-from signup_verification.platform import secret_manager as secrets
 from signup_verification.config import load
+from signup_verification.platform import secret_manager as secrets
 from signup_verification.platform.errors import ConfigError
-
 from support.auth import cloud_run_identity
 from support.paths import TEST_TOKEN_KEYS
 from support.secrets import resolve_env
@@ -41,16 +41,26 @@ class DictSource:
 
 @pytest.fixture
 def source():
-    stand_in = DictSource({TOKEN_NAME: (TEST_TOKEN_KEYS + "\n").encode(),
-                           "projects/my-proj/secrets/sendgrid/versions/latest": b"SG.example-key"})
+    stand_in = DictSource(
+        {
+            TOKEN_NAME: (TEST_TOKEN_KEYS + "\n").encode(),
+            "projects/my-proj/secrets/sendgrid/versions/latest": b"SG.example-key",
+        }
+    )
     previous = secrets.use_source(stand_in)
     yield stand_in
     secrets.use_source(previous)
 
 
 def test_references_are_replaced_and_other_values_kept(source):
-    env = resolve_env({"TOKEN_KEYS": TOKEN_REF, "SENDGRID_API_KEY": "sm://projects/my-proj/secrets/sendgrid",
-                               "EMAIL_FROM": "Signup <a@example.com>", "PLAIN": "projects/x/secrets/y"})
+    env = resolve_env(
+        {
+            "TOKEN_KEYS": TOKEN_REF,
+            "SENDGRID_API_KEY": "sm://projects/my-proj/secrets/sendgrid",
+            "EMAIL_FROM": "Signup <a@example.com>",
+            "PLAIN": "projects/x/secrets/y",
+        }
+    )
     assert env["TOKEN_KEYS"] == TEST_TOKEN_KEYS  # trailing newline from `echo | gcloud` dropped
     assert env["SENDGRID_API_KEY"] == "SG.example-key"  # no version = latest
     assert env["EMAIL_FROM"] == "Signup <a@example.com>"
@@ -63,10 +73,16 @@ def test_each_secret_is_read_once_per_instance(source):
     assert source.reads == [TOKEN_NAME]
 
 
-@pytest.mark.parametrize("reference", [
-    "sm://my-secret", "sm://projects/p/secrets/s/versions/0", "sm://projects/p/secrets/s/versions/abc",
-    "sm://projects/P_/secrets/s", "sm://projects/p/secrets/s/extra",
-])
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "sm://my-secret",
+        "sm://projects/p/secrets/s/versions/0",
+        "sm://projects/p/secrets/s/versions/abc",
+        "sm://projects/P_/secrets/s",
+        "sm://projects/p/secrets/s/extra",
+    ],
+)
 def test_malformed_reference_is_a_clear_config_error(source, reference):
     with pytest.raises(ConfigError, match="TOKEN_KEYS must look like sm://projects/PROJECT/secrets/NAME"):
         resolve_env({"TOKEN_KEYS": reference})
@@ -76,8 +92,9 @@ def test_malformed_reference_is_a_clear_config_error(source, reference):
 def test_unreadable_secret_names_the_variable_and_reference_only(source):
     with pytest.raises(ConfigError) as error:
         resolve_env({"TWILIO_AUTH_TOKEN": "sm://projects/my-proj/secrets/missing/versions/1"})
-    assert str(error.value) == ("TWILIO_AUTH_TOKEN: cannot read secret projects/my-proj/secrets/missing/versions/1: "
-                                "LookupError")
+    assert str(error.value) == (
+        "TWILIO_AUTH_TOKEN: cannot read secret projects/my-proj/secrets/missing/versions/1: LookupError"
+    )
 
 
 def test_empty_secret_is_refused(source):
@@ -94,8 +111,10 @@ def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env
     assert [k.key_id for k in runtime.get_runtime().keyring.keys] == ["test-k1"]
     assert TEST_TOKEN_KEYS not in repr(runtime.get_runtime().config)
     response = app_client("create_verification").post(
-        "/", json={"account_id": "acct_sm", "channel": "email", "destination": "sm@example.com"},
-        headers={"Idempotency-Key": "sm-1", "Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")})
+        "/",
+        json={"account_id": "acct_sm", "channel": "email", "destination": "sm@example.com"},
+        headers={"Idempotency-Key": "sm-1", "Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")},
+    )
     assert response.status_code == 201, response.get_data(as_text=True)
     runtime.reset()
     runtime.get_runtime()
@@ -103,6 +122,7 @@ def test_production_runtime_takes_its_token_keys_from_secret_manager(service_env
 
 
 # ---- the real client library against a local Secret Manager stand-in ----------------------
+
 
 class _SecretManagerStandIn:
     def __init__(self, payloads: dict[str, bytes]):
@@ -114,18 +134,23 @@ class _SecretManagerStandIn:
         if request.name not in self.payloads:
             context.abort(grpc.StatusCode.NOT_FOUND, f"Secret [{request.name}] not found")
         return secretmanager.AccessSecretVersionResponse(
-            name=request.name, payload=secretmanager.SecretPayload(data=self.payloads[request.name]))
+            name=request.name, payload=secretmanager.SecretPayload(data=self.payloads[request.name])
+        )
 
 
 @pytest.fixture
 def grpc_secret_manager():
     service = _SecretManagerStandIn({TOKEN_NAME: TEST_TOKEN_KEYS.encode()})
-    handler = grpc.method_handlers_generic_handler("google.cloud.secretmanager.v1.SecretManagerService", {
-        "AccessSecretVersion": grpc.unary_unary_rpc_method_handler(
-            service.access,
-            request_deserializer=secretmanager.AccessSecretVersionRequest.deserialize,
-            response_serializer=secretmanager.AccessSecretVersionResponse.serialize),
-    })
+    handler = grpc.method_handlers_generic_handler(
+        "google.cloud.secretmanager.v1.SecretManagerService",
+        {
+            "AccessSecretVersion": grpc.unary_unary_rpc_method_handler(
+                service.access,
+                request_deserializer=secretmanager.AccessSecretVersionRequest.deserialize,
+                response_serializer=secretmanager.AccessSecretVersionResponse.serialize,
+            ),
+        },
+    )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -145,7 +170,9 @@ def test_secret_manager_client_reads_the_version(grpc_secret_manager):
 
 
 def test_secret_manager_not_found_is_a_config_error(grpc_secret_manager):
-    with pytest.raises(ConfigError, match="TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest: NotFound"):
+    with pytest.raises(
+        ConfigError, match="TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest: NotFound"
+    ):
         resolve_env({"TOKEN_KEYS": "sm://projects/my-proj/secrets/nope"})
 
 
@@ -160,10 +187,17 @@ def test_load_resolves_references_through_the_secret_manager_client(grpc_secret_
 
 def test_load_reports_an_unreadable_secret_together_with_the_other_bad_settings(grpc_secret_manager):
     with pytest.raises(ConfigError) as caught:
-        load({"TOKEN_KEYS": "sm://projects/my-proj/secrets/nope", "SMTP_PASSWORD": "sm://not-a-reference",
-              "SMTP_PORT": "twenty-five"})
+        load(
+            {
+                "TOKEN_KEYS": "sm://projects/my-proj/secrets/nope",
+                "SMTP_PASSWORD": "sm://not-a-reference",
+                "SMTP_PORT": "twenty-five",
+            }
+        )
     problems = caught.value.problems
     assert len(problems) == 3, problems
-    assert any(p.startswith("TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest") for p in problems)
+    assert any(
+        p.startswith("TOKEN_KEYS: cannot read secret projects/my-proj/secrets/nope/versions/latest") for p in problems
+    )
     assert any(p.startswith("SMTP_PASSWORD must look like sm://projects/") for p in problems)
     assert "SMTP_PORT must be an integer, got 'twenty-five'" in problems

@@ -1,4 +1,5 @@
 """confirm_verification: GET shows a page and changes nothing; POST consumes once (form -> page, JSON -> JSON)."""
+
 from __future__ import annotations
 
 import base64
@@ -10,18 +11,23 @@ import uuid
 
 import pytest
 
-from support.paths import TEST_TOKEN_KEYS
-from signup_verification.verifications import confirm as confirmations
 from signup_verification import runtime
-from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.platform.database import Database
-from signup_verification.config import load
-from signup_verification.verifications.tokens import Keyring
 from signup_verification.api.create import create_verification
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.config import load
+from signup_verification.platform.database import Database
+from signup_verification.verifications import confirm as confirmations
+from signup_verification.verifications.tokens import Keyring
+from support.paths import TEST_TOKEN_KEYS
 
 
-def _create(db: Database, channel: str = "email", account: str | None = None, destination: str | None = None,
-            keys: str = TEST_TOKEN_KEYS) -> dict:
+def _create(
+    db: Database,
+    channel: str = "email",
+    account: str | None = None,
+    destination: str | None = None,
+    keys: str = TEST_TOKEN_KEYS,
+) -> dict:
     account = account or f"acct_{uuid.uuid4().hex[:8]}"
     if destination is None:
         destination = f"{uuid.uuid4().hex[:8]}@example.com" if channel == "email" else "+14155550100"
@@ -41,13 +47,17 @@ def _code(row: dict) -> str:
 
 
 def _state(db: Database, row: dict) -> dict:
-    return db.one("SELECT status, verified_at, updated_at, confirm_failures FROM verifications WHERE id = :id",
-                  id=row["id"])
+    return db.one(
+        "SELECT status, verified_at, updated_at, confirm_failures FROM verifications WHERE id = :id", id=row["id"]
+    )
 
 
 def _expire(db: Database, row: dict) -> None:
-    db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second'"
-           " WHERE id = :id", id=row["id"])
+    db.run(
+        "UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second'"
+        " WHERE id = :id",
+        id=row["id"],
+    )
 
 
 @pytest.fixture

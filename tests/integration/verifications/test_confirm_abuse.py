@@ -1,4 +1,5 @@
 """Issue 15's confirmation defects: a wrong code after confirmation, full-width digits."""
+
 from __future__ import annotations
 
 import json
@@ -6,17 +7,18 @@ import uuid
 
 import pytest
 
-from support.paths import TEST_TOKEN_KEYS
+from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load
 from signup_verification.verifications import confirm as confirmations
-from signup_verification.verifications.create import create_verification
 from signup_verification.verifications.tokens import Keyring
+from support.paths import TEST_TOKEN_KEYS
 
 
 def _create_sms(db, destination: str = "+14155550100") -> tuple[dict, str]:
-    request = CreateVerificationRequest(account_id=f"acct_{uuid.uuid4().hex[:8]}", channel="sms",
-                                        destination=destination)
+    request = CreateVerificationRequest(
+        account_id=f"acct_{uuid.uuid4().hex[:8]}", channel="sms", destination=destination
+    )
     result = create_verification(db, load().create, Keyring.parse(TEST_TOKEN_KEYS), request, uuid.uuid4().hex)
     assert result.status == 201, result.body
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(result.body["verification_id"]))

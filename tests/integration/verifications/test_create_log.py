@@ -1,13 +1,12 @@
 """Create logs one structured line per outcome, with nothing sensitive in it (issue 16 item 11)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
 from signup_verification.verifications.create import CreateConfig
 from signup_verification.verifications.tokens import Keyring
-
 from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
@@ -29,7 +28,11 @@ def test_each_create_outcome_logs_one_line_without_the_destination_or_key(db, lo
 
     lines = log_lines.events("create")
     assert [(r["outcome"], r["channel"]) for r in lines] == [
-        ("created", "email"), ("replayed", "email"), ("key_reused", "email"), ("rate_limited", "email")]
+        ("created", "email"),
+        ("replayed", "email"),
+        ("key_reused", "email"),
+        ("rate_limited", "email"),
+    ]
     assert [r["verification_id"] for r in lines] == [first["verification_id"]] * 2 + [None, None]
     assert 0 < lines[3]["retry_after"] <= 60
     text = log_lines.text()

@@ -4,6 +4,7 @@ Races are made deterministic: a second connection holds a transaction open at th
 the requests are started in threads (each with its own connection), and the test waits until
 PostgreSQL reports them blocked before letting the holder go.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,15 +30,22 @@ def post(client, body, key):
 
 
 def row_counts(db) -> tuple[int, int, int]:
-    return tuple(db.run("SELECT (SELECT count(*) FROM verifications)::int,"
-                        " (SELECT count(*) FROM delivery_intents)::int,"
-                        " (SELECT count(*) FROM idempotency_keys)::int")[0])
+    return tuple(
+        db.run(
+            "SELECT (SELECT count(*) FROM verifications)::int,"
+            " (SELECT count(*) FROM delivery_intents)::int,"
+            " (SELECT count(*) FROM idempotency_keys)::int"
+        )[0]
+    )
 
 
 def age_all(db, seconds: int) -> None:
     """Move every verification `seconds` into the past (what waiting would do, without the wait)."""
-    db.run("UPDATE verifications SET created_at = created_at - make_interval(secs => :s),"
-           " expires_at = expires_at - make_interval(secs => :s)", s=seconds)
+    db.run(
+        "UPDATE verifications SET created_at = created_at - make_interval(secs => :s),"
+        " expires_at = expires_at - make_interval(secs => :s)",
+        s=seconds,
+    )
     # The velocity limits count create_events (sql/006_abuse.sql), which carry the same created_at.
     db.run("UPDATE create_events SET created_at = created_at - make_interval(secs => :s)", s=seconds)
 
@@ -61,8 +69,9 @@ def wait_blocked(db, count: int, threads: list[threading.Thread], timeout: float
     """Until `count` other backends of this database wait on a lock (or every thread has finished)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(t.is_alive() for t in threads):
-        waiting = db.run("SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database()"
-                         " AND wait_event_type = 'Lock'")[0][0]
+        waiting = db.run(
+            "SELECT count(*)::int FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )[0][0]
         if waiting >= count:
             return
         time.sleep(0.02)
@@ -75,6 +84,7 @@ def join(threads: list[threading.Thread]) -> None:
 
 
 # -- rate limit ---------------------------------------------------------------------------------------
+
 
 def test_second_create_within_60_s_is_429_and_is_not_stored_against_its_key(client, db):
     assert post(client, EMAIL, "k1").status_code == 201
@@ -128,6 +138,7 @@ def test_limits_come_from_configuration(client, db, monkeypatch):
 
 # -- concurrency --------------------------------------------------------------------------------------
 
+
 def test_two_concurrent_requests_with_one_key_create_once_and_answer_alike(app_client, db):
     barrier = threading.Barrier(2)
     results: list = [None, None]
@@ -151,8 +162,9 @@ def test_requests_with_a_key_in_flight_wait_for_it_and_replay_it(app_client, db,
     holder = Database.from_url(database_url)
     rt = runtime.get_runtime()
     with holder.transaction():
-        first = verifications.create_verification(holder, rt.config.create, rt.keyring,
-                                                  CreateVerificationRequest(**EMAIL), "same-key")
+        first = verifications.create_verification(
+            holder, rt.config.create, rt.keyring, CreateVerificationRequest(**EMAIL), "same-key"
+        )
         threads, results = in_threads(app_client, [(EMAIL, "same-key")] * 3)
         wait_blocked(db, 3, threads)
         assert all(t.is_alive() for t in threads)  # nobody answered while the first was in flight
@@ -169,7 +181,9 @@ def test_a_request_whose_first_attempt_died_in_flight_creates_exactly_once(app_c
     holder = Database.from_url(database_url)
     rt = runtime.get_runtime()
     holder.execute_script("BEGIN")
-    verifications.create_verification(holder, rt.config.create, rt.keyring, CreateVerificationRequest(**EMAIL), "same-key")
+    verifications.create_verification(
+        holder, rt.config.create, rt.keyring, CreateVerificationRequest(**EMAIL), "same-key"
+    )
     pid = holder.run("SELECT pg_backend_pid()")[0][0]
     threads, results = in_threads(app_client, [(EMAIL, "same-key")])
     wait_blocked(db, 1, threads)
@@ -186,8 +200,9 @@ def test_concurrent_creates_for_one_account_leave_exactly_one_pending(app_client
     holder = Database.from_url(database_url)
     rt = runtime.get_runtime()
     with holder.transaction():
-        first = verifications.create_verification(holder, rt.config.create, rt.keyring,
-                                                  CreateVerificationRequest(**EMAIL), "k1")
+        first = verifications.create_verification(
+            holder, rt.config.create, rt.keyring, CreateVerificationRequest(**EMAIL), "k1"
+        )
         threads, results = in_threads(app_client, [({**EMAIL, "destination": "ada@work.example.com"}, "k2")])
         wait_blocked(db, 1, threads)
     join(threads)
@@ -208,6 +223,7 @@ def test_concurrent_creates_for_one_destination_respect_the_limit(app_client, db
 
 
 # -- faults -------------------------------------------------------------------------------------------
+
 
 def test_a_failure_inside_the_transaction_writes_nothing_and_leaks_nothing(client, db):
     """Fault injection: the intent insert fails after the key and verification were written."""
@@ -244,8 +260,9 @@ def test_expired_key_is_reusable_once_even_when_raced(app_client, db, database_u
     """An unreaped expired key counts as unused. Two reuses that both read it as expired (held at
     that point by a share lock) must still create once: the second then replays the first."""
     old = post(app_client("create_verification"), EMAIL, "k1").get_json()
-    db.run("UPDATE idempotency_keys SET created_at = created_at - interval '2 days',"
-           " expires_at = now() - interval '1 day'")
+    db.run(
+        "UPDATE idempotency_keys SET created_at = created_at - interval '2 days', expires_at = now() - interval '1 day'"
+    )
     age_all(db, 120)
     body = {**EMAIL, "destination": "ada@work.example.com"}
     holder = Database.from_url(database_url)

@@ -3,6 +3,7 @@
 A key has a 24 h TTL, so a deploy meets records the old create_verification wrote: 005 converts
 them into outcomes, and the replay is the very answer the first request got.
 """
+
 from __future__ import annotations
 
 import importlib.resources
@@ -16,7 +17,6 @@ from signup_verification.platform import migrations
 from signup_verification.platform.database import ConnectionParams, Database
 from signup_verification.verifications.create import IDEMPOTENCY_SCOPE, CreateConfig
 from signup_verification.verifications.tokens import Keyring
-
 from support.paths import TEST_TOKEN_KEYS
 
 BEFORE = Path(__file__).with_name("create_verification_before_005.sql")  # the definition as it was
@@ -35,7 +35,8 @@ def _folder(tmp_path: Path, upgraded: bool) -> Path:
         if upgraded or path.name < "005":
             shutil.copy(path, folder / path.name)
     for path in (package / "definitions").glob("*.sql"):
-        shutil.copy(path, folder / "definitions" / path.name)
+        if upgraded or path.name < "05":  # the definitions that existed before 005
+            shutil.copy(path, folder / "definitions" / path.name)
     if not upgraded:
         shutil.copy(BEFORE, folder / "definitions" / "04_create_verification.sql")
     return folder
@@ -51,12 +52,23 @@ def test_a_key_stored_by_the_old_function_replays_the_same_answer(pg_server: Con
         request = CreateVerificationRequest(account_id="acct-1", channel="email", destination="ada@example.com")
         new = create_edge.new_verification(request)
         outcome, status, first_body = db.run(
-            OLD_CALL, scope=IDEMPOTENCY_SCOPE, key="k-old", fingerprint=new.fingerprint, id=uuid.uuid4(),
-            account_id=new.account_id, channel=new.channel, destination=new.destination, purpose=new.purpose,
-            locale=new.locale, template_version=new.template_version, nonce=b"n" * 16, digest=b"d" * 32)[0]
+            OLD_CALL,
+            scope=IDEMPOTENCY_SCOPE,
+            key="k-old",
+            fingerprint=new.fingerprint,
+            id=uuid.uuid4(),
+            account_id=new.account_id,
+            channel=new.channel,
+            destination=new.destination,
+            purpose=new.purpose,
+            locale=new.locale,
+            template_version=new.template_version,
+            nonce=b"n" * 16,
+            digest=b"d" * 32,
+        )[0]
         assert (outcome, status) == ("created", 201)
 
-        assert migrations.migrate(db, _folder(tmp_path, upgraded=True)).migrations == ("005",)
+        assert migrations.migrate(db, _folder(tmp_path, upgraded=True)).migrations[0] == "005"
         replay = create_edge.create_verification(db, CreateConfig(), Keyring.parse(TEST_TOKEN_KEYS), request, "k-old")
         assert (replay.status, replay.headers) == (201, {"Idempotent-Replayed": "true"})
         assert replay.body == first_body and list(replay.body) == list(first_body)  # same fields, same order

@@ -1,10 +1,10 @@
 """Round trips are designed, not hoped for: count the network flushes pg8000 makes per operation."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
 
 import pg8000.core
-
 
 
 @contextmanager
@@ -29,11 +29,17 @@ def test_create_is_one_round_trip_once_warm(app_client):
     body = {"account_id": "a", "channel": "email", "destination": "first@example.com"}
     assert client.post("/", json=body, headers={"Idempotency-Key": "warm"}).status_code == 201
     with count_round_trips() as trips:
-        response = client.post("/", json={**body, "account_id": "b", "destination": "second@example.com"},
-                               headers={"Idempotency-Key": "measured"})
+        response = client.post(
+            "/",
+            json={**body, "account_id": "b", "destination": "second@example.com"},
+            headers={"Idempotency-Key": "measured"},
+        )
     assert response.status_code == 201
     assert trips["n"] == 1, f"create took {trips['n']} round trips"
     with count_round_trips() as trips:
-        replay = client.post("/", json={**body, "account_id": "b", "destination": "second@example.com"},
-                             headers={"Idempotency-Key": "measured"})
+        replay = client.post(
+            "/",
+            json={**body, "account_id": "b", "destination": "second@example.com"},
+            headers={"Idempotency-Key": "measured"},
+        )
     assert replay.headers["Idempotent-Replayed"] == "true" and trips["n"] == 1

@@ -7,6 +7,7 @@ the delivery is recorded, then the connection is closed without an answer), 429 
 Retry-After, 5xx, and the providers' error bodies. Every exchange (request as received, answer
 as sent) is kept in `exchanges` for the contract tests (tests/unit/test_provider_contracts.py).
 """
+
 from __future__ import annotations
 
 import base64
@@ -20,7 +21,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
@@ -89,8 +90,9 @@ class FakeProvider:
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name=f"fake-{self.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=f"fake-{self.name}", daemon=True
+        )
 
     def script(self, *answers: Answer) -> None:
         with self._lock:
@@ -152,8 +154,9 @@ class FakeProvider:
         payload = json.dumps(answer.body).encode() if answer.body is not None else b""
         headers = {**answer.headers, **({"Content-Type": "application/json"} if payload else {})}
         with self._lock:
-            self.exchanges.append(dataclasses.replace(request, status=answer.status, response_headers=headers,
-                                                      response_body=payload))
+            self.exchanges.append(
+                dataclasses.replace(request, status=answer.status, response_headers=headers, response_body=payload)
+            )
         try:
             handler.send_response(answer.status)
             for name, value in headers.items():
@@ -192,7 +195,14 @@ class FakeSendGrid(FakeProvider):
         if path != "/v3/mail/send":
             return Answer(404, {"errors": [{"message": "Not found"}]})
         if headers.get("Authorization") != f"Bearer {self.api_key}":
-            return Answer(401, {"errors": [{"field": None, "message": "The provided authorization grant is invalid, expired, or revoked"}]})
+            return Answer(
+                401,
+                {
+                    "errors": [
+                        {"field": None, "message": "The provided authorization grant is invalid, expired, or revoked"}
+                    ]
+                },
+            )
         if headers.get("Accept", "application/json") not in ("application/json", "*/*"):
             return Answer(406, {"errors": [{"field": None, "message": "Not Acceptable"}]})
         if headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
@@ -224,8 +234,16 @@ class FakeTwilio(FakeProvider):
 
     @staticmethod
     def error(status: int, code: int, message: str = "error", **extra) -> Answer:
-        return Answer(status, {"code": code, "message": message, "more_info": f"https://www.twilio.com/docs/errors/{code}",
-                               "status": status}, **extra)
+        return Answer(
+            status,
+            {
+                "code": code,
+                "message": message,
+                "more_info": f"https://www.twilio.com/docs/errors/{code}",
+                "status": status,
+            },
+            **extra,
+        )
 
     def check_auth(self, path, headers):
         if path != f"/2010-04-01/Accounts/{self.account_sid}/Messages.json":
@@ -244,15 +262,33 @@ class FakeTwilio(FakeProvider):
     def success(self, destination, fields):
         """Twilio's 201 Message resource (the fields its spec describes that a queued message has)."""
         sid = "SM" + uuid.uuid4().hex
-        now = email.utils.format_datetime(datetime.now(timezone.utc))
+        now = email.utils.format_datetime(datetime.now(UTC))
         uri = f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}"
-        return Answer(201, {
-            "sid": sid, "account_sid": self.account_sid, "api_version": "2010-04-01", "status": "queued",
-            "to": destination, "from": fields.get("From"), "messaging_service_sid": fields.get("MessagingServiceSid"),
-            "body": fields.get("Body"), "direction": "outbound-api", "num_segments": "1", "num_media": "0",
-            "date_created": now, "date_updated": now, "date_sent": None, "error_code": None, "error_message": None,
-            "price": None, "price_unit": "USD", "uri": f"{uri}.json",
-            "subresource_uris": {"media": f"{uri}/Media.json"}})
+        return Answer(
+            201,
+            {
+                "sid": sid,
+                "account_sid": self.account_sid,
+                "api_version": "2010-04-01",
+                "status": "queued",
+                "to": destination,
+                "from": fields.get("From"),
+                "messaging_service_sid": fields.get("MessagingServiceSid"),
+                "body": fields.get("Body"),
+                "direction": "outbound-api",
+                "num_segments": "1",
+                "num_media": "0",
+                "date_created": now,
+                "date_updated": now,
+                "date_sent": None,
+                "error_code": None,
+                "error_message": None,
+                "price": None,
+                "price_unit": "USD",
+                "uri": f"{uri}.json",
+                "subresource_uris": {"media": f"{uri}/Media.json"},
+            },
+        )
 
     def invalid(self, reason):
         return self.error(400, 21211, "The 'To' number is not a valid phone number.")

@@ -3,6 +3,7 @@
 The rows are what create_verification writes, minus the idempotency record: a pending
 verification signed with the test key and its `ready` intent. Destinations are unique per row.
 """
+
 from __future__ import annotations
 
 SEED_SQL = """
@@ -25,9 +26,28 @@ RETURNING id
 """
 
 
-def seed_intents(db, n: int, *, sms_every: int = 0, prefix: str = "seed", locale: str = "en",
-                 key_id: str = "test-k1", ttl: int = 600, max_attempts: int = 5, offset: int = 0) -> list[int]:
+def seed_intents(
+    db,
+    n: int,
+    *,
+    sms_every: int = 0,
+    prefix: str = "seed",
+    locale: str = "en",
+    key_id: str = "test-k1",
+    ttl: int = 600,
+    max_attempts: int = 5,
+    offset: int = 0,
+) -> list[int]:
     """n intents; every `sms_every`-th one is SMS (0: all email). Returns the intent ids."""
-    rows = db.run(SEED_SQL, n=n, sms_every=sms_every or n + 1, prefix=prefix, locale=locale, key_id=key_id,
-                  ttl=ttl, max_attempts=max_attempts, offset=offset)
+    rows = db.run(
+        SEED_SQL,
+        n=n,
+        sms_every=sms_every or n + 1,
+        prefix=prefix,
+        locale=locale,
+        key_id=key_id,
+        ttl=ttl,
+        max_attempts=max_attempts,
+        offset=offset,
+    )
     return [r[0] for r in rows]

@@ -4,18 +4,18 @@ reports sender, HELO and client refusals there), a DATA reply, a delay before th
 (client timeout after sending), dropping the connection after the message was taken (reset after
 accepting), AUTH with fixed credentials, STARTTLS or implicit TLS. It counts QUITs received, and
 answers the end of data as Postfix does (`250 2.0.0 Ok: queued as 4069127A001`)."""
-from __future__ import annotations
 
-import re
+from __future__ import annotations
 
 import asyncio
 import email
 import email.policy
+import re
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
@@ -63,7 +63,7 @@ class SmtpBehaviour:
 class _Smtp(SMTP):
     """aiosmtpd's server with a scriptable greeting (the one reply it hard-codes)."""
 
-    def __init__(self, fake: "FakeSmtpServer", *args, **kwargs):
+    def __init__(self, fake: FakeSmtpServer, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._fake = fake
         self._greeted = False
@@ -72,7 +72,7 @@ class _Smtp(SMTP):
         super().connection_lost(error)
         self._fake._first_closed.set()  # the controller's start-up probe is done (and logged)
 
-    async def push(self, status: str):
+    async def push(self, status: str):  # type: ignore[override]  # aiosmtpd passes str replies
         if not self._greeted:
             self._greeted = True
             status = self._fake.behaviour.greeting or status
@@ -80,7 +80,7 @@ class _Smtp(SMTP):
 
 
 class _Controller(Controller):
-    def __init__(self, fake: "FakeSmtpServer", *args, **kwargs):
+    def __init__(self, fake: FakeSmtpServer, *args, **kwargs):
         self._fake = fake
         super().__init__(*args, **kwargs)
 
@@ -89,7 +89,7 @@ class _Controller(Controller):
 
 
 class _Handler:
-    def __init__(self, server: "FakeSmtpServer"):
+    def __init__(self, server: FakeSmtpServer):
         self.fake = server
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
@@ -137,8 +137,15 @@ class _Handler:
 
 
 class FakeSmtpServer:
-    def __init__(self, *, credentials: tuple[str, str] | None = None, starttls: ssl.SSLContext | None = None,
-                 implicit_tls: ssl.SSLContext | None = None, smtputf8: bool = True, idle_timeout: float = 300):
+    def __init__(
+        self,
+        *,
+        credentials: tuple[str, str] | None = None,
+        starttls: ssl.SSLContext | None = None,
+        implicit_tls: ssl.SSLContext | None = None,
+        smtputf8: bool = True,
+        idle_timeout: float = 300,
+    ):
         self.port = free_port()
         self.host = "127.0.0.1"
         self.received: list[Received] = []
@@ -152,18 +159,29 @@ class FakeSmtpServer:
             kwargs.update(authenticator=self._authenticator(credentials), auth_require_tls=False)
         if starttls:
             kwargs.update(tls_context=starttls)
-        self.controller = _Controller(self, _Handler(self), hostname=self.host, port=self.port,
-                                     ssl_context=implicit_tls, ready_timeout=10, **kwargs)
+        self.controller = _Controller(
+            self,
+            _Handler(self),
+            hostname=self.host,
+            port=self.port,
+            ssl_context=implicit_tls,
+            ready_timeout=10,
+            **kwargs,
+        )
 
     def _authenticator(self, credentials: tuple[str, str]):
         def check(server, session, envelope, mechanism, auth_data):
-            ok = isinstance(auth_data, LoginPassword) and (auth_data.login.decode(), auth_data.password.decode()) == credentials
+            ok = (
+                isinstance(auth_data, LoginPassword)
+                and (auth_data.login.decode(), auth_data.password.decode()) == credentials
+            )
             if not ok:
                 self.auth_failures += 1
             return AuthResult(success=ok, handled=False)  # handled=False: the server answers 535 itself
+
         return check
 
-    def start(self) -> "FakeSmtpServer":
+    def start(self) -> FakeSmtpServer:
         self.controller.start()
         # The controller connects once to start the server; wait until that probe's session has ended,
         # so its 'EOF received' log line cannot land inside a test's log capture (seen under load).
@@ -173,7 +191,7 @@ class FakeSmtpServer:
     def stop(self) -> None:
         self.controller.stop()
 
-    def __enter__(self) -> "FakeSmtpServer":
+    def __enter__(self) -> FakeSmtpServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

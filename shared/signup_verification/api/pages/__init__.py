@@ -5,14 +5,16 @@ leaked to another site in a Referer (`no-referrer`), not framed (clickjacking th
 and a Content-Security-Policy that allows only the inline style whose hash it names and a form
 posting back here.
 """
+
 from __future__ import annotations
 
 import base64
 import hashlib
 import math
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 import jinja2
@@ -20,10 +22,10 @@ from markupsafe import Markup, escape
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
+from ...platform.database import UnavailableError
+from ...verifications.confirm import Outcome, Result
 from .. import problems
 from ..http import Incoming
-from ...verifications.confirm import Outcome, Result
-from ...platform.database import UnavailableError
 from .strings import DEFAULT, STRINGS
 
 _DIR = Path(__file__).resolve().parent
@@ -37,8 +39,10 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": (f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; "
-                                "base-uri 'none'; frame-ancestors 'none'"),
+    "Content-Security-Policy": (
+        f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
 }
 
 Response = tuple[str, int, dict[str, str]]
@@ -58,15 +62,18 @@ def _translator(locale: str) -> Callable[..., Markup]:
 
     def t(key: str, **values: Any) -> Markup:
         # Plain text in, markup out: the string and every value filled in are escaped (a hint in bold).
-        filled = {name: Markup("<strong>{}</strong>").format(value) if name == "hint" else value
-                  for name, value in values.items()}
+        filled = {
+            name: Markup("<strong>{}</strong>").format(value) if name == "hint" else value
+            for name, value in values.items()
+        }
         return escape(table[key]).format(**filled)
 
     return t
 
 
-def render(template: str, status: int = 200, headers: dict[str, str] | None = None, locale: str = DEFAULT,
-           **variables: Any) -> Response:
+def render(
+    template: str, status: int = 200, headers: dict[str, str] | None = None, locale: str = DEFAULT, **variables: Any
+) -> Response:
     variables.setdefault("product", None)
     t = _translator(locale)
     variables["product_or_site"] = variables["product"] or STRINGS[locale]["the_site"]
@@ -74,15 +81,28 @@ def render(template: str, status: int = 200, headers: dict[str, str] | None = No
     return html, status, {**SECURITY_HEADERS, **(headers or {})}
 
 
-def outcome_page(template: str, status: int, outcome: Outcome, token: str | None = None,
-                 product: str | None = None, locale: str = DEFAULT) -> Response:
+def outcome_page(
+    template: str,
+    status: int,
+    outcome: Outcome,
+    token: str | None = None,
+    product: str | None = None,
+    locale: str = DEFAULT,
+) -> Response:
     """The page api/confirm.py's rendering of this outcome names."""
     minutes_left = None
     if outcome.result == Result.PENDING and outcome.expires_at is not None:
-        seconds = (outcome.expires_at - datetime.now(timezone.utc)).total_seconds()
+        seconds = (outcome.expires_at - datetime.now(UTC)).total_seconds()
         minutes_left = max(1, math.floor(seconds / 60))  # as the message counts them
-    return render(template, status, token=token or "", destination_hint=outcome.destination_hint,
-                  minutes_left=minutes_left, product=product, locale=locale)
+    return render(
+        template,
+        status,
+        token=token or "",
+        destination_hint=outcome.destination_hint,
+        minutes_left=minutes_left,
+        product=product,
+        locale=locale,
+    )
 
 
 def guarded(produce: Callable[[], Response], request: Incoming, token: str | None) -> Response:
@@ -95,15 +115,25 @@ def guarded(produce: Callable[[], Response], request: Incoming, token: str | Non
         return produce()
     except UnavailableError:
         locale = choose_locale(None, request.headers.get("Accept-Language"))
-        return render("unavailable.html", 503, {"Retry-After": "5"}, locale=locale,
-                      token=token or "", method="post" if request.method == "POST" else "get")
+        return render(
+            "unavailable.html",
+            503,
+            {"Retry-After": "5"},
+            locale=locale,
+            token=token or "",
+            method="post" if request.method == "POST" else "get",
+        )
 
 
 def form_token(request: Incoming) -> str | None:
     """The `token` field of the page's form post (urlencoded; the body was read at the edge)."""
     if request.mimetype != "application/x-www-form-urlencoded":
-        raise problems.Problem(415, "unsupported-media-type", "Unsupported media type",
-                               "Post the confirmation form, or send Content-Type: application/json.")
+        raise problems.Problem(
+            415,
+            "unsupported-media-type",
+            "Unsupported media type",
+            "Post the confirmation form, or send Content-Type: application/json.",
+        )
     fields = parse_qs(request.body.decode("utf-8", errors="replace"), max_num_fields=10)
     values = fields.get("token")
     return values[0] if values else request.args.get("token")

@@ -3,6 +3,7 @@
 Values are trusted markup-free text with `{name}` placeholders; pages/__init__.py escapes the
 values it fills in. tests/unit/test_page_strings.py checks every key exists in every locale.
 """
+
 from __future__ import annotations
 
 DEFAULT = "en"
@@ -29,7 +30,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "expired_title": "This link has expired",
         "expired_body": "For your security, confirmation links work only for a short time.",
         "new_email_steps": "To get a new link: open {product} in this browser, go to the sign-up or sign-in "
-                           "page, and choose to send the confirmation email again. Then use the link in the newest email.",
+        "page, and choose to send the confirmation email again. Then use the link in the newest email.",
         "superseded_title": "A newer link was sent",
         "superseded_body": "This link was replaced by a newer one. Open the most recent confirmation email and use its link.",
         "superseded_note": "Only the latest link works, so an old email cannot confirm an address by mistake.",
@@ -37,7 +38,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "locked_body": "Too many wrong codes were entered, so this confirmation no longer works.",
         "invalid_title": "This link is not valid",
         "invalid_body": "The link may be incomplete: some email programs break long links across lines. "
-                        "Try copying the whole link from the email into your browser.",
+        "Try copying the whole link from the email into your browser.",
         "unavailable_title": "Please try again in a moment",
         "unavailable_body": "We could not check your link just now. Nothing was changed.",
         "unavailable_retry_post": "Wait a few seconds, then press the button to confirm again.",
@@ -66,7 +67,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "expired_title": "このリンクは期限切れです",
         "expired_body": "安全のため、確認リンクは短い時間しか使えません。",
         "new_email_steps": "新しいリンクを受け取るには、このブラウザで {product} を開き、登録またはログインのページから"
-                           "確認メールを再送してください。そのあと最新のメールのリンクを使ってください。",
+        "確認メールを再送してください。そのあと最新のメールのリンクを使ってください。",
         "superseded_title": "新しいリンクが送信されました",
         "superseded_body": "このリンクは新しいリンクに置き換えられました。最新の確認メールを開き、そのリンクを使ってください。",
         "superseded_note": "最新のリンクだけが有効なので、古いメールで誤って確認されることはありません。",

@@ -1,11 +1,12 @@
 """Channel adapters: one per transport, chosen by EMAIL_TRANSPORT and SMS_TRANSPORT."""
+
 from __future__ import annotations
 
 import dataclasses
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from ...platform.errors import ConfigError
 from .base import CONFIGURATION, Channel, SendResult
@@ -52,7 +53,9 @@ def smtp_tls_context(config: ChannelsConfig) -> ssl.SSLContext | None:
     try:
         context.load_verify_locations(cafile=config.smtp_ca_file)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"SMTP_CA_FILE {config.smtp_ca_file!r} is not a readable PEM certificate: {type(exc).__name__}") from None
+        raise ConfigError(
+            f"SMTP_CA_FILE {config.smtp_ca_file!r} is not a readable PEM certificate: {type(exc).__name__}"
+        ) from None
     return context
 
 
@@ -69,8 +72,11 @@ def _email(config: ChannelsConfig, ssl_context: ssl.SSLContext | None) -> Channe
 
         if not config.sendgrid.api_key:
             raise ConfigError("EMAIL_TRANSPORT=sendgrid needs SENDGRID_API_KEY")
-        return SendGridChannel(config.sendgrid.api_key, config.sendgrid.url,
-                               HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency))
+        return SendGridChannel(
+            config.sendgrid.api_key,
+            config.sendgrid.url,
+            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
+        )
     return _console(config, "email")
 
 
@@ -80,12 +86,19 @@ def _sms(config: ChannelsConfig) -> Channel:
         from .twilio import TwilioChannel
 
         twilio = config.twilio
-        missing = [name for name, value in (("TWILIO_ACCOUNT_SID", twilio.account_sid),
-                                            ("TWILIO_AUTH_TOKEN", twilio.auth_token),
-                                            ("TWILIO_FROM", twilio.sender)) if not value]
-        if missing:
+        sid, token, sender = twilio.account_sid, twilio.auth_token, twilio.sender
+        if not (sid and token and sender):
+            missing = [
+                n
+                for n, v in (("TWILIO_ACCOUNT_SID", sid), ("TWILIO_AUTH_TOKEN", token), ("TWILIO_FROM", sender))
+                if not v
+            ]
             raise ConfigError(f"SMS_TRANSPORT=twilio needs {', '.join(missing)}")
-        return TwilioChannel(twilio.account_sid, twilio.auth_token, twilio.sender,  # type: ignore[arg-type]
-                             twilio.api_url, HttpClient(timeout=config.send_timeout_seconds,
-                                                        pool_size=config.send_concurrency))
+        return TwilioChannel(
+            sid,
+            token,
+            sender,
+            twilio.api_url,
+            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
+        )
     return _console(config, "sms")

@@ -13,10 +13,12 @@ answer or a network failure. The outcome says what we know about the send, not a
 ever holds the token, the code, or the destination (see `scrub`). docs/channels.md has the table
 mapping every provider response to its outcome.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Literal, Protocol, runtime_checkable
 
 Outcome = Literal["accepted", "retryable", "failed", "ambiguous"]
@@ -41,19 +43,19 @@ class SendResult:
     retry_after: float | None = None  # seconds the provider asked us to wait
 
     @classmethod
-    def accepted(cls, provider_ref: str | None = None) -> "SendResult":
+    def accepted(cls, provider_ref: str | None = None) -> SendResult:
         return cls("accepted", provider_ref=provider_ref)
 
     @classmethod
-    def retryable(cls, error_class: str, detail: str, retry_after: float | None = None) -> "SendResult":
+    def retryable(cls, error_class: str, detail: str, retry_after: float | None = None) -> SendResult:
         return cls("retryable", error_class, detail, retry_after=retry_after)
 
     @classmethod
-    def failed(cls, error_class: str, detail: str) -> "SendResult":
+    def failed(cls, error_class: str, detail: str) -> SendResult:
         return cls("failed", error_class, detail)
 
     @classmethod
-    def ambiguous(cls, error_class: str, detail: str, provider_ref: str | None = None) -> "SendResult":
+    def ambiguous(cls, error_class: str, detail: str, provider_ref: str | None = None) -> SendResult:
         return cls("ambiguous", error_class, detail, provider_ref)
 
     @property
@@ -104,10 +106,11 @@ def http_retry_after(value: str | None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        from datetime import datetime
         from email.utils import parsedate_to_datetime
-        from datetime import datetime, timezone
+
         try:
             when = parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return None
-        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())

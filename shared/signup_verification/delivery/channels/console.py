@@ -6,14 +6,15 @@ name: the link or code is in the file, never in the log. DisabledChannel stands 
 transport in production, where every send fails as a configuration error (it alerts) rather
 than writing tokens to an instance's disk.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 from pathlib import Path
 
-from ..messages import EmailContent, SmsContent
 from ...platform.redaction import mask_destination
+from ..messages import EmailContent, SmsContent
 from .base import CONFIGURATION, SendResult
 
 _log = logging.getLogger("signup_verification.delivery.channels.console")
@@ -31,8 +32,9 @@ class ConsoleChannel:
         if isinstance(message, EmailContent):
             data, path = message.mime(), self.folder / f"{name}.eml"
         else:
-            data = (f"To: {message.to}\nEncoding: {message.encoding}\nSegments: {message.segments}\n\n"
-                    f"{message.body}\n").encode("utf-8")
+            data = (
+                f"To: {message.to}\nEncoding: {message.encoding}\nSegments: {message.segments}\n\n{message.body}\n"
+            ).encode()
             path = self.folder / f"{name}.sms.txt"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)

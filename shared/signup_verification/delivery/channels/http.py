@@ -1,13 +1,21 @@
 """HTTP for the provider APIs (urllib3): pooled keep-alive connections, explicit timeouts, no
 automatic retries (a retry is the outbox's decision, never the HTTP library's), and a failure
 classified by how far the request got."""
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
 import urllib3
-from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ProtocolError, ReadTimeoutError, SSLError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+    SSLError,
+)
 
 from .base import CONFIGURATION, SendResult
 
@@ -25,11 +33,12 @@ class HttpFailure(Exception):
 
 
 class HttpClient:
-    def __init__(self, *, timeout: float, connect_timeout: float = 5.0, pool_size: int = 8, ca_certs: str | None = None):
+    def __init__(
+        self, *, timeout: float, connect_timeout: float = 5.0, pool_size: int = 8, ca_certs: str | None = None
+    ):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self._pool = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False, retries=False,
-                                         ca_certs=ca_certs)
+        self._pool = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False, retries=False, ca_certs=ca_certs)
 
     def post(self, url: str, deadline: float, *, body: bytes, headers: dict[str, str]) -> HttpAnswer:
         left = deadline - time.monotonic()
@@ -38,18 +47,32 @@ class HttpClient:
         total = min(self.timeout, left)
         timeout = urllib3.Timeout(total=total, connect=min(self.connect_timeout, total))
         try:
-            response = self._pool.request("POST", url, body=body, headers=headers, timeout=timeout,
-                                          retries=False, redirect=False, preload_content=True)
+            response = self._pool.request(
+                "POST",
+                url,
+                body=body,
+                headers=headers,
+                timeout=timeout,
+                retries=False,
+                redirect=False,
+                preload_content=True,
+            )
         except (ConnectTimeoutError, NewConnectionError) as exc:  # no connection: nothing was sent
-            raise HttpFailure(SendResult.retryable("connect", f"cannot reach the provider: {type(exc).__name__}")) from None
+            raise HttpFailure(
+                SendResult.retryable("connect", f"cannot reach the provider: {type(exc).__name__}")
+            ) from None
         except SSLError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise HttpFailure(SendResult.failed(CONFIGURATION, "provider TLS certificate not trusted")) from None
             raise HttpFailure(SendResult.retryable("connect", "TLS handshake with the provider failed")) from None
         except ReadTimeoutError:  # the request went out; the answer did not come back
-            raise HttpFailure(SendResult.ambiguous("timeout_after_send", "no answer within the timeout after the request was sent")) from None
+            raise HttpFailure(
+                SendResult.ambiguous("timeout_after_send", "no answer within the timeout after the request was sent")
+            ) from None
         except ProtocolError as exc:  # reset or closed mid-exchange: it may have been processed
-            raise HttpFailure(SendResult.ambiguous("connection_reset", f"connection lost during the request: {_cause(exc)}")) from None
+            raise HttpFailure(
+                SendResult.ambiguous("connection_reset", f"connection lost during the request: {_cause(exc)}")
+            ) from None
         except HTTPError as exc:
             raise HttpFailure(SendResult.ambiguous("http_error", f"HTTP failure: {type(exc).__name__}")) from None
         return HttpAnswer(response.status, response.headers, response.data or b"")

@@ -9,12 +9,12 @@ blocked" (after repeated bad requests) is retryable after a long wait, and stops
 an alert; 429 is retryable (Retry-After or X-RateLimit-Reset); 5xx are ambiguous: SendGrid does
 not say the message was not processed (an email resend is safe: the stable Message-ID collapses it).
 """
+
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass, field
-
 from email.utils import parseaddr
 
 from ..messages import EmailContent
@@ -48,20 +48,29 @@ class SendGridChannel:
         sender = {"email": address, **({"name": name} if name else {})}
         headers = dict(message.headers)
         headers["Message-ID"] = message.message_id
-        return json.dumps({
-            "personalizations": [{"to": [{"email": message.to}]}],
-            "from": sender,
-            "subject": message.subject,
-            "content": [{"type": "text/plain", "value": message.text}, {"type": "text/html", "value": message.html}],
-            "headers": headers,
-            "custom_args": {"intent_id": str(message.intent_id), "attempt_id": message.attempt_id},
-            "tracking_settings": {"click_tracking": {"enable": False, "enable_text": False}},
-        }, ensure_ascii=False).encode("utf-8")
+        return json.dumps(
+            {
+                "personalizations": [{"to": [{"email": message.to}]}],
+                "from": sender,
+                "subject": message.subject,
+                "content": [
+                    {"type": "text/plain", "value": message.text},
+                    {"type": "text/html", "value": message.html},
+                ],
+                "headers": headers,
+                "custom_args": {"intent_id": str(message.intent_id), "attempt_id": message.attempt_id},
+                "tracking_settings": {"click_tracking": {"enable": False, "enable_text": False}},
+            },
+            ensure_ascii=False,
+        ).encode("utf-8")
 
     def send(self, message: EmailContent, deadline: float) -> SendResult:
         # Accept as the official client sends it: without it an API answering 406 would fail every email.
-        headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json",
-                   "Accept": "application/json"}
+        headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
         try:
             answer = self.client.post(self.url, deadline, body=self.payload(message), headers=headers)
         except HttpFailure as failure:
@@ -111,8 +120,11 @@ def _messages(body: bytes) -> str:
 
 def _about_sender(body: bytes) -> bool:
     """A 400 about `from` or the sender identity: every message would be refused."""
-    return any(str(e.get("field") or "").split(".")[0] == "from"
-               or any(w in str(e.get("message") or "").lower() for w in _SENDER_WORDS) for e in _parsed(body))
+    return any(
+        str(e.get("field") or "").split(".")[0] == "from"
+        or any(w in str(e.get("message") or "").lower() for w in _SENDER_WORDS)
+        for e in _parsed(body)
+    )
 
 
 def _about_recipient(body: bytes) -> bool:

@@ -6,6 +6,7 @@ while waiting for the reply to the end of data is ambiguous (the server may have
 Connections are pooled and reused across sends (one per concurrent sender at most); a reused
 connection the server dropped while idle is replaced once, transparently, before MAIL FROM.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,9 +49,11 @@ class _Failed(Exception):
         self.result = result
 
 
-def classify_reply(stage: str, code: int, text: bytes) -> SendResult:
+def classify_reply(stage: str, code: int, text: bytes | str) -> SendResult:
     """An SMTP reply that is not the success expected at `stage`
     (connect = the greeting | ehlo | helo | auth | mail | rcpt | data | end)."""
+    if isinstance(text, str):  # smtplib's exceptions carry either
+        text = text.encode("utf-8", "replace")
     match = _ENHANCED.match(text or b"")
     enhanced = ".".join(g.decode() for g in match.groups()) if match else ""
     detail = f"smtp {code}{' ' + enhanced if enhanced else ''} at {stage}: {scrub(text, 160)}"
@@ -72,7 +75,11 @@ def classify_reply(stage: str, code: int, text: bytes) -> SendResult:
         return SendResult.failed("message_too_large", detail)
     if 500 <= code < 600:
         return SendResult.failed("content_rejected" if stage in ("data", "end") else "smtp_permanent", detail)
-    return SendResult.ambiguous("smtp_unexpected", detail) if stage == "end" else SendResult.retryable("smtp_unexpected", detail)
+    return (
+        SendResult.ambiguous("smtp_unexpected", detail)
+        if stage == "end"
+        else SendResult.retryable("smtp_unexpected", detail)
+    )
 
 
 class SmtpChannel:
@@ -100,14 +107,19 @@ class SmtpChannel:
         conn: smtplib.SMTP | None = None
         try:
             if cfg.security == "tls":
-                conn = smtplib.SMTP_SSL(cfg.host, cfg.port, local_hostname=cfg.helo_name, timeout=timeout,
-                                        context=self._context())
+                conn = smtplib.SMTP_SSL(
+                    cfg.host, cfg.port, local_hostname=cfg.helo_name, timeout=timeout, context=self._context()
+                )
             else:
                 conn = smtplib.SMTP(cfg.host, cfg.port, local_hostname=cfg.helo_name, timeout=timeout)
             self._hello(conn)
             if cfg.security == "starttls":
                 if not conn.has_extn("starttls"):
-                    raise _Failed(SendResult.failed(CONFIGURATION, "SMTP_SECURITY=starttls but the server does not offer STARTTLS"))
+                    raise _Failed(
+                        SendResult.failed(
+                            CONFIGURATION, "SMTP_SECURITY=starttls but the server does not offer STARTTLS"
+                        )
+                    )
                 conn.starttls(context=self._context())
                 self._hello(conn)
             if cfg.username:
@@ -118,7 +130,9 @@ class SmtpChannel:
             raise
         except ssl.SSLCertVerificationError as exc:
             self._discard(conn)
-            raise _Failed(SendResult.failed(CONFIGURATION, f"TLS certificate not trusted: {scrub(exc.verify_message)}")) from None
+            raise _Failed(
+                SendResult.failed(CONFIGURATION, f"TLS certificate not trusted: {scrub(exc.verify_message)}")
+            ) from None
         except smtplib.SMTPConnectError as exc:
             self._discard(conn)
             raise _Failed(classify_reply("connect", exc.smtp_code, exc.smtp_error)) from None
@@ -127,7 +141,9 @@ class SmtpChannel:
             raise _Failed(classify_reply("connect", exc.smtp_code, exc.smtp_error)) from None
         except (OSError, smtplib.SMTPException) as exc:  # refused, unreachable, timeout, TLS failure
             self._discard(conn)
-            raise _Failed(SendResult.retryable("connect", f"cannot reach the SMTP server: {type(exc).__name__}")) from None
+            raise _Failed(
+                SendResult.retryable("connect", f"cannot reach the SMTP server: {type(exc).__name__}")
+            ) from None
 
     @staticmethod
     def _hello(conn: smtplib.SMTP) -> None:
@@ -149,9 +165,14 @@ class SmtpChannel:
         offered = conn.esmtp_features.get("auth", "").upper().split()
         mechanism = next((m for m in ("PLAIN", "LOGIN") if m in offered), None)
         if mechanism is None:
-            raise _Failed(SendResult.failed(CONFIGURATION, "SMTP_USERNAME is set but the server offers no AUTH PLAIN/LOGIN "
-                                                           "(STARTTLS first? see SMTP_SECURITY)"))
-        conn.user, conn.password = self.config.username, self.config.password or ""
+            raise _Failed(
+                SendResult.failed(
+                    CONFIGURATION,
+                    "SMTP_USERNAME is set but the server offers no AUTH PLAIN/LOGIN "
+                    "(STARTTLS first? see SMTP_SECURITY)",
+                )
+            )
+        conn.user, conn.password = self.config.username or "", self.config.password or ""
         try:
             code, text = conn.auth(mechanism, getattr(conn, f"auth_{mechanism.lower()}"), initial_response_ok=True)
         except smtplib.SMTPAuthenticationError as exc:
@@ -201,7 +222,9 @@ class SmtpChannel:
                 return self._transaction(conn, message, payload, deadline)
             except _StaleConnection:
                 if not reused:
-                    return SendResult.retryable("connection_lost", "the SMTP server closed the connection before MAIL FROM")
+                    return SendResult.retryable(
+                        "connection_lost", "the SMTP server closed the connection before MAIL FROM"
+                    )
                 conn = self._connect(deadline)  # an idle pooled connection had died: once, on a fresh one
                 return self._transaction(conn, message, payload, deadline)
         except _Failed as failed:
@@ -244,17 +267,23 @@ class SmtpChannel:
         except (OSError, smtplib.SMTPException) as exc:
             # conn.send raises before the end-of-data marker left us: the server cannot have accepted.
             self._discard(conn)
-            return SendResult.retryable("connection_lost", f"SMTP connection failed before the end of data: {type(exc).__name__}")
+            return SendResult.retryable(
+                "connection_lost", f"SMTP connection failed before the end of data: {type(exc).__name__}"
+            )
         return self._finish(conn, deadline)
 
     def _finish(self, conn: smtplib.SMTP, deadline: float) -> SendResult:
         """Waiting for the reply to the end of data: the one moment a failure is ambiguous."""
         try:
+            if conn.sock is None:  # the server hung up after the data was sent: nothing to wait for
+                raise smtplib.SMTPServerDisconnected("connection closed before the end-of-data reply")
             conn.sock.settimeout(max(0.05, min(self.config.timeout, deadline - time.monotonic())))
             code, text = conn.getreply()
         except (OSError, smtplib.SMTPException) as exc:
             self._discard(conn)
-            return SendResult.ambiguous("no_reply_after_data", f"no reply after the message was sent: {type(exc).__name__}")
+            return SendResult.ambiguous(
+                "no_reply_after_data", f"no reply after the message was sent: {type(exc).__name__}"
+            )
         if code == 250:
             self._release(conn)
             return SendResult.accepted(provider_reference(text))

@@ -11,6 +11,7 @@ on. Only what fails every message stops the channel (`configuration`, alerting):
 (20003, HTTP 401/403), the account (20404, HTTP 404) and a missing or invalid sender (21603,
 21212). 20429 / HTTP 429 "never processed" is retryable; 5xx ambiguous.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,21 @@ from ..messages import SmsContent
 from .base import CONFIGURATION, SendResult, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 
-PERMANENT = {21211: "invalid_destination", 21604: "invalid_destination", 21614: "not_mobile", 21635: "landline",
-             21612: "unreachable_destination", 21610: "unsubscribed", 21617: "message_too_long",
-             # This destination, not every one: a region not enabled, a From that cannot reach that
-             # country, a trial account's unverified number. One user's foreign number must not stop SMS.
-             21408: "destination_not_permitted", 21606: "destination_not_permitted",
-             21659: "destination_not_permitted", 21608: "destination_not_permitted"}
+PERMANENT = {
+    21211: "invalid_destination",
+    21604: "invalid_destination",
+    21614: "not_mobile",
+    21635: "landline",
+    21612: "unreachable_destination",
+    21610: "unsubscribed",
+    21617: "message_too_long",
+    # This destination, not every one: a region not enabled, a From that cannot reach that
+    # country, a trial account's unverified number. One user's foreign number must not stop SMS.
+    21408: "destination_not_permitted",
+    21606: "destination_not_permitted",
+    21659: "destination_not_permitted",
+    21608: "destination_not_permitted",
+}
 CONFIGURATION_CODES = {20003, 20404, 21212, 21603}  # credentials, the account, the sender: every message fails
 
 
@@ -59,8 +69,11 @@ class TwilioChannel:
         return urlencode({"To": message.to, sender_field: self.sender, "Body": message.body}).encode()
 
     def send(self, message: SmsContent, deadline: float) -> SendResult:
-        headers = {"Authorization": self._authorization, "Content-Type": "application/x-www-form-urlencoded",
-                   "Accept": "application/json"}
+        headers = {
+            "Authorization": self._authorization,
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
         try:
             answer = self.client.post(self.url, deadline, body=self.form(message), headers=headers)
         except HttpFailure as failure:
@@ -69,7 +82,9 @@ class TwilioChannel:
         if 200 <= answer.status < 300:
             return SendResult.accepted(str(error.get("sid") or "") or None)
         code = _int(error.get("code"))
-        detail = f"twilio {answer.status}{f' code {code}' if code else ''}: {scrub(str(error.get('message') or ''), 160)}"
+        detail = (
+            f"twilio {answer.status}{f' code {code}' if code else ''}: {scrub(str(error.get('message') or ''), 160)}"
+        )
         if code in PERMANENT:
             return SendResult.failed(PERMANENT[code], detail)
         if code in CONFIGURATION_CODES or answer.status in (401, 403):

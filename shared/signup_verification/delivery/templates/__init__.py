@@ -4,11 +4,12 @@ Layout: templates/<purpose>/<version>/<locale>.toml. The newest version of a pur
 on the intent at create time and used when it is sent, so a template change never alters a
 message already promised, and an old row still says which content rules applied.
 """
+
 from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import jinja2
@@ -41,7 +42,7 @@ def purposes() -> list[str]:
     return sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("_"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def versions(purpose: str) -> list[str]:
     folder = ROOT / purpose
     if not folder.is_dir():
@@ -54,7 +55,7 @@ def current_version(purpose: str) -> str:
     return f"{purpose}/{versions(purpose)[-1]}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def locales(version_ref: str) -> tuple[str, ...]:
     purpose, version = _split(version_ref)
     return tuple(sorted(p.stem for p in (ROOT / purpose / version).glob("*.toml")))
@@ -70,15 +71,23 @@ def resolve_locale(version_ref: str, requested: str | None) -> str:
     return DEFAULT_LOCALE
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(version_ref: str, locale: str) -> Template:
     purpose, version = _split(version_ref)
     path = ROOT / purpose / version / f"{locale}.toml"
     if not path.exists():
         raise UnknownTemplate(f"no template {version_ref} for locale {locale!r}")
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return Template(purpose, version, locale, data["subject"].strip(), data["text"].strip() + "\n",
-                    data["html"].strip() + "\n", data["sms"].strip(), int(data.get("sms_max_segments", 1)))
+    return Template(
+        purpose,
+        version,
+        locale,
+        data["subject"].strip(),
+        data["text"].strip() + "\n",
+        data["html"].strip() + "\n",
+        data["sms"].strip(),
+        int(data.get("sms_max_segments", 1)),
+    )
 
 
 def _split(version_ref: str) -> tuple[str, str]:
@@ -89,11 +98,13 @@ def _split(version_ref: str) -> tuple[str, str]:
 
 
 # Text parts are plain text (no escaping); the HTML part is autoescaped.
-_text_env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # text/plain and SMS, never HTML  # nosec B701
+_text_env = jinja2.Environment(
+    autoescape=False, undefined=jinja2.StrictUndefined, keep_trailing_newline=True
+)  # text/plain and SMS, never HTML  # nosec B701
 _html_env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled(version_ref: str, locale: str, part: str) -> jinja2.Template:
     template = load(version_ref, locale)
     env = _html_env if part == "html" else _text_env
@@ -116,6 +127,7 @@ def plural_for(locale: str):
     def plural(n: int, **forms: str) -> str:
         category = rule(n)
         return forms.get(category, forms["other"])
+
     return plural
 
 

@@ -7,6 +7,7 @@ config with defaults, one `sweep(context)` shape: duty.py):
 duties.py declares them in sweep order; the runner sweeps them, bounds them (batches.py) and records
 the watermark (runner.py, watermark.py).
 """
+
 from .config import ReconcilerConfig
 from .runner import ReconcileReport, reconcile
 

@@ -5,11 +5,13 @@ transaction) and reports what it moved. `drain` repeats it until a batch comes b
 backlog is empty), the duty's batch allowance is spent, or the function's time budget runs out.
 In the last two cases the report says `drained=False` and the next run continues.
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .duty import SweepContext
@@ -37,7 +39,7 @@ class DutyReport:
         return body
 
 
-def drain(duty: str, batch: Callable[[int], Batch], context: "SweepContext") -> DutyReport:
+def drain(duty: str, batch: Callable[[int], Batch], context: SweepContext) -> DutyReport:
     """Batches of the context's config.batch_size, at most config.max_batches, within its budget."""
     config, budget = context.config, context.budget
     report = DutyReport(duty)

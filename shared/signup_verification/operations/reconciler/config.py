@@ -3,6 +3,7 @@
 
 River's rescuer model: defaults that are safe for a service nobody has tuned yet, each overridable.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,5 +36,7 @@ class ReconcilerConfig:
 
     def __post_init__(self) -> None:
         if self.purge_after_seconds < self.redact_after_seconds:
-            raise ConfigError("RETENTION_PURGE_AFTER_DAYS must be >= RETENTION_REDACT_AFTER_DAYS "
-                              "(history is redacted first, then purged)")
+            raise ConfigError(
+                "RETENTION_PURGE_AFTER_DAYS must be >= RETENTION_REDACT_AFTER_DAYS "
+                "(history is redacted first, then purged)"
+            )

@@ -4,6 +4,7 @@ It moves nothing: the dispatcher is the only sender. Overdue eligible intents me
 not keeping up or not running; the reconciler reports them (a WARNING record per channel, and the
 `overdue` block of its answer) so the page has a second, independent witness.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,12 +32,22 @@ def sweep(context: SweepContext) -> DutyReport:
         _log.warning(
             "%d eligible %s intent(s) waited longer than the %g s polling horizon (oldest %.0f s): "
             "the dispatcher is not keeping up or not running",
-            item.count, item.channel, horizon, item.oldest_seconds,
-            extra={"labels": {"channel": item.channel},
-                   "json_fields": {"event": "overdue_eligible", "deployment": context.deployment,
-                                   "channel": item.channel, "overdue_count": item.count,
-                                   "oldest_overdue_seconds": item.oldest_seconds,
-                                   "polling_horizon_seconds": horizon}})
+            item.count,
+            item.channel,
+            horizon,
+            item.oldest_seconds,
+            extra={
+                "labels": {"channel": item.channel},
+                "json_fields": {
+                    "event": "overdue_eligible",
+                    "deployment": context.deployment,
+                    "channel": item.channel,
+                    "overdue_count": item.count,
+                    "oldest_overdue_seconds": item.oldest_seconds,
+                    "polling_horizon_seconds": horizon,
+                },
+            },
+        )
     return DutyReport(DUTY.name, found=found)
 
 

@@ -9,6 +9,7 @@ most one transition per intent:
   redact                 destinations of finished, old verifications removed
   purge                  redacted histories past retention deleted (only after redaction drained)
 """
+
 from __future__ import annotations
 
 from . import (

@@ -4,6 +4,7 @@ A duty is a name, a `sweep(context) -> DutyReport`, the move names it may report
 is a recovery duty (the watermark advances only when every recovery duty drained). Each duty
 module declares its `DUTY`; duties.py lists them in the order a run sweeps them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from .config import ReconcilerConfig
 class SweepContext:
     """What a sweep may use: the connection, the run's explicit config and time budget, and the
     reports of the duties that already ran in this run (purge waits for redaction)."""
+
     db: Database
     config: ReconcilerConfig
     budget: Deadline

@@ -4,6 +4,7 @@ The worker stopped between claim and begin-attempt (crash, timeout, SIGTERM with
 send started, so this is not an attempt and does not use up the intent's budget. Transition:
 outbox.transitions.expire_claims (claimed -> ready|retryable).
 """
+
 from __future__ import annotations
 
 from ...outbox import transitions

@@ -5,6 +5,7 @@ becomes `ambiguous`, held for the channel's hold time, with an attempt row (outc
 error_class lease_lost) in the same statement. It counts as an attempt, so an intent that keeps
 killing its worker cannot loop forever. Transition: outbox.transitions.lose_leases.
 """
+
 from __future__ import annotations
 
 from ...outbox import transitions

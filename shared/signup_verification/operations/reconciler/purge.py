@@ -4,6 +4,7 @@
 It runs only when redaction drained in the same run, so it never has to step over unredacted
 rows, and it only deletes what was redacted. Each batch is one retention transaction (redact.py).
 """
+
 from __future__ import annotations
 
 from .batches import Batch, DutyReport, drain

@@ -3,6 +3,7 @@
 Create already treats an expired key as unused; reaping keeps the table (and its unique index,
 which every create probes) the size of one retention window.
 """
+
 from __future__ import annotations
 
 from ...platform.database import load_sql

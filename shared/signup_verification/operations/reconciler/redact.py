@@ -6,6 +6,7 @@ this duty redacted. Each batch is one short transaction that sets
 `signup_verification.retention_purge` locally (retention_unlock.sql): the only way past the
 attempt log's append-only trigger, for the error texts that quoted the address.
 """
+
 from __future__ import annotations
 
 from ...platform.database import Database, load_sql

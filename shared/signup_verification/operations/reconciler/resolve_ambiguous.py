@@ -4,6 +4,7 @@ retry -> retryable (attempts left) or failed; fail -> failed; hold -> stays ambi
 operator (the signals count it, and flag intents that were ambiguous twice or more).
 Transition: outbox.transitions.resolve_ambiguous.
 """
+
 from __future__ import annotations
 
 from ...outbox import transitions
@@ -17,8 +18,10 @@ def sweep(context: SweepContext) -> DutyReport:
     def batch(limit: int) -> Batch:
         moved = transitions.resolve_ambiguous(db, policy, limit)
         retryable = sum(1 for _, _, status in moved if status == "retryable")
-        return Batch({"ambiguous_to_retryable": retryable, "ambiguous_to_failed": len(moved) - retryable},
-                     full=len(moved) >= limit)
+        return Batch(
+            {"ambiguous_to_retryable": retryable, "ambiguous_to_failed": len(moved) - retryable},
+            full=len(moved) >= limit,
+        )
 
     return drain(DUTY.name, batch, context)
 

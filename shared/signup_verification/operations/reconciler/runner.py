@@ -6,18 +6,19 @@ one `sweep(context)`; the order, and why it matters, is in duties.py. Then the w
 advances only when every recovery duty drained), one structured record for the run, and the
 signal records.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .. import signals
 from ...platform.database import Database
 from ...platform.deadline import Deadline
+from .. import signals
 from . import watermark
 from .batches import DutyReport
 from .config import ReconcilerConfig
@@ -72,16 +73,24 @@ class ReconcileReport:
         }
 
 
-def reconcile(db: Database, config: ReconcilerConfig, *, signals_config: signals.SignalsConfig | None = None,
-              emit_signals: bool = True) -> ReconcileReport:
+def reconcile(
+    db: Database,
+    config: ReconcilerConfig,
+    *,
+    signals_config: signals.SignalsConfig | None = None,
+    emit_signals: bool = True,
+) -> ReconcileReport:
     started = time.monotonic()
     budget = Deadline.within(config.function_timeout_seconds, config.safety_margin_seconds)
     report = ReconcileReport(config.deployment)
     name = watermark.heartbeat_name(config.deployment)
     if not watermark.try_lock(db, name):
         report.skipped = "another reconcile run of this deployment is in progress"
-        _log.info("reconcile skipped: %s", report.skipped,
-                  extra={"json_fields": {"event": "reconcile", "deployment": config.deployment, "skipped": True}})
+        _log.info(
+            "reconcile skipped: %s",
+            report.skipped,
+            extra={"json_fields": {"event": "reconcile", "deployment": config.deployment, "skipped": True}},
+        )
         return report
     try:
         start = watermark.begin(db, name, config.deployment)
@@ -90,9 +99,14 @@ def reconcile(db: Database, config: ReconcilerConfig, *, signals_config: signals
             context.earlier[duty.name] = result = duty.sweep(context)
             report.duties.append(result)
         report.watermark = watermark.complete(
-            db, name, start, drained=all(d.drained for d in report.duties if d.duty in RECOVERY),
-            backlog=[d.duty for d in report.duties if not d.drained], moves=report.moves,
-            cutoffs=_cutoffs(start.started_at, config))
+            db,
+            name,
+            start,
+            drained=all(d.drained for d in report.duties if d.duty in RECOVERY),
+            backlog=[d.duty for d in report.duties if not d.drained],
+            moves=report.moves,
+            cutoffs=_cutoffs(start.started_at, config),
+        )
     finally:
         watermark.unlock(db, name)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -103,19 +117,31 @@ def reconcile(db: Database, config: ReconcilerConfig, *, signals_config: signals
 
 
 def _cutoffs(started_at: datetime, config: ReconcilerConfig) -> dict[str, str]:
-    at = started_at.astimezone(timezone.utc)
-    return {"overdue_before": (at - timedelta(seconds=config.polling_horizon_seconds)).isoformat(),
-            "redacted_before": (at - timedelta(seconds=config.redact_after_seconds)).isoformat(),
-            "purged_before": (at - timedelta(seconds=config.purge_after_seconds)).isoformat()}
+    at = started_at.astimezone(UTC)
+    return {
+        "overdue_before": (at - timedelta(seconds=config.polling_horizon_seconds)).isoformat(),
+        "redacted_before": (at - timedelta(seconds=config.redact_after_seconds)).isoformat(),
+        "purged_before": (at - timedelta(seconds=config.purge_after_seconds)).isoformat(),
+    }
 
 
 def _log_run(report: ReconcileReport) -> None:
     moves = report.moves
     moved = sum(v for k, v in moves.items() if not k.startswith("suppressed_") and k != "error_texts_scrubbed")
-    fields: dict[str, Any] = {"event": "reconcile", "deployment": report.deployment, **moves,
-                              "overdue_count": sum(o.count for o in report.overdue),
-                              "drained": report.drained, "backlog": report.watermark.get("backlog", []),
-                              "watermark_covered_through": report.watermark.get("covered_through"),
-                              "elapsed_ms": report.elapsed_ms}
-    _log.info("reconcile: %d row(s) moved in %d ms%s", moved, report.elapsed_ms,
-              "" if report.drained else " (backlog left for the next run)", extra={"json_fields": fields})
+    fields: dict[str, Any] = {
+        "event": "reconcile",
+        "deployment": report.deployment,
+        **moves,
+        "overdue_count": sum(o.count for o in report.overdue),
+        "drained": report.drained,
+        "backlog": report.watermark.get("backlog", []),
+        "watermark_covered_through": report.watermark.get("covered_through"),
+        "elapsed_ms": report.elapsed_ms,
+    }
+    _log.info(
+        "reconcile: %d row(s) moved in %d ms%s",
+        moved,
+        report.elapsed_ms,
+        "" if report.drained else " (backlog left for the next run)",
+        extra={"json_fields": fields},
+    )

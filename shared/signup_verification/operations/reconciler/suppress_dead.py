@@ -5,6 +5,7 @@ claimed, ambiguous) of expired, superseded, verified or locked verifications bec
 with that reason. An `attempting` intent is left to settle or lose its lease first.
 Transition: outbox.transitions.sweep_dead (the shared suppress of sql/002).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -27,6 +28,15 @@ def sweep(context: SweepContext) -> DutyReport:
     return drain(DUTY.name, batch, context)
 
 
-DUTY = Duty("suppress_dead", sweep, recovery=True,
-            moves=("suppressed_expired", "suppressed_superseded", "suppressed_verified", "suppressed_locked",
-                   "verifications_expired"))
+DUTY = Duty(
+    "suppress_dead",
+    sweep,
+    recovery=True,
+    moves=(
+        "suppressed_expired",
+        "suppressed_superseded",
+        "suppressed_verified",
+        "suppressed_locked",
+        "verifications_expired",
+    ),
+)

@@ -15,6 +15,7 @@ finds it taken answers `skipped`; the lock goes with the connection if the proce
 The row's statements live with the other heartbeats (outbox/heartbeats.py); this module decides
 what the watermark says.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,11 +41,25 @@ def begin(db: Database, name: str, deployment: str) -> RunStart:
     return RunStart(row["started_at"], row["previous"])
 
 
-def complete(db: Database, name: str, start: RunStart, *, drained: bool, backlog: list[str],
-             moves: dict[str, int], cutoffs: dict[str, str]) -> dict[str, Any]:
+def complete(
+    db: Database,
+    name: str,
+    start: RunStart,
+    *,
+    drained: bool,
+    backlog: list[str],
+    moves: dict[str, int],
+    cutoffs: dict[str, str],
+) -> dict[str, Any]:
     covered = start.started_at.isoformat() if drained else start.previous.get("covered_through")
-    mark: dict[str, Any] = {"covered_through": covered, "run_started_at": start.started_at.isoformat(),
-                            "drained": drained, "backlog": backlog, "moves": moves, **cutoffs}
+    mark: dict[str, Any] = {
+        "covered_through": covered,
+        "run_started_at": start.started_at.isoformat(),
+        "drained": drained,
+        "backlog": backlog,
+        "moves": moves,
+        **cutoffs,
+    }
     completed_at = heartbeats.complete_run(db, name, mark)
     mark["run_completed_at"] = completed_at.isoformat()
     return mark

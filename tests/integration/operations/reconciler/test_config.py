@@ -1,10 +1,11 @@
 """The reconciler's explicit configuration: defaults, the variables that set them, their checks."""
+
 from __future__ import annotations
 
 import pytest
 
-from signup_verification.operations.reconciler import ReconcilerConfig
 from signup_verification.config import ConfigError, load
+from signup_verification.operations.reconciler import ReconcilerConfig
 
 
 def test_retention_windows_must_be_ordered():

@@ -1,4 +1,5 @@
 """Duty count_overdue: eligible work past the polling horizon is counted and logged, never moved."""
+
 from __future__ import annotations
 
 import pytest

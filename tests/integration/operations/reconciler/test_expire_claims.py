@@ -1,4 +1,5 @@
 """Duty expire_claims: a claim whose lease expired before any send began is eligible again."""
+
 from __future__ import annotations
 
 from signup_verification.outbox import transitions as t

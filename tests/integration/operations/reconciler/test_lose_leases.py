@@ -1,4 +1,5 @@
 """Duty lose_leases: an attempt whose lease expired becomes ambiguous, with its attempt row."""
+
 from __future__ import annotations
 
 from signup_verification.outbox import transitions as t

@@ -1,4 +1,5 @@
 """Duty purge (purge_history): redacted histories past retention are deleted, after redaction."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,18 +11,35 @@ from support.factories import CONFIG, deliver, intent, make_verifications, run
 
 
 def _age_history(db: Database, days: int) -> None:
-    db.run("UPDATE verifications SET created_at = now() - make_interval(days => :d), "
-           "expires_at = now() - make_interval(days => :d) + interval '10 minutes'", d=days)
-    db.run("UPDATE delivery_intents SET completed_at = now() - make_interval(days => :d) "
-           "WHERE completed_at IS NOT NULL", d=days)
+    db.run(
+        "UPDATE verifications SET created_at = now() - make_interval(days => :d), "
+        "expires_at = now() - make_interval(days => :d) + interval '10 minutes'",
+        d=days,
+    )
+    db.run(
+        "UPDATE delivery_intents SET completed_at = now() - make_interval(days => :d) WHERE completed_at IS NOT NULL",
+        d=days,
+    )
 
 
 def test_retention_redacts_destinations_then_purges_history(db):
     ids = make_verifications(db, 2)
     [claimed] = t.claim(db, "w", 1, 30)
     t.begin_attempts(db, "w", [claimed.fence])
-    t.settle(db, "w", [Settlement(claimed.id, claimed.lease_version, "failed", 0, "smtp_5xx",
-                                  "550 5.1.1 <User0.acct@Example.com>: Recipient address rejected")])
+    t.settle(
+        db,
+        "w",
+        [
+            Settlement(
+                claimed.id,
+                claimed.lease_version,
+                "failed",
+                0,
+                "smtp_5xx",
+                "550 5.1.1 <User0.acct@Example.com>: Recipient address rejected",
+            )
+        ],
+    )
     run(db)  # nothing is old yet
     assert db.run("SELECT count(*) FROM verifications WHERE destination IS NULL") == [[0]]
 
@@ -49,7 +67,10 @@ def test_purge_keeps_a_verification_another_one_still_points_at(db):
     deliver(db)
     _age_history(db, 100)
     # The newer history finished first (it can: the older intent was mid-send when superseded).
-    db.run("UPDATE delivery_intents SET completed_at = completed_at - interval '1 hour' WHERE verification_id = :v", v=newer)
+    db.run(
+        "UPDATE delivery_intents SET completed_at = completed_at - interval '1 hour' WHERE verification_id = :v",
+        v=newer,
+    )
     config = replace(CONFIG, batch_size=1)
     report = run(db, config)
     assert report.moves["destinations_redacted"] == 2

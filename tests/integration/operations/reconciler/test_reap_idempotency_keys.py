@@ -1,4 +1,5 @@
 """Duty reap_idempotency_keys: expired keys are deleted in bounded batches."""
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,4 +1,5 @@
 """Duty resolve_ambiguous: an ambiguous intent whose hold passed follows its channel's policy."""
+
 from __future__ import annotations
 
 from dataclasses import replace

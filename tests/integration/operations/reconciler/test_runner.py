@@ -2,6 +2,7 @@
 the watermark, the single-runner guard, and the reconcile target.
 
 The reconciler never sends: it only moves rows through outbox/transitions.py and housekeeping."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -37,7 +38,9 @@ def test_bounded_run_leaves_a_backlog_and_the_watermark_waits_for_a_drained_run(
     assert first.watermark["backlog"] == ["expire_claims"] and first.watermark["covered_through"] is None
     second = run(db, replace(config, max_batches=10))
     assert second.moves["claims_expired"] == 3 and second.drained
-    row = db.one("SELECT last_started_at, last_completed_at, watermark FROM worker_heartbeats WHERE name = 'reconcile:test'")
+    row = db.one(
+        "SELECT last_started_at, last_completed_at, watermark FROM worker_heartbeats WHERE name = 'reconcile:test'"
+    )
     assert row["watermark"]["covered_through"] == row["last_started_at"].isoformat()
     assert row["last_completed_at"] >= row["last_started_at"]
     third = run(db, config)
@@ -82,12 +85,21 @@ def test_reconcile_target_answers_counts_and_never_sends(app_client, db):
     body = response.get_json()
     assert body["moves"]["claims_expired"] == 1 and body["moves"]["leases_lost"] == 1
     assert body["drained"] is True and body["watermark"]["covered_through"]
-    assert set(body["duties"]) == {"suppress_dead", "resolve_ambiguous", "expire_claims", "lose_leases",
-                                   "reap_idempotency_keys", "redact_destinations", "purge_history"}
+    assert set(body["duties"]) == {
+        "suppress_dead",
+        "resolve_ambiguous",
+        "expire_claims",
+        "lose_leases",
+        "reap_idempotency_keys",
+        "redact_destinations",
+        "purge_history",
+    }
     # Never a send: no accepted outcome, no new attempt begun, nothing claimed.
     outcomes = [r[0] for r in db.run("SELECT outcome FROM delivery_attempts ORDER BY id")]
     assert outcomes == ["attempting", "ambiguous"]
-    assert db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('claimed', 'attempting', 'accepted')") == [[0]]
+    assert db.run("SELECT count(*) FROM delivery_intents WHERE status IN ('claimed', 'attempting', 'accepted')") == [
+        [0]
+    ]
 
 
 def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_client, db, log_lines):
@@ -99,18 +111,38 @@ def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_cl
     assert len(runs) == 1 and runs[0]["claims_expired"] == 0 and runs[0]["drained"] is True
     signal_records = log_lines.events("signals")
     assert sorted(r["channel"] for r in signal_records) == ["email", "sms"]
-    assert all(r["source"] == "reconcile" and r["reconciler_watermark_age_seconds"] is not None
-               for r in signal_records)
+    assert all(r["source"] == "reconcile" and r["reconciler_watermark_age_seconds"] is not None for r in signal_records)
 
 
 def test_a_quiet_run_answers_every_move_name_at_zero_and_its_duties_in_sweep_order(db):
     """Dashboards and the runbook read these names: every one is present even when nothing moved."""
     body = run(db).as_json()
-    assert body["moves"] == dict.fromkeys([
-        "suppressed_expired", "suppressed_superseded", "suppressed_verified", "suppressed_locked",
-        "verifications_expired", "ambiguous_to_retryable", "ambiguous_to_failed", "claims_expired", "leases_lost",
-        "idempotency_keys_reaped", "destinations_redacted", "error_texts_scrubbed", "verifications_purged",
-        "suppressed"], 0)
-    assert list(body["duties"]) == ["suppress_dead", "resolve_ambiguous", "expire_claims", "lose_leases",
-                                    "reap_idempotency_keys", "redact_destinations", "purge_history"]
+    assert body["moves"] == dict.fromkeys(
+        [
+            "suppressed_expired",
+            "suppressed_superseded",
+            "suppressed_verified",
+            "suppressed_locked",
+            "verifications_expired",
+            "ambiguous_to_retryable",
+            "ambiguous_to_failed",
+            "claims_expired",
+            "leases_lost",
+            "idempotency_keys_reaped",
+            "destinations_redacted",
+            "error_texts_scrubbed",
+            "verifications_purged",
+            "suppressed",
+        ],
+        0,
+    )
+    assert list(body["duties"]) == [
+        "suppress_dead",
+        "resolve_ambiguous",
+        "expire_claims",
+        "lose_leases",
+        "reap_idempotency_keys",
+        "redact_destinations",
+        "purge_history",
+    ]
     assert body["overdue"] == {} and body["drained"] is True

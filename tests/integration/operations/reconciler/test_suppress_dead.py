@@ -1,4 +1,5 @@
 """Duty suppress_dead: intents of dead verifications are suppressed with the reason."""
+
 from __future__ import annotations
 
 from dataclasses import replace
