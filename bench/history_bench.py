@@ -284,7 +284,7 @@ def statements() -> dict[str, tuple[str, dict]]:
     policy = _config().policy
     channels = list(policy.channels)
     return {
-        "signals": (load_sql(str(sig), "signals.sql"), {"deployment": "bench", "window_seconds": 300}),
+        "signals": (load_sql(str(sig), "signals.sql"), {"deployment": "bench", "window_seconds": 300, "sms_max": None}),
         "suppress_dead": (load_sql(str(outbox), "suppress_dead.sql"), {"limit": 500}),
         "resolve_ambiguous": (
             load_sql(str(outbox), "resolve_ambiguous.sql"),

@@ -33,7 +33,7 @@ def drain(db: Database, batch: int) -> int:
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.run(claim, owner=OWNER, limit=batch, lease_seconds=60)
+        rows = db.run(claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None)  # no SMS budget
         if not rows:
             return done
         ids, versions = [r[0] for r in rows], [r[9] for r in rows]

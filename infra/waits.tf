@@ -24,7 +24,11 @@ resource "time_sleep" "metrics" {
   triggers = {
     metrics = join(",", concat(
       [for m in google_logging_metric.signal : m.name],
-      [google_logging_metric.signal_records.name, google_logging_metric.oscillating_records.name],
+      [
+        google_logging_metric.signal_records.name,
+        google_logging_metric.oscillating_records.name,
+        google_logging_metric.sms_budget_paused_records.name,
+      ],
     ))
   }
 }

@@ -36,4 +36,4 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
         assert f"<!-- {name}:start -->" in text and f"<!-- {name}:end -->" in text, name
     assert "pgqueuer defaults" in text and "raw SQL" in text
     assert "**1.00**" in text  # round trips per create, counted in the server
-    assert "OVERRUN" not in text and "| nan" not in text
+    assert "OVERRUN" not in text and "| nan" not in text and "error:" not in text

@@ -35,29 +35,51 @@ from chaos_faults import Delivered, FaultRates, Faults  # noqa: E402
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 
 
+def _missed_injections(f: dict) -> list[str]:
+    """The injections a run did not make: a run that injected nothing would prove nothing. Their
+    timing depends on how fast workers start and claim (two shared cores), not on what they check."""
+    missed = []
+    if f.get("pg_restarts") != 1:
+        missed.append("pg_restart")
+    if f.get("workers_frozen_past_lease") != 1:
+        missed.append("frozen_worker")
+    if f.get("killed_sigkill", 0) < 3:
+        missed.append("sigkill")
+    missed += [f"fault_{p}" for p in ("after_claim", "after_begin", "after_send") if not f.get(f"killed_by_fault_{p}")]
+    injected = f.get("faults_injected", {})
+    missed += [
+        k
+        for k in ("timeout", "reset_after", "throttle", "server_error")
+        if not sum(v for name, v in injected.items() if name.endswith(k))
+    ]
+    if not (f.get("reconcile_leases_lost", 0) >= 1 and f.get("reconcile_claims_expired", 0) >= 1):
+        missed.append("reconciler_recoveries")
+    return missed
+
+
 @pytest.mark.slow
 def test_quick_chaos_run_keeps_every_invariant(tmp_path):
-    started = time.monotonic()
-    findings = chaos.run(chaos.ChaosConfig.quick(), tmp_path / "chaos", log=lambda line: None)
-    f = findings.figures
-    print(chaos.render(findings))
-    assert findings.ok, dict(findings.violations)
-    # Each injection really happened (a run that injected nothing would prove nothing).
-    assert f["pg_restarts"] == 1 and f["workers_frozen_past_lease"] == 1
-    assert f["killed_sigkill"] >= 3
-    for point in ("after_claim", "after_begin", "after_send"):
-        assert f.get(f"killed_by_fault_{point}", 0) >= 1, point
-    injected = f["faults_injected"]
-    for kind in ("timeout", "reset_after", "throttle", "server_error"):
-        assert sum(v for k, v in injected.items() if k.endswith(kind)) >= 1, kind
-    assert f["reconcile_leases_lost"] >= 1 and f["reconcile_claims_expired"] >= 1
+    # Every run must keep every invariant; a run whose random timing missed an injection is repeated
+    # once with another seed (at most), and the repeat must make them all.
+    for attempt in range(2):
+        started = time.monotonic()
+        config = chaos.ChaosConfig.quick(seed=chaos.ChaosConfig.seed + attempt)
+        findings = chaos.run(config, tmp_path / f"chaos-{attempt}", log=lambda line: None)
+        f = findings.figures
+        print(chaos.render(findings))
+        assert findings.ok, dict(findings.violations)
+        assert time.monotonic() - started < 150
+        # ...and the work still got done: most intents accepted, every duplicate explained.
+        assert f["final_status"]["accepted"] >= 0.8 * (f["created"] + f["short_ttl_created"])
+        assert f["duplicate_messages"] == f["duplicates_through_recorded_ambiguity"]
+        assert f["superseded"] >= 1 and f["expired_verifications"] >= 1
+        missed = _missed_injections(f)
+        if not missed:
+            break
+        print(f"run {attempt + 1} missed injections {missed}: repeating with another seed")
+    assert not missed, f"injections missed in both runs: {missed}"
     # The frozen worker woke up past its lease: its late writes were refused (stale), none applied.
     assert f["frozen_worker_exit"] == 0 and 1 <= f["frozen_worker_stale_writes"] <= f["frozen_worker_leases"]
-    assert f["superseded"] >= 1 and f["expired_verifications"] >= 1
-    # ...and the work still got done: most intents accepted, every duplicate explained.
-    assert f["final_status"]["accepted"] >= 0.8 * (f["created"] + f["short_ttl_created"])
-    assert f["duplicate_messages"] == f["duplicates_through_recorded_ambiguity"]
-    assert time.monotonic() - started < 150
 
 
 # -- the checks catch what they should ---------------------------------------------------------------------
