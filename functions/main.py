@@ -9,7 +9,7 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification.api import auth, edge, pages, problems
+from signup_verification.api import auth, edge, pages, problems, replay
 from signup_verification.api import confirm as confirm_edge
 from signup_verification.api import create as create_edge
 from signup_verification.api.http import (
@@ -44,7 +44,7 @@ def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming
     """The request read once (body within the limit), its caller checked: production needs a
     platform identity or a signed request for every target but confirm (docs/security.md)."""
     incoming = read_request(request, runtime.config.http.max_body_bytes)
-    auth.authorize(runtime.auth, target, incoming)
+    auth.authorize(runtime.auth, target, incoming, replay.first_use(runtime.db))
     return incoming
 
 

@@ -17,7 +17,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import TypeVar
 
-from .api.auth import GUARDED_TARGETS, AuthConfig, parse_signing_keys
+from .api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_keys
 from .api.http import HttpConfig
 from .delivery.channels import ChannelsConfig
 from .delivery.channels.sendgrid import SendGridConfig
@@ -419,7 +419,7 @@ def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: flo
 
 
 def _auth(read: _Reader, production: bool) -> AuthConfig:
-    no_keys: tuple[tuple[str, bytes], ...] = ()
+    no_keys: tuple[SigningKey, ...] = ()
     keys = read.attempt(lambda: parse_signing_keys(read.text("REQUEST_SIGNING_KEYS") or ""), no_keys)
     if read.text("SIGNED_TARGETS") and not keys:
         read.fail("SIGNED_TARGETS is set but REQUEST_SIGNING_KEYS holds no key")
