@@ -93,7 +93,10 @@ def confirm_verification(request: flask.Request):
         if kind == "link":
             outcome = confirmations.confirm_link(runtime.db, runtime.keyring, value)
         else:
-            outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
+            verification_id, code = value
+            outcome = confirmations.confirm_code(
+                runtime.db, runtime.keyring, verification_id, code, failures_per_day=config.destination_failures_per_day
+            )
         return confirm_edge.json_answer(outcome)
     form_token = pages.form_token(incoming)
     return pages.guarded(

@@ -120,7 +120,11 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             rate_limit_spacing_seconds=read.integer("RATE_LIMIT_SPACING_SECONDS", 60, 0),
             abuse=_abuse(read, production, function_target),
         ),
-        confirm=ConfirmConfig(code_digits=digits, product_name=product),
+        confirm=ConfirmConfig(
+            code_digits=digits,
+            product_name=product,
+            destination_failures_per_day=read.integer("CODE_FAILURES_PER_DESTINATION_PER_DAY", 10, 0),
+        ),
         dispatch=DispatchConfig(
             deployment=deployment,
             production=production,
