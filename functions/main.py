@@ -9,10 +9,18 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification.api import auth, pages, problems
+from signup_verification.api import auth, edge, pages, problems, replay
 from signup_verification.api import confirm as confirm_edge
 from signup_verification.api import create as create_edge
-from signup_verification.api.http import Incoming, endpoint, json_body, json_response, read_request, require_method
+from signup_verification.api.http import (
+    Incoming,
+    endpoint,
+    json_body,
+    json_response,
+    read_request,
+    require_method,
+    single_header,
+)
 from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from signup_verification.operations import reconciler, signals
 from signup_verification.platform import logs as service_logging
@@ -27,12 +35,16 @@ service_logging.configure(_startup.logging)  # JSON lines with trace ids on Clou
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 
+# functions-framework runs this module inside its Flask app's context: limits and reserved paths there.
+if flask.has_app_context():
+    edge.configure(flask.current_app._get_current_object(), _startup.http.max_body_bytes)  # type: ignore[attr-defined]
+
 
 def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming:
     """The request read once (body within the limit), its caller checked: production needs a
     platform identity or a signed request for every target but confirm (docs/security.md)."""
     incoming = read_request(request, runtime.config.http.max_body_bytes)
-    auth.authorize(runtime.auth, target, incoming)
+    auth.authorize(runtime.auth, target, incoming, replay.first_use(runtime.db))
     return incoming
 
 
@@ -43,7 +55,7 @@ def create_verification(request: flask.Request):
     runtime = get_runtime()
     incoming = _incoming(request, runtime, "create_verification")
     require_method(incoming, "POST")
-    key = incoming.headers.get("Idempotency-Key")
+    key = single_header(incoming, "Idempotency-Key")
     if not valid_idempotency_key(key):
         raise problems.bad_request(
             "The Idempotency-Key header is required: 1-255 printable ASCII characters.",
@@ -81,7 +93,10 @@ def confirm_verification(request: flask.Request):
         if kind == "link":
             outcome = confirmations.confirm_link(runtime.db, runtime.keyring, value)
         else:
-            outcome = confirmations.confirm_code(runtime.db, runtime.keyring, *value)
+            verification_id, code = value
+            outcome = confirmations.confirm_code(
+                runtime.db, runtime.keyring, verification_id, code, failures_per_day=config.destination_failures_per_day
+            )
         return confirm_edge.json_answer(outcome)
     form_token = pages.form_token(incoming)
     return pages.guarded(

@@ -229,7 +229,16 @@ class Run:
         for i in rng.sample(range(c.intents), int(c.intents * c.supersede_share)):
             plan.append((rng.uniform(c.chaos_seconds * 0.1, c.chaos_seconds * 0.8), i, True))
         plan.sort()
-        normal = dataclasses.replace(self.settings.create, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0)
+        # The velocity limits would refuse the run's own load (its SMS numbers share one prefix): off.
+        unlimited = dataclasses.replace(
+            self.settings.create.abuse,
+            per_account_per_hour=10**6,
+            per_prefix_per_hour=10**6,
+            per_country_per_hour=10**6,
+        )
+        normal = dataclasses.replace(
+            self.settings.create, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0, abuse=unlimited
+        )
         short = dataclasses.replace(normal, ttl_seconds=30)
         done: set[int] = set()
         db = Database(self.pg.params, application_name="chaos-creator")

@@ -5,6 +5,7 @@ say how much was exercised. docs/reliability.md states what each one means.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -81,6 +82,7 @@ def check(
     _no_dead_token_delivered(found, ledger, verifications, intents, attempts, by_verification)
     _state_explained_by_attempts(found, intents, attempts)
     _no_stale_lease_write(found, attempts)
+    _no_secret_stored(found, db, verifications, intents, keyring, code_digits)
     found.figures["final_status"] = dict(Counter(i["status"] for i in intents.values()))
     found.figures["suppressed_by_reason"] = dict(
         Counter(i["suppression_reason"] for i in intents.values() if i["status"] == "suppressed")
@@ -259,3 +261,39 @@ def _no_stale_lease_write(found, attempts) -> None:
                 found.fail(
                     "stale_write", f"attempt {a['attempt_id']}: outcome {a['outcome']} written under another lease"
                 )
+
+
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]{43,}")  # a link token is 43 base64url characters
+
+
+def _no_secret_stored(found: Findings, db: Database, verifications, intents, keyring: Keyring, digits: int) -> None:
+    """No issued link token in any row of any table (as text), and no SMS code in the provider texts
+    of its own intent (a code is 6 digits: elsewhere it would match ids by chance). Issue 15, item 12:
+    the echo_url fault makes the mail server quote the live link."""
+    tokens, codes = set(), {}
+    for vid, v in verifications.items():
+        key = keyring.get(v["key_id"])
+        nonce = bytes(v["token_nonce"])
+        if v["channel"] == "email":
+            tokens.add(key.link_token(vid, nonce))
+        else:
+            codes[vid] = key.sms_code(vid, nonce, digits)
+    tables = [r[0] for r in db.run("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+    rows = 0
+    for table in tables:
+        query = f'SELECT t::text FROM "{table}" AS t'  # nosec B608 - table names from pg_tables, no input
+        for (text,) in db.run(query):
+            rows += 1
+            for run in _TOKEN_RUN.findall(text or ""):
+                if any(run[i : i + 43] in tokens for i in range(len(run) - 42)):
+                    found.fail("secret_stored", f"a live link token is stored in {table}")
+    texts = db.run(
+        "SELECT i.verification_id, concat_ws(' ', i.last_error, string_agg(a.error_detail, ' '),"
+        " string_agg(a.provider_ref, ' ')) FROM delivery_intents AS i"
+        " LEFT JOIN delivery_attempts AS a ON a.intent_id = i.id WHERE i.channel = 'sms'"
+        " GROUP BY i.verification_id, i.last_error"
+    )
+    for vid, text in texts:
+        if vid in codes and codes[vid] in (text or ""):
+            found.fail("secret_stored", f"the SMS code of verification {vid} is stored in its provider texts")
+    found.figures["rows_searched_for_secrets"] = rows

@@ -17,7 +17,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import TypeVar
 
-from .api.auth import GUARDED_TARGETS, AuthConfig, parse_signing_keys
+from .api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_keys
 from .api.http import HttpConfig
 from .delivery.channels import ChannelsConfig
 from .delivery.channels.sendgrid import SendGridConfig
@@ -120,7 +120,11 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             rate_limit_spacing_seconds=read.integer("RATE_LIMIT_SPACING_SECONDS", 60, 0),
             abuse=_abuse(read, production, function_target),
         ),
-        confirm=ConfirmConfig(code_digits=digits, product_name=product),
+        confirm=ConfirmConfig(
+            code_digits=digits,
+            product_name=product,
+            destination_failures_per_day=read.integer("CODE_FAILURES_PER_DESTINATION_PER_DAY", 10, 0),
+        ),
         dispatch=DispatchConfig(
             deployment=deployment,
             production=production,
@@ -419,7 +423,7 @@ def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: flo
 
 
 def _auth(read: _Reader, production: bool) -> AuthConfig:
-    no_keys: tuple[tuple[str, bytes], ...] = ()
+    no_keys: tuple[SigningKey, ...] = ()
     keys = read.attempt(lambda: parse_signing_keys(read.text("REQUEST_SIGNING_KEYS") or ""), no_keys)
     if read.text("SIGNED_TARGETS") and not keys:
         read.fail("SIGNED_TARGETS is set but REQUEST_SIGNING_KEYS holds no key")

@@ -26,3 +26,21 @@ def cloud_run_identity(
         "exp": time.time() + 3600 if exp is None else exp,
     }
     return "Bearer " + _part({"alg": "RS256", "typ": "JWT"}) + "." + _part(claims) + "."
+
+
+def signed_headers(
+    secret: bytes,
+    body: bytes,
+    *,
+    target: str = "create_verification",
+    idempotency_key: str | None = None,
+    method: str = "POST",
+    timestamp: int | None = None,
+) -> dict[str, str]:
+    """The headers a signing caller sends: Verify-Signature over the canonical request (and the key)."""
+    from signup_verification.api.auth import sign_request
+
+    headers = {"Verify-Signature": sign_request(secret, method, target, idempotency_key, body, timestamp)}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    return headers

@@ -63,12 +63,43 @@ def json_body(request: Incoming) -> dict[str, Any]:
     if request.mimetype != "application/json":
         raise problems.unsupported_media_type()
     try:
-        data = json.loads(request.body.decode("utf-8"))
+        data = json.loads(request.body.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except DuplicateKey as exc:  # last-wins would let a proxy and we disagree on what was sent
+        raise problems.bad_request(
+            "The body repeats a JSON key.", [{"pointer": "#", "detail": f"duplicate key {exc.key!r}"[:120]}]
+        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: '[[[[...' within the size limit
         raise problems.bad_request("The body is not valid UTF-8 JSON.") from None
     if not isinstance(data, dict):
         raise problems.bad_request("The body must be a JSON object.")
     return data
+
+
+class DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise DuplicateKey(key)
+        data[key] = value
+    return data
+
+
+def single_header(request: Incoming, name: str) -> str | None:
+    """The header's value, or a 400 Problem when it is sent twice (first-wins hides a conflict).
+    WSGI servers (gunicorn, werkzeug) join a repeated header into one value with commas, so a
+    comma is refused too: such a value cannot be told apart from two headers."""
+    values = cast(Any, request.headers).getlist(name)
+    if len(values) > 1 or any("," in value for value in values):
+        raise problems.bad_request(
+            f"The {name} header was sent more than once.", [{"pointer": f"header/{name}", "detail": "repeated"}]
+        )
+    return values[0] if values else None
 
 
 def endpoint(handler: Callable[[flask.Request], Response]) -> Callable[[flask.Request], Response]:

@@ -22,6 +22,9 @@ class Problem(Exception):
     errors: list[dict[str, Any]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     extensions: dict[str, Any] = field(default_factory=dict)  # RFC 9457 extension members
+    # functions-framework drains the whole request body after every non-streamed response; a
+    # streamed answer skips that drain, so an oversized body is never read (issue 15, item 11).
+    streamed: bool = False
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": PROBLEM_BASE + self.slug, "title": self.title, "status": self.status}
@@ -32,8 +35,9 @@ class Problem(Exception):
         body.update(self.extensions)
         return body
 
-    def response(self) -> tuple[str, int, dict[str, str]]:
-        return json.dumps(self.body()), self.status, {"Content-Type": PROBLEM_JSON, **self.headers}
+    def response(self) -> tuple[Any, int, dict[str, str]]:
+        body = json.dumps(self.body())
+        return iter([body]) if self.streamed else body, self.status, {"Content-Type": PROBLEM_JSON, **self.headers}
 
 
 def bad_request(detail: str, errors: list[dict[str, Any]] | None = None) -> Problem:
@@ -49,7 +53,8 @@ def unsupported_media_type() -> Problem:
 
 
 def too_large(limit: int) -> Problem:
-    return Problem(413, "payload-too-large", "Request body too large", f"The body must be at most {limit} bytes.")
+    detail = f"The body must be at most {limit} bytes."
+    return Problem(413, "payload-too-large", "Request body too large", detail, streamed=True)
 
 
 def unavailable(retry_after: int = 5) -> Problem:

@@ -49,6 +49,7 @@ class EmailContent:
     html: str
     message_id: str
     headers: tuple[tuple[str, str], ...] = AUTO_HEADERS
+    secret: str = ""  # the link token it carries: the adapter removes it from provider texts (forget)
     channel = "email"
 
     def __repr__(self) -> str:
@@ -79,6 +80,7 @@ class SmsContent:
     encoding: str
     segments: int
     max_segments: int
+    secret: str = ""  # the code it carries: the adapter removes it from provider texts (forget)
     channel = "sms"
 
     def __repr__(self) -> str:
@@ -151,7 +153,8 @@ class Renderer:
         return f"<{intent.id}.{intent.verification_id}@{self.domain}>"
 
     def _email(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
-        link = link_for(self.config.link_base, key.link_token(intent.verification_id, intent.token_nonce))
+        token = key.link_token(intent.verification_id, intent.token_nonce)
+        link = link_for(self.config.link_base, token)
         parts = {
             part: render_part(
                 intent.template_version,
@@ -173,6 +176,7 @@ class Renderer:
             parts["text"],
             parts["html"],
             self.message_id(intent),
+            secret=token,
         )
 
     def _sms(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> SmsContent:
@@ -189,7 +193,14 @@ class Renderer:
         info = sms.encode_info(body)
         template = templates.load(intent.template_version, intent.locale)
         return SmsContent(
-            intent.id, attempt.attempt_id, destination, body, info.name, info.segments, template.sms_max_segments
+            intent.id,
+            attempt.attempt_id,
+            destination,
+            body,
+            info.name,
+            info.segments,
+            template.sms_max_segments,
+            secret=code,
         )
 
 

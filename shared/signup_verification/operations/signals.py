@@ -64,6 +64,7 @@ class Signals:
     workers: list[dict[str, Any]] = field(default_factory=list)
     sms_budget_left: int | None = None  # None: no budget configured
     sms_budget_resets_at: datetime | None = None
+    wrong_codes_last_day: int = 0  # SMS codes typed wrong in 24 h (CODE_FAILURES_PER_DESTINATION_PER_DAY)
 
     @property
     def sms_paused(self) -> bool:
@@ -114,6 +115,7 @@ class Signals:
                 "paused": self.sms_paused,
                 "resets_at": self.sms_budget_resets_at.isoformat() if self.sms_budget_resets_at else None,
             },
+            "wrong_codes_last_day": self.wrong_codes_last_day,
             "alerts": self.alerts(),
             "workers": self.workers,
         }
@@ -160,6 +162,7 @@ def compute(
         workers(db) if with_workers else [],
         first["sms_budget_left"],
         first["sms_budget_resets_at"],
+        first["wrong_codes_last_day"],
     )
 
 

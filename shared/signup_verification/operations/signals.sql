@@ -40,6 +40,13 @@ ready AS (
          GROUP BY channel, outcome
     ) AS a
      GROUP BY channel
+), wrong_codes AS (
+    -- wrong SMS codes typed in the last day (issue 15, item 7: the per-destination budget);
+    -- on verifications_unredacted: redaction comes days later, so the day is all there
+    SELECT coalesce(sum(confirm_failures), 0)::integer AS n
+      FROM verifications
+     WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'
+       AND channel = 'sms' AND confirm_failures > 0
 ), heartbeats AS (
     SELECT (SELECT last_claim_at FROM worker_heartbeats WHERE name = 'dispatch:' || :deployment) AS last_claim_at,
            (SELECT (watermark ->> 'covered_through')::timestamptz FROM worker_heartbeats
@@ -62,7 +69,8 @@ SELECT c.channel,
        extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds,
        -- the global SMS budget (issue 15, sql/definitions/07): 0 = SMS sends paused
        sms_budget_left(CAST(:sms_max AS integer)) AS sms_budget_left,
-       date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at
+       date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at,
+       w.n AS wrong_codes_last_day
   FROM channels AS c
   LEFT JOIN ready AS r USING (channel)
   LEFT JOIN scheduled AS s USING (channel)
@@ -71,4 +79,5 @@ SELECT c.channel,
   LEFT JOIN oscillating_elsewhere AS o USING (channel)
   LEFT JOIN attempts AS t USING (channel)
  CROSS JOIN heartbeats AS h
+ CROSS JOIN wrong_codes AS w
  ORDER BY c.channel

@@ -32,6 +32,7 @@ _LOOKUP_LINK = load_sql(__file__, "confirm_lookup_link.sql")
 _STATE = load_sql(__file__, "confirm_state.sql")
 _CONSUME = load_sql(__file__, "confirm_consume.sql")
 _WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
+_DESTINATION_FAILURES = load_sql(__file__, "confirm_destination_failures.sql")
 
 # A link token is 32 bytes of HMAC in unpadded base64url (tokens.TokenKey.link_token).
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -59,6 +60,8 @@ SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Resu
 class ConfirmConfig:
     code_digits: int = 6  # SMS_CODE_DIGITS: the shape a typed code must have
     product_name: str = "Example"  # PRODUCT_NAME: shown on the confirmation pages
+    # CODE_FAILURES_PER_DESTINATION_PER_DAY: wrong codes per number across its verifications; then locked
+    destination_failures_per_day: int = 10
 
 
 @dataclass(frozen=True)
@@ -129,8 +132,12 @@ def confirm_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
 
 
 # -- SMS codes --------------------------------------------------------------------------------
-def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, code: str) -> Outcome:
-    """`code` must already be normalised (normalise_code). A wrong code counts as one try."""
+def confirm_code(
+    db: Database, keyring: Keyring, verification_id: uuid.UUID, code: str, failures_per_day: int = 0
+) -> Outcome:
+    """`code` must already be normalised (normalise_code). A wrong code counts as one try.
+    `failures_per_day` (> 0): once the destination had that many wrong codes in a day, across all its
+    verifications, every code is answered locked, the right one too (else the answer is an oracle)."""
     row = db.one(_STATE, id=verification_id)
     if row is None or row["channel"] != "sms":
         _log.info(
@@ -146,6 +153,14 @@ def confirm_code(db: Database, keyring: Keyring, verification_id: uuid.UUID, cod
     if row["status"] != "pending" or row["expires_at"] <= row["db_now"]:
         # A dead verification counts no tries; only the right code may hear "already verified".
         return _logged(_unmatched(_from_state(row), matched))
+    if failures_per_day > 0 and db.single(_DESTINATION_FAILURES, id=verification_id)["failures"] >= failures_per_day:
+        _log.warning(
+            "confirmation refused: destination over its daily wrong-code budget",
+            extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
+        )
+        return Outcome(
+            LOCKED, verification_id, row["account_id"], "sms", expires_at=row["expires_at"], locale=row["locale"]
+        )
     if matched is not None:
         return _consume(db, row, matched)
     failed = db.one(_WRONG_CODE, id=verification_id)

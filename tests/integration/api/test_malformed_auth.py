@@ -32,6 +32,7 @@ def create(service_env, monkeypatch, app_client):
     "headers",
     [
         {"Signature": "t=\u00b2\u00b3,v1=" + "0" * 64},
+        {"Verify-Signature": "t=\u00b2\u00b3,v1=" + "0" * 64},
         {"Authorization": _jwt(json.dumps({"iss": ["https://accounts.google.com"], "exp": time.time() + 60}))},
         {"Authorization": _jwt(json.dumps({"iss": {"a": 1}, "exp": time.time() + 60}))},
         {"Authorization": _jwt("[" * 5000 + "]" * 5000)},

@@ -27,7 +27,7 @@ from signup_verification.api import auth
 from signup_verification.config import load
 from signup_verification.platform import logs as service_logging
 from signup_verification.verifications.tokens import Keyring
-from support.auth import cloud_run_identity
+from support.auth import cloud_run_identity, signed_headers
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer
 from support.paths import ROOT, TEST_TOKEN_KEYS
@@ -303,15 +303,10 @@ def signed_post(
     extra: dict | None = None,
 ):
     raw = json.dumps(body).encode()
-    signature = auth.sign(secret, raw, timestamp)
+    headers = signed_headers(secret, raw, idempotency_key=key, timestamp=timestamp)
     if tamper:
         raw = raw.replace(b"auth@", b"evil@")
-    return client.post(
-        "/",
-        data=raw,
-        content_type="application/json",
-        headers={"Idempotency-Key": key, "Signature": signature, **(extra or {})},
-    )
+    return client.post("/", data=raw, content_type="application/json", headers={**headers, **(extra or {})})
 
 
 @pytest.mark.parametrize("environment", ["local", "production"])

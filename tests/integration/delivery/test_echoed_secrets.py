@@ -12,6 +12,7 @@ from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.channels.base import scrub
 from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
 
 
@@ -41,6 +42,27 @@ def test_an_echoed_url_is_scrubbed_before_it_is_stored_or_logged(db, smtp, caplo
     ]  # the fake server's own DEBUG log prints the mail
     for text in stored + ours:
         assert token not in text and "app.example.org/confirm" not in text
+
+
+def test_an_sms_code_echoed_by_twilio_is_not_stored_or_logged(db, caplog):
+    """Shape rules cannot catch a 6-digit code (it looks like any number in a message): the adapter
+    removes the code it rendered, by value, before the text is stored or logged."""
+    with FakeTwilio() as twilio:
+        settings = provider_settings(twilio=twilio)
+        request = CreateVerificationRequest(account_id="acct-sms", channel="sms", destination="+14155550100")
+        body = verifications.create_verification(db, settings.create, KEYRING, request, "k-sms").body
+        row = db.one("SELECT id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(body["verification_id"]))
+        code = KEYRING.primary.sms_code(row["id"], bytes(row["token_nonce"]), 6)
+        twilio.script(FakeTwilio.error(400, 30007, f"Message filtered: 'Your code is {code}' [{code}]"))
+        with caplog.at_level(logging.DEBUG):
+            report = run_dispatch(db, settings)
+    assert report.failed + report.retryable == 1
+    stored = [r[0] for r in db.run("SELECT error_detail FROM delivery_attempts WHERE error_detail IS NOT NULL")]
+    stored += [r[0] for r in db.run("SELECT last_error FROM delivery_intents")]
+    assert stored and any("Message filtered" in s and "[secret]" in s for s in stored)
+    logged = [r.getMessage() + " " + str(getattr(r, "json_fields", "")) for r in caplog.records]
+    for text in stored + logged:
+        assert code not in text
 
 
 @pytest.mark.parametrize(

@@ -58,3 +58,42 @@ def test_full_width_digits_and_ideographic_spaces_confirm(client, db, service_en
 def test_other_digit_scripts_and_too_long_codes_stay_malformed(code):
     with pytest.raises(confirmations.MalformedCode):
         confirmations.normalise_code(code, 6)
+
+
+def test_wrong_codes_are_budgeted_per_destination_across_verifications(app_client, db, service_env, monkeypatch):
+    """Issue 15, item 7: 5 tries per verification used to reset with every new verification (600
+    guesses a day per number); past the destination's daily budget every code is refused, the
+    right one too, and nothing is consumed."""
+    from signup_verification import runtime
+
+    monkeypatch.setenv("CODE_FAILURES_PER_DESTINATION_PER_DAY", "3")
+    monkeypatch.setenv("RATE_LIMIT_SPACING_SECONDS", "0")
+    runtime.reset()
+    client = app_client("confirm_verification")
+    settings = load({"RATE_LIMIT_SPACING_SECONDS": "0"})
+    keyring = Keyring.parse(TEST_TOKEN_KEYS)
+
+    def create() -> tuple[dict, str]:
+        request = CreateVerificationRequest(account_id="acct_budget", channel="sms", destination="+14155550123")
+        result = create_verification(db, settings.create, keyring, request, uuid.uuid4().hex)
+        assert result.status == 201, result.body
+        row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(result.body["verification_id"]))
+        return row, keyring.get(row["key_id"]).sms_code(row["id"], bytes(row["token_nonce"]), 6)
+
+    first, code = create()
+    wrong = "000000" if code != "000000" else "111111"
+    for _ in range(2):
+        assert _post(client, {"verification_id": str(first["id"]), "code": wrong}).status_code == 422
+    second, code = create()  # a fresh verification: a fresh per-verification allowance
+    wrong = "000000" if code != "000000" else "111111"
+    assert _post(client, {"verification_id": str(second["id"]), "code": wrong}).status_code == 422
+    refused = _post(client, {"verification_id": str(second["id"]), "code": code})
+    assert refused.status_code == 410 and refused.json["type"].endswith("/verification-locked")
+    assert "account_id" not in refused.json
+    assert db.one("SELECT status FROM verifications WHERE id = :id", id=second["id"])["status"] == "pending"
+    from signup_verification.operations import signals
+
+    assert signals.compute(db, "test").as_json()["wrong_codes_last_day"] == 3  # counted in the signals
+    # Another number is unaffected.
+    other, other_code = _create_sms(db, "+14155550177")
+    assert _post(client, {"verification_id": str(other["id"]), "code": other_code}).status_code == 200

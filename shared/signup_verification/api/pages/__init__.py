@@ -134,6 +134,9 @@ def form_token(request: Incoming) -> str | None:
             "Unsupported media type",
             "Post the confirmation form, or send Content-Type: application/json.",
         )
-    fields = parse_qs(request.body.decode("utf-8", errors="replace"), max_num_fields=10)
+    try:
+        fields = parse_qs(request.body.decode("utf-8", errors="replace"), max_num_fields=10)
+    except ValueError:  # more than 10 fields: parse_qs raises instead of truncating
+        raise problems.bad_request("The form has too many fields.") from None
     values = fields.get("token")
     return values[0] if values else request.args.get("token")

@@ -16,6 +16,7 @@ mapping every provider response to its outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import UTC
@@ -97,6 +98,16 @@ def scrub(text: str | bytes | None, limit: int = 200, *, numbers: bool = True) -
     if numbers:
         text = _PHONEISH.sub("[number]", text)
     return " ".join(text.split())[:limit]
+
+
+def forget(result: SendResult, secret: str) -> SendResult:
+    """The result without the secret the adapter just rendered (the link token, the SMS code): scrub()
+    knows shapes, not values, and a 6-digit code echoed in a provider's error looks like any number."""
+    if not secret:
+        return result
+    detail = result.detail.replace(secret, "[secret]") if result.detail else result.detail
+    ref = result.provider_ref.replace(secret, "[secret]") if result.provider_ref else result.provider_ref
+    return dataclasses.replace(result, detail=detail, provider_ref=ref)
 
 
 def http_retry_after(value: str | None) -> float | None:

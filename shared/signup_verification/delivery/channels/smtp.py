@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..messages import EmailContent
-from .base import CONFIGURATION, SendResult, scrub
+from .base import CONFIGURATION, SendResult, forget, scrub
 
 _ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 _DOT_LINE = re.compile(rb"(?m)^\.")
@@ -212,6 +212,9 @@ class SmtpChannel:
 
     # -- one message --------------------------------------------------------------------------------
     def send(self, message: EmailContent, deadline: float) -> SendResult:
+        return forget(self._send(message, deadline), message.secret)  # the rendered secret, by value
+
+    def _send(self, message: EmailContent, deadline: float) -> SendResult:
         try:
             payload = message.mime()
         except ValueError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from ..messages import SmsContent
-from .base import CONFIGURATION, SendResult, http_retry_after, scrub
+from .base import CONFIGURATION, SendResult, forget, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 
 PERMANENT = {
@@ -69,6 +69,9 @@ class TwilioChannel:
         return urlencode({"To": message.to, sender_field: self.sender, "Body": message.body}).encode()
 
     def send(self, message: SmsContent, deadline: float) -> SendResult:
+        return forget(self._send(message, deadline), message.secret)  # the rendered secret, by value
+
+    def _send(self, message: SmsContent, deadline: float) -> SendResult:
         headers = {
             "Authorization": self._authorization,
             "Content-Type": "application/x-www-form-urlencoded",

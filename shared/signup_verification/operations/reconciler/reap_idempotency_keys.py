@@ -1,4 +1,5 @@
-"""Duty: idempotency keys past their retention (IDEMPOTENCY_TTL_SECONDS) are deleted.
+"""Duty: idempotency keys past their retention (IDEMPOTENCY_TTL_SECONDS) are deleted, and so are
+accepted request signatures past their tolerance window (signature_replay).
 
 Create already treats an expired key as unused; reaping keeps the table (and its unique index,
 which every create probes) the size of one retention window.
@@ -16,7 +17,9 @@ def sweep(context: SweepContext) -> DutyReport:
 
     def batch(limit: int) -> Batch:
         reaped = len(db.run(load_sql(__file__, "reap_idempotency_keys.sql"), limit=limit))
-        return Batch({"idempotency_keys_reaped": reaped}, full=reaped >= limit)
+        # Accepted request signatures past their window (api/replay.py): the same kind of expiring key.
+        signatures = len(db.run(load_sql(__file__, "reap_signatures.sql"), limit=limit))
+        return Batch({"idempotency_keys_reaped": reaped + signatures}, full=max(reaped, signatures) >= limit)
 
     return drain(DUTY.name, batch, context)
 

@@ -1,0 +1,44 @@
+"""The Flask app functions-framework builds around each target: a body limit enforced by Flask
+itself (so its after-request drain never reads an oversized body), our own answers for the two
+paths functions-framework reserves (/robots.txt, /favicon.ico), and problem+json for Flask's own
+HTTP errors, every one with the security headers the pages send."""
+
+from __future__ import annotations
+
+import flask
+from werkzeug.exceptions import HTTPException
+
+from . import problems
+from .pages import SECURITY_HEADERS
+
+ROBOTS = "User-agent: *\nDisallow: /\n"  # nothing here is for crawlers: confirm links are one-time secrets
+_HARDENING = {k: v for k, v in SECURITY_HEADERS.items() if k != "Content-Type"}
+
+
+def configure(app: flask.Flask, max_body_bytes: int) -> None:
+    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes  # werkzeug refuses a larger Content-Length unread
+    app.before_request(_reserved_paths)
+    app.register_error_handler(HTTPException, _http_error)
+    app.after_request(_harden)
+
+
+def _reserved_paths() -> flask.Response | None:
+    if flask.request.path == "/robots.txt":
+        return flask.Response(ROBOTS, 200, {"Content-Type": "text/plain; charset=utf-8"})
+    if flask.request.path == "/favicon.ico":
+        return flask.Response(b"", 204)  # no icon; a 204 keeps browsers from asking again and again
+    return None
+
+
+def _http_error(error: HTTPException) -> flask.Response:
+    """Flask's own errors (413 from MAX_CONTENT_LENGTH, 404/405 of reserved rules) as problem+json."""
+    status = error.code or 500
+    slug = "payload-too-large" if status == 413 else "http-error"
+    body, _, headers = problems.Problem(status, slug, error.name, error.description).response()
+    return flask.Response(body, status, headers)
+
+
+def _harden(response: flask.Response) -> flask.Response:
+    for name, value in _HARDENING.items():
+        response.headers.setdefault(name, value)
+    return response
