@@ -70,7 +70,8 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
         assert findings.ok, dict(findings.violations)
         assert time.monotonic() - started < 150
         # ...and the work still got done: most intents accepted, every duplicate explained.
-        assert f["final_status"]["accepted"] >= 0.8 * (f["created"] + f["short_ttl_created"])
+        assert f["final_status"]["accepted"] >= 0.8 * (f["created"] + f.get("short_ttl_created", 0))
+        assert f["created"] + f.get("short_ttl_created", 0) >= 0.9 * config.intents  # the creator did its part
         assert f["duplicate_messages"] == f["duplicates_through_recorded_ambiguity"]
         assert f["superseded"] >= 1 and f["expired_verifications"] >= 1
         missed = _missed_injections(f)
