@@ -1,5 +1,5 @@
 -- suppress: undelivered intents of verifications that are no longer pending, or past expiry,
--- through the shared suppress transition (sql/002). Expired pending verifications are marked first.
+-- through the shared suppress transition (sql/definitions/03_suppress_undelivered_intents.sql). Expired pending verifications are marked first.
 -- Rows: (reason, intent id, NULL) per suppressed intent, then one (NULL, NULL, n) with the number of
 -- verifications marked expired (a batch can expire verifications whose intents already finished).
 WITH expired AS (

@@ -4,7 +4,7 @@
     claimed --release (owner, or reconciler on expiry)--> ready/retryable      (not an attempt)
     attempting --lease lost (reconciler)--> ambiguous                          (an attempt row records it)
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
-    ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/002, dead verification)
+    ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/definitions/03, dead verification)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
 still current (`lease_until > now()`). A write from a worker that lost its lease changes nothing
@@ -157,7 +157,7 @@ def renew(db: Database, owner: str, fences: Sequence[tuple[int, int]], lease_sec
 
 
 def suppress(db: Database, verification_ids: Sequence[uuid.UUID], reason: str) -> set[int]:
-    """Dead verification -> its undelivered intent suppressed (sql/002, shared with create)."""
+    """Dead verification -> its undelivered intent suppressed (sql/definitions/03_suppress_undelivered_intents.sql, shared with create)."""
     if not verification_ids:
         return set()
     rows = db.run(load_sql(__file__, "suppress.sql"), ids=list(verification_ids), reason=reason)

@@ -1,7 +1,7 @@
 -- consume: the one atomic UPDATE that verifies. It requires the verification pending, unexpired
 -- and the digest the caller matched, so of two concurrent confirmations exactly one returns a row.
 -- Undelivered intents of the now verified verification are suppressed in the same statement
--- (nothing left to send), through the shared transition of sql/002.
+-- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql).
 WITH consumed AS (
     UPDATE verifications
        SET status = 'verified', verified_at = now(), updated_at = now()
