@@ -17,18 +17,6 @@ from support.factories import make_verifications
 from support.paths import TEST_TOKEN_KEYS
 
 
-@pytest.fixture
-def empty_url(pg_server) -> str:
-    name = f"cli_{uuid.uuid4().hex[:16]}"
-    admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_server.with_database(name).url()
-    finally:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 def run(monkeypatch, capsys, env: dict[str, str], *argv: str) -> tuple[int, str, str]:
     for name in ("DATABASE_URL", "MIGRATIONS_DIR", "ENVIRONMENT", "EMAIL_TRANSPORT", "SMS_TRANSPORT", "LOG_LEVEL"):
         monkeypatch.delenv(name, raising=False)

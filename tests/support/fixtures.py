@@ -137,6 +137,19 @@ def database_url(pg_server: ConnectionParams, clone_pool: _ClonePool) -> str:
 
 
 @pytest.fixture
+def empty_url(pg_server: ConnectionParams):
+    """A new database with nothing in it (not cloned from the migrated template), dropped after."""
+    name = f"e_{uuid.uuid4().hex[:16]}"
+    admin = pg_server.with_database("postgres").connect()
+    admin.run(f'CREATE DATABASE "{name}"')
+    try:
+        yield pg_server.with_database(name).url()
+    finally:
+        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
 def db(database_url: str) -> Database:
     database = Database.from_url(database_url)
     yield database

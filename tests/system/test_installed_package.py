@@ -10,12 +10,11 @@ import os
 import subprocess
 import sys
 import tomllib
-import uuid
 from pathlib import Path
 
 import pytest
 
-from signup_verification.platform.database import ConnectionParams, Database
+from signup_verification.platform.database import Database
 from support.paths import ROOT
 
 
@@ -43,18 +42,6 @@ def installed(tmp_path_factory) -> Path:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return venv / "bin"
-
-
-@pytest.fixture
-def empty_url(pg_server: ConnectionParams) -> str:
-    name = f"inst_{uuid.uuid4().hex[:12]}"
-    admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_server.with_database(name).url()
-    finally:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 def verifyctl(bin_dir: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:

@@ -15,25 +15,13 @@ import pytest
 
 from signup_verification import cli
 from signup_verification.platform import migrations
-from signup_verification.platform.database import ConnectionParams, Database
+from signup_verification.platform.database import Database
 from signup_verification.platform.migration_files import split_statements
 from signup_verification.platform.migrations import MIGRATION_LOCK_KEY, MigrationError
 
 
 def migrations_source():
     return importlib.resources.files("signup_verification.sql")
-
-
-@pytest.fixture
-def empty_url(pg_server: ConnectionParams) -> str:
-    name = f"m_{uuid.uuid4().hex[:16]}"
-    admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_server.with_database(name).url()
-    finally:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 @pytest.fixture
