@@ -9,13 +9,18 @@ WITH policy AS (
      ORDER BY i.next_attempt_at
      LIMIT :limit
        FOR UPDATE OF i SKIP LOCKED
+), resolved AS (
+    UPDATE delivery_intents AS i
+       SET status = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts THEN 'retryable' ELSE 'failed' END,
+           completed_at = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts THEN NULL ELSE now() END,
+           last_error = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts
+                             THEN 'ambiguous: retrying after hold' ELSE 'ambiguous: given up after hold' END,
+           next_attempt_at = now(), updated_at = now()
+      FROM due AS d
+     WHERE i.id = d.id
+    RETURNING i.id, i.channel, i.status
+), followed AS (
+    -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement
+    SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed')) AS written FROM resolved AS r
 )
-UPDATE delivery_intents AS i
-   SET status = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts THEN 'retryable' ELSE 'failed' END,
-       completed_at = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts THEN NULL ELSE now() END,
-       last_error = CASE WHEN d.policy = 'retry' AND i.attempts < i.max_attempts
-                         THEN 'ambiguous: retrying after hold' ELSE 'ambiguous: given up after hold' END,
-       next_attempt_at = now(), updated_at = now()
-  FROM due AS d
- WHERE i.id = d.id
-RETURNING i.id, i.channel, i.status
+SELECT r.id, r.channel, r.status FROM resolved AS r, followed

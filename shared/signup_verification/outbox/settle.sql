@@ -47,5 +47,8 @@ WITH input AS (
            (SELECT a.attempted_at FROM delivery_attempts AS a
              WHERE a.attempt_id = s.id || ':' || s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
+), followed AS (
+    -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement
+    SELECT delivery_failed(array_agg(s.id) FILTER (WHERE s.status = 'failed')) AS written FROM settled AS s
 )
-SELECT s.id AS intent_id, s.status FROM settled AS s
+SELECT s.id AS intent_id, s.status FROM settled AS s, followed
