@@ -17,7 +17,9 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import TypeVar
 
+from .api import report_signatures
 from .api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_keys
+from .api.delivery_reports import DeliveryReportsConfig
 from .api.http import HttpConfig
 from .delivery.channels import ChannelsConfig
 from .delivery.channels.sendgrid import SendGridConfig
@@ -69,6 +71,7 @@ class Config:
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     auth: AuthConfig = field(default_factory=lambda: AuthConfig(production=False))
     migrations: MigrationConfig = field(default_factory=MigrationConfig)  # verifyctl migrate, verifyctl dev
+    reports: DeliveryReportsConfig = field(default_factory=DeliveryReportsConfig)  # issue 13: delivery_reports
 
     @property
     def is_production(self) -> bool:
@@ -93,6 +96,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     grace = read.positive("SHUTDOWN_GRACE_SECONDS", 8.0)
     sms_max = read.integer("SMS_MAX_PER_HOUR", 1000, 1)  # the claim caps SMS by it; signals alert on it
     retry = _retry_policy(read)
+    reports = _reports(read)  # issue 13
     config = Config(
         environment=environment,
         deployment=deployment,
@@ -148,7 +152,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             ),
         ),
         retry=retry,
-        channels=_channels(read, production, local_dir, email_from, send_timeout, concurrency),
+        channels=_channels(read, production, local_dir, email_from, send_timeout, concurrency, reports),
         reconciler=_reconciler(read, retry, deployment, timeout),
         signals=SignalsConfig(
             window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
@@ -158,6 +162,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         ),
         auth=_auth(read, production),
         migrations=_migrations(read),
+        reports=reports,
     )
     _check_across(read, config)
     if len(read.errors) == 1:
@@ -373,7 +378,13 @@ def _retry_policy(read: _Reader) -> RetryPolicy:
 
 
 def _channels(
-    read: _Reader, production: bool, local_dir: Path, email_from: str, send_timeout: float, concurrency: int
+    read: _Reader,
+    production: bool,
+    local_dir: Path,
+    email_from: str,
+    send_timeout: float,
+    concurrency: int,
+    reports: DeliveryReportsConfig,
 ) -> ChannelsConfig:
     """Missing provider credentials are reported by build_channels when dispatch starts (only the
     dispatch target sends)."""
@@ -399,6 +410,7 @@ def _channels(
             auth_token=read.text("TWILIO_AUTH_TOKEN"),
             sender=read.text("TWILIO_FROM"),
             api_url=read.text("TWILIO_API_URL") or "https://api.twilio.com",
+            status_callback=reports.status_callback,
         ),
         send_timeout_seconds=send_timeout,
         send_concurrency=concurrency,
@@ -421,6 +433,25 @@ def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: flo
         function_timeout_seconds=timeout,
     )
     return read.attempt(lambda: ReconcilerConfig(**values), d)  # type: ignore[arg-type]
+
+
+def _reports(read: _Reader) -> DeliveryReportsConfig:
+    """Issue 13's delivery_reports target: the providers' verification material and its limits."""
+    url = read.text("DELIVERY_REPORTS_URL")
+    if url and not url.startswith(("https://", "http://")):
+        read.fail(f"DELIVERY_REPORTS_URL must be an http(s) URL, got {url!r}")
+        url = None
+    raw_key = read.text("SENDGRID_WEBHOOK_PUBLIC_KEY")
+    key = read.attempt(lambda: report_signatures.sendgrid_public_key(raw_key), None) if raw_key else None
+    days = read.number("SUPPRESSION_DAYS", 0.0, 0.0)
+    return DeliveryReportsConfig(
+        public_url=url,
+        sendgrid_key=key,
+        twilio_auth_token=read.text("TWILIO_AUTH_TOKEN"),
+        tolerance_seconds=read.integer("DELIVERY_REPORTS_TOLERANCE_SECONDS", 300, 30),
+        max_body_bytes=read.integer("DELIVERY_REPORTS_MAX_BODY_BYTES", 1024 * 1024, 1024),
+        suppress_days=days or None,
+    )
 
 
 def _auth(read: _Reader, production: bool) -> AuthConfig:
