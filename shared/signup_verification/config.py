@@ -27,7 +27,7 @@ from .delivery.channels.smtp import SmtpConfig
 from .delivery.channels.twilio import TwilioConfig
 from .delivery.config import DispatchConfig
 from .delivery.messages import MessageConfig, check_sms_budget, message_domain
-from .operations.reconciler.config import DAY, ReconcilerConfig
+from .operations.reconciler.config import DAY, ReconcilerConfig, SmsLookupConfig
 from .operations.signals import SignalsConfig
 from .outbox.policy import ChannelPolicy, RetryPolicy
 from .platform import secret_manager as secrets
@@ -431,8 +431,27 @@ def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: flo
         policy=retry,
         deployment=deployment,
         function_timeout_seconds=timeout,
+        sms_lookup=_sms_lookup(read),
     )
     return read.attempt(lambda: ReconcilerConfig(**values), d)  # type: ignore[arg-type]
+
+
+def _sms_lookup(read: _Reader) -> SmsLookupConfig | None:
+    """Issue 13: the reconciler asks Twilio about ambiguous SMS when it can (Twilio credentials)."""
+    sid, token = read.text("TWILIO_ACCOUNT_SID"), read.text("TWILIO_AUTH_TOKEN")
+    if read.text("SMS_TRANSPORT") != "twilio" or not (sid and token) or not read.flag("SMS_LOOKUP", True):
+        return None
+    d = SmsLookupConfig(sid, token)
+    return SmsLookupConfig(
+        account_sid=sid,
+        auth_token=token,
+        sender=read.text("TWILIO_FROM") or "",
+        api_url=read.text("TWILIO_API_URL") or d.api_url,
+        max_calls=read.integer("SMS_LOOKUP_MAX_CALLS", d.max_calls, 0),
+        timeout_seconds=read.positive("SMS_LOOKUP_TIMEOUT_SECONDS", d.timeout_seconds),
+        min_interval_seconds=read.number("SMS_LOOKUP_INTERVAL_SECONDS", d.min_interval_seconds, 0.0),
+        settle_seconds=read.positive("SMS_LOOKUP_SETTLE_SECONDS", d.settle_seconds),
+    )
 
 
 def _reports(read: _Reader) -> DeliveryReportsConfig:
