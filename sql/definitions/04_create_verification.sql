@@ -100,7 +100,9 @@ BEGIN
     -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
     -- A destination the provider reported permanently undeliverable is refused until an operator
     -- clears it or it expires; nothing is kept, so the same key works once it is cleared.
-    IF destination_suppression(p_channel, p_destination_key) IS NOT NULL THEN
+    IF destination_suppression(p_channel, p_destination_key) IS NOT NULL
+       OR (p_fallback_channel IS NOT NULL
+           AND destination_suppression(p_fallback_channel, p_fallback_destination_key) IS NOT NULL) THEN
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
         RETURN QUERY SELECT 'suppressed'::text, NULL::jsonb, NULL::integer;
         RETURN;
