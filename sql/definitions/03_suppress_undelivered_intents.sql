@@ -3,6 +3,8 @@
 -- and the reconciler (expired, superseded or verified verifications). It is the one write that
 -- needs no lease: a dead verification is a fact whoever holds the row, and an `attempting`
 -- row is left to settle first. A claimer that loses its row this way sees a stale write.
+-- Webhook events (role 'event', issue 12) are never suppressed: a verified, expired or locked
+-- verification is exactly what they report, so they must still be delivered.
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 CREATE OR REPLACE FUNCTION suppress_undelivered_intents(p_verification_ids uuid[], p_reason text)
 RETURNS SETOF bigint LANGUAGE sql AS $$
@@ -11,5 +13,6 @@ RETURNS SETOF bigint LANGUAGE sql AS $$
            completed_at = now(), updated_at = now()
      WHERE verification_id = ANY (p_verification_ids)
        AND status IN ('ready', 'retryable', 'claimed', 'ambiguous')
+       AND role <> 'event'
     RETURNING id
 $$;

@@ -291,7 +291,7 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     logger.setLevel(logging.DEBUG)  # an idle channel's record is DEBUG; the metrics count it all the same
     signals.emit(db, "verify", logger, source="dispatch")
     payloads = [r.json_fields for r in records]
-    assert {p["channel"] for p in payloads} == {"email", "sms"}
+    assert {p["channel"] for p in payloads} == {"email", "sms", "webhook"}
     for payload in payloads:
         assert payload["event"] == "signals" and payload["deployment"] == "verify"
         for field in fields:

@@ -1,13 +1,15 @@
 -- consume: the one atomic UPDATE that verifies. It requires the verification pending, unexpired
 -- and the digest the caller matched, so of two concurrent confirmations exactly one returns a row.
 -- Undelivered intents of the now verified verification are suppressed in the same statement
--- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql).
+-- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql),
+-- and the `verification.verified` webhook event is recorded (sql/definitions/09_record_event.sql; issue 12).
 WITH consumed AS (
     UPDATE verifications
        SET status = 'verified', verified_at = now(), updated_at = now()
      WHERE id = :id AND token_digest = :digest AND status = 'pending' AND expires_at > now()
-    RETURNING id, account_id, verified_at
+    RETURNING id, account_id, verified_at, verifications AS verification
 )
 SELECT c.id, c.account_id, c.verified_at,
-       (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[c.id], 'verified')) AS suppressed
+       (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[c.id], 'verified')) AS suppressed,
+       record_event(c.verification, 'verification.verified') AS events
   FROM consumed AS c

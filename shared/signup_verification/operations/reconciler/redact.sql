@@ -8,9 +8,10 @@ WITH due AS (
      WHERE v.destination IS NOT NULL
        AND v.created_at < now() - make_interval(secs => :redact_after_seconds)
        AND v.status <> 'pending'
-       -- its delivery finished: a per-row probe of the unique verification_id index (written as a
-       -- scalar subquery: as NOT EXISTS the planner may hash a scan of every intent instead)
-       AND coalesce((SELECT i.completed_at IS NOT NULL FROM delivery_intents AS i
+       -- every intent of it finished (its messages and its webhook events, issue 12): a per-row probe of
+       -- the delivery_intents_per_verification index (written as a scalar subquery: as NOT EXISTS the
+       -- planner may hash a scan of every intent instead)
+       AND coalesce((SELECT bool_and(i.completed_at IS NOT NULL) FROM delivery_intents AS i
                       WHERE i.verification_id = v.id), true)
      ORDER BY v.created_at
      LIMIT :limit
