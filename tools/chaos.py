@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
+from chaos_webhooks import Webhooks  # noqa: E402  (issue 12: the receiver, the confirmer, their checks)
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
@@ -112,6 +113,7 @@ class Run:
         self.faults = Faults(self.config.rates, self.config.seed, answer_delay=self.config.send_timeout + 1.0)
         self.smtp = ChaosSmtp(self.faults).start()
         self.twilio = ChaosTwilio(self.faults).start()
+        self.webhooks = Webhooks(self)
         c = self.config
         self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         self.env.update(
@@ -148,6 +150,7 @@ class Run:
                 "RETRY_BACKOFF_SECONDS": "1,2,4",
                 "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2",
                 "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
+                **self.webhooks.env(),
             }
         )
         self.settings = load(self.env)
@@ -161,6 +164,7 @@ class Run:
         threads += [threading.Thread(target=self._slot, args=(n,), name=f"slot{n}") for n in range(c.workers)]
         threads += [
             threading.Thread(target=self._reconciler, name="reconciler"),
+            *self.webhooks.threads(),
             threading.Thread(target=self._chaos, name="chaos"),
         ]
         for t in threads:
@@ -182,9 +186,11 @@ class Run:
         self.smtp.stop()
         self.twilio.stop()
         self.twilio.collect()
+        self.webhooks.stop()
         db = Database(self.pg.params)
         try:
             findings = check(db, self.ledger, self.faults.deliveries, self.keyring, self.settings.retry)
+            self.webhooks.check(db, findings)
         finally:
             db.close()
         if not drained:
