@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 import sys
 import threading
-import time
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -31,7 +30,7 @@ from chaos_faults import Faults  # noqa: E402
 from signup_verification.delivery.events import WebhookConfig, webhook_id  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications import confirm as confirmations  # noqa: E402
-from support.fakes.http import Answer, _Server  # noqa: E402
+from support.fakes.http import Answer  # noqa: E402
 from support.fakes.webhooks import FakeWebhookReceiver  # noqa: E402
 
 KINDS = ["timeout", "reset_after", "reset_before", "throttle", "server_error"]
@@ -66,18 +65,10 @@ class ChaosReceiver(FakeWebhookReceiver):
         self.faults = faults
         self.by_destination = _Chaotic(faults)
         self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-        self.received_at: dict[int, float] = {}
-
-    def down(self) -> None:
-        """Killed: the port refuses connections (nothing is taken, the workers see a connect error)."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     def up(self) -> None:
-        self.httpd = _Server(("127.0.0.1", self.port), self.httpd.RequestHandlerClass)
+        super().up()
         self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
 
 
 class Webhooks:

@@ -15,7 +15,7 @@ import threading
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from .http import Answer, FakeProvider
+from .http import Answer, FakeProvider, _Server
 
 
 def new_secret() -> str:
@@ -32,6 +32,17 @@ class FakeWebhookReceiver(FakeProvider):
         super().__init__()
         self.endpoint = self.url + path
         self._request = threading.local()
+
+    def down(self) -> None:
+        """The site's endpoint is killed: its port refuses connections until `up()`."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def up(self) -> None:
+        """Back on the same port (the same WEBHOOK_URL)."""
+        self.httpd = _Server(("127.0.0.1", self.port), self.httpd.RequestHandlerClass)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
 
     def check_auth(self, path, headers):
         if path != self.path:
