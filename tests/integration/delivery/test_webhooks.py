@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from signup_verification.delivery.events import webhook_id
+from signup_verification.outbox import transitions as t
 from signup_verification.verifications import confirm as confirmations
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.factories import make_verifications, run
@@ -57,6 +58,13 @@ def test_a_verified_event_arrives_signed_as_the_library_expects(edb, receiver):
     assert headers["content-type"] == "application/json" and headers["webhook-timestamp"].isdigit()
     [event] = events(edb, vid)
     assert event["status"] == "accepted" and _attempts(edb, event["id"]) == [("attempting", None), ("accepted", None)]
+
+
+def test_the_worker_never_gets_the_destination_of_an_event(edb, log_lines):
+    [vid] = _verified(edb)
+    [event] = [c for c in t.claim(edb, "w", 10, 30) if c.is_event]
+    assert event.destination is None and event.event_type == "verification.verified"
+    assert event.payload["verification_id"] == str(vid)
 
 
 def _with(signing, receiving):
