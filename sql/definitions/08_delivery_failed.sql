@@ -11,14 +11,30 @@ CREATE OR REPLACE FUNCTION delivery_failed(p_intent_ids bigint[]) RETURNS intege
 LANGUAGE plpgsql AS $$
 DECLARE
     written integer := 0;
+    n integer;
 BEGIN
     IF p_intent_ids IS NULL OR cardinality(p_intent_ids) = 0 THEN
         RETURN 0;
     END IF;
+
+    -- issue 14: the channel policy. A primary that failed for good makes its verification's waiting
+    -- fallback due now (its next_attempt_at, the outbox's own schedule: the next claim takes it),
+    -- recording why. Only a fallback not yet due and never tried: one already due or sent is left.
+    -- Reads only the failed rows' verification_id and role, which the caller's UPDATE never changes.
+    UPDATE delivery_intents AS f
+       SET next_attempt_at = now(), brought_forward_at = now(), updated_at = now()
+      FROM delivery_intents AS p
+     WHERE p.id = ANY (p_intent_ids) AND p.role = 'primary'
+       AND f.verification_id = p.verification_id AND f.role = 'fallback'
+       AND f.status = 'ready' AND f.attempts = 0 AND f.next_attempt_at > now();
+    GET DIAGNOSTICS n = ROW_COUNT;
+    written := written + n;
+    -- end of issue 14
+
     -- issue 12: `delivery.failed` for each pending verification one of whose message intents
     -- (primary or fallback; a failed webhook event is not a delivery) failed here and none of whose
     -- message intents is left: every other one is failed or suppressed too. Reads the other intents
-    -- as they are now (the issue 14 block above may have just brought a fallback forward: it is left).
+    -- as they are now (the issue 14 block above may have just brought a fallback forward: it is left, so no event yet).
     written := written + coalesce((
         SELECT sum(record_event(v, 'delivery.failed', jsonb_build_object('failed_channels',
                    (SELECT jsonb_agg(DISTINCT m.channel) FROM delivery_intents AS m

@@ -24,6 +24,7 @@ from ..delivery.events import webhook_id
 from ..platform.database import Database, load_sql
 from ..platform.logs import redact_text
 from ..platform.redaction import mask_destination
+from . import timeline_fallback
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Timeline:
     verification: dict[str, Any]  # masked: safe to print
     intent: dict[str, Any] | None
     events: list[Event] = field(default_factory=list)
+    fallback: dict[str, Any] | None = None  # issue 14: the channel policy's fallback delivery (masked)
     webhook_events: list[dict[str, Any]] = field(default_factory=list)  # issue 12: each with its attempts
 
     def as_json(self) -> dict[str, Any]:
@@ -52,11 +54,11 @@ class Timeline:
 
         return {
             "verification": {k: plain(v) for k, v in self.verification.items()},
-            "delivery_note": delivery_note(self.verification, self.intent),
+            "delivery_note": delivery_note(self.verification, self.intent, self.fallback),
             "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
             "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events],
             "webhook_events": [{k: plain(v) for k, v in w.items()} for w in self.webhook_events],
-        }
+        } | ({"fallback": {k: plain(v) for k, v in self.fallback.items()}} if self.fallback else {})
 
 
 class NotFound(LookupError):
@@ -105,8 +107,10 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
         }
         attempts = db.rows(load_sql(__file__, "timeline_attempts.sql"), intent_id=row["intent_id"])
     result = Timeline(verification, intent)
-    result.events = sorted(_events(row, attempts), key=lambda e: e.at)
-    result.webhook_events = _webhook_events(db, row["id"])
+    result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)  # issue 14
+    extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
+    result.events = sorted(_events(row, attempts) + extra, key=lambda e: e.at)
+    result.webhook_events = _webhook_events(db, row["id"])  # issue 12
     return result
 
 
@@ -202,10 +206,14 @@ def _outcome(a: dict[str, Any]) -> str:
 _WAITING = ("ready", "retryable", "ambiguous")
 
 
-def delivery_note(verification: dict[str, Any], intent: dict[str, Any] | None) -> str | None:
+def delivery_note(
+    verification: dict[str, Any], intent: dict[str, Any] | None, fallback: dict[str, Any] | None = None
+) -> str | None:
     """What the bare statuses do not say: a pending verification nobody will receive."""
     if verification["status"] != "pending" or intent is None:
         return None
+    if intent["status"] == "failed" and fallback is not None and fallback["status"] not in ("failed", "suppressed"):
+        return f"the primary failed for good; the {fallback['channel']} fallback: {fallback['why']}"  # issue 14
     if intent["status"] == "failed":
         return (
             "delivery failed for good: no message was delivered, none will be sent; the user needs a new verification"
@@ -223,7 +231,7 @@ def _clock(at: datetime | None) -> str:
 
 def render(t: Timeline) -> str:
     v, i = t.verification, t.intent
-    note = delivery_note(v, i)
+    note = delivery_note(v, i, t.fallback)
     lines = [
         f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}"
         + (f" ({note})" if note else ""),
@@ -241,6 +249,8 @@ def render(t: Timeline) -> str:
             lines.append(f"  last error: {i['last_error']}")
     else:
         lines.append("  no delivery intent")
+    if t.fallback:  # issue 14
+        lines.append(timeline_fallback.render_line(t.fallback))
     lines.append("")
     width = max(len(e.kind) for e in t.events)
     lines += [f"{_clock(e.at)}  {e.kind:<{width}}  {e.detail}" for e in t.events]

@@ -1,4 +1,5 @@
--- verifyctl inspect: the verification and its delivery intent (never the nonce or the digest).
+-- verifyctl inspect: the verification and its (primary) delivery intent (never the nonce or the digest);
+-- issue 14: a fallback intent is read by timeline_fallback.sql.
 SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.status, v.expires_at,
        v.created_at, v.updated_at, v.verified_at, v.redacted_at, v.superseded_by, v.confirm_failures,
        i.id AS intent_id, i.status AS intent_status, i.template_version, i.attempts, i.max_attempts,

@@ -24,8 +24,10 @@ WITH other AS (
 )
 SELECT c.id, c.verification_id, c.channel, c.purpose, c.locale, c.template_version, c.attempts,
        c.max_attempts, c.ambiguous_count, c.lease_version, c.lease_until, c.next_attempt_at, c.created_at,
-       -- a webhook event (issue 12) never carries the destination to the worker: not its to send, not its to log
-       CASE WHEN c.role = 'event' THEN NULL ELSE v.destination END AS destination,
+       -- issue 14: a fallback intent carries its own destination (NULL once redacted, like the verification's);
+       -- issue 12: a webhook event never carries one to the worker: not its to send, not its to log
+       CASE WHEN c.role = 'fallback' THEN c.destination WHEN c.role = 'event' THEN NULL ELSE v.destination END
+           AS destination,
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
        c.role, c.event_type, c.payload
   FROM claimed AS c
