@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.errors import ConfigError
 
-SECRET_PREFIX = "whsec_"
+SECRET_PREFIX = "whsec_"  # the format's prefix, not a secret  # nosec B105
 EVENT_TYPES = ("verification.verified", "verification.expired", "verification.locked", "delivery.failed")
 # A fixed namespace: the same verification and event type give the same webhook-id on every instance.
 _ID_NAMESPACE = uuid.UUID("5a3c1f0e-7d52-4f8e-9a7c-2b6f4e1d9c30")
