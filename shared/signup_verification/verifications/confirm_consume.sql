@@ -4,7 +4,7 @@
 -- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql):
 -- issue 14: the digest is either channel's secret, and the other channel's undelivered intent is
 -- suppressed here too ('verified': a fallback confirmed before its time is never sent);
--- issue 12: the `verification.verified` webhook event is recorded (sql/definitions/09_record_event.sql).
+-- issue 12: the `verification.verified` webhook event is recorded (sql/definitions/10_record_event.sql).
 WITH consumed AS (
     UPDATE verifications
        SET status = 'verified', verified_at = now(), updated_at = now()

@@ -1,6 +1,6 @@
 -- A wrong SMS code: count it atomically; the attempt that reaches the limit locks the verification
 -- (and suppresses what it had left to send, every channel, and records the `verification.locked`
--- webhook event: sql/definitions/09_record_event.sql, issue 12). Only a pending, unexpired verification counts tries.
+-- webhook event: sql/definitions/10_record_event.sql, issue 12). Only a pending, unexpired verification counts tries.
 WITH failed AS (
     UPDATE verifications
        SET confirm_failures = confirm_failures + 1,

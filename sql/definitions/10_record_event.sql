@@ -11,29 +11,14 @@
 -- no-op (the unique index delivery_intents_per_verification). Returns the rows written (0 or 1).
 -- The data never holds a token, a code or the destination (the receiver is another system).
 -- Changing the arguments needs `DROP FUNCTION IF EXISTS <old signature>;` first.
-CREATE OR REPLACE FUNCTION webhooks_enabled() RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT coalesce(current_setting('signup_verification.webhooks', true), '') = 'on'
-$$;
-
-CREATE OR REPLACE FUNCTION event_data(p_verification verifications) RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object(
-        'verification_id', p_verification.id,
-        'account_id', p_verification.account_id,
-        'channel', p_verification.channel,
-        'purpose', p_verification.purpose,
-        'status', p_verification.status,
-        'created_at', p_verification.created_at,
-        'expires_at', p_verification.expires_at,
-        'verified_at', p_verification.verified_at)
-$$;
-
 CREATE OR REPLACE FUNCTION record_event(p_verification verifications, p_event_type text,
                                         p_extra jsonb DEFAULT '{}'::jsonb)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     written integer;
 BEGIN
-    IF p_verification.id IS NULL OR NOT webhooks_enabled() THEN
+    IF p_verification.id IS NULL
+       OR coalesce(current_setting('signup_verification.webhooks', true), '') <> 'on' THEN
         RETURN 0;
     END IF;
     INSERT INTO delivery_intents (verification_id, channel, role, event_type, payload, purpose, locale,
