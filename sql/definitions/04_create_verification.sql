@@ -10,6 +10,9 @@
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
     text, text, bytea, bytea, interval, integer, integer, integer, interval, interval);
+DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
+    text, text, bytea, bytea, interval, integer, integer, integer, interval, interval,
+    bytea, bytea, text, bytea, integer, integer, integer, integer);
 CREATE OR REPLACE FUNCTION create_verification(
     p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
     p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
@@ -18,7 +21,9 @@ CREATE OR REPLACE FUNCTION create_verification(
     p_rate_limit integer, p_rate_window interval, p_rate_spacing interval,
     -- abuse limits (issue 15, sql/006_abuse.sql): keyed digests computed by verifications/abuse.py
     p_destination_key bytea, p_prefix_key bytea, p_country text, p_client_key bytea,
-    p_per_account integer, p_per_prefix integer, p_per_country integer, p_per_client integer)
+    p_per_account integer, p_per_prefix integer, p_per_country integer, p_per_client integer,
+    -- issue 12: where the pages send the person back to (checked at the edge, sql/010_return_url.sql)
+    p_return_url text)
 RETURNS TABLE (outcome text, verification jsonb, retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -74,9 +79,11 @@ BEGIN
     -- ---- end of abuse limits ------------------------------------------------------------------
 
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
-                               token_nonce, token_digest, expires_at, max_confirm_failures)
+                               token_nonce, token_digest, expires_at, max_confirm_failures,
+                               return_url)  -- issue 12
     VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
-            p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures)
+            p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures,
+            p_return_url)
     RETURNING * INTO created;
     INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
                                country, client_key)

@@ -29,7 +29,10 @@ class Answer:
 
 def fingerprint(request: CreateVerificationRequest) -> bytes:
     """What makes two requests 'the same' for an idempotency key: the normalised payload."""
-    canonical = json.dumps(request.model_dump(), sort_keys=True, separators=(",", ":"))
+    fields = request.model_dump()
+    if fields["return_url"] is None:  # issue 12's field: absent, the fingerprint is the one keys stored before it
+        del fields["return_url"]
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).digest()
 
 
@@ -44,6 +47,7 @@ def new_verification(request: CreateVerificationRequest) -> domain.NewVerificati
         template_version=version,
         fingerprint=fingerprint(request),
         client_ip=request.client_ip,
+        return_url=request.return_url,
     )
 
 

@@ -33,6 +33,9 @@ class CreateVerificationRequest(BaseModel):
     template: str = Field(default="signup", min_length=1, max_length=64)
     # The end user's address as the site saw it: the per-client velocity limit counts on it (issue 15).
     client_ip: str | None = Field(default=None, max_length=45)
+    # Where the confirmation pages send the person back to (issue 12): checked against
+    # RETURN_URL_ALLOWED_ORIGINS at the edge (api/return_url.py), stored with the verification.
+    return_url: str | None = Field(default=None, min_length=8, max_length=2048)
 
     @field_validator("account_id")
     @classmethod
