@@ -167,7 +167,7 @@ def build(host: str, port: int, origin: str, create_url: str, webhook_secret: st
 
 
 # -- what `verifyctl dev` wires: the service's webhook and return-URL settings point at this site ---------
-SECRET_FILE = "dev-webhook-secret"
+SECRET_FILE = "dev-webhook-secret"  # a file name, not a secret  # nosec B105
 
 
 def development_webhook_secret(local_dir: Path) -> str:
