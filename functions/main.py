@@ -9,11 +9,10 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification.api import auth, edge, pages, problems, replay
+from signup_verification.api import auth, edge, pages, problems, replay, return_url
 from signup_verification.api import confirm as confirm_edge
 from signup_verification.api import create as create_edge
 from signup_verification.api import read as read_edge
-from signup_verification.api import return_url
 from signup_verification.api.http import (
     Incoming,
     endpoint,

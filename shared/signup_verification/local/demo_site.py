@@ -131,7 +131,12 @@ def create_app(client: Any, webhook_secret: str, origin: str, site: Site | None 
         account = site.accounts.get(account_id)
         if account is None:
             return {"error": "no such account"}, 404
-        return {"id": account.id, "status": account.status, "events": account.events, "at": datetime.now(UTC).isoformat()}
+        return {
+            "id": account.id,
+            "status": account.status,
+            "events": account.events,
+            "at": datetime.now(UTC).isoformat(),
+        }
 
     return app
 
@@ -157,7 +162,9 @@ class DemoSiteServer:
         self._server.server_close()
 
 
-def build(host: str, port: int, origin: str, create_url: str, webhook_secret: str, signing_key: str | None) -> DemoSiteServer:
+def build(
+    host: str, port: int, origin: str, create_url: str, webhook_secret: str, signing_key: str | None
+) -> DemoSiteServer:
     """The site as `verifyctl dev` runs it: the client library calls the emulation's create target
     (signing its requests when REQUEST_SIGNING_KEYS is configured, as an outside caller must)."""
     from signup_verification_client import Client, SignedRequests  # clients/python: dev.py installs it

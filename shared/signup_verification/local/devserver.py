@@ -62,7 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smtp-port", type=int, default=None, help="the mailbox's SMTP port (default SMTP_PORT, 8025)")
     parser.add_argument("--mailbox-port", type=int, default=8090, help="the mailbox web page and fake Twilio API")
     parser.add_argument(
-        "--site-port", type=int, default=8089, help="the demo signup site (issue 12): its form, webhooks and account pages"
+        "--site-port",
+        type=int,
+        default=8089,
+        help="the demo signup site (issue 12): its form, webhooks and account pages",
     )
     parser.add_argument(
         "--schedule-seconds",
@@ -237,7 +240,9 @@ def _serve(
     env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
     site_origin = f"http://{_browser_host(host)}:{site_port}"
     if site_port:  # webhooks to the demo site, its origin allowed as a return URL (an explicit setting wins)
-        env.update(demo_site.service_settings(env, config.local_dir, f"http://{host}:{site_port}/webhooks", site_origin))
+        env.update(
+            demo_site.service_settings(env, config.local_dir, f"http://{host}:{site_port}/webhooks", site_origin)
+        )
     for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
         children[target] = subprocess.Popen(
             [

@@ -75,7 +75,9 @@ class Outcome:
     destination_hint: str | None = None  # masked, for the page the token's holder asked for
     remaining_attempts: int | None = None
     locale: str | None = None  # the verification's (its message used it): its page follows
-    return_url: str | None = None  # issue 12: the site's page the Continue / back links go to (stored, checked at create)
+    return_url: str | None = (
+        None  # issue 12: the site's page the Continue / back links go to (stored, checked at create)
+    )
 
     @property
     def is_verified(self) -> bool:

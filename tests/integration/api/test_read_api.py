@@ -44,7 +44,14 @@ def test_a_new_verification_reads_pending_with_its_queued_delivery(client):
     assert body["verified_at"] is None and body["created_at"] < body["expires_at"]
     assert body["destination"] == "a***@example.com"  # masked, never the address
     assert body["deliveries"] == [
-        {"channel": "email", "role": "primary", "status": "ready", "attempts": 0, "last_outcome": None, "accepted_at": None}
+        {
+            "channel": "email",
+            "role": "primary",
+            "status": "ready",
+            "attempts": 0,
+            "last_outcome": None,
+            "accepted_at": None,
+        }
     ]
 
 
@@ -55,7 +62,10 @@ def test_the_read_follows_delivery_and_confirmation(client, db):
     assert (delivery["status"], delivery["attempts"], delivery["last_outcome"]) == ("accepted", 1, "accepted")
     assert delivery["accepted_at"] and delivery["accepted_at"].endswith("Z")
 
-    db.run("UPDATE verifications SET status = 'verified', verified_at = now() WHERE id = :id", id=uuid.UUID(verification_id))
+    db.run(
+        "UPDATE verifications SET status = 'verified', verified_at = now() WHERE id = :id",
+        id=uuid.UUID(verification_id),
+    )
     body = client.get(f"/{verification_id}").get_json()
     assert body["status"] == "verified" and body["verified_at"].endswith("Z")
 
@@ -128,7 +138,9 @@ def test_production_requires_the_callers_identity_to_read(client, db, monkeypatc
     runtime.reset()
     refused = client.get(f"/{verification_id}")
     assert _problem(refused, 401)
-    allowed = client.get(f"/{verification_id}", headers={"Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")})
+    allowed = client.get(
+        f"/{verification_id}", headers={"Authorization": cloud_run_identity("site@p.iam.gserviceaccount.com")}
+    )
     assert allowed.status_code == 200 and allowed.get_json()["status"] == "pending"
 
 

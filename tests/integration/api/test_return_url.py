@@ -88,7 +88,10 @@ def test_without_return_url_the_fingerprint_is_the_one_stored_before_issue_12():
     import json
 
     before = {k: v for k, v in request.model_dump().items() if k != "return_url"}
-    assert fingerprint(request) == hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode()).digest()
+    assert (
+        fingerprint(request)
+        == hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode()).digest()
+    )
 
 
 def test_the_verified_and_already_confirmed_pages_continue_to_the_site(clients, db):

@@ -13,9 +13,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import signup_verification_client as svc
 from standardwebhooks import Webhook
 
-import signup_verification_client as svc
 from signup_verification import runtime
 from support.auth import cloud_run_identity
 from support.paths import ROOT
@@ -168,7 +168,9 @@ def test_google_id_tokens_come_from_google_auth(monkeypatch):
     import google.oauth2.id_token
 
     seen = []
-    monkeypatch.setattr(google.oauth2.id_token, "fetch_id_token", lambda request, audience: seen.append(audience) or "h.e30.s")
+    monkeypatch.setattr(
+        google.oauth2.id_token, "fetch_id_token", lambda request, audience: seen.append(audience) or "h.e30.s"
+    )
     headers = svc.GoogleIdToken("https://create.example.run.app/").headers("POST", "create_verification", "k", b"{}")
     assert headers == {"Authorization": "Bearer h.e30.s"} and seen == ["https://create.example.run.app/"]
 
@@ -184,7 +186,11 @@ def _signed_event(secrets: list[str], body: bytes, at: datetime | None = None, m
 
 
 EVENT = json.dumps(
-    {"type": "verification.verified", "timestamp": "2026-12-01T12:00:00Z", "data": {"verification_id": "v1", "status": "verified"}}
+    {
+        "type": "verification.verified",
+        "timestamp": "2026-12-01T12:00:00Z",
+        "data": {"verification_id": "v1", "status": "verified"},
+    }
 ).encode()
 
 

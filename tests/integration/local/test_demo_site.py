@@ -60,7 +60,9 @@ def test_sign_up_creates_a_verification_that_returns_to_the_account_page(site, d
     client, state = site
     account_id = _sign_up(client)
     account = state.accounts[account_id]
-    row = db.one("SELECT account_id, return_url, status FROM verifications WHERE id = :id", id=uuid.UUID(account.verification_id))
+    row = db.one(
+        "SELECT account_id, return_url, status FROM verifications WHERE id = :id", id=uuid.UUID(account.verification_id)
+    )
     assert row == {"account_id": account_id, "return_url": f"{ORIGIN}/accounts/{account_id}", "status": "pending"}
     page = client.get(f"/accounts/{account_id}").get_data(as_text=True)
     assert 'id="account-status" class="status pending">pending<' in page
@@ -70,7 +72,11 @@ def test_sign_up_creates_a_verification_that_returns_to_the_account_page(site, d
 def test_only_a_verified_webhook_marks_the_account_verified_once(site):
     client, state = site
     account_id = _sign_up(client)
-    data = {"verification_id": state.accounts[account_id].verification_id, "account_id": account_id, "status": "verified"}
+    data = {
+        "verification_id": state.accounts[account_id].verification_id,
+        "account_id": account_id,
+        "status": "verified",
+    }
     forged = _webhook(client, "verification.verified", data, secret="whsec_" + base64.b64encode(b"x" * 32).decode())
     assert forged.status_code == 400 and _status(client, account_id) == "pending"
     assert _webhook(client, "verification.verified", data, msg_id="msg_1").status_code == 204
@@ -108,11 +114,18 @@ def test_the_service_settings_point_at_the_site_and_keep_explicit_ones(tmp_path)
     assert stat.S_IMODE((tmp_path / demo_site.SECRET_FILE).stat().st_mode) == 0o600
     again = demo_site.service_settings({}, tmp_path, "x", ORIGIN)["WEBHOOK_SECRET"]
     assert again == secret  # generated once, kept under the local dir
-    explicit = {"WEBHOOK_URL": "https://hooks.example/", "WEBHOOK_SECRET": SECRET, "RETURN_URL_ALLOWED_ORIGINS": "https://a.example"}
+    explicit = {
+        "WEBHOOK_URL": "https://hooks.example/",
+        "WEBHOOK_SECRET": SECRET,
+        "RETURN_URL_ALLOWED_ORIGINS": "https://a.example",
+    }
     assert demo_site.service_settings(explicit, tmp_path, "x", ORIGIN) == explicit
 
 
 def test_the_signing_key_for_create(tmp_path):
     assert demo_site.create_signing_key({}) is None
     assert demo_site.create_signing_key({"REQUEST_SIGNING_KEYS": "reconcile:ops:abc,site:def"}) == "site:def"
-    assert demo_site.create_signing_key({"REQUEST_SIGNING_KEYS": "create_verification:s:abc"}) == "create_verification:s:abc"
+    assert (
+        demo_site.create_signing_key({"REQUEST_SIGNING_KEYS": "create_verification:s:abc"})
+        == "create_verification:s:abc"
+    )

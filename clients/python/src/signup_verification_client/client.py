@@ -159,7 +159,9 @@ class Client:
             expires_at=answer["expires_at"],
             verified_at=answer.get("verified_at"),
             return_url=answer.get("return_url"),
-            deliveries=tuple(Delivery(**{k: d.get(k) for k in Delivery.__dataclass_fields__}) for d in answer["deliveries"]),
+            deliveries=tuple(
+                Delivery(**{k: d.get(k) for k in Delivery.__dataclass_fields__}) for d in answer["deliveries"]
+            ),
         )
 
     def confirm_code(self, verification_id: str, code: str) -> Confirmation:

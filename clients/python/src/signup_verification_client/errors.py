@@ -10,7 +10,9 @@ class VerificationError(Exception):
     """Any answer that is not a success. `status`, `slug` (the end of the problem `type` URI),
     `title`, `detail` and the per-field `errors` come from the problem body."""
 
-    def __init__(self, status: int, slug: str, title: str, detail: str | None = None, body: dict[str, Any] | None = None):
+    def __init__(
+        self, status: int, slug: str, title: str, detail: str | None = None, body: dict[str, Any] | None = None
+    ):
         super().__init__(f"{status} {slug}: {detail or title}")
         self.status, self.slug, self.title, self.detail = status, slug, title, detail
         self.body = body or {}

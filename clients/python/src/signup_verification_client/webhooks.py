@@ -42,5 +42,10 @@ def verify_webhook(body: bytes, headers: Mapping[str, str], secrets: str | Itera
         if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
             raise InvalidWebhook("the body is not a webhook event")
         data = payload.get("data")
-        return WebhookEvent(flat["webhook-id"], payload["type"], str(payload.get("timestamp", "")), data if isinstance(data, dict) else {})
+        return WebhookEvent(
+            flat["webhook-id"],
+            payload["type"],
+            str(payload.get("timestamp", "")),
+            data if isinstance(data, dict) else {},
+        )
     raise InvalidWebhook("no valid signature (or the timestamp is outside 5 minutes)")
