@@ -21,6 +21,7 @@ _READ = load_sql(__file__, "read.sql")
 class Delivery:
     channel: str
     role: str  # primary | fallback
+    destination: str  # masked, like the verification's
     status: str
     attempts: int
     last_outcome: str | None  # the newest attempt row's outcome; None before the first attempt
@@ -60,7 +61,15 @@ def read(db: Database, verification_id: uuid.UUID) -> VerificationView | None:
     if row is None:
         return None
     deliveries = tuple(
-        Delivery(d["channel"], d["role"], d["status"], d["attempts"], d["last_outcome"], d["accepted_at"])
+        Delivery(
+            d["channel"],
+            d["role"],
+            mask_destination(d["channel"], d["destination"]),
+            d["status"],
+            d["attempts"],
+            d["last_outcome"],
+            d["accepted_at"],
+        )
         for d in row["deliveries"]
     )
     return VerificationView(

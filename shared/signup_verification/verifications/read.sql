@@ -12,6 +12,8 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.return_url,
            SELECT jsonb_agg(jsonb_build_object(
                       'channel', i.channel,
                       'role', i.role,
+                      -- a fallback's own destination (sql/011), masked in Python; a primary's is the verification's
+                      'destination', coalesce(i.destination, v.destination),
                       'status', i.status,
                       'attempts', i.attempts,
                       'last_outcome', (SELECT a.outcome FROM delivery_attempts AS a

@@ -47,6 +47,7 @@ def test_a_new_verification_reads_pending_with_its_queued_delivery(client):
         {
             "channel": "email",
             "role": "primary",
+            "destination": "a***@example.com",
             "status": "ready",
             "attempts": 0,
             "last_outcome": None,
@@ -155,3 +156,17 @@ def test_a_signed_target_needs_a_signed_read_accepted_once(client, monkeypatch):
     assert _problem(client.get(f"/{verification_id}", headers=headers), 401)  # the same signature again
     post_signature = signed_headers(secret, b"")  # signed for POST: not a GET's
     assert _problem(client.get(f"/{verification_id}", headers=post_signature), 401)
+
+
+def test_a_fallback_shows_as_its_own_delivery_with_its_masked_number(client):
+    body = {
+        **EMAIL,
+        "account_id": "acct-fallback",
+        "fallback": {"channel": "sms", "destination": "+14155550142", "after_seconds": 120},
+    }
+    verification_id = _create(client, body)
+    deliveries = client.get(f"/{verification_id}").get_json()["deliveries"]
+    assert [(d["channel"], d["role"], d["destination"]) for d in deliveries] == [
+        ("email", "primary", "a***@example.com"),
+        ("sms", "fallback", "+1******0142"),
+    ]

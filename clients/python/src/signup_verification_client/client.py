@@ -39,7 +39,8 @@ class Verification:
 @dataclass(frozen=True)
 class Delivery:
     channel: str
-    role: str
+    role: str  # primary | fallback
+    destination: str  # masked
     status: str
     attempts: int
     last_outcome: str | None
