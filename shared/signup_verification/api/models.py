@@ -61,7 +61,7 @@ class CreateVerificationRequest(BaseModel):
         return value
     # Where the confirmation pages send the person back to (issue 12): checked against
     # RETURN_URL_ALLOWED_ORIGINS at the edge (api/return_url.py), stored with the verification.
-    return_url: str | None = Field(default=None, min_length=8, max_length=2048)
+    return_url: str | None = Field(default=None, min_length=8, max_length=1024)
 
     @field_validator("account_id")
     @classmethod
