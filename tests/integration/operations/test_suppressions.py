@@ -37,17 +37,17 @@ def test_list_then_clear_by_another_spelling_lets_create_through(service_env, db
     create(db, "ada.lovelace@gmail.com", "k1")
     assert bounce(db).suppressed == 1
     code, out, _ = verifyctl(service_env, capsys, "suppression", "list", "--json")
-    [entry] = json.loads(out)
+    [entry] = json.loads(out.strip().splitlines()[-1])  # (log records may share stdout after other tests)
     assert code == 0 and entry["channel"] == "email" and entry["expires_at"] is None
     assert "ada" not in out and "gmail" not in out  # keys, never destinations
     with pytest.raises(Problem) as refused:
         create(db, "adalovelace+signup@googlemail.com", "k2")
     assert refused.value.status == 422
     code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "AdaLovelace@gmail.com")
-    assert code == 0 and "cleared" in out
+    assert code == 0 and "cleared: the destination" in out
     assert create(db, "ada.lovelace@gmail.com", "k3").status == 201
     code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "ada.lovelace@gmail.com")
-    assert code == 1 and out.strip() == "no such suppression"
+    assert code == 1 and out.strip().splitlines()[-1] == "no such suppression"
 
 
 def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
@@ -55,7 +55,7 @@ def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
     bounce(db, suppress_days=1)
     db.run("UPDATE destination_suppressions SET expires_at = now() - interval '1 second'")
     assert create(db, "grace@example.com", "k2").status == 201
-    assert verifyctl(service_env, capsys, "suppression", "list")[1].strip() == "no destination is suppressed"
+    assert verifyctl(service_env, capsys, "suppression", "list")[1].strip().splitlines()[-1] == "no destination is suppressed"
 
 
 @pytest.mark.parametrize(
