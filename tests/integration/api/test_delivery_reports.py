@@ -194,3 +194,17 @@ def test_not_configured_provider_is_refused(app_client, db, monkeypatch):
     client = app_client("delivery_reports")
     body = b"[]"
     assert client.post("/sendgrid", data=body, headers=sendgrid_headers(body)).status_code == 403
+
+
+def test_hard_bounce_of_the_last_channel_records_the_delivery_failed_event(client, db):
+    [sent] = accepted(db, prefix="evt")
+    db.run("SET signup_verification.webhooks = 'on'")  # what WEBHOOK_URL sends at connection start-up
+    bounce = sendgrid_event(sent["intent_id"], sent["attempt_id"], "dropped", reason="Bounced Address")
+    from signup_verification.delivery import reports as domain
+
+    observation, _ = domain.sendgrid_events(json.dumps([bounce]).encode())
+    assert domain.ingest(db, "sendgrid", observation, None).undeliverable == 1
+    events = db.run(
+        "SELECT event_type FROM delivery_intents WHERE verification_id = :v AND role = 'event'", v=sent["verification_id"]
+    )
+    assert events == [["delivery.failed"]]
