@@ -162,6 +162,9 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
             watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
             sms_max_per_hour=sms_max,
+            awaiting_report_alert_seconds=(  # issue 13: only where provider reports are expected
+                read.positive("ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS", 900.0) if reports.public_url else None
+            ),
         ),
         auth=_auth(read, production),
         migrations=_migrations(read),
