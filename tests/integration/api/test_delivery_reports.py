@@ -208,3 +208,16 @@ def test_hard_bounce_of_the_last_channel_records_the_delivery_failed_event(clien
         "SELECT event_type FROM delivery_intents WHERE verification_id = :v AND role = 'event'", v=sent["verification_id"]
     )
     assert events == [["delivery.failed"]]
+
+
+def test_inspect_shows_the_reports_in_the_timeline(client, db):
+    from signup_verification.operations import timeline
+
+    [sent] = accepted(db, prefix="insp")
+    post_sendgrid(client, [sendgrid_event(sent["intent_id"], sent["attempt_id"], "deferred"),
+                           sendgrid_event(sent["intent_id"], sent["attempt_id"])])  # fmt: skip
+    found = timeline.timeline(db, sent["verification_id"])
+    reported = [e.detail for e in found.events if e.kind == "reported"]
+    assert reported == [f"sendgrid says deferred for attempt {sent['attempt_id']}, received " + reported[0][-8:],
+                        f"sendgrid says delivered for attempt {sent['attempt_id']}, received " + reported[1][-8:]]  # fmt: skip
+    assert "someone@example.com" not in timeline.render(found)
