@@ -39,6 +39,13 @@ locals {
       secrets     = [] # reads counts and ages only
       db_role     = "reader"
     }
+    reports = {
+      entry_point = "delivery_reports"
+      description = "SendGrid Event Webhook and Twilio status callbacks (public; provider signatures checked, issue 13)"
+      ingress     = "ALLOW_ALL"           # the providers call from the internet
+      secrets     = ["twilio_auth_token"] # verifies X-Twilio-Signature; SendGrid's key is public (an env var)
+      db_role     = "writer"
+    }
   }
 
   scheduled = toset(["dispatch", "reconcile"])
@@ -69,6 +76,8 @@ locals {
 
   function_names = { for key in keys(local.function_specs) : key => "${var.name}-${key}" }
   confirm_url    = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.function_names["confirm"]}"
+  # issue 13: what Twilio's StatusCallback and SendGrid's Event Webhook URL point at (docs/deploy.md)
+  reports_url = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.function_names["reports"]}"
 
   # Connection budget (see var.db_max_connections): one connection per request thread.
   peak_connections = sum([for key, f in var.functions : f.max_instances * f.concurrency])
