@@ -29,7 +29,7 @@ locals {
       entry_point = "reconcile"
       description = "Expires, recovers stale leases, settles ambiguous attempts (Cloud Scheduler, every minute)"
       ingress     = "ALLOW_INTERNAL_ONLY"
-      secrets     = [] # never sends, never checks a token: no key material
+      secrets     = ["twilio_auth_token"] # never sends, never checks a token; asks Twilio about ambiguous SMS (issue 13)
       db_role     = "writer"
     }
     status = {
