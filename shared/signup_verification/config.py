@@ -25,6 +25,7 @@ from .delivery.channels.sendgrid import SendGridConfig
 from .delivery.channels.smtp import SmtpConfig
 from .delivery.channels.twilio import TwilioConfig
 from .delivery.config import DispatchConfig
+from .delivery.events import WebhookConfig, check_url, parse_secrets
 from .delivery.messages import MessageConfig, check_sms_budget, message_domain
 from .operations.reconciler.config import DAY, ReconcilerConfig
 from .operations.signals import SignalsConfig
@@ -413,6 +414,20 @@ def _channels(
         send_concurrency=concurrency,
         production=production,
         local_dir=local_dir,
+        webhook=_webhook(read, production),
+    )
+
+
+def _webhook(read: _Reader, production: bool) -> WebhookConfig:
+    """Issue 12: WEBHOOK_URL turns events on (every target that changes a verification writes them);
+    WEBHOOK_SECRET is needed where they are sent (dispatch: build_channels says so)."""
+    url = read.text("WEBHOOK_URL")
+    raw_secret = read.text("WEBHOOK_SECRET")
+    no_secrets: tuple[bytes, ...] = ()
+    return WebhookConfig(
+        url=read.attempt(lambda: check_url(url, production), None) if url else None,
+        secrets=read.attempt(lambda: parse_secrets(raw_secret), no_secrets) if raw_secret else no_secrets,
+        max_attempts=read.integer("WEBHOOK_MAX_ATTEMPTS", WebhookConfig.max_attempts, 1),
     )
 
 
