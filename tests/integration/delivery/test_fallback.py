@@ -168,3 +168,25 @@ def test_redaction_clears_the_fallback_destination_too(db, smtp, twilio):
     row = db.one("SELECT destination, redacted_at FROM verifications WHERE id = :v", v=vid)
     assert row["destination"] is None and row["redacted_at"] is not None
     assert db.run("SELECT destination FROM delivery_intents WHERE verification_id = :v", v=vid) == [[None], [None]]
+
+
+def test_one_waiting_worker_sends_the_sms_when_its_time_comes_not_before(db, smtp, twilio):
+    """As a user would see it: no clock moved by hand. The email at once, the SMS ~after_seconds later."""
+    import time
+
+    settings = provider_settings(
+        smtp, twilio, dispatch_idle_wait=True, dispatch_idle_poll_seconds=0.1, function_timeout_seconds=7,
+        dispatch_safety_margin_seconds=1,
+    )
+    started = time.time()
+    vid = create_with_fallback(db, settings.create, after_seconds=3)
+    report = run_dispatch(db, settings)
+    assert report.accepted == 2 and len(smtp.received) == 1
+    [sms] = twilio.deliveries
+    taken_after = db.one(
+        "SELECT extract(epoch FROM a.attempted_at - i.created_at)::float8 AS s FROM delivery_attempts a"
+        " JOIN delivery_intents i ON i.id = a.intent_id WHERE i.role = 'fallback' AND a.outcome = 'attempting'"
+    )["s"]
+    assert 3.0 <= taken_after < 4.5, taken_after  # due at created_at + 3 s, sent within a poll or two
+    assert time.time() - started < 10
+    assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
