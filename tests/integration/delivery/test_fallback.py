@@ -190,3 +190,20 @@ def test_one_waiting_worker_sends_the_sms_when_its_time_comes_not_before(db, smt
     assert 3.0 <= taken_after < 4.5, taken_after  # due at created_at + 3 s, sent within a poll or two
     assert time.time() - started < 10
     assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
+
+
+def test_verifyctl_status_shows_the_fallbacks_by_reason(db, smtp, twilio):
+    from signup_verification.operations import status_table
+
+    settings = provider_settings(smtp, twilio)
+    quiet = status_table.render(signals.compute(db, "test"))
+    assert "fallbacks on" not in quiet  # nothing changes for deployments without a channel policy
+    create_with_fallback(db, settings.create, after_seconds=0, account="a1", phone="+14155550101")
+    confirmed = create_with_fallback(db, settings.create, account="a2", email="b@example.com", phone="+14155550102")
+    run_dispatch(db, settings)
+    [mail] = [m for m in smtp.received if m.rcpt_tos == ["b@example.com"]]
+    text = mail.message.get_body(("plain",)).get_content()
+    assert c.confirm_link(db, KEYRING, token_in(text)).result == c.VERIFIED
+    assert intents(db, confirmed)["fallback"]["status"] == "suppressed"
+    rendered = status_table.render(signals.compute(db, "test"))
+    assert "fallbacks on sms (5 min): sent 1 (timer 0, primary failed 0, at once 1), suppressed 1" in rendered
