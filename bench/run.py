@@ -27,6 +27,7 @@ SCRIPTS = {
     "history": "history_bench.py",  # hot and operator paths with 10k vs 1M history
     "latency": "latency_bench.py",  # create -> accepted with the scheduler once a minute
     "memory": "memory_bench.py",  # peak RSS of one invocation, 5,000 intents
+    "webhook": "webhook_bench.py",  # issue 12: webhook delivery rate beside email, zero-latency receiver
 }
 
 

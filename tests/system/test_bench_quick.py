@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("throughput-bench", "dispatch-bench", "create-bench", "history-bench", "latency-bench", "memory-bench")
+SECTIONS = (
+    "throughput-bench",
+    "dispatch-bench",
+    "create-bench",
+    "history-bench",
+    "latency-bench",
+    "memory-bench",
+    "webhook-bench",
+)
 
 
 @pytest.mark.slow
