@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..outbox import RetryPolicy, heartbeats, transitions
+from ..outbox import RetryPolicy, heartbeats, idle, transitions
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
@@ -195,19 +195,24 @@ class Dispatcher:
         )
 
     def _wait_for_work(self) -> bool:
-        """The outbox is empty: with DISPATCH_IDLE_WAIT, sleep one poll interval (a shutdown wakes it)
-        and claim again (an empty claim is one probe of the small eligible index), until too little
-        time is left for a send. Polling rather than LISTEN: pg8000 has no blocking wait for
-        notifications, and a poll also sees work that becomes due by time (retries, holds), which no
-        NOTIFY announces."""
+        """The outbox is empty: with DISPATCH_IDLE_WAIT, probe it every poll interval (outbox/idle.py:
+        one probe of the eligible index, nothing claimed) until work is waiting (True: claim it), a
+        shutdown is asked for (True: the loop handles it), or too little time is left for a send
+        (False). The probes run at a fixed rate, so new work waits at most one interval plus a probe.
+        Polling rather than LISTEN: pg8000 has no blocking wait for notifications, and a poll also
+        sees work that becomes due by time (retries, holds), which no NOTIFY announces."""
         o = self.config
         if not o.idle_wait:
             return False
         one_send = min(self.estimator.worst(), o.send_timeout_seconds)  # what a batch found next would need
-        if self.deadline.remaining() < o.idle_poll_seconds + SETTLE_RESERVE + one_send:
-            return False
-        self.stop.wait(o.idle_poll_seconds)
-        return True
+        next_probe = self.clock() + o.idle_poll_seconds
+        while self.deadline.remaining() >= o.idle_poll_seconds + SETTLE_RESERVE + one_send:
+            if self.stop.wait(max(0.0, next_probe - self.clock())):
+                return True
+            next_probe = max(next_probe + o.idle_poll_seconds, self.clock())  # fixed rate; never a burst after a stall
+            if idle.work_waiting(self.db, o.sms_max_per_hour):
+                return True
+        return False
 
     # -- the steps of a batch ------------------------------------------------------------------------------
     def _claim_next(self, settler: Settler, ahead: float) -> _Claimed | None:
