@@ -28,8 +28,8 @@ _STAT_LINE = re.compile(r"^(\S+)\s+(\d+)\s+\(\s*[\d.]+\)\s+(\d+)\s+\(\s*[\d.]+\)
 
 @dataclass
 class Cost:
-    wal_bytes: float = 0  # pg_stat_wal (every record and image the server wrote in the range)
-    wal_records: float = 0
+    wal_bytes: float = 0  # the LSN distance: every byte of WAL the server wrote in the range
+    wal_records: float = 0  # pg_stat_wal (lags by up to a second: the per-type counts are pg_waldump's)
     wal_fpi: float = 0  # full-page images (count)
     fpi_bytes: float = 0  # pg_waldump: bytes of those images
     record_bytes: float = 0  # pg_waldump: bytes of the records without images
@@ -148,6 +148,9 @@ class Meter:
         )
         if self.binary is not None:
             self._waldump(cost, before.lsn, after.lsn)
+        # The WAL written in the range: pg_stat_wal lags (a backend publishes its counters at most
+        # once a second), the LSN does not.
+        cost.wal_bytes = float(self.db.run("SELECT pg_wal_lsn_diff(:a, :b)", a=after.lsn, b=before.lsn)[0][0])
         return cost
 
     def _waldump(self, cost: Cost, start: str, end: str) -> None:
@@ -159,12 +162,14 @@ class Meter:
             text=True,
             check=False,
         ).stdout
+        cost.wal_records = 0  # counted here instead of pg_stat_wal's lagging counter
         for line in out.splitlines():
             m = _STAT_LINE.match(line.strip())
             if not m or m.group(1) == "Total":
                 continue
             kind, n, rec, fpi = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
             cost.by_type[kind] = (n, rec, fpi)
+            cost.wal_records += n
             cost.record_bytes += rec
             cost.fpi_bytes += fpi
             rmgr, _, op = kind.partition("/")

@@ -82,7 +82,7 @@ class DeferredHandler(logging.Handler):
         self._go = threading.Event()
         self._max_defer = max_defer_seconds
         threading.Thread(target=self._build_later, name="log-handoff", daemon=True).start()
-        atexit.register(self.activate)
+        atexit.register(self._at_exit)
 
     @property
     def active(self) -> bool:
@@ -90,6 +90,10 @@ class DeferredHandler(logging.Handler):
 
     def first_response_sent(self) -> None:
         self._go.set()
+
+    def _at_exit(self) -> None:
+        if self._held:  # held records are written; with none, a leaving process skips the import
+            self.activate()
 
     def _build_later(self) -> None:
         self._go.wait(self._max_defer)
