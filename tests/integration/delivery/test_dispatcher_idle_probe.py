@@ -108,3 +108,51 @@ def test_the_probe_answers_what_the_claim_would_take(db):
     assert idle.work_waiting(db, sms_max_per_hour=None) is True
     assert idle.work_waiting(db, sms_max_per_hour=0) is False  # past the SMS budget the claim would take none
     assert idle.work_waiting(db, sms_max_per_hour=5) is True
+
+
+def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, database_url, tmp_path):
+    """Invocations may outlive the scheduler's minute (timeout over 60 s): the older one leaves as
+    soon as the newer one waits, so there is always one waiter and never two for long."""
+    settings = _settings(tmp_path, 30)
+    ended: dict[str, float] = {}
+
+    def invocation(label: str) -> None:
+        own = Database.from_url(database_url)
+        try:
+            run_dispatch(own, settings, channels={"email": Instant(), "sms": Instant()}, estimator=_estimator())
+        finally:
+            own.close()
+        ended[label] = time.monotonic()
+
+    older = threading.Thread(target=invocation, args=("older",))
+    older.start()
+    time.sleep(1.5)  # the older one is waiting by now
+    newer_started = time.monotonic()
+    stop = threading.Event()
+    newer = threading.Thread(
+        target=lambda: run_dispatch(
+            db, settings, channels={"email": Instant(), "sms": Instant()}, estimator=_estimator(), stop=stop
+        )
+    )
+    newer.start()
+    older.join(10)
+    assert "older" in ended and ended["older"] - newer_started < 2.0  # handed over within a few polls
+    other = db.sibling()
+    seed_intents(other, 1, prefix="after")  # the newer one still waits, and sends it
+    other.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not db.run(
+        "SELECT count(*) FROM delivery_intents WHERE status = 'accepted'"
+    )[0][0]:
+        time.sleep(0.1)
+    stop.set()
+    newer.join(10)
+    assert db.run("SELECT count(*) FROM delivery_intents WHERE status = 'accepted'")[0][0] == 1
+
+
+def test_the_newest_start_wins_whatever_order_they_register_in(db):
+    idle.enter(db, "dispatch:t", "t", "newer", elapsed_seconds=1.0)
+    idle.enter(db, "dispatch:t", "t", "older", elapsed_seconds=30.0)  # started earlier, registers later
+    assert idle.probe(db, "dispatch:t", "newer").superseded is False
+    assert idle.probe(db, "dispatch:t", "older").superseded is True
+    assert idle.probe(db, "dispatch:other", "anyone").superseded is False  # no waiter recorded: keep waiting
