@@ -1,11 +1,13 @@
 -- consume: the one atomic UPDATE that verifies. It requires the verification pending, unexpired
 -- and the digest the caller matched, so of two concurrent confirmations exactly one returns a row.
 -- Undelivered intents of the now verified verification are suppressed in the same statement
--- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql).
+-- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql):
+-- issue 14: the digest is either channel's secret, and the other channel's undelivered intent is
+-- suppressed here too ('verified': a fallback confirmed before its time is never sent).
 WITH consumed AS (
     UPDATE verifications
        SET status = 'verified', verified_at = now(), updated_at = now()
-     WHERE id = :id AND token_digest = :digest AND status = 'pending' AND expires_at > now()
+     WHERE id = :id AND (token_digest = :digest OR fallback_digest = :digest) AND status = 'pending' AND expires_at > now()
     RETURNING id, account_id, verified_at
 )
 SELECT c.id, c.account_id, c.verified_at,
