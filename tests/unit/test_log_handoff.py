@@ -102,3 +102,30 @@ def test_x_cloud_trace_context_is_read_like_the_library_reads_it():
         "b7ad6b7169203331",
         False,
     )
+
+
+def test_the_switch_happens_in_a_process_forked_after_configuring():
+    """functions-framework imports main.py in gunicorn's master and forks the worker: the handler
+    made before the fork must still switch in the worker (no thread from before the fork is relied on)."""
+    read, write = os.pipe()
+    stream = io.StringIO()
+    handler = service_logging.configure(fmt="json", deployment="test", stream=stream, defer=True, level="INFO")
+    try:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                _log.info("logged in the worker")
+                service_logging.first_response_sent()
+                deadline = time.monotonic() + 20
+                while not handler.active and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                os.write(write, json.dumps([r["message"] for r in _lines(stream)]).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as answer:
+            messages = json.loads(answer.read() or "null")
+        os.waitpid(pid, 0)
+    finally:
+        service_logging.remove()
+    assert messages == ["logged in the worker"]

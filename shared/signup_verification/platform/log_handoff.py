@@ -4,9 +4,9 @@ Importing google-cloud-logging costs ~0.3 s of CPU, most of a function's cold st
 instance therefore starts with a DeferredHandler: records are filtered (redacted) and given their
 request context (URL without query, trace and span ids) when they are logged, and held; the real
 StructuredLogHandler is built in a background thread once the first response has been sent (or
-after `max_defer_seconds`, for a first request that runs long such as dispatch), and the held
-records are written through it in order. At exit, or when too many records are held, it is built
-at once. Nothing is dropped; the lines only come out a little later.
+`max_defer_seconds` after the first held record, for a first request that runs long such as
+dispatch), and the held records are written through it in order. At exit, or when too many records
+are held, it is built at once. Nothing is dropped; the lines only come out a little later.
 
     handler = DeferredHandler(build_real, project_id)   # build_real() -> the StructuredLogHandler
     handler.first_response_sent()                         # main.py: after the first answer went out
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -81,7 +82,9 @@ class DeferredHandler(logging.Handler):
         self._swap = threading.RLock()  # the held list and the switch to the real handler
         self._go = threading.Event()
         self._max_defer = max_defer_seconds
-        threading.Thread(target=self._build_later, name="log-handoff", daemon=True).start()
+        # No thread is started here: functions-framework imports main.py in gunicorn's master and
+        # forks the worker, and threads do not survive a fork. Threads start in the serving process.
+        self._timer_pid: int | None = None
         atexit.register(self._at_exit)
 
     @property
@@ -89,7 +92,8 @@ class DeferredHandler(logging.Handler):
         return self._real is not None
 
     def first_response_sent(self) -> None:
-        self._go.set()
+        if self._real is None:
+            threading.Thread(target=self.activate, name="log-handoff", daemon=True).start()
 
     def _at_exit(self) -> None:
         if self._held:  # held records are written; with none, a leaving process skips the import
@@ -123,6 +127,9 @@ class DeferredHandler(logging.Handler):
                 if real is None:
                     self._held.append(record)
                     full = len(self._held) >= MAX_HELD
+                    if self._timer_pid != os.getpid():  # the first held record in this process
+                        self._timer_pid = os.getpid()
+                        threading.Thread(target=self._build_later, name="log-handoff", daemon=True).start()
             if real is None:
                 if full:
                     self.activate()  # outside _swap: the builder takes _once, then _swap
