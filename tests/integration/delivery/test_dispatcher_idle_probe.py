@@ -16,7 +16,7 @@ from support.fakes.seed import seed_intents
 
 POLL = 0.25
 # Scheduling slack on a shared 2-core test machine: a sleep may wake late, a probe may wait for a core.
-SLACK = 0.25
+SLACK = 0.45
 
 
 class Instant:
@@ -135,8 +135,10 @@ def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, databas
         )
     )
     newer.start()
-    older.join(10)
-    assert "older" in ended and ended["older"] - newer_started < 2.0  # handed over within a few polls
+    older.join(20)
+    # Handed over within a few polls of the newer one waiting (its start takes a few statements; on a
+    # loaded 2-core machine up to seconds), not at the older one's own deadline ~27 s later.
+    assert "older" in ended and ended["older"] - newer_started < 6.0
     other = db.sibling()
     seed_intents(other, 1, prefix="after")  # the newer one still waits, and sends it
     other.close()
