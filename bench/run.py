@@ -35,6 +35,7 @@ SCRIPTS = {
     "memory": "memory_bench.py",  # peak RSS of one invocation, 5,000 intents
     "cost": "cost_bench.py",  # database work per verification vs a pgqueuer job
     "coldstart": "coldstart_bench.py",  # process start -> first 201 vs a trivial function
+    "webhook": "webhook_bench.py",  # issue 12: webhook delivery rate beside email, zero-latency receiver
 }
 
 

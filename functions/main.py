@@ -9,9 +9,10 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification.api import auth, edge, pages, problems, replay
+from signup_verification.api import auth, edge, pages, problems, replay, return_url
 from signup_verification.api import confirm as confirm_edge
 from signup_verification.api import create as create_edge
+from signup_verification.api import read as read_edge
 from signup_verification.api.http import (
     Incoming,
     endpoint,
@@ -54,9 +55,13 @@ def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming
 @functions_framework.http
 @endpoint
 def create_verification(request: flask.Request):
-    """POST {account_id, channel, destination, locale?, template?} with an Idempotency-Key header."""
+    """POST {account_id, channel, destination, locale?, template?, return_url?} with an Idempotency-Key
+    header; GET /<verification_id> reads one (issue 12), with the same caller requirements."""
     runtime = get_runtime()
     incoming = _incoming(request, runtime, "create_verification")
+    if request.path.strip("/"):  # /<verification_id>: the read API
+        require_method(incoming, "GET", "HEAD")
+        return read_edge.read_answer(runtime.db, request.path)
     require_method(incoming, "POST")
     key = single_header(incoming, "Idempotency-Key")
     if not valid_idempotency_key(key):
@@ -69,6 +74,7 @@ def create_verification(request: flask.Request):
         payload = CreateVerificationRequest.model_validate(body)
     except ValidationError as exc:
         raise problems.bad_request("The body failed validation.", field_errors(exc)) from None
+    return_url.require_allowed(payload.return_url, runtime.config.return_url)
     answer = create_edge.create_verification(runtime.db, runtime.config.create, runtime.keyring, payload, key)
     return json_response(answer.body, answer.status, answer.headers)
 

@@ -33,6 +33,9 @@ locals {
     SMS_TRANSPORT            = var.sms_transport
     TWILIO_ACCOUNT_SID       = var.twilio_account_sid
     TWILIO_FROM              = var.twilio_from
+    # Issue 12: set on every function, since each one that changes a verification (confirm, reconcile,
+    # dispatch) writes its webhook event; only dispatch sends them and reads WEBHOOK_SECRET.
+    WEBHOOK_URL = var.webhook_url
     # One gunicorn worker with as many threads as concurrent requests: Runtime.db opens one
     # connection per thread, so connections per instance = concurrency (the budget's assumption).
     WORKERS = "1"

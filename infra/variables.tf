@@ -294,3 +294,25 @@ variable "exclude_confirm_request_logs" {
   type        = bool
   default     = true
 }
+
+# ---- Webhooks (issue 12) ----------------------------------------------------------------------
+
+variable "webhook_url" {
+  description = "The signup site's endpoint for signed verification events (https). Empty: no events are written. Its secret (WEBHOOK_SECRET, whsec_...) is filled out of band like the others."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.webhook_url == "" || can(regex("^https://[^/@]+(/.*)?$", var.webhook_url))
+    error_message = "webhook_url must be empty or an https URL without credentials."
+  }
+}
+
+variable "webhook_oldest_ready_threshold_seconds" {
+  description = "Page when the oldest eligible webhook event is older than this (the receiver is failing or slow). A bucket bound of the age metric: 30, 60, 90, 120, 180, 300, 600."
+  type        = number
+  default     = 600
+  validation {
+    condition     = contains([30, 60, 90, 120, 180, 300, 600], var.webhook_oldest_ready_threshold_seconds)
+    error_message = "webhook_oldest_ready_threshold_seconds must be one of 30, 60, 90, 120, 180, 300, 600."
+  }
+}

@@ -19,11 +19,13 @@ from typing import TypeVar
 
 from .api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_keys
 from .api.http import HttpConfig
+from .api.return_url import ReturnUrlConfig, parse_allowed_origins
 from .delivery.channels import ChannelsConfig
 from .delivery.channels.sendgrid import SendGridConfig
 from .delivery.channels.smtp import SmtpConfig
 from .delivery.channels.twilio import TwilioConfig
 from .delivery.config import DispatchConfig
+from .delivery.events import WebhookConfig, check_url, parse_secrets
 from .delivery.messages import MessageConfig, check_sms_budget, message_domain
 from .operations.reconciler.config import DAY, ReconcilerConfig
 from .operations.signals import SignalsConfig
@@ -69,6 +71,7 @@ class Config:
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     auth: AuthConfig = field(default_factory=lambda: AuthConfig(production=False))
     migrations: MigrationConfig = field(default_factory=MigrationConfig)  # verifyctl migrate, verifyctl dev
+    return_url: ReturnUrlConfig = field(default_factory=ReturnUrlConfig)  # issue 12: create's return_url
 
     @property
     def is_production(self) -> bool:
@@ -158,6 +161,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         ),
         auth=_auth(read, production),
         migrations=_migrations(read),
+        return_url=_return_url(read, production),
     )
     _check_across(read, config)
     if len(read.errors) == 1:
@@ -268,6 +272,12 @@ def _check_across(read: _Reader, config: Config) -> None:
 
 def _sender_domain(mailbox: str) -> str:
     return parseaddr(mailbox)[1].rpartition("@")[2].lower().rstrip(".")
+
+
+def _return_url(read: _Reader, production: bool) -> ReturnUrlConfig:
+    """RETURN_URL_ALLOWED_ORIGINS (issue 12): the origins create's return_url may point at."""
+    origins = read.attempt(lambda: parse_allowed_origins(read.text("RETURN_URL_ALLOWED_ORIGINS"), production), None)
+    return ReturnUrlConfig(production=production, allowed_origins=origins or frozenset())
 
 
 def _migrations(read: _Reader) -> MigrationConfig:
@@ -404,6 +414,20 @@ def _channels(
         send_concurrency=concurrency,
         production=production,
         local_dir=local_dir,
+        webhook=_webhook(read, production),
+    )
+
+
+def _webhook(read: _Reader, production: bool) -> WebhookConfig:
+    """Issue 12: WEBHOOK_URL turns events on (every target that changes a verification writes them);
+    WEBHOOK_SECRET is needed where they are sent (dispatch: build_channels says so)."""
+    url = read.text("WEBHOOK_URL")
+    raw_secret = read.text("WEBHOOK_SECRET")
+    no_secrets: tuple[bytes, ...] = ()
+    return WebhookConfig(
+        url=read.attempt(lambda: check_url(url, production), None) if url else None,
+        secrets=read.attempt(lambda: parse_secrets(raw_secret), no_secrets) if raw_secret else no_secrets,
+        max_attempts=read.integer("WEBHOOK_MAX_ATTEMPTS", WebhookConfig.max_attempts, 1),
     )
 
 

@@ -20,6 +20,7 @@ SECTIONS = (
     "memory-bench",
     "cost-bench",
     "coldstart-bench",
+    "webhook-bench",
 )
 
 

@@ -2,7 +2,7 @@
 -- the very definition the claim uses, so a scheduled (future) or suppressed intent never ages the
 -- signal. Every part reads a partial index or a time-bounded range, so the cost follows the live
 -- set and the window, never the history.
-WITH channels (channel) AS (VALUES ('email'), ('sms')),
+WITH channels (channel) AS (VALUES ('email'), ('sms'), ('webhook')),
 ready AS (
     SELECT channel, count(*) AS n, min(next_attempt_at) AS oldest
       FROM eligible_delivery_intents

@@ -24,9 +24,12 @@ WITH other AS (
 )
 SELECT c.id, c.verification_id, c.channel, c.purpose, c.locale, c.template_version, c.attempts,
        c.max_attempts, c.ambiguous_count, c.lease_version, c.lease_until, c.next_attempt_at, c.created_at,
-       -- issue 14: a fallback intent carries its own destination (NULL once redacted, like the verification's)
-       CASE WHEN c.role = 'fallback' THEN c.destination ELSE v.destination END AS destination,
-       v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status
+       -- issue 14: a fallback intent carries its own destination (NULL once redacted, like the verification's);
+       -- issue 12: a webhook event never carries one to the worker: not its to send, not its to log
+       CASE WHEN c.role = 'fallback' THEN c.destination WHEN c.role = 'event' THEN NULL ELSE v.destination END
+           AS destination,
+       v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
+       c.role, c.event_type, c.payload
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status FROM verifications
                       WHERE id = c.verification_id OFFSET 0) AS v

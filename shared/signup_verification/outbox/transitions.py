@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ..platform.database import Database, load_sql
 from .policy import RetryPolicy
@@ -46,16 +47,27 @@ class ClaimedIntent:
     token_nonce: bytes
     expires_at: datetime
     verification_status: str
+    # issue 12: 'primary' | 'fallback' | 'event'; an event (channel 'webhook') carries its type and data
+    role: str = "primary"
+    event_type: str | None = None
+    payload: Any = None
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
+
+    @property
+    def is_event(self) -> bool:
+        return self.role == "event"
 
     @property
     def fence(self) -> tuple[int, int]:
         return self.id, self.lease_version
 
     def dead_reason(self, now: datetime) -> str | None:
-        """Why this intent must not be sent (its link would be dead), or None."""
+        """Why this intent must not be sent (its link would be dead), or None. A webhook event carries
+        no link: it reports the verification's end, so it is never dead."""
+        if self.is_event:
+            return None
         if self.verification_status != "pending":
             return self.verification_status  # superseded | verified | expired | locked
         if self.expires_at <= now:

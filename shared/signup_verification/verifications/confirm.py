@@ -75,6 +75,9 @@ class Outcome:
     destination_hint: str | None = None  # masked, for the page the token's holder asked for
     remaining_attempts: int | None = None
     locale: str | None = None  # the verification's (its message used it): its page follows
+    return_url: str | None = (
+        None  # issue 12: the site's page the Continue / back links go to (stored, checked at create)
+    )
 
     @property
     def is_verified(self) -> bool:
@@ -161,7 +164,13 @@ def confirm_code(
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
         return Outcome(
-            LOCKED, verification_id, row["account_id"], "sms", expires_at=row["expires_at"], locale=row["locale"]
+            LOCKED,
+            verification_id,
+            row["account_id"],
+            "sms",
+            expires_at=row["expires_at"],
+            locale=row["locale"],
+            return_url=row.get("return_url"),
         )
     if matched is not None:
         return _consume(db, row, matched)
@@ -198,6 +207,7 @@ def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
                 expires_at=row["expires_at"],
                 destination_hint=mask_destination(row["channel"], row["destination"]),
                 locale=row["locale"],
+                return_url=row.get("return_url"),
             )
         )
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
@@ -243,6 +253,7 @@ def _from_state(row: dict[str, Any]) -> Outcome:
         destination_hint=mask_destination(row["channel"], row["destination"]),
         remaining_attempts=remaining if row["channel"] == "sms" else None,
         locale=row["locale"],
+        return_url=row.get("return_url"),
     )
 
 

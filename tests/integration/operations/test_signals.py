@@ -26,9 +26,9 @@ def by_channel(db, config: SignalsConfig | None = None) -> dict[str, signals.Cha
     return {c.channel: c for c in signals.compute(db, "test", config).channels}
 
 
-def test_an_empty_outbox_reads_zero_and_both_channels_are_present(db):
+def test_an_empty_outbox_reads_zero_and_every_channel_is_present(db):
     got = by_channel(db)
-    assert set(got) == {"email", "sms"}
+    assert set(got) == {"email", "sms", "webhook"}
     assert all(c.ready_count == 0 and c.oldest_ready_verification_seconds == 0 for c in got.values())
     assert got["email"].last_claim_age_seconds is None and got["email"].reconciler_watermark_age_seconds is None
 
@@ -122,8 +122,8 @@ def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '3 minutes' WHERE id = 1")
     signals.emit(db, SETTINGS.deployment, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
     records = log_lines.events("signals")
-    assert [r["channel"] for r in records] == ["email", "sms"]
-    email, sms = records
+    assert [r["channel"] for r in records] == ["email", "sms", "webhook"]
+    email, sms, webhook = records
     assert AGREED_FIELDS <= set(email)
     assert email["logging.googleapis.com/labels"] == {
         "python_logger": "signup_verification.operations.signals",

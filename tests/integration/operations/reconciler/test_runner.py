@@ -110,7 +110,7 @@ def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_cl
     runs = log_lines.events("reconcile")
     assert len(runs) == 1 and runs[0]["claims_expired"] == 0 and runs[0]["drained"] is True
     signal_records = log_lines.events("signals")
-    assert sorted(r["channel"] for r in signal_records) == ["email", "sms"]
+    assert sorted(r["channel"] for r in signal_records) == ["email", "sms", "webhook"]
     assert all(r["source"] == "reconcile" and r["reconciler_watermark_age_seconds"] is not None for r in signal_records)
 
 
