@@ -31,7 +31,9 @@ from signup_verification.verifications import confirm as confirmations
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
 _startup = get_runtime().config
-service_logging.configure(_startup.logging)  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
+# JSON lines with trace ids on Cloud Run, readable text locally; redacted. Deferred: google-cloud-logging
+# is imported after the first answer went out (platform/log_handoff.py; records are held until then).
+service_logging.configure(_startup.logging, defer=True)
 
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
@@ -39,6 +41,7 @@ shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 # functions-framework runs this module inside its Flask app's context: limits and reserved paths there.
 if flask.has_app_context():
     edge.configure(flask.current_app._get_current_object(), _startup.http.max_body_bytes)  # type: ignore[attr-defined]
+    edge.after_first_response(flask.current_app._get_current_object(), service_logging.first_response_sent)  # type: ignore[attr-defined]
 
 
 def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming:
