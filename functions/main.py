@@ -32,7 +32,9 @@ from signup_verification.verifications import confirm as confirmations
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
 _startup = get_runtime().config
-service_logging.configure(_startup.logging)  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
+# JSON lines with trace ids on Cloud Run, readable text locally; redacted. Deferred: google-cloud-logging
+# is imported after the first answer went out (platform/log_handoff.py; records are held until then).
+service_logging.configure(_startup.logging, defer=True)
 
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
@@ -44,6 +46,7 @@ if flask.has_app_context():
         _startup.reports.max_body_bytes if _startup.function_target == "delivery_reports" else _startup.http.max_body_bytes
     )
     edge.configure(flask.current_app._get_current_object(), _max_body)  # type: ignore[attr-defined]
+    edge.after_first_response(flask.current_app._get_current_object(), service_logging.first_response_sent)  # type: ignore[attr-defined]
 
 
 def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming:
