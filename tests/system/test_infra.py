@@ -77,7 +77,10 @@ def test_scheduled_invocations_cannot_pile_up():
     defaults = infra.variables["functions"]["default"]
     for key in ("dispatch", "reconcile"):
         assert defaults[key]["timeout_seconds"] + int(match.group(1)) >= 15  # Cloud Scheduler's minimum
-        assert defaults[key]["timeout_seconds"] < 60  # ends before the next tick
+    assert defaults["reconcile"]["timeout_seconds"] < 60  # ends before the next tick
+    # dispatch outlives one tick (an idle invocation hands over to the next, outbox/idle.py), never
+    # two: at most max_instances (2) invocations at once.
+    assert 60 < defaults["dispatch"]["timeout_seconds"] <= 110 and defaults["dispatch"]["max_instances"] >= 2
 
 
 def test_only_the_intended_principals_invoke_each_function():
