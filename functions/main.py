@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from signup_verification.api import auth, edge, pages, problems, replay, return_url
 from signup_verification.api import confirm as confirm_edge
+from signup_verification.api import delivery_reports as reports_edge
 from signup_verification.api import create as create_edge
 from signup_verification.api import read as read_edge
 from signup_verification.api.http import (
@@ -40,7 +41,11 @@ shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 
 # functions-framework runs this module inside its Flask app's context: limits and reserved paths there.
 if flask.has_app_context():
-    edge.configure(flask.current_app._get_current_object(), _startup.http.max_body_bytes)  # type: ignore[attr-defined]
+    # delivery_reports takes provider batches (SendGrid posts up to ~1,000 events at once): its own limit
+    _max_body = (
+        _startup.reports.max_body_bytes if _startup.function_target == "delivery_reports" else _startup.http.max_body_bytes
+    )
+    edge.configure(flask.current_app._get_current_object(), _max_body)  # type: ignore[attr-defined]
     edge.after_first_response(flask.current_app._get_current_object(), service_logging.first_response_sent)  # type: ignore[attr-defined]
 
 
@@ -147,3 +152,14 @@ def status(request: flask.Request):
     require_method(_incoming(request, runtime, "status"), "GET", "HEAD")
     snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     return json_response(snapshot.as_json(), headers={"Cache-Control": "no-store"})
+
+
+@functions_framework.http
+@endpoint
+def delivery_reports(request: flask.Request):
+    """POST /sendgrid (Signed Event Webhook batch) and POST /twilio (status callback), issue 13.
+    Public like confirm: the providers' signatures are the guard (api/delivery_reports.py).
+    Answers {received, stored, duplicates, unknown, delivered, undeliverable, suppressed, ignored}."""
+    runtime = get_runtime()
+    incoming = read_request(request, runtime.config.reports.max_body_bytes)
+    return reports_edge.handle(runtime.db, runtime.config.reports, incoming, request.path)

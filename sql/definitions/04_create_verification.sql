@@ -4,6 +4,7 @@
 --   outcome 'replayed'     -> the first request with this key was created; verification = its fields
 --   outcome 'mismatch'     -> the key was used with a different request
 --   outcome 'rate_limited' -> nothing kept (so the same key may be retried later); retry_after in s
+--   outcome 'suppressed'   -> the destination is on the suppression list (issue 13): nothing kept
 -- Outcomes only: the HTTP edge (api/create.py) decides statuses and bodies, also for replays.
 -- A concurrent request with the same key blocks on the key's unique index until the first
 -- commits, then replays it: callers never see 409 for an in-flight key.
@@ -101,6 +102,18 @@ BEGIN
         RETURN;
     END IF;
     -- ---- end of abuse limits ------------------------------------------------------------------
+
+    -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
+    -- A destination the provider reported permanently undeliverable is refused until an operator
+    -- clears it or it expires; nothing is kept, so the same key works once it is cleared.
+    IF destination_suppression(p_channel, p_destination_key) IS NOT NULL
+       OR (p_fallback_channel IS NOT NULL
+           AND destination_suppression(p_fallback_channel, p_fallback_destination_key) IS NOT NULL) THEN
+        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        RETURN QUERY SELECT 'suppressed'::text, NULL::jsonb, NULL::integer;
+        RETURN;
+    END IF;
+    -- ---- end of suppression list ---------------------------------------------------------------
 
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
                                token_nonce, token_digest, expires_at, max_confirm_failures,

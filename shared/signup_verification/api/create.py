@@ -97,6 +97,15 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
             outcome.detail,
             [{"pointer": outcome.pointer, "detail": outcome.field_detail}],
         )
+    if isinstance(outcome, domain.Suppressed):
+        raise Problem(
+            422,
+            "destination-suppressed",
+            "This destination cannot receive messages",
+            "A previous message to this destination was reported permanently undeliverable (a hard "
+            "bounce or an invalid number). Use another destination, or ask the operator to clear it.",
+            [{"pointer": "#/destination", "detail": "suppressed after a permanent delivery failure"}],
+        )
     raise Problem(
         429,
         "rate-limited",

@@ -92,7 +92,7 @@ def create_app(client: Any, webhook_secret: str, origin: str, site: Site | None 
         return page("demo.html", accounts=list(site.accounts.values())[::-1], account=None)
 
     @app.post("/signup")
-    def signup() -> flask.Response:
+    def signup() -> Any:  # a page, or flask.redirect's werkzeug Response
         email = (flask.request.form.get("email") or "").strip()
         account = site.new_account(email)
         try:

@@ -24,7 +24,7 @@ from ..delivery.events import webhook_id
 from ..platform.database import Database, load_sql
 from ..platform.logs import redact_text
 from ..platform.redaction import mask_destination
-from . import timeline_fallback
+from . import timeline_fallback, timeline_reports
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,7 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
     result = Timeline(verification, intent)
     result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)  # issue 14
     extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
+    extra += [Event(*e) for e in timeline_reports.events(db, verification_id)]  # issue 13: provider reports
     result.events = sorted(_events(row, attempts) + extra, key=lambda e: e.at)
     result.webhook_events = _webhook_events(db, row["id"])  # issue 12
     return result

@@ -4,6 +4,9 @@
     claimed --release (owner, or reconciler on expiry)--> ready/retryable      (not an attempt)
     attempting --lease lost (reconciler)--> ambiguous                          (an attempt row records it)
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
+    ambiguous --lookup (reconciler asked the provider, issue 13)--> accepted|retryable|failed
+    ambiguous|retryable --delivered report (issue 13, sql/definitions/13)--> accepted
+    accepted --permanent report (issue 13)--> failed (undeliverable_reason)
     ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/definitions/03, dead verification)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
@@ -203,6 +206,20 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
         policies=[policy.channel(c).ambiguity for c in acting],
     )
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+def resolve_by_lookup(db: Database, found: Sequence[tuple[int, str, str | None]]) -> dict[int, str]:
+    """Ambiguous SMS the provider was asked about (issue 13): (intent id, attempt id, sid or None for
+    absent) -> accepted | retryable | failed; returns intent id -> new status for the rows that moved."""
+    if not found:
+        return {}
+    rows = db.run(
+        load_sql(__file__, "resolve_lookup.sql"),
+        ids=[f[0] for f in found],
+        attempt_ids=[f[1] for f in found],
+        sids=[f[2] for f in found],
+    )
+    return {r[0]: r[1] for r in rows}
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,14 @@ class RateLimited:
     kind: str = "rate_limited"
 
 
-CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited
+@dataclass(frozen=True)
+class Suppressed:
+    """The provider reported this destination permanently undeliverable (issue 13): nothing was written."""
+
+    kind: str = "suppressed"
+
+
+CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited | Suppressed
 
 
 def create(
@@ -159,6 +166,8 @@ def create(
         outcome = Replayed(Verification.from_record(data))
     elif outcome_kind == "mismatch":
         outcome = KeyReused()
+    elif outcome_kind == "suppressed":
+        outcome = Suppressed()
     else:
         outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
     _logged(outcome, new.channel)

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -245,3 +246,19 @@ def test_the_client_imports_without_the_service_or_its_drivers():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_short_429_is_waited_out_and_retried_with_the_same_key(urls, db, monkeypatch):
+    monkeypatch.setenv("RATE_LIMIT_SPACING_SECONDS", "1")
+    runtime.reset()
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:  # really wait: the spacing must pass for the retry to be let through
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    client = svc.Client(urls["create_verification"], sleep=wait)
+    destination = _email()
+    client.create("acct-11", "email", destination)
+    second = client.create("acct-12", "email", destination)  # within the 1 s spacing: 429, Retry-After 1
+    assert waits == [1.0] and second.status == "pending" and not second.replayed and _count(db) == 2

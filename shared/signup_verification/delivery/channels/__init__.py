@@ -116,5 +116,6 @@ def _sms(config: ChannelsConfig) -> Channel:
             sender,
             twilio.api_url,
             HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
+            status_callback=twilio.status_callback,  # issue 13: delivery reports
         )
     return _console(config, "sms")
