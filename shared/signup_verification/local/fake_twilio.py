@@ -1,0 +1,121 @@
+"""The local mailbox's fake Twilio Messages API (`verifyctl dev`): `POST .../Messages.json` (form
+fields To, From, Body, StatusCallback; 201 with a JSON message resource) and `GET .../Messages/<sid>.json`,
+keeping every SMS in the mailbox. Twilio's documented test numbers answer their documented errors
+(+15005550001 invalid number, ... see MAGIC_NUMBERS); accepted messages get status callbacks
+(provider_reports.py, whose OUTCOMES numbers end undelivered or failed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from email.utils import format_datetime
+from typing import Any
+
+import flask
+
+from .mailstore import Mailbox, Message, sms_segments
+
+_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+# Twilio's test credentials answer these `To` numbers with these errors (twilio.com/docs/iam/test-credentials).
+MAGIC_NUMBERS = {
+    "+15005550001": (21211, "The 'To' number +15005550001 is not a valid phone number."),
+    "+15005550002": (21612, "The 'To' phone number is not currently reachable via SMS."),
+    "+15005550003": (
+        21408,
+        "Permission to send an SMS has not been enabled for the region indicated by the 'To' number.",
+    ),
+    "+15005550004": (21610, "Attempt to send to unsubscribed recipient"),
+    "+15005550009": (21614, "'To' number is not a valid mobile number"),
+}
+
+
+def register(
+    app: flask.Flask,
+    mailbox: Mailbox,
+    account_sid: str | None,
+    auth_token: str | None,
+    on_accepted: Callable[[Message], None] | None = None,
+) -> None:
+    """The Twilio routes on the mailbox's app; `on_accepted` hears of each message created."""
+
+    def twilio_error(status: int, code: int, message: str) -> tuple[flask.Response, int]:
+        return flask.jsonify(
+            {
+                "code": code,
+                "message": message,
+                "status": status,
+                "more_info": f"https://www.twilio.com/docs/errors/{code}",
+            }
+        ), status
+
+    def authorised(requested_sid: str) -> bool:
+        auth = flask.request.authorization
+        if account_sid is None:
+            return True
+        return (
+            auth is not None
+            and auth.username == account_sid == requested_sid
+            and auth.password == auth_token
+        )
+
+    @app.post("/2010-04-01/Accounts/<requested_sid>/Messages.json")
+    def twilio_create(requested_sid: str):
+        if not authorised(requested_sid):
+            return twilio_error(401, 20003, "Authenticate")
+        form = flask.request.form
+        to, sender, body = (
+            form.get("To", ""),
+            form.get("From") or form.get("MessagingServiceSid", ""),
+            form.get("Body", ""),
+        )
+        if not to:
+            return twilio_error(400, 21604, "A 'To' phone number is required.")
+        if not sender:
+            return twilio_error(400, 21603, "A 'From' phone number is required.")
+        if not body:
+            return twilio_error(400, 21602, "Message body is required.")
+        if len(body) > 1600:
+            return twilio_error(400, 21617, "The concatenated message body exceeds the 1600 character limit.")
+        if to in MAGIC_NUMBERS:
+            return twilio_error(400, *MAGIC_NUMBERS[to])
+        if not _E164.match(to):
+            return twilio_error(400, 21211, f"The 'To' number {to} is not a valid phone number.")
+        message = mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None)
+        if on_accepted is not None:
+            on_accepted(message)
+        return flask.jsonify(resource(message, requested_sid)), 201
+
+    @app.get("/2010-04-01/Accounts/<requested_sid>/Messages/<sid>.json")
+    def twilio_fetch(requested_sid: str, sid: str):
+        if not authorised(requested_sid):
+            return twilio_error(401, 20003, "Authenticate")
+        message = next((m for m in mailbox.messages() if m.sid == sid), None)
+        if message is None:
+            return twilio_error(404, 20404, f"The requested resource {flask.request.path} was not found")
+        return flask.jsonify(resource(message, requested_sid))
+
+
+def resource(message: Message, account_sid: str) -> dict[str, Any]:
+    created = format_datetime(message.received_at, usegmt=True)
+    return {
+        "sid": message.sid,
+        "account_sid": account_sid,
+        "api_version": "2010-04-01",
+        "to": message.recipients[0],
+        "from": message.sender,
+        "body": message.text,
+        "status": "queued",
+        "direction": "outbound-api",
+        "num_segments": str(sms_segments(message.text)),
+        "num_media": "0",
+        "price": None,
+        "price_unit": "USD",
+        "error_code": None,
+        "error_message": None,
+        "date_created": created,
+        "date_updated": created,
+        "date_sent": None,
+        "messaging_service_sid": None,
+        "uri": f"/2010-04-01/Accounts/{account_sid}/Messages/{message.sid}.json",
+    }
