@@ -25,11 +25,12 @@ def _free(port: int) -> bool:
 
 
 def free_ports() -> dict[str, int]:
-    """A base port with its 5 successors free, plus SMTP, mailbox and demo site ports."""
+    """A base port with its 6 successors free (delivery_reports is base + 5), plus SMTP, mailbox and
+    demo site ports."""
     for _ in range(200):
         base = random.randrange(20000, 60000, 10)
         ports = {"base": base, "smtp": base + 7, "mailbox": base + 8, "site": base + 9}
-        if all(_free(p) for p in [*range(base, base + 5), base + 7, base + 8, base + 9]):
+        if all(_free(p) for p in [*range(base, base + 6), base + 7, base + 8, base + 9]):
             return ports
     raise RuntimeError("no free port block")
 

@@ -13,15 +13,16 @@ from support.paths import ROOT
 
 
 @contextmanager
-def serve(*targets: str) -> Iterator[dict[str, str]]:
-    """{target: 'http://127.0.0.1:<port>/'} while the block runs."""
+def serve(*targets: str, ports: dict[str, int] | None = None) -> Iterator[dict[str, str]]:
+    """{target: 'http://127.0.0.1:<port>/'} while the block runs; `ports` fixes some targets' ports
+    (a target whose own URL is configured, like delivery_reports' DELIVERY_REPORTS_URL)."""
     import functions_framework
 
     servers, urls = [], {}
     try:
         for target in targets:
             app = functions_framework.create_app(target, str(ROOT / "functions" / "main.py"))
-            server = make_server("127.0.0.1", 0, app, threaded=True)
+            server = make_server("127.0.0.1", (ports or {}).get(target, 0), app, threaded=True)
             threading.Thread(target=server.serve_forever, name=f"serve-{target}", daemon=True).start()
             servers.append(server)
             urls[target] = f"http://127.0.0.1:{server.server_port}/"

@@ -34,6 +34,7 @@ SHARED = (
     "VERIFY_LINK_BASE",
     "WEBHOOK_URL",  # issue 12: the demo site's endpoint and the development secret (local/demo_site.py)
     "WEBHOOK_SECRET",
+    "DELIVERY_REPORTS_URL",  # issue 13: Twilio's StatusCallback, the local delivery_reports target
 )
 
 

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 from ..platform import migrations
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
-from . import demo_site, devenv, embedded
+from . import demo_site, devenv, embedded, provider_reports
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     from ..config import Config
 
 # The checkout this package runs from, when it does (`pip install -e .`): shared/signup_verification/local/.
@@ -79,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-scheduler",
         action="store_true",
         help="never call them on a schedule (the mailbox's Run dispatch now button still runs both once)",
+    )
+    parser.add_argument(
+        "--report-delay",
+        type=float,
+        default=10.0,
+        help="seconds before the mailbox reports an email delivered or an SMS queued/sent/delivered to "
+        "delivery_reports (issue 13; default 10: time to press Bounce this; a message's Report now posts at once)",
     )
     parser.add_argument(
         "--source", type=Path, default=None, help="the functions' main.py (default: functions/main.py of the checkout)"
@@ -182,6 +191,23 @@ def child_environment(
     return env
 
 
+def reports_settings(host: str, port: int, sendgrid_key: ec.EllipticCurvePrivateKey) -> dict[str, str]:
+    """The delivery_reports target's settings: its URL (Twilio's StatusCallback) and the development
+    SendGrid verification key. Always these: locally the mailbox is the only provider reporting."""
+    return {
+        "DELIVERY_REPORTS_URL": f"http://{host}:{port}",
+        "SENDGRID_WEBHOOK_PUBLIC_KEY": provider_reports.public_key_setting(sendgrid_key),
+    }
+
+
+def _mailbox_reports(
+    env: dict[str, str], sendgrid_key: ec.EllipticCurvePrivateKey, delay: float
+) -> dict[str, object] | None:
+    if not env.get("DELIVERY_REPORTS_URL"):
+        return None
+    return {"sendgrid_url": env["DELIVERY_REPORTS_URL"] + "/sendgrid", "sendgrid_key": sendgrid_key, "delay": delay}
+
+
 def run(config: Config, args: argparse.Namespace, out: Callable[[str], None] | None = None) -> int:
     out = out or (lambda line: print(line, flush=True))
     previous_term = signal.signal(signal.SIGTERM, _raise_stop)
@@ -235,8 +261,11 @@ def _serve(
     finally:
         db.close()
     Keyring.from_config(config.tokens)  # creates the development key once, before the children race for it
+    sendgrid_key = provider_reports.development_sendgrid_key(config.local_dir)  # the mailbox signs with it
 
     env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
+    if "delivery_reports" in ports:  # issue 13: the mailbox is both providers, so its keys verify
+        env.update(reports_settings(host, ports["delivery_reports"], sendgrid_key))
     env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
     site_origin = f"http://{_browser_host(host)}:{site_port}"
     if site_port:  # webhooks to the demo site, its origin allowed as a return URL (an explicit setting wins)
@@ -277,6 +306,7 @@ def _serve(
         twilio_account_sid=DEV_TWILIO["TWILIO_ACCOUNT_SID"],
         twilio_auth_token=DEV_TWILIO["TWILIO_AUTH_TOKEN"],
         on_run_now=scheduler.run_now if jobs else None,
+        reports=_mailbox_reports(env, sendgrid_key, getattr(args, "report_delay", 10.0)),
     ).start()
     site = None
     try:
@@ -287,6 +317,8 @@ def _serve(
         out(f"database ready ({len(applied)} migration(s) applied; {where})")
         for target, port in ports.items():
             note = " <- links in emails point here" if target == "confirm_verification" else ""
+            if target == "delivery_reports":
+                note = " <- the mailbox posts SendGrid and Twilio reports here"
             if any(j.name == target for j in jobs):
                 note = f" <- scheduler every {interval:g} s" if interval > 0 else " <- on demand (mailbox button)"
             out(f"{target:<22} http://{browser}:{port}/{note}")

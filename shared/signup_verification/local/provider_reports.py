@@ -39,9 +39,10 @@ from ..api.report_signatures import twilio_signature
 from .mailstore import Mailbox, Message
 
 KEY_FILE = "dev-sendgrid-webhook-key.pem"  # a file name, not a secret  # nosec B105
-# `To` numbers the local fake Twilio accepts and then reports failing (Twilio's own error codes):
+# `To` numbers (fictional 555-01xx, mobile enough for create) the local fake Twilio accepts and then
+# reports failing, with Twilio's error codes:
 # 30003 unreachable handset (temporary: an observation only), 30005 unknown destination (permanent).
-OUTCOMES = {"+15005550010": ("undelivered", 30003), "+15005550011": ("failed", 30005)}
+OUTCOMES = {"+12025550110": ("undelivered", 30003), "+12025550111": ("failed", 30005)}
 SMS_STEP_SECONDS = 0.5  # between queued, sent and the final status
 
 
@@ -138,6 +139,11 @@ class Reporter:
                 lambda s=status: self._twilio(message, s, code if s == final else None),
             )
 
+    def pending(self, message_id: int) -> list[str]:
+        """The states still to be reported for this message, in order."""
+        with self._wake:
+            return [j.state for j in sorted(self._jobs) if j.message_id == message_id]
+
     def report_now(self, message_id: int) -> None:
         """Everything pending for this message, due now (the mailbox's Report now button)."""
         with self._wake:
@@ -207,9 +213,22 @@ class Reporter:
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # nosec B310 - our own URL
-                return f"{answer.status} {answer.read(2000).decode('utf-8', 'replace')}"
+                return f"{answer.status} " + _summary(answer.read(4000))
         except urllib.error.HTTPError as exc:
-            return f"refused {exc.code} {exc.read(2000).decode('utf-8', 'replace')}"
+            return f"refused {exc.code} " + _summary(exc.read(4000))
+
+
+def _summary(body: bytes) -> str:
+    """The target's answer in a few words: its non-zero counts, or the problem's title."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")[:200]
+    if isinstance(answer, dict) and "title" in answer:
+        return str(answer["title"])
+    if isinstance(answer, dict):
+        return ", ".join(f"{k} {v}" for k, v in answer.items() if v) or "nothing"
+    return str(answer)[:200]
 
 
 def sendgrid_event(message: Message, event: str) -> dict[str, object]:

@@ -1,0 +1,189 @@
+"""Issue 13, item 6: the whole report path on the local stack, over real HTTP. The create and
+delivery_reports targets served on loopback, the mailbox (SMTP + fake Twilio) posting signed
+SendGrid events and Twilio status callbacks to delivery_reports, the dispatcher sending to it."""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+import requests
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from signup_verification import cli, runtime
+from signup_verification.local import provider_reports
+from signup_verification.local.mailbox import MailboxServer
+from support.dev_process import free_ports
+from support.dispatch import provider_settings, run_dispatch
+from support.served import serve
+from support.webhooks import events
+
+SID, AUTH = "AC" + "2" * 32, "local-report-token"
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"r" * 32).decode()
+
+
+@pytest.fixture
+def stack(service_env, db, tmp_path, monkeypatch):
+    def start(sendgrid_key=None, twilio_token=AUTH):
+        ports = free_ports()
+        reports_url = f"http://127.0.0.1:{ports['base'] + 5}"
+        key = provider_reports.development_sendgrid_key(tmp_path / "local")
+        settings = {
+            "DELIVERY_REPORTS_URL": reports_url,
+            "SENDGRID_WEBHOOK_PUBLIC_KEY": provider_reports.public_key_setting(key),
+            "TWILIO_AUTH_TOKEN": AUTH,
+            "WEBHOOK_URL": "http://127.0.0.1:9/hooks",  # events are written; nothing delivers them here
+            "WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "RATE_LIMIT_SPACING_SECONDS": "0",  # a second create to one address at once: not a 429
+        }
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        runtime.reset()
+        served = serve("create_verification", "delivery_reports", ports={"delivery_reports": ports["base"] + 5})
+        urls = served.__enter__()
+        mailbox = MailboxServer(
+            "127.0.0.1",
+            ports["smtp"],
+            ports["mailbox"],
+            twilio_account_sid=SID,
+            twilio_auth_token=AUTH,
+            reports={  # the keys the mailbox signs with: a forger's, when given
+                "sendgrid_url": reports_url + "/sendgrid",
+                "sendgrid_key": sendgrid_key or key,
+                "twilio_auth_token": twilio_token,
+                "delay": 60,
+            },
+        ).start()
+        cleanups.append(lambda: (mailbox.stop(), served.__exit__(None, None, None)))
+        smtp = SimpleNamespace(host="127.0.0.1", port=ports["smtp"])
+        twilio = SimpleNamespace(account_sid=SID, auth_token=AUTH, url=mailbox.web_url)
+        config = provider_settings(smtp=smtp, twilio=twilio, delivery_reports_url=reports_url)
+        return SimpleNamespace(
+            urls=urls, reports_url=reports_url, mailbox=mailbox, dispatch=lambda: run_dispatch(db, config)
+        )
+
+    cleanups: list = []
+    yield start
+    for cleanup in cleanups:
+        cleanup()
+
+
+def _create(stack, channel: str, destination: str) -> requests.Response:
+    return requests.post(
+        stack.urls["create_verification"],
+        json={"account_id": f"acct-{uuid.uuid4().hex[:8]}", "channel": channel, "destination": destination},
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+        timeout=30,
+    )
+
+
+def _sent(stack, channel: str, destination: str):
+    created = _create(stack, channel, destination)
+    assert created.status_code == 201, created.text
+    assert stack.dispatch().accepted == 1
+    [message] = [m for m in stack.mailbox.mailbox.messages() if m.recipients == [destination]]
+    return uuid.UUID(created.json()["verification_id"]), message
+
+
+def _press(stack, message, button: str) -> None:
+    pressed = requests.post(f"{stack.mailbox.web_url}/messages/{message.id}/{button}", timeout=30, allow_redirects=False)
+    assert pressed.status_code == 303
+
+
+def _wait_state(stack, message, state: str, timeout: float = 20):
+    deadline = time.monotonic() + timeout
+    while (current := stack.mailbox.mailbox.get(message.id)).delivery != state:
+        assert time.monotonic() < deadline, (current.delivery, current.delivery_note)
+        time.sleep(0.05)
+    return current
+
+
+def _intent(db, verification_id):
+    return db.one(
+        "SELECT id, status, delivered_at, undeliverable_reason FROM delivery_intents"
+        " WHERE verification_id = :v AND role = 'primary'",
+        v=verification_id,
+    )
+
+
+def test_an_email_shows_delivered_in_inspect_and_the_mailbox_after_its_sendgrid_event(stack, db, capsys):
+    s = stack()
+    vid, message = _sent(s, "email", "ada.delivered@example.com")
+    assert message.delivery == "sent" and message.attempt_id  # pending: SendGrid reports later
+    assert _intent(db, vid)["delivered_at"] is None
+    _press(s, message, "report")
+    shown = _wait_state(s, message, "delivered")
+    assert shown.delivery_note == "SendGrid delivered: 200 received 1, stored 1, delivered 1"
+    assert _intent(db, vid)["delivered_at"] is not None
+    page = requests.get(f"{s.mailbox.web_url}/messages/{message.id}", timeout=30).text
+    assert 'id="delivery-state" class="delivery delivered">delivered<' in page
+
+    assert cli.main(["inspect", str(vid)]) == 0
+    out = capsys.readouterr().out
+    assert f"sendgrid says delivered for attempt {message.attempt_id}" in out
+
+
+def test_bounce_this_makes_the_next_create_answer_422_and_writes_delivery_failed(stack, db):
+    s = stack()
+    vid, message = _sent(s, "email", "bob.bounces@example.com")
+    _press(s, message, "bounce")
+    shown = _wait_state(s, message, "bounced")
+    assert shown.delivery_note == "SendGrid bounce: 200 received 1, stored 1, undeliverable 1, suppressed 1"
+    intent = _intent(db, vid)
+    assert intent["status"] == "failed" and intent["undeliverable_reason"].startswith("bounce")
+    assert [e["event_type"] for e in events(db, vid)] == ["delivery.failed"]
+    assert s.mailbox.reporter.pending(message.id) == []  # the delivered report it would have posted is withdrawn
+
+    again = _create(s, "email", "bob.bounces@example.com")
+    assert again.status_code == 422, again.text
+    assert again.headers["Content-Type"].startswith("application/problem+json")
+    assert _create(s, "email", "someone.else@example.com").status_code == 201
+
+
+def test_an_sms_gets_queued_sent_delivered_callbacks_at_its_status_callback(stack, db):
+    s = stack()
+    vid, message = _sent(s, "sms", "+14155550123")
+    assert message.status_callback == s.reports_url + "/twilio"  # what our Twilio adapter sent
+    assert message.delivery == "accepted"
+    _press(s, message, "report")
+    _wait_state(s, message, "delivered")
+    seen = db.rows(
+        "SELECT event FROM delivery_observations WHERE intent_id = :i ORDER BY id", i=_intent(db, vid)["id"]
+    )
+    assert [r["event"] for r in seen] == ["queued", "sent", "delivered"]
+    assert _intent(db, vid)["delivered_at"] is not None
+
+
+def test_the_failing_test_number_ends_failed_undeliverable_and_suppressed(stack, db):
+    s = stack()
+    vid, message = _sent(s, "sms", "+12025550111")
+    _press(s, message, "report")
+    shown = _wait_state(s, message, "failed")
+    assert shown.delivery_note == "Twilio failed: 200 received 1, stored 1, undeliverable 1, suppressed 1"
+    assert _intent(db, vid)["undeliverable_reason"] == "failed unknown_destination code 30005"
+    assert _create(s, "sms", "+12025550111").status_code == 422
+
+
+def test_forged_reports_change_nothing(stack, db):
+    s = stack(sendgrid_key=ec.generate_private_key(ec.SECP256R1()), twilio_token="not-the-auth-token")
+    email_vid, email = _sent(s, "email", "eve.forged@example.com")
+    _press(s, email, "bounce")
+    assert _wait_state(s, email, "bounced").delivery_note == (
+        "SendGrid bounce: refused 403 The report's signature is not valid"
+    )
+    sms_vid, sms = _sent(s, "sms", "+14155550124")
+    _press(s, sms, "report")
+    assert _wait_state(s, sms, "delivered").delivery_note == (
+        "Twilio delivered: refused 403 The report's signature is not valid"
+    )
+
+    assert db.one("SELECT count(*) AS n FROM delivery_observations")["n"] == 0
+    assert db.one("SELECT count(*) AS n FROM destination_suppressions")["n"] == 0
+    for vid in (email_vid, sms_vid):
+        intent = _intent(db, vid)
+        assert (intent["status"], intent["delivered_at"], intent["undeliverable_reason"]) == ("accepted", None, None)
+    assert events(db) == []
+    assert _create(s, "email", "eve.forged@example.com").status_code == 201
