@@ -1,6 +1,10 @@
 -- Purge: redacted verifications whose intent finished before the evidence-retention window are
--- deleted with their intent and attempt history (ON DELETE CASCADE; the caller has set
--- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go).
+-- deleted with their intents (ON DELETE CASCADE) and attempt history. The attempt log has no
+-- foreign key (sql/014): its rows are deleted here, in this statement, by intent id (the unique
+-- index on intent_id leads), so a purge can never leave an orphan. The caller has set
+-- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go.
+-- Only finished intents are purged, and no statement appends an attempt row for a finished intent
+-- (each one appends for the intent its fenced UPDATE just moved), so none can arrive afterwards.
 -- Reads delivery_intents_completed (completed_at): what it purges. A verification still named as
 -- superseded_by of one that stays is kept for a later batch (the foreign key would refuse it).
 WITH due AS (
@@ -15,6 +19,10 @@ WITH due AS (
     SELECT d.id FROM due AS d
      WHERE NOT EXISTS (SELECT 1 FROM verifications AS w
                         WHERE w.superseded_by = d.id AND w.id NOT IN (SELECT id FROM due))
+), attempts_gone AS (
+    DELETE FROM delivery_attempts AS a
+     USING purgeable AS p, delivery_intents AS i
+     WHERE i.verification_id = p.id AND a.intent_id = i.id
 )
 DELETE FROM verifications AS v
  USING purgeable AS p

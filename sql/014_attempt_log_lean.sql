@@ -1,0 +1,55 @@
+-- Issue 18, items 2 and 3: less database work per intent, every invariant still enforced.
+--
+-- 1. The attempt log loses its foreign key to delivery_intents (the RI check was a third of the
+--    database CPU per intent). Integrity instead: every statement that appends an attempt row
+--    takes the intent id from its own fenced UPDATE ... RETURNING of that intent (claim, begin,
+--    settle, release, expire_claims, lose_leases), so the intent exists and is locked when the row
+--    is written; attempt rows are only written for live (non-terminal) intents, and the retention
+--    purge, the only deleter of intents, deletes finished ones and their attempt rows explicitly in
+--    the same statement (operations/reconciler/purge.sql). tests/integration/operations/reconciler/
+--    test_attempt_orphans.py proves no orphan can be left.
+ALTER TABLE delivery_attempts DROP CONSTRAINT delivery_attempts_intent_id_fkey;
+
+-- 2. Outcome 'released': an attempt begun by the fused claim (claim.sql with begin) whose sends
+--    never started (claimed ahead, then shutdown, a dead link, or a crash before the sends began).
+--    Not charged: like a send never handed over, max_attempts grows by one.
+ALTER TABLE delivery_attempts DROP CONSTRAINT delivery_attempts_outcome_check;
+ALTER TABLE delivery_attempts ADD CONSTRAINT delivery_attempts_outcome_check
+    CHECK (outcome IN ('attempting', 'accepted', 'retryable', 'ambiguous', 'failed', 'released'));
+
+-- 3. Only the indexes the readers use (EXPLAIN at 1M rows in bench/history_bench.py):
+--    - one unique index (intent_id, attempt_number, outcome) is both the one-outcome-per-attempt
+--      rule (attempt_id is '<intent>:<n>', checked below, so it says what UNIQUE (attempt_id,
+--      outcome) said) and the by-intent lookup of inspect, redact, purge and settle;
+--    - the signals' time window reads a BRIN index on observed_at (the log is append-only, so
+--      observed_at follows the heap order): almost nothing to maintain per insert.
+ALTER TABLE delivery_attempts ADD CONSTRAINT delivery_attempts_attempt_id_shape
+    CHECK (attempt_id = intent_id || ':' || attempt_number);
+ALTER TABLE delivery_attempts ADD CONSTRAINT delivery_attempts_one_outcome
+    UNIQUE (intent_id, attempt_number, outcome);
+ALTER TABLE delivery_attempts DROP CONSTRAINT delivery_attempts_attempt_id_outcome_key;
+DROP INDEX delivery_attempts_intent;
+DROP INDEX delivery_attempts_observed;
+CREATE INDEX delivery_attempts_observed_brin ON delivery_attempts USING brin (observed_at);
+
+-- 4. When the worker handed a begun attempt's sends over (outbox/start.sql). The fused claim begins
+--    an attempt before the batch's turn comes; until sending_at is set, nothing can have been sent,
+--    so a lost lease is a release ('released'), not an ambiguity. Not indexed, and written without
+--    touching status or the lease: a HOT update (fillfactor leaves room on the page for it).
+ALTER TABLE delivery_intents ADD COLUMN sending_at timestamptz;
+ALTER TABLE delivery_intents SET (fillfactor = 85);
+-- Attempts in flight when this runs were begun by the old two-step begin, their sends under way.
+UPDATE delivery_intents SET sending_at = updated_at WHERE status = 'attempting';
+
+-- 5. No orphan attempt rows when intents are deleted (see sql/definitions/16_delivery_intents_no_orphans.sql,
+--    which keeps the function current; defined here too because the trigger needs it now).
+CREATE OR REPLACE FUNCTION delivery_intents_no_orphans() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM gone AS g JOIN delivery_attempts AS a ON a.intent_id = g.id) THEN
+        RAISE EXCEPTION 'deleting delivery intents would leave their attempt rows behind; delete those in the same statement'
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER delivery_intents_no_orphans AFTER DELETE ON delivery_intents
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION delivery_intents_no_orphans();

@@ -1,0 +1,15 @@
+-- The attempt log has no foreign key to delivery_intents (sql/014: the RI check was a third of the
+-- database CPU per intent). What it guaranteed is kept where it costs nothing on the hot path:
+--   - an attempt row names an existing intent when written: every statement that appends one takes
+--     the intent from its own fenced UPDATE ... RETURNING (outbox/*.sql);
+--   - deleting intents never leaves their attempt rows behind: this statement-level trigger (sql/014)
+--     refuses any DELETE of delivery_intents (the retention purge's cascade included) after which
+--     an attempt row still names a deleted intent. It runs only when intents are deleted.
+CREATE OR REPLACE FUNCTION delivery_intents_no_orphans() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM gone AS g JOIN delivery_attempts AS a ON a.intent_id = g.id) THEN
+        RAISE EXCEPTION 'deleting delivery intents would leave their attempt rows behind; delete those in the same statement'
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    RETURN NULL;
+END $$;
