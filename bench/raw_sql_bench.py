@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The raw-SQL limit: the dispatcher's own claim, begin-attempts and settle statements (the same
+"""The raw-SQL limit: the dispatcher's own claim (fused with begin), start and settle statements (the same
 .sql files, prepared, one connection) driven in a tight loop with no rendering, sending or
 bookkeeping between them. What the database can do per intent on this machine; the dispatcher's
 rate divided by this is the share Python and the pipeline cost.
@@ -28,16 +28,19 @@ def seed(db: Database, n: int) -> None:
 
 
 def drain(db: Database, batch: int) -> int:
-    """claim -> begin -> settle(accepted) until nothing is eligible; returns intents settled."""
-    claim, begin, settle = (load_sql(OUTBOX, f) for f in ("claim.sql", "begin_attempts.sql", "settle.sql"))
+    """claim (fused: begins the attempts) -> start -> settle(accepted) until nothing is eligible, as the
+    dispatcher does; returns intents settled."""
+    claim, start, settle = (load_sql(OUTBOX, f) for f in ("claim.sql", "start.sql", "settle.sql"))
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.run(claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None)  # no SMS budget
+        rows = db.run(  # no SMS budget
+            claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=True, dead_within=0.0
+        )
         if not rows:
             return done
         ids, versions = [r[0] for r in rows], [r[9] for r in rows]
-        db.run(begin, owner=OWNER, ids=ids, versions=versions)
+        db.run(start, owner=OWNER, ids=ids, versions=versions)
         n = len(ids)
         applied = db.run(
             settle,

@@ -37,7 +37,7 @@ CONTENDERS = (
     Contender("dispatcher, 1 invocation, 8 send threads", "dispatcher", 2000),
     Contender("dispatcher, 1 invocation, settles on a 2nd connection", "settle2", 500),
     Contender("dispatcher, 2 invocations in parallel (2 processes)", "parallel", 500, 2),
-    Contender("raw SQL (same claim/begin/settle statements, no Python work)", "raw", 500),
+    Contender("raw SQL (same claim/start/settle statements, no Python work)", "raw", 500),
     Contender("pgqueuer defaults: 1 process x 5 consumers", "pgqueuer", 10, 1, 5),
     Contender("pgqueuer best here: 2 processes x 2 consumers", "pgqueuer", 100, 2, 2),
 )

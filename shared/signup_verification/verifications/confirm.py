@@ -123,12 +123,15 @@ def preview_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
 
 
 def confirm_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
-    found = _find_link(db, keyring, token)
-    if found is None:
+    """Find and consume in one statement (confirm_consume.sql): no look-up round trip first."""
+    row = None
+    if token and _TOKEN_SHAPE.match(token):
+        keys = keyring.keys
+        row = _consume_row(db, None, [k.key_id for k in keys], [k.link_digest(token) for k in keys])
+    if row is None:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)
-    row, digest = found
-    return _consume(db, row, digest)
+    return _consumed(db, row)
 
 
 # -- SMS codes --------------------------------------------------------------------------------
@@ -162,7 +165,8 @@ def confirm_code(
             LOCKED, verification_id, row["account_id"], "sms", expires_at=row["expires_at"], locale=row["locale"]
         )
     if matched is not None:
-        return _consume(db, row, matched)
+        consumed = _consume_row(db, verification_id, [row["key_id"]], [matched])
+        return _consumed(db, consumed or row)
     failed = db.one(_WRONG_CODE, id=verification_id)
     if failed is None:  # it stopped being pending between the two statements
         return _logged(_unmatched(_from_state(db.one(_STATE, id=verification_id) or row), None))
@@ -182,21 +186,28 @@ def confirm_code(
 
 
 # -- shared -----------------------------------------------------------------------------------
-def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
-    consumed = db.one(_CONSUME, id=row["id"], digest=digest)
-    if consumed is not None:
+def _consume_row(db: Database, verification_id: uuid.UUID | None, key_ids: list[str], digests: list[bytes]):
+    """The verification matched (by its digest under the key it names), consumed if it was
+    pending: its state row plus `consumed_at` (None: not consumed by this call), or None."""
+    return db.one(_CONSUME, id=verification_id, key_ids=key_ids, digests=digests)
+
+
+def _consumed(db: Database, row: dict[str, Any]) -> Outcome:
+    if row.get("consumed_at") is not None:
         return _logged(
             Outcome(
                 VERIFIED,
-                consumed["id"],
-                consumed["account_id"],
+                row["id"],
+                row["account_id"],
                 row["channel"],
-                verified_at=consumed["verified_at"],
+                verified_at=row["consumed_at"],
                 expires_at=row["expires_at"],
                 destination_hint=mask_destination(row["channel"], row["destination"]),
                 locale=row["locale"],
             )
         )
+    if row.get("consumed_at") is None and row["status"] != "pending":
+        return _logged(_from_state(row))  # already dead in this statement's snapshot: nothing raced
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"]) or row
     return _logged(_from_state(latest))
