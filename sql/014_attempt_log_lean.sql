@@ -41,18 +41,35 @@ ALTER TABLE delivery_intents SET (fillfactor = 85);
 -- Attempts in flight when this runs were begun by the old two-step begin, their sends under way.
 UPDATE delivery_intents SET sending_at = updated_at WHERE status = 'attempting';
 
--- 5. No orphan attempt rows when intents are deleted (see sql/definitions/16_delivery_intents_no_orphans.sql,
---    which keeps the function current; defined here too because the trigger needs it now).
-CREATE OR REPLACE FUNCTION delivery_intents_no_orphans() RETURNS trigger LANGUAGE plpgsql AS $$
+-- 5. No orphans on delete: one trigger function for both tables (sql/definitions/16_no_orphans.sql
+--    keeps it current; defined here too because the triggers need it now).
+CREATE OR REPLACE FUNCTION no_orphans() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- one index probe per deleted intent (a transition table has no statistics: a join could
-    -- be planned as a hash over a scan of the whole log; the LIMIT keeps the LATERAL a probe)
-    IF EXISTS (SELECT 1 FROM gone AS g CROSS JOIN LATERAL (SELECT 1 FROM delivery_attempts AS a
-                                                            WHERE a.intent_id = g.id LIMIT 1) AS found) THEN
-        RAISE EXCEPTION 'deleting delivery intents would leave their attempt rows behind; delete those in the same statement'
-            USING ERRCODE = 'foreign_key_violation';
+    -- (nested IFs: each query is planned only for the table whose rows `gone` holds)
+    IF TG_TABLE_NAME = 'delivery_intents' THEN
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM delivery_attempts AS a WHERE a.intent_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting delivery intents would leave their attempt rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    ELSIF TG_TABLE_NAME = 'verifications' THEN
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM create_events AS e WHERE e.verification_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting verifications would leave their create_events rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
     END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER delivery_intents_no_orphans AFTER DELETE ON delivery_intents
-    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION delivery_intents_no_orphans();
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION no_orphans();
+
+-- 6. create_events loses its foreign key to verifications (one RI probe per create): its only writer,
+--    create_verification, inserts it right after the verification in the same function. The purge
+--    deletes it explicitly; the trigger refuses a verification DELETE that would orphan it.
+ALTER TABLE create_events DROP CONSTRAINT create_events_verification_id_fkey;
+CREATE TRIGGER verifications_no_orphans AFTER DELETE ON verifications
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION no_orphans();
+-- Kept: delivery_intents.verification_id's foreign key. Intents have several writers now
+-- (create_verification, the fallback and webhook-event intents of issues 12 and 14), so no one
+-- function's statements guarantee it, and its ON DELETE CASCADE is how the purge removes intents.

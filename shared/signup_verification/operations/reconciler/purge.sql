@@ -1,7 +1,8 @@
 -- Purge: redacted verifications whose intent finished before the evidence-retention window are
--- deleted with their intents (ON DELETE CASCADE) and attempt history. The attempt log has no
--- foreign key (sql/014): its rows are deleted here, in this statement, by intent id (the unique
--- index on intent_id leads), so a purge can never leave an orphan. The caller has set
+-- deleted with their intents (ON DELETE CASCADE), create_events and attempt history. The attempt
+-- log and create_events have no foreign key (sql/014): their rows are deleted here, in this
+-- statement (attempts by intent id: their unique index leads with it), so a purge can never leave
+-- an orphan (the DELETE triggers of sql/014, sql/definitions/16_no_orphans.sql, would refuse it). The caller has set
 -- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go.
 -- Only finished intents are purged, and no statement appends an attempt row for a finished intent
 -- (each one appends for the intent its fenced UPDATE just moved), so none can arrive afterwards.
@@ -19,6 +20,9 @@ WITH due AS (
     SELECT d.id FROM due AS d
      WHERE NOT EXISTS (SELECT 1 FROM verifications AS w
                         WHERE w.superseded_by = d.id AND w.id NOT IN (SELECT id FROM due))
+), events_gone AS (
+    -- create_events has no foreign key either (sql/014): its rows go here too
+    DELETE FROM create_events AS e USING purgeable AS p WHERE e.verification_id = p.id
 ), attempts_gone AS (
     DELETE FROM delivery_attempts AS a
      USING purgeable AS p, delivery_intents AS i

@@ -1,5 +1,6 @@
-"""The attempt log has no foreign key (sql/014): no attempt row can outlive its intent, nor be
-written for an intent that is gone or finished."""
+"""The attempt log and create_events have no foreign key (sql/014): no attempt row can outlive its
+intent, nor be written for an intent that is gone or finished; no create_events row outlives its
+verification."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_the_purge_deletes_exactly_the_purged_intents_attempt_rows(db):
     assert _attempt_counts(db) == {kept_intent: 2}
     assert db.run(ORPHANS) == [[0]]
     assert db.run("SELECT count(*) FROM verifications WHERE id = ANY(:ids)", ids=old) == [[0]]
+    assert [r[0] for r in db.run("SELECT verification_id FROM create_events")] == kept
 
 
 def test_deleting_intents_with_attempt_rows_is_refused_even_inside_a_retention_transaction(db):
@@ -41,7 +43,8 @@ def test_deleting_intents_with_attempt_rows_is_refused_even_inside_a_retention_t
     with pytest.raises(Exception, match="leave their attempt rows behind"):
         with db.transaction() as tx:
             tx.run("SET LOCAL signup_verification.retention_purge = 'on'")
-            tx.run("DELETE FROM verifications")  # cascades to the intent, not to its attempt rows
+            # cascades to the intent, not to its attempt rows (create_events is taken along)
+            tx.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")
     assert db.run("SELECT count(*) FROM delivery_intents") == [[1]]
     assert db.run("SELECT count(*) FROM delivery_attempts") == [[2]]
 
@@ -65,3 +68,13 @@ def test_no_statement_appends_an_attempt_row_for_a_finished_or_purged_intent(db)
     assert t.start(db, "w", fences) == [] and t.begin_attempts(db, "w", fences) == []
     assert t.settle(db, "w", [Settlement(i.id, i.lease_version, "accepted") for i in (first, second)]) == {}
     assert db.run("SELECT count(*) FROM delivery_attempts") == [[0]]
+
+
+def test_deleting_verifications_without_their_create_events_is_refused(db):
+    make_verifications(db, 1)
+    with pytest.raises(Exception, match="leave their create_events rows behind"):
+        db.run("DELETE FROM verifications")  # no attempt rows yet: only create_events is left behind
+    assert db.run("SELECT count(*) FROM verifications") == [[1]]
+    with db.transaction() as tx:  # taking them in the same statement is allowed
+        tx.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")
+    assert db.run("SELECT count(*) FROM verifications") == [[0]]
