@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import chaos_fallback  # noqa: E402  (issue 14: mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
@@ -75,6 +76,7 @@ class ChaosConfig:
     send_timeout: float = 1.5
     max_seconds: float = 600.0  # the whole run, draining included: after that it stops and reports
     rates: FaultRates = field(default_factory=FaultRates)
+    fallback_share: float = 0.25  # issue 14: created with a fallback channel (tools/chaos_fallback.py)
 
     @classmethod
     def quick(cls, **overrides) -> ChaosConfig:
@@ -112,6 +114,8 @@ class Run:
         self.faults = Faults(self.config.rates, self.config.seed, answer_delay=self.config.send_timeout + 1.0)
         self.smtp = ChaosSmtp(self.faults).start()
         self.twilio = ChaosTwilio(self.faults).start()
+        share = chaos_fallback.FallbackShare(share=self.config.fallback_share)
+        self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)  # issue 14
         c = self.config
         self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         self.env.update(
@@ -184,7 +188,11 @@ class Run:
         self.twilio.collect()
         db = Database(self.pg.params)
         try:
-            findings = check(db, self.ledger, self.faults.deliveries, self.keyring, self.settings.retry)
+            # issue 14: the fallbacks' messages are checked by chaos_fallback, the rest as always
+            primary, fallback = chaos_fallback.split(db, self.faults.deliveries, self.keyring)
+            findings = check(db, self.ledger, primary, self.keyring, self.settings.retry)
+            chaos_fallback.check(db, findings, fallback)
+            findings.figures.update(self.fallback.figures)
         finally:
             db.close()
         if not drained:
@@ -245,6 +253,7 @@ class Run:
         try:
             for at, i, superseding in plan:
                 while self._elapsed() < at and not self.stopping.is_set():
+                    self.fallback.tick(db)  # issue 14: confirmations due before a fallback's time
                     time.sleep(0.01)
                 if superseding and i not in done:
                     continue  # its first verification was not made yet: nothing to supersede
@@ -257,18 +266,17 @@ class Run:
                     else f"user{i}{suffix}@chaos.example.com"
                 )
                 settings = short if (not superseding and rng.random() < c.short_ttl_share) else normal
-                vid = self._create(
-                    db,
-                    settings,
-                    f"create-{i}{suffix}",
-                    {"account_id": f"acct-{i}", "channel": channel, "destination": destination},
-                )
+                body = {"account_id": f"acct-{i}", "channel": channel, "destination": destination}
+                body = self.fallback.body(body, i, superseding)  # issue 14: maybe a fallback channel
+                vid = self._create(db, settings, f"create-{i}{suffix}", body)
                 if vid is None:
                     return
+                self.fallback.created(vid, body)
                 done.add(i)
                 if superseding:
                     self.ledger.superseded_at[vid] = time.time()
                 self.figures["short_ttl_created" if settings is short else "created"] += 1
+            self.fallback.tick(db, wait=True)
         finally:
             db.close()
 

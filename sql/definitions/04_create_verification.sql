@@ -10,6 +10,9 @@
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
     text, text, bytea, bytea, interval, integer, integer, integer, interval, interval);
+DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
+    text, text, bytea, bytea, interval, integer, integer, integer, interval, interval,
+    bytea, bytea, text, bytea, integer, integer, integer, integer);
 CREATE OR REPLACE FUNCTION create_verification(
     p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
     p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
@@ -18,7 +21,12 @@ CREATE OR REPLACE FUNCTION create_verification(
     p_rate_limit integer, p_rate_window interval, p_rate_spacing interval,
     -- abuse limits (issue 15, sql/006_abuse.sql): keyed digests computed by verifications/abuse.py
     p_destination_key bytea, p_prefix_key bytea, p_country text, p_client_key bytea,
-    p_per_account integer, p_per_prefix integer, p_per_country integer, p_per_client integer)
+    p_per_account integer, p_per_prefix integer, p_per_country integer, p_per_client integer,
+    -- channel policy (issue 14, sql/011_channel_policy.sql): all NULL = no fallback. The fallback's
+    -- destination is normalised and policy-checked by the caller, its keys are its own abuse keys.
+    p_fallback_channel text, p_fallback_destination text, p_fallback_after_seconds integer,
+    p_fallback_digest bytea, p_fallback_destination_key bytea, p_fallback_prefix_key bytea,
+    p_fallback_country text)
 RETURNS TABLE (outcome text, verification jsonb, retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -27,6 +35,8 @@ DECLARE
     created verifications%ROWTYPE;
     fields jsonb;
     superseded_ids uuid[];
+    policy text := channel_policy(p_fallback_channel, p_fallback_after_seconds);  -- issue 14
+    fallback_wait integer := 0;
 BEGIN
     -- ---- idempotency record (issue 18): written complete at insert time ------------------------
     -- Everything the 'created' answer holds is known before the verification is written (its id is
@@ -41,6 +51,10 @@ BEGIN
         'status', 'pending',
         'expires_at', to_char((now() + p_ttl) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
         'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+    IF p_fallback_channel IS NOT NULL THEN  -- issue 14: the policy, never the destination
+        fields := fields || jsonb_build_object('fallback', jsonb_build_object(
+            'channel', p_fallback_channel, 'after_seconds', p_fallback_after_seconds, 'policy', policy));
+    END IF;
     LOOP
         INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, outcome_data)
         VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl, 'created', fields)
@@ -73,12 +87,25 @@ BEGIN
     -- snapshot would miss an uncommitted one and leave two pending). Always in this order: no deadlock.
     -- The destination key is the canonical destination's keyed digest: 'v.ictim+1@googlemail.com'
     -- and 'victim@gmail.com' reach one inbox and share one limit.
-    PERFORM pg_advisory_xact_lock(hashtextextended('destination:' || p_channel || ':' || encode(p_destination_key, 'hex'), 0));
+    -- issue 14: a fallback's destination is locked too; both in one sorted order (no deadlock).
+    PERFORM pg_advisory_xact_lock(d.k) FROM (
+        SELECT hashtextextended('destination:' || c || ':' || encode(k, 'hex'), 0) AS k
+          FROM (VALUES (p_channel, p_destination_key), (p_fallback_channel, p_fallback_destination_key)) AS t(c, k)
+         WHERE k IS NOT NULL ORDER BY 1) AS d;
     PERFORM pg_advisory_xact_lock(hashtextextended('account:' || p_account_id, 0));
     SELECT l.wait_seconds INTO wait_seconds FROM create_limit_wait(
         p_channel, p_account_id, p_destination_key, p_prefix_key, p_country, p_client_key,
         p_rate_window, p_rate_spacing, p_rate_limit, p_per_account, p_per_prefix, p_per_country,
         p_per_client) l;
+    -- issue 14: the fallback destination's own limits (destination, prefix, country); the account
+    -- and client limits count creations and were checked above.
+    IF p_fallback_channel IS NOT NULL THEN
+        SELECT l.wait_seconds INTO fallback_wait FROM create_limit_wait(
+            p_fallback_channel, p_account_id, p_fallback_destination_key, p_fallback_prefix_key,
+            p_fallback_country, NULL, p_rate_window, p_rate_spacing, p_rate_limit, NULL, p_per_prefix,
+            p_per_country, NULL) l;
+        wait_seconds := greatest(wait_seconds, fallback_wait);
+    END IF;
     IF wait_seconds > 0 THEN
         -- Not stored against the key: the same request may be retried once the wait is over.
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
@@ -88,28 +115,49 @@ BEGIN
     -- ---- end of abuse limits ------------------------------------------------------------------
 
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
-                               token_nonce, token_digest, expires_at, max_confirm_failures)
+                               token_nonce, token_digest, expires_at, max_confirm_failures,
+                               fallback_channel, fallback_digest)
     VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
-            p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures)
+            p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures,
+            p_fallback_channel, p_fallback_digest)
     RETURNING * INTO created;
     INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
                                country, client_key)
     VALUES (p_id, created.created_at, p_account_id, p_channel, p_destination_key, p_prefix_key, p_country,
             p_client_key);
+    IF p_fallback_channel IS NOT NULL THEN  -- issue 14: the fallback destination counts too
+        INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
+                                   country, client_key, role)
+        VALUES (p_id, created.created_at, p_account_id, p_fallback_channel, p_fallback_destination_key,
+                p_fallback_prefix_key, p_fallback_country, NULL, 'fallback');
+    END IF;
 
-    -- A new verification supersedes the account's older pending ones on this channel:
-    -- their tokens stop working and their undelivered intents are suppressed.
+    -- A new verification supersedes the account's older pending ones on its channels (issue 14: any
+    -- older one that used the primary or the fallback channel, as its primary or its fallback):
+    -- their tokens stop working and their undelivered intents (every channel) are suppressed.
     WITH s AS (
         UPDATE verifications SET status = 'superseded', superseded_by = p_id, updated_at = now()
-         WHERE account_id = p_account_id AND channel = p_channel AND status = 'pending' AND id <> p_id
+         WHERE account_id = p_account_id AND status = 'pending' AND id <> p_id
+           AND (channel IN (p_channel, p_fallback_channel) OR fallback_channel IN (p_channel, p_fallback_channel))
         RETURNING id)
     SELECT array_agg(s.id) INTO superseded_ids FROM s;
     IF superseded_ids IS NOT NULL THEN
         PERFORM suppress_undelivered_intents(superseded_ids, 'superseded');
     END IF;
 
-    INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts)
-    VALUES (p_id, p_channel, p_purpose, p_locale, p_template_version, p_max_attempts);
+    INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts,
+                                  policy, after_seconds)
+    VALUES (p_id, p_channel, p_purpose, p_locale, p_template_version, p_max_attempts,
+            policy, p_fallback_after_seconds);
+    -- issue 14: the fallback, encoded in the record: eligible at created_at + after_seconds (the
+    -- claim's eligibility view and the signals ignore it until then), with its own destination.
+    IF p_fallback_channel IS NOT NULL THEN
+        INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts,
+                                      role, policy, after_seconds, destination, next_attempt_at)
+        VALUES (p_id, p_fallback_channel, p_purpose, p_locale, p_template_version, p_max_attempts,
+                'fallback', policy, p_fallback_after_seconds, p_fallback_destination,
+                created.created_at + make_interval(secs => p_fallback_after_seconds));
+    END IF;
 
     RETURN QUERY SELECT 'created'::text, fields, NULL::integer;
 END $$;

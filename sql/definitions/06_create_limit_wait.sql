@@ -29,6 +29,7 @@ BEGIN
     SELECT array_agg(created_at ORDER BY created_at DESC) INTO times FROM (
         SELECT created_at FROM create_events
          WHERE account_id = p_account_id AND created_at > now() - p_window
+           AND role = 'primary'  -- issue 14: a fallback destination is not another creation
          ORDER BY created_at DESC LIMIT p_per_account) s;
     wait := limit_wait(times, p_per_account, p_window);
     IF wait > wait_seconds THEN wait_seconds := wait; reason := 'account'; END IF;

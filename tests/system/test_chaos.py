@@ -74,6 +74,9 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
         assert f["created"] + f.get("short_ttl_created", 0) >= 0.9 * config.intents  # the creator did its part
         assert f["duplicate_messages"] == f["duplicates_through_recorded_ambiguity"]
         assert f["superseded"] >= 1 and f["expired_verifications"] >= 1
+        # issue 14: mixed channel policies were exercised, both ways a fallback can go (tools/chaos_fallback.py)
+        assert f["fallback_confirmed_before_due"] >= 1 and f["fallback_attempted_primary_failed"] >= 1
+        assert f["fallback_attempted_timer"] >= 1 and f["fallback_attempted_at_once"] >= 1
         missed = _missed_injections(f)
         if not missed:
             break

@@ -15,9 +15,10 @@ from typing import Any
 from ..delivery import templates
 from ..platform.database import Database
 from ..verifications import create as domain
+from ..verifications.channel_policy import Fallback
 from ..verifications.tokens import Keyring
 from .models import CreateVerificationRequest
-from .problems import Problem
+from .problems import Problem, bad_request
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,11 @@ class Answer:
 
 def fingerprint(request: CreateVerificationRequest) -> bytes:
     """What makes two requests 'the same' for an idempotency key: the normalised payload."""
-    canonical = json.dumps(request.model_dump(), sort_keys=True, separators=(",", ":"))
+    payload = request.model_dump()
+    if payload.get("fallback") is None:
+        # issue 14: a request without a fallback keeps the fingerprint it always had (stored keys replay)
+        payload.pop("fallback", None)
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).digest()
 
 
@@ -44,12 +49,18 @@ def new_verification(request: CreateVerificationRequest) -> domain.NewVerificati
         template_version=version,
         fingerprint=fingerprint(request),
         client_ip=request.client_ip,
+        fallback=_fallback(request),
     )
+
+
+def _fallback(request: CreateVerificationRequest) -> Fallback | None:
+    f = request.fallback
+    return Fallback(f.channel, f.destination, f.after_seconds) if f is not None else None
 
 
 def _verification_body(v: domain.Verification) -> dict[str, Any]:
     # This key order is the one the answers always had (PostgreSQL's jsonb order): keep it.
-    return {
+    body: dict[str, Any] = {
         "status": v.status,
         "channel": v.channel,
         "account_id": v.account_id,
@@ -57,6 +68,9 @@ def _verification_body(v: domain.Verification) -> dict[str, Any]:
         "expires_at": v.expires_at,
         "verification_id": v.verification_id,
     }
+    if v.fallback is not None:  # issue 14: only when asked for, so other answers stay as they were
+        body["fallback"] = {k: v.fallback[k] for k in ("channel", "after_seconds", "policy")}
+    return body
 
 
 def answer(outcome: domain.CreateOutcome) -> Answer:
@@ -78,7 +92,7 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
             outcome.slug,
             outcome.title,
             outcome.detail,
-            [{"pointer": "#/destination", "detail": outcome.field_detail}],
+            [{"pointer": outcome.pointer, "detail": outcome.field_detail}],
         )
     raise Problem(
         429,
@@ -97,4 +111,19 @@ def create_verification(
     idempotency_key: str,
 ) -> Answer:
     """Create (or replay) and render: what the endpoint, the tests' factories and the tools call."""
+    _check_fallback_timing(config, request)
     return answer(domain.create(db, config, keyring, new_verification(request), idempotency_key))
+
+
+def _check_fallback_timing(config: domain.CreateConfig, request: CreateVerificationRequest) -> None:
+    """issue 14: a fallback due at or after expiry could never be sent: refuse it, name the limit."""
+    if request.fallback is not None and request.fallback.after_seconds >= config.ttl_seconds:
+        raise bad_request(
+            "The body failed validation.",
+            [
+                {
+                    "pointer": "#/fallback/after_seconds",
+                    "detail": f"must be less than the verification's lifetime ({config.ttl_seconds} s)",
+                }
+            ],
+        )

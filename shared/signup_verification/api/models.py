@@ -23,6 +23,23 @@ _PHONE_SEPARATORS = str.maketrans("", "", " -.()")
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
+class FallbackRequest(BaseModel):
+    """issue 14: the other channel, `after_seconds` after create (0: both at once). That it is the
+    other channel is checked by the request; that it is due before expiry by api/create.py (the TTL is config)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True, frozen=True)
+
+    channel: Literal["email", "sms"]
+    destination: str = Field(min_length=3, max_length=320)
+    after_seconds: int = Field(ge=0, le=86_400)
+
+    @field_validator("destination")
+    @classmethod
+    def _destination_for_channel(cls, value: str, info: ValidationInfo) -> str:
+        channel = info.data.get("channel")
+        return normalise_destination(channel, value) if channel else value
+
+
 class CreateVerificationRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True, frozen=True)
 
@@ -33,6 +50,15 @@ class CreateVerificationRequest(BaseModel):
     template: str = Field(default="signup", min_length=1, max_length=64)
     # The end user's address as the site saw it: the per-client velocity limit counts on it (issue 15).
     client_ip: str | None = Field(default=None, max_length=45)
+    # issue 14: the channel policy (absent: this channel only)
+    fallback: FallbackRequest | None = None
+
+    @field_validator("fallback")
+    @classmethod
+    def _fallback_on_the_other_channel(cls, value: FallbackRequest | None, info: ValidationInfo) -> FallbackRequest | None:
+        if value is not None and value.channel == info.data.get("channel"):
+            raise ValueError("fallback.channel must be the other channel (email with sms, sms with email)")
+        return value
 
     @field_validator("account_id")
     @classmethod

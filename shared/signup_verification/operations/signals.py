@@ -27,6 +27,8 @@ __all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "wor
 
 _log = logging.getLogger("signup_verification.operations.signals")
 ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed")
+# issue 14: fallbacks whose sending began in the window, by why they became due; and those suppressed
+FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ChannelSignals:
     attempts: dict[str, int]  # attempt-log rows in the window, by outcome ('attempting' = begun)
     last_claim_age_seconds: float | None
     reconciler_watermark_age_seconds: float | None
+    fallbacks: dict[str, int] = field(default_factory=dict)  # issue 14: FALLBACK_REASONS over the window
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,8 @@ def compute(
     for row in rows:
         attempts = {outcome: 0 for outcome in ATTEMPT_OUTCOMES}
         attempts.update({k: int(v) for k, v in (row["attempts"] or {}).items()})
+        fallbacks = {reason: 0 for reason in FALLBACK_REASONS}
+        fallbacks.update({k: int(v) for k, v in (row["fallbacks"] or {}).items()})
         channels.append(
             ChannelSignals(
                 channel=row["channel"],
@@ -149,6 +154,7 @@ def compute(
                 attempts=attempts,
                 last_claim_age_seconds=_rounded(row["last_claim_age_seconds"]),
                 reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"]),
+                fallbacks=fallbacks,
             )
         )
     first = rows[0]
@@ -199,6 +205,7 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "reconciler_watermark_age_seconds": channel.reconciler_watermark_age_seconds,
     }
     fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
+    fields.update({f"fallback_{reason}": n for reason, n in channel.fallbacks.items()})
     if channel.channel == "sms":  # infra/metrics.tf counts records with sms_budget_paused = true
         fields.update(sms_budget_left=signals.sms_budget_left, sms_budget_paused=signals.sms_paused)
     return fields

@@ -40,13 +40,33 @@ ready AS (
          GROUP BY channel, outcome
     ) AS a
      GROUP BY channel
+), fallbacks AS (
+    -- issue 14: fallback intents whose sending began in the window, by why they became due
+    -- (timer, primary_failed, at_once), and those suppressed in the window (never sent: the
+    -- verification was confirmed, superseded, expired or locked first)
+    SELECT channel, jsonb_object_agg(reason, n) AS by_reason FROM (
+        SELECT i.channel, CASE WHEN i.brought_forward_at IS NOT NULL THEN 'primary_failed'
+                               WHEN i.policy = 'both' THEN 'at_once' ELSE 'timer' END AS reason,
+               count(DISTINCT i.id) AS n
+          FROM delivery_attempts AS a JOIN delivery_intents AS i ON i.id = a.intent_id
+         WHERE a.observed_at > now() - make_interval(secs => :window_seconds) AND a.outcome = 'attempting'
+           AND i.role = 'fallback'
+         GROUP BY 1, 2
+        UNION ALL
+        SELECT channel, 'suppressed', count(*)
+          FROM delivery_intents
+         WHERE completed_at > now() - make_interval(secs => :window_seconds) AND status = 'suppressed'
+           AND role = 'fallback'
+         GROUP BY 1
+    ) AS f
+     GROUP BY channel
 ), wrong_codes AS (
     -- wrong SMS codes typed in the last day (issue 15, item 7: the per-destination budget);
     -- on verifications_unredacted: redaction comes days later, so the day is all there
     SELECT coalesce(sum(confirm_failures), 0)::integer AS n
       FROM verifications
      WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'
-       AND channel = 'sms' AND confirm_failures > 0
+       AND (channel = 'sms' OR fallback_channel = 'sms') AND confirm_failures > 0
 ), heartbeats AS (
     SELECT (SELECT last_claim_at FROM worker_heartbeats WHERE name = 'dispatch:' || :deployment) AS last_claim_at,
            (SELECT (watermark ->> 'covered_through')::timestamptz FROM worker_heartbeats
@@ -63,6 +83,7 @@ SELECT c.channel,
        coalesce(a.n, 0)::integer AS ambiguous_count,
        (coalesce(a.oscillating, 0) + coalesce(o.n, 0))::integer AS oscillating_count,
        coalesce(t.by_outcome, '{}'::jsonb) AS attempts,
+       coalesce(f.by_reason, '{}'::jsonb) AS fallbacks,
        h.last_claim_at,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
        h.covered_through AS reconciler_watermark,
@@ -78,6 +99,7 @@ SELECT c.channel,
   LEFT JOIN ambiguous AS a USING (channel)
   LEFT JOIN oscillating_elsewhere AS o USING (channel)
   LEFT JOIN attempts AS t USING (channel)
+  LEFT JOIN fallbacks AS f USING (channel)
  CROSS JOIN heartbeats AS h
  CROSS JOIN wrong_codes AS w
  ORDER BY c.channel

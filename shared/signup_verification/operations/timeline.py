@@ -21,6 +21,7 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from ..platform.logs import redact_text
 from ..platform.redaction import mask_destination
+from . import timeline_fallback
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Timeline:
     verification: dict[str, Any]  # masked: safe to print
     intent: dict[str, Any] | None
     events: list[Event] = field(default_factory=list)
+    fallback: dict[str, Any] | None = None  # issue 14: the channel policy's fallback delivery (masked)
 
     def as_json(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
@@ -48,10 +50,10 @@ class Timeline:
 
         return {
             "verification": {k: plain(v) for k, v in self.verification.items()},
-            "delivery_note": delivery_note(self.verification, self.intent),
+            "delivery_note": delivery_note(self.verification, self.intent, self.fallback),
             "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
             "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events],
-        }
+        } | ({"fallback": {k: plain(v) for k, v in self.fallback.items()}} if self.fallback else {})
 
 
 class NotFound(LookupError):
@@ -100,7 +102,9 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
         }
         attempts = db.rows(load_sql(__file__, "timeline_attempts.sql"), intent_id=row["intent_id"])
     result = Timeline(verification, intent)
-    result.events = sorted(_events(row, attempts), key=lambda e: e.at)
+    result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)  # issue 14
+    extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
+    result.events = sorted(_events(row, attempts) + extra, key=lambda e: e.at)
     return result
 
 
@@ -172,10 +176,14 @@ def _outcome(a: dict[str, Any]) -> str:
 _WAITING = ("ready", "retryable", "ambiguous")
 
 
-def delivery_note(verification: dict[str, Any], intent: dict[str, Any] | None) -> str | None:
+def delivery_note(
+    verification: dict[str, Any], intent: dict[str, Any] | None, fallback: dict[str, Any] | None = None
+) -> str | None:
     """What the bare statuses do not say: a pending verification nobody will receive."""
     if verification["status"] != "pending" or intent is None:
         return None
+    if intent["status"] == "failed" and fallback is not None and fallback["status"] not in ("failed", "suppressed"):
+        return f"the primary failed for good; the {fallback['channel']} fallback: {fallback['why']}"  # issue 14
     if intent["status"] == "failed":
         return (
             "delivery failed for good: no message was delivered, none will be sent; the user needs a new verification"
@@ -193,7 +201,7 @@ def _clock(at: datetime | None) -> str:
 
 def render(t: Timeline) -> str:
     v, i = t.verification, t.intent
-    note = delivery_note(v, i)
+    note = delivery_note(v, i, t.fallback)
     lines = [
         f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}"
         + (f" ({note})" if note else ""),
@@ -211,6 +219,8 @@ def render(t: Timeline) -> str:
             lines.append(f"  last error: {i['last_error']}")
     else:
         lines.append("  no delivery intent")
+    if t.fallback:  # issue 14
+        lines.append(timeline_fallback.render_line(t.fallback))
     lines.append("")
     width = max(len(e.kind) for e in t.events)
     lines += [f"{_clock(e.at)}  {e.kind:<{width}}  {e.detail}" for e in t.events]

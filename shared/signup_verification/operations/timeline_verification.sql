@@ -1,4 +1,5 @@
--- verifyctl inspect: the verification and its delivery intent (never the nonce or the digest).
+-- verifyctl inspect: the verification and its (primary) delivery intent (never the nonce or the digest);
+-- issue 14: a fallback intent is read by timeline_fallback.sql.
 SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.status, v.expires_at,
        v.created_at, v.updated_at, v.verified_at, v.redacted_at, v.superseded_by, v.confirm_failures,
        i.id AS intent_id, i.status AS intent_status, i.template_version, i.attempts, i.max_attempts,
@@ -6,5 +7,5 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.stat
        i.provider_ref, i.suppression_reason, i.created_at AS intent_created_at, i.last_claimed_at,
        i.completed_at, i.updated_at AS intent_updated_at
   FROM verifications AS v
-  LEFT JOIN delivery_intents AS i ON i.verification_id = v.id
+  LEFT JOIN delivery_intents AS i ON i.verification_id = v.id AND i.role = 'primary'
  WHERE v.id = :verification_id

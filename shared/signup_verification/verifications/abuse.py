@@ -85,6 +85,7 @@ class Refused(Exception):
     def __init__(self, slug: str, title: str, detail: str, field_detail: str):
         super().__init__(slug)
         self.slug, self.title, self.detail, self.field_detail = slug, title, detail, field_detail
+        self.pointer = "#/destination"  # issue 14: '#/fallback/destination' for a fallback's
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,8 @@ def _find_link(db: Database, keyring: Keyring, token: str | None) -> tuple[dict[
     if not token or not _TOKEN_SHAPE.match(token):
         return None  # not one of ours: no query, no timing difference worth measuring
     digests = [key.link_digest(token) for key in keyring.keys]
-    for row in db.rows(_LOOKUP_LINK, digests=digests):
+    for found in db.rows(_LOOKUP_LINK, digests=digests):
+        row = as_channel(found, "email") or found  # issue 14: the email may be the fallback channel
         try:
             key = keyring.get(row["key_id"])
         except ConfigError:
@@ -123,15 +124,12 @@ def preview_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
 
 
 def confirm_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
-    """Find and consume in one statement (confirm_consume.sql): no look-up round trip first."""
-    row = None
-    if token and _TOKEN_SHAPE.match(token):
-        keys = keyring.keys
-        row = _consume_row(db, None, [k.key_id for k in keys], [k.link_digest(token) for k in keys])
-    if row is None:
+    found = _find_link(db, keyring, token)
+    if found is None:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)
-    return _consumed(db, row)
+    row, digest = found
+    return _consume(db, row, digest)
 
 
 # -- SMS codes --------------------------------------------------------------------------------
@@ -141,8 +139,9 @@ def confirm_code(
     """`code` must already be normalised (normalise_code). A wrong code counts as one try.
     `failures_per_day` (> 0): once the destination had that many wrong codes in a day, across all its
     verifications, every code is answered locked, the right one too (else the answer is an oracle)."""
-    row = db.one(_STATE, id=verification_id)
-    if row is None or row["channel"] != "sms":
+    state = db.one(_STATE, id=verification_id)
+    row = as_channel(state, "sms") if state is not None else None  # issue 14: the SMS may be the fallback
+    if row is None:
         _log.info(
             "confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}}
         )
@@ -165,11 +164,11 @@ def confirm_code(
             LOCKED, verification_id, row["account_id"], "sms", expires_at=row["expires_at"], locale=row["locale"]
         )
     if matched is not None:
-        consumed = _consume_row(db, verification_id, [row["key_id"]], [matched])
-        return _consumed(db, consumed or row)
+        return _consume(db, row, matched)
     failed = db.one(_WRONG_CODE, id=verification_id)
     if failed is None:  # it stopped being pending between the two statements
-        return _logged(_unmatched(_from_state(db.one(_STATE, id=verification_id) or row), None))
+        latest = db.one(_STATE, id=verification_id)
+        return _logged(_unmatched(_from_state((as_channel(latest, "sms") if latest else None) or row), None))
     remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
     result = LOCKED if failed["status"] == "locked" else WRONG_CODE
     return _logged(
@@ -186,31 +185,34 @@ def confirm_code(
 
 
 # -- shared -----------------------------------------------------------------------------------
-def _consume_row(db: Database, verification_id: uuid.UUID | None, key_ids: list[str], digests: list[bytes]):
-    """The verification matched (by its digest under the key it names), consumed if it was
-    pending: its state row plus `consumed_at` (None: not consumed by this call), or None."""
-    return db.one(_CONSUME, id=verification_id, key_ids=key_ids, digests=digests)
-
-
-def _consumed(db: Database, row: dict[str, Any]) -> Outcome:
-    if row.get("consumed_at") is not None:
+def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
+    consumed = db.one(_CONSUME, id=row["id"], digest=digest)
+    if consumed is not None:
         return _logged(
             Outcome(
                 VERIFIED,
-                row["id"],
-                row["account_id"],
+                consumed["id"],
+                consumed["account_id"],
                 row["channel"],
-                verified_at=row["consumed_at"],
+                verified_at=consumed["verified_at"],
                 expires_at=row["expires_at"],
                 destination_hint=mask_destination(row["channel"], row["destination"]),
                 locale=row["locale"],
             )
         )
-    if row.get("consumed_at") is None and row["status"] != "pending":
-        return _logged(_from_state(row))  # already dead in this statement's snapshot: nothing raced
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
-    latest = db.one(_STATE, id=row["id"]) or row
-    return _logged(_from_state(latest))
+    latest = db.one(_STATE, id=row["id"])
+    return _logged(_from_state((as_channel(latest, row["channel"]) if latest else None) or row))
+
+
+def as_channel(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
+    """issue 14: the row as seen from one message channel (its digest and destination), or None when
+    the verification has no such channel. The primary channel's row is the row itself."""
+    if row["channel"] == channel:
+        return row
+    if row.get("fallback_channel") != channel:
+        return None
+    return {**row, "channel": channel, "destination": row["fallback_destination"], "token_digest": row["fallback_digest"]}
 
 
 def _unmatched(outcome: Outcome, matched: bytes | None) -> Outcome:

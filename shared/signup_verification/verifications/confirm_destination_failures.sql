@@ -9,3 +9,4 @@ SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
    AND e.created_at > now() - interval '1 day'
   JOIN verifications AS v ON v.id = e.verification_id
  WHERE mine.verification_id = :id
+   AND mine.channel = 'sms'  -- issue 14: the SMS row (a verification with a fallback has two)

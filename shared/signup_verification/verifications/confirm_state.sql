@@ -1,5 +1,10 @@
 -- One verification's state, read in a fresh statement (so it sees every commit before it).
+-- issue 14: with its fallback channel's digest and destination (a code may be the fallback's secret).
 SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
-       confirm_failures, max_confirm_failures, now() AS db_now
+       confirm_failures, max_confirm_failures, now() AS db_now,
+       fallback_channel, fallback_digest,
+       (SELECT i.destination FROM delivery_intents AS i
+         WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
+           AND i.event_type IS NULL) AS fallback_destination
   FROM verifications
  WHERE id = :id

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..platform.database import Database, load_sql
 from . import abuse
+from .channel_policy import Fallback, channel_digest, fallback_parameters
 from .tokens import Keyring, new_nonce
 
 _log = logging.getLogger("signup_verification.verifications.create")
@@ -48,6 +49,7 @@ class NewVerification:
     template_version: str
     fingerprint: bytes  # what makes two requests 'the same' for one idempotency key
     client_ip: str | None = None  # the end user's address as the site saw it (velocity limit only)
+    fallback: Fallback | None = None  # issue 14: the channel policy (channel_policy.py)
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,11 @@ class Verification:
     status: str
     expires_at: str
     created_at: str
+    fallback: dict[str, Any] | None = None  # issue 14: {channel, after_seconds, policy}; never the destination
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Verification:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class Refused:
     title: str
     detail: str
     field_detail: str
+    pointer: str = "#/destination"  # issue 14: or '#/fallback/destination'
     kind: str = "refused"
 
 
@@ -110,19 +114,20 @@ CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited
 def create(
     db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification, idempotency_key: str
 ) -> CreateOutcome:
-    try:
-        limits = _abuse_limits(config, keyring, new)
-    except abuse.Refused as refused:
-        outcome: CreateOutcome = Refused(refused.slug, refused.title, refused.detail, refused.field_detail)
-        _logged(outcome, new.channel)
-        return outcome
     verification_id = uuid.uuid4()
     key = keyring.primary
     nonce = new_nonce()
-    if new.channel == "email":
-        digest = key.link_digest(key.link_token(verification_id, nonce))
-    else:
-        digest = key.code_digest(verification_id, key.sms_code(verification_id, nonce, config.code_digits))
+    try:
+        limits = _abuse_limits(config, keyring, new)
+        # issue 14: the fallback's secret digest, destination checks and limit keys
+        limits |= fallback_parameters(config.abuse, key, new.fallback, verification_id, nonce, config.code_digits)
+    except abuse.Refused as refused:
+        outcome: CreateOutcome = Refused(
+            refused.slug, refused.title, refused.detail, refused.field_detail, refused.pointer
+        )
+        _logged(outcome, new.channel)
+        return outcome
+    digest = channel_digest(key, new.channel, verification_id, nonce, config.code_digits)
     outcome_kind, data, retry_after = db.run(
         _CREATE,
         scope=IDEMPOTENCY_SCOPE,

@@ -7,4 +7,7 @@ SELECT outcome, verification, retry_after FROM create_verification(
     make_interval(secs => :ttl), :max_confirm, :max_attempts,
     :rate_limit, interval '1 hour', make_interval(secs => :spacing),
     :destination_key, :prefix_key, :country, :client_key,
-    :per_account, :per_prefix, :per_country, :per_client)
+    :per_account, :per_prefix, :per_country, :per_client,
+    -- channel policy (issue 14): all NULL without a fallback
+    :fallback_channel, :fallback_destination, CAST(:fallback_after AS integer), :fallback_digest,
+    :fallback_destination_key, :fallback_prefix_key, :fallback_country)

@@ -78,7 +78,8 @@ def test_every_target_answers_as_documented(label, mode, service_env, db):
     operation = OPERATIONS[label]
     statuses = []
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    # 80, not 40: with the optional fallback (issue 14) a derandomized 40 no longer reached a 201
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(case=operation.as_strategy(generation_mode=mode))
     def exercise(case):
         before = row_counts(db)

@@ -138,7 +138,7 @@ def test_one_malformed_destination_does_not_disturb_its_batch(db, twilio):
     settings = provider_settings(twilio=twilio, send_concurrency=8)  # one batch holds all five
     ids = seed_intents(db, 5, sms_every=1)
     bad = db.one(
-        "SELECT destination FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id WHERE i.id = :id",
+        "SELECT v.destination FROM verifications v JOIN delivery_intents i ON i.verification_id = v.id WHERE i.id = :id",
         id=ids[2],
     )["destination"]
     twilio.by_destination[bad] = FakeTwilio.error(400, 21211, f"The 'To' number {bad} is not a valid phone number.")

@@ -118,3 +118,44 @@ def test_a_waiting_delivery_shows_its_next_attempt(db):
     text = inspect.render(inspect.timeline(db, vid))
     assert "status ready" in text and "next attempt 20" in text
     assert "(delivery" not in text.splitlines()[0]
+
+
+# -- issue 14: a verification with a channel policy -----------------------------------------------------
+def test_inspect_shows_both_deliveries_and_why_the_fallback_was_not_sent(db):
+    from signup_verification.verifications import confirm
+    from support.factories import KEYRING, SETTINGS
+    from support.policy import create_with_fallback
+
+    vid = create_with_fallback(db, SETTINGS.create, after_seconds=30)
+    waiting = inspect.timeline(db, vid)
+    assert waiting.fallback["why"].startswith("waiting: due ") and "30 s after create" in waiting.fallback["why"]
+    assert confirm.confirm_link(db, KEYRING, _token_of(db, vid)).result == confirm.VERIFIED
+    found = inspect.timeline(db, vid)
+    assert found.intent is not None and found.fallback["channel"] == "sms"
+    assert found.fallback["why"].startswith("not sent: the verification was confirmed first (by the other channel)")
+    text = inspect.render(found)
+    assert "fallback" in text and "+1******0100" in text and "a***@example.com" in text
+    assert "+14155550100" not in text and "ada@example.com" not in text
+    kinds = [e.kind for e in found.events]
+    assert kinds.count("intended") == 2 and "suppressed" in kinds and "verified" in kinds
+    assert json.loads(json.dumps(found.as_json()))["fallback"]["why"] == found.fallback["why"]
+
+
+def test_inspect_says_a_failed_primary_brought_the_fallback_forward(db):
+    from support.factories import SETTINGS
+    from support.policy import create_with_fallback
+
+    vid = create_with_fallback(db, SETTINGS.create, after_seconds=300)
+    [c] = t.claim(db, "w", 10, 30)
+    t.begin_attempts(db, "w", [c.fence])
+    t.settle(db, "w", [Settlement(c.id, c.lease_version, "failed", 0, "rejected", "550 no such user")])
+    found = inspect.timeline(db, vid)
+    assert found.fallback["why"].startswith("due now: the primary failed for good at ")
+    assert "brought forward" in [e.kind for e in found.events]
+    assert inspect.delivery_note(found.verification, found.intent, found.fallback).startswith(
+        "the primary failed for good; the sms fallback: due now"
+    )
+    [f] = t.claim(db, "w", 10, 30)
+    t.begin_attempts(db, "w", [f.fence])
+    t.settle(db, "w", [Settlement(f.id, f.lease_version, "accepted", provider_ref="SM1")])
+    assert inspect.timeline(db, vid).fallback["why"].startswith("sent: the primary failed for good")

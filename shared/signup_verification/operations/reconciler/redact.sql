@@ -9,22 +9,27 @@ WITH due AS (
        AND v.created_at < now() - make_interval(secs => :redact_after_seconds)
        AND v.status <> 'pending'
        -- its delivery finished: a per-row probe of the unique verification_id index (written as a
-       -- scalar subquery: as NOT EXISTS the planner may hash a scan of every intent instead)
-       AND coalesce((SELECT i.completed_at IS NOT NULL FROM delivery_intents AS i
+       -- scalar subquery: as NOT EXISTS the planner may hash a scan of every intent instead);
+       -- issue 14: every intent of it (bool_and: a verification may own several)
+       AND coalesce((SELECT bool_and(i.completed_at IS NOT NULL) FROM delivery_intents AS i
                       WHERE i.verification_id = v.id), true)
      ORDER BY v.created_at
      LIMIT :limit
        FOR UPDATE OF v SKIP LOCKED
 ), pattern AS (
-    -- the destination as a literal regular expression (every non-alphanumeric escaped)
-    SELECT d.id, i.id AS intent_id, regexp_replace(d.destination, '([^A-Za-z0-9])', '\\\1', 'g') AS re
+    -- the destination as a literal regular expression (every non-alphanumeric escaped); issue 14:
+    -- a fallback intent's own destination for it (the one its provider errors may quote)
+    SELECT d.id, i.id AS intent_id, i.last_error ~* r.re AS quoted, r.re
       FROM due AS d JOIN delivery_intents AS i ON i.verification_id = d.id
+     CROSS JOIN LATERAL (SELECT regexp_replace(coalesce(i.destination, d.destination), '([^A-Za-z0-9])', '\\\1', 'g') AS re) AS r
 ), scrubbed_intents AS (
+    -- issue 14: a fallback's destination is redacted with the verification's, in this one UPDATE
     UPDATE delivery_intents AS i
-       SET last_error = regexp_replace(i.last_error, p.re, '[redacted]', 'gi')
+       SET last_error = CASE WHEN p.quoted THEN regexp_replace(i.last_error, p.re, '[redacted]', 'gi') ELSE i.last_error END,
+           destination = NULL
       FROM pattern AS p
-     WHERE i.id = p.intent_id AND i.last_error ~* p.re
-    RETURNING i.id
+     WHERE i.id = p.intent_id AND (p.quoted OR i.destination IS NOT NULL)
+    RETURNING i.id, p.quoted
 ), scrubbed_attempts AS (
     UPDATE delivery_attempts AS a
        SET error_detail = regexp_replace(a.error_detail, p.re, '[redacted]', 'gi')
@@ -36,4 +41,4 @@ UPDATE verifications AS v
    SET destination = NULL, redacted_at = now(), updated_at = now()
   FROM due
  WHERE v.id = due.id
-RETURNING v.id, (SELECT count(*) FROM scrubbed_intents) + (SELECT count(*) FROM scrubbed_attempts) AS scrubbed
+RETURNING v.id, (SELECT count(*) FROM scrubbed_intents WHERE quoted) + (SELECT count(*) FROM scrubbed_attempts) AS scrubbed

@@ -1,0 +1,99 @@
+"""`verifyctl inspect` for a verification with a channel policy (issue 14): its fallback delivery,
+what happened to it, and why it was or was not sent. Masked destination; error texts redacted."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ..platform.database import Database, load_sql
+from ..platform.logs import redact_text
+from ..platform.redaction import mask_destination
+
+_SQL = load_sql(__file__, "timeline_fallback.sql")
+_TIMELINE_ATTEMPTS = load_sql(__file__, "timeline_attempts.sql")
+_DEATHS = {
+    "verified": "the verification was confirmed first (by the other channel)",
+    "superseded": "a newer verification replaced this one first",
+    "expired": "the verification expired first",
+    "locked": "the verification was locked (too many wrong codes) first",
+    "redacted": "the destination was redacted",
+}
+
+
+def fallback(db: Database, verification_id: uuid.UUID) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The fallback intent (masked) and its attempt log, or (None, []) under policy single."""
+    row = db.one(_SQL, verification_id=verification_id)
+    if row is None:
+        return None, []
+    intent = {k: v for k, v in row.items() if k not in ("destination", "last_error")}
+    intent["destination"] = mask_destination(row["channel"], row["destination"])
+    intent["last_error"] = redact_text(row["last_error"]) if row["last_error"] else None
+    intent["why"] = why(row)
+    return intent, db.rows(_TIMELINE_ATTEMPTS, intent_id=row["id"])
+
+
+def due_reason(intent: dict[str, Any]) -> str:
+    """timer | primary_failed | at_once: why the fallback became due (the signals count the same)."""
+    if intent["brought_forward_at"] is not None:
+        return "primary_failed"
+    return "at_once" if intent["policy"] == "both" else "timer"
+
+
+def why(intent: dict[str, Any]) -> str:
+    """One line: why the fallback was or was not sent."""
+    status, after = intent["status"], intent["after_seconds"]
+    reason = {
+        "primary_failed": f"the primary failed for good at {_clock(intent['brought_forward_at'])}: brought forward",
+        "at_once": "policy both (after_seconds 0): sent with the primary",
+        "timer": f"{after} s passed without a confirmation",
+    }[due_reason(intent)]
+    if status == "suppressed":
+        death = _DEATHS.get(intent["suppression_reason"], intent["suppression_reason"])
+        return f"not sent: {death} ({_clock(intent['completed_at'])}, it was due {_clock(intent['next_attempt_at'])})"
+    if intent["attempts"] == 0 and status == "ready":
+        if intent["brought_forward_at"] is not None:
+            return f"due now: {reason}"
+        return f"waiting: due {_clock(intent['next_attempt_at'])} ({after} s after create) unless confirmed first"
+    if status == "accepted":
+        return f"sent: {reason}"
+    if status == "failed":
+        return f"sent and failed for good: {reason}"
+    return f"sending ({status}): {reason}"
+
+
+def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple[datetime, str, str]]:
+    """(at, kind, detail) for the timeline: the fallback's schedule, claims, attempts and outcome."""
+    label = f"{intent['channel']} fallback (intent {intent['id']})"
+    found = [
+        (
+            intent["created_at"],
+            "intended",
+            f"{label} to {intent['destination']}, policy {intent['policy']}, due {_clock(intent['next_attempt_at'])}",
+        )
+    ]
+    if intent["brought_forward_at"] is not None:
+        found.append((intent["brought_forward_at"], "brought forward", f"{label}: the primary failed for good"))
+    for a in attempts:
+        if a["outcome"] == "attempting":
+            found.append((a["attempted_at"] or a["observed_at"], "attempted", f"{label} attempt {a['attempt_number']} began"))
+        else:
+            detail = f"{label} attempt {a['attempt_number']} {a['outcome']}"
+            if a["error_class"]:
+                detail += f"; {a['error_class']}: {redact_text(a['error_detail'] or '')}".rstrip(": ")
+            found.append((a["observed_at"], "observed", detail))
+    if intent["status"] == "suppressed" and intent["completed_at"]:
+        found.append((intent["completed_at"], "suppressed", f"{label} not sent: verification {intent['suppression_reason']}"))
+    return found
+
+
+def render_line(intent: dict[str, Any]) -> str:
+    return (
+        f"  fallback {intent['id']}  {intent['channel']}  {intent['destination']}  status {intent['status']}  "
+        f"attempts {intent['attempts']}/{intent['max_attempts']}  {intent['why']}"
+    )
+
+
+def _clock(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z" if at else "-"

@@ -1,0 +1,170 @@
+"""The channel policy through the real worker (issue 14): a real PostgreSQL, SMTP and Twilio-speaking
+local servers. The fallback waits in the outbox (not in a worker timer), is brought forward in the
+statement that fails the primary for good, and is suppressed by the dead-link rule when the
+verification was confirmed first."""
+
+from __future__ import annotations
+
+import pytest
+
+from signup_verification.operations import signals
+from signup_verification.operations.reconciler import redact
+from signup_verification.outbox import RetryPolicy, Settlement
+from signup_verification.outbox import transitions as t
+from signup_verification.verifications import confirm as c
+from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.fakes.http import FakeTwilio
+from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+from support.policy import code_in, create_with_fallback, intents, token_in
+
+
+@pytest.fixture
+def smtp():
+    with FakeSmtpServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def twilio():
+    with FakeTwilio() as fake:
+        yield fake
+
+
+def make_due(db, vid) -> None:
+    """'Wait after_seconds' without waiting: the fallback's schedule moves into the past."""
+    db.run(
+        "UPDATE delivery_intents SET next_attempt_at = now() - interval '1 second'"
+        " WHERE verification_id = :v AND role = 'fallback'",
+        v=vid,
+    )
+
+
+def test_unconfirmed_the_sms_goes_out_when_due_and_its_code_verifies(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    vid = create_with_fallback(db, settings.create, after_seconds=30)
+    report = run_dispatch(db, settings)
+    assert (report.claimed, report.accepted) == (1, 1) and not twilio.deliveries  # not due yet
+    assert signals.compute(db, "test").channel("sms").oldest_ready_verification_seconds == 0  # never ages
+    make_due(db, vid)
+    assert run_dispatch(db, settings).accepted == 1
+    [sms] = twilio.deliveries
+    assert sms.destination == "+14155550100"
+    assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
+    assert signals.compute(db, "test").channel("sms").fallbacks["timer"] == 1
+
+
+def test_confirmed_by_email_first_the_sms_is_never_sent(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    vid = create_with_fallback(db, settings.create, after_seconds=30)
+    run_dispatch(db, settings)
+    text = smtp.received[0].message.get_body(("plain",)).get_content()
+    assert c.confirm_link(db, KEYRING, token_in(text)).result == c.VERIFIED
+    make_due(db, vid)  # its time comes
+    assert run_dispatch(db, settings).claimed == 0
+    assert not twilio.deliveries
+    fallback = intents(db, vid)["fallback"]
+    assert (fallback["status"], fallback["suppression_reason"], fallback["attempts"]) == ("suppressed", "verified", 0)
+    assert signals.compute(db, "test").channel("sms").fallbacks == {
+        "timer": 0, "primary_failed": 0, "at_once": 0, "suppressed": 1
+    }
+
+
+def test_an_email_refused_permanently_brings_the_sms_forward_at_once(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    smtp.behaviour = SmtpBehaviour(rcpt_reply=lambda a: "550 5.1.1 <ada@example.com> no such user")
+    vid = create_with_fallback(db, settings.create, after_seconds=300)
+    run_dispatch(db, settings)  # the email fails for good; the same run (or the next) sends the SMS
+    rows = intents(db, vid)
+    assert rows["primary"]["status"] == "failed"
+    assert rows["fallback"]["brought_forward_at"] is not None
+    if not twilio.deliveries:
+        run_dispatch(db, settings)
+    [sms] = twilio.deliveries
+    assert intents(db, vid)["fallback"]["status"] == "accepted"
+    assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
+    assert signals.compute(db, "test").channel("sms").fallbacks["primary_failed"] == 1
+
+
+def test_after_seconds_zero_sends_both_at_once(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    vid = create_with_fallback(db, settings.create, after_seconds=0)
+    assert run_dispatch(db, settings).accepted == 2
+    assert len(smtp.received) == 1 and len(twilio.deliveries) == 1
+    assert signals.compute(db, "test").channel("sms").fallbacks["at_once"] == 1
+    assert {r["status"] for r in intents(db, vid).values()} == {"accepted"}
+
+
+def test_an_sms_first_verification_falls_back_to_the_email_link(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    twilio.by_destination["+14155550100"] = FakeTwilio.error(400, 21211, "The 'To' number is not valid")
+    vid = create_with_fallback(db, settings.create, channel="sms", after_seconds=300)
+    run_dispatch(db, settings)
+    if not smtp.received:
+        run_dispatch(db, settings)
+    assert intents(db, vid)["primary"]["status"] == "failed"
+    [mail] = smtp.received
+    assert mail.rcpt_tos == ["ada@example.com"]
+    text = mail.message.get_body(("plain",)).get_content()
+    assert c.confirm_link(db, KEYRING, token_in(text)).result == c.VERIFIED
+
+
+# -- the hook, at the outbox level --------------------------------------------------------------------
+def _fail_primary(db, vid, outcome: str) -> None:
+    [claimed] = t.claim(db, "w", 10, 30)
+    assert claimed.verification_id == vid
+    t.begin_attempts(db, "w", [claimed.fence])
+    t.settle(db, "w", [Settlement(claimed.id, claimed.lease_version, outcome, 0, "x", "y")])
+
+
+def test_attempts_exhausted_brings_the_fallback_forward_in_the_same_statement(db):
+    settings = provider_settings()
+    vid = create_with_fallback(db, settings.create, after_seconds=300)
+    db.run("UPDATE delivery_intents SET max_attempts = 1 WHERE role = 'primary'")
+    _fail_primary(db, vid, "retryable")
+    rows = intents(db, vid)
+    assert rows["primary"]["status"] == "failed" and rows["primary"]["last_error"].startswith("attempts_exhausted")
+    assert rows["fallback"]["brought_forward_at"] is not None
+    [fallback] = t.claim(db, "w", 10, 30)
+    assert (fallback.channel, fallback.destination) == ("sms", "+14155550100")
+
+
+def test_an_ambiguous_primary_given_up_brings_the_fallback_forward(db):
+    settings = provider_settings()
+    vid = create_with_fallback(db, settings.create, after_seconds=300)
+    _fail_primary(db, vid, "ambiguous")
+    db.run("UPDATE delivery_intents SET max_attempts = attempts WHERE role = 'primary'")
+    assert [r[2] for r in t.resolve_ambiguous(db, RetryPolicy(), 10)] == ["failed"]
+    assert intents(db, vid)["fallback"]["brought_forward_at"] is not None
+
+
+def test_a_retryable_primary_does_not_bring_it_forward(db):
+    settings = provider_settings()
+    vid = create_with_fallback(db, settings.create, after_seconds=300)
+    _fail_primary(db, vid, "retryable")
+    fallback = intents(db, vid)["fallback"]
+    assert fallback["brought_forward_at"] is None and fallback["due_after"] > 299
+
+
+def test_the_reconciler_suppresses_an_expired_verifications_fallback_saying_why(db):
+    settings = provider_settings()
+    vid = create_with_fallback(db, settings.create, after_seconds=300)
+    db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'")
+    ids = {row["id"] for row in intents(db, vid).values()}
+    assert sorted(t.suppress_dead(db, 100)) == sorted(("expired", i) for i in ids)  # the dead-link rule, once each
+    fallback = intents(db, vid)["fallback"]
+    assert (fallback["status"], fallback["suppression_reason"]) == ("suppressed", "expired")
+
+
+def test_redaction_clears_the_fallback_destination_too(db, smtp, twilio):
+    settings = provider_settings(smtp, twilio)
+    vid = create_with_fallback(db, settings.create, after_seconds=0)
+    run_dispatch(db, settings)
+    db.run("UPDATE verifications SET status = 'expired', created_at = now() - interval '40 days',"
+           " expires_at = now() - interval '39 days'")
+    db.run("UPDATE delivery_intents SET last_error = 'rejected +14155550100' WHERE role = 'fallback'")
+    [[_, scrubbed]] = redact.in_retention_transaction(db, "redact.sql", limit=100, redact_after_seconds=86_400)
+    assert scrubbed == 1  # the fallback's error quoted its own destination
+    assert db.one("SELECT last_error FROM delivery_intents WHERE role = 'fallback'")["last_error"] == "rejected [redacted]"
+    row = db.one("SELECT destination, redacted_at FROM verifications WHERE id = :v", v=vid)
+    assert row["destination"] is None and row["redacted_at"] is not None
+    assert db.run("SELECT destination FROM delivery_intents WHERE verification_id = :v", v=vid) == [[None], [None]]

@@ -1,0 +1,132 @@
+"""One verification, one secret per channel (issue 14): the email's link and the SMS's code both
+verify it, once; confirming by either suppresses the other channel's undelivered intent in the same
+statement; a newer verification supersedes the older one on every channel it used."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from signup_verification.api import create as verifications
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.platform.database import Database
+from signup_verification.verifications import confirm as c
+from support.dispatch import KEYRING
+from support.factories import SETTINGS
+from support.policy import create_with_fallback, intents
+
+KEY = KEYRING.primary
+
+
+def link(vid: uuid.UUID, db) -> str:
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :id", id=vid)["token_nonce"])
+    return KEY.link_token(vid, nonce)
+
+
+def code(vid: uuid.UUID, db) -> str:
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :id", id=vid)["token_nonce"])
+    return KEY.sms_code(vid, nonce, 6)
+
+
+def status(db, vid) -> str:
+    return db.one("SELECT status FROM verifications WHERE id = :id", id=vid)["status"]
+
+
+def test_confirming_the_email_link_first_suppresses_the_sms_fallback_as_verified(db):
+    vid = create_with_fallback(db, SETTINGS.create)
+    outcome = c.confirm_link(db, KEYRING, link(vid, db))
+    assert outcome.result == c.VERIFIED and outcome.channel == "email"
+    assert outcome.destination_hint is not None and "ada" not in outcome.destination_hint[1:]
+    fallback = intents(db, vid)["fallback"]
+    assert (fallback["status"], fallback["suppression_reason"], fallback["attempts"]) == ("suppressed", "verified", 0)
+    # the SMS code would now only hear "already verified", and verifies nothing twice
+    assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.ALREADY_VERIFIED
+
+
+def test_the_fallback_sms_code_verifies_and_suppresses_the_undelivered_email(db):
+    vid = create_with_fallback(db, SETTINGS.create)
+    outcome = c.confirm_code(db, KEYRING, vid, code(vid, db))
+    assert outcome.result == c.VERIFIED and outcome.channel == "sms"
+    assert outcome.destination_hint.endswith("00") and "555" not in outcome.destination_hint
+    primary = intents(db, vid)["primary"]
+    assert (primary["status"], primary["suppression_reason"]) == ("suppressed", "verified")
+    assert c.confirm_link(db, KEYRING, link(vid, db)).result == c.ALREADY_VERIFIED
+
+
+def test_sms_first_with_an_email_fallback_confirms_by_link(db):
+    vid = create_with_fallback(db, SETTINGS.create, channel="sms")
+    assert c.preview_link(db, KEYRING, link(vid, db)).result == c.PENDING
+    assert c.confirm_link(db, KEYRING, link(vid, db)).result == c.VERIFIED
+    assert status(db, vid) == "verified"
+
+
+def test_the_secrets_are_per_channel_and_never_stored(db):
+    vid = create_with_fallback(db, SETTINGS.create)
+    row = db.one("SELECT token_digest, fallback_digest FROM verifications WHERE id = :id", id=vid)
+    assert bytes(row["token_digest"]) == KEY.link_digest(link(vid, db))
+    assert bytes(row["fallback_digest"]) == KEY.code_digest(vid, code(vid, db))
+    dump = repr(db.rows("SELECT * FROM verifications")) + repr(db.rows("SELECT * FROM delivery_intents"))
+    assert link(vid, db) not in dump and code(vid, db) not in dump
+
+
+def test_without_a_fallback_a_code_still_cannot_confirm_an_email_verification(db):
+    request = CreateVerificationRequest(account_id="a", channel="email", destination="ada@example.com")
+    vid = uuid.UUID(verifications.create_verification(db, SETTINGS.create, KEYRING, request, "k").body["verification_id"])
+    assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.INVALID
+    assert status(db, vid) == "pending"
+
+
+def test_wrong_codes_on_the_fallback_count_and_lock_every_channel(db):
+    vid = create_with_fallback(db, SETTINGS.create)
+    right = code(vid, db)
+    wrong = f"{(int(right) + 1) % 1_000_000:06d}"
+    results = [c.confirm_code(db, KEYRING, vid, wrong).result for _ in range(SETTINGS.create.max_confirm_attempts)]
+    assert results[-1] == c.LOCKED and set(results[:-1]) == {c.WRONG_CODE}
+    assert {row["status"] for row in intents(db, vid).values()} == {"suppressed"}
+    assert c.confirm_link(db, KEYRING, link(vid, db)).result == c.LOCKED
+
+
+def test_concurrent_link_and_code_verify_once(db, database_url):
+    vid = create_with_fallback(db, SETTINGS.create)
+    token, sms = link(vid, db), code(vid, db)
+    results: list = []
+    barrier = threading.Barrier(2)
+
+    def by_link():
+        own = Database.from_url(database_url)
+        barrier.wait()
+        results.append(c.confirm_link(own, KEYRING, token).result)
+        own.close()
+
+    def by_code():
+        own = Database.from_url(database_url)
+        barrier.wait()
+        results.append(c.confirm_code(own, KEYRING, vid, sms).result)
+        own.close()
+
+    threads = [threading.Thread(target=by_link), threading.Thread(target=by_code)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(results) == sorted([c.VERIFIED, c.ALREADY_VERIFIED])
+
+
+def test_a_newer_verification_supersedes_the_older_on_every_channel_it_used(db):
+    old = create_with_fallback(db, SETTINGS.create, account="acct-9")  # email + SMS fallback
+    request = CreateVerificationRequest(account_id="acct-9", channel="sms", destination="+14155550101")
+    verifications.create_verification(db, SETTINGS.create, KEYRING, request, "newer")
+    assert status(db, old) == "superseded"
+    assert {(r["status"], r["suppression_reason"]) for r in intents(db, old).values()} == {("suppressed", "superseded")}
+    assert c.confirm_link(db, KEYRING, link(old, db)).result == c.SUPERSEDED
+    # and a verification with a fallback supersedes an older one whose only channel is its fallback's
+    email_only = CreateVerificationRequest(account_id="acct-8", channel="email", destination="b@example.com")
+    body = verifications.create_verification(db, SETTINGS.create, KEYRING, email_only, "email-only").body
+    create_with_fallback(db, SETTINGS.create, account="acct-8", channel="sms", phone="+14155550102")
+    assert status(db, uuid.UUID(body["verification_id"])) == "superseded"
+
+
+def test_an_older_verification_on_another_channel_only_is_left_alone(db):
+    email_only = CreateVerificationRequest(account_id="acct-7", channel="email", destination="b@example.com")
+    body = verifications.create_verification(db, SETTINGS.create, KEYRING, email_only, "e").body
+    sms_only = CreateVerificationRequest(account_id="acct-7", channel="sms", destination="+14155550103")
+    verifications.create_verification(db, SETTINGS.create, KEYRING, sms_only, "s")
+    assert status(db, uuid.UUID(body["verification_id"])) == "pending"

@@ -1,0 +1,55 @@
+"""Channel policy (issue 14) helpers: verifications with a fallback, made through the real create path."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from signup_verification.api import create as verifications
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.platform.database import Database
+from signup_verification.verifications.create import CreateConfig
+from support.dispatch import KEYRING
+
+
+def create_with_fallback(
+    db: Database,
+    config: CreateConfig,
+    *,
+    account: str = "acct-1",
+    channel: str = "email",
+    after_seconds: int = 30,
+    email: str = "ada@example.com",
+    phone: str = "+14155550100",
+    key: str | None = None,
+) -> uuid.UUID:
+    other = "sms" if channel == "email" else "email"
+    primary, fallback = (email, phone) if channel == "email" else (phone, email)
+    request = CreateVerificationRequest.model_validate(
+        {
+            "account_id": account,
+            "channel": channel,
+            "destination": primary,
+            "fallback": {"channel": other, "destination": fallback, "after_seconds": after_seconds},
+        }
+    )
+    answer = verifications.create_verification(db, config, KEYRING, request, key or f"k-{uuid.uuid4()}")
+    return uuid.UUID(answer.body["verification_id"])
+
+
+def intents(db: Database, verification_id: uuid.UUID) -> dict[str, dict]:
+    """The verification's message intents by role."""
+    rows = db.rows(
+        "SELECT *, extract(epoch FROM next_attempt_at - created_at)::float8 AS due_after"
+        " FROM delivery_intents WHERE verification_id = :v AND role <> 'event'",
+        v=verification_id,
+    )
+    return {row["role"]: row for row in rows}
+
+
+def code_in(body: str) -> str:
+    return re.search(r"code is (\d{6})", body).group(1)
+
+
+def token_in(text: str) -> str:
+    return re.search(r"token=([A-Za-z0-9_-]{43})", text).group(1)

@@ -1,0 +1,73 @@
+"""The channel-policy checks of the chaos run (tools/chaos_fallback.py) catch what they are meant to
+catch, and pass on a run that behaved (issue 14). The run itself is tests/system/test_chaos.py's."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from signup_verification.outbox import Settlement
+from signup_verification.outbox import transitions as t
+from signup_verification.verifications import confirm
+from support.dispatch import KEYRING, provider_settings
+from support.paths import ROOT
+from support.policy import create_with_fallback
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+import chaos_fallback  # noqa: E402
+from chaos_checks import Findings  # noqa: E402
+from chaos_faults import Delivered  # noqa: E402
+
+
+def _secrets(db, vid: uuid.UUID) -> tuple[str, str]:
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
+    return KEYRING.primary.link_token(vid, nonce), KEYRING.primary.sms_code(vid, nonce, 6)
+
+
+def _run_checks(db, deliveries: list[Delivered]) -> Findings:
+    found = Findings()
+    primary, fallback = chaos_fallback.split(db, deliveries, KEYRING)
+    assert all(d.channel == "email" for d in primary)  # the primaries' messages stay with the main checks
+    chaos_fallback.check(db, found, fallback)
+    return found
+
+
+def _fail_primary(db) -> None:
+    [claimed] = t.claim(db, "w", 10, 30)
+    t.begin_attempts(db, "w", [claimed.fence])
+    t.settle(db, "w", [Settlement(claimed.id, claimed.lease_version, "failed", 0, "rejected", "550")])
+
+
+def test_a_run_that_behaved_passes(db):
+    settings = provider_settings().create
+    confirmed = create_with_fallback(db, settings, account="a1", email="a1@example.com", phone="+14155550101")
+    link, _ = _secrets(db, confirmed)
+    assert confirm.confirm_link(db, KEYRING, link).result == confirm.VERIFIED
+    failed = create_with_fallback(db, settings, account="a2", email="a2@example.com", phone="+14155550102")
+    _fail_primary(db)  # brings the fallback forward...
+    [fallback] = t.claim(db, "w", 10, 30)  # ...and the next claim takes it
+    t.begin_attempts(db, "w", [fallback.fence])
+    t.settle(db, "w", [Settlement(fallback.id, fallback.lease_version, "accepted", provider_ref="SM1")])
+    _, code = _secrets(db, failed)
+    found = _run_checks(db, [Delivered("sms", "+14155550102", code, 0.0)])
+    assert found.ok, dict(found.violations)
+    f = found.figures
+    assert (f["fallback_confirmed_before_due"], f["fallback_primary_failed"], f["fallback_attempted_primary_failed"]) == (1, 1, 1)
+
+
+def test_a_fallback_sent_after_the_confirmation_is_caught(db):
+    vid = create_with_fallback(db, provider_settings().create)
+    link, code = _secrets(db, vid)
+    confirm.confirm_link(db, KEYRING, link)
+    found = _run_checks(db, [Delivered("sms", "+14155550100", code, 0.0)])  # yet the phone got the code
+    assert "fallback_sent_after_confirm" in found.violations
+
+
+def test_a_failed_primary_whose_fallback_never_went_out_is_caught(db):
+    vid = create_with_fallback(db, provider_settings().create, after_seconds=300)
+    _fail_primary(db)
+    db.run("UPDATE delivery_intents SET brought_forward_at = NULL, next_attempt_at = now() + interval '1 hour'"
+           " WHERE verification_id = :v AND role = 'fallback'", v=vid)  # as if the hook had not run
+    found = _run_checks(db, [])
+    assert "fallback_not_attempted" in found.violations

@@ -1,0 +1,204 @@
+"""The channel policy under chaos (issue 14): mixed policies in the chaos run (tools/chaos.py).
+
+A share of the run's verifications is created with a fallback on the other channel: after a few
+seconds (policy `fallback`) or at once (`both`). Some of their primary destinations are ones the
+chaos providers refuse for good (SMTP 550 / Twilio 21211), so their primary fails and must bring
+the fallback forward; some verifications are confirmed (by the primary's secret) before their
+fallback is due. Workers are SIGKILLed at random throughout, so kills land between a primary's
+failure (which brings the fallback forward in the same statement) and the fallback's claim.
+
+At the end, besides the run's own invariants (which read the primary intents), this checks:
+    fallback_sent_after_confirm  a verification confirmed before its fallback was due (and before its
+                                 primary failed) never had its fallback attempted or taken by a provider
+    fallback_not_attempted       a primary that failed for good always led to the fallback being
+                                 attempted, unless the verification died first (then suppressed, saying why)
+    fallback_lost                every fallback intent ended terminal (or held ambiguous), explained
+    fallback_delivery            every fallback message a provider took belongs to a fallback intent that
+                                 began that many attempts, and none was taken after the token expired
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from chaos_checks import TERMINAL, Findings
+from chaos_faults import Delivered, Faults
+from signup_verification.platform.database import Database, UnavailableError
+from signup_verification.verifications import confirm
+from signup_verification.verifications.tokens import Keyring
+
+
+@dataclass(frozen=True)
+class FallbackShare:
+    share: float = 0.25  # verifications created with a fallback
+    both_share: float = 0.3  # of those: after_seconds 0
+    after_seconds: tuple[int, int] = (4, 12)  # policy fallback: below the short TTL (30 s)
+    failing_primary_share: float = 0.25  # of those: a primary destination the providers refuse for good
+    # ...with a timer long enough that the primary fails before it (the backlog at the start takes ~20 s)
+    failing_after_seconds: int = 28
+    confirm_first_share: float = 0.3  # of those with a timer: confirmed before the fallback is due
+
+
+@dataclass
+class Traffic:
+    """Decides each creation's policy and confirms some verifications before their fallback is due."""
+
+    faults: Faults
+    keyring: Keyring
+    seed: int
+    share: FallbackShare = field(default_factory=FallbackShare)
+    figures: Counter = field(default_factory=Counter)
+    _due: list = field(default_factory=list)  # heap of (confirm at, verification id, channel)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed + 14)
+
+    def body(self, body: dict, index: int, superseding: bool) -> dict:
+        """The create body, with a fallback for a share of the first creations."""
+        s = self.share
+        if superseding or self.rng.random() >= s.share:
+            return body
+        primary = body["channel"]
+        other = "email" if primary == "sms" else "sms"
+        after = 0 if self.rng.random() < s.both_share else self.rng.randint(*s.after_seconds)
+        if self.rng.random() < s.failing_primary_share:
+            body = {**body, "destination": self._refused(primary, index)}
+            after = s.failing_after_seconds
+            self.figures["fallback_created_failing_primary"] += 1
+        destination = f"+1415{5000000 + index:07d}" if other == "sms" else f"fallback{index}@chaos.example.com"
+        self.figures["fallback_created_" + ("both" if after == 0 else "fallback")] += 1
+        return {**body, "fallback": {"channel": other, "destination": destination, "after_seconds": after}}
+
+    def created(self, vid: uuid.UUID, body: dict) -> None:
+        """After the create committed: maybe schedule a confirmation before the fallback is due."""
+        fallback = body.get("fallback")
+        if fallback is None or fallback["after_seconds"] == 0 or self.rng.random() >= self.share.confirm_first_share:
+            return
+        at = time.time() + self.rng.uniform(0.2, max(0.3, fallback["after_seconds"] - 2.0))
+        heapq.heappush(self._due, (at, vid.int, body["channel"]))
+
+    def tick(self, db: Database, wait: bool = False) -> None:
+        """Confirm what is due (all of it, sleeping until each, with `wait`)."""
+        while self._due and (wait or self._due[0][0] <= time.time()):
+            at, vid_int, channel = heapq.heappop(self._due)
+            time.sleep(max(0.0, at - time.time()))
+            self._confirm(db, uuid.UUID(int=vid_int), channel)
+
+    def _confirm(self, db: Database, vid: uuid.UUID, channel: str) -> None:
+        for _ in range(50):
+            try:
+                row = db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=vid)
+                key = self.keyring.get(row["key_id"])
+                nonce = bytes(row["token_nonce"])
+                if channel == "email":
+                    outcome = confirm.confirm_link(db, self.keyring, key.link_token(vid, nonce))
+                else:
+                    outcome = confirm.confirm_code(db, self.keyring, vid, key.sms_code(vid, nonce, 6))
+                self.figures[f"fallback_confirm_{outcome.result}"] += 1
+                return
+            except UnavailableError:  # the database restart: a person would press the button again
+                time.sleep(0.3)
+
+    def _refused(self, channel: str, index: int) -> str:
+        """A destination the chaos providers refuse for good (Faults.permanent)."""
+        for n in range(100_000):
+            if channel == "email":
+                candidate = f"bounce{index}x{n}@chaos.example.com"
+            else:  # San Francisco numbers, outside the ranges the run's other numbers use
+                candidate = f"+1415{7000000 + (index * 7919 + n) % 2000000:07d}"
+            if self.faults.permanent(candidate):
+                return candidate
+        raise RuntimeError("no refused destination found")
+
+
+# -- the checks -----------------------------------------------------------------------------------------
+_FALLBACK_INTENTS = """
+SELECT f.id, f.verification_id, f.channel, f.status, f.attempts, f.ambiguous_count, f.suppression_reason,
+       f.destination, f.policy, f.after_seconds, f.brought_forward_at,
+       extract(epoch FROM f.created_at + make_interval(secs => f.after_seconds))::float8 AS due_epoch,
+       extract(epoch FROM f.brought_forward_at)::float8 AS brought_forward_epoch,
+       p.status AS primary_status, extract(epoch FROM p.completed_at)::float8 AS primary_completed_epoch,
+       v.status AS verification_status, v.key_id, v.token_nonce,
+       extract(epoch FROM v.verified_at)::float8 AS verified_epoch,
+       extract(epoch FROM v.expires_at)::float8 AS expires_epoch
+  FROM delivery_intents AS f
+  JOIN delivery_intents AS p ON p.verification_id = f.verification_id AND p.role = 'primary'
+  JOIN verifications AS v ON v.id = f.verification_id
+ WHERE f.role = 'fallback'
+"""
+
+
+def split(db: Database, deliveries: Iterable[Delivered], keyring: Keyring) -> tuple[list[Delivered], dict[int, list]]:
+    """The provider's messages: (those of primary intents, fallback intent id -> its messages)."""
+    secrets: dict[tuple[str, str, str], int] = {}
+    for f in db.rows(_FALLBACK_INTENTS):
+        key = keyring.get(f["key_id"])
+        vid, nonce = f["verification_id"], bytes(f["token_nonce"])
+        secret = key.link_token(vid, nonce) if f["channel"] == "email" else key.sms_code(vid, nonce, 6)
+        secrets[(f["channel"], f["destination"] or "", secret)] = f["id"]
+    primary, fallback = [], defaultdict(list)
+    for d in deliveries:
+        intent = secrets.get((d.channel, d.destination, d.secret or ""))
+        if intent is None:
+            primary.append(d)
+        else:
+            fallback[intent].append(d)
+    return primary, fallback
+
+
+def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Delivered]]) -> None:
+    rows = db.rows(_FALLBACK_INTENTS)
+    begun: dict[int, int] = defaultdict(int)
+    ambiguous: dict[int, int] = defaultdict(int)
+    for intent_id, outcome in db.run(
+        "SELECT a.intent_id, a.outcome FROM delivery_attempts AS a JOIN delivery_intents AS i ON i.id = a.intent_id"
+        " WHERE i.role = 'fallback'"
+    ):
+        begun[intent_id] += outcome == "attempting"
+        ambiguous[intent_id] += outcome == "ambiguous"
+    figures: Counter = Counter()
+    for f in rows:
+        label = f"fallback intent {f['id']} ({f['policy']}, {f['status']})"
+        messages = fallback_deliveries.get(f["id"], [])
+        verified, failed_at = f["verified_epoch"], f["primary_completed_epoch"] if f["primary_status"] == "failed" else None
+        figures[f"fallback_final_{f['status']}"] += 1
+        if f["status"] == "suppressed":
+            figures[f"fallback_suppressed_{f['suppression_reason']}"] += 1
+        if f["attempts"]:
+            reason = "primary_failed" if f["brought_forward_at"] else ("at_once" if f["policy"] == "both" else "timer")
+            figures[f"fallback_attempted_{reason}"] += 1
+        # confirmed before its time (and before any primary failure brought it forward): never sent
+        if verified is not None and verified < f["due_epoch"] and (failed_at is None or verified < failed_at):
+            figures["fallback_confirmed_before_due"] += 1
+            if f["attempts"] or messages or begun[f["id"]]:
+                found.fail("fallback_sent_after_confirm", f"{label}: confirmed before due, yet attempted or taken")
+            elif (f["status"], f["suppression_reason"]) != ("suppressed", "verified"):
+                found.fail("fallback_sent_after_confirm", f"{label}: confirmed first, not suppressed as verified")
+        # a primary failed for good: the fallback was attempted, unless the verification died first
+        if failed_at is not None:
+            figures["fallback_primary_failed"] += 1
+            if f["attempts"] == 0:
+                died_first = f["status"] == "suppressed" and f["verification_status"] != "pending"
+                if not died_first:
+                    found.fail("fallback_not_attempted", f"{label}: its primary failed for good, it was never attempted")
+                else:
+                    figures["fallback_primary_failed_but_verification_died_first"] += 1
+            if f["attempts"] and failed_at < f["due_epoch"] - 1 and f["brought_forward_at"] is None:
+                found.fail("fallback_not_attempted", f"{label}: its primary failed before it was due, not brought forward")
+        if f["status"] not in TERMINAL and f["status"] != "ambiguous":
+            found.fail("fallback_lost", f"{label}: neither terminal nor held")
+        if f["status"] == "accepted" and not messages:
+            found.fail("fallback_lost", f"{label}: accepted but no provider took its message")
+        if len(messages) > begun[f["id"]] or len(messages) - 1 > ambiguous[f["id"]]:
+            found.fail("fallback_delivery", f"{label}: {len(messages)} messages taken, {begun[f['id']]} attempts begun")
+        if any(m.received_at >= f["expires_epoch"] for m in messages):
+            found.fail("fallback_delivery", f"{label}: a message was taken after the token expired")
+    figures["fallback_intents"] = len(rows)
+    figures["fallback_messages_taken"] = sum(len(m) for m in fallback_deliveries.values())
+    found.figures.update({k: v for k, v in sorted(figures.items())})
