@@ -4,7 +4,7 @@
 bookkeeping between them. What the database can do per intent on this machine; the dispatcher's
 rate divided by this is the share Python and the pipeline cost.
 
-    .venv/bin/python bench/raw_sql_bench.py [--quick]
+    .venv/bin/python bench/raw_sql_bench.py [--quick]     # fused claim vs the two-step begin, interleaved
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ def seed(db: Database, n: int) -> None:
     db.execute_script("VACUUM ANALYZE")
 
 
-def drain(db: Database, batch: int) -> int:
+def drain(db: Database, batch: int, fused: bool = True) -> int:
     """claim (fused: begins the attempts) -> start -> settle(accepted) until nothing is eligible, as the
-    dispatcher does; returns intents settled."""
-    claim, start, settle = (load_sql(OUTBOX, f) for f in ("claim.sql", "start.sql", "settle.sql"))
+    dispatcher does; returns intents settled. `fused=False`: the two-step shape before issue 18
+    (claim -> begin_attempts.sql, a second non-HOT UPDATE and the attempt row there)."""
+    claim, settle = load_sql(OUTBOX, "claim.sql"), load_sql(OUTBOX, "settle.sql")
+    start = load_sql(OUTBOX, "start.sql" if fused else "begin_attempts.sql")
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
         rows = db.run(  # no SMS budget
-            claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=True, dead_within=0.0
+            claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=fused, dead_within=0.0
         )
         if not rows:
             return done
@@ -58,13 +60,13 @@ def drain(db: Database, batch: int) -> int:
         done += len(applied)
 
 
-def measure(params, intents: int, batch: int) -> float:
+def measure(params, intents: int, batch: int, fused: bool = True) -> float:
     """intents/s for one drain of a freshly seeded database."""
     db = fresh_database(params, "bench_raw_sql")
     try:
         seed(db, intents)
         started = time.perf_counter()
-        done = drain(db, batch)
+        done = drain(db, batch, fused)
         seconds = time.perf_counter() - started
         assert done == intents, (done, intents)
         return done / seconds
@@ -79,7 +81,9 @@ def main() -> None:
     args = parser.parse_args()
     params = server()
     n = 2_000 if args.quick else 50_000
-    log(f"raw SQL, batch {args.batch}: {measure(params, n, args.batch):,.0f} intents/s")
+    for fused in (True, False, True, False):  # interleaved: load drifts over both alike
+        rate = measure(params, n, args.batch, fused)
+        log(f"raw SQL, batch {args.batch}, {'fused claim' if fused else 'two-step begin'}: {rate:,.0f} intents/s")
 
 
 if __name__ == "__main__":
