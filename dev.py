@@ -7,7 +7,8 @@
     python3 dev.py setup              # only create or refresh .venv
 
 Creates .venv on first use, and again when the lock changes: every distribution from
-requirements/dev.txt (pinned, hash-checked: what CI tests), then the project itself, editable.
+requirements/dev.txt (pinned, hash-checked: what CI tests), then the project itself and its client
+library (clients/python), editable.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".lock.sha256"
 LOCK = ROOT / "requirements" / "dev.txt"
+CLIENT = ROOT / "clients" / "python"  # the signup site's client library: its own distribution (issue 12)
 TEST_DB = ROOT / ".local" / "test-pg"  # tests/support/fixtures.py: left running between runs (a restart costs seconds)
 
 
 def _inputs_hash() -> str:
     digest = hashlib.sha256()
-    for path in (ROOT / "pyproject.toml", LOCK):
+    for path in (ROOT / "pyproject.toml", LOCK, CLIENT / "pyproject.toml"):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -48,6 +50,8 @@ def ensure_venv() -> None:
     print("dev.py: installing the locked dependencies (requirements/dev.txt) and the project into .venv", flush=True)
     subprocess.run(pip + ["install", "--require-hashes", "-r", str(LOCK)], check=True)
     subprocess.run(pip + ["install", "--no-deps", "-e", str(ROOT)], check=True)
+    # Its dependencies are in the lock (the test extra); the demo site and tests/ use it.
+    subprocess.run(pip + ["install", "--no-deps", "-e", str(CLIENT)], check=True)
     STAMP.write_text(_inputs_hash())
 
 

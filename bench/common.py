@@ -7,6 +7,8 @@ import os
 import platform
 import statistics
 import sys
+import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -83,10 +85,52 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
+# -- machine load: every section records it; rounds on a busy machine are flagged -------------------
+MAX_LOAD = float(os.environ.get("BENCH_MAX_LOAD", "2"))  # issue 18: a round over this load is flagged
+QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "0"))  # seconds to wait for a quiet machine per round
+_samples: list[float] = []
+
+
+def _sample_load() -> None:
+    while True:
+        _samples.append(os.getloadavg()[0])
+        time.sleep(2.0)
+
+
+threading.Thread(target=_sample_load, name="load-sampler", daemon=True).start()
+
+
+def quiet_round() -> tuple[str, bool]:
+    """Before a round: wait up to BENCH_QUIET_WAIT s for the 1-minute load to fall to BENCH_MAX_LOAD.
+    Returns (the load, as the tables print it, flagged when over) and whether the round is quiet."""
+    deadline = time.monotonic() + QUIET_WAIT
+    while os.getloadavg()[0] > MAX_LOAD and time.monotonic() < deadline:
+        time.sleep(5.0)
+    value = os.getloadavg()[0]
+    quiet = value <= MAX_LOAD
+    return (f"{value:.1f}" if quiet else f"{value:.1f} (over {MAX_LOAD:g}: flagged)"), quiet
+
+
+def quiet_only(values: list[float], quiet: list[bool]) -> list[float]:
+    """The quiet rounds' values when there are any (a busy round is skipped), else all of them."""
+    kept = [v for v, q in zip(values, quiet, strict=True) if q]
+    return kept or values
+
+
+def load_line() -> str:
+    """The load average while this process measured (sampled every 2 s), for the section's footer."""
+    if not _samples:
+        return ""
+    worst, middle = max(_samples), statistics.median(_samples)
+    note = "" if worst <= MAX_LOAD else f"; **over {MAX_LOAD:g}: noisy, rerun on a quiet machine**"
+    return f"Load average (1 min) while measuring: median {middle:.1f}, max {worst:.1f} ({len(_samples)} samples){note}."
+
+
 def write_section(name: str, section: str) -> None:
     """Replace (or append) this script's section of docs/benchmarks.md."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    block = f"{start}\n{section.rstrip()}\n{end}\n"
+    footer = load_line()
+    block = f"{start}\n{section.rstrip()}\n" + (f"\n{footer}\n" if footer else "") + f"{end}\n"
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
     if start in text and end in text:
         before, rest = text.split(start, 1)

@@ -9,9 +9,11 @@ import flask
 import functions_framework
 from pydantic import ValidationError
 
-from signup_verification.api import auth, edge, pages, problems, replay
+from signup_verification.api import auth, edge, pages, problems, replay, return_url
 from signup_verification.api import confirm as confirm_edge
+from signup_verification.api import delivery_reports as reports_edge
 from signup_verification.api import create as create_edge
+from signup_verification.api import read as read_edge
 from signup_verification.api.http import (
     Incoming,
     endpoint,
@@ -30,14 +32,21 @@ from signup_verification.verifications import confirm as confirmations
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
 _startup = get_runtime().config
-service_logging.configure(_startup.logging)  # JSON lines with trace ids on Cloud Run, readable text locally; redacted
+# JSON lines with trace ids on Cloud Run, readable text locally; redacted. Deferred: google-cloud-logging
+# is imported after the first answer went out (platform/log_handoff.py; records are held until then).
+service_logging.configure(_startup.logging, defer=True)
 
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 
 # functions-framework runs this module inside its Flask app's context: limits and reserved paths there.
 if flask.has_app_context():
-    edge.configure(flask.current_app._get_current_object(), _startup.http.max_body_bytes)  # type: ignore[attr-defined]
+    # delivery_reports takes provider batches (SendGrid posts up to ~1,000 events at once): its own limit
+    _max_body = (
+        _startup.reports.max_body_bytes if _startup.function_target == "delivery_reports" else _startup.http.max_body_bytes
+    )
+    edge.configure(flask.current_app._get_current_object(), _max_body)  # type: ignore[attr-defined]
+    edge.after_first_response(flask.current_app._get_current_object(), service_logging.first_response_sent)  # type: ignore[attr-defined]
 
 
 def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming:
@@ -51,9 +60,13 @@ def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming
 @functions_framework.http
 @endpoint
 def create_verification(request: flask.Request):
-    """POST {account_id, channel, destination, locale?, template?} with an Idempotency-Key header."""
+    """POST {account_id, channel, destination, locale?, template?, return_url?} with an Idempotency-Key
+    header; GET /<verification_id> reads one (issue 12), with the same caller requirements."""
     runtime = get_runtime()
     incoming = _incoming(request, runtime, "create_verification")
+    if request.path.strip("/"):  # /<verification_id>: the read API
+        require_method(incoming, "GET", "HEAD")
+        return read_edge.read_answer(runtime.db, request.path)
     require_method(incoming, "POST")
     key = single_header(incoming, "Idempotency-Key")
     if not valid_idempotency_key(key):
@@ -66,6 +79,7 @@ def create_verification(request: flask.Request):
         payload = CreateVerificationRequest.model_validate(body)
     except ValidationError as exc:
         raise problems.bad_request("The body failed validation.", field_errors(exc)) from None
+    return_url.require_allowed(payload.return_url, runtime.config.return_url)
     answer = create_edge.create_verification(runtime.db, runtime.config.create, runtime.keyring, payload, key)
     return json_response(answer.body, answer.status, answer.headers)
 
@@ -138,3 +152,14 @@ def status(request: flask.Request):
     require_method(_incoming(request, runtime, "status"), "GET", "HEAD")
     snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
     return json_response(snapshot.as_json(), headers={"Cache-Control": "no-store"})
+
+
+@functions_framework.http
+@endpoint
+def delivery_reports(request: flask.Request):
+    """POST /sendgrid (Signed Event Webhook batch) and POST /twilio (status callback), issue 13.
+    Public like confirm: the providers' signatures are the guard (api/delivery_reports.py).
+    Answers {received, stored, duplicates, unknown, delivered, undeliverable, suppressed, ignored}."""
+    runtime = get_runtime()
+    incoming = read_request(request, runtime.config.reports.max_body_bytes)
+    return reports_edge.handle(runtime.db, runtime.config.reports, incoming, request.path)

@@ -33,6 +33,9 @@ locals {
     SMS_TRANSPORT            = var.sms_transport
     TWILIO_ACCOUNT_SID       = var.twilio_account_sid
     TWILIO_FROM              = var.twilio_from
+    # Issue 12: set on every function, since each one that changes a verification (confirm, reconcile,
+    # dispatch) writes its webhook event; only dispatch sends them and reads WEBHOOK_SECRET.
+    WEBHOOK_URL = var.webhook_url
     # One gunicorn worker with as many threads as concurrent requests: Runtime.db opens one
     # connection per thread, so connections per instance = concurrency (the budget's assumption).
     WORKERS = "1"
@@ -76,8 +79,9 @@ resource "google_cloudfunctions2_function" "function" {
       THREADS                  = tostring(var.functions[each.key].concurrency)
       FUNCTION_TIMEOUT_SECONDS = tostring(var.functions[each.key].timeout_seconds)
       # The worker waits for new work until 2 s before its timeout (DISPATCH_IDLE_WAIT is on in
-      # production): with a 59 s timeout and a once-a-minute schedule, a fresh verification waits
-      # ~1 s, not up to a minute (docs/benchmarks.md, create -> accepted latency).
+      # production), and hands the waiting over to the next tick's invocation (outbox/idle.py): with a
+      # 75 s timeout and a once-a-minute schedule a waiter is always there, so a fresh verification
+      # waits well under a second, not up to a minute (docs/benchmarks.md, create -> accepted latency).
       DISPATCH_SAFETY_MARGIN_SECONDS = "2"
       # Defence in depth behind the IAM invoker bindings (auth.py): the identities each target accepts.
       ALLOWED_INVOKERS = local.allowed_invokers[each.key]

@@ -22,7 +22,7 @@ locals {
       description = "Claims ready delivery intents and sends them (Cloud Scheduler, every minute)"
       # Cloud Scheduler in the same project counts as internal traffic.
       ingress = "ALLOW_INTERNAL_ONLY"
-      secrets = ["token_keys", "sendgrid_api_key", "smtp_password", "twilio_auth_token"]
+      secrets = ["token_keys", "sendgrid_api_key", "smtp_password", "twilio_auth_token", "webhook_secret"]
       db_role = "writer"
     }
     reconcile = {
@@ -49,6 +49,7 @@ locals {
     sendgrid_api_key  = "SENDGRID_API_KEY"
     smtp_password     = "SMTP_PASSWORD"
     twilio_auth_token = "TWILIO_AUTH_TOKEN"
+    webhook_secret    = "WEBHOOK_SECRET" # issue 12: signs the events (whsec_..., comma-separated while rotating)
   }
   # Only the secrets the chosen transports use exist: a reference to a secret with no version
   # would stop the function at start.
@@ -57,6 +58,7 @@ locals {
     var.email_transport == "sendgrid" ? ["sendgrid_api_key"] : [],
     var.email_transport == "smtp" && var.smtp.username != "" ? ["smtp_password"] : [],
     var.sms_transport == "twilio" ? ["twilio_auth_token"] : [],
+    var.webhook_url != "" ? ["webhook_secret"] : [],
   ))
   function_secrets = {
     for key, spec in local.function_specs : key => [for s in spec.secrets : s if contains(local.enabled_secrets, s)]

@@ -91,8 +91,8 @@ variable "functions" {
     instance); timeout_seconds also becomes FUNCTION_TIMEOUT_SECONDS so the code returns before the
     platform cuts it off. min_instances (default 0) keeps warm instances: confirm keeps one, so the
     page a person opens from the email does not wait for a cold start (~3 s); it costs the idle
-    price of one instance (docs/deploy.md, costs). dispatch's 59 s: it waits for new work until 2 s
-    before its timeout, just under the one-minute schedule (docs/deploy.md, "Timeouts").
+    price of one instance (docs/deploy.md, costs). dispatch's 75 s: it waits for new work past the
+    next one-minute tick, until the next invocation waits and it hands over (docs/deploy.md, "Timeouts").
   EOT
   type = map(object({
     max_instances   = number
@@ -103,7 +103,7 @@ variable "functions" {
   default = {
     create    = { max_instances = 40, concurrency = 1, timeout_seconds = 30 }
     confirm   = { max_instances = 30, concurrency = 1, timeout_seconds = 30, min_instances = 1 }
-    dispatch  = { max_instances = 2, concurrency = 1, timeout_seconds = 59 }
+    dispatch  = { max_instances = 2, concurrency = 1, timeout_seconds = 75 }
     reconcile = { max_instances = 1, concurrency = 1, timeout_seconds = 50 }
     status    = { max_instances = 2, concurrency = 1, timeout_seconds = 30 }
   }
@@ -116,9 +116,10 @@ variable "functions" {
     error_message = "max_instances >= 1, 0 <= min_instances <= max_instances, 1 <= concurrency <= 80, 5 <= timeout_seconds <= 3600."
   }
   validation {
-    # Scheduled every minute: an invocation must end before the next tick, so ticks never pile up.
-    condition     = var.functions["dispatch"].timeout_seconds < 60 && var.functions["reconcile"].timeout_seconds < 60
-    error_message = "dispatch and reconcile run every minute: their timeout_seconds must be under 60."
+    # Scheduled every minute. reconcile must end before the next tick. dispatch may outlive it (an
+    # idle invocation hands over to the next one, outbox/idle.py) but not two ticks (max_instances 2).
+    condition     = var.functions["dispatch"].timeout_seconds <= 110 && var.functions["reconcile"].timeout_seconds < 60
+    error_message = "dispatch's timeout_seconds must be at most 110 (it may overlap one tick), reconcile's under 60."
   }
 }
 
@@ -292,4 +293,26 @@ variable "exclude_confirm_request_logs" {
   description = "Drop Cloud Run's request log for the confirm function, whose URLs carry one-time tokens (logging.tf)."
   type        = bool
   default     = true
+}
+
+# ---- Webhooks (issue 12) ----------------------------------------------------------------------
+
+variable "webhook_url" {
+  description = "The signup site's endpoint for signed verification events (https). Empty: no events are written. Its secret (WEBHOOK_SECRET, whsec_...) is filled out of band like the others."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.webhook_url == "" || can(regex("^https://[^/@]+(/.*)?$", var.webhook_url))
+    error_message = "webhook_url must be empty or an https URL without credentials."
+  }
+}
+
+variable "webhook_oldest_ready_threshold_seconds" {
+  description = "Page when the oldest eligible webhook event is older than this (the receiver is failing or slow). A bucket bound of the age metric: 30, 60, 90, 120, 180, 300, 600."
+  type        = number
+  default     = 600
+  validation {
+    condition     = contains([30, 60, 90, 120, 180, 300, 600], var.webhook_oldest_ready_threshold_seconds)
+    error_message = "webhook_oldest_ready_threshold_seconds must be one of 30, 60, 90, 120, 180, 300, 600."
+  }
 }

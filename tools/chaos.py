@@ -44,6 +44,7 @@ import chaos_fallback  # noqa: E402  (issue 14: mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
+from chaos_webhooks import Webhooks  # noqa: E402  (issue 12: the receiver, the confirmer, their checks)
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
@@ -116,6 +117,7 @@ class Run:
         self.twilio = ChaosTwilio(self.faults).start()
         share = chaos_fallback.FallbackShare(share=self.config.fallback_share)
         self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)  # issue 14
+        self.webhooks = Webhooks(self)
         c = self.config
         self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         self.env.update(
@@ -152,6 +154,7 @@ class Run:
                 "RETRY_BACKOFF_SECONDS": "1,2,4",
                 "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2",
                 "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
+                **self.webhooks.env(),
             }
         )
         self.settings = load(self.env)
@@ -165,6 +168,7 @@ class Run:
         threads += [threading.Thread(target=self._slot, args=(n,), name=f"slot{n}") for n in range(c.workers)]
         threads += [
             threading.Thread(target=self._reconciler, name="reconciler"),
+            *self.webhooks.threads(),
             threading.Thread(target=self._chaos, name="chaos"),
         ]
         for t in threads:
@@ -186,6 +190,7 @@ class Run:
         self.smtp.stop()
         self.twilio.stop()
         self.twilio.collect()
+        self.webhooks.stop()
         db = Database(self.pg.params)
         try:
             # issue 14: the fallbacks' messages are checked by chaos_fallback, the rest as always
@@ -193,6 +198,7 @@ class Run:
             findings = check(db, self.ledger, primary, self.keyring, self.settings.retry)
             chaos_fallback.check(db, findings, fallback)
             findings.figures.update(self.fallback.figures)
+            self.webhooks.check(db, findings)  # issue 12
         finally:
             db.close()
         if not drained:

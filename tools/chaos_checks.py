@@ -66,7 +66,7 @@ def check(
         r["verification_id"]: r
         for r in db.rows(
             "SELECT id, verification_id, channel, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
-            " lease_owner FROM delivery_intents WHERE role = 'primary'"  # issue 14: fallbacks: chaos_fallback.py
+            " lease_owner FROM delivery_intents WHERE role = 'primary'"  # issue 14: fallbacks: chaos_fallback.py; issue 12: events: chaos_webhooks.py
         )
     }
     attempts: dict[int, list[dict]] = defaultdict(list)

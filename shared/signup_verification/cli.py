@@ -134,6 +134,50 @@ def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
+def cmd_suppression_list(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Destinations a provider reported permanently undeliverable (issue 13): keys, never destinations."""
+    from .operations import suppressions
+
+    found = suppressions.entries(runtime.db)
+    print(json.dumps([s.as_json() for s in found]) if args.json else suppressions.render(found))
+    return 0
+
+
+def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Let a destination receive messages again: by destination (normalised as create does) or --key."""
+    import getpass
+
+    from pydantic import ValidationError
+
+    from .api.models import CreateVerificationRequest
+    from .operations import suppressions
+    from .verifications import abuse
+
+    if args.key:
+        try:
+            key, channel = bytes.fromhex(args.key), args.channel
+        except ValueError:
+            raise ValueError("--key must be the hex key `verifyctl suppression list` shows") from None
+        if channel is None:
+            raise ValueError("--key needs --channel email|sms")
+    elif args.destination:
+        channel = args.channel or ("email" if "@" in args.destination else "sms")
+        try:
+            request = CreateVerificationRequest(account_id="verifyctl", channel=channel, destination=args.destination)
+        except ValidationError:
+            raise ValueError(f"not a valid {channel} destination") from None
+        policy = runtime.config.create.abuse
+        key = abuse.limit_keys(runtime.keyring.primary.secret, policy, channel, request.destination, None, None).destination
+    else:
+        raise ValueError("give the destination to clear, or --key HEX --channel email|sms")
+    cleared = suppressions.clear(runtime.db, channel, key, f"verifyctl:{getpass.getuser()}")
+    if args.json:
+        print(json.dumps({"cleared": cleared}))
+    else:
+        print("cleared: the destination may receive messages again" if cleared else "no such suppression")
+    return 0 if cleared else 1
+
+
 def _plain(value: Any) -> Any:
     """A dataclass result as JSON-ready data (paths and datetimes as strings)."""
     import dataclasses
@@ -250,6 +294,20 @@ def build_parser() -> argparse.ArgumentParser:
         "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
         cmd_sms_resume,
     )
+    suppression = sub.add_parser(
+        "suppression",
+        help="destinations refused after a hard bounce or permanent SMS failure",
+        description="The suppression list (issue 13): create answers 422 for a destination a provider "
+        "reported permanently undeliverable, until it is cleared here or SUPPRESSION_DAYS pass.",
+    )
+    suppression_sub = suppression.add_subparsers(dest="suppression_command", required=True, metavar="ACTION")
+    _command(suppression_sub, "list", "show the current entries (keys, never destinations)",
+             "The entries that still block create, newest first.", cmd_suppression_list)  # fmt: skip
+    clear = _command(suppression_sub, "clear", "let a destination receive messages again",
+                     "Remove the entry of a destination (or of a --key from `list`).", cmd_suppression_clear)  # fmt: skip
+    clear.add_argument("destination", nargs="?", help="the email address or E.164 number")
+    clear.add_argument("--channel", choices=("email", "sms"), help="default: email if it has an @")
+    clear.add_argument("--key", help="the hex key `suppression list` shows (instead of a destination)")
     key = _command(
         sub,
         "new-key",

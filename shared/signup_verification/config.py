@@ -17,15 +17,19 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import TypeVar
 
+from .api import report_signatures
 from .api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_keys
+from .api.delivery_reports import DeliveryReportsConfig
 from .api.http import HttpConfig
+from .api.return_url import ReturnUrlConfig, parse_allowed_origins
 from .delivery.channels import ChannelsConfig
 from .delivery.channels.sendgrid import SendGridConfig
 from .delivery.channels.smtp import SmtpConfig
 from .delivery.channels.twilio import TwilioConfig
 from .delivery.config import DispatchConfig
+from .delivery.events import WebhookConfig, check_url, parse_secrets
 from .delivery.messages import MessageConfig, check_sms_budget, message_domain
-from .operations.reconciler.config import DAY, ReconcilerConfig
+from .operations.reconciler.config import DAY, ReconcilerConfig, SmsLookupConfig
 from .operations.signals import SignalsConfig
 from .outbox.policy import ChannelPolicy, RetryPolicy
 from .platform import secret_manager as secrets
@@ -69,6 +73,8 @@ class Config:
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     auth: AuthConfig = field(default_factory=lambda: AuthConfig(production=False))
     migrations: MigrationConfig = field(default_factory=MigrationConfig)  # verifyctl migrate, verifyctl dev
+    reports: DeliveryReportsConfig = field(default_factory=DeliveryReportsConfig)  # issue 13: delivery_reports
+    return_url: ReturnUrlConfig = field(default_factory=ReturnUrlConfig)  # issue 12: create's return_url
 
     @property
     def is_production(self) -> bool:
@@ -93,6 +99,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     grace = read.positive("SHUTDOWN_GRACE_SECONDS", 8.0)
     sms_max = read.integer("SMS_MAX_PER_HOUR", 1000, 1)  # the claim caps SMS by it; signals alert on it
     retry = _retry_policy(read)
+    reports = _reports(read)  # issue 13
     config = Config(
         environment=environment,
         deployment=deployment,
@@ -148,16 +155,21 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             ),
         ),
         retry=retry,
-        channels=_channels(read, production, local_dir, email_from, send_timeout, concurrency),
+        channels=_channels(read, production, local_dir, email_from, send_timeout, concurrency, reports),
         reconciler=_reconciler(read, retry, deployment, timeout),
         signals=SignalsConfig(
             window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
             ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
             watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
             sms_max_per_hour=sms_max,
+            awaiting_report_alert_seconds=(  # issue 13: only where provider reports are expected
+                read.positive("ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS", 900.0) if reports.public_url else None
+            ),
         ),
         auth=_auth(read, production),
         migrations=_migrations(read),
+        reports=reports,
+        return_url=_return_url(read, production),
     )
     _check_across(read, config)
     if len(read.errors) == 1:
@@ -270,6 +282,12 @@ def _sender_domain(mailbox: str) -> str:
     return parseaddr(mailbox)[1].rpartition("@")[2].lower().rstrip(".")
 
 
+def _return_url(read: _Reader, production: bool) -> ReturnUrlConfig:
+    """RETURN_URL_ALLOWED_ORIGINS (issue 12): the origins create's return_url may point at."""
+    origins = read.attempt(lambda: parse_allowed_origins(read.text("RETURN_URL_ALLOWED_ORIGINS"), production), None)
+    return ReturnUrlConfig(production=production, allowed_origins=origins or frozenset())
+
+
 def _migrations(read: _Reader) -> MigrationConfig:
     try:
         return MigrationConfig.from_env(read.env)
@@ -373,7 +391,13 @@ def _retry_policy(read: _Reader) -> RetryPolicy:
 
 
 def _channels(
-    read: _Reader, production: bool, local_dir: Path, email_from: str, send_timeout: float, concurrency: int
+    read: _Reader,
+    production: bool,
+    local_dir: Path,
+    email_from: str,
+    send_timeout: float,
+    concurrency: int,
+    reports: DeliveryReportsConfig,
 ) -> ChannelsConfig:
     """Missing provider credentials are reported by build_channels when dispatch starts (only the
     dispatch target sends)."""
@@ -399,11 +423,26 @@ def _channels(
             auth_token=read.text("TWILIO_AUTH_TOKEN"),
             sender=read.text("TWILIO_FROM"),
             api_url=read.text("TWILIO_API_URL") or "https://api.twilio.com",
+            status_callback=reports.status_callback,
         ),
         send_timeout_seconds=send_timeout,
         send_concurrency=concurrency,
         production=production,
         local_dir=local_dir,
+        webhook=_webhook(read, production),
+    )
+
+
+def _webhook(read: _Reader, production: bool) -> WebhookConfig:
+    """Issue 12: WEBHOOK_URL turns events on (every target that changes a verification writes them);
+    WEBHOOK_SECRET is needed where they are sent (dispatch: build_channels says so)."""
+    url = read.text("WEBHOOK_URL")
+    raw_secret = read.text("WEBHOOK_SECRET")
+    no_secrets: tuple[bytes, ...] = ()
+    return WebhookConfig(
+        url=read.attempt(lambda: check_url(url, production), None) if url else None,
+        secrets=read.attempt(lambda: parse_secrets(raw_secret), no_secrets) if raw_secret else no_secrets,
+        max_attempts=read.integer("WEBHOOK_MAX_ATTEMPTS", WebhookConfig.max_attempts, 1),
     )
 
 
@@ -419,8 +458,46 @@ def _reconciler(read: _Reader, retry: RetryPolicy, deployment: str, timeout: flo
         policy=retry,
         deployment=deployment,
         function_timeout_seconds=timeout,
+        sms_lookup=_sms_lookup(read),
     )
     return read.attempt(lambda: ReconcilerConfig(**values), d)  # type: ignore[arg-type]
+
+
+def _sms_lookup(read: _Reader) -> SmsLookupConfig | None:
+    """Issue 13: the reconciler asks Twilio about ambiguous SMS when it can (Twilio credentials)."""
+    sid, token = read.text("TWILIO_ACCOUNT_SID"), read.text("TWILIO_AUTH_TOKEN")
+    if read.text("SMS_TRANSPORT") != "twilio" or not (sid and token) or not read.flag("SMS_LOOKUP", True):
+        return None
+    d = SmsLookupConfig(sid, token)
+    return SmsLookupConfig(
+        account_sid=sid,
+        auth_token=token,
+        sender=read.text("TWILIO_FROM") or "",
+        api_url=read.text("TWILIO_API_URL") or d.api_url,
+        max_calls=read.integer("SMS_LOOKUP_MAX_CALLS", d.max_calls, 0),
+        timeout_seconds=read.positive("SMS_LOOKUP_TIMEOUT_SECONDS", d.timeout_seconds),
+        min_interval_seconds=read.number("SMS_LOOKUP_INTERVAL_SECONDS", d.min_interval_seconds, 0.0),
+        settle_seconds=read.positive("SMS_LOOKUP_SETTLE_SECONDS", d.settle_seconds),
+    )
+
+
+def _reports(read: _Reader) -> DeliveryReportsConfig:
+    """Issue 13's delivery_reports target: the providers' verification material and its limits."""
+    url = read.text("DELIVERY_REPORTS_URL")
+    if url and not url.startswith(("https://", "http://")):
+        read.fail(f"DELIVERY_REPORTS_URL must be an http(s) URL, got {url!r}")
+        url = None
+    raw_key = read.text("SENDGRID_WEBHOOK_PUBLIC_KEY")
+    key = read.attempt(lambda: report_signatures.sendgrid_public_key(raw_key), None) if raw_key else None
+    days = read.number("SUPPRESSION_DAYS", 0.0, 0.0)
+    return DeliveryReportsConfig(
+        public_url=url,
+        sendgrid_key=key,
+        twilio_auth_token=read.text("TWILIO_AUTH_TOKEN"),
+        tolerance_seconds=read.integer("DELIVERY_REPORTS_TOLERANCE_SECONDS", 300, 30),
+        max_body_bytes=read.integer("DELIVERY_REPORTS_MAX_BODY_BYTES", 1024 * 1024, 1024),
+        suppress_days=days or None,
+    )
 
 
 def _auth(read: _Reader, production: bool) -> AuthConfig:

@@ -65,11 +65,13 @@ class Runtime:
         db = getattr(self._local, "db", None)
         if db is None:
             cfg = self.config.database
+            settings = self.config.channels.webhook.session_settings()  # issue 12: are events written
             db = Database(
                 self._connection_params(),
                 application_name=self.application_name,
                 statement_timeout_ms=cfg.statement_timeout_ms,
-                connector=cloudsql.connector_for(cfg, self.application_name),
+                connector=cloudsql.connector_for(cfg, self.application_name, settings),
+                session_settings=settings,
             )
             self._local.db = db
             with self._lock:

@@ -4,6 +4,7 @@
 --   outcome 'replayed'     -> the first request with this key was created; verification = its fields
 --   outcome 'mismatch'     -> the key was used with a different request
 --   outcome 'rate_limited' -> nothing kept (so the same key may be retried later); retry_after in s
+--   outcome 'suppressed'   -> the destination is on the suppression list (issue 13): nothing kept
 -- Outcomes only: the HTTP edge (api/create.py) decides statuses and bodies, also for replays.
 -- A concurrent request with the same key blocks on the key's unique index until the first
 -- commits, then replays it: callers never see 409 for an in-flight key.
@@ -13,6 +14,10 @@ DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, t
 DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
     text, text, bytea, bytea, interval, integer, integer, integer, interval, interval,
     bytea, bytea, text, bytea, integer, integer, integer, integer);
+DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
+    text, text, bytea, bytea, interval, integer, integer, integer, interval, interval,
+    bytea, bytea, text, bytea, integer, integer, integer, integer,
+    text, text, integer, bytea, bytea, bytea, text);
 CREATE OR REPLACE FUNCTION create_verification(
     p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
     p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
@@ -26,7 +31,9 @@ CREATE OR REPLACE FUNCTION create_verification(
     -- destination is normalised and policy-checked by the caller, its keys are its own abuse keys.
     p_fallback_channel text, p_fallback_destination text, p_fallback_after_seconds integer,
     p_fallback_digest bytea, p_fallback_destination_key bytea, p_fallback_prefix_key bytea,
-    p_fallback_country text)
+    p_fallback_country text,
+    -- issue 12: where the pages send the person back to (checked at the edge, sql/010_return_url.sql)
+    p_return_url text)
 RETURNS TABLE (outcome text, verification jsonb, retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -114,12 +121,26 @@ BEGIN
     END IF;
     -- ---- end of abuse limits ------------------------------------------------------------------
 
+    -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
+    -- A destination the provider reported permanently undeliverable is refused until an operator
+    -- clears it or it expires; nothing is kept, so the same key works once it is cleared.
+    IF destination_suppression(p_channel, p_destination_key) IS NOT NULL
+       OR (p_fallback_channel IS NOT NULL
+           AND destination_suppression(p_fallback_channel, p_fallback_destination_key) IS NOT NULL) THEN
+        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        RETURN QUERY SELECT 'suppressed'::text, NULL::jsonb, NULL::integer;
+        RETURN;
+    END IF;
+    -- ---- end of suppression list ---------------------------------------------------------------
+
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
                                token_nonce, token_digest, expires_at, max_confirm_failures,
-                               fallback_channel, fallback_digest)
+                               fallback_channel, fallback_digest,
+                               return_url)  -- issue 12
     VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
             p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures,
-            p_fallback_channel, p_fallback_digest)
+            p_fallback_channel, p_fallback_digest,
+            p_return_url)
     RETURNING * INTO created;
     INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
                                country, client_key)

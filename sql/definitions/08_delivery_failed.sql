@@ -31,5 +31,21 @@ BEGIN
     written := written + n;
     -- end of issue 14
 
+    -- issue 12: `delivery.failed` for each pending verification one of whose message intents
+    -- (primary or fallback; a failed webhook event is not a delivery) failed here and none of whose
+    -- message intents is left: every other one is failed or suppressed too. Reads the other intents
+    -- as they are now (the issue 14 block above may have just brought a fallback forward: it is left, so no event yet).
+    written := written + coalesce((
+        SELECT sum(record_event(v, 'delivery.failed', jsonb_build_object('failed_channels',
+                   (SELECT jsonb_agg(DISTINCT m.channel) FROM delivery_intents AS m
+                     WHERE m.verification_id = v.id AND m.role <> 'event'))))
+          FROM (SELECT DISTINCT i.verification_id FROM delivery_intents AS i
+                 WHERE i.id = ANY (p_intent_ids) AND i.role <> 'event') AS f
+          JOIN verifications AS v ON v.id = f.verification_id
+         WHERE v.status = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM delivery_intents AS o
+                            WHERE o.verification_id = f.verification_id AND o.role <> 'event'
+                              AND NOT (o.id = ANY (p_intent_ids))
+                              AND o.status NOT IN ('failed', 'suppressed'))), 0);
     RETURN written;
 END $$;

@@ -25,11 +25,11 @@ def _free(port: int) -> bool:
 
 
 def free_ports() -> dict[str, int]:
-    """A base port with its 5 successors free, plus SMTP and mailbox ports."""
+    """A base port with its 5 successors free, plus SMTP, mailbox and demo site ports."""
     for _ in range(200):
         base = random.randrange(20000, 60000, 10)
-        ports = {"base": base, "smtp": base + 7, "mailbox": base + 8}
-        if all(_free(p) for p in [*range(base, base + 5), base + 7, base + 8]):
+        ports = {"base": base, "smtp": base + 7, "mailbox": base + 8, "site": base + 9}
+        if all(_free(p) for p in [*range(base, base + 5), base + 7, base + 8, base + 9]):
             return ports
     raise RuntimeError("no free port block")
 
@@ -80,6 +80,8 @@ class DevProcess:
             str(self.ports["smtp"]),
             "--mailbox-port",
             str(self.ports["mailbox"]),
+            "--site-port",
+            str(self.ports["site"]),
             *extra_args,
         ]
         self._cwd = cwd
@@ -99,6 +101,11 @@ class DevProcess:
     @property
     def mailbox_url(self) -> str:
         return f"http://localhost:{self.ports['mailbox']}"
+
+    @property
+    def site_url(self) -> str:
+        """The demo signup site (issue 12), without a trailing slash: also its origin."""
+        return f"http://localhost:{self.ports['site']}"
 
     def start(self, timeout: float = 120.0) -> DevProcess:
         ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if self._sigint_ignored else None

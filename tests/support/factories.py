@@ -39,7 +39,10 @@ def make_verifications(
 
 
 def intent(db: Database, verification_id: uuid.UUID) -> dict:
-    return db.one("SELECT * FROM delivery_intents WHERE verification_id = :v", v=verification_id)
+    """Its message intent (a webhook event is an intent of the verification too, issue 12)."""
+    return db.one(
+        "SELECT * FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=verification_id
+    )
 
 
 def statuses(db: Database) -> dict[int, str]:

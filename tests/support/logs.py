@@ -17,6 +17,7 @@ class LogLines:
         self.stream = io.StringIO()
 
     def text(self) -> str:
+        service_logging.flush()  # functions/main.py defers the structured handler: write what it holds
         return self.stream.getvalue()
 
     def records(self) -> list[dict]:

@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("throughput-bench", "dispatch-bench", "create-bench", "history-bench", "latency-bench", "memory-bench")
+SECTIONS = (
+    "throughput-bench",
+    "dispatch-bench",
+    "create-bench",
+    "history-bench",
+    "latency-bench",
+    "memory-bench",
+    "cost-bench",
+    "coldstart-bench",
+    "webhook-bench",
+)
 
 
 @pytest.mark.slow
@@ -28,7 +38,7 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     text = doc.read_text()
@@ -36,4 +46,6 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
         assert f"<!-- {name}:start -->" in text and f"<!-- {name}:end -->" in text, name
     assert "pgqueuer defaults" in text and "raw SQL" in text
     assert "**1.00**" in text  # round trips per create, counted in the server
+    assert "Load average (1 min) while measuring" in text  # every section records the load
+    assert "whole verification" in text and "pgqueuer job" in text  # the cost bench, side by side
     assert "OVERRUN" not in text and "| nan" not in text and "error:" not in text

@@ -77,7 +77,10 @@ def test_scheduled_invocations_cannot_pile_up():
     defaults = infra.variables["functions"]["default"]
     for key in ("dispatch", "reconcile"):
         assert defaults[key]["timeout_seconds"] + int(match.group(1)) >= 15  # Cloud Scheduler's minimum
-        assert defaults[key]["timeout_seconds"] < 60  # ends before the next tick
+    assert defaults["reconcile"]["timeout_seconds"] < 60  # ends before the next tick
+    # dispatch outlives one tick (an idle invocation hands over to the next, outbox/idle.py), never
+    # two: at most max_instances (2) invocations at once.
+    assert 60 < defaults["dispatch"]["timeout_seconds"] <= 110 and defaults["dispatch"]["max_instances"] >= 2
 
 
 def test_only_the_intended_principals_invoke_each_function():
@@ -106,7 +109,9 @@ def test_only_the_intended_principals_invoke_each_function():
     assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"
 
 
-def _enabled_secrets(email_transport: str, sms_transport: str, smtp_username: str = "") -> set[str]:
+def _enabled_secrets(
+    email_transport: str, sms_transport: str, smtp_username: str = "", webhook_url: str = ""
+) -> set[str]:
     """Python mirror of local.enabled_secrets (the expression is asserted unchanged below)."""
     enabled = {"token_keys"}
     if email_transport == "sendgrid":
@@ -115,13 +120,21 @@ def _enabled_secrets(email_transport: str, sms_transport: str, smtp_username: st
         enabled.add("smtp_password")
     if sms_transport == "twilio":
         enabled.add("twilio_auth_token")
+    if webhook_url:
+        enabled.add("webhook_secret")
     return enabled
 
 
 def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     infra = load_infra()
     local = infra.locals
-    assert set(local["secret_env"].values()) <= {"TOKEN_KEYS", "SENDGRID_API_KEY", "SMTP_PASSWORD", "TWILIO_AUTH_TOKEN"}
+    assert set(local["secret_env"].values()) <= {
+        "TOKEN_KEYS",
+        "SENDGRID_API_KEY",
+        "SMTP_PASSWORD",
+        "TWILIO_AUTH_TOKEN",
+        "WEBHOOK_SECRET",
+    }
     for key, spec in infra.function_specs.items():
         assert set(spec["secrets"]) <= set(local["secret_env"]), key
         # Exactly the targets that derive or check tokens load TOKEN_KEYS (least privilege).
@@ -152,6 +165,10 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"])
     dispatch = [s for s in infra.function_specs["dispatch"]["secrets"] if s in enabled]
     assert sorted(dispatch) == ["sendgrid_api_key", "token_keys", "twilio_auth_token"]
+    # Issue 12: with a webhook_url, dispatch (and only dispatch: it signs) reads WEBHOOK_SECRET.
+    enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"], webhook_url="https://x")
+    readers = [k for k, spec in infra.function_specs.items() if "webhook_secret" in spec["secrets"]]
+    assert "webhook_secret" in enabled and readers == ["dispatch"]
 
 
 SECRET_LOOKING = [
@@ -291,7 +308,7 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     logger.setLevel(logging.DEBUG)  # an idle channel's record is DEBUG; the metrics count it all the same
     signals.emit(db, "verify", logger, source="dispatch")
     payloads = [r.json_fields for r in records]
-    assert {p["channel"] for p in payloads} == {"email", "sms"}
+    assert {p["channel"] for p in payloads} == {"email", "sms", "webhook"}
     for payload in payloads:
         assert payload["event"] == "signals" and payload["deployment"] == "verify"
         for field in fields:

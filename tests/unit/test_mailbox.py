@@ -304,3 +304,32 @@ def test_the_smtp_reply_carries_a_queue_id_as_postfix_does(server):
         f"<dt>Queue id</dt><dd>{stored.sid}</dd>"
         in requests.get(f"{server.web_url}/messages/{stored.id}", timeout=10).text
     )
+
+
+def test_a_long_call_of_one_job_does_not_hold_back_another_job():
+    """Jobs are independent, as Cloud Scheduler's: infra's second dispatch job (the relay) must fire
+    while the first job's invocation still waits for work past the tick (outbox/idle.py)."""
+    calls: list[tuple[str, float]] = []
+
+    def app(environ, start_response):
+        calls.append((environ["PATH_INFO"], time.monotonic()))
+        if environ["PATH_INFO"] == "/slow":
+            time.sleep(1.5)  # the first job's invocation outlives several of its ticks
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b'{"claimed": 0, "elapsed_ms": 1}']
+
+    http = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True).start()
+    base = f"http://127.0.0.1:{http.server_port}"
+    scheduler = Scheduler(
+        [Job("dispatch", base + "/slow", 0.2), Job("dispatch-relay", base + "/fast", 0.2)], report=lambda line: None
+    ).start()
+    try:
+        time.sleep(1.2)
+        slow = [t for path, t in calls if path == "/slow"]
+        fast = [t for path, t in calls if path == "/fast"]
+        assert len(slow) == 1  # its next call waits for this one (no overlap within a job)
+        assert len(fast) >= 3  # the other job kept its ticks meanwhile
+    finally:
+        scheduler.stop()
+        http.shutdown()

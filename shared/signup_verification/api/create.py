@@ -34,6 +34,8 @@ def fingerprint(request: CreateVerificationRequest) -> bytes:
     if payload.get("fallback") is None:
         # issue 14: a request without a fallback keeps the fingerprint it always had (stored keys replay)
         payload.pop("fallback", None)
+    if payload.get("return_url") is None:  # issue 12's field: absent, the fingerprint keys stored before it
+        payload.pop("return_url", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).digest()
 
@@ -50,6 +52,7 @@ def new_verification(request: CreateVerificationRequest) -> domain.NewVerificati
         fingerprint=fingerprint(request),
         client_ip=request.client_ip,
         fallback=_fallback(request),
+        return_url=request.return_url,
     )
 
 
@@ -93,6 +96,15 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
             outcome.title,
             outcome.detail,
             [{"pointer": outcome.pointer, "detail": outcome.field_detail}],
+        )
+    if isinstance(outcome, domain.Suppressed):
+        raise Problem(
+            422,
+            "destination-suppressed",
+            "This destination cannot receive messages",
+            "A previous message to this destination was reported permanently undeliverable (a hard "
+            "bounce or an invalid number). Use another destination, or ask the operator to clear it.",
+            [{"pointer": "#/destination", "detail": "suppressed after a permanent delivery failure"}],
         )
     raise Problem(
         429,

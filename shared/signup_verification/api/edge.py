@@ -5,6 +5,9 @@ HTTP errors, every one with the security headers the pages send."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import flask
 from werkzeug.exceptions import HTTPException
 
@@ -20,6 +23,20 @@ def configure(app: flask.Flask, max_body_bytes: int) -> None:
     app.before_request(_reserved_paths)
     app.register_error_handler(HTTPException, _http_error)
     app.after_request(_harden)
+
+
+def after_first_response(app: flask.Flask, callback: Callable[[], None]) -> None:
+    """callback() once, when the server closes the first response (its bytes are sent): the deferred
+    log handler's cue (platform/log_handoff.py)."""
+    done = threading.Event()
+
+    def hook(response: flask.Response) -> flask.Response:
+        if not done.is_set():
+            done.set()
+            response.call_on_close(callback)
+        return response
+
+    app.after_request(hook)
 
 
 def _reserved_paths() -> flask.Response | None:

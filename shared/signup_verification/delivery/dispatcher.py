@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..outbox import RetryPolicy, heartbeats, transitions
+from ..outbox import RetryPolicy, heartbeats, idle, transitions
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
@@ -122,6 +122,7 @@ class Dispatcher:
         self.abandoned = 0
         self._drained = False  # a claim found nothing eligible
         self._shutdown_begun = False
+        self._idle_entered = False  # this invocation registered as the deployment's idle waiter (outbox/idle.py)
         self._beat = heartbeats.ClaimBeat(db, self.config.deployment, clock)
 
     # -- the invocation -------------------------------------------------------------------------------
@@ -197,19 +198,33 @@ class Dispatcher:
         )
 
     def _wait_for_work(self) -> bool:
-        """The outbox is empty: with DISPATCH_IDLE_WAIT, sleep one poll interval (a shutdown wakes it)
-        and claim again (an empty claim is one probe of the small eligible index), until too little
-        time is left for a send. Polling rather than LISTEN: pg8000 has no blocking wait for
-        notifications, and a poll also sees work that becomes due by time (retries, holds), which no
-        NOTIFY announces."""
+        """The outbox is empty: with DISPATCH_IDLE_WAIT, probe it every poll interval (outbox/idle.py:
+        one probe of the eligible index, nothing claimed) until work is waiting (True: claim it), a
+        shutdown is asked for (True: the loop handles it), a newer invocation has started waiting
+        (False: it takes over), or too little time is left for a send (False). The probes run at a
+        fixed rate, so new work waits at most one interval plus a probe. Polling rather than LISTEN:
+        pg8000 has no blocking wait for notifications, and a poll also sees work that becomes due by
+        time (retries, holds), which no NOTIFY announces."""
         o = self.config
         if not o.idle_wait:
             return False
+        name = heartbeats.dispatch_name(o.deployment)
+        if not self._idle_entered:
+            self._idle_entered = True
+            idle.enter(self.db, name, o.deployment, self.owner, self.clock() - self.deadline.started)
         one_send = min(self.estimator.worst(), o.send_timeout_seconds)  # what a batch found next would need
-        if self.deadline.remaining() < o.idle_poll_seconds + SETTLE_RESERVE + one_send:
-            return False
-        self.stop.wait(o.idle_poll_seconds)
-        return True
+        next_probe = self.clock() + o.idle_poll_seconds
+        while self.deadline.remaining() >= o.idle_poll_seconds + SETTLE_RESERVE + one_send:
+            if self.stop.wait(max(0.0, next_probe - self.clock())):
+                return True
+            next_probe = max(next_probe + o.idle_poll_seconds, self.clock())  # fixed rate; never a burst after a stall
+            found = idle.probe(self.db, name, self.owner, o.sms_max_per_hour)
+            if found.waiting:
+                return True
+            if found.superseded:
+                _log.debug("dispatch: a newer invocation is waiting for work; this one returns")
+                return False
+        return False
 
     # -- the steps of a batch ------------------------------------------------------------------------------
     def _claim_next(self, settler: Settler, ahead: float) -> _Claimed | None:

@@ -25,6 +25,7 @@ from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from ..verifications.tokens import Keyring
 from . import mime, sms, templates
+from .events import EventContent, render_event
 
 AUTO_HEADERS = (("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All"))
 
@@ -90,7 +91,7 @@ class SmsContent:
         )
 
 
-Content = EmailContent | SmsContent
+Content = EmailContent | SmsContent | EventContent
 
 
 def render_part(
@@ -130,6 +131,8 @@ class Renderer:
         self.domain = message_domain(config.email_from)
 
     def render(self, intent: ClaimedIntent, attempt: BegunAttempt, now: datetime | None = None) -> Content:
+        if intent.is_event:  # a webhook event (issue 12): no template, no token, no destination
+            return render_event(intent, attempt)
         destination = intent.destination
         if destination is None:
             raise RenderError("redacted", "the destination was redacted")

@@ -151,7 +151,7 @@ class BatchSender:
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "shutting down before the send started"))
         if not self._time_for_send(intent.channel):
             return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "no time left in this invocation"))
-        if intent.expires_at <= datetime.now(UTC) + timedelta(seconds=self.send_timeout):
+        if not intent.is_event and intent.expires_at <= datetime.now(UTC) + timedelta(seconds=self.send_timeout):
             # Queued behind slow sends of its batch, the link would arrive dead (or die in flight): never handed
             # to the provider; the next claim suppresses it as expired.
             return SendOutcome(

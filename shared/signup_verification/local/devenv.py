@@ -32,6 +32,8 @@ SHARED = (
     "TWILIO_AUTH_TOKEN",
     "TWILIO_FROM",
     "VERIFY_LINK_BASE",
+    "WEBHOOK_URL",  # issue 12: the demo site's endpoint and the development secret (local/demo_site.py)
+    "WEBHOOK_SECRET",
 )
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..platform import migrations
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
-from . import devenv, embedded
+from . import demo_site, devenv, embedded
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--smtp-port", type=int, default=None, help="the mailbox's SMTP port (default SMTP_PORT, 8025)")
     parser.add_argument("--mailbox-port", type=int, default=8090, help="the mailbox web page and fake Twilio API")
+    parser.add_argument(
+        "--site-port",
+        type=int,
+        default=8089,
+        help="the demo signup site (issue 12): its form, webhooks and account pages",
+    )
     parser.add_argument(
         "--schedule-seconds",
         type=float,
@@ -211,6 +217,9 @@ def _serve(
         _check_free(host, port, target)
     _check_free(host, smtp_port, "mailbox SMTP")
     _check_free(host, args.mailbox_port, "mailbox web")
+    site_port = getattr(args, "site_port", None)
+    if site_port:
+        _check_free(host, site_port, "demo site")
 
     if config.database.url:
         url, where = config.database.url, "DATABASE_URL"
@@ -229,6 +238,11 @@ def _serve(
 
     env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
     env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
+    site_origin = f"http://{_browser_host(host)}:{site_port}"
+    if site_port:  # webhooks to the demo site, its origin allowed as a return URL (an explicit setting wins)
+        env.update(
+            demo_site.service_settings(env, config.local_dir, f"http://{host}:{site_port}/webhooks", site_origin)
+        )
     for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
         children[target] = subprocess.Popen(
             [
@@ -264,7 +278,9 @@ def _serve(
         twilio_auth_token=DEV_TWILIO["TWILIO_AUTH_TOKEN"],
         on_run_now=scheduler.run_now if jobs else None,
     ).start()
+    site = None
     try:
+        site = _demo_site(host, site_port, site_origin, ports, env, out)
         scheduler.start()
         devenv.publish(config.local_dir, env, f"http://{_browser_host(host)}:{args.mailbox_port}")
         browser = _browser_host(host)
@@ -277,6 +293,8 @@ def _serve(
         for missing in [t for t in PORT_OFFSETS if t not in ports]:
             out(f"{missing:<22} (not in functions/main.py yet: skipped)")
         out(f"{'mailbox':<22} http://{browser}:{args.mailbox_port}/ <- email (SMTP {host}:{smtp_port}) and SMS")
+        if site is not None:
+            out(f"{'demo site':<22} {site_origin}/ <- sign up here; webhooks to {env['WEBHOOK_URL']}")
         out("Ctrl-C stops everything.")
         while True:
             for target, child in children.items():
@@ -287,6 +305,29 @@ def _serve(
     finally:
         scheduler.stop()
         mailbox.stop()
+        if site is not None:
+            site.stop()
+
+
+def _demo_site(
+    host: str, port: int | None, origin: str, ports: dict[str, int], env: dict[str, str], out: Callable[[str], None]
+) -> demo_site.DemoSiteServer | None:
+    """The demo signup site (issue 12), calling create through the client library (clients/python)."""
+    if not port or "create_verification" not in ports:
+        return None
+    try:
+        server = demo_site.build(
+            host,
+            port,
+            origin,
+            f"http://{host}:{ports['create_verification']}/",
+            env["WEBHOOK_SECRET"],
+            demo_site.create_signing_key(env),
+        )
+    except ImportError:
+        out("demo site             (skipped: pip install ./clients/python, the client library it uses)")
+        return None
+    return server.start()
 
 
 def _raise_stop(signum: int, frame: object) -> None:

@@ -2,8 +2,8 @@
 
 Like Cloud Scheduler it sends one POST per tick with a JSON body, on fixed ticks (every interval
 from the start, like cron), and waits for the answer before the next tick of that job (no overlap:
-a tick that passes while a call runs fires once when it returns); a failed call is reported and the
-schedule goes on. A call that moved nothing prints nothing (an idle laptop stays quiet; the
+a tick that passes while a call runs fires once when it returns); jobs run independently (a thread
+each); a failed call is reported and the schedule goes on. A call that moved nothing prints nothing (an idle laptop stays quiet; the
 function's own records are DEBUG then too, platform/logs.py).
 """
 
@@ -31,39 +31,45 @@ class Scheduler:
         self.report = report
         self.timeout_seconds = timeout_seconds
         self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._wakes: list[threading.Event] = []
 
     def start(self) -> Scheduler:
-        if self.jobs:
-            self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
-            self._thread.start()
+        # One thread per job, as Cloud Scheduler's jobs are independent: a long dispatch call of one
+        # job does not hold back another job's tick (infra's dispatch relay job relies on that).
+        self._threads = [
+            threading.Thread(target=self._loop, args=(i, job), name=f"scheduler-{job.name}", daemon=True)
+            for i, job in enumerate(self.jobs)
+        ]
+        self._wakes = [threading.Event() for _ in self.jobs]
+        for thread in self._threads:
+            thread.start()
         return self
 
     def run_now(self) -> None:
         """Every job runs at once (the mailbox page's "Run dispatch now" button)."""
-        self._wake.set()
+        for wake in self._wakes:
+            wake.set()
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout_seconds)
+        self.run_now()
+        for thread in self._threads:
+            thread.join(timeout=self.timeout_seconds)
 
-    def _loop(self) -> None:
+    def _loop(self, index: int, job: Job) -> None:
         # The first tick comes one interval after start, as with a freshly created Cloud Scheduler job.
-        due = {job.name: _first_tick(job, time.monotonic()) for job in self.jobs}
+        wake = self._wakes[index]
+        due = _first_tick(job, time.monotonic())
         while not self._stop.is_set():
             now = time.monotonic()
-            if self._wake.is_set():
-                self._wake.clear()
-                due = dict.fromkeys(due, now)
-            for job in self.jobs:
-                if due[job.name] <= now and not self._stop.is_set():
-                    self.call(job)
-                    due[job.name] = _next_tick(due[job.name], job.interval_seconds, time.monotonic())
-            soonest = min(due.values())
-            self._wake.wait(None if soonest == _NEVER else max(0.0, soonest - time.monotonic()))
+            if wake.is_set():
+                wake.clear()
+                due = now
+            if due <= now and not self._stop.is_set():
+                self.call(job)
+                due = _next_tick(due, job.interval_seconds, time.monotonic())
+            wake.wait(None if due == _NEVER else max(0.0, due - time.monotonic()))
 
     def call(self, job: Job) -> int | None:
         request = urllib.request.Request(

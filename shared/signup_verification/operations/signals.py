@@ -26,7 +26,8 @@ from ..platform.database import Database, load_sql
 __all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "workers"]
 
 _log = logging.getLogger("signup_verification.operations.signals")
-ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed")
+# 'delivered': deliveries the provider reported delivered in the window (issue 13, not an attempt-log row)
+ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed", "delivered")
 # issue 14: fallbacks whose sending began in the window, by why they became due; and those suppressed
 FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
 
@@ -37,6 +38,9 @@ class SignalsConfig:
     ready_age_alert_seconds: float = 120.0  # READY_AGE_ALERT_SECONDS: the page threshold
     watermark_stale_seconds: float = 300.0  # RECONCILE_STALE_SECONDS: reconciler not advancing (infra alert too)
     sms_max_per_hour: int | None = 1000  # SMS_MAX_PER_HOUR: the global SMS budget (alert once spent)
+    # ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS (issue 13): an accepted delivery without a delivered report
+    # for longer pages; None (the default without DELIVERY_REPORTS_URL) = no reports expected, no alert
+    awaiting_report_alert_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,11 @@ class ChannelSignals:
     last_claim_age_seconds: float | None
     reconciler_watermark_age_seconds: float | None
     fallbacks: dict[str, int] = field(default_factory=dict)  # issue 14: FALLBACK_REASONS over the window
+    # issue 13: accepted (in the last day) but not reported delivered, and accepted->delivered latency
+    awaiting_report_count: int = 0
+    oldest_awaiting_report_seconds: float = 0.0
+    delivery_latency_p50_seconds: float | None = None
+    delivery_latency_p95_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,12 @@ class Signals:
                 )
             if c.oscillating_count:
                 found.append(f"{c.channel}: {c.oscillating_count} delivery(ies) ambiguous twice or more")
+            limit = self.config.awaiting_report_alert_seconds
+            if limit is not None and c.oldest_awaiting_report_seconds > limit:
+                found.append(
+                    f"{c.channel}: {c.awaiting_report_count} accepted delivery(ies) without a delivered report, "
+                    f"oldest {c.oldest_awaiting_report_seconds:.0f} s (> {limit:g} s; provider reports arriving?)"
+                )
         if self.sms_paused:
             resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
             found.append(
@@ -155,6 +170,10 @@ def compute(
                 last_claim_age_seconds=_rounded(row["last_claim_age_seconds"]),
                 reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"]),
                 fallbacks=fallbacks,
+                awaiting_report_count=row["awaiting_report_count"],
+                oldest_awaiting_report_seconds=round(row["oldest_awaiting_report_seconds"], 3),
+                delivery_latency_p50_seconds=_rounded(row["delivery_latency_p50_seconds"]),
+                delivery_latency_p95_seconds=_rounded(row["delivery_latency_p95_seconds"]),
             )
         )
     first = rows[0]
@@ -203,6 +222,11 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "attempts_window_seconds": signals.config.window_seconds,
         "last_claim_age_seconds": channel.last_claim_age_seconds,
         "reconciler_watermark_age_seconds": channel.reconciler_watermark_age_seconds,
+        # issue 13 (infra/alerts.tf alerts on oldest_awaiting_report_seconds)
+        "awaiting_report_count": channel.awaiting_report_count,
+        "oldest_awaiting_report_seconds": channel.oldest_awaiting_report_seconds,
+        "delivery_latency_p50_seconds": channel.delivery_latency_p50_seconds,
+        "delivery_latency_p95_seconds": channel.delivery_latency_p95_seconds,
     }
     fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
     fields.update({f"fallback_{reason}": n for reason, n in channel.fallbacks.items()})

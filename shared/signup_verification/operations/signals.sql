@@ -2,7 +2,7 @@
 -- the very definition the claim uses, so a scheduled (future) or suppressed intent never ages the
 -- signal. Every part reads a partial index or a time-bounded range, so the cost follows the live
 -- set and the window, never the history.
-WITH channels (channel) AS (VALUES ('email'), ('sms')),
+WITH channels (channel) AS (VALUES ('email'), ('sms'), ('webhook')),
 ready AS (
     SELECT channel, count(*) AS n, min(next_attempt_at) AS oldest
       FROM eligible_delivery_intents
@@ -60,6 +60,22 @@ ready AS (
          GROUP BY 1
     ) AS f
      GROUP BY channel
+), reports AS (
+    -- issue 13: accepted deliveries still without the provider's delivered report (accepted in the last
+    -- day: a report lost for good stops counting after a day), on delivery_intents_awaiting_report
+    SELECT channel, count(*) AS n, min(completed_at) AS oldest
+      FROM delivery_intents
+     WHERE status = 'accepted' AND delivered_at IS NULL AND completed_at > now() - interval '1 day'
+       AND channel IN ('email', 'sms')
+     GROUP BY channel
+), delivered AS (
+    -- issue 13: deliveries reported delivered in the window, and accepted -> delivered latency
+    SELECT channel, count(*) AS n,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(extract(epoch FROM delivered_at - completed_at), 0)) AS p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY greatest(extract(epoch FROM delivered_at - completed_at), 0)) AS p95
+      FROM delivery_intents
+     WHERE delivered_at > now() - make_interval(secs => :window_seconds) AND channel IN ('email', 'sms')
+     GROUP BY channel
 ), wrong_codes AS (
     -- wrong SMS codes typed in the last day (issue 15, item 7: the per-destination budget);
     -- on verifications_unredacted: redaction comes days later, so the day is all there
@@ -82,7 +98,11 @@ SELECT c.channel,
        coalesce(l.expired, 0)::integer AS expired_lease_count,
        coalesce(a.n, 0)::integer AS ambiguous_count,
        (coalesce(a.oscillating, 0) + coalesce(o.n, 0))::integer AS oscillating_count,
-       coalesce(t.by_outcome, '{}'::jsonb) AS attempts,
+       coalesce(t.by_outcome, '{}'::jsonb) || jsonb_build_object('delivered', coalesce(dl.n, 0)) AS attempts,
+       coalesce(rp.n, 0)::integer AS awaiting_report_count,
+       coalesce(extract(epoch FROM now() - rp.oldest), 0)::float8 AS oldest_awaiting_report_seconds,
+       dl.p50::float8 AS delivery_latency_p50_seconds,
+       dl.p95::float8 AS delivery_latency_p95_seconds,
        coalesce(f.by_reason, '{}'::jsonb) AS fallbacks,
        h.last_claim_at,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
@@ -100,6 +120,8 @@ SELECT c.channel,
   LEFT JOIN oscillating_elsewhere AS o USING (channel)
   LEFT JOIN attempts AS t USING (channel)
   LEFT JOIN fallbacks AS f USING (channel)
+  LEFT JOIN reports AS rp USING (channel)
+  LEFT JOIN delivered AS dl USING (channel)
  CROSS JOIN heartbeats AS h
  CROSS JOIN wrong_codes AS w
  ORDER BY c.channel

@@ -71,6 +71,15 @@ def render(s: Signals) -> str:
             for c in s.channels
         ],
     )
+    # issue 14: only when a channel policy sent or suppressed a fallback in the window
+    for c in s.channels:
+        f = c.fallbacks
+        if any(f.values()):
+            lines.append(
+                f"fallbacks on {c.channel} ({window}): sent {f['timer'] + f['primary_failed'] + f['at_once']} "
+                f"(timer {f['timer']}, primary failed {f['primary_failed']}, at once {f['at_once']}), "
+                f"suppressed {f['suppressed']}"
+            )
     first = s.channels[0] if s.channels else None
     claim = first.last_claim_age_seconds if first else None
     mark = first.reconciler_watermark_age_seconds if first else None

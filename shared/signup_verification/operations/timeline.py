@@ -6,6 +6,8 @@
     observed   an outcome: accepted | retryable | ambiguous | failed (lease_lost: the reconciler)
     suppressed / verified / expired / superseded / redacted   what ended it
 
+Below it, the verification's webhook events (issue 12): type, webhook-id, status, and each attempt.
+
 Built from system-owned records only (verifications, delivery_intents, the append-only attempt log).
 The destination is masked, the token and code never appear (they are not stored), and provider
 error texts pass through the log redaction so a quoted address is masked too.
@@ -18,10 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..delivery.events import webhook_id
 from ..platform.database import Database, load_sql
 from ..platform.logs import redact_text
 from ..platform.redaction import mask_destination
-from . import timeline_fallback
+from . import timeline_fallback, timeline_reports
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Timeline:
     intent: dict[str, Any] | None
     events: list[Event] = field(default_factory=list)
     fallback: dict[str, Any] | None = None  # issue 14: the channel policy's fallback delivery (masked)
+    webhook_events: list[dict[str, Any]] = field(default_factory=list)  # issue 12: each with its attempts
 
     def as_json(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
@@ -53,6 +57,7 @@ class Timeline:
             "delivery_note": delivery_note(self.verification, self.intent, self.fallback),
             "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
             "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events],
+            "webhook_events": [{k: plain(v) for k, v in w.items()} for w in self.webhook_events],
         } | ({"fallback": {k: plain(v) for k, v in self.fallback.items()}} if self.fallback else {})
 
 
@@ -104,8 +109,34 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
     result = Timeline(verification, intent)
     result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)  # issue 14
     extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
+    extra += [Event(*e) for e in timeline_reports.events(db, verification_id)]  # issue 13: provider reports
     result.events = sorted(_events(row, attempts) + extra, key=lambda e: e.at)
+    result.webhook_events = _webhook_events(db, row["id"])  # issue 12
     return result
+
+
+def _webhook_events(db: Database, verification_id: uuid.UUID) -> list[dict[str, Any]]:
+    found = []
+    for w in db.rows(load_sql(__file__, "timeline_events.sql"), verification_id=verification_id):
+        attempts = w["attempt_log"] if isinstance(w["attempt_log"], list) else []
+        for a in attempts:
+            a["error_detail"] = redact_text(a["error_detail"]) if a.get("error_detail") else None
+        found.append(
+            {
+                "intent_id": w["id"],
+                "type": w["event_type"],
+                "webhook_id": webhook_id(verification_id, w["event_type"]),
+                "status": w["status"],
+                "attempts": w["attempts"],
+                "max_attempts": w["max_attempts"],
+                "ambiguous_count": w["ambiguous_count"],
+                "next_attempt_at": w["next_attempt_at"] if w["status"] in _WAITING else None,
+                "last_error": redact_text(w["last_error"]) if w["last_error"] else None,
+                "created_at": w["created_at"],
+                "attempt_log": attempts,
+            }
+        )
+    return found
 
 
 def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
@@ -224,4 +255,23 @@ def render(t: Timeline) -> str:
     lines.append("")
     width = max(len(e.kind) for e in t.events)
     lines += [f"{_clock(e.at)}  {e.kind:<{width}}  {e.detail}" for e in t.events]
+    lines += _render_webhook_events(t.webhook_events)
     return "\n".join(lines)
+
+
+def _render_webhook_events(found: list[dict[str, Any]]) -> list[str]:
+    if not found:
+        return []
+    lines = ["", "webhook events"]
+    for w in found:
+        upcoming = f"  next attempt {_clock(w['next_attempt_at'])}" if w["next_attempt_at"] else ""
+        lines.append(
+            f"  {w['type']}  {w['webhook_id']}  intent {w['intent_id']}  status {w['status']}  "
+            f"attempts {w['attempts']}/{w['max_attempts']}  ambiguous {w['ambiguous_count']}{upcoming}"
+        )
+        lines.append(f"    {_clock(w['created_at'])}  recorded")
+        for a in w["attempt_log"]:
+            error = f"  {a['error_class']}: {a['error_detail'] or ''}".rstrip(": ") if a["error_class"] else ""
+            at = _clock(datetime.fromisoformat(a["observed_at"]))
+            lines.append(f"    {at}  attempt {a['attempt_id']} {a['outcome']}{error}")
+    return lines

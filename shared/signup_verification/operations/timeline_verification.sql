@@ -7,5 +7,6 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.stat
        i.provider_ref, i.suppression_reason, i.created_at AS intent_created_at, i.last_claimed_at,
        i.completed_at, i.updated_at AS intent_updated_at
   FROM verifications AS v
+  -- its message intent (webhook events: timeline_events.sql, issue 12)
   LEFT JOIN delivery_intents AS i ON i.verification_id = v.id AND i.role = 'primary'
  WHERE v.id = :verification_id

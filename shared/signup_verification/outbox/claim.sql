@@ -25,9 +25,10 @@ WITH other AS (
     UPDATE delivery_intents AS i
        SET (status, attempts) = (
                SELECT CASE WHEN live THEN 'attempting' ELSE 'claimed' END, i.attempts + live::integer
-                 FROM (SELECT coalesce(CAST(:begin AS boolean) AND v.status = 'pending'
+                 FROM (SELECT coalesce(CAST(:begin AS boolean) AND (i.role = 'event'  -- an event has no link: never dead
+                                       OR (v.status = 'pending'
                                        AND CASE WHEN i.role = 'fallback' THEN i.destination ELSE v.destination END IS NOT NULL
-                                       AND v.expires_at > now() + make_interval(secs => :dead_within), false) AS live
+                                       AND v.expires_at > now() + make_interval(secs => :dead_within))), false) AS live
                          FROM verifications AS v WHERE v.id = i.verification_id) AS l),
            lease_owner = :owner,
            lease_until = now() + make_interval(secs => :lease_seconds),
@@ -45,9 +46,12 @@ WITH other AS (
 )
 SELECT c.id, c.verification_id, c.channel, c.purpose, c.locale, c.template_version, c.attempts,
        c.max_attempts, c.ambiguous_count, c.lease_version, c.lease_until, c.next_attempt_at, c.created_at,
-       -- issue 14: a fallback intent carries its own destination (NULL once redacted, like the verification's)
-       CASE WHEN c.role = 'fallback' THEN c.destination ELSE v.destination END AS destination,
+       -- issue 14: a fallback intent carries its own destination (NULL once redacted, like the verification's);
+       -- issue 12: a webhook event never carries one to the worker: not its to send, not its to log
+       CASE WHEN c.role = 'fallback' THEN c.destination WHEN c.role = 'event' THEN NULL ELSE v.destination END
+           AS destination,
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
+       c.role, c.event_type, c.payload,
        c.status = 'attempting' AS begun
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status FROM verifications

@@ -34,6 +34,8 @@ class RetryPolicy:
         default_factory=lambda: {
             "email": ChannelPolicy("retry", 300.0),
             "sms": ChannelPolicy("hold", 300.0),
+            # webhook events (issue 12): the receiver deduplicates on webhook-id, so an ambiguous send is resent
+            "webhook": ChannelPolicy("retry", 60.0),
         }
     )
 

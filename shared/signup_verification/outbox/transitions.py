@@ -6,6 +6,9 @@
                                                             (not an attempt; a begun one logs 'released')
     attempting, sending --lease lost (reconciler)--> ambiguous                 (an attempt row records it)
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
+    ambiguous --lookup (reconciler asked the provider, issue 13)--> accepted|retryable|failed
+    ambiguous|retryable --delivered report (issue 13, sql/definitions/13)--> accepted
+    accepted --permanent report (issue 13)--> failed (undeliverable_reason)
     ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/definitions/03, dead verification)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
@@ -21,6 +24,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ..platform.database import Database, load_sql
 from .policy import RetryPolicy
@@ -48,10 +52,18 @@ class ClaimedIntent:
     token_nonce: bytes
     expires_at: datetime
     verification_status: str
+    # issue 12: 'primary' | 'fallback' | 'event'; an event (channel 'webhook') carries its type and data
+    role: str = "primary"
+    event_type: str | None = None
+    payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
+
+    @property
+    def is_event(self) -> bool:
+        return self.role == "event"
 
     @property
     def fence(self) -> tuple[int, int]:
@@ -63,7 +75,10 @@ class ClaimedIntent:
         return BegunAttempt(self.id, f"{self.id}:{self.attempts}", self.attempts)
 
     def dead_reason(self, now: datetime) -> str | None:
-        """Why this intent must not be sent (its link would be dead), or None."""
+        """Why this intent must not be sent (its link would be dead), or None. A webhook event carries
+        no link: it reports the verification's end, so it is never dead."""
+        if self.is_event:
+            return None
         if self.verification_status != "pending":
             return self.verification_status  # superseded | verified | expired | locked
         if self.expires_at <= now:
@@ -223,6 +238,20 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
         policies=[policy.channel(c).ambiguity for c in acting],
     )
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+def resolve_by_lookup(db: Database, found: Sequence[tuple[int, str, str | None]]) -> dict[int, str]:
+    """Ambiguous SMS the provider was asked about (issue 13): (intent id, attempt id, sid or None for
+    absent) -> accepted | retryable | failed; returns intent id -> new status for the rows that moved."""
+    if not found:
+        return {}
+    rows = db.run(
+        load_sql(__file__, "resolve_lookup.sql"),
+        ids=[f[0] for f in found],
+        attempt_ids=[f[1] for f in found],
+        sids=[f[2] for f in found],
+    )
+    return {r[0]: r[1] for r in rows}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import pg8000.dbapi
@@ -80,8 +80,11 @@ def connection_params(config: DatabaseConfig) -> ConnectionParams:
     return ConnectionParams(user=config.user, database=config.name, host=name)
 
 
-def connector_for(config: DatabaseConfig, application_name: str) -> Callable[[], pg8000.native.Connection] | None:
-    """A `Database(connector=...)` callable, or None when INSTANCE_CONNECTION_NAME is unset."""
+def connector_for(
+    config: DatabaseConfig, application_name: str, settings: Mapping[str, str] | None = None
+) -> Callable[[], pg8000.native.Connection] | None:
+    """A `Database(connector=...)` callable, or None when INSTANCE_CONNECTION_NAME is unset. `settings`:
+    session settings for the start-up packet (pg8000's startup_params, passed through by the connector)."""
     instance = config.instance_connection_name
     if not instance:
         return None
@@ -96,6 +99,7 @@ def connector_for(config: DatabaseConfig, application_name: str) -> Callable[[],
                 db=params.database,
                 enable_iam_auth=True,
                 application_name=application_name,
+                **({"startup_params": dict(settings)} if settings else {}),
             )
         except (OSError, pg8000.dbapi.InterfaceError, pg8000.dbapi.DatabaseError):
             raise

@@ -7,7 +7,7 @@ prepared statement costs one. Every hot-path query therefore goes through `Datab
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -86,13 +86,21 @@ class ConnectionParams:
             return f"postgresql://{auth}@/{self.database}?host={socket_dir}&port={self.port}"
         return f"postgresql://{auth}@{self.host}:{self.port}/{self.database}"
 
-    def connect(self, application_name: str = "signup-verification", timeout: float = 10.0) -> pg8000.native.Connection:
+    def connect(
+        self,
+        application_name: str = "signup-verification",
+        timeout: float = 10.0,
+        settings: Mapping[str, str] | None = None,
+    ) -> pg8000.native.Connection:
+        """`settings`: session settings sent in the start-up packet (no extra round trip)."""
         kwargs: dict[str, Any] = {
             "user": self.user,
             "database": self.database,
             "timeout": timeout,
             "application_name": application_name,
         }
+        if settings:
+            kwargs["startup_params"] = dict(settings)
         if self.password:
             kwargs["password"] = self.password
         if self.unix_sock:
@@ -129,8 +137,12 @@ class Database:
         statement_timeout_ms: int = 15_000,
         application_name: str = "signup-verification",
         connector=None,
+        session_settings: Mapping[str, str] | None = None,
     ):
         self.params = params
+        # Custom settings (e.g. signup_verification.webhooks, issue 12) sent in the start-up packet of
+        # every connection this Database opens: no round trip. A connector is handed them to do the same.
+        self.session_settings = dict(session_settings or {})
         self.statement_timeout_ms = statement_timeout_ms
         self.application_name = application_name
         self._connector = connector  # e.g. Cloud SQL Python Connector: () -> pg8000 native connection
@@ -151,13 +163,18 @@ class Database:
             statement_timeout_ms=self.statement_timeout_ms,
             application_name=self.application_name,
             connector=self._connector,
+            session_settings=self.session_settings,
         )
 
     # -- connection lifecycle -------------------------------------------------------------
     def _connection(self) -> pg8000.native.Connection:
         if self._con is None:
             try:
-                con = self._connector() if self._connector else self.params.connect(self.application_name)
+                con = (
+                    self._connector()
+                    if self._connector
+                    else self.params.connect(self.application_name, settings=self.session_settings)
+                )
             except (OSError, InterfaceError, DatabaseError) as exc:
                 raise UnavailableError(f"cannot connect to the database: {type(exc).__name__}") from exc
             for statement in self.SESSION_SETUP:

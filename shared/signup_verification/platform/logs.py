@@ -35,9 +35,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from .log_handoff import DeferredHandler, request_context
 from .redaction import mask_email, mask_phone
 
-__all__ = ["LoggingConfig", "configure", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
+__all__ = ["LoggingConfig", "configure", "first_response_sent", "flush", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
 
 _MARK = "_signup_verification_handler"
 
@@ -146,12 +147,10 @@ class RedactionFilter(logging.Filter):
     @staticmethod
     def _request_without_query(record: logging.LogRecord) -> None:
         """The structured handler copies the Flask request into httpRequest: keep the path only."""
-        from google.cloud.logging_v2.handlers._helpers import get_request_data_from_flask
-
         if hasattr(record, "http_request"):
             request = record.http_request
-        else:
-            request = get_request_data_from_flask()[0]
+        else:  # the library's own view of the Flask request, without importing the library (cold start)
+            request = (request_context(None) or {}).get("http_request")
         if isinstance(request, Mapping):
             request = dict(request)
             request["requestUrl"] = _without_query(request.get("requestUrl"))
@@ -222,19 +221,33 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+def _structured(deployment: str, project_id: str | None, target: TextIO | _SinkStream) -> logging.Handler:
+    # Imported here: google-cloud-logging costs ~0.3-0.4 s of CPU to import, paid by every verifyctl
+    # process (config.py imports this module) though only the JSON format needs it.
+    from google.cloud.logging_v2.handlers import StructuredLogHandler
+
+    return StructuredLogHandler(
+        labels={"deployment": deployment}, stream=target, project_id=project_id, json_encoder_cls=_Encoder
+    )
+
+
 def build_handler(
-    fmt: str, *, deployment: str, project_id: str | None = None, stream: TextIO | None = None, stderr: bool = False
+    fmt: str,
+    *,
+    deployment: str,
+    project_id: str | None = None,
+    stream: TextIO | None = None,
+    stderr: bool = False,
+    defer: bool = False,
 ) -> logging.Handler:
+    """defer=True (functions/main.py): JSON through a DeferredHandler, the library imported after the
+    first answer (log_handoff.py)."""
     target = stream or _SinkStream("stderr" if stderr else "stdout")
     handler: logging.Handler
-    if fmt == "json":
-        # Imported here: google-cloud-logging costs ~0.4 s of CPU to import, paid by every verifyctl
-        # process (config.py imports this module) though only the JSON format needs it.
-        from google.cloud.logging_v2.handlers import StructuredLogHandler
-
-        handler = StructuredLogHandler(
-            labels={"deployment": deployment}, stream=target, project_id=project_id, json_encoder_cls=_Encoder
-        )
+    if fmt == "json" and defer:
+        handler = DeferredHandler(lambda: _structured(deployment, project_id, target), project_id)
+    elif fmt == "json":
+        handler = _structured(deployment, project_id, target)
     else:
         handler = logging.StreamHandler(target)
         handler.setFormatter(TextFormatter())
@@ -250,11 +263,28 @@ class _Encoder(json.JSONEncoder):
         return str(o)
 
 
+def first_response_sent() -> None:
+    """The first answer is out: a deferred handler may import the library now (in its own thread)."""
+    for existing in logging.getLogger().handlers:
+        if isinstance(existing, DeferredHandler):
+            existing.first_response_sent()
+
+
+def flush() -> None:
+    """Write everything now: a deferred handler builds the real one at once (tests, verifyctl exit)."""
+    for existing in logging.getLogger().handlers:
+        if isinstance(existing, DeferredHandler):
+            existing.activate()
+        existing.flush()
+
+
 def remove() -> None:
     """Take the handler `configure` installed off the root logger (tests restore the process this way)."""
     root = logging.getLogger()
     for existing in list(root.handlers):
         if getattr(existing, _MARK, False):
+            if isinstance(existing, DeferredHandler):
+                existing.activate()  # what it holds is written, not dropped with it
             root.removeHandler(existing)
 
 
@@ -266,10 +296,11 @@ def configure(
     level: str | int | None = None,
     stream: TextIO | None = None,
     stderr: bool = False,
+    defer: bool = False,
 ) -> logging.Handler:
     """Install the handler on the root logger, replacing the one a previous call installed.
     Lines go to stdout (Cloud Run collects it), or stderr with stderr=True (verifyctl).
-    The keyword arguments override the config (tests)."""
+    The keyword arguments override the config (tests); defer: see build_handler."""
     config = config or LoggingConfig()
     handler = build_handler(
         fmt or config.format,
@@ -277,6 +308,7 @@ def configure(
         project_id=config.project_id,
         stream=stream,
         stderr=stderr,
+        defer=defer,
     )
     remove()
     root = logging.getLogger()

@@ -76,6 +76,9 @@ class Outcome:
     destination_hint: str | None = None  # masked, for the page the token's holder asked for
     remaining_attempts: int | None = None
     locale: str | None = None  # the verification's (its message used it): its page follows
+    return_url: str | None = (
+        None  # issue 12: the site's page the Continue / back links go to (stored, checked at create)
+    )
 
     @property
     def is_verified(self) -> bool:
@@ -170,7 +173,13 @@ def confirm_code(
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
         return Outcome(
-            LOCKED, verification_id, row["account_id"], "sms", expires_at=row["expires_at"], locale=row["locale"]
+            LOCKED,
+            verification_id,
+            row["account_id"],
+            "sms",
+            expires_at=row["expires_at"],
+            locale=row["locale"],
+            return_url=row.get("return_url"),
         )
     if matched is not None:
         return _consume(db, row, matched)
@@ -212,6 +221,7 @@ def _verified(row: dict[str, Any], verification_id: uuid.UUID, account_id: str, 
             expires_at=row["expires_at"],
             destination_hint=mask_destination(row["channel"], row["destination"]),
             locale=row["locale"],
+            return_url=row.get("return_url"),
         )
     )
 
@@ -260,6 +270,7 @@ def _from_state(row: dict[str, Any]) -> Outcome:
         destination_hint=mask_destination(row["channel"], row["destination"]),
         remaining_attempts=remaining if row["channel"] == "sms" else None,
         locale=row["locale"],
+        return_url=row.get("return_url"),
     )
 
 

@@ -6,7 +6,8 @@
 -- digest is the one of the key the row names. The UPDATE requires it pending and unexpired, so of
 -- two concurrent confirmations exactly one consumes; the other gets the row with consumed_at NULL.
 -- Undelivered intents of the now verified verification (both channels) are suppressed in the same
--- statement, through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql).
+-- statement, through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql);
+-- issue 12: the `verification.verified` webhook event is recorded (sql/definitions/10_record_event.sql).
 WITH found AS (
     SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
            confirm_failures, max_confirm_failures, now() AS db_now,
@@ -14,6 +15,7 @@ WITH found AS (
            (SELECT i.destination FROM delivery_intents AS i
              WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
                AND i.event_type IS NULL) AS fallback_destination,
+           return_url,  -- issue 12: the pages' way back to the site
            CASE WHEN channel = 'email' THEN token_digest ELSE fallback_digest END AS email_digest
       FROM verifications
      WHERE (token_digest = ANY (CAST(:digests AS bytea[])) AND channel = 'email')
@@ -28,9 +30,10 @@ WITH found AS (
        SET status = 'verified', verified_at = now(), updated_at = now()
       FROM candidate AS c
      WHERE v.id = c.id AND v.status = 'pending' AND v.expires_at > now()
-    RETURNING v.id, v.verified_at
+    RETURNING v.id, v.verified_at, v AS verification
 )
 SELECT c.*, k.verified_at AS consumed_at,
-       (SELECT count(*) FROM consumed AS s, LATERAL suppress_undelivered_intents(ARRAY[s.id], 'verified')) AS suppressed
+       (SELECT count(*) FROM consumed AS s, LATERAL suppress_undelivered_intents(ARRAY[s.id], 'verified')) AS suppressed,
+       (SELECT record_event(s.verification, 'verification.verified') FROM consumed AS s) AS events
   FROM candidate AS c
   LEFT JOIN consumed AS k ON k.id = c.id

@@ -6,7 +6,8 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
        fallback_channel, fallback_digest,
        (SELECT i.destination FROM delivery_intents AS i
          WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
-           AND i.event_type IS NULL) AS fallback_destination
+           AND i.event_type IS NULL) AS fallback_destination,
+       return_url  -- issue 12: the pages' way back to the site
   FROM verifications
  WHERE (token_digest = ANY (CAST(:digests AS bytea[])) AND channel = 'email')
     OR (fallback_digest = ANY (CAST(:digests AS bytea[])) AND fallback_channel = 'email')

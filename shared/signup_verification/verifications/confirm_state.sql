@@ -5,6 +5,7 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
        fallback_channel, fallback_digest,
        (SELECT i.destination FROM delivery_intents AS i
          WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
-           AND i.event_type IS NULL) AS fallback_destination
+           AND i.event_type IS NULL) AS fallback_destination,
+       return_url  -- issue 12: the pages' way back to the site
   FROM verifications
  WHERE id = :id

@@ -50,6 +50,7 @@ class NewVerification:
     fingerprint: bytes  # what makes two requests 'the same' for one idempotency key
     client_ip: str | None = None  # the end user's address as the site saw it (velocity limit only)
     fallback: Fallback | None = None  # issue 14: the channel policy (channel_policy.py)
+    return_url: str | None = None  # issue 12: checked at the edge (api/return_url.py); the pages link to it
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,14 @@ class RateLimited:
     kind: str = "rate_limited"
 
 
-CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited
+@dataclass(frozen=True)
+class Suppressed:
+    """The provider reported this destination permanently undeliverable (issue 13): nothing was written."""
+
+    kind: str = "suppressed"
+
+
+CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited | Suppressed
 
 
 def create(
@@ -150,6 +158,7 @@ def create(
         rate_limit=config.rate_limit_per_hour,
         spacing=config.rate_limit_spacing_seconds,
         **limits,
+        return_url=new.return_url,
     )[0]
     if outcome_kind == "created":
         outcome = Created(Verification.from_record(data))
@@ -157,6 +166,8 @@ def create(
         outcome = Replayed(Verification.from_record(data))
     elif outcome_kind == "mismatch":
         outcome = KeyReused()
+    elif outcome_kind == "suppressed":
+        outcome = Suppressed()
     else:
         outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
     _logged(outcome, new.channel)

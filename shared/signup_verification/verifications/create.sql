@@ -10,4 +10,5 @@ SELECT outcome, verification, retry_after FROM create_verification(
     :per_account, :per_prefix, :per_country, :per_client,
     -- channel policy (issue 14): all NULL without a fallback
     :fallback_channel, :fallback_destination, CAST(:fallback_after AS integer), :fallback_digest,
-    :fallback_destination_key, :fallback_prefix_key, :fallback_country)
+    :fallback_destination_key, :fallback_prefix_key, :fallback_country,
+    :return_url)

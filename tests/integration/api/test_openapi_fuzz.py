@@ -102,7 +102,9 @@ def test_every_target_answers_as_documented(label, mode, service_env, db):
 def test_the_spec_documents_every_target_in_functions_main():
     source = (ROOT / "functions" / "main.py").read_text()
     targets = set(re.findall(r"@functions_framework\.http\n(?:@[^\n]+\n)*def (\w+)\(", source))
-    documented = {path.strip("/") for path in SCHEMA.raw_schema["paths"]}
+    documented = {
+        path.strip("/").split("/")[0] for path in SCHEMA.raw_schema["paths"]
+    }  # /create_verification/{id}: GET
     assert targets == documented == set(TARGETS)
 
 

@@ -145,6 +145,8 @@ def test_no_issued_token_or_code_in_any_table_log_line_or_api_answer(app_client,
         )
         keep(reconcile.post("/"))
         keep(status.get("/"))
+        for created in (email, sms):  # issue 12: the read API after all of it
+            assert keep(create.get("/" + created.get_json()["verification_id"])).status_code == 200
     lines = sink.getvalue().splitlines()
     assert len(lines) >= 8 and all(json.loads(line) for line in lines)  # the structured output was captured
     events = {json.loads(line).get("event") for line in lines}

@@ -168,3 +168,42 @@ def test_redaction_clears_the_fallback_destination_too(db, smtp, twilio):
     row = db.one("SELECT destination, redacted_at FROM verifications WHERE id = :v", v=vid)
     assert row["destination"] is None and row["redacted_at"] is not None
     assert db.run("SELECT destination FROM delivery_intents WHERE verification_id = :v", v=vid) == [[None], [None]]
+
+
+def test_one_waiting_worker_sends_the_sms_when_its_time_comes_not_before(db, smtp, twilio):
+    """As a user would see it: no clock moved by hand. The email at once, the SMS ~after_seconds later."""
+    import time
+
+    settings = provider_settings(
+        smtp, twilio, dispatch_idle_wait=True, dispatch_idle_poll_seconds=0.1, function_timeout_seconds=7,
+        dispatch_safety_margin_seconds=1,
+    )
+    started = time.time()
+    vid = create_with_fallback(db, settings.create, after_seconds=3)
+    report = run_dispatch(db, settings)
+    assert report.accepted == 2 and len(smtp.received) == 1
+    [sms] = twilio.deliveries
+    taken_after = db.one(
+        "SELECT extract(epoch FROM a.attempted_at - i.created_at)::float8 AS s FROM delivery_attempts a"
+        " JOIN delivery_intents i ON i.id = a.intent_id WHERE i.role = 'fallback' AND a.outcome = 'attempting'"
+    )["s"]
+    assert 3.0 <= taken_after < 4.5, taken_after  # due at created_at + 3 s, sent within a poll or two
+    assert time.time() - started < 10
+    assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
+
+
+def test_verifyctl_status_shows_the_fallbacks_by_reason(db, smtp, twilio):
+    from signup_verification.operations import status_table
+
+    settings = provider_settings(smtp, twilio)
+    quiet = status_table.render(signals.compute(db, "test"))
+    assert "fallbacks on" not in quiet  # nothing changes for deployments without a channel policy
+    create_with_fallback(db, settings.create, after_seconds=0, account="a1", phone="+14155550101")
+    confirmed = create_with_fallback(db, settings.create, account="a2", email="b@example.com", phone="+14155550102")
+    run_dispatch(db, settings)
+    [mail] = [m for m in smtp.received if m.rcpt_tos == ["b@example.com"]]
+    text = mail.message.get_body(("plain",)).get_content()
+    assert c.confirm_link(db, KEYRING, token_in(text)).result == c.VERIFIED
+    assert intents(db, confirmed)["fallback"]["status"] == "suppressed"
+    rendered = status_table.render(signals.compute(db, "test"))
+    assert "fallbacks on sms (5 min): sent 1 (timer 0, primary failed 0, at once 1), suppressed 1" in rendered

@@ -26,9 +26,9 @@ def by_channel(db, config: SignalsConfig | None = None) -> dict[str, signals.Cha
     return {c.channel: c for c in signals.compute(db, "test", config).channels}
 
 
-def test_an_empty_outbox_reads_zero_and_both_channels_are_present(db):
+def test_an_empty_outbox_reads_zero_and_every_channel_is_present(db):
     got = by_channel(db)
-    assert set(got) == {"email", "sms"}
+    assert set(got) == {"email", "sms", "webhook"}
     assert all(c.ready_count == 0 and c.oldest_ready_verification_seconds == 0 for c in got.values())
     assert got["email"].last_claim_age_seconds is None and got["email"].reconciler_watermark_age_seconds is None
 
@@ -83,7 +83,7 @@ def test_attempts_by_outcome_over_the_window(db):
         " outcome, observed_at) VALUES ('1:9', 1, 9, 'email', 'v', 'failed', now() - interval '1 hour')"
     )
     email = by_channel(db, SignalsConfig(window_seconds=300))["email"]
-    assert email.attempts == {"attempting": 3, "accepted": 2, "retryable": 1, "ambiguous": 0, "failed": 0}
+    assert email.attempts == {"attempting": 3, "accepted": 2, "retryable": 1, "ambiguous": 0, "failed": 0, "delivered": 0}
     assert by_channel(db, SignalsConfig(window_seconds=7200))["email"].attempts["failed"] == 1
 
 
@@ -122,8 +122,8 @@ def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '3 minutes' WHERE id = 1")
     signals.emit(db, SETTINGS.deployment, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
     records = log_lines.events("signals")
-    assert [r["channel"] for r in records] == ["email", "sms"]
-    email, sms = records
+    assert [r["channel"] for r in records] == ["email", "sms", "webhook"]
+    email, sms, webhook = records
     assert AGREED_FIELDS <= set(email)
     assert email["logging.googleapis.com/labels"] == {
         "python_logger": "signup_verification.operations.signals",
@@ -147,3 +147,28 @@ def test_status_target_answers_json(app_client, db):
     assert body["thresholds"]["ready_age_alert_seconds"] == 120
     assert "example.com" not in response.get_data(as_text=True)
     assert client.post("/").status_code == 405
+
+
+def test_delivery_reports_signals_awaiting_and_latency(db):
+    """Issue 13: accepted-but-not-delivered count and age per channel, and accepted->delivered p50/p95."""
+    from signup_verification.delivery import reports
+    from support.reports import accepted
+
+    sent = accepted(db, 3, prefix="sig")
+    db.run("UPDATE delivery_intents SET completed_at = now() - interval '30 minutes'")
+    for s, seconds in zip(sent[:2], (10, 30), strict=True):
+        event = reports.Observation(dedup_key=f"d-{s['intent_id']}", event="delivered", intent_id=s["intent_id"],
+                                    attempt_id=s["attempt_id"])  # fmt: skip
+        reports.ingest(db, "sendgrid", [event], None)
+        db.run("UPDATE delivery_intents SET delivered_at = completed_at + make_interval(secs => :s) WHERE id = :id",
+               s=seconds, id=s["intent_id"])  # fmt: skip
+    config = SignalsConfig(window_seconds=3600, awaiting_report_alert_seconds=900)
+    email = by_channel(db, config)["email"]
+    assert email.awaiting_report_count == 1 and 1790 < email.oldest_awaiting_report_seconds < 1900
+    assert email.attempts["delivered"] == 2
+    assert email.delivery_latency_p50_seconds == 20.0 and 28.9 < email.delivery_latency_p95_seconds <= 30.0
+    from signup_verification.operations import signals
+
+    snapshot = signals.compute(db, "test", config)
+    assert any("without a delivered report" in a for a in snapshot.alerts())
+    assert not any("delivered report" in a for a in signals.compute(db, "test", SignalsConfig()).alerts())

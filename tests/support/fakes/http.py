@@ -87,6 +87,9 @@ class FakeProvider:
             def do_POST(self):
                 fake._handle(self)
 
+            def do_GET(self):
+                fake._respond(self, fake.get(self.path, dict(self.headers.items())), Exchange("GET", self.path, {}, b""))
+
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -168,6 +171,9 @@ class FakeProvider:
             pass
 
     # -- provider specifics -------------------------------------------------------------------------------
+    def get(self, path: str, headers: dict[str, str]) -> Answer:
+        return Answer(404, {"message": "not found"})
+
     def check_auth(self, path: str, headers: dict[str, str]) -> Answer | None:
         raise NotImplementedError
 
@@ -230,7 +236,41 @@ class FakeTwilio(FakeProvider):
     def __init__(self, account_sid: str = "AC" + "0123456789abcdef" * 2, auth_token: str = "twilio-token"):
         self.account_sid = account_sid
         self.auth_token = auth_token
+        self.messages: dict[int, dict] = {}  # id(delivery) -> its Message resource (sid, date_created)
+        self.list_answers: deque[Answer] = deque()  # scripted answers of the Messages list API (issue 13)
+        self.list_requests: list[str] = []
         super().__init__()
+
+    def message(self, delivery: Delivery) -> dict:
+        """The Message resource of a recorded delivery (one sid per delivery, also after a 5xx or reset)."""
+        with self._lock:
+            return self.messages.setdefault(
+                id(delivery),
+                {
+                    "sid": "SM" + uuid.uuid4().hex,
+                    "to": delivery.destination,
+                    "from": delivery.request.get("From"),
+                    "date_created": email.utils.format_datetime(datetime.now(UTC)),
+                    "status": "queued",
+                },
+            )
+
+    def get(self, path, headers):
+        """GET Messages.json?To=&From=: the Messages list API (newest first), as the reconciler asks it."""
+        base, _, query = path.partition("?")
+        self.list_requests.append(path)
+        denied = self.check_auth(base, headers)
+        if denied is not None:
+            return denied
+        if self.list_answers:
+            return self.list_answers.popleft()
+        filters = {k: v[0] for k, v in parse_qs(query).items()}
+        found = [
+            self.message(d)
+            for d in reversed(list(self.deliveries))
+            if d.destination == filters.get("To") and ("From" not in filters or d.request.get("From") == filters["From"])
+        ]
+        return Answer(200, {"messages": found, "page": 0, "page_size": len(found), "uri": base, "next_page_uri": None})
 
     @staticmethod
     def error(status: int, code: int, message: str = "error", **extra) -> Answer:
@@ -261,7 +301,8 @@ class FakeTwilio(FakeProvider):
 
     def success(self, destination, fields):
         """Twilio's 201 Message resource (the fields its spec describes that a queued message has)."""
-        sid = "SM" + uuid.uuid4().hex
+        delivered = next((d for d in reversed(self.deliveries) if d.destination == destination), None)
+        sid = self.message(delivered)["sid"] if delivered is not None else "SM" + uuid.uuid4().hex
         now = email.utils.format_datetime(datetime.now(UTC))
         uri = f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}"
         return Answer(

@@ -75,6 +75,7 @@ def render(
     template: str, status: int = 200, headers: dict[str, str] | None = None, locale: str = DEFAULT, **variables: Any
 ) -> Response:
     variables.setdefault("product", None)
+    variables.setdefault("return_url", None)
     t = _translator(locale)
     variables["product_or_site"] = variables["product"] or STRINGS[locale]["the_site"]
     html = _env.get_template(template).render(style=STYLE, lang=locale, t=t, **variables)
@@ -102,6 +103,7 @@ def outcome_page(
         minutes_left=minutes_left,
         product=product,
         locale=locale,
+        return_url=outcome.return_url,  # issue 12: only ever the stored, origin-checked URL
     )
 
 

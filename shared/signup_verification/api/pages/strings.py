@@ -45,6 +45,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "unavailable_retry_get": "Wait a few seconds, then press the button to try again.",
         "try_again_confirm": "Try confirming again",
         "try_again": "Try again",
+        "continue_to": "Continue to {product}",
+        "back_to": "Back to {product}",
     },
     "ja": {
         "the_site": "サイト",
@@ -81,5 +83,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "unavailable_retry_get": "数秒待ってから、ボタンを押してもう一度お試しください。",
         "try_again_confirm": "もう一度確認する",
         "try_again": "もう一度試す",
+        "continue_to": "{product} に進む",
+        "back_to": "{product} に戻る",
     },
 }

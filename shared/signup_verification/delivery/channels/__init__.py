@@ -1,4 +1,5 @@
-"""Channel adapters: one per transport, chosen by EMAIL_TRANSPORT and SMS_TRANSPORT."""
+"""Channel adapters: one per transport, chosen by EMAIL_TRANSPORT and SMS_TRANSPORT; the webhook
+channel when WEBHOOK_URL is set (issue 12)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...platform.errors import ConfigError
+from ..events import WebhookConfig
 from .base import CONFIGURATION, Channel, SendResult
 from .console import ConsoleChannel, DisabledChannel
 from .sendgrid import SendGridConfig
@@ -30,12 +32,26 @@ class ChannelsConfig:
     send_concurrency: int = 8  # SEND_CONCURRENCY: the HTTP clients' pool size
     production: bool = False  # console transports are refused in production
     local_dir: Path = Path(".local")  # the console transport writes to local_dir / "outbox"
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)  # WEBHOOK_URL, WEBHOOK_SECRET (issue 12)
 
 
 def build_channels(config: ChannelsConfig, *, ssl_context: ssl.SSLContext | None = None) -> Mapping[str, Channel]:
     """{'email': adapter, 'sms': adapter} for this config. A transport whose credentials are
     missing raises ConfigError (the dispatch answers 500 and logs it) rather than failing sends."""
-    return {"email": _email(config, ssl_context), "sms": _sms(config)}
+    channels = {"email": _email(config, ssl_context), "sms": _sms(config)}
+    if config.webhook.enabled:
+        channels["webhook"] = _webhook(config)
+    return channels
+
+
+def _webhook(config: ChannelsConfig) -> Channel:
+    from .http import HttpClient
+    from .webhook import WebhookChannel
+
+    if not config.webhook.secrets:
+        raise ConfigError("WEBHOOK_URL needs WEBHOOK_SECRET")
+    client = HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency)
+    return WebhookChannel(config.webhook.url or "", config.webhook.secrets, client)
 
 
 def _console(config: ChannelsConfig, channel: str) -> Channel:
@@ -100,5 +116,6 @@ def _sms(config: ChannelsConfig) -> Channel:
             sender,
             twilio.api_url,
             HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
+            status_callback=twilio.status_callback,  # issue 13: delivery reports
         )
     return _console(config, "sms")

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
-import urllib3
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    HTTPError,
-    NewConnectionError,
-    ProtocolError,
-    ReadTimeoutError,
-    SSLError,
-)
+from typing import TYPE_CHECKING
 
 from .base import CONFIGURATION, SendResult
+
+if TYPE_CHECKING:  # urllib3 is imported when a client is built: config.py loads this module for every
+    import urllib3  # target, and only dispatch sends (cold start of create and confirm, issue 18)
+    from urllib3.exceptions import ProtocolError
 
 
 @dataclass(frozen=True)
@@ -36,6 +31,8 @@ class HttpClient:
     def __init__(
         self, *, timeout: float, connect_timeout: float = 5.0, pool_size: int = 8, ca_certs: str | None = None
     ):
+        import urllib3
+
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._pool = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False, retries=False, ca_certs=ca_certs)
@@ -44,6 +41,16 @@ class HttpClient:
         left = deadline - time.monotonic()
         if left <= 0:
             raise HttpFailure(SendResult.retryable("deadline", "no time left before the request started"))
+        import urllib3
+        from urllib3.exceptions import (
+            ConnectTimeoutError,
+            HTTPError,
+            NewConnectionError,
+            ProtocolError,
+            ReadTimeoutError,
+            SSLError,
+        )
+
         total = min(self.timeout, left)
         timeout = urllib3.Timeout(total=total, connect=min(self.connect_timeout, total))
         try:

@@ -47,13 +47,23 @@ class TwilioConfig:
     auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
     sender: str | None = None  # TWILIO_FROM
     api_url: str = "https://api.twilio.com"  # TWILIO_API_URL
+    status_callback: str | None = None  # DELIVERY_REPORTS_URL + /twilio: Twilio posts status callbacks there
 
 
 class TwilioChannel:
     channel = "sms"
     transport = "twilio"
 
-    def __init__(self, account_sid: str, auth_token: str, sender: str, api_url: str, client: HttpClient):
+    def __init__(
+        self,
+        account_sid: str,
+        auth_token: str,
+        sender: str,
+        api_url: str,
+        client: HttpClient,
+        status_callback: str | None = None,
+    ):
+        self.status_callback = status_callback
         self.account_sid = account_sid
         self._authorization = "Basic " + b64encode(f"{account_sid}:{auth_token}".encode()).decode()
         self.sender = sender
@@ -66,7 +76,10 @@ class TwilioChannel:
     def form(self, message: SmsContent) -> bytes:
         # A Messaging Service SID (MG...) chooses the sender itself.
         sender_field = "MessagingServiceSid" if self.sender.startswith("MG") else "From"
-        return urlencode({"To": message.to, sender_field: self.sender, "Body": message.body}).encode()
+        fields = {"To": message.to, sender_field: self.sender, "Body": message.body}
+        if self.status_callback:  # issue 13: queued/sent/delivered/undelivered/failed come back there
+            fields["StatusCallback"] = self.status_callback
+        return urlencode(fields).encode()
 
     def send(self, message: SmsContent, deadline: float) -> SendResult:
         return forget(self._send(message, deadline), message.secret)  # the rendered secret, by value

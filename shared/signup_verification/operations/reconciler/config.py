@@ -15,6 +15,22 @@ DAY = 86_400
 
 
 @dataclass(frozen=True)
+class SmsLookupConfig:
+    """Ambiguous SMS resolved by asking Twilio's Messages list API (issue 13, lookup_ambiguous_sms.py).
+    Set when SMS_TRANSPORT=twilio with credentials (SMS_LOOKUP=off disables it)."""
+
+    account_sid: str
+    auth_token: str = field(repr=False)
+    sender: str = ""  # TWILIO_FROM (a Messaging Service SID MG...: matched on To only)
+    api_url: str = "https://api.twilio.com"  # TWILIO_API_URL
+    max_calls: int = 20  # SMS_LOOKUP_MAX_CALLS: list requests per run
+    timeout_seconds: float = 5.0  # SMS_LOOKUP_TIMEOUT_SECONDS: per request
+    min_interval_seconds: float = 0.2  # SMS_LOOKUP_INTERVAL_SECONDS: the rate budget (Twilio's API limits)
+    settle_seconds: float = 120.0  # SMS_LOOKUP_SETTLE_SECONDS: after this, absent from the listing = never created
+    window_seconds: float = 300.0  # a message created this long after the attempt began is still ours
+
+
+@dataclass(frozen=True)
 class ReconcilerConfig:
     # Bounded batches: each statement moves at most batch_size rows, each duty runs at most
     # max_batches statements per run; what is left is picked up by the next run (and reported).
@@ -33,6 +49,7 @@ class ReconcilerConfig:
     policy: RetryPolicy = field(default_factory=RetryPolicy)  # the dispatcher's retry/ambiguity policy
     deployment: str = "local"  # DEPLOYMENT: whose rows, whose watermark
     function_timeout_seconds: float = 60.0  # FUNCTION_TIMEOUT_SECONDS: the run's time budget
+    sms_lookup: SmsLookupConfig | None = None  # issue 13: None = no lookups (ambiguous SMS follow the policy)
 
     def __post_init__(self) -> None:
         if self.purge_after_seconds < self.redact_after_seconds:

@@ -14,10 +14,15 @@ WITH due AS (
       JOIN verifications AS v ON v.id = i.verification_id
      WHERE i.completed_at < now() - make_interval(secs => :purge_after_seconds)
        AND v.redacted_at IS NOT NULL
+       -- several intents per verification (issue 12's events, issue 14's fallback): all of them past it
+       AND NOT EXISTS (SELECT 1 FROM delivery_intents AS o
+                        WHERE o.verification_id = i.verification_id
+                          AND (o.completed_at IS NULL
+                               OR o.completed_at >= now() - make_interval(secs => :purge_after_seconds)))
      ORDER BY i.completed_at
      LIMIT :limit
 ), purgeable AS (
-    SELECT d.id FROM due AS d
+    SELECT DISTINCT d.id FROM due AS d
      WHERE NOT EXISTS (SELECT 1 FROM verifications AS w
                         WHERE w.superseded_by = d.id AND w.id NOT IN (SELECT id FROM due))
 ), events_gone AS (

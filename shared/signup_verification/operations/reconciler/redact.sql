@@ -10,7 +10,7 @@ WITH due AS (
        AND v.status <> 'pending'
        -- its delivery finished: a per-row probe of the unique verification_id index (written as a
        -- scalar subquery: as NOT EXISTS the planner may hash a scan of every intent instead);
-       -- issue 14: every intent of it (bool_and: a verification may own several)
+       -- issues 14 and 12: every intent of it (bool_and: a verification may own several, its webhook events too)
        AND coalesce((SELECT bool_and(i.completed_at IS NOT NULL) FROM delivery_intents AS i
                       WHERE i.verification_id = v.id), true)
      ORDER BY v.created_at

@@ -87,6 +87,7 @@ def test_reconcile_target_answers_counts_and_never_sends(app_client, db):
     assert body["drained"] is True and body["watermark"]["covered_through"]
     assert set(body["duties"]) == {
         "suppress_dead",
+        "lookup_ambiguous_sms",
         "resolve_ambiguous",
         "expire_claims",
         "lose_leases",
@@ -110,7 +111,7 @@ def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_cl
     runs = log_lines.events("reconcile")
     assert len(runs) == 1 and runs[0]["claims_expired"] == 0 and runs[0]["drained"] is True
     signal_records = log_lines.events("signals")
-    assert sorted(r["channel"] for r in signal_records) == ["email", "sms"]
+    assert sorted(r["channel"] for r in signal_records) == ["email", "sms", "webhook"]
     assert all(r["source"] == "reconcile" and r["reconciler_watermark_age_seconds"] is not None for r in signal_records)
 
 
@@ -124,6 +125,10 @@ def test_a_quiet_run_answers_every_move_name_at_zero_and_its_duties_in_sweep_ord
             "suppressed_verified",
             "suppressed_locked",
             "verifications_expired",
+            "ambiguous_lookup_to_accepted",
+            "ambiguous_lookup_to_retryable",
+            "ambiguous_lookup_to_failed",
+            "lookup_failed",
             "ambiguous_to_retryable",
             "ambiguous_to_failed",
             "claims_expired",
@@ -138,6 +143,7 @@ def test_a_quiet_run_answers_every_move_name_at_zero_and_its_duties_in_sweep_ord
     )
     assert list(body["duties"]) == [
         "suppress_dead",
+        "lookup_ambiguous_sms",
         "resolve_ambiguous",
         "expire_claims",
         "lose_leases",

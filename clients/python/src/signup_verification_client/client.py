@@ -1,0 +1,214 @@
+"""The HTTP client: create (idempotent, retried), get, confirm a code.
+
+Each target of the service is its own deployment with its own URL: `create_url` serves create and
+the read (`GET /<verification_id>`), `confirm_url` the code confirmation. Redirects are never
+followed (an answer that moved is an error, not a place to resend a signed body to).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import errors
+from .auth import CallerAuth
+
+RETRYABLE = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A create's answer, with the Idempotency-Key it was sent under (keep it to retry later)."""
+
+    verification_id: str
+    account_id: str
+    channel: str
+    status: str
+    created_at: str
+    expires_at: str
+    idempotency_key: str
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Delivery:
+    channel: str
+    role: str  # primary | fallback
+    destination: str  # masked
+    status: str
+    attempts: int
+    last_outcome: str | None
+    accepted_at: str | None
+
+
+@dataclass(frozen=True)
+class VerificationState:
+    """GET /<verification_id>: the state as the service sees it now."""
+
+    verification_id: str
+    account_id: str
+    channel: str
+    destination: str  # masked
+    status: str  # pending | verified | expired | superseded | locked
+    created_at: str
+    expires_at: str
+    verified_at: str | None
+    return_url: str | None
+    deliveries: tuple[Delivery, ...]
+
+    @property
+    def is_verified(self) -> bool:
+        return self.status == "verified"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    verification_id: str
+    account_id: str
+    verified_at: str
+    already_verified: bool
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # the 3xx surfaces as an HTTPError
+
+
+class Client:
+    """`auth`: a `GoogleIdToken`, `SignedRequests`, or None (the local emulation needs no identity).
+
+    `max_attempts` bounds create's tries on 503/429; a `Retry-After` longer than `max_retry_wait`
+    seconds is not waited for: the typed error is raised with its `retry_after`."""
+
+    def __init__(
+        self,
+        create_url: str,
+        confirm_url: str | None = None,
+        *,
+        auth: CallerAuth | None = None,
+        timeout: float = 10.0,
+        max_attempts: int = 3,
+        max_retry_wait: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.create_url = create_url.rstrip("/") + "/"
+        self.confirm_url = confirm_url.rstrip("/") + "/" if confirm_url else None
+        self.auth = auth
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+        self.max_retry_wait = max_retry_wait
+        self._sleep = sleep
+        self._opener = urllib.request.build_opener(_NoRedirect)
+
+    # -- the API ------------------------------------------------------------------------------------
+    def create(
+        self,
+        account_id: str,
+        channel: str,
+        destination: str,
+        *,
+        locale: str | None = None,
+        template: str | None = None,
+        return_url: str | None = None,
+        client_ip: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Verification:
+        """Create a verification (its email or SMS is queued). The key is generated unless given and
+        kept for every retry, so a retried create never sends twice."""
+        key = idempotency_key or str(uuid.uuid4())
+        fields = {"locale": locale, "template": template, "return_url": return_url, "client_ip": client_ip}
+        payload = {"account_id": account_id, "channel": channel, "destination": destination}
+        payload.update({name: value for name, value in fields.items() if value is not None})
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                status, headers, answer = self._send("POST", self.create_url, "create_verification", body, key)
+            except (errors.RateLimited, errors.Unavailable) as exc:
+                wait = exc.retry_after if exc.retry_after is not None else float(attempt)
+                if attempt == self.max_attempts or wait > self.max_retry_wait:
+                    raise
+                self._sleep(max(wait, 1.0))  # >= 1 s: a re-signed retry in the same second would be a replay
+                continue
+            return Verification(
+                verification_id=answer["verification_id"],
+                account_id=answer["account_id"],
+                channel=answer["channel"],
+                status=answer["status"],
+                created_at=answer["created_at"],
+                expires_at=answer["expires_at"],
+                idempotency_key=key,
+                replayed=headers.get("idempotent-replayed") == "true",
+            )
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def get(self, verification_id: str) -> VerificationState:
+        """The verification's state now; `NotFound` for an unknown id."""
+        _, _, answer = self._send("GET", self.create_url + verification_id, "create_verification", b"", None)
+        return VerificationState(
+            verification_id=answer["verification_id"],
+            account_id=answer["account_id"],
+            channel=answer["channel"],
+            destination=answer["destination"],
+            status=answer["status"],
+            created_at=answer["created_at"],
+            expires_at=answer["expires_at"],
+            verified_at=answer.get("verified_at"),
+            return_url=answer.get("return_url"),
+            deliveries=tuple(
+                Delivery(**{k: d.get(k) for k in Delivery.__dataclass_fields__}) for d in answer["deliveries"]
+            ),
+        )
+
+    def confirm_code(self, verification_id: str, code: str) -> Confirmation:
+        """Confirm an SMS code the person typed. `CodeIncorrect` (tries left), `VerificationGone`, `NotFound`."""
+        if self.confirm_url is None:
+            raise ValueError("confirm_code needs the confirm_verification URL (Client(confirm_url=...))")
+        body = json.dumps({"verification_id": verification_id, "code": code}).encode()
+        _, _, answer = self._send("POST", self.confirm_url, None, body, None)
+        return Confirmation(
+            answer["verification_id"], answer["account_id"], answer["verified_at"], bool(answer["already_verified"])
+        )
+
+    # -- HTTP ---------------------------------------------------------------------------------------
+    def _send(
+        self, method: str, url: str, target: str | None, body: bytes, key: str | None
+    ) -> tuple[int, dict[str, str], Any]:
+        headers = {"Accept": "application/json"}
+        if method == "POST":
+            headers["Content-Type"] = "application/json"
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        if self.auth is not None and target is not None:  # confirm is public: no identity sent there
+            headers.update(self.auth.headers(method, target, key, body))
+        request = urllib.request.Request(url, data=body if method == "POST" else None, method=method, headers=headers)
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) URLs of the service
+                return response.status, _lower(response.headers), _json(response.read())
+        except urllib.error.HTTPError as exc:
+            answer_headers = _lower(exc.headers)
+            raise errors.from_problem(exc.code, _json(exc.read()), _retry_after(answer_headers)) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise errors.Unavailable(503, "unreachable", "The service could not be reached", str(reason)) from None
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    return {k.lower(): v for k, v in (headers.items() if headers is not None else [])}
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    value = headers.get("retry-after", "")
+    return float(value) if value.strip().isdigit() else None

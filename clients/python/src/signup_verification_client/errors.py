@@ -1,0 +1,103 @@
+"""Typed errors from the service's problem+json answers (RFC 9457): one class per thing a site does
+differently, chosen by the problem's stable `type` slug (and the status when the slug is new)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class VerificationError(Exception):
+    """Any answer that is not a success. `status`, `slug` (the end of the problem `type` URI),
+    `title`, `detail` and the per-field `errors` come from the problem body."""
+
+    def __init__(
+        self, status: int, slug: str, title: str, detail: str | None = None, body: dict[str, Any] | None = None
+    ):
+        super().__init__(f"{status} {slug}: {detail or title}")
+        self.status, self.slug, self.title, self.detail = status, slug, title, detail
+        self.body = body or {}
+        self.errors: list[dict[str, str]] = list(self.body.get("errors") or [])
+
+
+class InvalidRequest(VerificationError):
+    """400: a field is invalid (`errors` names each one by JSON pointer). Fix the request; do not retry it."""
+
+
+class Unauthenticated(VerificationError):
+    """401: the caller's identity or request signature was refused."""
+
+
+class NotFound(VerificationError):
+    """404: no such verification (or link, or code's verification)."""
+
+
+class VerificationGone(VerificationError):
+    """410: expired, superseded or locked (`reason`); only a new verification helps."""
+
+    @property
+    def reason(self) -> str:
+        return self.slug.removeprefix("verification-")
+
+
+class IdempotencyKeyReused(VerificationError):
+    """422: this Idempotency-Key was used with another request body."""
+
+
+class DestinationRefused(VerificationError):
+    """422 at create: the destination is not allowed (SMS country, number type, ...)."""
+
+
+class CodeIncorrect(VerificationError):
+    """422 at confirm: the code is wrong; `remaining_attempts` tries are left."""
+
+    @property
+    def remaining_attempts(self) -> int | None:
+        value = self.body.get("remaining_attempts")
+        return value if isinstance(value, int) else None
+
+
+class RateLimited(VerificationError):
+    """429: too many for this destination, account or network; retry after `retry_after` seconds.
+    Do not show the wait or the detail to the end user: it tells whether an address asked for a code."""
+
+    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+
+class Unavailable(VerificationError):
+    """503 (or the service unreachable): nothing was written; retry the same request later."""
+
+    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+
+class InvalidWebhook(Exception):
+    """A webhook request whose signature, timestamp or body did not verify: answer it 400, do not act on it."""
+
+
+_BY_STATUS: dict[int, type[VerificationError]] = {
+    400: InvalidRequest,
+    401: Unauthenticated,
+    404: NotFound,
+    410: VerificationGone,
+    429: RateLimited,
+    503: Unavailable,
+}
+_BY_SLUG: dict[str, type[VerificationError]] = {
+    "idempotency-key-reused": IdempotencyKeyReused,
+    "code-incorrect": CodeIncorrect,
+}
+
+
+def from_problem(status: int, body: Any, retry_after: float | None = None) -> VerificationError:
+    """The typed error for an answer; a body that is not problem+json still gets its status's class."""
+    problem = body if isinstance(body, dict) else {}
+    slug = str(problem.get("type") or "").rstrip("/").rpartition("/")[2] or f"http-{status}"
+    title = str(problem.get("title") or f"HTTP {status}")
+    detail = problem.get("detail") if isinstance(problem.get("detail"), str) else None
+    cls = _BY_SLUG.get(slug) or (DestinationRefused if status == 422 else _BY_STATUS.get(status, VerificationError))
+    if cls in (RateLimited, Unavailable):
+        return cls(status, slug, title, detail, problem, retry_after=retry_after)
+    return cls(status, slug, title, detail, problem)

@@ -1,0 +1,121 @@
+"""The public `delivery_reports` target (issue 13): `POST /sendgrid` and `POST /twilio`.
+
+No caller identity (the providers cannot present one): each path checks its provider's signature
+over the raw request before anything is parsed or stored (api/report_signatures.py). Missing
+signature: 401; wrong or stale one: 403; a path whose provider is not configured: 403; nothing is
+stored for any of them. A signed but malformed body: 400. Reports about messages we do not know
+are answered 200 (so the provider stops retrying), counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ..delivery import reports
+from ..platform.database import Database
+from . import report_signatures as signatures
+from .http import Incoming, Response, json_response, single_header
+from .problems import Problem, bad_request, method_not_allowed
+
+_log = logging.getLogger("signup_verification.api.delivery_reports")
+
+SENDGRID_SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
+SENDGRID_TIMESTAMP = "X-Twilio-Email-Event-Webhook-Timestamp"
+TWILIO_SIGNATURE = "X-Twilio-Signature"
+MAX_FORM_FIELDS = 100
+
+
+@dataclass(frozen=True)
+class DeliveryReportsConfig:
+    public_url: str | None = None  # DELIVERY_REPORTS_URL: the target's public base URL, as the providers call it
+    sendgrid_key: ec.EllipticCurvePublicKey | None = field(default=None, repr=False)  # SENDGRID_WEBHOOK_PUBLIC_KEY
+    twilio_auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
+    tolerance_seconds: int = 300  # DELIVERY_REPORTS_TOLERANCE_SECONDS: SendGrid timestamp skew
+    max_body_bytes: int = 1024 * 1024  # DELIVERY_REPORTS_MAX_BODY_BYTES: a 1,000-event batch is ~400 KB
+    suppress_days: float | None = None  # SUPPRESSION_DAYS: how long a hard bounce refuses creates (None: until cleared)
+
+    @property
+    def status_callback(self) -> str | None:
+        """What Twilio requests carry as StatusCallback (delivery/channels/twilio.py)."""
+        return f"{self.public_url.rstrip('/')}/twilio" if self.public_url else None
+
+
+def handle(db: Database, config: DeliveryReportsConfig, incoming: Incoming, path: str) -> Response:
+    route = path.rstrip("/").rsplit("/", 1)[-1]
+    if route not in ("sendgrid", "twilio"):
+        raise Problem(404, "not-found", "Not found", "POST to /sendgrid or /twilio.")
+    if incoming.method != "POST":
+        raise method_not_allowed("POST")
+    if route == "sendgrid":
+        result = _sendgrid(db, config, incoming)
+    else:
+        result = _twilio(db, config, incoming)
+    _logged(route, result)
+    return json_response(result.as_dict())
+
+
+def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
+    if config.sendgrid_key is None:
+        raise _not_configured("sendgrid", "SENDGRID_WEBHOOK_PUBLIC_KEY")
+    signature = single_header(incoming, SENDGRID_SIGNATURE)
+    timestamp = single_header(incoming, SENDGRID_TIMESTAMP)
+    if not signature or not timestamp:
+        raise _unsigned(f"{SENDGRID_SIGNATURE} and {SENDGRID_TIMESTAMP}")
+    if not signatures.sendgrid_fresh(timestamp, time.time(), config.tolerance_seconds):
+        raise _forged("The timestamp is outside the accepted window.")
+    if not signatures.sendgrid_valid(config.sendgrid_key, signature, timestamp, incoming.body):
+        raise _forged("The signature does not match the body.")
+    try:
+        observations, ignored = reports.sendgrid_events(incoming.body)
+    except reports.MalformedReport as exc:
+        raise bad_request(str(exc)) from None
+    return reports.ingest(db, "sendgrid", observations, config.suppress_days, ignored)
+
+
+def _twilio(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
+    if config.twilio_auth_token is None or config.status_callback is None:
+        raise _not_configured("twilio", "TWILIO_AUTH_TOKEN and DELIVERY_REPORTS_URL")
+    signature = single_header(incoming, TWILIO_SIGNATURE)
+    if not signature:
+        raise _unsigned(TWILIO_SIGNATURE)
+    try:
+        params = parse_qsl(
+            incoming.body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(incoming.body),
+            max_num_fields=MAX_FORM_FIELDS,
+        )  # fmt: skip
+    except (UnicodeDecodeError, ValueError):
+        params = None  # unsignable as sent: refused as forged below, never parsed further
+    # The URL Twilio signed is the StatusCallback we sent (no query string), never the Host header.
+    url = config.status_callback
+    if params is None or not signatures.twilio_valid(config.twilio_auth_token, url, params, signature):
+        raise _forged("The signature does not match the URL and parameters.")
+    try:
+        observation = reports.twilio_observation(dict(params))
+    except reports.MalformedReport as exc:
+        raise bad_request(str(exc)) from None
+    return reports.ingest(db, "twilio", [observation], config.suppress_days)
+
+
+def _unsigned(headers: str) -> Problem:
+    return Problem(401, "report-unsigned", "The report is not signed", f"Send {headers}.")
+
+
+def _forged(detail: str) -> Problem:
+    return Problem(403, "report-signature-invalid", "The report's signature is not valid", detail)
+
+
+def _not_configured(provider: str, settings: str) -> Problem:
+    _log.warning("a %s report arrived but %s is not configured: refused", provider, settings)
+    return Problem(403, "reports-not-configured", "Reports from this provider are not accepted", None)
+
+
+def _logged(provider: str, result: reports.IngestResult) -> None:
+    fields = {"event": "delivery_reports", "provider": provider, **result.as_dict()}
+    level = logging.WARNING if result.unknown else logging.INFO
+    _log.log(level, "delivery reports from %s: %d stored, %d unknown", provider, result.stored, result.unknown,
+             extra={"json_fields": fields})  # fmt: skip

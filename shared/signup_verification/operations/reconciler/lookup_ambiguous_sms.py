@@ -1,0 +1,138 @@
+"""Duty (issue 13): an ambiguous SMS (the provider answered 5xx or nothing after the request was
+sent) is looked up with Twilio's Messages list API instead of waiting for an operator.
+
+    found (a message To the destination, From our sender, created within the window) -> accepted
+        with its sid (later status callbacks attach to it);
+    absent once the listing has settled (SMS_LOOKUP_SETTLE_SECONDS after the attempt began) -> retryable
+        (failed when no attempt is left): it was never created, so one new attempt sends it once;
+    not settled yet, or the lookup failed (timeout, 5xx, 429, bad credentials) -> left as it is.
+
+Bounded: at most SMS_LOOKUP_MAX_CALLS requests per run, each with its own timeout, spaced by the
+rate budget, and never past the run's time budget. Never sends. The request filters on To and From
+only, not DateSent: a message still queued has no date_sent yet and would look absent. Residual
+window (docs/channels.md): a message Twilio accepted but does not list within the settle time is
+sent twice. Transition: outbox.transitions.resolve_by_lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from base64 import b64encode
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from ...outbox import transitions
+from ...platform.database import load_sql
+from .batches import DutyReport
+from .config import SmsLookupConfig
+from .duty import Duty, SweepContext
+
+_log = logging.getLogger("signup_verification.operations.reconciler.lookup_ambiguous_sms")
+_CANDIDATES = load_sql(__file__, "lookup_ambiguous_sms.sql")
+EARLY = timedelta(seconds=60)  # clock skew between us and Twilio's date_created
+
+
+class LookupFailed(Exception):
+    def __init__(self, reason: str, stop: bool = False):
+        super().__init__(reason)
+        self.reason, self.stop = reason, stop  # stop: every lookup would fail (credentials, account)
+
+
+def sweep(context: SweepContext) -> DutyReport:
+    report = DutyReport(DUTY.name)
+    config = context.config.sms_lookup
+    if config is None:
+        report.skipped = "no Twilio credentials (SMS_TRANSPORT=twilio) or SMS_LOOKUP=off"
+        return report
+    candidates = context.db.rows(_CANDIDATES, limit=config.max_calls)
+    pool = urllib3.PoolManager(num_pools=1, maxsize=1, retries=False)
+    decided: list[tuple[int, str, str | None]] = []
+    try:
+        for n, row in enumerate(candidates):
+            if context.budget.exhausted():
+                report.drained = False
+                break
+            if n:
+                time.sleep(config.min_interval_seconds)
+            try:
+                sid = lookup(pool, config, row["destination"], row["attempted_at"])
+            except LookupFailed as failed:
+                report.moves.update({"lookup_failed": 1})
+                _log.warning("ambiguous SMS lookup failed: %s", failed.reason,
+                             extra={"json_fields": {"event": "sms_lookup", "intent_id": row["intent_id"],
+                                                    "outcome": "failed", "reason": failed.reason}})  # fmt: skip
+                if failed.stop:
+                    break
+                continue
+            settled = _now(row["attempted_at"]) - row["attempted_at"] >= timedelta(seconds=config.settle_seconds)
+            if sid is not None or settled:
+                decided.append((row["intent_id"], row["attempt_id"], sid))
+        report.batches = 1 if candidates else 0
+        if len(candidates) >= config.max_calls:
+            report.drained = False
+    finally:
+        pool.clear()
+    moved = transitions.resolve_by_lookup(context.db, decided)
+    report.moves.update(f"ambiguous_lookup_to_{status}" for status in moved.values())  # Counter: one per row
+    return report
+
+
+def lookup(pool: urllib3.PoolManager, config: SmsLookupConfig, destination: str, attempted_at: datetime) -> str | None:
+    """The sid of our message to `destination` created around `attempted_at`, or None; LookupFailed."""
+    query = {"To": destination, "PageSize": "50"}
+    if config.sender and not config.sender.startswith("MG"):
+        query["From"] = config.sender
+    url = (
+        f"{config.api_url.rstrip('/')}/2010-04-01/Accounts/{quote(config.account_sid, safe='')}/Messages.json?"
+        + urlencode(query)
+    )
+    token = b64encode(f"{config.account_sid}:{config.auth_token}".encode()).decode()
+    try:
+        answer = pool.request(
+            "GET", url, headers={"Authorization": f"Basic {token}", "Accept": "application/json"},
+            timeout=urllib3.Timeout(total=config.timeout_seconds), retries=False, redirect=False,
+        )  # fmt: skip
+    except urllib3.exceptions.HTTPError as exc:
+        raise LookupFailed(f"no answer: {type(exc).__name__}") from None
+    if answer.status in (401, 403, 404):
+        raise LookupFailed(f"twilio {answer.status}: credentials or account", stop=True)
+    if answer.status != 200:
+        raise LookupFailed(f"twilio {answer.status}")
+    try:
+        messages = json.loads(answer.data)["messages"]
+    except (ValueError, KeyError, TypeError):
+        messages = None
+    if not isinstance(messages, list):  # absence is only proven by a real (empty) list
+        raise LookupFailed("twilio answered something other than a message list")
+    latest = attempted_at + timedelta(seconds=config.window_seconds)
+    for message in messages:
+        created = _date(message.get("date_created")) if isinstance(message, dict) else None
+        if created is None or message.get("to") != destination:
+            continue
+        if attempted_at - EARLY <= created <= latest and str(message.get("sid") or "").startswith(("SM", "MM")):
+            return str(message["sid"])
+    return None
+
+
+def _date(value: object) -> datetime | None:
+    try:
+        return parsedate_to_datetime(str(value)) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _now(like: datetime) -> datetime:
+    return datetime.now(like.tzinfo)
+
+
+DUTY = Duty(
+    "lookup_ambiguous_sms",
+    sweep,
+    moves=("ambiguous_lookup_to_accepted", "ambiguous_lookup_to_retryable", "ambiguous_lookup_to_failed", "lookup_failed"),
+    recovery=False,
+)

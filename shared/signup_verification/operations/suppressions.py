@@ -1,0 +1,61 @@
+"""The suppression list (issue 13) for operators: `verifyctl suppression list|clear`.
+
+Entries are keyed by the keyed digest of the canonical destination (verifications/abuse.py), so the
+list never shows a destination: `clear` takes the destination, normalises it as create does and
+derives the same digest under the current signing key. A key rotation makes older entries
+unreachable by destination (they still block until they expire; `clear --key HEX` removes one).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..platform.database import Database, load_sql
+
+_log = logging.getLogger("signup_verification.operations.suppressions")
+
+
+@dataclass(frozen=True)
+class Suppression:
+    channel: str
+    key: str  # the digest's hex, shortened in text output
+    reason: str
+    intent_id: int | None
+    created_at: datetime
+    expires_at: datetime | None
+
+    def as_json(self) -> dict:
+        return {
+            "channel": self.channel,
+            "key": self.key,
+            "reason": self.reason,
+            "intent_id": self.intent_id,
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+        }
+
+
+def entries(db: Database, limit: int = 200) -> list[Suppression]:
+    """Current entries (expired ones are not shown: they no longer block), newest first."""
+    return [Suppression(**row) for row in db.rows(load_sql(__file__, "suppressions_list.sql"), limit=limit)]
+
+
+def clear(db: Database, channel: str, key: bytes, cleared_by: str) -> bool:
+    """Remove one entry; True when it existed. Logged with who cleared it (never the destination)."""
+    removed = bool(db.run(load_sql(__file__, "suppressions_clear.sql"), channel=channel, key=key))
+    _log.info("suppression %s", "cleared" if removed else "not found",
+              extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": key.hex()[:12],
+                                     "cleared": removed, "by": cleared_by}})  # fmt: skip
+    return removed
+
+
+def render(found: list[Suppression]) -> str:
+    if not found:
+        return "no destination is suppressed"
+    lines = [f"{'channel':<8} {'key':<14} {'since':<20} {'until':<20} reason"]
+    for s in found:
+        until = s.expires_at.strftime("%Y-%m-%d %H:%M") if s.expires_at else "cleared by operator"
+        lines.append(f"{s.channel:<8} {s.key[:12]:<14} {s.created_at:%Y-%m-%d %H:%M}     {until:<20} {s.reason}")
+    return "\n".join(lines)

@@ -1,0 +1,2 @@
+-- verifyctl suppression clear: the destination may be used again (issue 13).
+DELETE FROM destination_suppressions WHERE channel = :channel AND destination_key = :key RETURNING 1

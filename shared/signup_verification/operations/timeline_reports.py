@@ -1,0 +1,27 @@
+"""`verifyctl inspect` (issue 13): the providers' delivery reports in the timeline, one event each.
+
+Read from delivery_observations (append-only): what the provider said, when it said it (its own
+timestamp, else when we received it), and which attempt it is about. Never a destination.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from ..platform.database import Database, load_sql
+
+
+def events(db: Database, verification_id: uuid.UUID) -> list[tuple[datetime, str, str]]:
+    """(at, kind, detail) for every report about the verification's message deliveries."""
+    found = []
+    for o in db.rows(load_sql(__file__, "timeline_reports.sql"), verification_id=verification_id):
+        said = o["event"] + (f" ({o['detail']})" if o["detail"] else "") + (
+            f" code {o['error_code']}" if o["error_code"] is not None else ""
+        )
+        effect = ": undeliverable, destination suppressed" if o["permanent"] else ""
+        late = "" if o["provider_at"] is None else f", received {o['received_at']:%H:%M:%S}"
+        found.append(
+            (o["provider_at"] or o["received_at"], "reported", f"{o['provider']} says {said} for attempt {o['attempt_id']}{effect}{late}")
+        )
+    return found

@@ -1,0 +1,86 @@
+"""Reading one verification for the site that created it (GET /<verification_id> on create_verification).
+
+What the site may learn: the verification's state, its timestamps and its message deliveries (channel,
+role, status, attempts, the last attempt's outcome, when accepted). The destination only masked;
+never a token, a code, a nonce or a digest; webhook events (role 'event') are not deliveries.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..platform.database import Database, load_sql
+from ..platform.redaction import mask_destination
+
+_READ = load_sql(__file__, "read.sql")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    channel: str
+    role: str  # primary | fallback
+    destination: str  # masked, like the verification's
+    status: str
+    attempts: int
+    last_outcome: str | None  # the newest attempt row's outcome; None before the first attempt
+    accepted_at: str | None  # ISO-8601 UTC, when the channel's provider accepted it
+
+
+@dataclass(frozen=True)
+class VerificationView:
+    verification_id: str
+    account_id: str
+    channel: str
+    destination: str  # masked ('a***@example.com', '+1******0100'), '[redacted]' after retention
+    status: str
+    created_at: str
+    expires_at: str
+    verified_at: str | None
+    return_url: str | None
+    deliveries: tuple[Delivery, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "verification_id": self.verification_id,
+            "account_id": self.account_id,
+            "channel": self.channel,
+            "destination": self.destination,
+            "status": self.status,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "verified_at": self.verified_at,
+            "return_url": self.return_url,
+            "deliveries": [vars(d) for d in self.deliveries],
+        }
+
+
+def read(db: Database, verification_id: uuid.UUID) -> VerificationView | None:
+    row = db.one(_READ, id=verification_id)
+    if row is None:
+        return None
+    deliveries = tuple(
+        Delivery(
+            d["channel"],
+            d["role"],
+            mask_destination(d["channel"], d["destination"]),
+            d["status"],
+            d["attempts"],
+            d["last_outcome"],
+            d["accepted_at"],
+        )
+        for d in row["deliveries"]
+    )
+    return VerificationView(
+        verification_id=str(row["id"]),
+        account_id=row["account_id"],
+        channel=row["channel"],
+        destination=mask_destination(row["channel"], row["destination"]),
+        status=row["status"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        verified_at=row["verified_at"],
+        return_url=row["return_url"],
+        deliveries=deliveries,
+    )

@@ -1,0 +1,142 @@
+-- ingest_delivery_reports: one verified batch of provider reports (issue 13) in one round trip and
+-- one transaction. p_events: a JSON array the edge (api/delivery_reports.py) built from the
+-- provider's batch, each {dedup_key, intent_id, attempt_id, provider_ref, event, detail, error_code,
+-- permanent, provider_at}. Each event is linked to its attempt (SendGrid: custom_args intent_id +
+-- attempt_id, else sg_message_id's X-Message-Id; Twilio: MessageSid = the attempt's provider_ref),
+-- appended to delivery_observations once (a repeat is a duplicate), and only new rows have effects:
+--   delivered      -> delivered_at (first report wins); an ambiguous or retryable intent whose attempt
+--                     the provider reports delivered was sent: accepted, with an attempt-log row;
+--   permanent      -> an accepted intent not yet delivered is failed with undeliverable_reason, and
+--                     delivery_failed() (sql/definitions/08) runs for it; the destination (the
+--                     create_events digest) goes on destination_suppressions for p_suppress_for
+--                     (NULL: until an operator clears it);
+--   anything else  -> the observation only (deferred, soft bounces, sent, queued, ...).
+-- Out-of-order reports are fine: the first terminal fact wins (a delivered intent is never made
+-- undeliverable later; an undeliverable one never delivered), and the log keeps every report.
+-- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
+CREATE OR REPLACE FUNCTION ingest_delivery_reports(p_provider text, p_events jsonb, p_suppress_for interval)
+RETURNS TABLE (received integer, stored integer, duplicates integer, unknown integer,
+               delivered integer, undeliverable integer, suppressed integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_channel text := CASE p_provider WHEN 'sendgrid' THEN 'email' ELSE 'sms' END;
+    n_received integer := jsonb_array_length(p_events);
+    n_linked integer;
+    n_stored integer;
+    n_delivered integer;
+    n_suppressed integer;
+    failed_ids bigint[];
+    new_ids bigint[];
+BEGIN
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(p_events) AS e(
+            dedup_key text, intent_id bigint, attempt_id text, provider_ref text, event text, detail text,
+            error_code integer, permanent boolean, provider_at timestamptz)
+    ), linked AS (
+        SELECT e.*, coalesce(by_args.intent_id, by_ref.intent_id) AS link_intent,
+               coalesce(by_args.attempt_id, by_ref.attempt_id) AS link_attempt
+          FROM input AS e
+          LEFT JOIN LATERAL (
+              SELECT a.intent_id, a.attempt_id FROM delivery_attempts AS a
+               WHERE a.attempt_id = e.attempt_id AND a.outcome = 'attempting' AND a.intent_id = e.intent_id
+                 AND a.channel = v_channel
+          ) AS by_args ON true
+          LEFT JOIN LATERAL (
+              SELECT a.intent_id, a.attempt_id FROM delivery_attempts AS a
+               WHERE by_args.intent_id IS NULL AND a.provider_ref = e.provider_ref AND a.channel = v_channel
+               ORDER BY a.id DESC LIMIT 1
+          ) AS by_ref ON true
+    ), inserted AS (
+        INSERT INTO delivery_observations (provider, dedup_key, intent_id, attempt_id, provider_ref, event, detail,
+                                           error_code, permanent, provider_at)
+        SELECT p_provider, l.dedup_key, l.link_intent, l.link_attempt, l.provider_ref, l.event, l.detail,
+               l.error_code, coalesce(l.permanent, false), l.provider_at
+          FROM linked AS l
+         WHERE l.link_intent IS NOT NULL
+        ON CONFLICT (provider, dedup_key) DO NOTHING
+        RETURNING id
+    )
+    SELECT (SELECT count(*) FROM linked WHERE link_intent IS NOT NULL), (SELECT array_agg(id) FROM inserted)
+      INTO n_linked, new_ids;
+    n_stored := coalesce(cardinality(new_ids), 0);
+
+    -- Effects, one UPDATE per intent: the batch's first delivered report and first permanent one.
+    WITH per_intent AS (
+        SELECT o.intent_id,
+               min(coalesce(o.provider_at, o.received_at)) FILTER (WHERE o.event = 'delivered') AS delivered_at,
+               (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.event = 'delivered'))[1] AS delivered_attempt,
+               (array_agg(left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200)
+                          ORDER BY o.id) FILTER (WHERE o.permanent))[1] AS failure,
+               (SELECT i0.status FROM delivery_intents AS i0 WHERE i0.id = o.intent_id) AS old_status
+          FROM delivery_observations AS o
+         WHERE o.id = ANY (new_ids)
+         GROUP BY o.intent_id
+    ), changed AS (
+        UPDATE delivery_intents AS i
+           SET delivered_at = CASE WHEN p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
+                                   THEN least(i.delivered_at, p.delivered_at) ELSE i.delivered_at END,
+               status = CASE WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                             THEN 'accepted'
+                             WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                  AND i.delivered_at IS NULL
+                             THEN 'failed' ELSE i.status END,
+               completed_at = CASE WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                                   THEN now() ELSE i.completed_at END,
+               undeliverable_reason = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL
+                                                AND i.status = 'accepted' AND i.delivered_at IS NULL
+                                           THEN p.failure ELSE i.undeliverable_reason END,
+               last_error = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                      AND i.delivered_at IS NULL
+                                 THEN left('undeliverable: ' || p.failure, 500)
+                                 WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                                 THEN NULL ELSE i.last_error END,
+               updated_at = now()
+          FROM per_intent AS p
+         WHERE i.id = p.intent_id
+           AND ((p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
+                 AND (i.status IN ('accepted', 'ambiguous', 'retryable')))
+                OR (p.failure IS NOT NULL AND i.status = 'accepted' AND i.delivered_at IS NULL))
+        RETURNING i.id, i.channel, i.template_version, p.delivered_attempt, p.delivered_at IS NOT NULL AS reported,
+                  (p.old_status = 'accepted' AND i.status = 'failed') AS made_undeliverable,
+                  (p.old_status IN ('ambiguous', 'retryable') AND i.status = 'accepted') AS made_accepted
+    ), explained AS (
+        -- ambiguous/retryable -> accepted is a settlement of the reported attempt: the log says so
+        INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,
+                                       error_class, provider_ref, attempted_at)
+        SELECT a.attempt_id, c.id, a.attempt_number, c.channel, c.template_version, 'accepted', 'provider_report',
+               a.provider_ref, a.attempted_at
+          FROM changed AS c
+          JOIN delivery_attempts AS a ON a.intent_id = c.id AND a.attempt_id = c.delivered_attempt AND a.outcome = 'attempting'
+         WHERE c.made_accepted
+        ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- sql/014's one-outcome rule
+        RETURNING 1
+    )
+    SELECT count(*) FILTER (WHERE reported AND NOT made_undeliverable), array_agg(id) FILTER (WHERE made_undeliverable)
+      INTO n_delivered, failed_ids
+      FROM changed, (SELECT count(*) FROM explained) AS e;
+
+    -- what a failure for good sets off (fallback brought forward, delivery.failed), with the failure
+    PERFORM delivery_failed(failed_ids);
+
+    -- the destinations that reported permanently: create refuses them until cleared or expired
+    WITH bounced AS (
+        SELECT DISTINCT ON (ce.channel, ce.destination_key) ce.channel, ce.destination_key, o.intent_id,
+               left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200) AS reason
+          FROM delivery_observations AS o
+          JOIN delivery_intents AS i ON i.id = o.intent_id
+          JOIN create_events AS ce ON ce.verification_id = i.verification_id AND ce.channel = i.channel
+         WHERE o.id = ANY (new_ids) AND o.permanent
+         ORDER BY ce.channel, ce.destination_key, o.id
+    ), listed AS (
+        INSERT INTO destination_suppressions AS s (channel, destination_key, reason, intent_id, expires_at)
+        SELECT b.channel, b.destination_key, b.reason, b.intent_id, now() + p_suppress_for FROM bounced AS b
+        ON CONFLICT (channel, destination_key) DO UPDATE
+           SET reason = excluded.reason, intent_id = excluded.intent_id, created_at = now(),
+               expires_at = excluded.expires_at
+        RETURNING 1
+    )
+    SELECT count(*) INTO n_suppressed FROM listed;
+
+    RETURN QUERY SELECT n_received, n_stored, n_linked - n_stored, n_received - n_linked, n_delivered,
+                        coalesce(cardinality(failed_ids), 0), n_suppressed;
+END $$;

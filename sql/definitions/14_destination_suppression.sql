@@ -1,0 +1,11 @@
+-- destination_suppression: why create must refuse this destination (issue 13), or NULL. A destination
+-- a provider reported permanently undeliverable (hard bounce, dropped, Twilio's permanent codes) is on
+-- destination_suppressions under the keyed digest of its canonical form (the create_events key, so
+-- 'v.ictim+1@googlemail.com' and 'victim@gmail.com' are one entry) until an operator clears it
+-- (`verifyctl suppression clear`) or its expires_at passes (SUPPRESSION_DAYS; NULL: no expiry).
+CREATE OR REPLACE FUNCTION destination_suppression(p_channel text, p_destination_key bytea) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT s.reason FROM destination_suppressions AS s
+     WHERE s.channel = p_channel AND s.destination_key = p_destination_key
+       AND (s.expires_at IS NULL OR s.expires_at > now())
+$$;

@@ -1,0 +1,89 @@
+"""A signup site's webhook endpoint that speaks HTTP for real and judges our signatures with the
+Standard Webhooks reference library (`standardwebhooks`), as an integrating team would.
+
+A request whose signature none of `secrets` verifies is answered 401 and not recorded. Accepted
+events are kept in `deliveries` (destination = the webhook-id, body = the event type, request = the
+verified JSON, headers as received); misbehaviour is scripted with `script(Answer(...))` as for the
+providers (delay, reset after taking it, 429 with Retry-After, 5xx, redirects).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets as random_secrets
+import threading
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from .http import Answer, FakeProvider, _Server
+
+
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(random_secrets.token_bytes(32)).decode()
+
+
+class FakeWebhookReceiver(FakeProvider):
+    name = "webhook-receiver"
+
+    def __init__(self, *secrets: str, path: str = "/hooks/verification"):
+        self.secrets = list(secrets) or [new_secret()]
+        self.path = path
+        self.refused = 0
+        super().__init__()
+        self.endpoint = self.url + path
+        self._request = threading.local()
+
+    def down(self) -> None:
+        """The site's endpoint is killed: its port refuses connections until `up()`."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def up(self) -> None:
+        """Back on the same port (the same WEBHOOK_URL)."""
+        self.httpd = _Server(("127.0.0.1", self.port), self.httpd.RequestHandlerClass)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+
+    def check_auth(self, path, headers):
+        if path != self.path:
+            return Answer(404, {"error": "not found"})
+        return None
+
+    def _handle(self, handler) -> None:
+        # parse() gets the body only; the signature is in the headers (one handler thread per request)
+        self._request.headers = {k.lower(): v for k, v in handler.headers.items()}
+        super()._handle(handler)
+
+    def parse(self, raw: bytes) -> tuple[str, str, dict]:
+        headers = self._request.headers
+        try:
+            document = self.verify(raw, headers)
+        except WebhookVerificationError as exc:
+            raise ValueError(f"signature refused: {exc}") from None
+        return headers["webhook-id"], document["type"], document
+
+    def verify(self, raw: bytes, headers: dict[str, str]) -> dict:
+        """The library's verdict with each secret we know; the first that verifies wins."""
+        for secret in self.secrets:
+            try:
+                return Webhook(secret).verify(raw, headers)
+            except WebhookVerificationError:
+                continue
+        raise WebhookVerificationError("no secret verifies the signature")
+
+    def success(self, destination, fields) -> Answer:
+        return Answer(204)
+
+    def invalid(self, reason: str) -> Answer:
+        with self._lock:
+            self.refused += 1
+        return Answer(401, {"error": reason})
+
+    def events(self) -> list[dict]:
+        """The verified bodies, in arrival order (duplicates included)."""
+        with self._lock:
+            return [d.request for d in self.deliveries]
+
+    def webhook_ids(self) -> list[str]:
+        with self._lock:
+            return [d.destination for d in self.deliveries]
