@@ -5,6 +5,7 @@ locals {
   allowed_invokers = {
     create    = var.signup_site_service_account
     confirm   = ""
+    reports   = "" # public: the providers' signatures are its guard
     dispatch  = google_service_account.scheduler.email
     reconcile = google_service_account.scheduler.email
     status    = length(local.operator_emails) == length(var.operators) ? join(",", local.operator_emails) : ""
@@ -36,6 +37,9 @@ locals {
     # Issue 12: set on every function, since each one that changes a verification (confirm, reconcile,
     # dispatch) writes its webhook event; only dispatch sends them and reads WEBHOOK_SECRET.
     WEBHOOK_URL = var.webhook_url
+    # Issue 13: dispatch sets StatusCallback from it, delivery_reports verifies Twilio's signature over it.
+    DELIVERY_REPORTS_URL        = local.reports_url
+    SENDGRID_WEBHOOK_PUBLIC_KEY = var.sendgrid_webhook_public_key # public by design: verifies, cannot sign
     # One gunicorn worker with as many threads as concurrent requests: Runtime.db opens one
     # connection per thread, so connections per instance = concurrency (the budget's assumption).
     WORKERS = "1"

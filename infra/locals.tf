@@ -29,7 +29,7 @@ locals {
       entry_point = "reconcile"
       description = "Expires, recovers stale leases, settles ambiguous attempts (Cloud Scheduler, every minute)"
       ingress     = "ALLOW_INTERNAL_ONLY"
-      secrets     = [] # never sends, never checks a token: no key material
+      secrets     = ["twilio_auth_token"] # never sends, never checks a token; asks Twilio about ambiguous SMS (issue 13)
       db_role     = "writer"
     }
     status = {
@@ -38,6 +38,13 @@ locals {
       ingress     = "ALLOW_ALL"
       secrets     = [] # reads counts and ages only
       db_role     = "reader"
+    }
+    reports = {
+      entry_point = "delivery_reports"
+      description = "SendGrid Event Webhook and Twilio status callbacks (public; provider signatures checked, issue 13)"
+      ingress     = "ALLOW_ALL"           # the providers call from the internet
+      secrets     = ["twilio_auth_token"] # verifies X-Twilio-Signature; SendGrid's key is public (an env var)
+      db_role     = "writer"
     }
   }
 
@@ -69,6 +76,8 @@ locals {
 
   function_names = { for key in keys(local.function_specs) : key => "${var.name}-${key}" }
   confirm_url    = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.function_names["confirm"]}"
+  # issue 13: what Twilio's StatusCallback and SendGrid's Event Webhook URL point at (docs/deploy.md)
+  reports_url = "https://${var.region}-${var.project_id}.cloudfunctions.net/${local.function_names["reports"]}"
 
   # Connection budget (see var.db_max_connections): one connection per request thread.
   peak_connections = sum([for key, f in var.functions : f.max_instances * f.concurrency])

@@ -36,6 +36,12 @@ locals {
       bounds      = local.age_bounds
       description = "Time since the reconciler last completed a sweep."
     }
+    oldest_awaiting_report_seconds = { # issue 13
+      field       = "oldest_awaiting_report_seconds"
+      unit        = "s"
+      bounds      = local.age_bounds
+      description = "Age of the oldest delivery accepted in the last day without a delivered report from the provider, per channel."
+    }
     ambiguous_count = {
       field       = "ambiguous_count"
       unit        = "1"

@@ -44,8 +44,9 @@ output "peak_database_connections" {
 }
 
 output "services_without_invoker_iam_check" {
-  description = "Cloud Run services (of the public functions) whose invoker IAM check deploy.sh turns off: the confirm function's when confirm_public_access = \"invoker_iam_check_disabled\", else none."
-  value       = var.confirm_public_access == "invoker_iam_check_disabled" ? [google_cloudfunctions2_function.function["confirm"].name] : []
+  description = "Cloud Run services (of the public functions) whose invoker IAM check deploy.sh turns off: the confirm and delivery_reports functions' when confirm_public_access = \"invoker_iam_check_disabled\", else none."
+  # issue 13: delivery_reports is public like confirm
+  value = var.confirm_public_access == "invoker_iam_check_disabled" ? [google_cloudfunctions2_function.function["confirm"].name, google_cloudfunctions2_function.function["reports"].name] : []
 }
 
 output "project_id" {

@@ -106,6 +106,7 @@ variable "functions" {
     dispatch  = { max_instances = 2, concurrency = 1, timeout_seconds = 75 }
     reconcile = { max_instances = 1, concurrency = 1, timeout_seconds = 50 }
     status    = { max_instances = 2, concurrency = 1, timeout_seconds = 30 }
+    reports   = { max_instances = 5, concurrency = 1, timeout_seconds = 30 }
   }
   validation {
     condition     = alltrue([for k in ["create", "confirm", "dispatch", "reconcile", "status"] : contains(keys(var.functions), k)])
@@ -315,4 +316,16 @@ variable "webhook_oldest_ready_threshold_seconds" {
     condition     = contains([30, 60, 90, 120, 180, 300, 600], var.webhook_oldest_ready_threshold_seconds)
     error_message = "webhook_oldest_ready_threshold_seconds must be one of 30, 60, 90, 120, 180, 300, 600."
   }
+}
+
+variable "sendgrid_webhook_public_key" {
+  description = "Issue 13: the verification key SendGrid shows for the Signed Event Webhook (base64, Mail Settings > Event Webhook; docs/deploy.md). Empty = SendGrid reports are refused (403)."
+  type        = string
+  default     = ""
+}
+
+variable "awaiting_report_threshold_seconds" {
+  description = "Issue 13: alert when an accepted delivery has had no delivered report for this long (ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS)."
+  type        = number
+  default     = 900
 }

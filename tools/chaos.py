@@ -49,6 +49,7 @@ from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
 from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
+from signup_verification.delivery.events import WebhookConfig  # noqa: E402  (issue 14's confirmer)
 from signup_verification.platform import migrations  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications.create import CreateConfig  # noqa: E402
@@ -118,6 +119,12 @@ class Run:
         share = chaos_fallback.FallbackShare(share=self.config.fallback_share)
         self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)  # issue 14
         self.webhooks = Webhooks(self)
+        # issue 14: fallback confirmations go through a connection set up as the confirm API's (webhooks on)
+        self.fallback.confirm_db = Database(
+            self.pg.params,
+            application_name="chaos-fallback-confirmer",
+            session_settings=WebhookConfig(url=self.webhooks.receiver.endpoint).session_settings(),
+        )
         c = self.config
         self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
         self.env.update(

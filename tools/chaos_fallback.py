@@ -55,6 +55,8 @@ class Traffic:
     share: FallbackShare = field(default_factory=FallbackShare)
     figures: Counter = field(default_factory=Counter)
     _due: list = field(default_factory=list)  # heap of (confirm at, verification id, channel)
+    # the confirmations' own connection, set up as the confirm API's (webhooks on: their events recorded)
+    confirm_db: Database | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed + 14)
@@ -84,11 +86,14 @@ class Traffic:
         heapq.heappush(self._due, (at, vid.int, body["channel"]))
 
     def tick(self, db: Database, wait: bool = False) -> None:
-        """Confirm what is due (all of it, sleeping until each, with `wait`)."""
+        """Confirm what is due (all of it, sleeping until each, with `wait`, then close)."""
         while self._due and (wait or self._due[0][0] <= time.time()):
             at, vid_int, channel = heapq.heappop(self._due)
             time.sleep(max(0.0, at - time.time()))
-            self._confirm(db, uuid.UUID(int=vid_int), channel)
+            self._confirm(self.confirm_db or db, uuid.UUID(int=vid_int), channel)
+        if wait and self.confirm_db is not None:
+            self.confirm_db.close()
+            self.confirm_db = None
 
     def _confirm(self, db: Database, vid: uuid.UUID, channel: str) -> None:
         for _ in range(50):

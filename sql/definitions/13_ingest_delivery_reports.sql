@@ -61,7 +61,7 @@ BEGIN
     n_stored := coalesce(cardinality(new_ids), 0);
 
     -- Effects, one UPDATE per intent: the batch's first delivered report and first permanent one.
-    WITH per_intent AS (
+    WITH per_intent AS MATERIALIZED (  -- computed once, not per updated row
         SELECT o.intent_id,
                min(coalesce(o.provider_at, o.received_at)) FILTER (WHERE o.event = 'delivered') AS delivered_at,
                (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.event = 'delivered'))[1] AS delivered_attempt,

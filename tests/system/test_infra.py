@@ -20,7 +20,7 @@ from signup_verification import config as configuration
 from support.terraform_model import INFRA, first, load_infra
 
 ROOT = INFRA.parent
-TARGETS = {"create_verification", "confirm_verification", "dispatch", "reconcile", "status"}
+TARGETS = {"create_verification", "confirm_verification", "dispatch", "reconcile", "status", "delivery_reports"}
 
 
 def main_py_functions() -> set[str]:
@@ -96,14 +96,19 @@ def test_only_the_intended_principals_invoke_each_function():
     assert public["count"] == '${var.confirm_public_access == "allUsers" ? 1 : 0}'
     assert infra.variables["confirm_public_access"]["default"] == "allUsers"
     text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
-    assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 1 and text.count('"allAuthenticatedUsers"') == 0
+    # issue 13: delivery_reports is public the same way (the providers' signatures are its guard)
+    reports = infra.resource("google_cloud_run_v2_service_iam_member", "reports_public")
+    assert reports["member"] == "allUsers" and reports["count"] == public["count"]
+    assert reports["name"] == '${google_cloudfunctions2_function.function["reports"].name}'
+    assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 2 and text.count('"allAuthenticatedUsers"') == 0
     output = infra.files["outputs.tf"]
     [unchecked] = [
         o["services_without_invoker_iam_check"] for o in output["output"] if "services_without_invoker_iam_check" in o
     ]
     assert unchecked["value"] == (
         '${var.confirm_public_access == "invoker_iam_check_disabled" ? '
-        '[google_cloudfunctions2_function.function["confirm"].name] : []}'
+        '[google_cloudfunctions2_function.function["confirm"].name, '
+        'google_cloudfunctions2_function.function["reports"].name] : []}'
     )
     specs = infra.function_specs
     assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"

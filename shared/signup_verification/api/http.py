@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import flask
 from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..platform.database import UnavailableError
 from . import problems
@@ -47,7 +48,10 @@ def read_request(request: flask.Request, max_bytes: int) -> Incoming:
     """The request with its body read once (at most max_bytes + 1 bytes), or a 413 Problem."""
     if request.content_length is not None and request.content_length > max_bytes:
         raise problems.too_large(max_bytes)
-    raw = request.stream.read(max_bytes + 1)
+    try:
+        raw = request.stream.read(max_bytes + 1)
+    except RequestEntityTooLarge:  # the app's own (smaller) MAX_CONTENT_LENGTH refused it first
+        raise problems.too_large(min(max_bytes, request.max_content_length or max_bytes)) from None
     if len(raw) > max_bytes:
         raise problems.too_large(max_bytes)
     return Incoming(request.method, request.mimetype, cast(Mapping[str, str], request.headers), request.args, raw)

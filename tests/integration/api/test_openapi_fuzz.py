@@ -30,10 +30,10 @@ from signup_verification.api.models import CreateVerificationRequest, field_erro
 from support.paths import ROOT
 
 SPEC = ROOT / "docs" / "openapi.yaml"
-TARGETS = ("create_verification", "confirm_verification", "dispatch", "reconcile", "status")
+TARGETS = ("create_verification", "confirm_verification", "dispatch", "reconcile", "status", "delivery_reports")
 # What must never reach a caller: Python's exception and traceback vocabulary, internal names.
 LEAK = re.compile(r"Traceback|File \"|Error:|Exception|pg8000|psycopg|SQLSTATE|signup_verification\.|line \d+")
-TABLES = ("verifications", "delivery_intents", "delivery_attempts", "idempotency_keys")
+TABLES = ("verifications", "delivery_intents", "delivery_attempts", "idempotency_keys", "delivery_observations")
 
 
 def served_targets():
@@ -56,7 +56,7 @@ def row_counts(db) -> tuple[int, ...]:
 
 SCHEMA = schemathesis.openapi.from_path(SPEC)
 OPERATIONS = {op.label: op for op in (result.ok() for result in SCHEMA.get_all_operations())}
-WITH_INPUT = ("POST /create_verification", "POST /confirm_verification")  # negative data needs something to break
+WITH_INPUT = ("POST /create_verification", "POST /confirm_verification")  # reports: signed input only (test_delivery_reports_fuzz)  # negative data needs something to break
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

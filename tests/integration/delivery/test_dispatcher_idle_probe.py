@@ -129,19 +129,21 @@ def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, databas
     time.sleep(1.5)  # the older one is waiting by now
     newer_started = time.monotonic()
     stop = threading.Event()
-    newer = threading.Thread(
-        target=lambda: run_dispatch(
-            db, settings, channels={"email": Instant(), "sms": Instant()}, estimator=_estimator(), stop=stop
-        )
-    )
+
+    def newer_invocation() -> None:  # its own connection: the test's `db` is read meanwhile
+        own = Database.from_url(database_url)
+        try:
+            run_dispatch(own, settings, channels={"email": Instant(), "sms": Instant()}, estimator=_estimator(), stop=stop)
+        finally:
+            own.close()
+
+    newer = threading.Thread(target=newer_invocation)
     newer.start()
     older.join(20)
     # Handed over within a few polls of the newer one waiting (its start takes a few statements; on a
     # loaded 2-core machine up to seconds), not at the older one's own deadline ~27 s later.
     assert "older" in ended and ended["older"] - newer_started < 6.0
-    other = db.sibling()
-    seed_intents(other, 1, prefix="after")  # the newer one still waits, and sends it
-    other.close()
+    seed_intents(db, 1, prefix="after")  # the newer one still waits, and sends it
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not db.run(
         "SELECT count(*) FROM delivery_intents WHERE status = 'accepted'"

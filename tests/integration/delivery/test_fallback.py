@@ -207,3 +207,22 @@ def test_verifyctl_status_shows_the_fallbacks_by_reason(db, smtp, twilio):
     assert intents(db, confirmed)["fallback"]["status"] == "suppressed"
     rendered = status_table.render(signals.compute(db, "test"))
     assert "fallbacks on sms (5 min): sent 1 (timer 0, primary failed 0, at once 1), suppressed 1" in rendered
+
+
+def test_a_hard_bounce_reported_later_brings_the_sms_forward(db):
+    """Issue 13's delivery reports fail an accepted email through the same hook (delivery_failed)."""
+    import json
+
+    from signup_verification.delivery import reports as domain
+    from support.factories import deliver
+    from support.reports import sendgrid_event
+
+    vid = create_with_fallback(db, provider_settings().create, after_seconds=300)
+    [intent_id] = deliver(db)  # only the email: the SMS is not due
+    bounce = sendgrid_event(intent_id, f"{intent_id}:1", "bounce", type="bounce", status="5.1.1", reason="550 5.1.1")
+    observation, _ = domain.sendgrid_events(json.dumps([bounce]).encode())
+    assert domain.ingest(db, "sendgrid", observation, None).undeliverable == 1
+    rows = intents(db, vid)
+    assert rows["primary"]["status"] == "failed" and rows["fallback"]["brought_forward_at"] is not None
+    [fallback] = t.claim(db, "w", 10, 30)
+    assert (fallback.channel, fallback.destination) == ("sms", "+14155550100")

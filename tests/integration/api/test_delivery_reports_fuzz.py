@@ -1,0 +1,88 @@
+"""Fuzzing the delivery_reports target with SIGNED input (issue 13): whatever a provider (or someone
+holding its key) posts, the answer is never a 5xx, rejected input stores nothing, and accepted
+input only ever links to attempts that exist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from support.reports import reports_env, sendgrid_headers, twilio_post
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=10,
+)
+events = st.fixed_dictionaries(
+    {},
+    optional={
+        "event": st.sampled_from(["delivered", "bounce", "dropped", "deferred", "open", "x"]) | st.text(max_size=8),
+        "sg_event_id": st.text(max_size=40) | st.integers(),
+        "sg_message_id": st.text(max_size=40) | st.none(),
+        "timestamp": st.integers() | st.text(max_size=5) | st.floats(allow_nan=False),
+        "type": st.sampled_from(["bounce", "blocked"]) | json_values,
+        "status": st.text(max_size=8),
+        "reason": st.text(max_size=30),
+        "intent_id": st.text(max_size=6) | st.integers(),
+        "attempt_id": st.from_regex(r"[0-9]{1,3}:[0-9]", fullmatch=True) | st.text(max_size=8),
+    },
+)
+bodies = st.one_of(
+    st.lists(events | json_values, max_size=8).map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=60),
+    json_values.map(lambda v: json.dumps(v).encode()),
+)
+forms = st.dictionaries(
+    st.sampled_from(["MessageSid", "MessageStatus", "ErrorCode", "SmsSid", "To", "x"]) | st.text(max_size=6),
+    st.text(max_size=40) | st.from_regex(r"SM[0-9a-f]{32}", fullmatch=True),
+    max_size=5,
+)
+
+
+@pytest.fixture
+def client(app_client, monkeypatch):
+    for name, value in reports_env().items():
+        monkeypatch.setenv(name, value)
+    return app_client("delivery_reports")
+
+
+def stored(db) -> int:
+    return db.run("SELECT (SELECT count(*) FROM delivery_observations) + (SELECT count(*) FROM destination_suppressions)")[0][0]
+
+
+def test_signed_sendgrid_bodies_never_5xx_and_store_nothing_unknown(client, db):
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(bodies)
+    def post(body):
+        response = client.post("/sendgrid", data=body, headers=sendgrid_headers(body))
+        assert response.status_code in (200, 400), response.get_data(as_text=True)
+        assert "Traceback" not in response.get_data(as_text=True)
+        assert stored(db) == 0  # no attempt exists: nothing can be linked, whatever the body claims
+
+    post()
+
+
+def test_signed_twilio_forms_never_5xx(client, db):
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(forms)
+    def post(form):
+        body, headers = twilio_post(form)
+        response = client.post("/twilio", data=body, headers=headers)
+        assert response.status_code in (200, 400, 403), response.get_data(as_text=True)
+        assert stored(db) == 0
+
+    post()
+
+
+def test_unsigned_garbage_is_refused(client, db):
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.binary(max_size=80), st.sampled_from(["/sendgrid", "/twilio"]))
+    def post(body, path):
+        response = client.post(path, data=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert response.status_code == 401 and stored(db) == 0
+
+    post()
