@@ -85,6 +85,9 @@ class CountingDatabase(Database):
             self.seconds += time.perf_counter() - started
 
 
+BENCH_SMS_MAX = 10_000_000  # SMS_MAX_PER_HOUR: the default 1,000 would leave most seeded SMS eligible
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -143,6 +146,7 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
         function_timeout_seconds=scenario.timeout,
         email_from="Signup <no-reply@example.org>",
         dispatch_settle_connection=scenario.settle_connection,
+        sms_max_per_hour=BENCH_SMS_MAX,  # every seeded SMS within the global budget (still counted per claim)
     )
     channels = {
         "email": BenchSender("email", scenario.latency, scenario.mime),

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The raw-SQL limit: the dispatcher's own claim, begin-attempts and settle statements (the same
+"""The raw-SQL limit: the dispatcher's own claim (fused with begin), start and settle statements (the same
 .sql files, prepared, one connection) driven in a tight loop with no rendering, sending or
 bookkeeping between them. What the database can do per intent on this machine; the dispatcher's
 rate divided by this is the share Python and the pipeline cost.
 
-    .venv/bin/python bench/raw_sql_bench.py [--quick]
+    .venv/bin/python bench/raw_sql_bench.py [--quick]     # fused claim vs the two-step begin, interleaved
 """
 
 from __future__ import annotations
@@ -27,17 +27,22 @@ def seed(db: Database, n: int) -> None:
     db.execute_script("VACUUM ANALYZE")
 
 
-def drain(db: Database, batch: int) -> int:
-    """claim -> begin -> settle(accepted) until nothing is eligible; returns intents settled."""
-    claim, begin, settle = (load_sql(OUTBOX, f) for f in ("claim.sql", "begin_attempts.sql", "settle.sql"))
+def drain(db: Database, batch: int, fused: bool = True) -> int:
+    """claim (fused: begins the attempts) -> start -> settle(accepted) until nothing is eligible, as the
+    dispatcher does; returns intents settled. `fused=False`: the two-step shape before issue 18
+    (claim -> begin_attempts.sql, a second non-HOT UPDATE and the attempt row there)."""
+    claim, settle = load_sql(OUTBOX, "claim.sql"), load_sql(OUTBOX, "settle.sql")
+    start = load_sql(OUTBOX, "start.sql" if fused else "begin_attempts.sql")
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.run(claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None)  # no SMS budget
+        rows = db.run(  # no SMS budget
+            claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=fused, dead_within=0.0
+        )
         if not rows:
             return done
         ids, versions = [r[0] for r in rows], [r[9] for r in rows]
-        db.run(begin, owner=OWNER, ids=ids, versions=versions)
+        db.run(start, owner=OWNER, ids=ids, versions=versions)
         n = len(ids)
         applied = db.run(
             settle,
@@ -55,15 +60,25 @@ def drain(db: Database, batch: int) -> int:
         done += len(applied)
 
 
-def measure(params, intents: int, batch: int) -> float:
+def measure(params, intents: int, batch: int, fused: bool = True) -> float:
     """intents/s for one drain of a freshly seeded database."""
     db = fresh_database(params, "bench_raw_sql")
     try:
         seed(db, intents)
+        db.execute_script("CHECKPOINT")  # full-page images after it hit both shapes alike
+        [[lsn]] = db.run("SELECT pg_current_wal_lsn()::text")
         started = time.perf_counter()
-        done = drain(db, batch)
+        done = drain(db, batch, fused)
         seconds = time.perf_counter() - started
         assert done == intents, (done, intents)
+        # load-independent figures: WAL written and how many intent updates were HOT
+        [[wal]] = db.run("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), CAST(:lsn AS pg_lsn))::float8", lsn=lsn)
+        time.sleep(0.6)  # table statistics reach the view after the backend's next flush
+        [[upd, hot]] = db.run(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'delivery_intents'"
+        )
+        log(f"  {'fused' if fused else 'two-step'}: WAL {wal / done:,.0f} B/intent, intent updates {upd / done:.2f}"
+            f"/intent of which HOT {hot / done:.2f}")
         return done / seconds
     finally:
         db.close()
@@ -75,8 +90,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args()
     params = server()
-    n = 2_000 if args.quick else 50_000
-    log(f"raw SQL, batch {args.batch}: {measure(params, n, args.batch):,.0f} intents/s")
+    n = 2_000 if args.quick else 20_000
+    for fused in (True, False, True, False):  # interleaved: load drifts over both alike
+        rate = measure(params, n, args.batch, fused)
+        log(f"raw SQL, batch {args.batch}, {'fused claim' if fused else 'two-step begin'}: {rate:,.0f} intents/s")
 
 
 if __name__ == "__main__":

@@ -425,13 +425,17 @@ class Run:
         finally:
             db.close()
 
-    def _lease_holders(self, db: Database, statuses: tuple[str, ...] = ("claimed", "attempting")) -> dict[int, int]:
-        """{pid: leases held in `statuses`} of the workers holding leases now; {} while the server is down."""
+    def _lease_holders(
+        self, db: Database, statuses: tuple[str, ...] = ("claimed", "attempting"), ahead_only: bool = False
+    ) -> dict[int, int]:
+        """{pid: leases held in `statuses`} of the workers holding leases now; {} while the server is down.
+        `ahead_only`: only batches claimed ahead, sends not started (claimed, or begun by the fused claim)."""
         try:
             owners = db.run(
                 "SELECT lease_owner, count(*) FROM delivery_intents WHERE status = ANY(:statuses)"
-                " AND lease_owner IS NOT NULL GROUP BY 1",
+                " AND lease_owner IS NOT NULL AND (NOT :ahead OR status = 'claimed' OR sending_at IS NULL) GROUP BY 1",
                 statuses=list(statuses),
+                ahead=ahead_only,
             )
         except UnavailableError:
             return {}
@@ -458,9 +462,9 @@ class Run:
         """SIGSTOP a worker that holds claimed leases, for longer than its lease; SIGCONT it later. Whether it
         still holds them is read again once it is stopped (it cannot change them then): if its batch
         settled in between, it is resumed at once and another moment is tried."""
-        # One holding a batch claimed ahead: on resume its begin is fenced and refused (stale) for sure, where
+        # One holding a batch claimed ahead: on resume its start is fenced and refused (stale) for sure, where
         # sends still in flight past the deadline would be left to the reconciler without a write.
-        pids = self._lease_holders(db, ("claimed",))
+        pids = self._lease_holders(db, ahead_only=True)  # issue 18: the fused claim's batch is 'attempting', not started
         with self.lock:
             slot = next(
                 (
@@ -481,7 +485,7 @@ class Run:
         time.sleep(0.2)
         try:
             claimed, held = db.run(
-                "SELECT count(*) FILTER (WHERE status = 'claimed'), count(*) FROM delivery_intents"
+                "SELECT count(*) FILTER (WHERE status = 'claimed' OR sending_at IS NULL), count(*) FROM delivery_intents"
                 " WHERE status IN ('claimed', 'attempting') AND split_part(lease_owner, ':', 3) = :pid",
                 pid=str(proc.pid),
             )[0]

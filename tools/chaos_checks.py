@@ -157,7 +157,9 @@ def _no_unexplained_duplicate(found, intents, attempts, delivered) -> None:
     for vid, messages in delivered.items():
         intent = intents[vid]
         rows = attempts[intent["id"]]
-        begun = sum(1 for a in rows if a["outcome"] == "attempting")
+        # an attempt the fused claim began and released before its send started cannot explain a message
+        released = {a["attempt_id"] for a in rows if a["outcome"] == "released"}
+        begun = sum(1 for a in rows if a["outcome"] == "attempting" and a["attempt_id"] not in released)
         ambiguous = sum(1 for a in rows if a["outcome"] == "ambiguous")
         if len(messages) > begun:
             found.fail("duplicate", f"intent {intent['id']}: {len(messages)} messages taken, {begun} attempts begun")
@@ -189,7 +191,12 @@ def _no_dead_token_delivered(found, ledger: Ledger, verifications, intents, atte
         intent = intents.get(vid)
         if intent is None:
             continue
-        begun = [a["attempted_epoch"] for a in attempts[intent["id"]] if a["outcome"] == "attempting"]
+        released = {a["attempt_id"] for a in attempts[intent["id"]] if a["outcome"] == "released"}
+        begun = [
+            a["attempted_epoch"]
+            for a in attempts[intent["id"]]
+            if a["outcome"] == "attempting" and a["attempt_id"] not in released
+        ]
         for started in begun:
             if started >= v["expires_epoch"]:
                 found.fail("dead_token", f"intent {intent['id']}: an attempt began after its token expired")
@@ -234,6 +241,7 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
                 "failed": {"failed"},
                 "retryable": {"failed", "suppressed"},
                 "ambiguous": {"ambiguous", "failed", "suppressed"},
+                "released": {"suppressed"},  # begun by the claim, never sent, then its link died
             }
             if intent["status"] not in allowed[last]:
                 found.fail("explained", f"{label}: last attempt outcome {last}")

@@ -45,9 +45,26 @@ DECLARE
     policy text := channel_policy(p_fallback_channel, p_fallback_after_seconds);  -- issue 14
     fallback_wait integer := 0;
 BEGIN
+    -- ---- idempotency record (issue 18): written complete at insert time ------------------------
+    -- Everything the 'created' answer holds is known before the verification is written (its id is
+    -- the caller's, its times are now() and now() + ttl, its status 'pending'), so the record is
+    -- inserted with outcome 'created' and its data, and never updated afterwards. Until this
+    -- transaction commits nobody sees it (a concurrent same-key request waits on the unique index);
+    -- a rate-limited request deletes it, an error rolls it back.
+    fields := jsonb_build_object(
+        'verification_id', p_id,
+        'account_id', p_account_id,
+        'channel', p_channel,
+        'status', 'pending',
+        'expires_at', to_char((now() + p_ttl) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+    IF p_fallback_channel IS NOT NULL THEN  -- issue 14: the policy, never the destination
+        fields := fields || jsonb_build_object('fallback', jsonb_build_object(
+            'channel', p_fallback_channel, 'after_seconds', p_fallback_after_seconds, 'policy', policy));
+    END IF;
     LOOP
-        INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)
-        VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl)
+        INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, outcome_data)
+        VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl, 'created', fields)
         ON CONFLICT (scope, key) DO NOTHING;
         EXIT WHEN FOUND;
         -- FOR UPDATE: two requests reusing one expired key queue here, and the second then sees
@@ -56,8 +73,8 @@ BEGIN
         CONTINUE WHEN NOT FOUND;  -- deleted (reaped, or rate limited) since the INSERT: insert again
         IF existing.expires_at <= now() THEN
             -- An expired key the reconciler has not reaped yet counts as unused.
-            UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = NULL,
-                   outcome_data = NULL, created_at = now(), expires_at = now() + p_idempotency_ttl
+            UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created',
+                   outcome_data = fields, created_at = now(), expires_at = now() + p_idempotency_ttl
              WHERE scope = p_scope AND key = p_key;
             EXIT;
         END IF;
@@ -69,6 +86,7 @@ BEGIN
         END IF;
         RETURN;
     END LOOP;
+    -- ---- end of idempotency record -------------------------------------------------------------
 
     -- ---- abuse limits (issue 15) ------------------------------------------------------------
     -- Serialise creations per destination, so the rate limit cannot be raced, then per account, so
@@ -162,18 +180,5 @@ BEGIN
                 created.created_at + make_interval(secs => p_fallback_after_seconds));
     END IF;
 
-    fields := jsonb_build_object(
-        'verification_id', created.id,
-        'account_id', created.account_id,
-        'channel', created.channel,
-        'status', created.status,
-        'expires_at', to_char(created.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'created_at', to_char(created.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
-    IF p_fallback_channel IS NOT NULL THEN  -- issue 14: the policy, never the destination
-        fields := fields || jsonb_build_object('fallback', jsonb_build_object(
-            'channel', p_fallback_channel, 'after_seconds', p_fallback_after_seconds, 'policy', policy));
-    END IF;
-    UPDATE idempotency_keys SET outcome = 'created', outcome_data = fields
-     WHERE scope = p_scope AND key = p_key;
     RETURN QUERY SELECT 'created'::text, fields, NULL::integer;
 END $$;

@@ -106,9 +106,9 @@ BEGIN
         SELECT a.attempt_id, c.id, a.attempt_number, c.channel, c.template_version, 'accepted', 'provider_report',
                a.provider_ref, a.attempted_at
           FROM changed AS c
-          JOIN delivery_attempts AS a ON a.attempt_id = c.delivered_attempt AND a.outcome = 'attempting'
+          JOIN delivery_attempts AS a ON a.intent_id = c.id AND a.attempt_id = c.delivered_attempt AND a.outcome = 'attempting'
          WHERE c.made_accepted
-        ON CONFLICT (attempt_id, outcome) DO NOTHING
+        ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- sql/014's one-outcome rule
         RETURNING 1
     )
     SELECT count(*) FILTER (WHERE reported AND NOT made_undeliverable), array_agg(id) FILTER (WHERE made_undeliverable)

@@ -182,6 +182,26 @@ def test_each_invariant_check_catches_its_violation(db):
     assert not any(f"intent {_intent(db, ok)} " in m for m in messages.values())  # the sound one is not blamed
 
 
+
+def test_a_released_attempt_explains_no_message(db):
+    """An attempt the fused claim began and released before its send (issue 18) ends 'released':
+    it is a sound history when nothing was sent, and it never explains a message a provider took."""
+    policy, ledger = RetryPolicy(), Ledger()
+    quiet = _create(db, "a-quiet", "email", "quiet@example.com")
+    sent = _create(db, "a-sent", "email", "sent@example.com")
+    ledger.created.update({"quiet": quiet, "sent": sent})
+    for vid in (quiet, sent):
+        _attempt(db, vid, "released", status="retryable")
+        db.run(  # then its link died: suppressed, as the dispatcher does
+            "UPDATE delivery_intents SET status = 'suppressed', suppression_reason = 'expired', completed_at = now()"
+            " WHERE verification_id = :v",
+            v=vid,
+        )
+    found = check(db, ledger, [Delivered("email", "sent@example.com", _token(db, sent), time.time())], KEYRING, policy)
+    messages = {name: " | ".join(v) for name, v in found.violations.items()}
+    assert set(messages) == {"duplicate"}, messages
+    assert f"intent {_intent(db, sent)}: 1 messages taken, 0 attempts begun" in messages["duplicate"]
+
 def _intent(db, vid: uuid.UUID) -> int:
     return db.one("SELECT id FROM delivery_intents WHERE verification_id = :v", v=vid)["id"]
 

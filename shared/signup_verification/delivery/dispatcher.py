@@ -1,15 +1,17 @@
 """The delivery worker: one `dispatch` invocation drains eligible intents until its budget is spent.
 
 A two-slot pipeline, one batch ahead:
-    pending   claimed (leased, fenced, committed), dead intents suppressed, not begun: on shutdown
-              it is simply released;
-    running   begun (fenced, before any network call), its sends in a bounded pool (sending.py).
+    pending   claimed and begun in one statement (the fused claim: leased, fenced, its attempt rows
+              written, committed), dead intents suppressed, sends not started: on shutdown it is
+              released (a 'released' outcome, not an attempt, eligible again at once);
+    running   started (fenced, before any network call: a HOT update of sending_at), its sends in a
+              bounded pool (sending.py).
 Each turn of the loop asks once whether shutdown was requested, then: promote pending to running
 (its sends start), settle the batch that just finished (settling.py: inline, or on a second
-connection), claim the next pending batch, and wait for the running one. So only `begin` sits
+connection), claim the next pending batch, and wait for the running one. So only `start` sits
 between two batches' sends, and the settle overlaps the next batch's sends.
 
-Database work is per batch, not per intent: claim, begin and settle are three statements whatever
+Database work is per batch, not per intent: claim, start and settle are three statements whatever
 the batch size (plus the heartbeat at most every HEARTBEAT_SECONDS, one per suppression reason
 found, one per lease renewal). The transitions live in outbox/transitions.py, the heartbeat in
 outbox/heartbeats.py; this module only drives them. Draining until the deadline (not one batch per
@@ -233,11 +235,10 @@ class Dispatcher:
         plan = plan_batch(self.deadline.remaining() - ahead, latency, o.send_concurrency, o.max_batch, o.batch_seconds)
         if plan is None:
             return None
-        sms_budget = o.sms_max_per_hour
-        claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds, sms_budget)
+        claimed = self._claim(plan.size, plan.lease_seconds)
         if not claimed and settler.wait():
             # the settle that was in flight may have left retryable outcomes due at once: look again
-            claimed = transitions.claim(self.db, self.owner, plan.size, plan.lease_seconds, sms_budget)
+            claimed = self._claim(plan.size, plan.lease_seconds)
         if not claimed:
             self._drained = True
             return None
@@ -247,14 +248,23 @@ class Dispatcher:
         self._fault("after_claim")
         return _Claimed(self._suppress_dead(claimed), plan.lease_seconds, plan.expected_seconds)
 
+    def _claim(self, size: int, lease_seconds: float) -> list[ClaimedIntent]:
+        """The fused claim: live intents come back begun (their sends not started)."""
+        o = self.config
+        return transitions.claim(
+            self.db, self.owner, size, lease_seconds, o.sms_max_per_hour, begin=True, dead_within=o.send_timeout_seconds
+        )
+
     def _start(self, claimed: _Claimed) -> _Running | None:
-        """Begin the attempts (fenced, before any network call) and start their sends."""
-        # Claimed ahead, a batch may have waited behind slow sends: links that died meanwhile are suppressed
-        # here, never begun (found by tools/chaos.py: a 30 s link was begun and sent after it expired).
+        """Start the sends of the attempts the claim began (fenced, before any network call); an intent
+        the claim left unbegun is begun the two-step way."""
+        # Claimed ahead, a batch may have waited behind slow sends: links that died meanwhile are released
+        # and suppressed here, never sent (found by tools/chaos.py: a 30 s link was begun and sent after it expired).
         live = self._suppress_dead(claimed.live)
         if not live:
             return None
-        begun = transitions.begin_attempts(self.db, self.owner, [i.fence for i in live])
+        begun = transitions.start(self.db, self.owner, [i.fence for i in live if i.begun])
+        begun += transitions.begin_attempts(self.db, self.owner, [i.fence for i in live if not i.begun])
         self.report.stale_writes += len(live) - len(begun)
         self._fault("after_begin")
         if not begun:
@@ -290,13 +300,17 @@ class Dispatcher:
         before one provider call could even finish counts as dead already."""
         horizon = datetime.now(UTC) + timedelta(seconds=self.config.send_timeout_seconds)
         dead: dict[str, list] = defaultdict(list)
-        live = []
+        live, begun_dead = [], []
         for intent in claimed:
             reason = intent.dead_reason(horizon)
             if reason is None:
                 live.append(intent)
             else:
                 dead[reason].append(intent.verification_id)
+                if intent.begun:
+                    begun_dead.append(intent.fence)
+        if begun_dead:  # begun by the claim, died before its send: end the attempt ('released') first
+            self.report.stale_writes += len(begun_dead) - len(transitions.release(self.db, self.owner, begun_dead))
         for reason, verification_ids in dead.items():
             self.report.suppressed += len(transitions.suppress(self.db, verification_ids, reason))
         return live

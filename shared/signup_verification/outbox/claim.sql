@@ -1,9 +1,17 @@
--- claim: eligible -> claimed. One short transaction, committed before any network call.
+-- claim: eligible -> claimed, or with :begin straight to attempting (the fused claim, issue 18).
+-- One short transaction, committed before any network call.
 -- Reads the shared eligibility view (SMS capped by the global budget); SKIP LOCKED lets concurrent workers take disjoint batches.
 -- Returns what the worker needs to render and to fence its later writes (lease_version).
 -- Shaped so the plan is index probes whatever the table sizes (bench/raw_sql_bench.py): the ids
 -- as an array (primary-key probes, not a hash join over a seq scan of delivery_intents) and the
 -- verification read as a LATERAL that cannot be flattened (one primary-key probe per row).
+-- With :begin, an intent whose link is alive for :dead_within seconds more is begun in this
+-- statement (attempts + 1 and its 'attempting' row, as begin_attempts.sql does): one UPDATE and one
+-- round trip fewer per intent. Its sends have not started (sending_at stays NULL until start.sql),
+-- so if they never do, release.sql / expire_claims.sql record 'released', not an attempt. The
+-- others stay 'claimed' for the worker's own dead-link check (delivery/dispatcher.py), which
+-- suppresses them or begins them the two-step way. `live` below must never call alive what
+-- ClaimedIntent.dead_reason calls dead.
 WITH other AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel <> 'sms'
      ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED
@@ -15,12 +23,26 @@ WITH other AS (
      LIMIT least(:limit, sms_budget_left(CAST(:sms_max AS integer))) FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE delivery_intents AS i
-       SET status = 'claimed', lease_owner = :owner,
+       SET (status, attempts) = (
+               SELECT CASE WHEN live THEN 'attempting' ELSE 'claimed' END, i.attempts + live::integer
+                 FROM (SELECT coalesce(CAST(:begin AS boolean) AND (i.role = 'event'  -- an event has no link: never dead
+                                       OR (v.status = 'pending'
+                                       AND CASE WHEN i.role = 'fallback' THEN i.destination ELSE v.destination END IS NOT NULL
+                                       AND v.expires_at > now() + make_interval(secs => :dead_within))), false) AS live
+                         FROM verifications AS v WHERE v.id = i.verification_id) AS l),
+           lease_owner = :owner,
            lease_until = now() + make_interval(secs => :lease_seconds),
-           lease_version = i.lease_version + 1, last_claimed_at = now(), updated_at = now()
+           lease_version = i.lease_version + 1, last_claimed_at = now(), updated_at = now(), sending_at = NULL
      WHERE i.id = ANY (ARRAY(SELECT id FROM (SELECT * FROM other UNION ALL SELECT * FROM sms) AS pick
                               ORDER BY next_attempt_at, id LIMIT :limit))
     RETURNING i.*
+), begun AS (
+    INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,
+                                   lease_owner, lease_version, outcome, claimed_at, attempted_at)
+    SELECT c.id || ':' || c.attempts, c.id, c.attempts, c.channel, c.template_version,
+           :owner, c.lease_version, 'attempting', c.last_claimed_at, now()
+      FROM claimed AS c
+     WHERE c.status = 'attempting'
 )
 SELECT c.id, c.verification_id, c.channel, c.purpose, c.locale, c.template_version, c.attempts,
        c.max_attempts, c.ambiguous_count, c.lease_version, c.lease_until, c.next_attempt_at, c.created_at,
@@ -29,7 +51,8 @@ SELECT c.id, c.verification_id, c.channel, c.purpose, c.locale, c.template_versi
        CASE WHEN c.role = 'fallback' THEN c.destination WHEN c.role = 'event' THEN NULL ELSE v.destination END
            AS destination,
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
-       c.role, c.event_type, c.payload
+       c.role, c.event_type, c.payload,
+       c.status = 'attempting' AS begun
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status FROM verifications
                       WHERE id = c.verification_id OFFSET 0) AS v

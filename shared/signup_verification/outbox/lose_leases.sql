@@ -1,10 +1,11 @@
 -- lease lost: attempting with an expired lease -> ambiguous (a send may have happened), held per
--- the channel's policy, with an attempt row recording the lost lease.
+-- the channel's policy, with an attempt row recording the lost lease. Only once its sends started
+-- (sending_at): an attempt the fused claim began whose sends never started is released instead.
 WITH policy AS (
     SELECT * FROM unnest(:channels::text[], :holds::float8[]) AS p(channel, hold_seconds)
 ), lost AS (
     SELECT id FROM delivery_intents
-     WHERE status = 'attempting' AND lease_until <= now()
+     WHERE status = 'attempting' AND lease_until <= now() AND sending_at IS NOT NULL  -- else: expire_claims.sql
      ORDER BY lease_until
      LIMIT :limit
        FOR UPDATE SKIP LOCKED

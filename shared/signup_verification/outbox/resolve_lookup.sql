@@ -26,9 +26,10 @@ WITH input AS (
     SELECT r.attempt_id, r.id, r.attempts, r.channel, r.template_version,
            CASE WHEN r.status = 'accepted' THEN 'accepted' WHEN r.status = 'retryable' THEN 'retryable' ELSE 'failed' END,
            CASE WHEN r.sid IS NOT NULL THEN 'provider_lookup_found' ELSE 'provider_lookup_absent' END, r.sid,
-           (SELECT a.attempted_at FROM delivery_attempts AS a WHERE a.attempt_id = r.attempt_id AND a.outcome = 'attempting')
+           (SELECT a.attempted_at FROM delivery_attempts AS a
+             WHERE a.intent_id = r.id AND a.attempt_number = r.attempts AND a.outcome = 'attempting')
       FROM resolved AS r
-    ON CONFLICT (attempt_id, outcome) DO NOTHING
+    ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- sql/014's one-outcome rule
 ), followed AS (
     -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement
     SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed')) AS written FROM resolved AS r

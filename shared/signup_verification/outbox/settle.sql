@@ -35,7 +35,7 @@ WITH input AS (
            updated_at = now()
       FROM decided AS d
      WHERE i.id = d.id AND i.lease_owner = :owner AND i.lease_version = d.lease_version
-       AND i.status = 'attempting' AND i.lease_until > now()
+       AND i.status = 'attempting' AND i.sending_at IS NOT NULL AND i.lease_until > now()
     RETURNING i.id, i.attempts, i.channel, i.template_version, i.lease_version, i.last_claimed_at,
               d.outcome, d.status, d.error_class, d.error_detail, d.provider_ref, d.segments
 ), logged AS (
@@ -45,7 +45,7 @@ WITH input AS (
     SELECT s.id || ':' || s.attempts, s.id, s.attempts, s.channel, s.template_version, :owner, s.lease_version,
            s.outcome, s.error_class, left(s.error_detail, 500), s.provider_ref, s.segments, s.last_claimed_at,
            (SELECT a.attempted_at FROM delivery_attempts AS a
-             WHERE a.attempt_id = s.id || ':' || s.attempts AND a.outcome = 'attempting')
+             WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
 ), followed AS (
     -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement

@@ -1,8 +1,10 @@
 """The outbox state machine: the one place each transition of a delivery intent is defined.
 
     ready/retryable --claim--> claimed --begin--> attempting --settle--> accepted|retryable|ambiguous|failed
-    claimed --release (owner, or reconciler on expiry)--> ready/retryable      (not an attempt)
-    attempting --lease lost (reconciler)--> ambiguous                          (an attempt row records it)
+    ready/retryable --claim(begin)--> attempting --start--> (sending) --settle--> ...   (the fused claim)
+    claimed, or attempting not yet started --release (owner, or reconciler on expiry)--> ready/retryable
+                                                            (not an attempt; a begun one logs 'released')
+    attempting, sending --lease lost (reconciler)--> ambiguous                 (an attempt row records it)
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
     ambiguous --lookup (reconciler asked the provider, issue 13)--> accepted|retryable|failed
     ambiguous|retryable --delivered report (issue 13, sql/definitions/13)--> accepted
@@ -54,6 +56,7 @@ class ClaimedIntent:
     role: str = "primary"
     event_type: str | None = None
     payload: Any = None
+    begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
@@ -65,6 +68,11 @@ class ClaimedIntent:
     @property
     def fence(self) -> tuple[int, int]:
         return self.id, self.lease_version
+
+    @property
+    def attempt(self) -> BegunAttempt:
+        """The attempt the fused claim began (only when `begun`)."""
+        return BegunAttempt(self.id, f"{self.id}:{self.attempts}", self.attempts)
 
     def dead_reason(self, now: datetime) -> str | None:
         """Why this intent must not be sent (its link would be dead), or None. A webhook event carries
@@ -116,13 +124,28 @@ def _fences(fences: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
 
 # -- worker transitions (fenced) ------------------------------------------------------------------
 def claim(
-    db: Database, owner: str, limit: int, lease_seconds: float, sms_max_per_hour: int | None = None
+    db: Database,
+    owner: str,
+    limit: int,
+    lease_seconds: float,
+    sms_max_per_hour: int | None = None,
+    *,
+    begin: bool = False,
+    dead_within: float = 0.0,
 ) -> list[ClaimedIntent]:
-    """`sms_max_per_hour`: the global SMS budget (None: none); past it SMS intents are left eligible."""
+    """`sms_max_per_hour`: the global SMS budget (None: none); past it SMS intents are left eligible.
+    `begin`: the fused claim: intents whose link lives `dead_within` seconds more are begun too
+    (`begun`; their sends are handed over later with `start`, or they are `release`d)."""
     if limit <= 0:
         return []
     rows = db.rows(
-        load_sql(__file__, "claim.sql"), owner=owner, limit=limit, lease_seconds=lease_seconds, sms_max=sms_max_per_hour
+        load_sql(__file__, "claim.sql"),
+        owner=owner,
+        limit=limit,
+        lease_seconds=lease_seconds,
+        sms_max=sms_max_per_hour,
+        begin=begin,
+        dead_within=float(dead_within),
     )
     return [ClaimedIntent(**row) for row in rows]
 
@@ -132,6 +155,15 @@ def begin_attempts(db: Database, owner: str, fences: Sequence[tuple[int, int]]) 
         return []
     ids, versions = _fences(fences)
     rows = db.run(load_sql(__file__, "begin_attempts.sql"), owner=owner, ids=ids, versions=versions)
+    return [BegunAttempt(*row) for row in rows]
+
+
+def start(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> list[BegunAttempt]:
+    """Attempts begun by the fused claim: their sends start now (fenced). The ones returned may be sent."""
+    if not fences:
+        return []
+    ids, versions = _fences(fences)
+    rows = db.run(load_sql(__file__, "start.sql"), owner=owner, ids=ids, versions=versions)
     return [BegunAttempt(*row) for row in rows]
 
 

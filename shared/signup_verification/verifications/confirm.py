@@ -31,6 +31,7 @@ _log = logging.getLogger("signup_verification.verifications.confirm")
 _LOOKUP_LINK = load_sql(__file__, "confirm_lookup_link.sql")
 _STATE = load_sql(__file__, "confirm_state.sql")
 _CONSUME = load_sql(__file__, "confirm_consume.sql")
+_CONFIRM_LINK = load_sql(__file__, "confirm_link.sql")
 _WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
 _DESTINATION_FAILURES = load_sql(__file__, "confirm_destination_failures.sql")
 
@@ -127,12 +128,20 @@ def preview_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
 
 
 def confirm_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
-    found = _find_link(db, keyring, token)
+    """Find and consume in one statement (confirm_link.sql): no look-up round trip first."""
+    found = None
+    if token and _TOKEN_SHAPE.match(token):
+        keys = keyring.keys
+        found = db.one(_CONFIRM_LINK, key_ids=[k.key_id for k in keys], digests=[k.link_digest(token) for k in keys])
     if found is None:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)
-    row, digest = found
-    return _consume(db, row, digest)
+    row = as_channel(found, "email") or found  # issue 14: the email may be the fallback channel
+    if found["consumed_at"] is not None:
+        return _verified(row, found["id"], found["account_id"], found["consumed_at"])
+    if row["status"] != "pending":  # already dead in this statement's snapshot: nothing raced it
+        return _logged(_from_state(row))
+    return _restate(db, row)
 
 
 # -- SMS codes --------------------------------------------------------------------------------
@@ -197,19 +206,27 @@ def confirm_code(
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     consumed = db.one(_CONSUME, id=row["id"], digest=digest)
     if consumed is not None:
-        return _logged(
-            Outcome(
-                VERIFIED,
-                consumed["id"],
-                consumed["account_id"],
-                row["channel"],
-                verified_at=consumed["verified_at"],
-                expires_at=row["expires_at"],
-                destination_hint=mask_destination(row["channel"], row["destination"]),
-                locale=row["locale"],
-                return_url=row.get("return_url"),
-            )
+        return _verified(row, consumed["id"], consumed["account_id"], consumed["verified_at"])
+    return _restate(db, row)
+
+
+def _verified(row: dict[str, Any], verification_id: uuid.UUID, account_id: str, verified_at: datetime) -> Outcome:
+    return _logged(
+        Outcome(
+            VERIFIED,
+            verification_id,
+            account_id,
+            row["channel"],
+            verified_at=verified_at,
+            expires_at=row["expires_at"],
+            destination_hint=mask_destination(row["channel"], row["destination"]),
+            locale=row["locale"],
+            return_url=row.get("return_url"),
         )
+    )
+
+
+def _restate(db: Database, row: dict[str, Any]) -> Outcome:
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"])
     return _logged(_from_state((as_channel(latest, row["channel"]) if latest else None) or row))

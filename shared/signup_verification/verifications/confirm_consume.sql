@@ -1,4 +1,5 @@
--- consume: the one atomic UPDATE that verifies. It requires the verification pending, unexpired
+-- consume: the one atomic UPDATE that verifies a code (a link verifies in confirm_link.sql, which finds
+-- and consumes in one statement: keep the two in step). It requires the verification pending, unexpired
 -- and the digest the caller matched, so of two concurrent confirmations exactly one returns a row.
 -- Undelivered intents of the now verified verification are suppressed in the same statement
 -- (nothing left to send), through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql):

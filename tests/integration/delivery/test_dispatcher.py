@@ -114,11 +114,18 @@ def test_the_fault_hook_is_called_at_each_crash_point_with_that_state_committed(
     seen = []
 
     def hook(point: str) -> None:
-        seen.append((point, sorted({r[0] for r in db.run("SELECT status FROM delivery_intents")})))
+        rows = db.run("SELECT status, sending_at IS NOT NULL FROM delivery_intents")
+        begun = db.run("SELECT count(*) FROM delivery_attempts WHERE outcome = 'attempting'")[0][0]
+        seen.append((point, sorted({(r[0], r[1]) for r in rows}), begun))
 
     report = run_dispatch(db, provider_settings(smtp), fault=hook)
     assert report.accepted == 2
-    assert seen == [("after_claim", ["claimed"]), ("after_begin", ["attempting"]), ("after_send", ["attempting"])]
+    # The fused claim begins the attempts (rows written, sends not started); start marks them sending.
+    assert seen == [
+        ("after_claim", [("attempting", False)], 2),
+        ("after_begin", [("attempting", True)], 2),
+        ("after_send", [("attempting", True)], 2),
+    ]
 
 
 def test_an_empty_queue_claims_nothing(db, tmp_path):
@@ -331,9 +338,17 @@ def test_sigterm_after_claim_releases_unstarted_work(db, smtp):
         db, provider_settings(smtp, send_concurrency=8), dispatcher_class=StopAfterClaim, stop=threading.Event()
     )
     assert (report.claimed, report.released, report.accepted) == (5, 5, 0)
-    rows = db.rows("SELECT status, attempts, lease_owner FROM delivery_intents")
-    assert all(r == {"status": "ready", "attempts": 0, "lease_owner": None} for r in rows)
-    assert db.run("SELECT count(*) FROM delivery_attempts") == [[0]] and smtp.received == []
+    # The fused claim had begun them: each attempt ends 'released', is not charged (max_attempts
+    # grows with the used number) and the intent is eligible again at once.
+    rows = db.rows(
+        "SELECT status, attempts, max_attempts, lease_owner, next_attempt_at <= now() AS due FROM delivery_intents"
+    )
+    assert rows and all(
+        r == {"status": "retryable", "attempts": 1, "max_attempts": 6, "lease_owner": None, "due": True} for r in rows
+    )
+    outcomes = db.run("SELECT outcome, count(*) FROM delivery_attempts GROUP BY outcome ORDER BY outcome")
+    assert outcomes == [["attempting", 5], ["released", 5]] and smtp.received == []
+    assert sorted(c.id for c in t.claim(db, "next", 10, 30)) == sorted(r[0] for r in db.run("SELECT id FROM delivery_intents"))
 
 
 def test_sigterm_before_start_claims_nothing(db, smtp):

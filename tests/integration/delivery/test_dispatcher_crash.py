@@ -52,16 +52,23 @@ def test_killed_after_claim_leaves_claims_that_become_eligible_again(db, databas
     seed_intents(db, 6, sms_every=3)
     killed = dispatch_process(worker_env(database_url, smtp, twilio, tmp_path), fault="after_claim")
     assert killed.returncode == -signal.SIGKILL
-    assert states(db) == {"claimed": 6}
-    assert db.run("SELECT count(*) FROM delivery_attempts") == [[0]]  # nothing begun, nothing sent
+    # The fused claim began the attempts (their rows are written) but no send started (sending_at NULL).
+    assert states(db) == {"attempting": 6}
+    assert db.run("SELECT outcome, count(*) FROM delivery_attempts GROUP BY outcome") == [["attempting", 6]]
+    assert db.run("SELECT count(*) FROM delivery_intents WHERE sending_at IS NOT NULL") == [[0]]
     assert smtp.received == [] and twilio.requests == 0
     owner = db.one("SELECT DISTINCT lease_owner FROM delivery_intents")["lease_owner"]
     assert owner.startswith("crash:")
-    # Until the lease expires nobody else may take them; then the reconciler releases (not an attempt).
+    # Until the lease expires nobody else may take them; then the reconciler releases (not an attempt:
+    # a 'released' outcome, max_attempts + 1), never makes them ambiguous (nothing can have been sent).
     assert t.claim(db, "other", 10, 30) == []
     expire_leases(db)
+    assert t.lose_leases(db, provider_settings().retry, 100) == []
     assert len(t.expire_claims(db, 100)) == 6
-    assert db.run("SELECT DISTINCT status, attempts FROM delivery_intents") == [["ready", 0]]
+    assert db.run("SELECT DISTINCT status, attempts, max_attempts FROM delivery_intents") == [["retryable", 1, 6]]
+    assert db.run("SELECT DISTINCT outcome, error_class FROM delivery_attempts WHERE outcome <> 'attempting'") == [
+        ["released", "lease_expired"]
+    ]
     report = run_dispatch(db, provider_settings(smtp, twilio, send_concurrency=8))
     assert report.accepted == 6
     assert sorted(smtp.recipients() + twilio.destinations()) == sorted(

@@ -43,3 +43,41 @@ def test_create_is_one_round_trip_once_warm(app_client):
             headers={"Idempotency-Key": "measured"},
         )
     assert replay.headers["Idempotent-Replayed"] == "true" and trips["n"] == 1
+
+
+
+def test_confirming_a_link_is_one_round_trip_with_a_cached_generic_plan(db):
+    """Find and consume in one statement (issue 18, confirm_link.sql): no look-up first, and the
+    plan is not re-made per call (after PostgreSQL's five custom plans, the generic one is used)."""
+    import uuid
+
+    from signup_verification.api.create import create_verification
+    from signup_verification.api.models import CreateVerificationRequest
+    from signup_verification.config import load
+    from signup_verification.verifications import confirm as confirmations
+    from signup_verification.verifications.tokens import Keyring
+    from support.paths import TEST_TOKEN_KEYS
+
+    keyring = Keyring.parse(TEST_TOKEN_KEYS)
+    tokens = []
+    for i in range(8):
+        request = CreateVerificationRequest(account_id=f"c{i}", channel="email", destination=f"c{i}@example.com")
+        created = create_verification(db, load().create, keyring, request, f"confirm-{i}")
+        row = db.one(
+            "SELECT id, key_id, token_nonce FROM verifications WHERE id = :id",
+            id=uuid.UUID(created.body["verification_id"]),
+        )
+        tokens.append(keyring.get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"])))
+    results, trips = [], []
+    for token in tokens:
+        with count_round_trips() as counted:
+            results.append(confirmations.confirm_link(db, keyring, token).result)
+        trips.append(counted["n"])
+    assert results == [confirmations.VERIFIED] * 8
+    assert trips[1:] == [1] * 7, f"round trips per confirm once warm: {trips}"
+    [plans] = db.run(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '-- confirm a link:%'"
+    )
+    assert plans[0] >= 2, f"generic/custom plans: {plans}"
+    again = confirmations.confirm_link(db, keyring, tokens[0])
+    assert again.result == confirmations.ALREADY_VERIFIED

@@ -3,7 +3,7 @@
 SELECT i.id AS intent_id, a.attempt_id, a.attempted_at, coalesce(i.destination, v.destination) AS destination
   FROM delivery_intents AS i
   JOIN verifications AS v ON v.id = i.verification_id
-  JOIN delivery_attempts AS a ON a.attempt_id = i.id || ':' || i.attempts AND a.outcome = 'attempting'
+  JOIN delivery_attempts AS a ON a.intent_id = i.id AND a.attempt_number = i.attempts AND a.outcome = 'attempting'
  WHERE i.status = 'ambiguous' AND i.channel = 'sms' AND coalesce(i.destination, v.destination) IS NOT NULL
  ORDER BY i.next_attempt_at, i.id
  LIMIT :limit

@@ -1,6 +1,11 @@
 -- Purge: redacted verifications whose intent finished before the evidence-retention window are
--- deleted with their intent and attempt history (ON DELETE CASCADE; the caller has set
--- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go).
+-- deleted with their intents (ON DELETE CASCADE), create_events and attempt history. The attempt
+-- log and create_events have no foreign key (sql/014): their rows are deleted here, in this
+-- statement (attempts by intent id: their unique index leads with it), so a purge can never leave
+-- an orphan (the DELETE triggers of sql/014, sql/definitions/16_no_orphans.sql, would refuse it). The caller has set
+-- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go.
+-- Only finished intents are purged, and no statement appends an attempt row for a finished intent
+-- (each one appends for the intent its fenced UPDATE just moved), so none can arrive afterwards.
 -- Reads delivery_intents_completed (completed_at): what it purges. A verification still named as
 -- superseded_by of one that stays is kept for a later batch (the foreign key would refuse it).
 WITH due AS (
@@ -20,6 +25,13 @@ WITH due AS (
     SELECT DISTINCT d.id FROM due AS d
      WHERE NOT EXISTS (SELECT 1 FROM verifications AS w
                         WHERE w.superseded_by = d.id AND w.id NOT IN (SELECT id FROM due))
+), events_gone AS (
+    -- create_events has no foreign key either (sql/014): its rows go here too
+    DELETE FROM create_events AS e USING purgeable AS p WHERE e.verification_id = p.id
+), attempts_gone AS (
+    DELETE FROM delivery_attempts AS a
+     USING purgeable AS p, delivery_intents AS i
+     WHERE i.verification_id = p.id AND a.intent_id = i.id
 )
 DELETE FROM verifications AS v
  USING purgeable AS p

@@ -1,0 +1,39 @@
+-- confirm a link: find and verify in one statement (one round trip, one transaction; issue 18),
+-- instead of confirm_lookup_link.sql then confirm_consume.sql. Keep the consume part in step with
+-- confirm_consume.sql (the SMS path), which does the same UPDATE for a code.
+-- Found by the link's keyed digest under each key of the ring (:key_ids / :digests, pairwise), on
+-- either channel's digest (issue 14: the email may be the fallback channel), and only where the
+-- digest is the one of the key the row names. The UPDATE requires it pending and unexpired, so of
+-- two concurrent confirmations exactly one consumes; the other gets the row with consumed_at NULL.
+-- Undelivered intents of the now verified verification (both channels) are suppressed in the same
+-- statement, through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql);
+-- issue 12: the `verification.verified` webhook event is recorded (sql/definitions/10_record_event.sql).
+WITH found AS (
+    SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
+           confirm_failures, max_confirm_failures, now() AS db_now,
+           fallback_channel, fallback_digest,
+           (SELECT i.destination FROM delivery_intents AS i
+             WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
+               AND i.event_type IS NULL) AS fallback_destination,
+           return_url,  -- issue 12: the pages' way back to the site
+           CASE WHEN channel = 'email' THEN token_digest ELSE fallback_digest END AS email_digest
+      FROM verifications
+     WHERE (token_digest = ANY (CAST(:digests AS bytea[])) AND channel = 'email')
+        OR (fallback_digest = ANY (CAST(:digests AS bytea[])) AND fallback_channel = 'email')
+), candidate AS (
+    SELECT f.* FROM found AS f
+      JOIN unnest(CAST(:key_ids AS text[]), CAST(:digests AS bytea[])) AS k(key_id, digest)
+        ON k.key_id = f.key_id AND k.digest = f.email_digest
+     LIMIT 1
+), consumed AS (
+    UPDATE verifications AS v
+       SET status = 'verified', verified_at = now(), updated_at = now()
+      FROM candidate AS c
+     WHERE v.id = c.id AND v.status = 'pending' AND v.expires_at > now()
+    RETURNING v.id, v.verified_at, v AS verification
+)
+SELECT c.*, k.verified_at AS consumed_at,
+       (SELECT count(*) FROM consumed AS s, LATERAL suppress_undelivered_intents(ARRAY[s.id], 'verified')) AS suppressed,
+       (SELECT record_event(s.verification, 'verification.verified') FROM consumed AS s) AS events
+  FROM candidate AS c
+  LEFT JOIN consumed AS k ON k.id = c.id

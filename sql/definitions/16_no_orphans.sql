@@ -1,0 +1,29 @@
+-- no_orphans: what two dropped foreign keys guaranteed on delete, checked only when rows are deleted
+-- (sql/014 dropped them: their insert-time RI checks were a large share of the hot path's CPU).
+--   AFTER DELETE ON delivery_intents: no attempt row may still name a deleted intent. (The insert
+--     side: every statement that appends an attempt row takes the intent from its own fenced
+--     UPDATE ... RETURNING, outbox/*.sql, so the intent exists and is locked.)
+--   AFTER DELETE ON verifications: no create_events row may still name a deleted verification. (The
+--     insert side: create_verification, its only writer, inserts it right after the verification.)
+-- The retention purge deletes those rows in the same statement (operations/reconciler/purge.sql).
+-- Statement-level with the deleted rows as a transition table: one index probe per deleted row
+-- (the LATERAL ... LIMIT 1 keeps it a probe: a transition table has no statistics, and a join
+-- could be planned as a hash over a scan of the whole log).
+CREATE OR REPLACE FUNCTION no_orphans() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- (nested IFs: each query is planned only for the table whose rows `gone` holds)
+    IF TG_TABLE_NAME = 'delivery_intents' THEN
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM delivery_attempts AS a WHERE a.intent_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting delivery intents would leave their attempt rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    ELSIF TG_TABLE_NAME = 'verifications' THEN
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM create_events AS e WHERE e.verification_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting verifications would leave their create_events rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;

@@ -1,0 +1,58 @@
+"""The idempotency record is written complete when it is inserted (issue 18): one INSERT, no UPDATE,
+and what it stores is exactly what the first answer said and what the verification row holds."""
+
+from __future__ import annotations
+
+from signup_verification.api import create as verifications
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.verifications.tokens import Keyring
+from support.config import make_config
+from support.paths import TEST_TOKEN_KEYS
+
+SETTINGS = make_config(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0).create
+KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
+WRITES = "SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relname = 'idempotency_keys'"
+
+
+def _writes(tx, action) -> list[int]:
+    """Rows action inserted, updated, deleted in idempotency_keys (a difference: the view may still
+    hold earlier transactions' counts that were not flushed yet)."""
+    [before] = tx.run(WRITES)
+    result = action()
+    [after] = tx.run(WRITES)
+    return result, [a - b for a, b in zip(after, before, strict=True)]
+
+
+def _create(db, key: str, account: str = "acct-1"):
+    request = CreateVerificationRequest(account_id=account, channel="email", destination="ada@example.com")
+    return verifications.create_verification(db, SETTINGS, KEYRING, request, key)
+
+
+def test_a_create_inserts_its_record_complete_and_never_updates_it(db):
+    with db.transaction() as tx:
+        first, writes = _writes(tx, lambda: _create(tx, "k1"))
+        assert writes == [1, 0, 0]
+    assert first.status == 201
+    record = db.one("SELECT outcome, outcome_data FROM idempotency_keys WHERE key = 'k1'")
+    assert record["outcome"] == "created"
+    assert record["outcome_data"] == {k: first.body[k] for k in record["outcome_data"]}
+    row = db.one(
+        "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,"
+        " to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS expires_at, status"
+        " FROM verifications WHERE id = :id",
+        id=first.body["verification_id"],
+    )
+    assert {k: record["outcome_data"][k] for k in row} == row
+    replay = _create(db, "k1")
+    assert (replay.status, replay.body) == (201, first.body) and replay.headers.get("Idempotent-Replayed") == "true"
+
+
+def test_an_expired_key_is_taken_over_in_one_update_with_the_new_answer(db):
+    first = _create(db, "k2")
+    db.run("UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'k2'")
+    with db.transaction() as tx:
+        second, writes = _writes(tx, lambda: _create(tx, "k2", account="acct-2"))
+        assert writes == [0, 1, 0]
+    assert second.body["verification_id"] != first.body["verification_id"]
+    stored = db.one("SELECT outcome_data FROM idempotency_keys WHERE key = 'k2'")["outcome_data"]
+    assert stored["verification_id"] == second.body["verification_id"] and stored["account_id"] == "acct-2"
