@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_fallback  # noqa: E402  (issue 14: mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
+from chaos_reports import Reports  # noqa: E402  (issue 13: provider reports, duplicated, reordered, late)
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
 from chaos_webhooks import Webhooks  # noqa: E402  (issue 12: the receiver, the confirmer, their checks)
 from signup_verification.api import create as verifications  # noqa: E402
@@ -119,6 +120,7 @@ class Run:
         share = chaos_fallback.FallbackShare(share=self.config.fallback_share)
         self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)  # issue 14
         self.webhooks = Webhooks(self)
+        self.reports = Reports(self)  # issue 13
         # issue 14: fallback confirmations go through a connection set up as the confirm API's (webhooks on)
         self.fallback.confirm_db = Database(
             self.pg.params,
@@ -176,6 +178,7 @@ class Run:
         threads += [
             threading.Thread(target=self._reconciler, name="reconciler"),
             *self.webhooks.threads(),
+            *self.reports.threads(),
             threading.Thread(target=self._chaos, name="chaos"),
         ]
         for t in threads:
@@ -200,12 +203,14 @@ class Run:
         self.webhooks.stop()
         db = Database(self.pg.params)
         try:
+            self.reports.finish(db)  # issue 13: whatever is still held (nothing, when the drain caught up)
             # issue 14: the fallbacks' messages are checked by chaos_fallback, the rest as always
             primary, fallback = chaos_fallback.split(db, self.faults.deliveries, self.keyring)
             findings = check(db, self.ledger, primary, self.keyring, self.settings.retry)
             chaos_fallback.check(db, findings, fallback)
             findings.figures.update(self.fallback.figures)
             self.webhooks.check(db, findings)  # issue 12
+            self.reports.check(db, findings)  # issue 13
         finally:
             db.close()
         if not drained:
@@ -219,11 +224,19 @@ class Run:
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def _reports_caught_up(self, db: Database) -> bool:
+        try:
+            return self.reports.caught_up(db)
+        except UnavailableError:
+            return False
+
     def _wait_until_settled(self) -> bool:
         held = [ch for ch, p in self.settings.retry.channels.items() if p.ambiguity == "hold"]
         db = Database(self.pg.params)
         try:
             while self._elapsed() < self.config.max_seconds:
+                # issue 13: reports before the outbox (a permanent one can bring a fallback forward)
+                caught_up = self._reports_caught_up(db)
                 try:
                     left = db.run(
                         "SELECT count(*) FROM delivery_intents WHERE status IN ('ready', 'retryable', 'claimed',"
@@ -232,7 +245,7 @@ class Run:
                     )[0][0]
                 except UnavailableError:
                     left = -1
-                if left == 0 and not any(s["paused"] for s in self.slots):
+                if caught_up and left == 0 and not any(s["paused"] for s in self.slots):
                     self.figures["drain_seconds"] = round(self._elapsed() - self.figures["chaos_phase_seconds"], 1)
                     return True
                 time.sleep(1.0)

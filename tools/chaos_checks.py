@@ -66,7 +66,7 @@ def check(
         r["verification_id"]: r
         for r in db.rows(
             "SELECT id, verification_id, channel, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
-            " lease_owner FROM delivery_intents WHERE role = 'primary'"  # issue 14: fallbacks: chaos_fallback.py; issue 12: events: chaos_webhooks.py
+            " lease_owner, undeliverable_reason FROM delivery_intents WHERE role = 'primary'"  # issue 14: fallbacks: chaos_fallback.py; issue 12: events: chaos_webhooks.py
         )
     }
     attempts: dict[int, list[dict]] = defaultdict(list)
@@ -243,6 +243,9 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
                 "ambiguous": {"ambiguous", "failed", "suppressed"},
                 "released": {"suppressed"},  # begun by the claim, never sent, then its link died
             }
+            # issue 13: accepted, then failed by a permanent provider report (tools/chaos_reports.py checks it)
+            if intent.get("undeliverable_reason") is not None and last == "accepted":
+                allowed = {"accepted": {"failed"}}
             if intent["status"] not in allowed[last]:
                 found.fail("explained", f"{label}: last attempt outcome {last}")
             ambiguous = sum(1 for a in rows if a["outcome"] == "ambiguous")

@@ -1,0 +1,77 @@
+"""Issue 13: the chaos run's provider-report invariants (tools/chaos_reports.py) hold for duplicated,
+reordered and late reports about real accepted deliveries, and catch each violation they are meant to."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+from support.paths import ROOT
+from support.reports import accepted
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+from chaos_checks import Findings  # noqa: E402
+from chaos_reports import Reports  # noqa: E402
+
+
+def _reported(db, seed: int = 5, **shares) -> Reports:
+    """Accepted emails and SMS, then every report the chaos reporter makes about them, held ones included."""
+    accepted(db, 25, "email", prefix="rem")
+    accepted(db, 5, "sms", prefix="rsm")
+    reporter = Reports(SimpleNamespace(config=SimpleNamespace(seed=seed)))
+    for name, value in shares.items():
+        setattr(reporter, name, value)
+    reporter.finish(db)
+    return reporter
+
+
+def _found(db, reporter: Reports) -> Findings:
+    found = Findings()
+    reporter.check(db, found)
+    return found
+
+
+def test_duplicated_reordered_and_late_reports_keep_every_invariant(db):
+    reporter = _reported(db, bounce_share=0.2, failed_share=0.2, duplicate_share=0.5, late_share=0.5,
+                         async_bounce_share=0.2)  # fmt: skip
+    found = _found(db, reporter)
+    assert found.ok, dict(found.violations)
+    figures = found.figures
+    assert figures["reports_duplicated"] > 0 and figures["reports_late"] > 0 and figures["reports_reordered"] > 0
+    assert figures["reports_duplicates_answered"] >= figures["reports_duplicated"]
+    assert figures["reports_delivered_intents"] > 0 and figures["reports_undeliverable_intents"] > 0
+    assert figures["reports_unknown"] == 0
+    assert db.one("SELECT count(*) AS n FROM destination_suppressions")["n"] > 0
+
+
+def test_each_report_check_catches_its_violation(db):
+    reporter = _reported(db, bounce_share=0.0, failed_share=0.0, async_bounce_share=0.0, undelivered_share=0.0,
+                         late_share=0.0)  # fmt: skip
+    assert _found(db, reporter).ok
+    unreported = accepted(db, 3, "email", prefix="bad")  # accepted, never reported about
+    db.run("UPDATE delivery_intents SET delivered_at = now() WHERE id = :i", i=unreported[0]["intent_id"])
+    db.run(
+        "UPDATE delivery_intents SET status = 'failed', undeliverable_reason = 'bounce' WHERE id = :i",
+        i=unreported[1]["intent_id"],
+    )
+    delivered = db.one("SELECT id FROM delivery_intents WHERE delivered_at IS NOT NULL ORDER BY id LIMIT 1")["id"]
+    db.run("UPDATE delivery_intents SET status = 'failed', undeliverable_reason = 'bounce' WHERE id = :i", i=delivered)
+    db.run(
+        "INSERT INTO delivery_observations (provider, dedup_key, intent_id, attempt_id, event)"
+        " VALUES ('sendgrid', 'planted', :i, :a, 'deferred')",
+        i=unreported[2]["intent_id"],
+        a=unreported[2]["attempt_id"],
+    )
+    db.run(
+        "INSERT INTO destination_suppressions (channel, destination_key, reason, intent_id)"
+        " VALUES ('email', decode(repeat('ab', 32), 'hex'), 'planted', :i)",
+        i=unreported[2]["intent_id"],
+    )
+    reporter.acknowledged[("twilio", "SM" + "0" * 32 + ":delivered")] = 0  # answered 200, never stored
+    found = _found(db, reporter)
+    assert set(found.violations) == {"reports_explained", "reports_duplicate", "reports_lost", "reports_suppression"}
+    explained = " | ".join(found.violations["reports_explained"])
+    assert "delivered_at without a delivered observation" in explained
+    assert "undeliverable without a permanent observation" in explained
+    assert "both delivered and undeliverable" in explained

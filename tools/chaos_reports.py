@@ -1,0 +1,220 @@
+"""The chaos run's provider reports (issue 13): SendGrid events and Twilio status callbacks about the
+messages the run's providers accepted, posted while workers die and the database restarts, as the
+providers post them in the wild: duplicated (a retried batch, a repeated callback), reordered
+(delivered before sent, a batch shuffled) and late (held until the faults are over, an
+asynchronous bounce after delivered). Each report goes through the target's own parsing
+(delivery/reports.py: sendgrid_events, twilio_observation) and ingest; a batch the database
+refused (the restart) is posted again later, as a provider retries a non-2xx.
+
+    Reports   the hook tools/chaos.py calls: a reporter thread, `caught_up` for the drain,
+              `finish` for what is still held, then `check`
+
+Invariants (docs/reliability.md): the observation log explains every state: every delivered_at has
+a delivered observation of its intent, every undeliverable intent a permanent one, no intent is
+both; every report the ingest acknowledged is stored exactly once and nothing else is stored;
+a suppression only for a destination whose intent has a permanent report.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import uuid
+from collections import Counter, defaultdict
+
+from chaos_checks import Findings
+from signup_verification.delivery import reports
+from signup_verification.platform.database import Database, UnavailableError
+
+_ACCEPTED = """
+SELECT id, attempt_id, intent_id, channel, provider_ref FROM delivery_attempts
+ WHERE outcome = 'accepted' AND channel IN ('email', 'sms') AND id > :after ORDER BY id LIMIT 500
+"""
+_LAST_ACCEPTED = "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted' AND channel IN ('email', 'sms')"
+
+
+class Reports:
+    """Everything the chaos run adds for provider reports; tools/chaos.py calls these few methods."""
+
+    bounce_share, async_bounce_share, deferred_share = 0.04, 0.02, 0.1  # email
+    failed_share, undelivered_share = 0.04, 0.03  # sms (30005 permanent; 30003 temporary)
+    duplicate_share, reorder_share, late_share = 0.15, 0.3, 0.2
+
+    def __init__(self, run):
+        self.run = run
+        self.rng = random.Random(run.config.seed + 13)
+        self.lock = threading.Lock()
+        self.watermark = 0  # the last accepted attempt row reported about
+        self.later: list[tuple[str, list]] = []  # (provider, observations): late, duplicates, refused
+        self.acknowledged: dict[tuple[str, str], int] = {}  # (provider, dedup key) -> intent id, once ingested
+        self.figures: Counter[str] = Counter()
+
+    def threads(self) -> list[threading.Thread]:
+        return [threading.Thread(target=self._loop, name="reporter")]
+
+    def caught_up(self, db: Database) -> bool:
+        """For the drain: every accepted attempt reported about, nothing held back."""
+        last = db.run(_LAST_ACCEPTED)[0][0]
+        with self.lock:
+            return self.watermark >= last and not self.later
+
+    def finish(self, db: Database) -> None:
+        self._report_new(db)
+        self._post_later(db)
+
+    def _loop(self) -> None:
+        db = Database(self.run.pg.params, application_name="chaos-reports")
+        try:
+            while not self.run.stopping.wait(0.5):
+                try:
+                    self._report_new(db)
+                    if not self.run.chaos_on.is_set():  # the faults are over: what was held arrives now
+                        self._post_later(db)
+                except UnavailableError:
+                    self.figures["reports_database_unavailable"] += 1
+        except Exception as exc:  # a broken reporter is the harness's failure, reported as such
+            self.run.errors.append(f"chaos reporter: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            db.close()
+
+    # -- building and posting -------------------------------------------------------------------
+    def _report_new(self, db: Database) -> None:
+        rows = db.rows(_ACCEPTED, after=self.watermark)
+        email, sms = [], []
+        for row in rows:
+            (email if row["channel"] == "email" else sms).extend(self._reports_of(row))
+        if email:
+            self.rng.shuffle(email)  # SendGrid's batches are in no particular order
+            self._post(db, "sendgrid", reports.sendgrid_events(json.dumps(email).encode())[0])
+        for form in sms:
+            try:
+                self._post(db, "twilio", [reports.twilio_observation(form)])
+            except reports.MalformedReport:  # an accepted SMS without a sid: Twilio could not report it
+                self.figures["reports_sms_without_sid"] += 1
+        if rows:
+            with self.lock:
+                self.watermark = rows[-1]["id"]
+
+    def _reports_of(self, attempt: dict) -> list:
+        """What the provider says now about one accepted attempt; what it says later goes to `later`."""
+        rng = self.rng
+        if attempt["channel"] == "email":
+            events = [self._sendgrid_event(attempt, "deferred")] if rng.random() < self.deferred_share else []
+            final = self._sendgrid_event(attempt, "bounce" if rng.random() < self.bounce_share else "delivered")
+            if final["event"] == "delivered" and rng.random() < self.async_bounce_share:
+                late_bounce = self._sendgrid_event(attempt, "bounce")  # bounced after it was delivered
+                self._hold("sendgrid", reports.sendgrid_events(json.dumps([late_bounce]).encode())[0])
+                self.figures["reports_async_bounces"] += 1
+            events.append(final)
+            parse = lambda e: reports.sendgrid_events(json.dumps([e]).encode())[0]  # noqa: E731
+            provider = "sendgrid"
+        elif not attempt["provider_ref"]:
+            return []
+        else:
+            roll = rng.random()
+            final_status, code = (
+                ("failed", "30005") if roll < self.failed_share
+                else ("undelivered", "30003") if roll < self.failed_share + self.undelivered_share
+                else ("delivered", None)
+            )  # fmt: skip
+            events = [self._twilio_form(attempt, s, None) for s in ("queued", "sent")]
+            events.append(self._twilio_form(attempt, final_status, code))
+            if rng.random() < self.reorder_share:
+                events.reverse()  # delivered before sent before queued
+                self.figures["reports_reordered"] += 1
+            parse = lambda f: [reports.twilio_observation(f)]  # noqa: E731
+            provider = "twilio"
+        if rng.random() < self.late_share:
+            self._hold(provider, parse(events.pop()))  # the final report arrives after the faults
+            self.figures["reports_late"] += 1
+        if events and rng.random() < self.duplicate_share:
+            self._hold(provider, parse(rng.choice(events)))  # sent again: a retried batch
+            self.figures["reports_duplicated"] += 1
+        self.figures[f"reports_{provider}"] += len(events)
+        return events
+
+    def _sendgrid_event(self, attempt: dict, event: str) -> dict:
+        ref = attempt["provider_ref"] or "none"
+        fields = {
+            "email": "chaos@example.org",
+            "timestamp": 1_800_000_000,
+            "event": event,
+            "sg_event_id": uuid.UUID(int=self.rng.getrandbits(128)).hex,
+            "sg_message_id": f"{ref}.filterdrecv-chaos",
+            "intent_id": str(attempt["intent_id"]),
+            "attempt_id": attempt["attempt_id"],
+        }
+        if event == "bounce":
+            fields.update(type="bounce", status="5.1.1")
+        return fields
+
+    @staticmethod
+    def _twilio_form(attempt: dict, status: str, code: str | None) -> dict[str, str]:
+        form = {"MessageSid": attempt["provider_ref"] or "", "MessageStatus": status}
+        return {**form, "ErrorCode": code} if code else form
+
+    def _hold(self, provider: str, observations: list) -> None:
+        with self.lock:
+            self.later.append((provider, observations))
+
+    def _post_later(self, db: Database) -> None:
+        with self.lock:
+            held, self.later = self.later, []
+        self.rng.shuffle(held)
+        for provider, observations in held:
+            self._post(db, provider, observations)
+
+    def _post(self, db: Database, provider: str, observations: list) -> None:
+        try:
+            result = reports.ingest(db, provider, observations, None)
+        except UnavailableError:
+            self.figures["reports_refused_and_retried"] += 1
+            self._hold(provider, observations)  # the provider retries a batch we did not answer 2xx
+            return
+        self.figures["reports_ingested"] += result.stored
+        self.figures["reports_duplicates_answered"] += result.duplicates
+        self.figures["reports_unknown"] += result.unknown
+        with self.lock:
+            for o in observations:
+                self.acknowledged.setdefault((provider, o.dedup_key), o.intent_id or 0)
+
+    def check(self, db: Database, findings: Findings) -> None:
+        check(db, findings, set(self.acknowledged))
+        findings.figures.update(sorted(self.figures.items()))
+
+
+def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> None:
+    intents = db.rows(
+        "SELECT id, status, delivered_at, undeliverable_reason FROM delivery_intents WHERE channel IN ('email', 'sms')"
+    )
+    observed: dict[int, list[dict]] = defaultdict(list)
+    stored: Counter[tuple[str, str]] = Counter()
+    for o in db.rows("SELECT provider, dedup_key, intent_id, event, permanent FROM delivery_observations ORDER BY id"):
+        observed[o["intent_id"]].append(o)
+        stored[(o["provider"], o["dedup_key"])] += 1
+    for i in intents:
+        said = observed[i["id"]]
+        label = f"intent {i['id']} ({i['status']})"
+        if i["delivered_at"] is not None and not any(o["event"] == "delivered" for o in said):
+            found.fail("reports_explained", f"{label}: delivered_at without a delivered observation")
+        if i["undeliverable_reason"] is not None and not any(o["permanent"] for o in said):
+            found.fail("reports_explained", f"{label}: undeliverable without a permanent observation")
+        if i["delivered_at"] is not None and i["undeliverable_reason"] is not None:
+            found.fail("reports_explained", f"{label}: both delivered and undeliverable")
+    for key, n in stored.items():
+        if n > 1:
+            found.fail("reports_duplicate", f"report {key} stored {n} times")
+        elif key not in acknowledged:
+            found.fail("reports_duplicate", f"report {key} stored, but no provider report was acknowledged for it")
+    for key in acknowledged - set(stored):
+        found.fail("reports_lost", f"report {key} acknowledged but not in the observation log")
+    permanent = {i for i, said in observed.items() if any(o["permanent"] for o in said)}
+    for s in db.rows("SELECT channel, intent_id, reason FROM destination_suppressions"):
+        if s["intent_id"] not in permanent:
+            found.fail("reports_suppression", f"{s['channel']} destination suppressed for intent {s['intent_id']} "
+                       "without a permanent report")  # fmt: skip
+    found.figures["reports_observations"] = sum(stored.values())
+    found.figures["reports_delivered_intents"] = sum(1 for i in intents if i["delivered_at"] is not None)
+    found.figures["reports_undeliverable_intents"] = sum(1 for i in intents if i["undeliverable_reason"] is not None)
