@@ -125,7 +125,7 @@ def test_an_sms_gets_signed_status_callbacks_in_order(receiver, to, final, code)
     assert [dict(f)["MessageStatus"] for f in forms] == ["queued", "sent", final]
     assert all(dict(f)["MessageSid"] == message.sid for f in forms)
     assert dict(forms[-1]).get("ErrorCode") == code
-    assert all(twilio_valid(TOKEN, url + "/twilio", f, h["X-Twilio-Signature"]) for f, (_, _, h) in zip(forms, posts))
+    assert all(twilio_valid(TOKEN, url + "/twilio", f, h["X-Twilio-Signature"]) for f, (_, _, h) in zip(forms, posts, strict=True))
 
 
 def test_an_sms_without_status_callback_is_never_reported(receiver):

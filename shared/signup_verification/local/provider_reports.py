@@ -18,6 +18,7 @@ fake Twilio's auth token. A report the target refuses is shown on the message, n
 from __future__ import annotations
 
 import base64
+import functools
 import heapq
 import itertools
 import json
@@ -132,12 +133,8 @@ class Reporter:
         final, code = OUTCOMES.get(message.recipients[0], ("delivered", None))
         self.mailbox.set_delivery(message.id, "accepted", f"Twilio reports {final} in {self.delay:g} s")
         for step, status in enumerate(("queued", "sent", final)):
-            self._schedule(
-                message.id,
-                status,
-                self.delay + step * SMS_STEP_SECONDS,
-                lambda s=status: self._twilio(message, s, code if s == final else None),
-            )
+            post: Callable[[], str] = functools.partial(self._twilio, message, status, code if status == final else None)
+            self._schedule(message.id, status, self.delay + step * SMS_STEP_SECONDS, post)
 
     def pending(self, message_id: int) -> list[str]:
         """The states still to be reported for this message, in order."""
@@ -189,7 +186,8 @@ class Reporter:
 
     # -- the providers' formats ---------------------------------------------------------------------
     def _sendgrid(self, message: Message, event: str) -> str:
-        assert self._sendgrid_url is not None and self._sendgrid_key is not None  # sends_email_reports
+        if self._sendgrid_url is None or self._sendgrid_key is None:
+            return "this mailbox posts no SendGrid reports"
         body = json.dumps([sendgrid_event(message, event)]).encode()
         stamp = str(int(time.time()))
         signature = self._sendgrid_key.sign(stamp.encode() + body, ec.ECDSA(hashes.SHA256()))
@@ -201,7 +199,8 @@ class Reporter:
         return f"SendGrid {event}: " + self._post(self._sendgrid_url, body, headers)
 
     def _twilio(self, message: Message, status: str, error_code: int | None) -> str:
-        assert message.status_callback is not None and self._twilio_token is not None
+        if message.status_callback is None or self._twilio_token is None:
+            return "no StatusCallback: Twilio reports nothing"
         form = twilio_callback(message, status, error_code, self._twilio_sid or "")
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
