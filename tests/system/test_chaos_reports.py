@@ -75,3 +75,45 @@ def test_each_report_check_catches_its_violation(db):
     assert "delivered_at without a delivered observation" in explained
     assert "undeliverable without a permanent observation" in explained
     assert "both delivered and undeliverable" in explained
+
+
+def _checked_attempts(db) -> Findings:
+    from chaos_checks import _no_stale_lease_write, _state_explained_by_attempts
+
+    intents = {r["id"]: r for r in db.rows(
+        "SELECT id, status, attempts, ambiguous_count, undeliverable_reason FROM delivery_intents")}  # fmt: skip
+    attempts: dict[int, list[dict]] = {i: [] for i in intents}
+    for row in db.rows("SELECT * FROM delivery_attempts ORDER BY id"):
+        attempts[row["intent_id"]].append(row)
+    found = Findings()
+    _state_explained_by_attempts(found, intents, attempts)
+    _no_stale_lease_write(found, attempts)
+    return found
+
+
+def test_an_ambiguous_sms_resolved_by_the_lookup_is_explained_and_a_stray_outcome_is_not(db):
+    """The reconciler's lookup (issue 13) writes the ambiguous attempt's outcome after its ambiguous row:
+    the attempt-row invariants accept that resolution, and only that one."""
+    from signup_verification.outbox import Settlement
+    from signup_verification.outbox import transitions as t
+    from support.factories import make_verifications
+
+    make_verifications(db, 2, "sms", prefix="amb")
+    claimed = t.claim(db, "worker", 2, 30)
+    begun = t.begin_attempts(db, "worker", [c.fence for c in claimed])
+    t.settle(db, "worker", [Settlement(c.id, c.lease_version, "ambiguous", error_class="server_error") for c in claimed])
+    first, second = sorted(begun, key=lambda b: b.intent_id)
+    t.resolve_by_lookup(db, [(first.intent_id, first.attempt_id, "SM" + "a" * 32)])
+    resolved = _checked_attempts(db)  # the second is ambiguous on a hold channel: explained too
+    assert resolved.ok, dict(resolved.violations)
+    # the other one "accepted" by something that is not a resolution: not explained
+    db.run(
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,"
+        " error_class, attempted_at) SELECT attempt_id, intent_id, attempt_number, channel, template_version,"
+        " 'accepted', 'unexplained', attempted_at FROM delivery_attempts WHERE attempt_id = :a AND outcome = 'attempting'",
+        a=second.attempt_id,
+    )
+    db.run("UPDATE delivery_intents SET status = 'accepted', completed_at = now() WHERE id = :i", i=second.intent_id)
+    found = _checked_attempts(db)
+    assert [m for m in found.violations["explained"] if f"intent {second.intent_id} " in m]
+    assert not [m for m in found.violations["explained"] if f"intent {first.intent_id} " in m]
