@@ -46,11 +46,6 @@ class Findings:
         return not any(self.violations.values())
 
 
-# Outcome rows that follow an `ambiguous` one for the same attempt (issue 13): the reconciler's SMS
-# lookup (outbox/resolve_lookup.sql) and a delivered report (sql/definitions/13) resolve it.
-RESOLVED_AFTER_AMBIGUITY = frozenset({"provider_lookup_found", "provider_lookup_absent", "provider_report"})
-
-
 def check(
     db: Database,
     ledger: Ledger,
@@ -228,23 +223,18 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
         if intent["attempts"] != len(by_attempt) or numbers != list(range(1, len(numbers) + 1)):
             found.fail("explained", f"{label}: attempts={intent['attempts']} but attempt rows {numbers}")
             continue
-        previous_end, last = -1, None
+        previous_end = -1
         for number in numbers:
             group = by_attempt[f"{intent['id']}:{number}"]
-            # issue 13: an ambiguous attempt resolved afterwards by asking the provider (the reconciler's
-            # SMS lookup) or by its delivered report: the resolution is the attempt's outcome
-            if [a["outcome"] for a in group[:2]] == ["attempting", "ambiguous"] and len(group) == 3 and (
-                group[2]["error_class"] in RESOLVED_AFTER_AMBIGUITY
-            ):
-                group = [group[0], group[2]]
             kinds = [a["outcome"] for a in group]
-            if kinds[0] != "attempting" or len(kinds) != 2:
+            if kinds[0] != "attempting" or not (len(kinds) == 2 or _resolved_by_evidence(group)):
                 found.fail("explained", f"{label}: attempt {number} has rows {kinds}, expected begun then one outcome")
                 break
             if group[0]["id"] < previous_end:
                 found.fail("explained", f"{label}: attempt {number} began before attempt {number - 1} ended")
-            previous_end, last = group[1]["id"], group[1]["outcome"]
+            previous_end = group[-1]["id"]
         else:
+            last = by_attempt[f"{intent['id']}:{numbers[-1]}"][-1]["outcome"] if numbers else None
             allowed = {
                 None: {"suppressed"},
                 "accepted": {"accepted"},
@@ -263,6 +253,22 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
                 found.fail("explained", f"{label}: ambiguous_count={intent['ambiguous_count']}, {ambiguous} rows")
 
 
+# Outcome rows written from the provider's evidence, not by a lease holder (issue 13): the reconciler's
+# Messages lookup of an ambiguous SMS, and a delivery report settling an ambiguous/retryable attempt as
+# accepted. Their statements move only a row still in that state for that same attempt.
+EVIDENCE = {"provider_lookup_found", "provider_lookup_absent", "provider_report"}
+
+
+def _resolved_by_evidence(group: list[dict]) -> bool:
+    """begun, an ambiguous or retryable outcome, then one outcome from the provider's evidence."""
+    return (
+        len(group) == 3
+        and group[1]["outcome"] in ("ambiguous", "retryable")
+        and group[2]["error_class"] in EVIDENCE
+        and group[2]["lease_owner"] is None
+    )
+
+
 def _no_stale_lease_write(found, attempts) -> None:
     """An outcome row carries the fence of the attempt it ends; fences only grow from attempt to attempt."""
     for rows in attempts.values():
@@ -274,8 +280,8 @@ def _no_stale_lease_write(found, attempts) -> None:
                 if a["lease_version"] <= last_version:
                     found.fail("stale_write", f"attempt {a['attempt_id']} began under an older lease")
                 last_version = a["lease_version"]
-            elif a["error_class"] in RESOLVED_AFTER_AMBIGUITY and start is not None:
-                continue  # issue 13: written by the reconciler or a report, under no lease, after the ambiguous row
+            elif a["error_class"] in EVIDENCE and a["lease_owner"] is None and start is not None:
+                continue  # settled from the provider's evidence, fenced by its own statement (see EVIDENCE)
             elif (
                 start is None
                 or a["lease_version"] != start["lease_version"]

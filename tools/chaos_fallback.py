@@ -98,7 +98,7 @@ class Traffic:
     def _confirm(self, db: Database, vid: uuid.UUID, channel: str) -> None:
         for _ in range(50):
             try:
-                row = db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=vid)
+                row = db.single("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=vid)
                 key = self.keyring.get(row["key_id"])
                 nonce = bytes(row["token_nonce"])
                 if channel == "email":

@@ -163,7 +163,9 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
     elif args.destination:
         channel = args.channel or ("email" if "@" in args.destination else "sms")
         try:
-            request = CreateVerificationRequest(account_id="verifyctl", channel=channel, destination=args.destination)
+            request = CreateVerificationRequest.model_validate(
+                {"account_id": "verifyctl", "channel": channel, "destination": args.destination}
+            )
         except ValidationError:
             raise ValueError(f"not a valid {channel} destination") from None
         policy = runtime.config.create.abuse

@@ -173,11 +173,14 @@ def service_env(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.fixture
-def app_client(service_env):
+def app_client(service_env, monkeypatch):
     """test_client for a functions-framework target: app_client('create_verification')."""
     import functions_framework
 
     def make(target: str):
+        # create_app exports FUNCTION_TARGET; set it through monkeypatch so it is gone after the test
+        # (a later test's Runtime would otherwise read this target's configuration)
+        monkeypatch.setenv("FUNCTION_TARGET", target)
         return functions_framework.create_app(target, str(ROOT / "functions" / "main.py")).test_client()
 
     return make

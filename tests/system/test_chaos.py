@@ -182,7 +182,6 @@ def test_each_invariant_check_catches_its_violation(db):
     assert not any(f"intent {_intent(db, ok)} " in m for m in messages.values())  # the sound one is not blamed
 
 
-
 def test_a_released_attempt_explains_no_message(db):
     """An attempt the fused claim began and released before its send (issue 18) ends 'released':
     it is a sound history when nothing was sent, and it never explains a message a provider took."""
@@ -201,6 +200,7 @@ def test_a_released_attempt_explains_no_message(db):
     messages = {name: " | ".join(v) for name, v in found.violations.items()}
     assert set(messages) == {"duplicate"}, messages
     assert f"intent {_intent(db, sent)}: 1 messages taken, 0 attempts begun" in messages["duplicate"]
+
 
 def _intent(db, vid: uuid.UUID) -> int:
     return db.one("SELECT id FROM delivery_intents WHERE verification_id = :v", v=vid)["id"]
@@ -260,3 +260,43 @@ def test_the_first_requests_of_each_channel_meet_every_fault_kind():
     later = [faults.draw("email") for _ in range(2000)]
     assert 0.1 < sum(kind is not None for kind in later) / len(later) < 0.26  # the configured 18 %, not forced
     assert Faults(FaultRates(), seed=1, answer_delay=0.1, enabled=False).draw("email") is None
+
+
+def _resolve_from_evidence(db, vid: uuid.UUID, error_class: str | None, owner: str | None) -> None:
+    """A third row for attempt 1: the outcome a provider lookup or report wrote (issue 13)."""
+    intent = _intent(db, vid)
+    db.run(
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
+        " lease_owner, lease_version, outcome, error_class, attempted_at) SELECT :aid, id, 1, channel,"
+        " template_version, CAST(:owner AS text), CASE WHEN CAST(:owner AS text) IS NULL THEN NULL ELSE 1 END,"
+        " 'accepted', CAST(:ec AS text), now()"
+        " FROM delivery_intents WHERE id = :id",
+        aid=f"{intent}:1",
+        owner=owner,
+        ec=error_class,
+        id=intent,
+    )
+    db.run("UPDATE delivery_intents SET status = 'accepted', completed_at = now() WHERE id = :id", id=intent)
+
+
+def test_an_ambiguous_attempt_settled_from_provider_evidence_is_sound_and_only_that(db):
+    """Issue 13: the reconciler's Messages lookup and a delivery report settle an ambiguous attempt
+    with a third, lease-less row. That history is sound; a third row from anyone else is not."""
+    policy, ledger = RetryPolicy(), Ledger()
+    reported = _create(db, "e-reported", "email", "reported@example.com")
+    forged = _create(db, "e-forged", "email", "forged@example.com")
+    ledger.created.update({"reported": reported, "forged": forged})
+    messages = []
+    for vid, (error_class, owner) in ((reported, ("provider_report", None)), (forged, (None, "w2"))):
+        _attempt(db, vid, "ambiguous")
+        _resolve_from_evidence(db, vid, error_class, owner)
+        address = "reported@example.com" if vid == reported else "forged@example.com"
+        messages.append(Delivered("email", address, _token(db, vid), time.time()))
+    found = check(db, ledger, messages, KEYRING, policy)
+    texts = {name: " | ".join(v) for name, v in found.violations.items()}
+    assert set(texts) == {"explained", "stale_write"}, texts
+    assert f"intent {_intent(db, forged)} " in texts["explained"]
+    assert f"intent {_intent(db, reported)} " not in texts["explained"]
+    assert (
+        f"{_intent(db, forged)}:1" in texts["stale_write"] and f"{_intent(db, reported)}:1" not in texts["stale_write"]
+    )

@@ -108,7 +108,7 @@ def sendgrid_observation(event: Any) -> Observation | None:
     name = str(event["event"])
     detail, permanent = None, False
     if name == "bounce":
-        kind = event.get("type") if event.get("type") in ("bounce", "blocked") else "bounce"
+        kind = str(event["type"]) if event.get("type") in ("bounce", "blocked") else "bounce"
         status = str(event.get("status") or "")
         detail = kind + (f" {status}" if _SMTP_STATUS.match(status) else "")
         # type 'blocked' is SendGrid's soft bounce (a temporary refusal): an observation only
@@ -176,7 +176,9 @@ def ingest(db: Database, provider: str, observations: Sequence[Observation], sup
     ]
     row = db.run(_INGEST, provider=provider, events=json.dumps(events),
                  suppress_seconds=None if suppress_days is None else suppress_days * 86400.0)[0]  # fmt: skip
-    return IngestResult(*(int(v) for v in row), ignored=ignored + len(observations) - len(events))
+    received, stored, duplicates, unknown, delivered, undeliverable, suppressed = (int(v) for v in row)
+    return IngestResult(received, stored, duplicates, unknown, delivered, undeliverable, suppressed,
+                        ignored=ignored + len(observations) - len(events))  # fmt: skip
 
 
 def _unix(value: Any) -> str | None:

@@ -34,6 +34,7 @@ _CONSUME = load_sql(__file__, "confirm_consume.sql")
 _CONFIRM_LINK = load_sql(__file__, "confirm_link.sql")
 _WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
 _DESTINATION_FAILURES = load_sql(__file__, "confirm_destination_failures.sql")
+_LOCK_DESTINATION = load_sql(__file__, "confirm_lock_destination.sql")
 
 # A link token is 32 bytes of HMAC in unpadded base64url (tokens.TokenKey.link_token).
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -172,6 +173,7 @@ def confirm_code(
             "confirmation refused: destination over its daily wrong-code budget",
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
+        db.one(_LOCK_DESTINATION, id=verification_id)  # locked for real: the site reads and hears `locked`
         return Outcome(
             LOCKED,
             verification_id,

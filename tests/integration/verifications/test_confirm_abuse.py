@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 
@@ -13,6 +14,7 @@ from signup_verification.config import load
 from signup_verification.verifications import confirm as confirmations
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
+from support.webhooks import events
 
 
 def _create_sms(db, destination: str = "+14155550100") -> tuple[dict, str]:
@@ -67,6 +69,8 @@ def test_wrong_codes_are_budgeted_per_destination_across_verifications(app_clien
     from signup_verification import runtime
 
     monkeypatch.setenv("CODE_FAILURES_PER_DESTINATION_PER_DAY", "3")
+    monkeypatch.setenv("WEBHOOK_URL", "http://127.0.0.1:9/webhooks")  # events on: the lock is announced
+    monkeypatch.setenv("WEBHOOK_SECRET", "whsec_" + base64.b64encode(b"k" * 32).decode())
     monkeypatch.setenv("RATE_LIMIT_SPACING_SECONDS", "0")
     runtime.reset()
     client = app_client("confirm_verification")
@@ -90,7 +94,19 @@ def test_wrong_codes_are_budgeted_per_destination_across_verifications(app_clien
     refused = _post(client, {"verification_id": str(second["id"]), "code": code})
     assert refused.status_code == 410 and refused.json["type"].endswith("/verification-locked")
     assert "account_id" not in refused.json
-    assert db.one("SELECT status FROM verifications WHERE id = :id", id=second["id"])["status"] == "pending"
+    # The answer is `locked`, so the verification is locked for real: the read API says so, what it had
+    # left to send is suppressed and the site hears verification.locked (nothing was consumed).
+    assert db.one("SELECT status, verified_at FROM verifications WHERE id = :id", id=second["id"]) == {
+        "status": "locked",
+        "verified_at": None,
+    }
+    assert {
+        r["status"]
+        for r in db.rows(
+            "SELECT status FROM delivery_intents WHERE verification_id = :v AND role <> 'event'", v=second["id"]
+        )
+    } <= {"suppressed", "accepted", "failed"}
+    assert [e["event_type"] for e in events(db, second["id"])] == ["verification.locked"]
     from signup_verification.operations import signals
 
     assert signals.compute(db, "test").as_json()["wrong_codes_last_day"] == 3  # counted in the signals
