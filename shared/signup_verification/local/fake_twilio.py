@@ -1,8 +1,11 @@
 """The local mailbox's fake Twilio Messages API (`verifyctl dev`): `POST .../Messages.json` (form
-fields To, From, Body, StatusCallback; 201 with a JSON message resource) and `GET .../Messages/<sid>.json`,
-keeping every SMS in the mailbox. Twilio's documented test numbers answer their documented errors
-(+15005550001 invalid number, ... see MAGIC_NUMBERS); accepted messages get status callbacks
-(provider_reports.py, whose OUTCOMES numbers end undelivered or failed).
+fields To, From, Body, StatusCallback; 201 with a JSON message resource), `GET .../Messages/<sid>.json`
+and the Messages list API `GET .../Messages.json?To=&From=` (newest first, as the reconciler's
+lookup of an ambiguous SMS asks it), keeping every SMS in the mailbox. Twilio's documented test
+numbers answer their documented errors (+15005550001 invalid number, ... see MAGIC_NUMBERS);
+accepted messages get status callbacks (provider_reports.py, whose OUTCOMES numbers end undelivered
+or failed). SERVER_ERROR_NUMBERS answer 500 after creating the message, or without creating it:
+the ambiguous send the next reconcile settles by looking it up.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ MAGIC_NUMBERS = {
     "+15005550004": (21610, "Attempt to send to unsubscribed recipient"),
     "+15005550009": (21614, "'To' number is not a valid mobile number"),
 }
+
+# Local numbers (fictional 555-01xx): a 500 after the message was created (it is listed, and its
+# status callbacks follow), or a 500 with nothing created (the listing proves it absent).
+SERVER_ERROR_NUMBERS = {"+12025550150": True, "+12025550151": False}
 
 
 def register(
@@ -59,6 +66,11 @@ def register(
             and auth.password == auth_token
         )
 
+    def accepted(message: Message) -> Message:
+        if on_accepted is not None:
+            on_accepted(message)
+        return message
+
     @app.post("/2010-04-01/Accounts/<requested_sid>/Messages.json")
     def twilio_create(requested_sid: str):
         if not authorised(requested_sid):
@@ -81,10 +93,25 @@ def register(
             return twilio_error(400, *MAGIC_NUMBERS[to])
         if not _E164.match(to):
             return twilio_error(400, 21211, f"The 'To' number {to} is not a valid phone number.")
-        message = mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None)
-        if on_accepted is not None:
-            on_accepted(message)
+        if to in SERVER_ERROR_NUMBERS:
+            if SERVER_ERROR_NUMBERS[to]:
+                accepted(mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None))
+            return twilio_error(500, 20500, "Internal Server Error")
+        message = accepted(mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None))
         return flask.jsonify(resource(message, requested_sid)), 201
+
+    @app.get("/2010-04-01/Accounts/<requested_sid>/Messages.json")
+    def twilio_list(requested_sid: str):
+        if not authorised(requested_sid):
+            return twilio_error(401, 20003, "Authenticate")
+        to, sender = flask.request.args.get("To"), flask.request.args.get("From")
+        found = [
+            resource(m, requested_sid)
+            for m in mailbox.messages()  # newest first, as Twilio lists them
+            if m.kind == "sms" and (to is None or m.recipients == [to]) and (sender is None or m.sender == sender)
+        ][:50]
+        uri = f"/2010-04-01/Accounts/{requested_sid}/Messages.json"
+        return flask.jsonify({"messages": found, "page": 0, "page_size": len(found), "uri": uri, "next_page_uri": None})
 
     @app.get("/2010-04-01/Accounts/<requested_sid>/Messages/<sid>.json")
     def twilio_fetch(requested_sid: str, sid: str):

@@ -5,6 +5,7 @@ SendGrid events and Twilio status callbacks to delivery_reports, the dispatcher 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 import uuid
 from types import SimpleNamespace
@@ -16,6 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from signup_verification import cli, runtime
 from signup_verification.local import provider_reports
 from signup_verification.local.mailbox import MailboxServer
+from signup_verification.operations.reconciler import reconcile
+from signup_verification.operations.reconciler.config import SmsLookupConfig
 from support.dev_process import free_ports
 from support.dispatch import provider_settings, run_dispatch
 from support.served import serve
@@ -187,3 +190,35 @@ def test_forged_reports_change_nothing(stack, db):
         assert (intent["status"], intent["delivered_at"], intent["undeliverable_reason"]) == ("accepted", None, None)
     assert events(db) == []
     assert _create(s, "email", "eve.forged@example.com").status_code == 201
+
+
+def _reconcile_with_lookup(db, twilio_url: str, settle_seconds: float):
+    lookup = SmsLookupConfig(
+        account_sid=SID, auth_token=AUTH, sender="+15005550006", api_url=twilio_url,
+        min_interval_seconds=0.0, settle_seconds=settle_seconds,
+    )  # fmt: skip
+    config = dataclasses.replace(provider_settings().reconciler, sms_lookup=lookup)
+    return reconcile(db, config, emit_signals=False)
+
+
+@pytest.mark.parametrize(("number", "created"), [("+12025550150", True), ("+12025550151", False)])
+def test_an_sms_answered_500_is_settled_by_the_next_reconcile_asking_the_mailbox(stack, db, number, created):
+    """The done-when's SMS half on the local stack: the fake Twilio's 500 numbers make the send
+    ambiguous; the reconciler's lookup (Messages list API) finds it -> accepted with its sid, or
+    proves it absent -> retryable (settle time 0 here; 120 s by default)."""
+    s = stack()
+    created_answer = _create(s, "sms", number)
+    assert created_answer.status_code == 201, created_answer.text
+    assert s.dispatch().ambiguous == 1
+    vid = uuid.UUID(created_answer.json()["verification_id"])
+    listed = [m for m in s.mailbox.mailbox.messages() if m.recipients == [number]]
+    assert len(listed) == (1 if created else 0)
+    report = _reconcile_with_lookup(db, s.mailbox.web_url, settle_seconds=0)
+    row = db.single(
+        "SELECT status, provider_ref FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=vid
+    )
+    if created:
+        assert report.moves["ambiguous_lookup_to_accepted"] == 1
+        assert row == {"status": "accepted", "provider_ref": listed[0].sid}
+    else:
+        assert report.moves["ambiguous_lookup_to_retryable"] == 1 and row["status"] == "retryable"
