@@ -4,7 +4,8 @@
 -- permanent, provider_at}. Each event is linked to its attempt (SendGrid: custom_args intent_id +
 -- attempt_id, else sg_message_id's X-Message-Id; Twilio: MessageSid = the attempt's provider_ref),
 -- appended to delivery_observations once (a repeat is a duplicate), and only new rows have effects:
---   delivered      -> delivered_at (first report wins); an ambiguous or retryable intent whose attempt
+--   delivered      -> delivered_at (first report wins), also while the attempt is still in flight (the
+--                     report overtook our settle); an ambiguous or retryable intent whose attempt
 --                     the provider reports delivered was sent: accepted, with an attempt-log row;
 --   permanent      -> an accepted intent not yet delivered is failed with undeliverable_reason, and
 --                     delivery_failed() (sql/definitions/08) runs for it; the destination (the
@@ -94,7 +95,9 @@ BEGIN
           FROM per_intent AS p
          WHERE i.id = p.intent_id
            AND ((p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
-                 AND (i.status IN ('accepted', 'ambiguous', 'retryable')))
+                 -- 'attempting': the report overtook our settle (the provider answered, its event
+                 -- came before our commit); settle leaves delivered_at alone, so it is kept
+                 AND (i.status IN ('accepted', 'ambiguous', 'retryable', 'attempting')))
                 OR (p.failure IS NOT NULL AND i.status = 'accepted' AND i.delivered_at IS NULL))
         RETURNING i.id, i.channel, i.template_version, p.delivered_attempt, p.delivered_at IS NOT NULL AS reported,
                   (p.old_status = 'accepted' AND i.status = 'failed') AS made_undeliverable,

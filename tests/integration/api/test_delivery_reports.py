@@ -221,3 +221,21 @@ def test_inspect_shows_the_reports_in_the_timeline(client, db):
     assert reported == [f"sendgrid says deferred for attempt {sent['attempt_id']}, received " + reported[0][-8:],
                         f"sendgrid says delivered for attempt {sent['attempt_id']}, received " + reported[1][-8:]]  # fmt: skip
     assert "someone@example.com" not in timeline.render(found)
+
+
+def test_a_delivered_report_that_overtakes_our_settle_is_kept(db):
+    """The provider answered, its delivered event arrived before our settle committed (the local
+    mailbox reports that fast with --report-delay 0): delivered_at survives the settle."""
+    from signup_verification.delivery import reports as report_model
+    from signup_verification.outbox import Settlement
+    from signup_verification.outbox import transitions as t
+    from support.factories import make_verifications
+
+    make_verifications(db, 1, "email", prefix="early")
+    [c] = t.claim(db, "w", 1, 30)
+    [b] = t.begin_attempts(db, "w", [c.fence])
+    early = report_model.Observation(dedup_key="early-1", event="delivered", intent_id=c.id, attempt_id=b.attempt_id)
+    assert report_model.ingest(db, "sendgrid", [early], None).delivered == 1
+    t.settle(db, "w", [Settlement(c.id, c.lease_version, "accepted", provider_ref="q-early")])
+    row = db.single("SELECT status, delivered_at FROM delivery_intents WHERE id = :i", i=c.id)
+    assert row["status"] == "accepted" and row["delivered_at"] is not None
