@@ -52,8 +52,17 @@ def function_env(database_url: str, target: str) -> dict[str, str]:
 def first_answer(env: dict[str, str], source: str, target: str, body: dict | None, tag: str) -> tuple[float, int]:
     """Seconds from spawning functions-framework to the first answer read, and its status."""
     port = free_port()
-    cmd = [str(ROOT / ".venv" / "bin" / "functions-framework"), "--source", source, "--target", target,
-           "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "functions-framework"),
+        "--source",
+        source,
+        "--target",
+        target,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     payload = json.dumps(body).encode() if body else b"{}"
     headers = {"Content-Type": "application/json", "Idempotency-Key": tag}
     started = time.perf_counter()
@@ -81,8 +90,14 @@ _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
 
 def import_profile(env: dict[str, str], statement: str) -> tuple[float, list[tuple[str, float]]]:
     """(total ms of `statement`, the top-level packages by cumulative ms) from python -X importtime."""
-    out = subprocess.run([PYTHON, "-X", "importtime", "-c", statement], env=env, cwd=ROOT / "functions",
-                         capture_output=True, text=True, check=True).stderr
+    out = subprocess.run(
+        [PYTHON, "-X", "importtime", "-c", statement],
+        env=env,
+        cwd=ROOT / "functions",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
     packages: dict[str, float] = {}  # package -> the self time of all its modules
     for line in out.splitlines():
         m = _IMPORT_LINE.match(line)
@@ -108,8 +123,9 @@ def measure(params, rounds: int) -> dict:
         loads.append(label)
         quiet.append(calm)
         body = {"account_id": f"cold-{r}", "channel": "email", "destination": f"cold-{r}@example.com"}
-        seconds, status = first_answer(create_env, str(ROOT / "functions" / "main.py"), "create_verification",
-                                       body, f"cold-{r}")
+        seconds, status = first_answer(
+            create_env, str(ROOT / "functions" / "main.py"), "create_verification", body, f"cold-{r}"
+        )
         assert status == 201, status
         ours.append(seconds)
         seconds, status = first_answer(trivial_env, str(TRIVIAL), "trivial", None, f"t-{r}")
@@ -120,8 +136,17 @@ def measure(params, rounds: int) -> dict:
     logging_ms, _ = import_profile(create_env, "import google.cloud.logging_v2.handlers")
     connector_ms, _ = import_profile(create_env, "import google.cloud.sql.connector")
     bare_ms, _ = import_profile(create_env, "pass")
-    return {"ours": ours, "trivial": trivial, "loads": loads, "quiet": quiet, "main_ms": main_ms, "packages": packages,
-            "logging_ms": logging_ms - bare_ms, "connector_ms": connector_ms - bare_ms, "bare_ms": bare_ms}
+    return {
+        "ours": ours,
+        "trivial": trivial,
+        "loads": loads,
+        "quiet": quiet,
+        "main_ms": main_ms,
+        "packages": packages,
+        "logging_ms": logging_ms - bare_ms,
+        "connector_ms": connector_ms - bare_ms,
+        "bare_ms": bare_ms,
+    }
 
 
 def report(m: dict, machine_line: str) -> str:

@@ -123,7 +123,9 @@ def load_line() -> str:
         return ""
     worst, middle = max(_samples), statistics.median(_samples)
     note = "" if worst <= MAX_LOAD else f"; **over {MAX_LOAD:g}: noisy, rerun on a quiet machine**"
-    return f"Load average (1 min) while measuring: median {middle:.1f}, max {worst:.1f} ({len(_samples)} samples){note}."
+    return (
+        f"Load average (1 min) while measuring: median {middle:.1f}, max {worst:.1f} ({len(_samples)} samples){note}."
+    )
 
 
 def write_section(name: str, section: str) -> None:

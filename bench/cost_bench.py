@@ -75,10 +75,17 @@ def one_round(params: ConnectionParams, n: int) -> dict[str, Cost]:
     monitor = Database(params.with_database("postgres"))
     meter = Meter(monitor, name)
     config = make_config(
-        deployment="bench", token_keys=TEST_TOKEN_KEYS, email_from="Signup <no-reply@example.org>",
-        function_timeout_seconds=3600, rate_limit_per_hour=100_000, rate_limit_spacing_seconds=0,
-        rate_limit_account_per_hour=1_000_000, rate_limit_prefix_per_hour=1_000_000,
-        rate_limit_country_per_hour=1_000_000, rate_limit_client_per_hour=1_000_000, sms_max_per_hour=1_000_000,
+        deployment="bench",
+        token_keys=TEST_TOKEN_KEYS,
+        email_from="Signup <no-reply@example.org>",
+        function_timeout_seconds=3600,
+        rate_limit_per_hour=100_000,
+        rate_limit_spacing_seconds=0,
+        rate_limit_account_per_hour=1_000_000,
+        rate_limit_prefix_per_hour=1_000_000,
+        rate_limit_country_per_hour=1_000_000,
+        rate_limit_client_per_hour=1_000_000,
+        sms_max_per_hour=1_000_000,
     )
     db.run("SELECT 1")
     pids = meter.backends()
@@ -176,7 +183,10 @@ async def _pgqueuer_round(params: ConnectionParams, n: int, consumers: int, batc
     pids = meter.backends()
     before = meter.snapshot(pids)
     await asyncio.gather(
-        *(qm.run(batch_size=batch, mode=QueueExecutionMode.drain, log_aggregation_interval=timedelta(0)) for qm in managers)
+        *(
+            qm.run(batch_size=batch, mode=QueueExecutionMode.drain, log_aggregation_interval=timedelta(0))
+            for qm in managers
+        )
     )
     for c in connections:
         await c.execute("SELECT pg_stat_force_next_flush()")
@@ -228,8 +238,15 @@ def _verdict(value: float, target: float) -> str:
     return "ok" if value <= target else "MISSED"
 
 
-def report(phases: dict[str, Cost], queue: dict[str, Cost] | None, n: int, rounds: int, loads: list[str],
-           machine_line: str, queue_shape: str) -> str:
+def report(
+    phases: dict[str, Cost],
+    queue: dict[str, Cost] | None,
+    n: int,
+    rounds: int,
+    loads: list[str],
+    machine_line: str,
+    queue_shape: str,
+) -> str:
     whole = total(phases)
     lines = [
         "## Database work per verification (create -> deliver -> confirm)",
@@ -308,15 +325,24 @@ def main(argv: list[str] | None = None) -> int:
         if queue:
             theirs.append(queue)
         whole = total(ours[-1])
-        log(f"round {r + 1}: load {label}, {whole.wal_bytes:,.0f} B WAL, {whole.commit_records:.2f} commits, "
-            f"{whole.cpu_us:,.0f} µs CPU per verification ({time.monotonic() - started:.0f} s)")
+        log(
+            f"round {r + 1}: load {label}, {whole.wal_bytes:,.0f} B WAL, {whole.commit_records:.2f} commits, "
+            f"{whole.cpu_us:,.0f} µs CPU per verification ({time.monotonic() - started:.0f} s)"
+        )
     if any(quiet):  # rounds over the load limit are skipped when a quiet one exists
         ours = [o for o, q in zip(ours, quiet, strict=True) if q]
         theirs = [t for t, q in zip(theirs, quiet, strict=False) if q]
     phases = {p: median_cost([o[p] for o in ours]) for p in PHASES}
     queue_phases = {p: median_cost([t[p] for t in theirs]) for p in ("enqueue", "process")} if theirs else None
-    section = report(phases, queue_phases, n, rounds, loads, common.machine(params),
-                     f"1 process × {consumers} consumers × batch {batch}")
+    section = report(
+        phases,
+        queue_phases,
+        n,
+        rounds,
+        loads,
+        common.machine(params),
+        f"1 process × {consumers} consumers × batch {batch}",
+    )
     print(section)
     if args.write_docs:
         write_section(SECTION, section)

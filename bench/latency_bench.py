@@ -148,8 +148,21 @@ def main(argv: list[str] | None = None) -> int:
         lat = run(
             params, idle_wait, seconds, interval, timeout, margin, f"{'w' if idle_wait else 'n'}{time.time_ns()}-", jobs
         )
-        rows.append((label, idle_wait, jobs, timeout, margin, round_load, len(lat), pct(lat, 0.5), pct(lat, 0.95),
-                     pct(lat, 0.99), max(lat)))
+        rows.append(
+            (
+                label,
+                idle_wait,
+                jobs,
+                timeout,
+                margin,
+                round_load,
+                len(lat),
+                pct(lat, 0.5),
+                pct(lat, 0.95),
+                pct(lat, 0.99),
+                max(lat),
+            )
+        )
     lines = [
         "## Create -> provider-accepted latency, scheduler once a minute",
         "",

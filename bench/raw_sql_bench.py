@@ -77,8 +77,10 @@ def measure(params, intents: int, batch: int, fused: bool = True) -> float:
         [[upd, hot]] = db.run(
             "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'delivery_intents'"
         )
-        log(f"  {'fused' if fused else 'two-step'}: WAL {wal / done:,.0f} B/intent, intent updates {upd / done:.2f}"
-            f"/intent of which HOT {hot / done:.2f}")
+        log(
+            f"  {'fused' if fused else 'two-step'}: WAL {wal / done:,.0f} B/intent, intent updates {upd / done:.2f}"
+            f"/intent of which HOT {hot / done:.2f}"
+        )
         return done / seconds
     finally:
         db.close()

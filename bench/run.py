@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true", help="print the sections, do not write them")
     parser.add_argument("--max-load", type=float, default=2.0, help="a round over this 1-minute load is flagged")
     parser.add_argument(
-        "--quiet-wait", type=float, default=None, help="seconds to wait for the load to fall (default 600; 0 with --quick)"
+        "--quiet-wait",
+        type=float,
+        default=None,
+        help="seconds to wait for the load to fall (default 600; 0 with --quick)",
     )
     args = parser.parse_args(argv)
     wait = args.quiet_wait if args.quiet_wait is not None else (0.0 if args.quick else 600.0)

@@ -174,7 +174,10 @@ def report(rates, n: int, rounds: int, machine_line: str, loads: list[float], mi
         runs = ", ".join(f"{x:,.0f}" for x in rates[c])
         lines.append(f"| {c.name} | {c.batch} | **{median(rates[c]):,.0f}/s** | {runs} | {ratio[c]:.2f}x |")
     # issue 18's target: two invocations (2 processes) against pgqueuer's best with 2 processes
-    pair = [c for c in contenders if c.kind == "parallel"], [c for c in contenders if c.kind == "pgqueuer" and c.batch == 100]
+    pair = (
+        [c for c in contenders if c.kind == "parallel"],
+        [c for c in contenders if c.kind == "pgqueuer" and c.batch == 100],
+    )
     if pair[0] and pair[1]:
         ours, theirs = rates[pair[0][0]], rates[pair[1][0]]
         per_round = [a / b for a, b in zip(ours, theirs, strict=True)]

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from signup_verification.api import auth, edge, pages, problems, replay, return_url
 from signup_verification.api import confirm as confirm_edge
-from signup_verification.api import delivery_reports as reports_edge
 from signup_verification.api import create as create_edge
+from signup_verification.api import delivery_reports as reports_edge
 from signup_verification.api import read as read_edge
 from signup_verification.api.http import (
     Incoming,
@@ -43,7 +43,9 @@ shutdown.install(exit_after=_startup.shutdown.grace_seconds)
 if flask.has_app_context():
     # delivery_reports takes provider batches (SendGrid posts up to ~1,000 events at once): its own limit
     _max_body = (
-        _startup.reports.max_body_bytes if _startup.function_target == "delivery_reports" else _startup.http.max_body_bytes
+        _startup.reports.max_body_bytes
+        if _startup.function_target == "delivery_reports"
+        else _startup.http.max_body_bytes
     )
     edge.configure(flask.current_app._get_current_object(), _max_body)  # type: ignore[attr-defined]
     edge.after_first_response(flask.current_app._get_current_object(), service_logging.first_response_sent)  # type: ignore[attr-defined]

@@ -477,7 +477,9 @@ class Run:
         settled in between, it is resumed at once and another moment is tried."""
         # One holding a batch claimed ahead: on resume its start is fenced and refused (stale) for sure, where
         # sends still in flight past the deadline would be left to the reconciler without a write.
-        pids = self._lease_holders(db, ahead_only=True)  # issue 18: the fused claim's batch is 'attempting', not started
+        pids = self._lease_holders(
+            db, ahead_only=True
+        )  # issue 18: the fused claim's batch is 'attempting', not started
         with self.lock:
             slot = next(
                 (

@@ -171,7 +171,10 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
     for f in rows:
         label = f"fallback intent {f['id']} ({f['policy']}, {f['status']})"
         messages = fallback_deliveries.get(f["id"], [])
-        verified, failed_at = f["verified_epoch"], f["primary_completed_epoch"] if f["primary_status"] == "failed" else None
+        verified, failed_at = (
+            f["verified_epoch"],
+            f["primary_completed_epoch"] if f["primary_status"] == "failed" else None,
+        )
         figures[f"fallback_final_{f['status']}"] += 1
         if f["status"] == "suppressed":
             figures[f"fallback_suppressed_{f['suppression_reason']}"] += 1
@@ -191,11 +194,15 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
             if f["attempts"] == 0:
                 died_first = f["status"] == "suppressed" and f["verification_status"] != "pending"
                 if not died_first:
-                    found.fail("fallback_not_attempted", f"{label}: its primary failed for good, it was never attempted")
+                    found.fail(
+                        "fallback_not_attempted", f"{label}: its primary failed for good, it was never attempted"
+                    )
                 else:
                     figures["fallback_primary_failed_but_verification_died_first"] += 1
             if f["attempts"] and failed_at < f["due_epoch"] - 1 and f["brought_forward_at"] is None:
-                found.fail("fallback_not_attempted", f"{label}: its primary failed before it was due, not brought forward")
+                found.fail(
+                    "fallback_not_attempted", f"{label}: its primary failed before it was due, not brought forward"
+                )
         if f["status"] not in TERMINAL and f["status"] != "ambiguous":
             found.fail("fallback_lost", f"{label}: neither terminal nor held")
         if f["status"] == "accepted" and not messages:

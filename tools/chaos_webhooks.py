@@ -93,7 +93,7 @@ class Webhooks:
         db = Database(run.pg.params)
         try:
             for name, value in WebhookConfig(url="http://chaos/", max_attempts=30).session_settings().items():
-                db.execute_script(f'ALTER DATABASE "{run.pg.params.database}" SET {name} = \'{value}\'')
+                db.execute_script(f"ALTER DATABASE \"{run.pg.params.database}\" SET {name} = '{value}'")
         finally:
             db.close()
         self.receiver = ChaosReceiver(run.faults).start()
@@ -186,7 +186,8 @@ def check(db: Database, receiver: FakeWebhookReceiver, found: Findings) -> None:
     # the same state-vs-attempt-log invariant as the messages' (chaos_checks.py), over the events
     _state_explained_by_attempts(found, {e["id"]: e for e in events}, attempts)
     ambiguous = Counter(
-        r[0] for r in db.run("SELECT intent_id FROM delivery_attempts WHERE channel = 'webhook' AND outcome = 'ambiguous'")
+        r[0]
+        for r in db.run("SELECT intent_id FROM delivery_attempts WHERE channel = 'webhook' AND outcome = 'ambiguous'")
     )
     receipts: dict[tuple[str, str], list[str]] = defaultdict(list)  # (verification id, type) -> webhook-ids
     for d in receiver.deliveries:

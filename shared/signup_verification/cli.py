@@ -169,7 +169,9 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
         except ValidationError:
             raise ValueError(f"not a valid {channel} destination") from None
         policy = runtime.config.create.abuse
-        key = abuse.limit_keys(runtime.keyring.primary.secret, policy, channel, request.destination, None, None).destination
+        key = abuse.limit_keys(
+            runtime.keyring.primary.secret, policy, channel, request.destination, None, None
+        ).destination
     else:
         raise ValueError("give the destination to clear, or --key HEX --channel email|sms")
     cleared = suppressions.clear(runtime.db, channel, key, f"verifyctl:{getpass.getuser()}")

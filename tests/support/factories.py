@@ -40,9 +40,7 @@ def make_verifications(
 
 def intent(db: Database, verification_id: uuid.UUID) -> dict:
     """Its message intent (a webhook event is an intent of the verification too, issue 12)."""
-    return db.one(
-        "SELECT * FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=verification_id
-    )
+    return db.one("SELECT * FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=verification_id)
 
 
 def statuses(db: Database) -> dict[int, str]:

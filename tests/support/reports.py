@@ -21,9 +21,7 @@ REPORTS_URL = "https://reports.example.org/delivery_reports"
 TWILIO_TOKEN = "twilio-report-token"  # nosec B105: a test value
 SIGNING_KEY = ec.generate_private_key(ec.SECP256R1())
 PUBLIC_KEY = base64.b64encode(
-    SIGNING_KEY.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    SIGNING_KEY.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 ).decode()
 
 
@@ -81,8 +79,12 @@ def accepted(db, n: int = 1, channel: str = "email", prefix: str = "rep") -> lis
     t.settle(db, "worker", [Settlement(c.id, c.lease_version, "accepted", provider_ref=refs[c.id]) for c in claimed])
     by_verification = {c.verification_id: c.id for c in claimed}
     return [
-        {"intent_id": by_verification[v], "attempt_id": begun[by_verification[v]], "ref": refs[by_verification[v]],
-         "verification_id": v}  # fmt: skip
+        {
+            "intent_id": by_verification[v],
+            "attempt_id": begun[by_verification[v]],
+            "ref": refs[by_verification[v]],
+            "verification_id": v,
+        }  # fmt: skip
         for v in ids
     ]
 

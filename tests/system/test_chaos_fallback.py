@@ -53,7 +53,11 @@ def test_a_run_that_behaved_passes(db):
     found = _run_checks(db, [Delivered("sms", "+14155550102", code, 0.0)])
     assert found.ok, dict(found.violations)
     f = found.figures
-    assert (f["fallback_confirmed_before_due"], f["fallback_primary_failed"], f["fallback_attempted_primary_failed"]) == (1, 1, 1)
+    assert (
+        f["fallback_confirmed_before_due"],
+        f["fallback_primary_failed"],
+        f["fallback_attempted_primary_failed"],
+    ) == (1, 1, 1)
 
 
 def test_a_fallback_sent_after_the_confirmation_is_caught(db):
@@ -67,7 +71,10 @@ def test_a_fallback_sent_after_the_confirmation_is_caught(db):
 def test_a_failed_primary_whose_fallback_never_went_out_is_caught(db):
     vid = create_with_fallback(db, provider_settings().create, after_seconds=300)
     _fail_primary(db)
-    db.run("UPDATE delivery_intents SET brought_forward_at = NULL, next_attempt_at = now() + interval '1 hour'"
-           " WHERE verification_id = :v AND role = 'fallback'", v=vid)  # as if the hook had not run
+    db.run(
+        "UPDATE delivery_intents SET brought_forward_at = NULL, next_attempt_at = now() + interval '1 hour'"
+        " WHERE verification_id = :v AND role = 'fallback'",
+        v=vid,
+    )  # as if the hook had not run
     found = _run_checks(db, [])
     assert "fallback_not_attempted" in found.violations

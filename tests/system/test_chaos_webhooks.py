@@ -54,8 +54,10 @@ def test_each_webhook_check_catches_its_violation(edb, db):
     receiver.refused = 1
     [unannounced] = make_verifications(db, 1, prefix="off")  # verified with webhooks off: no event
     confirmations.confirm_link(db, KEYRING, link_token(db, unannounced))
-    edb.run("UPDATE delivery_intents SET status = 'retryable', completed_at = NULL WHERE id = "
-            "(SELECT max(id) FROM delivery_intents WHERE role = 'event')")
+    edb.run(
+        "UPDATE delivery_intents SET status = 'retryable', completed_at = NULL WHERE id = "
+        "(SELECT max(id) FROM delivery_intents WHERE role = 'event')"
+    )
     found = Findings()
     check(edb, receiver, found)
     assert set(found.violations) >= {

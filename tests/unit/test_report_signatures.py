@@ -56,8 +56,12 @@ def test_sendgrid_published_example_verifies():
         (SG_KEY, SG_SIGNATURE, SG_TIMESTAMP, b"payload"),  # another body
         (SG_KEY, SG_SIGNATURE, SG_TIMESTAMP, SG_PAYLOAD.rstrip()),  # the body re-serialised (no CRLF)
         (SG_KEY, SG_SIGNATURE, "1600112503", SG_PAYLOAD),  # another timestamp
-        (SG_KEY, "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH3j/0=",
-         SG_TIMESTAMP, SG_PAYLOAD),  # the SDK's bad signature  # fmt: skip
+        (
+            SG_KEY,
+            "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH3j/0=",
+            SG_TIMESTAMP,
+            SG_PAYLOAD,
+        ),  # the SDK's bad signature  # fmt: skip
         (SG_KEY, "not base64!", SG_TIMESTAMP, SG_PAYLOAD),
         (SG_KEY, "", SG_TIMESTAMP, SG_PAYLOAD),
         (SG_KEY, SG_SIGNATURE, "timestampé", SG_PAYLOAD),
@@ -67,7 +71,9 @@ def test_sendgrid_tampering_fails(key, signature, timestamp, payload):
     assert not sig.sendgrid_valid(sig.sendgrid_public_key(key), signature, timestamp, payload)
 
 
-@pytest.mark.parametrize("bad", ["", "not-base64!", "AAAA", "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="])
+@pytest.mark.parametrize(
+    "bad", ["", "not-base64!", "AAAA", "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="]
+)
 def test_sendgrid_key_must_be_a_p256_key(bad):
     with pytest.raises(ConfigError, match="SENDGRID_WEBHOOK_PUBLIC_KEY"):
         sig.sendgrid_public_key(bad)

@@ -21,8 +21,14 @@ VID = uuid.UUID("0b7c2c55-3f0e-4c37-9a57-5a1d2a8e6a10")
 
 def _event() -> EventContent:
     data = {"verification_id": str(VID), "status": "verified", "account_id": "acct-1"}
-    return EventContent(7, "7:1", webhook_id(VID, "verification.verified"), "verification.verified",
-                        datetime(2026, 12, 1, 12, 0, tzinfo=UTC), data)
+    return EventContent(
+        7,
+        "7:1",
+        webhook_id(VID, "verification.verified"),
+        "verification.verified",
+        datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+        data,
+    )
 
 
 def _signed(secrets: list[str], now: float) -> tuple[bytes, dict[str, str]]:
@@ -40,8 +46,11 @@ def test_the_library_verifies_each_secret_and_reads_the_body():
     with pytest.raises(WebhookVerificationError):
         Webhook(new_secret()).verify(body, headers)
     document = json.loads(body)
-    assert document == {"type": "verification.verified", "timestamp": "2026-12-01T12:00:00.000Z",
-                        "data": {"verification_id": str(VID), "status": "verified", "account_id": "acct-1"}}
+    assert document == {
+        "type": "verification.verified",
+        "timestamp": "2026-12-01T12:00:00.000Z",
+        "data": {"verification_id": str(VID), "status": "verified", "account_id": "acct-1"},
+    }
     assert headers["webhook-timestamp"] == str(int(now))  # the send time, not the event time
 
 

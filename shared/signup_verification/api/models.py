@@ -55,10 +55,13 @@ class CreateVerificationRequest(BaseModel):
 
     @field_validator("fallback")
     @classmethod
-    def _fallback_on_the_other_channel(cls, value: FallbackRequest | None, info: ValidationInfo) -> FallbackRequest | None:
+    def _fallback_on_the_other_channel(
+        cls, value: FallbackRequest | None, info: ValidationInfo
+    ) -> FallbackRequest | None:
         if value is not None and value.channel == info.data.get("channel"):
             raise ValueError("fallback.channel must be the other channel (email with sms, sms with email)")
         return value
+
     # Where the confirmation pages send the person back to (issue 12): checked against
     # RETURN_URL_ALLOWED_ORIGINS at the edge (api/return_url.py), stored with the verification.
     return_url: str | None = Field(default=None, min_length=8, max_length=1024)

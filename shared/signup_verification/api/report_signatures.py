@@ -50,7 +50,9 @@ def sendgrid_valid(key: ec.EllipticCurvePublicKey, signature: str, timestamp: st
 
 
 def sendgrid_fresh(timestamp: str, now: float, tolerance: int) -> bool:
-    return timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12 and abs(now - int(timestamp)) <= tolerance
+    return (
+        timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12 and abs(now - int(timestamp)) <= tolerance
+    )
 
 
 def twilio_signature(auth_token: str, url: str, params: Sequence[tuple[str, str]]) -> str:

@@ -35,8 +35,19 @@ DROP_REASONS = {
     "Recipient List over Package Quota": "over_quota",
 }
 TWILIO_STATUSES = frozenset(
-    {"accepted", "scheduled", "queued", "sending", "sent", "delivered", "undelivered", "failed", "canceled",
-     "read", "partially_delivered"}  # fmt: skip
+    {
+        "accepted",
+        "scheduled",
+        "queued",
+        "sending",
+        "sent",
+        "delivered",
+        "undelivered",
+        "failed",
+        "canceled",
+        "read",
+        "partially_delivered",
+    }  # fmt: skip
 )
 # Twilio delivery error codes that say this number will not receive SMS (twilio.com/docs/api/errors):
 # the destination goes on the suppression list. Others (30001 queue overflow, 30003 handset off,

@@ -77,14 +77,18 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
         found.append((intent["brought_forward_at"], "brought forward", f"{label}: the primary failed for good"))
     for a in attempts:
         if a["outcome"] == "attempting":
-            found.append((a["attempted_at"] or a["observed_at"], "attempted", f"{label} attempt {a['attempt_number']} began"))
+            found.append(
+                (a["attempted_at"] or a["observed_at"], "attempted", f"{label} attempt {a['attempt_number']} began")
+            )
         else:
             detail = f"{label} attempt {a['attempt_number']} {a['outcome']}"
             if a["error_class"]:
                 detail += f"; {a['error_class']}: {redact_text(a['error_detail'] or '')}".rstrip(": ")
             found.append((a["observed_at"], "observed", detail))
     if intent["status"] == "suppressed" and intent["completed_at"]:
-        found.append((intent["completed_at"], "suppressed", f"{label} not sent: verification {intent['suppression_reason']}"))
+        found.append(
+            (intent["completed_at"], "suppressed", f"{label} not sent: verification {intent['suppression_reason']}")
+        )
     return found
 
 

@@ -16,12 +16,18 @@ def events(db: Database, verification_id: uuid.UUID) -> list[tuple[datetime, str
     """(at, kind, detail) for every report about the verification's message deliveries."""
     found = []
     for o in db.rows(load_sql(__file__, "timeline_reports.sql"), verification_id=verification_id):
-        said = o["event"] + (f" ({o['detail']})" if o["detail"] else "") + (
-            f" code {o['error_code']}" if o["error_code"] is not None else ""
+        said = (
+            o["event"]
+            + (f" ({o['detail']})" if o["detail"] else "")
+            + (f" code {o['error_code']}" if o["error_code"] is not None else "")
         )
         effect = ": undeliverable, destination suppressed" if o["permanent"] else ""
         late = "" if o["provider_at"] is None else f", received {o['received_at']:%H:%M:%S}"
         found.append(
-            (o["provider_at"] or o["received_at"], "reported", f"{o['provider']} says {said} for attempt {o['attempt_id']}{effect}{late}")
+            (
+                o["provider_at"] or o["received_at"],
+                "reported",
+                f"{o['provider']} says {said} for attempt {o['attempt_id']}{effect}{late}",
+            )
         )
     return found

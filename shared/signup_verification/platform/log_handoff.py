@@ -21,7 +21,9 @@ import re
 import threading
 from collections.abc import Callable
 
-_TRACEPARENT = re.compile(r"^\s?(?!ff)[a-f\d]{2}-((?![0]{32})[a-f\d]{32})-((?![0]{16})[a-f\d]{16})-([a-f\d]{2})(-.*)?\s?$")
+_TRACEPARENT = re.compile(
+    r"^\s?(?!ff)[a-f\d]{2}-((?![0]{32})[a-f\d]{32})-((?![0]{16})[a-f\d]{16})-([a-f\d]{2})(-.*)?\s?$"
+)
 _XCLOUD = re.compile(r"([\w-]+)?(\/?([\w-]+))?(;?o=(\d))?")
 MAX_HELD = 5_000  # past this many held records the real handler is built on the logging thread
 

@@ -38,7 +38,17 @@ from typing import Any, TextIO
 from .log_handoff import DeferredHandler, request_context
 from .redaction import mask_email, mask_phone
 
-__all__ = ["LoggingConfig", "configure", "first_response_sent", "flush", "remove", "use_sink", "redact_text", "RedactionFilter", "TextFormatter"]
+__all__ = [
+    "LoggingConfig",
+    "configure",
+    "first_response_sent",
+    "flush",
+    "remove",
+    "use_sink",
+    "redact_text",
+    "RedactionFilter",
+    "TextFormatter",
+]
 
 _MARK = "_signup_verification_handler"
 

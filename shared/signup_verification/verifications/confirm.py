@@ -241,7 +241,12 @@ def as_channel(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
         return row
     if row.get("fallback_channel") != channel:
         return None
-    return {**row, "channel": channel, "destination": row["fallback_destination"], "token_digest": row["fallback_digest"]}
+    return {
+        **row,
+        "channel": channel,
+        "destination": row["fallback_destination"],
+        "token_digest": row["fallback_digest"],
+    }
 
 
 def _unmatched(outcome: Outcome, matched: bytes | None) -> Outcome:

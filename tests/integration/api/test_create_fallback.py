@@ -58,11 +58,17 @@ def test_email_first_with_sms_fallback_writes_both_intents_with_their_policy(cre
     )
     primary, fallback = rows
     assert (primary["role"], primary["channel"], primary["policy"], primary["destination"]) == (
-        "primary", "email", "fallback", None
+        "primary",
+        "email",
+        "fallback",
+        None,
     )
     assert primary["due_after"] < 1
     assert (fallback["role"], fallback["channel"], fallback["policy"], fallback["after_seconds"]) == (
-        "fallback", "sms", "fallback", 30
+        "fallback",
+        "sms",
+        "fallback",
+        30,
     )
     assert fallback["destination"] == "+14155550100"  # normalised to E.164, like a primary
     assert 29.9 < fallback["due_after"] < 30.1 and fallback["status"] == "ready"
@@ -70,7 +76,10 @@ def test_email_first_with_sms_fallback_writes_both_intents_with_their_policy(cre
     assert v["fallback_channel"] == "sms" and len(v["fallback_digest"]) == 32
     assert v["fallback_digest"] != v["token_digest"]
     # the fallback destination counts against its own abuse limits; the per-client limit only once
-    assert db.run("SELECT role, channel FROM create_events ORDER BY role") == [["fallback", "sms"], ["primary", "email"]]
+    assert db.run("SELECT role, channel FROM create_events ORDER BY role") == [
+        ["fallback", "sms"],
+        ["primary", "email"],
+    ]
 
 
 def test_after_seconds_zero_makes_both_due_at_once(create, db):
@@ -130,11 +139,24 @@ def test_a_fallback_destination_has_its_own_rate_limit(create, db):
 def test_the_fallback_does_not_count_twice_against_the_account(create, db):
     client = create(RATE_LIMIT_ACCOUNT_PER_HOUR="2", RATE_LIMIT_SPACING_SECONDS="0")
     for i in range(2):
-        body = {**EMAIL_FIRST, "destination": f"u{i}@example.com",
-                "fallback": {**EMAIL_FIRST["fallback"], "destination": f"+1415555010{i}"}}
+        body = {
+            **EMAIL_FIRST,
+            "destination": f"u{i}@example.com",
+            "fallback": {**EMAIL_FIRST["fallback"], "destination": f"+1415555010{i}"},
+        }
         assert post(client, body, f"k{i}").status_code == 201
-    assert post(client, {**EMAIL_FIRST, "destination": "u9@example.com",
-                         "fallback": {**EMAIL_FIRST["fallback"], "destination": "+14155550109"}}, "k9").status_code == 429
+    assert (
+        post(
+            client,
+            {
+                **EMAIL_FIRST,
+                "destination": "u9@example.com",
+                "fallback": {**EMAIL_FIRST["fallback"], "destination": "+14155550109"},
+            },
+            "k9",
+        ).status_code
+        == 429
+    )
 
 
 def test_the_idempotency_fingerprint_covers_the_fallback(create, db):

@@ -31,7 +31,9 @@ def client(app_client, monkeypatch):
 
 
 def observations(db) -> list[tuple]:
-    return [tuple(r) for r in db.run("SELECT intent_id, event, detail, permanent FROM delivery_observations ORDER BY id")]
+    return [
+        tuple(r) for r in db.run("SELECT intent_id, event, detail, permanent FROM delivery_observations ORDER BY id")
+    ]
 
 
 def intent(db, intent_id: int) -> dict:
@@ -205,7 +207,8 @@ def test_hard_bounce_of_the_last_channel_records_the_delivery_failed_event(clien
     observation, _ = domain.sendgrid_events(json.dumps([bounce]).encode())
     assert domain.ingest(db, "sendgrid", observation, None).undeliverable == 1
     events = db.run(
-        "SELECT event_type FROM delivery_intents WHERE verification_id = :v AND role = 'event'", v=sent["verification_id"]
+        "SELECT event_type FROM delivery_intents WHERE verification_id = :v AND role = 'event'",
+        v=sent["verification_id"],
     )
     assert events == [["delivery.failed"]]
 

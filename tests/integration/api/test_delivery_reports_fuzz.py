@@ -51,7 +51,9 @@ def client(app_client, monkeypatch):
 
 
 def stored(db) -> int:
-    return db.run("SELECT (SELECT count(*) FROM delivery_observations) + (SELECT count(*) FROM destination_suppressions)")[0][0]
+    return db.run(
+        "SELECT (SELECT count(*) FROM delivery_observations) + (SELECT count(*) FROM destination_suppressions)"
+    )[0][0]
 
 
 def test_signed_sendgrid_bodies_never_5xx_and_store_nothing_unknown(client, db):

@@ -56,7 +56,10 @@ def row_counts(db) -> tuple[int, ...]:
 
 SCHEMA = schemathesis.openapi.from_path(SPEC)
 OPERATIONS = {op.label: op for op in (result.ok() for result in SCHEMA.get_all_operations())}
-WITH_INPUT = ("POST /create_verification", "POST /confirm_verification")  # reports: signed input only (test_delivery_reports_fuzz)  # negative data needs something to break
+WITH_INPUT = (
+    "POST /create_verification",
+    "POST /confirm_verification",
+)  # reports: signed input only (test_delivery_reports_fuzz)  # negative data needs something to break
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

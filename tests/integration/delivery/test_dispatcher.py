@@ -348,7 +348,9 @@ def test_sigterm_after_claim_releases_unstarted_work(db, smtp):
     )
     outcomes = db.run("SELECT outcome, count(*) FROM delivery_attempts GROUP BY outcome ORDER BY outcome")
     assert outcomes == [["attempting", 5], ["released", 5]] and smtp.received == []
-    assert sorted(c.id for c in t.claim(db, "next", 10, 30)) == sorted(r[0] for r in db.run("SELECT id FROM delivery_intents"))
+    assert sorted(c.id for c in t.claim(db, "next", 10, 30)) == sorted(
+        r[0] for r in db.run("SELECT id FROM delivery_intents")
+    )
 
 
 def test_sigterm_before_start_claims_nothing(db, smtp):

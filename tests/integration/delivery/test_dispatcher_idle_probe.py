@@ -62,8 +62,13 @@ def test_an_idle_wait_probes_once_per_poll_and_claims_nothing(database_url, tmp_
     try:
         stop = threading.Event()
         threading.Timer(2.6, stop.set).start()
-        run_dispatch(db, _settings(tmp_path, 30), channels={"email": Instant(), "sms": Instant()},
-                     estimator=_estimator(), stop=stop)
+        run_dispatch(
+            db,
+            _settings(tmp_path, 30),
+            channels={"email": Instant(), "sms": Instant()},
+            estimator=_estimator(),
+            stop=stop,
+        )
     finally:
         db.close()
     kinds = ["probe" if sql is idle._PROBE else "other" for _, sql in db.log]
@@ -87,13 +92,13 @@ def test_work_committed_during_an_idle_wait_is_claimed_within_a_poll(db, databas
 
     creator = threading.Thread(target=create_some)
     creator.start()
-    report = run_dispatch(db, _settings(tmp_path, 6), channels={"email": Instant(), "sms": Instant()},
-                          estimator=_estimator())
+    report = run_dispatch(
+        db, _settings(tmp_path, 6), channels={"email": Instant(), "sms": Instant()}, estimator=_estimator()
+    )
     creator.join()
     assert report.accepted == 5
     waits = [
-        float(r[0])
-        for r in db.run("SELECT extract(epoch FROM last_claimed_at - created_at) FROM delivery_intents")
+        float(r[0]) for r in db.run("SELECT extract(epoch FROM last_claimed_at - created_at) FROM delivery_intents")
     ]
     assert max(waits) <= POLL + SLACK, waits
 
@@ -133,7 +138,9 @@ def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, databas
     def newer_invocation() -> None:  # its own connection: the test's `db` is read meanwhile
         own = Database.from_url(database_url)
         try:
-            run_dispatch(own, settings, channels={"email": Instant(), "sms": Instant()}, estimator=_estimator(), stop=stop)
+            run_dispatch(
+                own, settings, channels={"email": Instant(), "sms": Instant()}, estimator=_estimator(), stop=stop
+            )
         finally:
             own.close()
 
@@ -145,9 +152,10 @@ def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, databas
     assert "older" in ended and ended["older"] - newer_started < 6.0
     seed_intents(db, 1, prefix="after")  # the newer one still waits, and sends it
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not db.run(
-        "SELECT count(*) FROM delivery_intents WHERE status = 'accepted'"
-    )[0][0]:
+    while (
+        time.monotonic() < deadline
+        and not db.run("SELECT count(*) FROM delivery_intents WHERE status = 'accepted'")[0][0]
+    ):
         time.sleep(0.1)
     stop.set()
     newer.join(10)

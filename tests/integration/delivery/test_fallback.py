@@ -65,7 +65,10 @@ def test_confirmed_by_email_first_the_sms_is_never_sent(db, smtp, twilio):
     fallback = intents(db, vid)["fallback"]
     assert (fallback["status"], fallback["suppression_reason"], fallback["attempts"]) == ("suppressed", "verified", 0)
     assert signals.compute(db, "test").channel("sms").fallbacks == {
-        "timer": 0, "primary_failed": 0, "at_once": 0, "suppressed": 1
+        "timer": 0,
+        "primary_failed": 0,
+        "at_once": 0,
+        "suppressed": 1,
     }
 
 
@@ -159,12 +162,16 @@ def test_redaction_clears_the_fallback_destination_too(db, smtp, twilio):
     settings = provider_settings(smtp, twilio)
     vid = create_with_fallback(db, settings.create, after_seconds=0)
     run_dispatch(db, settings)
-    db.run("UPDATE verifications SET status = 'expired', created_at = now() - interval '40 days',"
-           " expires_at = now() - interval '39 days'")
+    db.run(
+        "UPDATE verifications SET status = 'expired', created_at = now() - interval '40 days',"
+        " expires_at = now() - interval '39 days'"
+    )
     db.run("UPDATE delivery_intents SET last_error = 'rejected +14155550100' WHERE role = 'fallback'")
     [[_, scrubbed]] = redact.in_retention_transaction(db, "redact.sql", limit=100, redact_after_seconds=86_400)
     assert scrubbed == 1  # the fallback's error quoted its own destination
-    assert db.one("SELECT last_error FROM delivery_intents WHERE role = 'fallback'")["last_error"] == "rejected [redacted]"
+    assert (
+        db.one("SELECT last_error FROM delivery_intents WHERE role = 'fallback'")["last_error"] == "rejected [redacted]"
+    )
     row = db.one("SELECT destination, redacted_at FROM verifications WHERE id = :v", v=vid)
     assert row["destination"] is None and row["redacted_at"] is not None
     assert db.run("SELECT destination FROM delivery_intents WHERE verification_id = :v", v=vid) == [[None], [None]]
@@ -175,7 +182,11 @@ def test_one_waiting_worker_sends_the_sms_when_its_time_comes_not_before(db, smt
     import time
 
     settings = provider_settings(
-        smtp, twilio, dispatch_idle_wait=True, dispatch_idle_poll_seconds=0.1, function_timeout_seconds=7,
+        smtp,
+        twilio,
+        dispatch_idle_wait=True,
+        dispatch_idle_poll_seconds=0.1,
+        function_timeout_seconds=7,
         dispatch_safety_margin_seconds=1,
     )
     started = time.time()

@@ -37,7 +37,9 @@ def _verified(db, n=1):
 
 
 def _due_now(db):
-    db.run("UPDATE delivery_intents SET next_attempt_at = now() WHERE role = 'event' AND status IN ('retryable', 'ambiguous')")
+    db.run(
+        "UPDATE delivery_intents SET next_attempt_at = now() WHERE role = 'event' AND status IN ('retryable', 'ambiguous')"
+    )
 
 
 def _attempts(db, intent_id):

@@ -83,7 +83,14 @@ def test_attempts_by_outcome_over_the_window(db):
         " outcome, observed_at) VALUES ('1:9', 1, 9, 'email', 'v', 'failed', now() - interval '1 hour')"
     )
     email = by_channel(db, SignalsConfig(window_seconds=300))["email"]
-    assert email.attempts == {"attempting": 3, "accepted": 2, "retryable": 1, "ambiguous": 0, "failed": 0, "delivered": 0}
+    assert email.attempts == {
+        "attempting": 3,
+        "accepted": 2,
+        "retryable": 1,
+        "ambiguous": 0,
+        "failed": 0,
+        "delivered": 0,
+    }
     assert by_channel(db, SignalsConfig(window_seconds=7200))["email"].attempts["failed"] == 1
 
 

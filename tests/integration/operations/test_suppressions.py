@@ -55,7 +55,10 @@ def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
     bounce(db, suppress_days=1)
     db.run("UPDATE destination_suppressions SET expires_at = now() - interval '1 second'")
     assert create(db, "grace@example.com", "k2").status == 201
-    assert verifyctl(service_env, capsys, "suppression", "list")[1].strip().splitlines()[-1] == "no destination is suppressed"
+    assert (
+        verifyctl(service_env, capsys, "suppression", "list")[1].strip().splitlines()[-1]
+        == "no destination is suppressed"
+    )
 
 
 @pytest.mark.parametrize(

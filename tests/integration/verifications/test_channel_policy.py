@@ -71,7 +71,9 @@ def test_the_secrets_are_per_channel_and_never_stored(db):
 
 def test_without_a_fallback_a_code_still_cannot_confirm_an_email_verification(db):
     request = CreateVerificationRequest(account_id="a", channel="email", destination="ada@example.com")
-    vid = uuid.UUID(verifications.create_verification(db, SETTINGS.create, KEYRING, request, "k").body["verification_id"])
+    vid = uuid.UUID(
+        verifications.create_verification(db, SETTINGS.create, KEYRING, request, "k").body["verification_id"]
+    )
     assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.INVALID
     assert status(db, vid) == "pending"
 

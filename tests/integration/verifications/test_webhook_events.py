@@ -41,9 +41,12 @@ def test_confirm_writes_one_verified_event_which_suppression_leaves_alone(edb):
     text = json.dumps(data)
     assert "example.com" not in text and token not in text  # never the destination or the token
     # the email intent of the verified verification is suppressed; its event is not
-    assert edb.single("SELECT status FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=vid)[
-        "status"
-    ] == "suppressed"
+    assert (
+        edb.single("SELECT status FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=vid)[
+            "status"
+        ]
+        == "suppressed"
+    )
     run(edb)  # the reconciler's dead sweep leaves it too, and finishes (it is not taken for dead work)
     assert events(edb, vid)[0]["status"] == "ready"
 

@@ -88,7 +88,9 @@ class FakeProvider:
                 fake._handle(self)
 
             def do_GET(self):
-                fake._respond(self, fake.get(self.path, dict(self.headers.items())), Exchange("GET", self.path, {}, b""))
+                fake._respond(
+                    self, fake.get(self.path, dict(self.headers.items())), Exchange("GET", self.path, {}, b"")
+                )
 
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
@@ -268,7 +270,8 @@ class FakeTwilio(FakeProvider):
         found = [
             self.message(d)
             for d in reversed(list(self.deliveries))
-            if d.destination == filters.get("To") and ("From" not in filters or d.request.get("From") == filters["From"])
+            if d.destination == filters.get("To")
+            and ("From" not in filters or d.request.get("From") == filters["From"])
         ]
         return Answer(200, {"messages": found, "page": 0, "page_size": len(found), "uri": base, "next_page_uri": None})
 

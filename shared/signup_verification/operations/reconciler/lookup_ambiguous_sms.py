@@ -133,6 +133,11 @@ def _now(like: datetime) -> datetime:
 DUTY = Duty(
     "lookup_ambiguous_sms",
     sweep,
-    moves=("ambiguous_lookup_to_accepted", "ambiguous_lookup_to_retryable", "ambiguous_lookup_to_failed", "lookup_failed"),
+    moves=(
+        "ambiguous_lookup_to_accepted",
+        "ambiguous_lookup_to_retryable",
+        "ambiguous_lookup_to_failed",
+        "lookup_failed",
+    ),
     recovery=False,
 )
