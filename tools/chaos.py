@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_fallback  # noqa: E402  (issue 14: mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
-from chaos_reports import Reports  # noqa: E402  (issue 13: provider reports, duplicated, reordered, late)
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
+from chaos_reports import Reports  # noqa: E402  (issue 13: provider reports, duplicated, reordered, late)
 from chaos_webhooks import Webhooks  # noqa: E402  (issue 12: the receiver, the confirmer, their checks)
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
