@@ -77,3 +77,17 @@ def test_dev_reports_delivered_and_bounce_this_refuses_the_address(tmp_path):
         assert again.status_code == 422, again.text
         page = requests.get(f"{dev.mailbox_url}/messages/{bob['id']}", timeout=30).text
         assert ">bounced<" in page
+
+
+def test_report_delay_is_a_number_of_seconds():
+    import argparse
+
+    from signup_verification.local import devserver
+
+    parser = argparse.ArgumentParser()
+    devserver.add_arguments(parser)
+    assert parser.parse_args([]).report_delay == 10.0
+    assert parser.parse_args(["--report-delay", "0"]).report_delay == 0.0
+    for bad in ("-1", "soon", "nan"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--report-delay", bad])

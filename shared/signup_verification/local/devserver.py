@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--report-delay",
-        type=float,
+        type=_seconds,
         default=10.0,
         help="seconds before the mailbox reports an email delivered or an SMS queued/sent/delivered to "
         "delivery_reports (issue 13; default 10: time to press Bounce this; a message's Report now posts at once)",
@@ -92,6 +92,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--source", type=Path, default=None, help="the functions' main.py (default: functions/main.py of the checkout)"
     )
+
+
+def _seconds(value: str) -> float:
+    """A non-negative number of seconds, or argparse's one-line usage error."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds between 0 and 86400")
+    return seconds
 
 
 def functions_main(explicit: Path | None = None) -> Path:
