@@ -155,7 +155,7 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
 
     if args.key:
         try:
-            key, channel = bytes.fromhex(args.key), args.channel
+            keys, channel = [bytes.fromhex(args.key)], args.channel
         except ValueError:
             raise ValueError("--key must be the hex key `verifyctl suppression list` shows") from None
         if channel is None:
@@ -169,12 +169,12 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
         except ValidationError:
             raise ValueError(f"not a valid {channel} destination") from None
         policy = runtime.config.create.abuse
-        key = abuse.limit_keys(
-            runtime.keyring.primary.secret, policy, channel, request.destination, None, None
-        ).destination
+        # under every key of the ring: an entry written before a TOKEN_KEYS rotation is found too
+        keys = abuse.destination_keys([k.secret for k in runtime.keyring.keys], policy, channel, request.destination)
     else:
         raise ValueError("give the destination to clear, or --key HEX --channel email|sms")
-    cleared = suppressions.clear(runtime.db, channel, key, f"verifyctl:{getpass.getuser()}")
+    by = f"verifyctl:{getpass.getuser()}"
+    cleared = any([suppressions.clear(runtime.db, channel, k, by) for k in keys])  # every one, not the first
     if args.json:
         print(json.dumps({"cleared": cleared}))
     else:

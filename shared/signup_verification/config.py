@@ -99,7 +99,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     grace = read.positive("SHUTDOWN_GRACE_SECONDS", 8.0)
     sms_max = read.integer("SMS_MAX_PER_HOUR", 1000, 1)  # the claim caps SMS by it; signals alert on it
     retry = _retry_policy(read)
-    reports = _reports(read)  # issue 13
+    reports = _reports(read, production)  # issue 13
     config = Config(
         environment=environment,
         deployment=deployment,
@@ -481,11 +481,15 @@ def _sms_lookup(read: _Reader) -> SmsLookupConfig | None:
     )
 
 
-def _reports(read: _Reader) -> DeliveryReportsConfig:
+def _reports(read: _Reader, production: bool) -> DeliveryReportsConfig:
     """Issue 13's delivery_reports target: the providers' verification material and its limits."""
     url = read.text("DELIVERY_REPORTS_URL")
     if url and not url.startswith(("https://", "http://")):
         read.fail(f"DELIVERY_REPORTS_URL must be an http(s) URL, got {url!r}")
+        url = None
+    elif url and production and not url.startswith("https://"):
+        # the providers post (and Twilio signs) to this URL: plain http would expose reports in transit
+        read.fail(f"DELIVERY_REPORTS_URL must be https in production, got {url!r}")
         url = None
     raw_key = read.text("SENDGRID_WEBHOOK_PUBLIC_KEY")
     key = read.attempt(lambda: report_signatures.sendgrid_public_key(raw_key), None) if raw_key else None

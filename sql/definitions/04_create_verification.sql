@@ -18,6 +18,10 @@ DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, t
     text, text, bytea, bytea, interval, integer, integer, integer, interval, interval,
     bytea, bytea, text, bytea, integer, integer, integer, integer,
     text, text, integer, bytea, bytea, bytea, text);
+DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
+    text, text, bytea, bytea, interval, integer, integer, integer, interval, interval,
+    bytea, bytea, text, bytea, integer, integer, integer, integer,
+    text, text, integer, bytea, bytea, bytea, text, text);
 CREATE OR REPLACE FUNCTION create_verification(
     p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
     p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
@@ -33,7 +37,10 @@ CREATE OR REPLACE FUNCTION create_verification(
     p_fallback_digest bytea, p_fallback_destination_key bytea, p_fallback_prefix_key bytea,
     p_fallback_country text,
     -- issue 12: where the pages send the person back to (checked at the edge, sql/010_return_url.sql)
-    p_return_url text)
+    p_return_url text,
+    -- issue 13: each destination's digest under every key of the ring, so a suppression written before
+    -- a key rotation still matches (NULL: the single digest above)
+    p_suppression_keys bytea[], p_fallback_suppression_keys bytea[])
 RETURNS TABLE (outcome text, verification jsonb, retry_after integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -124,11 +131,15 @@ BEGIN
     -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
     -- A destination the provider reported permanently undeliverable is refused until an operator
     -- clears it or it expires; nothing is kept, so the same key works once it is cleared.
-    IF destination_suppression(p_channel, p_destination_key) IS NOT NULL
-       OR (p_fallback_channel IS NOT NULL
-           AND destination_suppression(p_fallback_channel, p_fallback_destination_key) IS NOT NULL) THEN
+    IF destination_suppression(p_channel, coalesce(p_suppression_keys, ARRAY[p_destination_key])) IS NOT NULL THEN
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
-        RETURN QUERY SELECT 'suppressed'::text, NULL::jsonb, NULL::integer;
+        RETURN QUERY SELECT 'suppressed'::text, jsonb_build_object('field', 'destination'), NULL::integer;
+        RETURN;
+    END IF;
+    IF p_fallback_channel IS NOT NULL AND destination_suppression(p_fallback_channel,
+            coalesce(p_fallback_suppression_keys, ARRAY[p_fallback_destination_key])) IS NOT NULL THEN
+        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        RETURN QUERY SELECT 'suppressed'::text, jsonb_build_object('field', 'fallback'), NULL::integer;
         RETURN;
     END IF;
     -- ---- end of suppression list ---------------------------------------------------------------

@@ -1,6 +1,6 @@
 -- delivery_failed: the one place that says what follows when message intents fail for good. Called
--- by the statement that failed them (outbox/settle.sql, outbox/resolve_ambiguous.sql; provider
--- reports later), so its effects commit with the failure or not at all.
+-- by the statement that failed them (outbox/settle.sql, outbox/resolve_ambiguous.sql, outbox/resolve_lookup.sql,
+-- the delivery reports' ingest, sql/definitions/13), so its effects commit with the failure or not at all.
 -- p_intent_ids: the intents this statement just made `failed` (NULL or empty: nothing to do). The
 -- calling statement's own UPDATE may not be visible here yet: treat these ids as failed whatever
 -- their rows read, and only write other rows (the verification's other intents, new event intents).
@@ -16,6 +16,14 @@ BEGIN
     IF p_intent_ids IS NULL OR cardinality(p_intent_ids) = 0 THEN
         RETURN 0;
     END IF;
+    -- Serialise on the verifications (in id order: no deadlock between two callers). Two channels of
+    -- one verification failing in concurrent transactions (policy `both` under two dispatchers, a
+    -- bounce ingested while the SMS settles) would otherwise each still see the other as in flight,
+    -- and neither would record delivery.failed. The statements below take a fresh snapshot once the
+    -- lock is held, so the second one sees the first one's commit.
+    PERFORM 1 FROM verifications
+      WHERE id IN (SELECT verification_id FROM delivery_intents WHERE id = ANY (p_intent_ids) AND role <> 'event')
+      ORDER BY id FOR UPDATE;
 
     -- issue 14: the channel policy. A primary that failed for good makes its verification's waiting
     -- fallback due now (its next_attempt_at, the outbox's own schedule: the next claim takes it),

@@ -3,9 +3,12 @@
 -- destination_suppressions under the keyed digest of its canonical form (the create_events key, so
 -- 'v.ictim+1@googlemail.com' and 'victim@gmail.com' are one entry) until an operator clears it
 -- (`verifyctl suppression clear`) or its expires_at passes (SUPPRESSION_DAYS; NULL: no expiry).
-CREATE OR REPLACE FUNCTION destination_suppression(p_channel text, p_destination_key bytea) RETURNS text
+-- p_destination_keys: the digest under every key of the token ring (verifications/abuse.py
+-- destination_keys), so an entry written before a key rotation still matches.
+DROP FUNCTION IF EXISTS destination_suppression(text, bytea);
+CREATE OR REPLACE FUNCTION destination_suppression(p_channel text, p_destination_keys bytea[]) RETURNS text
 LANGUAGE sql STABLE AS $$
     SELECT s.reason FROM destination_suppressions AS s
-     WHERE s.channel = p_channel AND s.destination_key = p_destination_key
+     WHERE s.channel = p_channel AND s.destination_key = ANY (p_destination_keys)
        AND (s.expires_at IS NULL OR s.expires_at > now())
 $$;

@@ -129,3 +129,23 @@ def test_the_switch_happens_in_a_process_forked_after_configuring():
     finally:
         service_logging.remove()
     assert messages == ["logged in the worker"]
+
+
+def test_records_held_when_sigterm_ends_the_process_are_written():
+    """Review: SIGTERM's grace timer ends the process with os._exit, which skips atexit: a fresh
+    instance still holding records (the first 10 s) would lose them. The timer writes them first."""
+    import signal
+
+    instance = (
+        "import logging, os, signal, sys, time\n"
+        "from signup_verification.platform import logs, shutdown\n"
+        "logs.configure(fmt='json', deployment='test', stream=sys.stdout, defer=True, level='INFO')\n"
+        "shutdown.install(exit_after=0.2)\n"
+        "logging.getLogger('signup_verification.instance').info('held when SIGTERM came')\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(30)\n"  # the grace timer ends the process long before this
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
+    out = subprocess.run([sys.executable, "-c", instance], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr
+    assert "held when SIGTERM came" in out.stdout

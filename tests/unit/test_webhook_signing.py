@@ -123,3 +123,20 @@ def test_webhooks_are_off_without_a_url_and_send_their_settings_when_on():
         "signup_verification.webhook_max_attempts": "3",
     }
     assert "whsec_" not in repr(on.channels.webhook)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"delivery_reports_url": "ftp://x.example/r"}, "DELIVERY_REPORTS_URL must be an http(s) URL"),
+        (
+            {"delivery_reports_url": "http://verify.example.org/delivery_reports", "environment": "production"},
+            "DELIVERY_REPORTS_URL must be https in production",
+        ),
+    ],
+)
+def test_bad_delivery_reports_url_is_one_clear_error(settings, message):
+    """Review: the providers post (and Twilio signs) to this URL; plain http is refused in production."""
+    with pytest.raises(ConfigError) as caught:
+        make_config(**settings)
+    assert any(message in problem for problem in caught.value.problems), caught.value.problems

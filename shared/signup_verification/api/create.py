@@ -104,7 +104,7 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
             "This destination cannot receive messages",
             "A previous message to this destination was reported permanently undeliverable (a hard "
             "bounce or an invalid number). Use another destination, or ask the operator to clear it.",
-            [{"pointer": "#/destination", "detail": "suppressed after a permanent delivery failure"}],
+            [{"pointer": outcome.pointer, "detail": "suppressed after a permanent delivery failure"}],
         )
     raise Problem(
         429,

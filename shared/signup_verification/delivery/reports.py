@@ -114,7 +114,7 @@ def sendgrid_events(body: bytes) -> tuple[list[Observation], int]:
 
 
 def sendgrid_observation(event: Any) -> Observation | None:
-    if not isinstance(event, dict) or event.get("event") not in SENDGRID_EVENTS:
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str) or event["event"] not in SENDGRID_EVENTS:
         return None
     name = str(event["event"])
     detail, permanent = None, False
@@ -199,7 +199,9 @@ def _unix(value: Any) -> str | None:
 
 
 def _int(value: str | None) -> int | None:
+    """A provider's integer field, or None when absent, malformed or beyond the integer column."""
     try:
-        return int(value) if value else None
+        number = int(value) if value else None
     except ValueError:
         return None
+    return number if number is not None and -(2**31) <= number < 2**31 else None

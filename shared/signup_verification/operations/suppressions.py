@@ -2,8 +2,10 @@
 
 Entries are keyed by the keyed digest of the canonical destination (verifications/abuse.py), so the
 list never shows a destination: `clear` takes the destination, normalises it as create does and
-derives the same digest under the current signing key. A key rotation makes older entries
-unreachable by destination (they still block until they expire; `clear --key HEX` removes one).
+derives the digest under every key of the token ring, as create's check does: an entry written
+before a TOKEN_KEYS rotation still blocks and is still cleared by destination (`clear --key HEX`
+removes one entry by its key). Once the key it was written under leaves the ring it no longer
+matches: keep a retired key in TOKEN_KEYS for as long as its suppressions should hold.
 """
 
 from __future__ import annotations

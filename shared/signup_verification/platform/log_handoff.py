@@ -21,6 +21,8 @@ import re
 import threading
 from collections.abc import Callable
 
+from . import shutdown
+
 _TRACEPARENT = re.compile(
     r"^\s?(?!ff)[a-f\d]{2}-((?![0]{32})[a-f\d]{32})-((?![0]{16})[a-f\d]{16})-([a-f\d]{2})(-.*)?\s?$"
 )
@@ -88,6 +90,7 @@ class DeferredHandler(logging.Handler):
         # forks the worker, and threads do not survive a fork. Threads start in the serving process.
         self._timer_pid: int | None = None
         atexit.register(self._at_exit)
+        shutdown.before_exit(self._at_exit)  # SIGTERM's grace timer ends with os._exit, which skips atexit
 
     @property
     def active(self) -> bool:

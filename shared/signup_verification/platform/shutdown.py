@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,29 @@ class ShutdownConfig:
     grace_seconds: float = 8.0  # SHUTDOWN_GRACE_SECONDS: after SIGTERM, in-flight sends may finish within this
 
 
+_before_exit: list[Any] = []
+
+
+def before_exit(callback: Any) -> None:
+    """Run `callback` before the grace timer ends the process: os._exit skips atexit, and log
+    records a deferred handler still holds (platform/log_handoff.py) would be lost with it."""
+    _before_exit.append(callback)
+
+
+def _exit(code: int) -> None:
+    for callback in list(_before_exit):
+        try:
+            callback()
+        except Exception:  # nosec B110 - the process is ending; one failing callback must not keep it alive
+            pass
+    for stream in (sys.stdout, sys.stderr):  # log lines still in Python's buffers (stdout is a pipe)
+        try:
+            stream.flush()
+        except Exception:  # nosec B110 - a closed stream: nothing left to save
+            pass
+    os._exit(code)
+
+
 def _chain(previous: Any, exit_after: float | None):
     armed = threading.Event()
 
@@ -35,7 +59,7 @@ def _chain(previous: Any, exit_after: float | None):
         elif previous == signal.SIG_DFL and exit_after is not None and not armed.is_set():
             # The default action would end the process now; end it after the grace period instead.
             armed.set()
-            timer = threading.Timer(exit_after, os._exit, args=(128 + signum,))
+            timer = threading.Timer(exit_after, _exit, args=(128 + signum,))
             timer.daemon = True
             timer.start()
 

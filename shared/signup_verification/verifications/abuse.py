@@ -152,6 +152,12 @@ def limit_keys(
     return LimitKeys(digest("sms", destination), digest("prefix", destination[:-4]), country, client)
 
 
+def destination_keys(secrets: list[bytes], config: AbuseConfig, channel: str, destination: str) -> list[bytes]:
+    """The destination's keyed digest under every key of the ring (issue 13's suppression list): an entry
+    written before a key rotation still matches, so rotating TOKEN_KEYS lifts no suppression."""
+    return [limit_keys(secret, config, channel, destination, None, None).destination for secret in secrets]
+
+
 def retry_after(config: AbuseConfig, seconds: int) -> int:
     """Exact by default; coarse mode hides when the destination last asked (finding 13)."""
     if not config.coarse_retry_after:

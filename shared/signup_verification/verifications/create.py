@@ -113,6 +113,7 @@ class RateLimited:
 class Suppressed:
     """The provider reported this destination permanently undeliverable (issue 13): nothing was written."""
 
+    pointer: str = "#/destination"  # or '#/fallback/destination' (issue 14)
     kind: str = "suppressed"
 
 
@@ -159,6 +160,7 @@ def create(
         spacing=config.rate_limit_spacing_seconds,
         **limits,
         return_url=new.return_url,
+        **_suppression_keys(config, keyring, new),
     )[0]
     if outcome_kind == "created":
         outcome = Created(Verification.from_record(data))
@@ -167,7 +169,8 @@ def create(
     elif outcome_kind == "mismatch":
         outcome = KeyReused()
     elif outcome_kind == "suppressed":
-        outcome = Suppressed()
+        is_fallback = bool(data) and data.get("field") == "fallback"
+        outcome = Suppressed("#/fallback/destination" if is_fallback else "#/destination")
     else:
         outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
     _logged(outcome, new.channel)
@@ -190,6 +193,18 @@ def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) 
         per_prefix=policy.per_prefix_per_hour,
         per_country=policy.per_country_per_hour,
         per_client=policy.per_client_per_hour,
+    )
+
+
+def _suppression_keys(config: CreateConfig, keyring: Keyring, new: NewVerification) -> dict[str, list[bytes] | None]:
+    """Issue 13: the destinations' digests under every key of the ring, for the suppression check."""
+    secrets = [k.secret for k in keyring.keys]
+    fallback = new.fallback
+    return dict(
+        suppression_keys=abuse.destination_keys(secrets, config.abuse, new.channel, new.destination),
+        fallback_suppression_keys=(
+            abuse.destination_keys(secrets, config.abuse, fallback.channel, fallback.destination) if fallback else None
+        ),
     )
 
 

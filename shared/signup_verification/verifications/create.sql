@@ -11,4 +11,6 @@ SELECT outcome, verification, retry_after FROM create_verification(
     -- channel policy (issue 14): all NULL without a fallback
     :fallback_channel, :fallback_destination, CAST(:fallback_after AS integer), :fallback_digest,
     :fallback_destination_key, :fallback_prefix_key, :fallback_country,
-    :return_url)
+    :return_url,
+    -- issue 13: the destinations' digests under every key of the ring (the suppression list)
+    CAST(:suppression_keys AS bytea[]), CAST(:fallback_suppression_keys AS bytea[]))

@@ -226,6 +226,19 @@ def test_inspect_shows_the_reports_in_the_timeline(client, db):
     assert "someone@example.com" not in timeline.render(found)
 
 
+def test_signed_reports_with_odd_field_types_are_not_a_5xx(client, db):
+    """Review: a signed SendGrid event whose `event` is a list, and a Twilio ErrorCode beyond the
+    integer column, answered 500. Odd events are ignored; an out-of-range code is no code."""
+    body = json.dumps([{"event": ["delivered"], "sg_event_id": "odd-1"}, {"event": {"x": 1}}]).encode()
+    response = client.post("/sendgrid", data=body, headers=sendgrid_headers(body))
+    assert response.status_code == 200 and observations(db) == []
+    [sent] = accepted(db, channel="sms")
+    body, headers = twilio_post(twilio_form(sent["ref"], "undelivered", ErrorCode="99999999999"))
+    response = client.post("/twilio", data=body, headers=headers)
+    assert response.status_code == 200 and response.get_json()["undeliverable"] == 0
+    assert intent(db, sent["intent_id"])["status"] == "accepted"
+
+
 def test_a_delivered_report_that_overtakes_our_settle_is_kept(db):
     """The provider answered, its delivered event arrived before our settle committed (the local
     mailbox reports that fast with --report-delay 0): delivered_at survives the settle."""

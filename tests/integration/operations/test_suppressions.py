@@ -3,6 +3,7 @@ operator clears it, by destination, through the same canonical digest create use
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -73,3 +74,45 @@ def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
 def test_bad_input_is_one_line(service_env, db, capsys, argv, message):
     code, _, err = verifyctl(service_env, capsys, *argv)
     assert code == 1 and err.startswith("verifyctl: ") and message in err and err.count("\n") == 1
+
+
+def test_a_token_key_rotation_lifts_no_suppression(service_env, db, capsys, monkeypatch):
+    """Review: entries are digests under the key that signed when they were written; after a TOKEN_KEYS
+    rotation (a new key first, the old one kept) create still refuses the address and `clear` by
+    destination still finds the entry."""
+    from signup_verification import runtime
+    from signup_verification.verifications.tokens import Keyring
+    from support.paths import TEST_TOKEN_KEYS
+
+    create(db, "rotated@example.com", "k1")
+    assert bounce(db).suppressed == 1
+    rotated = "test-k2:" + base64.urlsafe_b64encode(b"n" * 32).decode().rstrip("=") + "," + TEST_TOKEN_KEYS
+    ring = Keyring.parse(rotated)
+    assert ring.primary.key_id == "test-k2"
+    request = CreateVerificationRequest(account_id="acct-rot", channel="email", destination="rotated@example.com")
+    with pytest.raises(Problem) as refused:
+        create_edge.create_verification(db, SETTINGS.create, ring, request, "k2")
+    assert refused.value.status == 422 and refused.value.errors[0]["pointer"] == "#/destination"
+    monkeypatch.setenv("TOKEN_KEYS", rotated)
+    runtime.reset()
+    code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "rotated@example.com")
+    assert code == 0 and "cleared: the destination" in out
+    assert create_edge.create_verification(db, SETTINGS.create, ring, request, "k3").status == 201
+
+
+def test_a_suppressed_fallback_destination_is_named_as_the_fallback(service_env, db):
+    """Issue 14 + 13: the 422 points at the field that holds the suppressed address."""
+    create(db, "bounced@example.com", "k1")
+    assert bounce(db).suppressed == 1
+    request = CreateVerificationRequest.model_validate(
+        {
+            "account_id": "acct-fb",
+            "channel": "sms",
+            "destination": "+14155550123",
+            "fallback": {"channel": "email", "destination": "bounced@example.com", "after_seconds": 30},
+        }
+    )
+    with pytest.raises(Problem) as refused:
+        create_edge.create_verification(db, SETTINGS.create, KEYRING, request, "k2")
+    assert refused.value.status == 422 and refused.value.errors[0]["pointer"] == "#/fallback/destination"
+    assert db.one("SELECT count(*) AS n FROM verifications WHERE account_id = 'acct-fb'")["n"] == 0

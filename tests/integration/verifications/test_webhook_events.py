@@ -132,3 +132,41 @@ def test_redact_and_purge_handle_a_verification_with_an_event(edb):
     t.settle(edb, "w", [Settlement(c.id, c.lease_version, "accepted") for c in claimed])
     run(edb)
     assert edb.single("SELECT redacted_at IS NOT NULL AS done FROM verifications WHERE id = :v", v=vid)["done"]
+
+
+def test_two_channels_failing_in_concurrent_transactions_record_delivery_failed_once(edb, database_url):
+    """Policy `both` under two dispatchers: the email and the SMS of one verification fail for good in
+    two transactions at the same time. Each alone still sees the other in flight; delivery_failed
+    serialises them on the verification, so the second sees the first's commit and records the event."""
+    import threading
+
+    [vid] = make_verifications(edb, 1)
+    edb.run(
+        "INSERT INTO delivery_intents (verification_id, channel, role, purpose, locale, template_version)"
+        " SELECT verification_id, 'sms', 'fallback', purpose, locale, template_version FROM delivery_intents"
+        " WHERE verification_id = :v",
+        v=vid,
+    )
+    claimed = [c for c in t.claim(edb, "w", 100, 30) if not c.is_event]
+    assert len(claimed) == 2
+    t.begin_attempts(edb, "w", [c.fence for c in claimed])
+    email, sms = sorted(claimed, key=lambda c: c.channel)
+    first, second = events_database(database_url), events_database(database_url)
+    done = threading.Event()
+
+    def settle_sms() -> None:
+        t.settle(second, "w", [Settlement(sms.id, sms.lease_version, "failed", error_class="invalid")])
+        done.set()
+
+    try:
+        with first.transaction():
+            t.settle(first, "w", [Settlement(email.id, email.lease_version, "failed", error_class="invalid")])
+            other = threading.Thread(target=settle_sms)
+            other.start()
+            assert not done.wait(1.0)  # waits on the verification the first transaction holds
+        other.join(10)
+        assert done.is_set()
+    finally:
+        first.close()
+        second.close()
+    assert [e["event_type"] for e in events(edb, vid)] == ["delivery.failed"]

@@ -34,6 +34,7 @@ from .duty import Duty, SweepContext
 
 _log = logging.getLogger("signup_verification.operations.reconciler.lookup_ambiguous_sms")
 _CANDIDATES = load_sql(__file__, "lookup_ambiguous_sms.sql")
+_KNOWN_SIDS = load_sql(__file__, "lookup_known_sids.sql")
 EARLY = timedelta(seconds=60)  # clock skew between us and Twilio's date_created
 
 
@@ -60,7 +61,7 @@ def sweep(context: SweepContext) -> DutyReport:
             if n:
                 time.sleep(config.min_interval_seconds)
             try:
-                sid = lookup(pool, config, row["destination"], row["attempted_at"])
+                found = lookup(pool, config, row["destination"], row["attempted_at"])
             except LookupFailed as failed:
                 report.moves.update({"lookup_failed": 1})
                 _log.warning("ambiguous SMS lookup failed: %s", failed.reason,
@@ -69,6 +70,8 @@ def sweep(context: SweepContext) -> DutyReport:
                 if failed.stop:
                     break
                 continue
+            known = {r["provider_ref"] for r in context.db.rows(_KNOWN_SIDS, sids=found)} if found else set()
+            sid = next((f for f in found if f not in known), None)  # the closest message no attempt explains
             settled = _now(row["attempted_at"]) - row["attempted_at"] >= timedelta(seconds=config.settle_seconds)
             if sid is not None or settled:
                 decided.append((row["intent_id"], row["attempt_id"], sid))
@@ -82,8 +85,9 @@ def sweep(context: SweepContext) -> DutyReport:
     return report
 
 
-def lookup(pool: urllib3.PoolManager, config: SmsLookupConfig, destination: str, attempted_at: datetime) -> str | None:
-    """The sid of our message to `destination` created around `attempted_at`, or None; LookupFailed."""
+def lookup(pool: urllib3.PoolManager, config: SmsLookupConfig, destination: str, attempted_at: datetime) -> list[str]:
+    """The sids of messages to `destination` created around `attempted_at`, closest first; LookupFailed.
+    The caller drops those another attempt already explains (an older signup's SMS to the same number)."""
     query = {"To": destination, "PageSize": "50"}
     if config.sender and not config.sender.startswith("MG"):
         query["From"] = config.sender
@@ -110,13 +114,14 @@ def lookup(pool: urllib3.PoolManager, config: SmsLookupConfig, destination: str,
     if not isinstance(messages, list):  # absence is only proven by a real (empty) list
         raise LookupFailed("twilio answered something other than a message list")
     latest = attempted_at + timedelta(seconds=config.window_seconds)
+    near: list[tuple[float, str]] = []
     for message in messages:
         created = _date(message.get("date_created")) if isinstance(message, dict) else None
         if created is None or message.get("to") != destination:
             continue
         if attempted_at - EARLY <= created <= latest and str(message.get("sid") or "").startswith(("SM", "MM")):
-            return str(message["sid"])
-    return None
+            near.append((abs((created - attempted_at).total_seconds()), str(message["sid"])))
+    return [sid for _, sid in sorted(near)]
 
 
 def _date(value: object) -> datetime | None:

@@ -105,3 +105,20 @@ def test_lookups_follow_the_twilio_settings(db, twilio):
     report = reconcile(db, dataclasses.replace(settings.reconciler, sms_lookup=None), emit_signals=False)
     assert intents(db)[0]["status"] == "ambiguous" and twilio.list_requests == []
     assert any(d.duty == "lookup_ambiguous_sms" and d.skipped for d in report.duties)
+
+
+def test_a_message_another_attempt_explains_is_not_proof_of_this_one(db, twilio):
+    """Review: an older signup's SMS to the same number, created inside the window, must not settle a
+    newer attempt that Twilio never created as accepted (its code would never be sent)."""
+    settings = ambiguous_sms(db, twilio)
+    [delivery] = twilio.deliveries
+    sid = twilio.message(delivery)["sid"]
+    db.run(  # the message is another attempt's: an accepted attempt of an older intent names its sid
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
+        " outcome, provider_ref) VALUES ('999999:1', 999999, 1, 'sms', 'v1', 'accepted', :sid)",
+        sid=sid,
+    )
+    report = reconcile_with_lookup(db, settings, twilio, settle_seconds=0.001)
+    [row] = intents(db)
+    assert row["status"] == "retryable" and row["provider_ref"] != sid
+    assert report.moves["ambiguous_lookup_to_retryable"] == 1
