@@ -184,3 +184,17 @@ def app_client(service_env, monkeypatch):
         return functions_framework.create_app(target, str(ROOT / "functions" / "main.py")).test_client()
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _function_target_restored():
+    """functions_framework.create_app exports FUNCTION_TARGET (app_client, support/served.py, the bundle
+    tests): put it back after every test, so a later test's configuration never reads a leaked target
+    (verifyctl migrate in production then demanded TOKEN_KEYS, as the create target does)."""
+
+    before = os.environ.get("FUNCTION_TARGET")
+    yield
+    if before is None:
+        os.environ.pop("FUNCTION_TARGET", None)
+    else:
+        os.environ["FUNCTION_TARGET"] = before

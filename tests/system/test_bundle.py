@@ -43,6 +43,8 @@ REQUESTS = {
     "dispatch": ("POST", "/", {}, {}, 200),
     "reconcile": ("POST", "/", {}, {}, 200),
     "status": ("GET", "/", None, {}, 200),
+    # unsigned: refused (401, or 403 where no SendGrid key is configured), never a 5xx, nothing stored
+    "delivery_reports": ("POST", "/sendgrid", [], {}, None),
 }
 
 

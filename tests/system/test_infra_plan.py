@@ -103,7 +103,7 @@ def test_the_example_variables_plan_every_function_and_wait(plan_text: str):
     functions = {a for a in addresses if a.startswith("google_cloudfunctions2_function.function[")}
     assert functions == {
         f'google_cloudfunctions2_function.function["{k}"]'
-        for k in ("create", "confirm", "dispatch", "reconcile", "status")
+        for k in ("create", "confirm", "dispatch", "reconcile", "status", "reports")  # reports: issue 13
     }
     assert {"time_sleep.iam_grants", "time_sleep.metrics"} <= set(addresses)
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", plan_text, re.MULTILINE)
