@@ -31,7 +31,9 @@ _ACCEPTED = """
 SELECT id, attempt_id, intent_id, channel, provider_ref FROM delivery_attempts
  WHERE outcome = 'accepted' AND channel IN ('email', 'sms') AND id > :after ORDER BY id LIMIT 500
 """
-_LAST_ACCEPTED = "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted' AND channel IN ('email', 'sms')"
+_LAST_ACCEPTED = (
+    "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted' AND channel IN ('email', 'sms')"
+)
 
 
 class Reports:

@@ -95,6 +95,24 @@ BEGIN
     END LOOP;
     -- ---- end of idempotency record -------------------------------------------------------------
 
+    -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
+    -- Checked before the rate limits: a person who bounced an address and tries again at once hears
+    -- 422 (use another address), not 429 (wait), which would only lead to another bounce.
+    -- A destination the provider reported permanently undeliverable is refused until an operator
+    -- clears it or it expires; nothing is kept, so the same key works once it is cleared.
+    IF destination_suppression(p_channel, coalesce(p_suppression_keys, ARRAY[p_destination_key])) IS NOT NULL THEN
+        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        RETURN QUERY SELECT 'suppressed'::text, jsonb_build_object('field', 'destination'), NULL::integer;
+        RETURN;
+    END IF;
+    IF p_fallback_channel IS NOT NULL AND destination_suppression(p_fallback_channel,
+            coalesce(p_fallback_suppression_keys, ARRAY[p_fallback_destination_key])) IS NOT NULL THEN
+        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        RETURN QUERY SELECT 'suppressed'::text, jsonb_build_object('field', 'fallback'), NULL::integer;
+        RETURN;
+    END IF;
+    -- ---- end of suppression list ---------------------------------------------------------------
+
     -- ---- abuse limits (issue 15) ------------------------------------------------------------
     -- Serialise creations per destination, so the rate limit cannot be raced, then per account, so
     -- the per-account limit and the supersede below see a concurrent create of the same account (its
@@ -127,22 +145,6 @@ BEGIN
         RETURN;
     END IF;
     -- ---- end of abuse limits ------------------------------------------------------------------
-
-    -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
-    -- A destination the provider reported permanently undeliverable is refused until an operator
-    -- clears it or it expires; nothing is kept, so the same key works once it is cleared.
-    IF destination_suppression(p_channel, coalesce(p_suppression_keys, ARRAY[p_destination_key])) IS NOT NULL THEN
-        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
-        RETURN QUERY SELECT 'suppressed'::text, jsonb_build_object('field', 'destination'), NULL::integer;
-        RETURN;
-    END IF;
-    IF p_fallback_channel IS NOT NULL AND destination_suppression(p_fallback_channel,
-            coalesce(p_fallback_suppression_keys, ARRAY[p_fallback_destination_key])) IS NOT NULL THEN
-        DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
-        RETURN QUERY SELECT 'suppressed'::text, jsonb_build_object('field', 'fallback'), NULL::integer;
-        RETURN;
-    END IF;
-    -- ---- end of suppression list ---------------------------------------------------------------
 
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
                                token_nonce, token_digest, expires_at, max_confirm_failures,

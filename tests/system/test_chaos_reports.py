@@ -101,7 +101,9 @@ def test_an_ambiguous_sms_resolved_by_the_lookup_is_explained_and_a_stray_outcom
     make_verifications(db, 2, "sms", prefix="amb")
     claimed = t.claim(db, "worker", 2, 30)
     begun = t.begin_attempts(db, "worker", [c.fence for c in claimed])
-    t.settle(db, "worker", [Settlement(c.id, c.lease_version, "ambiguous", error_class="server_error") for c in claimed])
+    t.settle(
+        db, "worker", [Settlement(c.id, c.lease_version, "ambiguous", error_class="server_error") for c in claimed]
+    )
     first, second = sorted(begun, key=lambda b: b.intent_id)
     t.resolve_by_lookup(db, [(first.intent_id, first.attempt_id, "SM" + "a" * 32)])
     resolved = _checked_attempts(db)  # the second is ambiguous on a hold channel: explained too

@@ -107,7 +107,11 @@ def test_bounce_this_replaces_the_pending_delivered_report_with_a_hard_bounce(tm
 
 @pytest.mark.parametrize(
     ("to", "final", "code"),
-    [("+14155550100", "delivered", None), ("+12025550110", "undelivered", "30003"), ("+12025550111", "failed", "30005")],
+    [
+        ("+14155550100", "delivered", None),
+        ("+12025550110", "undelivered", "30003"),
+        ("+12025550111", "failed", "30005"),
+    ],
 )
 def test_an_sms_gets_signed_status_callbacks_in_order(receiver, to, final, code):
     url, posts = receiver
@@ -125,7 +129,10 @@ def test_an_sms_gets_signed_status_callbacks_in_order(receiver, to, final, code)
     assert [dict(f)["MessageStatus"] for f in forms] == ["queued", "sent", final]
     assert all(dict(f)["MessageSid"] == message.sid for f in forms)
     assert dict(forms[-1]).get("ErrorCode") == code
-    assert all(twilio_valid(TOKEN, url + "/twilio", f, h["X-Twilio-Signature"]) for f, (_, _, h) in zip(forms, posts, strict=True))
+    assert all(
+        twilio_valid(TOKEN, url + "/twilio", f, h["X-Twilio-Signature"])
+        for f, (_, _, h) in zip(forms, posts, strict=True)
+    )
 
 
 def test_an_sms_without_status_callback_is_never_reported(receiver):

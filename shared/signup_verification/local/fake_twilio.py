@@ -60,11 +60,7 @@ def register(
         auth = flask.request.authorization
         if account_sid is None:
             return True
-        return (
-            auth is not None
-            and auth.username == account_sid == requested_sid
-            and auth.password == auth_token
-        )
+        return auth is not None and auth.username == account_sid == requested_sid and auth.password == auth_token
 
     def accepted(message: Message) -> Message:
         if on_accepted is not None:

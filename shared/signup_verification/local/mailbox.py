@@ -184,7 +184,10 @@ class MailboxServer:
         from aiosmtpd.controller import Controller  # the `local` extra; production never imports this
 
         self._smtp = Controller(
-            _SmtpHandler(self.mailbox, self.reporter), hostname=self.host, port=self.smtp_port, data_size_limit=10 * 1024 * 1024
+            _SmtpHandler(self.mailbox, self.reporter),
+            hostname=self.host,
+            port=self.smtp_port,
+            data_size_limit=10 * 1024 * 1024,
         )
         self._smtp.start()
         try:

@@ -133,7 +133,9 @@ class Reporter:
         final, code = OUTCOMES.get(message.recipients[0], ("delivered", None))
         self.mailbox.set_delivery(message.id, "accepted", f"Twilio reports {final} in {self.delay:g} s")
         for step, status in enumerate(("queued", "sent", final)):
-            post: Callable[[], str] = functools.partial(self._twilio, message, status, code if status == final else None)
+            post: Callable[[], str] = functools.partial(
+                self._twilio, message, status, code if status == final else None
+            )
             self._schedule(message.id, status, self.delay + step * SMS_STEP_SECONDS, post)
 
     def pending(self, message_id: int) -> list[str]:

@@ -92,7 +92,9 @@ def _sent(stack, channel: str, destination: str):
 
 
 def _press(stack, message, button: str) -> None:
-    pressed = requests.post(f"{stack.mailbox.web_url}/messages/{message.id}/{button}", timeout=30, allow_redirects=False)
+    pressed = requests.post(
+        f"{stack.mailbox.web_url}/messages/{message.id}/{button}", timeout=30, allow_redirects=False
+    )
     assert pressed.status_code == 303
 
 
@@ -153,9 +155,7 @@ def test_an_sms_gets_queued_sent_delivered_callbacks_at_its_status_callback(stac
     assert message.delivery == "accepted"
     _press(s, message, "report")
     _wait_state(s, message, "delivered")
-    seen = db.rows(
-        "SELECT event FROM delivery_observations WHERE intent_id = :i ORDER BY id", i=_intent(db, vid)["id"]
-    )
+    seen = db.rows("SELECT event FROM delivery_observations WHERE intent_id = :i ORDER BY id", i=_intent(db, vid)["id"])
     assert [r["event"] for r in seen] == ["queued", "sent", "delivered"]
     assert _intent(db, vid)["delivered_at"] is not None
 

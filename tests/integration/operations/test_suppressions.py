@@ -116,3 +116,17 @@ def test_a_suppressed_fallback_destination_is_named_as_the_fallback(service_env,
         create_edge.create_verification(db, SETTINGS.create, KEYRING, request, "k2")
     assert refused.value.status == 422 and refused.value.errors[0]["pointer"] == "#/fallback/destination"
     assert db.one("SELECT count(*) AS n FROM verifications WHERE account_id = 'acct-fb'")["n"] == 0
+
+
+def test_a_bounced_address_tried_again_at_once_hears_422_not_429(service_env, db):
+    """Found trying issue 13 as a new user: with the default 60 s spacing, create again right after a
+    bounce answered 429 (wait), which only leads to another bounce. The suppression is checked first."""
+    import dataclasses
+
+    spaced = dataclasses.replace(SETTINGS.create, rate_limit_spacing_seconds=60)
+    request = CreateVerificationRequest(account_id="acct-again", channel="email", destination="again@example.com")
+    assert create_edge.create_verification(db, spaced, KEYRING, request, "k1").status == 201
+    assert bounce(db).suppressed == 1
+    with pytest.raises(Problem) as refused:
+        create_edge.create_verification(db, spaced, KEYRING, request, "k2")
+    assert refused.value.status == 422
