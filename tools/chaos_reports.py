@@ -84,7 +84,8 @@ class Reports:
     # -- building and posting -------------------------------------------------------------------
     def _report_new(self, db: Database) -> None:
         rows = db.rows(_ACCEPTED, after=self.watermark)
-        email, sms = [], []
+        email: list[dict] = []
+        sms: list[dict] = []
         for row in rows:
             (email if row["channel"] == "email" else sms).extend(self._reports_of(row))
         if email:
