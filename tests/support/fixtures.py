@@ -136,6 +136,20 @@ def database_url(pg_server: ConnectionParams, clone_pool: _ClonePool) -> str:
         admin.close()
 
 
+@pytest.fixture(scope="module")
+def module_database_url(pg_server: ConnectionParams, template_database: str):
+    """A copy of the migrated template for a whole module (a long-lived `verifyctl dev` in the
+    browser tests), dropped after it."""
+    name = f"m_{uuid.uuid4().hex[:12]}"
+    admin = pg_server.with_database("postgres").connect()
+    admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
+    try:
+        yield pg_server.with_database(name).url()
+    finally:
+        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
 @pytest.fixture
 def empty_url(pg_server: ConnectionParams):
     """A new database with nothing in it (not cloned from the migrated template), dropped after."""
@@ -173,14 +187,12 @@ def service_env(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.fixture
-def app_client(service_env, monkeypatch):
+def app_client(service_env):
     """test_client for a functions-framework target: app_client('create_verification')."""
     import functions_framework
 
     def make(target: str):
-        # create_app exports FUNCTION_TARGET; set it through monkeypatch so it is gone after the test
-        # (a later test's Runtime would otherwise read this target's configuration)
-        monkeypatch.setenv("FUNCTION_TARGET", target)
+        # (create_app exports FUNCTION_TARGET: _function_target_restored puts it back after the test)
         return functions_framework.create_app(target, str(ROOT / "functions" / "main.py")).test_client()
 
     return make

@@ -47,23 +47,9 @@ def _missing(message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def e2e_database_url(pg_server, template_database):
-    name = f"e2e_{uuid.uuid4().hex[:12]}"
-    admin = pg_server.with_database("postgres").connect()
-    admin.run(
-        f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY'
-    )  # as tests/support/fixtures.py
-    try:
-        yield pg_server.with_database(name).url()
-    finally:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
-@pytest.fixture(scope="module")
-def dev(e2e_database_url, tmp_path_factory):
+def dev(module_database_url, tmp_path_factory):
     env = {
-        "DATABASE_URL": e2e_database_url,
+        "DATABASE_URL": module_database_url,
         "TOKEN_KEYS": TEST_TOKEN_KEYS,
         "VERIFY_LOCAL_DIR": str(tmp_path_factory.mktemp("dev-local")),
         "PRODUCT_NAME": "Example Shop",
@@ -74,8 +60,8 @@ def dev(e2e_database_url, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def e2e_db(e2e_database_url):
-    database = Database.from_url(e2e_database_url)
+def e2e_db(module_database_url):
+    database = Database.from_url(module_database_url)
     yield database
     database.close()
 

@@ -35,21 +35,9 @@ def _missing(message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def site_database_url(pg_server, template_database):
-    name = f"site_{uuid.uuid4().hex[:12]}"
-    admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}" STRATEGY FILE_COPY')
-    try:
-        yield pg_server.with_database(name).url()
-    finally:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
-@pytest.fixture(scope="module")
-def dev(site_database_url, tmp_path_factory):
+def dev(module_database_url, tmp_path_factory):
     env = {
-        "DATABASE_URL": site_database_url,
+        "DATABASE_URL": module_database_url,
         "TOKEN_KEYS": TEST_TOKEN_KEYS,
         "VERIFY_LOCAL_DIR": str(tmp_path_factory.mktemp("site-local")),
         "PRODUCT_NAME": "Demo Shop",
@@ -62,8 +50,8 @@ def dev(site_database_url, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def site_db(site_database_url):
-    database = Database.from_url(site_database_url)
+def site_db(module_database_url):
+    database = Database.from_url(module_database_url)
     yield database
     database.close()
 
