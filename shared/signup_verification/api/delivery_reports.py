@@ -12,15 +12,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
-
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from ..delivery import reports
 from ..platform.database import Database
 from . import report_signatures as signatures
 from .http import Incoming, Response, json_response, single_header
 from .problems import Problem, bad_request, method_not_allowed
+
+if TYPE_CHECKING:  # config.py reads DeliveryReportsConfig: no cryptography at every target's start
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 _log = logging.getLogger("signup_verification.api.delivery_reports")
 
