@@ -42,9 +42,14 @@ TARGET_MODULES = {
         "signup_verification.verifications.confirm",
     ),
     "dispatch": ("signup_verification.delivery.dispatcher",),
-    "reconcile": ("signup_verification.operations.reconciler",),
+    "reconcile": ("signup_verification.operations.reconciler.runner",),
     "status": ("signup_verification.operations.signals",),
-    "delivery_reports": ("signup_verification.api.delivery_reports",),
+    "delivery_reports": (
+        "cryptography.hazmat.primitives.asymmetric.ec",
+        "signup_verification.api.delivery_reports",
+        "signup_verification.api.report_signatures",
+        "signup_verification.delivery.reports",
+    ),
 }
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
