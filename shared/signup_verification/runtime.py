@@ -12,17 +12,17 @@ import atexit
 import logging
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from . import config as configuration
 from .api.auth import AuthConfig
 from .config import Config
-from .delivery import dispatcher
-from .delivery.channels import Channel, build_channels
-from .operations import signals
-from .outbox import heartbeats
-from .platform import cloudsql
 from .platform.database import ConnectionParams, Database, DatabaseConfig
 from .verifications.tokens import Keyring
+
+if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side (issue 18)
+    from .delivery import dispatcher
+    from .delivery.channels import Channel
 
 _log = logging.getLogger("signup_verification.runtime")
 
@@ -71,6 +71,8 @@ class Runtime:
         """Built on first use (dispatch only); a transport's missing credentials raise ConfigError here."""
         with self._lock:
             if self._channels is None:
+                from .delivery.channels import build_channels
+
                 self._channels = build_channels(self.config.channels)
             return self._channels
 
@@ -80,6 +82,8 @@ class Runtime:
         statement timeout."""
         db = getattr(self._local, "db", None)
         if db is None:
+            from .platform import cloudsql
+
             cfg = self.config.database
             settings = session_settings(self.config)
             db = Database(
@@ -104,6 +108,10 @@ class Runtime:
         """One dispatch invocation with this instance's adapters, closed by its `event="signals"`
         records (the absence alert reads them). Once shutdown began (SIGTERM) the adapters are
         closed (SMTP says QUIT); otherwise the next invocation reuses their connections."""
+        from .delivery import dispatcher
+        from .operations import signals
+        from .outbox import heartbeats
+
         config = self.config
         try:
             report = dispatcher.dispatch(
@@ -140,6 +148,8 @@ class Runtime:
 
 def database_params(config: DatabaseConfig) -> ConnectionParams:
     if config.instance_connection_name:  # Cloud SQL connector (cloudsql.connector_for) dials
+        from .platform import cloudsql
+
         return cloudsql.connection_params(config)
     if config.url:
         return ConnectionParams.from_url(config.url)
