@@ -57,6 +57,7 @@ class ClaimedIntent:
     event_type: str | None = None
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
+    link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
