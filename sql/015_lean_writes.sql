@@ -53,3 +53,10 @@ ALTER TABLE idempotency_keys
 DROP INDEX verifications_pending_expiry;
 CREATE INDEX verifications_pending_expiry ON verifications (expires_at)
     WHERE status = 'pending' AND expires_at IS NOT NULL;
+
+-- 7. The redaction sweep's index holds only what it can redact: finished verifications (it skips
+--    pending ones). A verification enters it when it leaves pending (a non-HOT update that writes
+--    every index anyway), not at its insert as well: one entry per verification instead of two.
+DROP INDEX verifications_unredacted;
+CREATE INDEX verifications_unredacted ON verifications (created_at)
+    WHERE destination IS NOT NULL AND status <> 'pending';

@@ -181,9 +181,7 @@ def test_old_style_link_digests_are_unique_and_indexed_only_for_old_style_rows(d
     with pytest.raises(DatabaseError) as caught:
         db.run("UPDATE verifications SET link_by_digest = true WHERE account_id = 'other'")
     assert sqlstate(caught.value) == UNIQUE
-    [[indexed]] = db.run(
-        "SELECT count(*)::int FROM verifications WHERE link_by_digest AND token_digest = :d", d=digest
-    )
+    [[indexed]] = db.run("SELECT count(*)::int FROM verifications WHERE link_by_digest AND token_digest = :d", d=digest)
     assert indexed == 1
 
 
