@@ -26,6 +26,7 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
+from .confirm_config import ConfirmConfig  # noqa: F401  (moved: issue 18)
 from .tokens import Keyring, split_link
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
@@ -60,14 +61,6 @@ class Result(StrEnum):
 
 PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
 SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Result.WRONG_CODE, Result.INVALID
-
-
-@dataclass(frozen=True)
-class ConfirmConfig:
-    code_digits: int = 6  # SMS_CODE_DIGITS: the shape a typed code must have
-    product_name: str = "Example"  # PRODUCT_NAME: shown on the confirmation pages
-    # CODE_FAILURES_PER_DESTINATION_PER_DAY: wrong codes per number across its verifications; then locked
-    destination_failures_per_day: int = 10
 
 
 @dataclass(frozen=True)
