@@ -60,3 +60,13 @@ CREATE INDEX verifications_pending_expiry ON verifications (expires_at)
 DROP INDEX verifications_unredacted;
 CREATE INDEX verifications_unredacted ON verifications (created_at)
     WHERE destination IS NOT NULL AND status <> 'pending';
+
+-- 8. One eligible index, by channel: (channel, next_attempt_at, id) replaces the two on the same
+--    predicate ((next_attempt_at, id) and (channel, next_attempt_at)), one entry per intent that
+--    becomes eligible instead of two. The claim reads one ordered range per channel and merges them
+--    (outbox/claim.sql), so no channel's backlog is ever scanned past to reach another's (an SMS
+--    backlog held back by the budget no longer lies across the email claim's path).
+DROP INDEX delivery_intents_eligible;
+DROP INDEX delivery_intents_eligible_by_channel;
+CREATE INDEX delivery_intents_eligible ON delivery_intents (channel, next_attempt_at, id)
+    WHERE status IN ('ready', 'retryable');

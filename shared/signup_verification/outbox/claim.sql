@@ -12,8 +12,13 @@
 -- others stay 'claimed' for the worker's own dead-link check (delivery/dispatcher.py), which
 -- suppresses them or begins them the two-step way. `live` below must never call alive what
 -- ClaimedIntent.dead_reason calls dead.
-WITH other AS (
-    SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel <> 'sms'
+-- One ordered range of the eligible index (channel, next_attempt_at, id) per channel, merged in
+-- claim order: a branch per channel of the delivery_intents channel CHECK (a new channel adds one).
+WITH email AS (
+    SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'email'
+     ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED
+), webhook AS (
+    SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'webhook'
      ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED
 ), sms AS (
     -- SMS within the global budget (SMS_MAX_PER_HOUR, sql/definitions/07): past it, SMS intents
@@ -33,7 +38,8 @@ WITH other AS (
            lease_owner = :owner,
            lease_until = now() + make_interval(secs => :lease_seconds),
            lease_version = i.lease_version + 1, last_claimed_at = now(), updated_at = now(), sending_at = NULL
-     WHERE i.id = ANY (ARRAY(SELECT id FROM (SELECT * FROM other UNION ALL SELECT * FROM sms) AS pick
+     WHERE i.id = ANY (ARRAY(SELECT id FROM (SELECT * FROM email UNION ALL SELECT * FROM webhook
+                                              UNION ALL SELECT * FROM sms) AS pick
                               ORDER BY next_attempt_at, id LIMIT :limit))
     RETURNING i.*
 ), begun AS (

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from signup_verification.platform.database import Database, DatabaseError
+from signup_verification.platform.database import Database, DatabaseError, load_sql
 
 UNIQUE, CHECK, NOT_NULL, REFUSED = "23505", "23514", "23502", "42501"
 
@@ -294,9 +294,24 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
                CASE WHEN status = 'verified' THEN now() END FROM verifications;
         ANALYZE verifications; ANALYZE delivery_intents;
     """)
-    for query in (
-        "SELECT id FROM eligible_delivery_intents ORDER BY next_attempt_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
-        "SELECT min(next_attempt_at) FROM eligible_delivery_intents",
+    from signup_verification import outbox
+
+    claim = load_sql(outbox.__file__, "claim.sql")
+    probe = load_sql(outbox.__file__, "idle_probe.sql")
+    for name, value in (
+        ("owner", "'w'"),
+        ("limit", "10"),
+        ("lease_seconds", "30"),
+        ("sms_max", "NULL"),
+        ("begin", "true"),
+        ("dead_within", "0"),
+        ("name", "'dispatch:t'"),
     ):
+        claim, probe = claim.replace(f":{name}", value), probe.replace(f":{name}", value)
+    for query in (claim, probe, "SELECT min(next_attempt_at) FROM eligible_delivery_intents WHERE channel = 'sms'"):
         plan = "\n".join(r[0] for r in db.run("EXPLAIN " + query))
-        assert "delivery_intents_eligible" in plan and "Seq Scan" not in plan, plan
+        assert "delivery_intents_eligible" in plan and "Seq Scan on delivery_intents" not in plan, plan
+    # sql/015: each channel's range by itself, so one channel's backlog is never scanned past for another's
+    plan = "\n".join(r[0] for r in db.run("EXPLAIN " + claim))
+    for channel in ("email", "webhook", "sms"):
+        assert f"Index Cond: ((channel = '{channel}'::text)" in plan, plan
