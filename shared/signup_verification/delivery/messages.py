@@ -97,8 +97,9 @@ Content = EmailContent | SmsContent | EventContent
 def render_part(
     version_ref: str, locale: str, part: str, *, product: str, minutes: int, secret_name: str, secret: str
 ) -> str:
-    """A full Jinja render per message (~20 us: no cache of pre-rendered pieces to keep in step)."""
-    return templates.render(version_ref, locale, part, product=product, minutes=minutes, **{secret_name: secret})
+    """The part rendered once per product, locale and minutes, the secret spliced in (templates/
+    skeletons.py: exactly the full Jinja render's output, ~1 us instead of ~15 us)."""
+    return templates.render_secret(version_ref, locale, part, secret_name, secret, product=product, minutes=minutes)
 
 
 # -- the renderer -----------------------------------------------------------------------------------
