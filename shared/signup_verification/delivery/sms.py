@@ -59,7 +59,9 @@ def _segments(costs: list[int], single: int, part: int) -> int:
 def encode_info(text: str) -> Encoding:
     gsm = is_gsm7(text)
     # The common case (one segment) counted in C: per-character lists cost ~10 us per SMS.
-    units = len(text) + sum(map(text.count, GSM7_EXTENSION)) if gsm else len(text.encode("utf-16-le", "surrogatepass")) // 2
+    units = (
+        len(text) + sum(map(text.count, GSM7_EXTENSION)) if gsm else len(text.encode("utf-16-le", "surrogatepass")) // 2
+    )
     if units <= (GSM7_SINGLE if gsm else UCS2_SINGLE):
         return Encoding("GSM-7" if gsm else "UCS-2", units, 1 if units else 0)
     costs = _unit_costs(text, gsm)
