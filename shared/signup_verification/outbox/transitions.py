@@ -37,15 +37,12 @@ class ClaimedIntent:
     id: int
     verification_id: uuid.UUID
     channel: str
-    purpose: str
     locale: str
     template_version: str
     attempts: int
-    max_attempts: int
     ambiguous_count: int
     lease_version: int
     lease_until: datetime
-    next_attempt_at: datetime
     created_at: datetime
     destination: str | None
     key_id: str
