@@ -175,7 +175,10 @@ def report(m: dict, machine_line: str) -> str:
         "with their request's trace ids); the Cloud SQL connector, "
         f"{m['connector_ms']:.0f} ms to import, is imported only when INSTANCE_CONNECTION_NAME is set (every "
         "deployed target dials Cloud SQL through it, so there it is on the path of the first database call); "
-        "Secret Manager only for `sm://` values (infra injects secrets as environment variables).",
+        "Secret Manager only for `sm://` values (infra injects secrets as environment variables). "
+        "Each target imports only its own modules (functions/main.py `TARGET_MODULES`, pinned by "
+        "tests/unit/test_function_startup.py): create_verification never loads cryptography, urllib3, "
+        "phonenumbers, the dispatcher or the reconciler; email_validator is imported by the first email destination.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -5,15 +5,12 @@ Each deployment picks its target with --entry-point; every target lives in this 
 
 from __future__ import annotations
 
+import importlib
+
 import flask
 import functions_framework
-from pydantic import ValidationError
 
-from signup_verification.api import auth, edge, pages, problems, replay, return_url
-from signup_verification.api import confirm as confirm_edge
-from signup_verification.api import create as create_edge
-from signup_verification.api import delivery_reports as reports_edge
-from signup_verification.api import read as read_edge
+from signup_verification.api import auth, edge, replay
 from signup_verification.api.http import (
     Incoming,
     endpoint,
@@ -23,18 +20,46 @@ from signup_verification.api.http import (
     require_method,
     single_header,
 )
-from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
-from signup_verification.operations import reconciler, signals
 from signup_verification.platform import logs as service_logging
 from signup_verification.platform import shutdown
 from signup_verification.runtime import Runtime, get_runtime
-from signup_verification.verifications import confirm as confirmations
+
+# Each target imports its own modules inside its body (a deployment serves one target: the others'
+# edges, the reconciler, the dispatcher, cryptography never load there; issue 18). The instance's
+# own target's modules are imported here, at start-up, so its first request does not pay for them.
+TARGET_MODULES = {
+    "create_verification": (
+        "pydantic",
+        "signup_verification.api.create",
+        "signup_verification.api.models",
+        "signup_verification.api.problems",
+        "signup_verification.api.read",
+        "signup_verification.api.return_url",
+    ),
+    "confirm_verification": (
+        "signup_verification.api.confirm",
+        "signup_verification.api.pages",
+        "signup_verification.verifications.confirm",
+    ),
+    "dispatch": ("signup_verification.delivery.dispatcher",),
+    "reconcile": ("signup_verification.operations.reconciler.runner",),
+    "status": ("signup_verification.operations.signals",),
+    "delivery_reports": (
+        "cryptography.hazmat.primitives.asymmetric.ec",
+        "signup_verification.api.delivery_reports",
+        "signup_verification.api.report_signatures",
+        "signup_verification.delivery.reports",
+    ),
+}
 
 # The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
 _startup = get_runtime().config
 # JSON lines with trace ids on Cloud Run, readable text locally; redacted. Deferred: google-cloud-logging
 # is imported after the first answer went out (platform/log_handoff.py; records are held until then).
 service_logging.configure(_startup.logging, defer=True)
+
+for _module in TARGET_MODULES.get(_startup.function_target or "", ()):
+    importlib.import_module(_module)
 
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
@@ -64,6 +89,13 @@ def _incoming(request: flask.Request, runtime: Runtime, target: str) -> Incoming
 def create_verification(request: flask.Request):
     """POST {account_id, channel, destination, locale?, template?, return_url?} with an Idempotency-Key
     header; GET /<verification_id> reads one (issue 12), with the same caller requirements."""
+    from pydantic import ValidationError
+
+    from signup_verification.api import create as create_edge
+    from signup_verification.api import problems, return_url
+    from signup_verification.api import read as read_edge
+    from signup_verification.api.models import CreateVerificationRequest, field_errors, valid_idempotency_key
+
     runtime = get_runtime()
     incoming = _incoming(request, runtime, "create_verification")
     if request.path.strip("/"):  # /<verification_id>: the read API
@@ -91,6 +123,10 @@ def create_verification(request: flask.Request):
 def confirm_verification(request: flask.Request):
     """GET ?token= shows the Confirm page and changes nothing (link scanners fetch links).
     POST consumes once: the page's form -> a page; JSON {token} or {verification_id, code} -> JSON."""
+    from signup_verification.api import confirm as confirm_edge
+    from signup_verification.api import pages
+    from signup_verification.verifications import confirm as confirmations
+
     runtime = get_runtime()
     incoming = _incoming(request, runtime, "confirm_verification")
     require_method(incoming, "GET", "HEAD", "POST")
@@ -140,6 +176,8 @@ def dispatch(request: flask.Request):
 def reconcile(request: flask.Request):
     """POST (Cloud Scheduler): one bounded sweep through the outbox transitions; never sends.
     Answers {moves, overdue, drained, duties, watermark, elapsed_ms}, or {skipped} if a run is in progress."""
+    from signup_verification.operations import reconciler
+
     runtime = get_runtime()
     require_method(_incoming(request, runtime, "reconcile"), "POST")
     report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
@@ -150,6 +188,8 @@ def reconcile(request: flask.Request):
 @endpoint
 def status(request: flask.Request):
     """GET: the operator signals per channel, the heartbeats and the alerts they would raise (JSON)."""
+    from signup_verification.operations import signals
+
     runtime = get_runtime()
     require_method(_incoming(request, runtime, "status"), "GET", "HEAD")
     snapshot = signals.compute(runtime.db, runtime.config.deployment, runtime.config.signals, with_workers=True)
@@ -162,6 +202,8 @@ def delivery_reports(request: flask.Request):
     """POST /sendgrid (Signed Event Webhook batch) and POST /twilio (status callback), issue 13.
     Public like confirm: the providers' signatures are the guard (api/delivery_reports.py).
     Answers {received, stored, duplicates, unknown, delivered, undeliverable, suppressed, ignored}."""
+    from signup_verification.api import delivery_reports as reports_edge
+
     runtime = get_runtime()
     incoming = read_request(request, runtime.config.reports.max_body_bytes)
     return reports_edge.handle(runtime.db, runtime.config.reports, incoming, request.path)

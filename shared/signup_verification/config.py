@@ -338,7 +338,7 @@ def _abuse(read: _Reader, production: bool, target: str | None) -> abuse.AbuseCo
         read.fail("SMS_ALLOWED_COUNTRIES must be ISO 3166 alpha-2 codes separated by commas, e.g. US,CA,GB")
         countries = None
     types = _word_set(read.text("SMS_ALLOWED_NUMBER_TYPES"), upper=False)
-    if types is not None and not types <= abuse.NUMBER_TYPES.keys():
+    if types is not None and not types <= abuse.NUMBER_TYPES:
         read.fail("SMS_ALLOWED_NUMBER_TYPES must name phonenumbers types: " + ", ".join(sorted(abuse.NUMBER_TYPES)))
         types = None
     domains = read.text("PLUS_TAG_DOMAINS")

@@ -12,19 +12,35 @@ import atexit
 import logging
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from . import config as configuration
 from .api.auth import AuthConfig
 from .config import Config
-from .delivery import dispatcher
-from .delivery.channels import Channel, build_channels
-from .operations import signals
-from .outbox import heartbeats
-from .platform import cloudsql
 from .platform.database import ConnectionParams, Database, DatabaseConfig
 from .verifications.tokens import Keyring
 
+if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side (issue 18)
+    from .delivery import dispatcher
+    from .delivery.channels import Channel
+
 _log = logging.getLogger("signup_verification.runtime")
+
+# The web targets' statements are lookups by key whose generic plans are index probes (tested at
+# history scale). In PostgreSQL's auto mode an array parameter (the token ring's digests) makes the
+# generic plan's estimate look dearer than a custom plan's, so confirm's link statement was re-planned
+# on every call (~250 µs, a third of its CPU). dispatch sets the opposite for its own session (its
+# unnest() joins need the real array sizes); the reconciler and the reports ingest keep auto.
+_GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+_GENERIC_PLAN_TARGETS = frozenset({"create_verification", "confirm"})
+
+
+def session_settings(config: Config) -> dict[str, str]:
+    """What every connection of this instance sends in its start-up packet (no extra round trip)."""
+    settings = config.channels.webhook.session_settings()  # issue 12: are events written
+    if config.function_target in _GENERIC_PLAN_TARGETS:
+        settings = {**settings, **_GENERIC_PLANS}
+    return settings
 
 
 class Runtime:
@@ -55,6 +71,8 @@ class Runtime:
         """Built on first use (dispatch only); a transport's missing credentials raise ConfigError here."""
         with self._lock:
             if self._channels is None:
+                from .delivery.channels import build_channels
+
                 self._channels = build_channels(self.config.channels)
             return self._channels
 
@@ -64,8 +82,10 @@ class Runtime:
         statement timeout."""
         db = getattr(self._local, "db", None)
         if db is None:
+            from .platform import cloudsql
+
             cfg = self.config.database
-            settings = self.config.channels.webhook.session_settings()  # issue 12: are events written
+            settings = session_settings(self.config)
             db = Database(
                 self._connection_params(),
                 application_name=self.application_name,
@@ -88,6 +108,10 @@ class Runtime:
         """One dispatch invocation with this instance's adapters, closed by its `event="signals"`
         records (the absence alert reads them). Once shutdown began (SIGTERM) the adapters are
         closed (SMTP says QUIT); otherwise the next invocation reuses their connections."""
+        from .delivery import dispatcher
+        from .operations import signals
+        from .outbox import heartbeats
+
         config = self.config
         try:
             report = dispatcher.dispatch(
@@ -124,6 +148,8 @@ class Runtime:
 
 def database_params(config: DatabaseConfig) -> ConnectionParams:
     if config.instance_connection_name:  # Cloud SQL connector (cloudsql.connector_for) dials
+        from .platform import cloudsql
+
         return cloudsql.connection_params(config)
     if config.url:
         return ConnectionParams.from_url(config.url)

@@ -58,20 +58,14 @@ BEGIN
     -- inserted with outcome 'created' and its data, and never updated afterwards. Until this
     -- transaction commits nobody sees it (a concurrent same-key request waits on the unique index);
     -- a rate-limited request deletes it, an error rolls it back.
-    fields := jsonb_build_object(
-        'verification_id', p_id,
-        'account_id', p_account_id,
-        'channel', p_channel,
-        'status', 'pending',
-        'expires_at', to_char((now() + p_ttl) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
-    IF p_fallback_channel IS NOT NULL THEN  -- issue 14: the policy, never the destination
-        fields := fields || jsonb_build_object('fallback', jsonb_build_object(
-            'channel', p_fallback_channel, 'after_seconds', p_fallback_after_seconds, 'policy', policy));
-    END IF;
+    -- The answer's shape is sql/definitions/17_created_answer.sql; the record keeps its inputs only.
+    fields := created_answer(p_id, p_account_id, p_channel, now(), now() + p_ttl,
+                             p_fallback_channel, p_fallback_after_seconds);
     LOOP
-        INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, outcome_data)
-        VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl, 'created', fields)
+        INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, verification_id, account_id,
+                                      channel, verification_expires_at, fallback_channel, fallback_after_seconds)
+        VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl, 'created', p_id, p_account_id,
+                p_channel, now() + p_ttl, p_fallback_channel, p_fallback_after_seconds)
         ON CONFLICT (scope, key) DO NOTHING;
         EXIT WHEN FOUND;
         -- FOR UPDATE: two requests reusing one expired key queue here, and the second then sees
@@ -80,16 +74,24 @@ BEGIN
         CONTINUE WHEN NOT FOUND;  -- deleted (reaped, or rate limited) since the INSERT: insert again
         IF existing.expires_at <= now() THEN
             -- An expired key the reconciler has not reaped yet counts as unused.
-            UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created',
-                   outcome_data = fields, created_at = now(), expires_at = now() + p_idempotency_ttl
+            UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created', outcome_data = NULL,
+                   verification_id = p_id, account_id = p_account_id, channel = p_channel,
+                   verification_expires_at = now() + p_ttl, fallback_channel = p_fallback_channel,
+                   fallback_after_seconds = p_fallback_after_seconds,
+                   created_at = now(), expires_at = now() + p_idempotency_ttl
              WHERE scope = p_scope AND key = p_key;
             EXIT;
         END IF;
         IF existing.fingerprint <> p_fingerprint THEN
             RETURN QUERY SELECT 'mismatch'::text, NULL::jsonb, NULL::integer;
         ELSE
-            -- Only a 'created' outcome is ever stored (the others keep no record).
-            RETURN QUERY SELECT 'replayed'::text, existing.outcome_data, NULL::integer;
+            -- Only a 'created' outcome is ever stored (the others keep no record). Records from before
+            -- sql/015 hold the answer itself (outcome_data); newer ones its inputs.
+            RETURN QUERY SELECT 'replayed'::text,
+                   coalesce(existing.outcome_data, created_answer(existing.verification_id, existing.account_id,
+                            existing.channel, existing.created_at, existing.verification_expires_at,
+                            existing.fallback_channel, existing.fallback_after_seconds)),
+                   NULL::integer;
         END IF;
         RETURN;
     END LOOP;

@@ -1,10 +1,11 @@
--- no_orphans: what two dropped foreign keys guaranteed on delete, checked only when rows are deleted
--- (sql/014 dropped them: their insert-time RI checks were a large share of the hot path's CPU).
+-- no_orphans: what three dropped foreign keys guaranteed on delete, checked only when rows are deleted
+-- (sql/014 and sql/015 dropped them: their insert-time RI checks were a large share of the hot path's CPU).
 --   AFTER DELETE ON delivery_intents: no attempt row may still name a deleted intent. (The insert
 --     side: every statement that appends an attempt row takes the intent from its own fenced
 --     UPDATE ... RETURNING, outbox/*.sql, so the intent exists and is locked.)
---   AFTER DELETE ON verifications: no create_events row may still name a deleted verification. (The
---     insert side: create_verification, its only writer, inserts it right after the verification.)
+--   AFTER DELETE ON verifications: no create_events row and no delivery intent may still name a deleted
+--     verification. (The insert side: create_verification inserts both right after the verification;
+--     record_event, the other writer of intents, writes for the row its caller's UPDATE just locked.)
 -- The retention purge deletes those rows in the same statement (operations/reconciler/purge.sql).
 -- Statement-level with the deleted rows as a transition table: one index probe per deleted row
 -- (the LATERAL ... LIMIT 1 keeps it a probe: a transition table has no statistics, and a join
@@ -22,6 +23,11 @@ BEGIN
         IF EXISTS (SELECT 1 FROM gone AS g
                     CROSS JOIN LATERAL (SELECT 1 FROM create_events AS e WHERE e.verification_id = g.id LIMIT 1) AS found) THEN
             RAISE EXCEPTION 'deleting verifications would leave their create_events rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM delivery_intents AS i WHERE i.verification_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting verifications would leave their delivery intents behind; delete those in the same statement'
                 USING ERRCODE = 'foreign_key_violation';
         END IF;
     END IF;

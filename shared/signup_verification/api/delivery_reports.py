@@ -12,15 +12,18 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
-from cryptography.hazmat.primitives.asymmetric import ec
-
-from ..delivery import reports
 from ..platform.database import Database
 from . import report_signatures as signatures
 from .http import Incoming, Response, json_response, single_header
 from .problems import Problem, bad_request, method_not_allowed
+
+if TYPE_CHECKING:  # config.py reads DeliveryReportsConfig: neither loads at every target's start (issue 18)
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from ..delivery import reports
 
 _log = logging.getLogger("signup_verification.api.delivery_reports")
 
@@ -60,6 +63,8 @@ def handle(db: Database, config: DeliveryReportsConfig, incoming: Incoming, path
 
 
 def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
+    from ..delivery import reports
+
     if config.sendgrid_key is None:
         raise _not_configured("sendgrid", "SENDGRID_WEBHOOK_PUBLIC_KEY")
     signature = single_header(incoming, SENDGRID_SIGNATURE)
@@ -78,6 +83,8 @@ def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -
 
 
 def _twilio(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
+    from ..delivery import reports
+
     if config.twilio_auth_token is None or config.status_callback is None:
         raise _not_configured("twilio", "TWILIO_AUTH_TOKEN and DELIVERY_REPORTS_URL")
     signature = single_header(incoming, TWILIO_SIGNATURE)

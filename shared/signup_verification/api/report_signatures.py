@@ -18,18 +18,20 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import load_der_public_key
-
 from ..platform.errors import ConfigError
+
+if TYPE_CHECKING:  # cryptography (~30 ms) is imported where a SendGrid key is parsed or checked, issue 18
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 
 def sendgrid_public_key(encoded: str) -> ec.EllipticCurvePublicKey:
     """The verification key as SendGrid shows it (base64 DER), or ConfigError."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_der_public_key
+
     try:
         key = load_der_public_key(base64.b64decode(encoded.strip(), validate=True))
     except (ValueError, binascii.Error, TypeError):
@@ -41,6 +43,10 @@ def sendgrid_public_key(encoded: str) -> ec.EllipticCurvePublicKey:
 
 def sendgrid_valid(key: ec.EllipticCurvePublicKey, signature: str, timestamp: str, body: bytes) -> bool:
     """Whether `signature` is SendGrid's over timestamp + body (the timestamp's age is checked apart)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     try:
         der = base64.b64decode(signature, validate=True)
         key.verify(der, timestamp.encode("ascii") + body, ec.ECDSA(hashes.SHA256()))

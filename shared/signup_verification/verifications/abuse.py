@@ -16,14 +16,13 @@ import ipaddress
 import math
 from dataclasses import dataclass
 
-import phonenumbers
-from phonenumbers import PhoneNumberType
-
 # Local default (production refuses to start without SMS_ALLOWED_COUNTRIES): a short list of
 # countries with well-known mobile ranges, enough for development and the tests.
 LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
-NUMBER_TYPES = {
-    t.lower(): getattr(PhoneNumberType, t)
+# phonenumbers.PhoneNumberType's names, lower case; phonenumbers (17 ms) is imported where a number
+# is checked, not by config.py at every target's start (issue 18).
+NUMBER_TYPES = frozenset(
+    t.lower()
     for t in (
         "FIXED_LINE",
         "MOBILE",
@@ -38,7 +37,7 @@ NUMBER_TYPES = {
         "VOICEMAIL",
         "UNKNOWN",
     )
-}
+)
 DEFAULT_NUMBER_TYPES = frozenset({"mobile", "fixed_line_or_mobile"})
 # Providers known to deliver `local+tag@domain` to `local@domain` (PLUS_TAG_DOMAINS, or `*` for all).
 DEFAULT_PLUS_TAG_DOMAINS = frozenset(
@@ -98,6 +97,8 @@ class LimitKeys:
 
 def check_sms_number(config: AbuseConfig, e164: str) -> str:
     """The number's ISO country, or Refused when its country or type is not allowed."""
+    import phonenumbers
+
     number = phonenumbers.parse(e164, None)
     country = phonenumbers.region_code_for_number(number) or "ZZ"
     if country not in config.sms_allowed_countries:
@@ -108,7 +109,7 @@ def check_sms_number(config: AbuseConfig, e164: str) -> str:
             "country not allowed",
         )
     kind = phonenumbers.number_type(number)
-    if not any(NUMBER_TYPES[name] == kind for name in config.sms_allowed_number_types):
+    if not any(getattr(phonenumbers.PhoneNumberType, name.upper()) == kind for name in config.sms_allowed_number_types):
         raise Refused(
             "sms-number-type-not-allowed",
             "This kind of number cannot receive the code",

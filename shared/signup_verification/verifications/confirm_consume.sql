@@ -9,7 +9,9 @@
 WITH consumed AS (
     UPDATE verifications
        SET status = 'verified', verified_at = now(), updated_at = now()
-     WHERE id = :id AND (token_digest = :digest OR fallback_digest = :digest) AND status = 'pending' AND expires_at > now()
+     WHERE id = :id AND (token_digest = :digest OR fallback_digest = :digest) AND expires_at > now()
+       -- pending, written so it implies no partial index (confirm_link.sql says why)
+       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')
     RETURNING id, account_id, verified_at, verifications AS verification
 )
 SELECT c.id, c.account_id, c.verified_at,

@@ -26,10 +26,14 @@ WITH found AS (
         ON k.key_id = f.key_id AND k.digest = f.email_digest
      LIMIT 1
 ), consumed AS (
+    -- By primary key, whatever the statistics say: `status = 'pending'` would let the planner walk a
+    -- pending partial index filtering by id (its pick whenever the last ANALYZE saw few pending rows),
+    -- which costs the whole pending set per confirmation. Not one of the four dead states is the same
+    -- condition (the status CHECK constraint) and implies no partial index.
     UPDATE verifications AS v
        SET status = 'verified', verified_at = now(), updated_at = now()
-      FROM candidate AS c
-     WHERE v.id = c.id AND v.status = 'pending' AND v.expires_at > now()
+     WHERE v.id = (SELECT c.id FROM candidate AS c)
+       AND v.status NOT IN ('verified', 'expired', 'superseded', 'locked') AND v.expires_at > now()
     RETURNING v.id, v.verified_at, v AS verification
 )
 SELECT c.*, k.verified_at AS consumed_at,

@@ -5,7 +5,8 @@
 -- (no code of its own was tried).
 WITH locked AS (
     UPDATE verifications SET status = 'locked', updated_at = now()
-     WHERE id = :id AND status = 'pending' AND expires_at > now()
+     WHERE id = :id AND expires_at > now()
+       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (confirm_link.sql: why so)
     RETURNING id, verifications AS verification
 )
 SELECT l.id,

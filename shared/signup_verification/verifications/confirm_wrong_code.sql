@@ -6,7 +6,8 @@ WITH failed AS (
        SET confirm_failures = confirm_failures + 1,
            status = CASE WHEN confirm_failures + 1 >= max_confirm_failures THEN 'locked' ELSE status END,
            updated_at = now()
-     WHERE id = :id AND (channel = 'sms' OR fallback_channel = 'sms') AND status = 'pending' AND expires_at > now()
+     WHERE id = :id AND (channel = 'sms' OR fallback_channel = 'sms') AND expires_at > now()
+       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (confirm_link.sql: why so)
     RETURNING id, status, confirm_failures, max_confirm_failures, verifications AS verification
 )
 SELECT f.id, f.status, f.confirm_failures, f.max_confirm_failures,

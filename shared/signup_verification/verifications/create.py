@@ -10,11 +10,11 @@ resolved template version and locale in `NewVerification`).
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..platform.database import Database, load_sql
+from ..platform.ids import uuid7
 from . import abuse
 from .channel_policy import Fallback, channel_digest, fallback_parameters
 from .tokens import Keyring, new_nonce
@@ -123,7 +123,7 @@ CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited | Suppres
 def create(
     db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification, idempotency_key: str
 ) -> CreateOutcome:
-    verification_id = uuid.uuid4()
+    verification_id = uuid7()  # time-ordered: inserts land on the indexes' rightmost pages
     key = keyring.primary
     nonce = new_nonce()
     try:

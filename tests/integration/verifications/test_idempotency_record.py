@@ -1,13 +1,23 @@
 """The idempotency record is written complete when it is inserted (issue 18): one INSERT, no UPDATE,
-and what it stores is exactly what the first answer said and what the verification row holds."""
+and what it stores is exactly what the first answer said and what the verification row holds. Since
+sql/015 it stores the answer's inputs as columns (not a jsonb copy of it), rebuilt by the function
+that built the first answer (created_answer); records from before keep and replay their jsonb."""
 
 from __future__ import annotations
+
+import json
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
+
+ANSWER = (
+    "SELECT outcome, outcome_data, created_answer(verification_id, account_id, channel, created_at,"
+    " verification_expires_at, fallback_channel, fallback_after_seconds) AS answer"
+    " FROM idempotency_keys WHERE key = :key"
+)
 
 SETTINGS = make_config(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0).create
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
@@ -23,8 +33,8 @@ def _writes(tx, action) -> list[int]:
     return result, [a - b for a, b in zip(after, before, strict=True)]
 
 
-def _create(db, key: str, account: str = "acct-1"):
-    request = CreateVerificationRequest(account_id=account, channel="email", destination="ada@example.com")
+def _create(db, key: str, account: str = "acct-1", **fields):
+    request = CreateVerificationRequest(account_id=account, channel="email", destination="ada@example.com", **fields)
     return verifications.create_verification(db, SETTINGS, KEYRING, request, key)
 
 
@@ -33,16 +43,17 @@ def test_a_create_inserts_its_record_complete_and_never_updates_it(db):
         first, writes = _writes(tx, lambda: _create(tx, "k1"))
         assert writes == [1, 0, 0]
     assert first.status == 201
-    record = db.one("SELECT outcome, outcome_data FROM idempotency_keys WHERE key = 'k1'")
-    assert record["outcome"] == "created"
-    assert record["outcome_data"] == {k: first.body[k] for k in record["outcome_data"]}
+    record = db.one(ANSWER, key="k1")
+    assert record["outcome"] == "created" and record["outcome_data"] is None
+    assert record["answer"] == {k: first.body[k] for k in record["answer"]}
+    assert set(record["answer"]) == {"verification_id", "account_id", "channel", "status", "expires_at", "created_at"}
     row = db.one(
         "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,"
         " to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS expires_at, status"
         " FROM verifications WHERE id = :id",
         id=first.body["verification_id"],
     )
-    assert {k: record["outcome_data"][k] for k in row} == row
+    assert {k: record["answer"][k] for k in row} == row
     replay = _create(db, "k1")
     assert (replay.status, replay.body) == (201, first.body) and replay.headers.get("Idempotent-Replayed") == "true"
 
@@ -54,5 +65,35 @@ def test_an_expired_key_is_taken_over_in_one_update_with_the_new_answer(db):
         second, writes = _writes(tx, lambda: _create(tx, "k2", account="acct-2"))
         assert writes == [0, 1, 0]
     assert second.body["verification_id"] != first.body["verification_id"]
-    stored = db.one("SELECT outcome_data FROM idempotency_keys WHERE key = 'k2'")["outcome_data"]
+    stored = db.one(ANSWER, key="k2")["answer"]
     assert stored["verification_id"] == second.body["verification_id"] and stored["account_id"] == "acct-2"
+    replay = _create(db, "k2", account="acct-2")
+    assert (replay.status, replay.body) == (201, second.body)
+
+
+def test_a_replay_with_a_fallback_answers_its_policy_as_the_first_answer_did(db):
+    fallback = {"channel": "sms", "destination": "+14155550123", "after_seconds": 30}
+    first = _create(db, "k3", fallback=fallback)
+    assert first.status == 201 and first.body["fallback"] == {
+        "channel": "sms",
+        "after_seconds": 30,
+        "policy": "fallback",
+    }
+    replay = _create(db, "k3", fallback=fallback)
+    assert (replay.status, replay.body) == (201, first.body)
+
+
+def test_a_record_written_before_sql_015_replays_its_stored_answer(db):
+    """Within their TTL at the upgrade, records hold the answer as jsonb and no columns: replayed as is."""
+    first = _create(db, "k4")
+    stored = {
+        k: first.body[k] for k in ("verification_id", "account_id", "channel", "status", "expires_at", "created_at")
+    }
+    db.run(
+        "UPDATE idempotency_keys SET outcome_data = CAST(:data AS jsonb), verification_id = NULL, account_id = NULL,"
+        " channel = NULL, verification_expires_at = NULL WHERE key = 'k4'",
+        data=json.dumps({**stored, "account_id": "as-stored"}),
+    )
+    replay = _create(db, "k4")
+    assert replay.status == 201 and replay.body["account_id"] == "as-stored"
+    assert replay.body["verification_id"] == first.body["verification_id"]

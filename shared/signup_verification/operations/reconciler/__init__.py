@@ -8,7 +8,22 @@ duties.py declares them in sweep order; the runner sweeps them, bounds them (bat
 the watermark (runner.py, watermark.py).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .config import ReconcilerConfig
-from .runner import ReconcileReport, reconcile
+
+if TYPE_CHECKING:
+    from .runner import ReconcileReport, reconcile
 
 __all__ = ["ReconcilerConfig", "ReconcileReport", "reconcile"]
+
+
+def __getattr__(name: str) -> Any:
+    """The runner on first use: config.py reads ReconcilerConfig at every target's start (issue 18)."""
+    if name in ("ReconcileReport", "reconcile"):
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,13 +1,13 @@
 -- Purge: redacted verifications whose intent finished before the evidence-retention window are
--- deleted with their intents (ON DELETE CASCADE), create_events and attempt history. The attempt
--- log and create_events have no foreign key (sql/014): their rows are deleted here, in this
--- statement (attempts by intent id: their unique index leads with it), so a purge can never leave
+-- deleted with their intents, create_events and attempt history. None of those has a foreign key
+-- (sql/014, sql/015): their rows are deleted here, in this statement (attempts by intent id: their
+-- primary key leads with it; intents by verification id), so a purge can never leave
 -- an orphan (the DELETE triggers of sql/014, sql/definitions/16_no_orphans.sql, would refuse it). The caller has set
 -- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go.
 -- Only finished intents are purged, and no statement appends an attempt row for a finished intent
 -- (each one appends for the intent its fenced UPDATE just moved), so none can arrive afterwards.
 -- Reads delivery_intents_completed (completed_at): what it purges. A verification still named as
--- superseded_by of one that stays is kept for a later batch (the foreign key would refuse it).
+-- superseded_by of one that stays is kept for a later batch (superseded_by's foreign key would refuse it).
 WITH due AS (
     SELECT i.verification_id AS id
       FROM delivery_intents AS i
@@ -28,6 +28,8 @@ WITH due AS (
 ), events_gone AS (
     -- create_events has no foreign key either (sql/014): its rows go here too
     DELETE FROM create_events AS e USING purgeable AS p WHERE e.verification_id = p.id
+), intents_gone AS (
+    DELETE FROM delivery_intents AS i USING purgeable AS p WHERE i.verification_id = p.id
 ), attempts_gone AS (
     DELETE FROM delivery_attempts AS a
      USING purgeable AS p, delivery_intents AS i

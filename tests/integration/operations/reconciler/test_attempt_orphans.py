@@ -43,8 +43,10 @@ def test_deleting_intents_with_attempt_rows_is_refused_even_inside_a_retention_t
     with pytest.raises(Exception, match="leave their attempt rows behind"):
         with db.transaction() as tx:
             tx.run("SET LOCAL signup_verification.retention_purge = 'on'")
-            # cascades to the intent, not to its attempt rows (create_events is taken along)
-            tx.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")
+            # the intent is taken along, not its attempt rows (create_events is taken along too)
+            tx.run(
+                "WITH e AS (DELETE FROM create_events), i AS (DELETE FROM delivery_intents) DELETE FROM verifications"
+            )
     assert db.run("SELECT count(*) FROM delivery_intents") == [[1]]
     assert db.run("SELECT count(*) FROM delivery_attempts") == [[2]]
 
@@ -75,6 +77,8 @@ def test_deleting_verifications_without_their_create_events_is_refused(db):
     with pytest.raises(Exception, match="leave their create_events rows behind"):
         db.run("DELETE FROM verifications")  # no attempt rows yet: only create_events is left behind
     assert db.run("SELECT count(*) FROM verifications") == [[1]]
+    with pytest.raises(Exception, match="leave their delivery intents behind"):
+        db.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")  # sql/015: no FK either
     with db.transaction() as tx:  # taking them in the same statement is allowed
-        tx.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")
+        tx.run("WITH e AS (DELETE FROM create_events), i AS (DELETE FROM delivery_intents) DELETE FROM verifications")
     assert db.run("SELECT count(*) FROM verifications") == [[0]]

@@ -1,0 +1,124 @@
+"""Plans of the web targets at history scale (issue 18): cached once per session, index probes only.
+
+A database with history and statistics, as a deployment's: 20,000 finished verifications, ANALYZE.
+In PostgreSQL's auto plan mode confirm's link statement was planned anew on every call there (its
+array parameter makes the generic plan look dearer), and its consume was planned as a walk over the
+pending index; the create and confirm targets now run generic plans (runtime.py) of statements shaped
+so the generic plan is the index probe."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from signup_verification.api.create import create_verification
+from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.config import load
+from signup_verification.platform.database import load_sql
+from signup_verification.runtime import Runtime
+from signup_verification.verifications import confirm as confirm_module
+from signup_verification.verifications import confirm as confirmations
+from support.paths import TEST_TOKEN_KEYS
+
+HISTORY = """
+WITH v AS (
+    INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id, token_nonce,
+                               token_digest, expires_at, created_at, status, verified_at)
+    SELECT gen_random_uuid(), 'h' || g, 'email', 'h' || g || '@example.com', 'signup', 'en', 'test-k1',
+           substring(sha256(int4send(g)) FOR 16), sha256(int4send(-g)), now() - interval '1 day',
+           now() - interval '2 days', 'verified', now() - interval '2 days'
+      FROM generate_series(1, 20000) AS g
+    RETURNING id
+)
+INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, status, completed_at)
+SELECT id, 'email', 'signup', 'en', 'signup/v1', 'accepted', now() - interval '2 days' FROM v
+"""
+
+
+def _runtime(database_url: str, tmp_path, target: str) -> Runtime:
+    env = {
+        "DATABASE_URL": database_url,
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "VERIFY_LOCAL_DIR": str(tmp_path),
+        "FUNCTION_TARGET": target,
+        "RATE_LIMIT_SPACING_SECONDS": "0",
+    }
+    return Runtime(load(env))
+
+
+@pytest.fixture
+def history(db):
+    db.run(HISTORY)
+    db.execute_script("ANALYZE")
+    return db
+
+
+def test_the_web_targets_run_generic_plans_and_the_dispatcher_does_not(history, database_url, tmp_path):
+    for target, mode in (("create_verification", "force_generic_plan"), ("confirm", "force_generic_plan")):
+        runtime = _runtime(database_url, tmp_path, target)
+        try:
+            assert runtime.db.run("SHOW plan_cache_mode") == [[mode]], target
+        finally:
+            runtime.close()
+    runtime = _runtime(database_url, tmp_path, "dispatch")
+    try:
+        assert runtime.db.run("SHOW plan_cache_mode") == [["auto"]]
+    finally:
+        runtime.close()
+
+
+def test_confirming_links_at_history_scale_plans_once_per_session(history, database_url, tmp_path):
+    runtime = _runtime(database_url, tmp_path, "confirm")
+    try:
+        db, keyring = runtime.db, runtime.keyring
+        tokens = []
+        for i in range(8):
+            request = CreateVerificationRequest(account_id=f"p{i}", channel="email", destination=f"p{i}@example.com")
+            created = create_verification(db, runtime.config.create, keyring, request, f"plan-{i}")
+            row = db.one(
+                "SELECT id, key_id, token_nonce FROM verifications WHERE id = :id",
+                id=uuid.UUID(created.body["verification_id"]),
+            )
+            tokens.append(keyring.get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"])))
+        assert [confirmations.confirm_link(db, keyring, t).result for t in tokens] == [confirmations.VERIFIED] * 8
+        [[generic, custom]] = db.run(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '-- confirm a link:%'"
+        )
+        assert (generic, custom) == (8, 0)
+    finally:
+        runtime.close()
+
+
+def test_the_generic_plans_of_confirming_are_index_probes(history):
+    """No walk of the pending set (the statistics here saw none pending: the plan a pending partial
+    index would get) nor of the table: the link's look-up by digest, the consume by primary key."""
+    link = load_sql(confirm_module.__file__, "confirm_link.sql").replace(":key_ids", "$1").replace(":digests", "$2")
+    consume = load_sql(confirm_module.__file__, "confirm_consume.sql").replace(":id", "$1").replace(":digest", "$2")
+    history.run("SET plan_cache_mode = force_generic_plan")
+    history.execute_script(f"PREPARE link(text[], bytea[]) AS {link}")
+    history.execute_script(f"PREPARE code(uuid, bytea) AS {consume}")
+    for execute, index in (
+        ("link(ARRAY['test-k1'], ARRAY['\\x00'::bytea])", "verifications_token_digest_key"),
+        (f"code('{uuid.uuid4()}', '\\x00'::bytea)", "verifications_pkey"),
+    ):
+        plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE {execute}"))
+        assert "Seq Scan" not in plan and "pending" not in plan, plan
+        assert "verifications_pkey" in plan and index in plan, plan
+    for name in ("confirm_wrong_code.sql", "confirm_lock_destination.sql"):
+        sql = load_sql(confirm_module.__file__, name).replace(":id", "$1")
+        history.execute_script(f"PREPARE p_{name[:-4]}(uuid) AS {sql}")
+        plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE p_{name[:-4]}('{uuid.uuid4()}')"))
+        assert "pending" not in plan and "verifications_pkey" in plan, (name, plan)
+
+
+def test_the_supersede_of_a_create_reads_the_accounts_pending_rows_only(history):
+    """The create's supersede names an account: its pending index, never a walk of every pending row."""
+    history.run("SET plan_cache_mode = force_generic_plan")
+    history.execute_script(
+        "PREPARE s(text, uuid, text, text) AS UPDATE verifications SET status = 'superseded', superseded_by = $2"
+        " WHERE account_id = $1 AND status = 'pending' AND id <> $2"
+        " AND (channel IN ($3, $4) OR fallback_channel IN ($3, $4)) RETURNING id"
+    )
+    plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE s('a', '{uuid.uuid4()}', 'email', NULL)"))
+    assert "verifications_pending_account" in plan and "pending_expiry" not in plan, plan

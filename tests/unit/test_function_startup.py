@@ -1,0 +1,90 @@
+"""What a Cloud Function instance imports before its first answer (issue 18: cold start <= 2x a
+trivial function). Each deployment serves one target of functions/main.py: the others' code (the
+dispatcher, the reconciler, cryptography for the report signatures, the HTTP provider clients) must
+not load there, while the configuration is still checked whole at import."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support.paths import ROOT, TEST_TOKEN_KEYS
+
+# Never needed by create_verification: each costs start-up time on every one of its cold starts.
+NOT_FOR_CREATE = (
+    "cryptography",
+    "urllib3",
+    "phonenumbers",  # only when an SMS destination is parsed
+    "email_validator",  # only when an email destination is (the first request imports it)
+    "google.cloud.logging_v2",  # after the first answer (platform/log_handoff.py)
+    "google.cloud.sql.connector",  # only with INSTANCE_CONNECTION_NAME
+    "signup_verification.api.confirm",
+    "signup_verification.delivery.dispatcher",
+    "signup_verification.delivery.reports",
+    "signup_verification.delivery.channels.webhook",
+    "signup_verification.operations.reconciler.runner",
+    "signup_verification.platform.cloudsql",
+    "signup_verification.local.embedded",
+)
+
+
+def _import_main(target: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`import main` in a fresh interpreter as a deployed instance of `target` starts."""
+    env = {
+        **os.environ,
+        "FUNCTION_TARGET": target,
+        "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",  # import never connects
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "ENVIRONMENT": "local",
+        "LOG_FORMAT": "json",
+        **settings,
+    }
+    probe = "import json, os, sys, main; print(json.dumps(sorted(sys.modules))); sys.stdout.flush(); os._exit(0)"
+    return subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT / "functions", env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def _modules(target: str) -> set[str]:
+    done = _import_main(target)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout))
+
+
+def _loaded(modules: set[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in modules)
+
+
+def test_create_verification_imports_only_what_it_needs():
+    modules = _modules("create_verification")
+    assert [name for name in NOT_FOR_CREATE if _loaded(modules, name)] == []
+    # ... and its own request path is imported at start, not on the first request
+    assert {"pydantic", "signup_verification.api.create", "signup_verification.api.models"} <= modules
+
+
+@pytest.mark.parametrize(
+    ("target", "own", "foreign"),
+    [
+        ("confirm_verification", "signup_verification.api.confirm", "signup_verification.api.models"),
+        ("dispatch", "signup_verification.delivery.dispatcher", "signup_verification.api.create"),
+        ("reconcile", "signup_verification.operations.reconciler.runner", "signup_verification.delivery.dispatcher"),
+        ("status", "signup_verification.operations.signals", "signup_verification.operations.reconciler.runner"),
+        ("delivery_reports", "cryptography", "signup_verification.delivery.dispatcher"),
+    ],
+)
+def test_each_target_preloads_its_own_modules_and_not_the_others(target, own, foreign):
+    modules = _modules(target)
+    assert _loaded(modules, own)
+    assert not _loaded(modules, foreign)
+
+
+def test_a_bad_setting_of_another_concern_still_fails_the_start_with_every_problem():
+    # create never sends nor reconciles, yet their settings are still checked when it starts
+    done = _import_main("create_verification", SMTP_PORT="twenty-five", RECONCILE_BATCH_SIZE="many")
+    assert done.returncode != 0
+    assert "SMTP_PORT must be an integer" in done.stderr
+    assert "RECONCILE_BATCH_SIZE must be a number" in done.stderr
