@@ -156,7 +156,7 @@ def render_secret(version_ref: str, locale: str, part: str, secret_name: str, se
     a template the splice cannot be proven exact for, and every render error, takes `render`."""
     try:
         pieces = _pieces(version_ref, locale, part, secret_name, tuple(sorted(variables.items())))
-    except Exception:  # the full render below raises the error itself (nosec B110: nothing swallowed)
+    except Exception:  # nothing swallowed: the full render below raises the same error itself
         pieces = None
     if pieces is None:
         return render(version_ref, locale, part, **variables, **{secret_name: secret})
