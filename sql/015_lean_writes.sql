@@ -8,12 +8,7 @@
 --    verification (the insert and the confirm), with the destination in its key.
 DROP INDEX verifications_destination_recent;
 
--- 2. A fallback's digest is NULL for every verification without a fallback, and a B-tree holds NULLs
---    too: an entry per insert and per status change for nothing. Partial: only the digests that exist
---    (the link look-up's `fallback_digest = ANY (...)` implies NOT NULL, so it still reads this index).
-CREATE UNIQUE INDEX verifications_fallback_digest_unique ON verifications (fallback_digest)
-    WHERE fallback_digest IS NOT NULL;
-ALTER TABLE verifications DROP CONSTRAINT verifications_fallback_digest_key;
+-- 2. (The link digests' indexes: sql/016_links_by_id.sql.)
 
 -- 3. The attempt log's primary key is its natural key, (intent_id, attempt_number, outcome): one
 --    outcome per attempt (sql/014's unique constraint, promoted). The identity column stays (it
@@ -58,3 +53,10 @@ ALTER TABLE idempotency_keys
 DROP INDEX verifications_pending_expiry;
 CREATE INDEX verifications_pending_expiry ON verifications (expires_at)
     WHERE status = 'pending' AND expires_at IS NOT NULL;
+
+-- 7. The redaction sweep's index holds only what it can redact: finished verifications (it skips
+--    pending ones). A verification enters it when it leaves pending (a non-HOT update that writes
+--    every index anyway), not at its insert as well: one entry per verification instead of two.
+DROP INDEX verifications_unredacted;
+CREATE INDEX verifications_unredacted ON verifications (created_at)
+    WHERE destination IS NOT NULL AND status <> 'pending';

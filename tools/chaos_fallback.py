@@ -102,7 +102,7 @@ class Traffic:
                 key = self.keyring.get(row["key_id"])
                 nonce = bytes(row["token_nonce"])
                 if channel == "email":
-                    outcome = confirm.confirm_link(db, self.keyring, key.link_token(vid, nonce))
+                    outcome = confirm.confirm_link(db, self.keyring, key.link(vid, nonce))
                 else:
                     outcome = confirm.confirm_code(db, self.keyring, vid, key.sms_code(vid, nonce, 6))
                 self.figures[f"fallback_confirm_{outcome.result}"] += 1

@@ -146,7 +146,7 @@ class Webhooks:
 
     def _confirm(self, db: Database, vid: uuid.UUID, key_id: str, nonce: bytes) -> None:
         try:
-            token = self.run.keyring.get(key_id).link_token(vid, nonce)
+            token = self.run.keyring.get(key_id).link(vid, nonce)
             if confirmations.confirm_link(db, self.run.keyring, token).result == "verified":
                 self.confirmed.add(vid)
         except UnavailableError:  # the database restart: that person does not try again

@@ -6,7 +6,7 @@
 --   outcome 'rate_limited' -> nothing kept (so the same key may be retried later); retry_after in s
 --   outcome 'suppressed'   -> the destination is on the suppression list (issue 13): nothing kept
 -- Outcomes only: the HTTP edge (api/create.py) decides statuses and bodies, also for replays.
--- A concurrent request with the same key blocks on the key's unique index until the first
+-- A concurrent request with the same key waits on the key's advisory lock until the first
 -- commits, then replays it: callers never see 409 for an in-flight key.
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 DROP FUNCTION IF EXISTS create_verification(text, text, bytea, interval, uuid, text, text, text, text, text,
@@ -61,40 +61,39 @@ BEGIN
     -- The answer's shape is sql/definitions/17_created_answer.sql; the record keeps its inputs only.
     fields := created_answer(p_id, p_account_id, p_channel, now(), now() + p_ttl,
                              p_fallback_channel, p_fallback_after_seconds);
-    LOOP
+    -- One request per key at a time: a concurrent same-key request waits here until this transaction
+    -- ends, then reads what it left (the replay, or nothing after a rollback). A lock, not INSERT ...
+    -- ON CONFLICT: the speculative insertion wrote a confirmation record to the WAL on every create.
+    -- Taken before the destination and account locks below, in every create: no deadlock.
+    PERFORM pg_advisory_xact_lock(hashtextextended('idempotency:' || p_scope || ':' || p_key, 0));
+    -- FOR UPDATE: the reaper (SKIP LOCKED) leaves an expired record alone while it is taken over.
+    SELECT * INTO existing FROM idempotency_keys WHERE scope = p_scope AND key = p_key FOR UPDATE;
+    IF NOT FOUND THEN
         INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, verification_id, account_id,
                                       channel, verification_expires_at, fallback_channel, fallback_after_seconds)
         VALUES (p_scope, p_key, p_fingerprint, now() + p_idempotency_ttl, 'created', p_id, p_account_id,
-                p_channel, now() + p_ttl, p_fallback_channel, p_fallback_after_seconds)
-        ON CONFLICT (scope, key) DO NOTHING;
-        EXIT WHEN FOUND;
-        -- FOR UPDATE: two requests reusing one expired key queue here, and the second then sees
-        -- the record the first wrote instead of overwriting it (which would create twice).
-        SELECT * INTO existing FROM idempotency_keys WHERE scope = p_scope AND key = p_key FOR UPDATE;
-        CONTINUE WHEN NOT FOUND;  -- deleted (reaped, or rate limited) since the INSERT: insert again
-        IF existing.expires_at <= now() THEN
-            -- An expired key the reconciler has not reaped yet counts as unused.
-            UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created', outcome_data = NULL,
-                   verification_id = p_id, account_id = p_account_id, channel = p_channel,
-                   verification_expires_at = now() + p_ttl, fallback_channel = p_fallback_channel,
-                   fallback_after_seconds = p_fallback_after_seconds,
-                   created_at = now(), expires_at = now() + p_idempotency_ttl
-             WHERE scope = p_scope AND key = p_key;
-            EXIT;
-        END IF;
-        IF existing.fingerprint <> p_fingerprint THEN
-            RETURN QUERY SELECT 'mismatch'::text, NULL::jsonb, NULL::integer;
-        ELSE
-            -- Only a 'created' outcome is ever stored (the others keep no record). Records from before
-            -- sql/015 hold the answer itself (outcome_data); newer ones its inputs.
-            RETURN QUERY SELECT 'replayed'::text,
-                   coalesce(existing.outcome_data, created_answer(existing.verification_id, existing.account_id,
-                            existing.channel, existing.created_at, existing.verification_expires_at,
-                            existing.fallback_channel, existing.fallback_after_seconds)),
-                   NULL::integer;
-        END IF;
+                p_channel, now() + p_ttl, p_fallback_channel, p_fallback_after_seconds);
+    ELSIF existing.expires_at <= now() THEN
+        -- An expired key the reconciler has not reaped yet counts as unused.
+        UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created', outcome_data = NULL,
+               verification_id = p_id, account_id = p_account_id, channel = p_channel,
+               verification_expires_at = now() + p_ttl, fallback_channel = p_fallback_channel,
+               fallback_after_seconds = p_fallback_after_seconds,
+               created_at = now(), expires_at = now() + p_idempotency_ttl
+         WHERE scope = p_scope AND key = p_key;
+    ELSIF existing.fingerprint <> p_fingerprint THEN
+        RETURN QUERY SELECT 'mismatch'::text, NULL::jsonb, NULL::integer;
         RETURN;
-    END LOOP;
+    ELSE
+        -- Only a 'created' outcome is ever stored (the others keep no record). Records from before
+        -- sql/015 hold the answer itself (outcome_data); newer ones its inputs.
+        RETURN QUERY SELECT 'replayed'::text,
+               coalesce(existing.outcome_data, created_answer(existing.verification_id, existing.account_id,
+                        existing.channel, existing.created_at, existing.verification_expires_at,
+                        existing.fallback_channel, existing.fallback_after_seconds)),
+               NULL::integer;
+        RETURN;
+    END IF;
     -- ---- end of idempotency record -------------------------------------------------------------
 
     -- ---- suppression list (issue 13, sql/definitions/14) --------------------------------------
@@ -151,11 +150,13 @@ BEGIN
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
                                token_nonce, token_digest, expires_at, max_confirm_failures,
                                fallback_channel, fallback_digest,
-                               return_url)  -- issue 12
+                               return_url,  -- issue 12
+                               link_by_digest)  -- sql/016: old-style links during its grace day only
     VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
             p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures,
             p_fallback_channel, p_fallback_digest,
-            p_return_url)
+            p_return_url,
+            coalesce((SELECT now() < f.digest_links_until FROM link_format AS f), false))
     RETURNING * INTO created;
     INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
                                country, client_key)

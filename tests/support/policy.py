@@ -52,4 +52,4 @@ def code_in(body: str) -> str:
 
 
 def token_in(text: str) -> str:
-    return re.search(r"token=([A-Za-z0-9_-]{43})", text).group(1)
+    return re.search(r"token=([A-Za-z0-9_-]+)", text).group(1)  # what the link carries, id and token

@@ -30,7 +30,7 @@ def events(db: Database, verification_id: uuid.UUID | None = None) -> list[dict]
 
 def link_token(db: Database, verification_id: uuid.UUID) -> str:
     row = db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=verification_id)
-    return KEYRING.get(row["key_id"]).link_token(verification_id, bytes(row["token_nonce"]))
+    return KEYRING.get(row["key_id"]).link(verification_id, bytes(row["token_nonce"]))
 
 
 def sms_code(db: Database, verification_id: uuid.UUID) -> str:

@@ -207,7 +207,7 @@ def test_result_pages_in_the_browser_with_a_token_from_the_database(dev, page, e
 
     def link_for(verification_id: str) -> str:
         row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
-        token = keyring.get(row["key_id"]).link_token(uuid.UUID(verification_id), bytes(row["token_nonce"]))
+        token = keyring.get(row["key_id"]).link(uuid.UUID(verification_id), bytes(row["token_nonce"]))
         return f"{dev.confirm_url}?token={token}"
 
     account = f"acct_{uuid.uuid4().hex[:8]}"
@@ -290,7 +290,7 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
         assert response.status_code == 201, response.text
         verification_id = response.json()["verification_id"]
         row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
-        token = keyring.get(row["key_id"]).link_token(uuid.UUID(verification_id), bytes(row["token_nonce"]))
+        token = keyring.get(row["key_id"]).link(uuid.UUID(verification_id), bytes(row["token_nonce"]))
         return verification_id, f"{dev.confirm_url}?token={token}"
 
     def set_status(verification_id: str, sql: str) -> None:

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from ..platform.database import Database
 from . import report_signatures as signatures
+from .delivery_reports_config import DeliveryReportsConfig  # noqa: F401  (moved: issue 18)
 from .http import Incoming, Response, json_response, single_header
 from .problems import Problem, bad_request, method_not_allowed
 
 if TYPE_CHECKING:  # config.py reads DeliveryReportsConfig: neither loads at every target's start (issue 18)
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     from ..delivery import reports
 
 _log = logging.getLogger("signup_verification.api.delivery_reports")
@@ -31,21 +29,6 @@ SENDGRID_SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
 SENDGRID_TIMESTAMP = "X-Twilio-Email-Event-Webhook-Timestamp"
 TWILIO_SIGNATURE = "X-Twilio-Signature"
 MAX_FORM_FIELDS = 100
-
-
-@dataclass(frozen=True)
-class DeliveryReportsConfig:
-    public_url: str | None = None  # DELIVERY_REPORTS_URL: the target's public base URL, as the providers call it
-    sendgrid_key: ec.EllipticCurvePublicKey | None = field(default=None, repr=False)  # SENDGRID_WEBHOOK_PUBLIC_KEY
-    twilio_auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
-    tolerance_seconds: int = 300  # DELIVERY_REPORTS_TOLERANCE_SECONDS: SendGrid timestamp skew
-    max_body_bytes: int = 1024 * 1024  # DELIVERY_REPORTS_MAX_BODY_BYTES: a 1,000-event batch is ~400 KB
-    suppress_days: float | None = None  # SUPPRESSION_DAYS: how long a hard bounce refuses creates (None: until cleared)
-
-    @property
-    def status_callback(self) -> str | None:
-        """What Twilio requests carry as StatusCallback (delivery/channels/twilio.py)."""
-        return f"{self.public_url.rstrip('/')}/twilio" if self.public_url else None
 
 
 def handle(db: Database, config: DeliveryReportsConfig, incoming: Incoming, path: str) -> Response:

@@ -12,7 +12,7 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from . import problems
-from .pages import SECURITY_HEADERS
+from .page_headers import SECURITY_HEADERS
 
 ROBOTS = "User-agent: *\nDisallow: /\n"  # nothing here is for crawlers: confirm links are one-time secrets
 _HARDENING = {k: v for k, v in SECURITY_HEADERS.items() if k != "Content-Type"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .messages import MessageConfig
+from .message_config import MessageConfig
 
 
 @dataclass(frozen=True)

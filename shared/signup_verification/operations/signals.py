@@ -22,6 +22,7 @@ from typing import Any
 
 from ..outbox import heartbeats
 from ..platform.database import Database, load_sql
+from .signals_config import SignalsConfig  # noqa: F401  (moved: issue 18)
 
 __all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "workers"]
 
@@ -30,17 +31,6 @@ _log = logging.getLogger("signup_verification.operations.signals")
 ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed", "delivered")
 # issue 14: fallbacks whose sending began in the window, by why they became due; and those suppressed
 FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
-
-
-@dataclass(frozen=True)
-class SignalsConfig:
-    window_seconds: float = 300.0  # SIGNALS_WINDOW_SECONDS: attempts by outcome over this window
-    ready_age_alert_seconds: float = 120.0  # READY_AGE_ALERT_SECONDS: the page threshold
-    watermark_stale_seconds: float = 300.0  # RECONCILE_STALE_SECONDS: reconciler not advancing (infra alert too)
-    sms_max_per_hour: int | None = 1000  # SMS_MAX_PER_HOUR: the global SMS budget (alert once spent)
-    # ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS (issue 13): an accepted delivery without a delivered report
-    # for longer pages; None (the default without DELIVERY_REPORTS_URL) = no reports expected, no alert
-    awaiting_report_alert_seconds: float | None = None
 
 
 @dataclass(frozen=True)

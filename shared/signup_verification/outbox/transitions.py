@@ -54,6 +54,7 @@ class ClaimedIntent:
     event_type: str | None = None
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
+    link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]]) -> list[ClaimedIntent]:

@@ -4,9 +4,11 @@ Looking a link up never changes anything (mail scanners and link previews fetch 
 `confirm_link` / `confirm_code` consume, with one UPDATE that requires the verification pending,
 unexpired and the matched digest (confirm_consume.sql), so two concurrent confirmations verify once.
 
-Digests are keyed HMACs (tokens.py). A link is found by its digest under every key of the ring,
-in rotation order; the candidate row's digest is then compared again, in constant time, under the
-key that row names. A code is compared under every key, without stopping at the first match.
+Digests are keyed HMACs (tokens.py). A link names its verification (sql/016: the id, then the token),
+whose row is read by primary key; the token's digest under the key that row names must be the row's
+(compared in SQL to consume, in constant time to show the page). An old-style link (the token alone)
+is found by its digest under every key of the ring, in rotation order. A code is compared under
+every key, without stopping at the first match.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
-from .tokens import Keyring
+from .confirm_config import ConfirmConfig  # noqa: F401  (moved: issue 18)
+from .tokens import Keyring, split_link
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
 
 _LOOKUP_LINK = load_sql(__file__, "confirm_lookup_link.sql")
+_LEGACY_LINK = load_sql(__file__, "confirm_link_legacy.sql")
 _STATE = load_sql(__file__, "confirm_state.sql")
 _CONSUME = load_sql(__file__, "confirm_consume.sql")
 _CONFIRM_LINK = load_sql(__file__, "confirm_link.sql")
@@ -36,8 +40,9 @@ _WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
 _DESTINATION_FAILURES = load_sql(__file__, "confirm_destination_failures.sql")
 _LOCK_DESTINATION = load_sql(__file__, "confirm_lock_destination.sql")
 
-# A link token is 32 bytes of HMAC in unpadded base64url (tokens.TokenKey.link_token).
-_TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+# A link carries the verification id and 32 bytes of HMAC, unpadded base64url (tokens.TokenKey.link);
+# an old-style link (before sql/016) the HMAC alone.
+_TOKEN_SHAPE = re.compile(r"^(?:[A-Za-z0-9_-]{22})?[A-Za-z0-9_-]{43}$")
 _CODE_SEPARATORS = re.compile(r"[\s-]")
 
 
@@ -56,14 +61,6 @@ class Result(StrEnum):
 
 PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
 SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Result.WRONG_CODE, Result.INVALID
-
-
-@dataclass(frozen=True)
-class ConfirmConfig:
-    code_digits: int = 6  # SMS_CODE_DIGITS: the shape a typed code must have
-    product_name: str = "Example"  # PRODUCT_NAME: shown on the confirmation pages
-    # CODE_FAILURES_PER_DESTINATION_PER_DAY: wrong codes per number across its verifications; then locked
-    destination_failures_per_day: int = 10
 
 
 @dataclass(frozen=True)
@@ -102,12 +99,29 @@ def normalise_code(code: str, digits: int) -> str:
 
 
 # -- email links ------------------------------------------------------------------------------
-def _find_link(db: Database, keyring: Keyring, token: str | None) -> tuple[dict[str, Any], bytes] | None:
-    """The verification this link token belongs to and its digest, or None. Reads only."""
-    if not token or not _TOKEN_SHAPE.match(token):
+def _link_target(db: Database, keyring: Keyring, link: str | None) -> tuple[uuid.UUID, str] | None:
+    """The verification id a link names and its token, or None when it cannot be one of ours.
+    An old-style link (the token alone) is looked up by its digest (confirm_link_legacy.sql)."""
+    if not link or not _TOKEN_SHAPE.match(link):
         return None  # not one of ours: no query, no timing difference worth measuring
-    digests = [key.link_digest(token) for key in keyring.keys]
-    for found in db.rows(_LOOKUP_LINK, digests=digests):
+    verification_id, token = split_link(link)
+    if not token:
+        return None
+    if verification_id is None:
+        found = db.one(_LEGACY_LINK, digests=[key.link_digest(token) for key in keyring.keys])
+        if found is None:
+            return None
+        verification_id = found["id"]
+    return verification_id, token
+
+
+def _find_link(db: Database, keyring: Keyring, link: str | None) -> tuple[dict[str, Any], bytes] | None:
+    """The verification this link belongs to and its digest, or None. Reads only."""
+    target = _link_target(db, keyring, link)
+    if target is None:
+        return None
+    verification_id, token = target
+    for found in db.rows(_LOOKUP_LINK, id=verification_id):
         row = as_channel(found, "email") or found  # issue 14: the email may be the fallback channel
         try:
             key = keyring.get(row["key_id"])
@@ -128,12 +142,20 @@ def preview_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
     return _from_state(found[0])
 
 
-def confirm_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
-    """Find and consume in one statement (confirm_link.sql): no look-up round trip first."""
+def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
+    """Find and consume in one statement (confirm_link.sql): no look-up round trip first (but for an
+    old-style link, whose verification is found by its digest)."""
     found = None
-    if token and _TOKEN_SHAPE.match(token):
+    target = _link_target(db, keyring, link)
+    if target is not None:
+        verification_id, token = target
         keys = keyring.keys
-        found = db.one(_CONFIRM_LINK, key_ids=[k.key_id for k in keys], digests=[k.link_digest(token) for k in keys])
+        found = db.one(
+            _CONFIRM_LINK,
+            id=verification_id,
+            key_ids=[k.key_id for k in keys],
+            digests=[k.link_digest(token) for k in keys],
+        )
     if found is None:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)

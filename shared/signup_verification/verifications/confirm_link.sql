@@ -1,10 +1,11 @@
--- confirm a link: find and verify in one statement (one round trip, one transaction; issue 18),
--- instead of confirm_lookup_link.sql then confirm_consume.sql. Keep the consume part in step with
--- confirm_consume.sql (the SMS path), which does the same UPDATE for a code.
--- Found by the link's keyed digest under each key of the ring (:key_ids / :digests, pairwise), on
--- either channel's digest (issue 14: the email may be the fallback channel), and only where the
--- digest is the one of the key the row names. The UPDATE requires it pending and unexpired, so of
--- two concurrent confirmations exactly one consumes; the other gets the row with consumed_at NULL.
+-- confirm a link: find and verify in one statement (one round trip, one transaction; issue 18).
+-- Keep the consume part in step with confirm_consume.sql (the SMS path), which does the same UPDATE
+-- for a code. The row is the link's verification (:id, sql/016: the link names it; an old-style link's
+-- id comes from confirm_link_legacy.sql first), and it is consumed only where the token's keyed digest
+-- under the key the row names (:key_ids / :digests, pairwise: the digest under each key of the ring)
+-- is its email digest (issue 14: the email may be the fallback channel). The UPDATE requires it
+-- pending and unexpired, so of two concurrent confirmations exactly one consumes; the other gets the
+-- row with consumed_at NULL.
 -- Undelivered intents of the now verified verification (both channels) are suppressed in the same
 -- statement, through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql);
 -- issue 12: the `verification.verified` webhook event is recorded (sql/definitions/10_record_event.sql).
@@ -18,8 +19,7 @@ WITH found AS (
            return_url,  -- issue 12: the pages' way back to the site
            CASE WHEN channel = 'email' THEN token_digest ELSE fallback_digest END AS email_digest
       FROM verifications
-     WHERE (token_digest = ANY (CAST(:digests AS bytea[])) AND channel = 'email')
-        OR (fallback_digest = ANY (CAST(:digests AS bytea[])) AND fallback_channel = 'email')
+     WHERE id = :id AND 'email' IN (channel, fallback_channel)
 ), candidate AS (
     SELECT f.* FROM found AS f
       JOIN unnest(CAST(:key_ids AS text[]), CAST(:digests AS bytea[])) AS k(key_id, digest)

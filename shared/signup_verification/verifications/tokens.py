@@ -24,6 +24,26 @@ from ..platform.errors import ConfigError
 
 NONCE_BYTES = 16
 DEV_KEY_PREFIX = "dev-"
+TOKEN_CHARS = 43  # a 32-byte HMAC in unpadded base64url
+ID_CHARS = 22  # a 16-byte verification id in unpadded base64url
+
+
+def with_verification_id(verification_id: uuid.UUID, token: str) -> str:
+    """An email link's token as sent since sql/016: the verification id first, so a confirmation finds
+    its row by primary key (no index of digests to write). The id is no secret; the token is."""
+    return base64.urlsafe_b64encode(verification_id.bytes).rstrip(b"=").decode() + token
+
+
+def split_link(link: str) -> tuple[uuid.UUID | None, str]:
+    """(verification id, token) of a link token of the current shape; (None, token) for an old-style
+    43-character one (found by its digest). The caller has checked the characters and the length."""
+    if len(link) != ID_CHARS + TOKEN_CHARS:
+        return None, link
+    head, token = link[:ID_CHARS], link[ID_CHARS:]
+    raw = base64.urlsafe_b64decode(head + "==")
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != head:  # one spelling per id
+        return None, ""
+    return uuid.UUID(bytes=raw), token
 
 
 @dataclass(frozen=True)
@@ -50,9 +70,13 @@ class TokenKey:
 
     # -- derivation (worker, at render time) -----------------------------------------------
     def link_token(self, verification_id: uuid.UUID, nonce: bytes) -> str:
-        """256-bit URL-safe token for the email link."""
+        """256-bit URL-safe token for the email link (43 characters): the secret part of `link`."""
         raw = self._mac(b"link-token", verification_id.bytes, nonce)
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    def link(self, verification_id: uuid.UUID, nonce: bytes) -> str:
+        """What an email link carries (sql/016): the verification id, then the token."""
+        return with_verification_id(verification_id, self.link_token(verification_id, nonce))
 
     def sms_code(self, verification_id: uuid.UUID, nonce: bytes, digits: int = 6) -> str:
         raw = self._mac(b"sms-code", verification_id.bytes, nonce)

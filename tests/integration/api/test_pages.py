@@ -25,7 +25,7 @@ def _link_token(db, locale: str | None) -> str:
     )
     body = create_verification(db, load().create, KEYRING, request, uuid.uuid4().hex).body
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(body["verification_id"]))
-    return KEYRING.get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"]))
+    return KEYRING.get(row["key_id"]).link(row["id"], bytes(row["token_nonce"]))
 
 
 def test_pages_follow_the_verifications_locale(app_client, db):

@@ -98,7 +98,7 @@ def test_the_answer_never_carries_the_token_or_its_material(client, db):
     assert claimed
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
     key = runtime.get_runtime().keyring.get(row["key_id"])
-    token = key.link_token(row["id"], bytes(row["token_nonce"]))
+    token = key.link(row["id"], bytes(row["token_nonce"]))
     text = client.get(f"/{verification_id}").get_data(as_text=True)
     for secret in (token, bytes(row["token_nonce"]).hex(), bytes(row["token_digest"]).hex(), EMAIL["destination"]):
         assert secret not in text

@@ -36,7 +36,7 @@ def _create(create, body: dict, key: str | None = None):
 
 def _token(db, verification_id: str) -> str:
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
-    return KEYRING.get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"]))
+    return KEYRING.get(row["key_id"]).link(row["id"], bytes(row["token_nonce"]))
 
 
 def _continue_link(page: str) -> str | None:

@@ -15,7 +15,7 @@ from support.paths import TEST_TOKEN_KEYS
 
 def _token_of(db, verification_id) -> str:
     row = db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=verification_id)
-    return Keyring.parse(TEST_TOKEN_KEYS).get(row["key_id"]).link_token(verification_id, row["token_nonce"])
+    return Keyring.parse(TEST_TOKEN_KEYS).get(row["key_id"]).link(verification_id, row["token_nonce"])
 
 
 def test_inspect_tells_the_story_of_one_delivery(db):

@@ -167,7 +167,7 @@ def _secrets_of(db, digits: int = 6) -> tuple[list[str], list[str], list[str]]:
     for row in db.rows("SELECT id, channel, destination, key_id, token_nonce FROM verifications"):
         key = keyring.get(row["key_id"])
         if row["channel"] == "email":
-            tokens.append(key.link_token(row["id"], row["token_nonce"]))
+            tokens.append(key.link(row["id"], row["token_nonce"]))
         else:
             codes.append(key.sms_code(row["id"], row["token_nonce"], digits))
         destinations.append(row["destination"])

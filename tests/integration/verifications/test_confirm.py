@@ -39,7 +39,7 @@ def _create(
 
 
 def _token(row: dict, keys: str = TEST_TOKEN_KEYS) -> str:
-    return Keyring.parse(keys).get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"]))
+    return Keyring.parse(keys).get(row["key_id"]).link(row["id"], bytes(row["token_nonce"]))
 
 
 def _code(row: dict) -> str:

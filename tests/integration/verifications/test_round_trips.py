@@ -66,7 +66,7 @@ def test_confirming_a_link_is_one_round_trip_with_a_cached_generic_plan(db):
             "SELECT id, key_id, token_nonce FROM verifications WHERE id = :id",
             id=uuid.UUID(created.body["verification_id"]),
         )
-        tokens.append(keyring.get(row["key_id"]).link_token(row["id"], bytes(row["token_nonce"])))
+        tokens.append(keyring.get(row["key_id"]).link(row["id"], bytes(row["token_nonce"])))
     results, trips = [], []
     for token in tokens:
         with count_round_trips() as counted:

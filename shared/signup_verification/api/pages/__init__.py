@@ -8,8 +8,6 @@ posting back here.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,24 +24,11 @@ from ...platform.database import UnavailableError
 from ...verifications.confirm import Outcome, Result
 from .. import problems
 from ..http import Incoming
+from ..page_headers import SECURITY_HEADERS, STYLE  # moved: issue 18
 from .strings import DEFAULT, STRINGS
 
 _DIR = Path(__file__).resolve().parent
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
-STYLE = (_DIR / "style.css").read_text(encoding="utf-8").strip()
-_STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
-
-SECURITY_HEADERS = {
-    "Content-Type": "text/html; charset=utf-8",
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": (
-        f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; "
-        "base-uri 'none'; frame-ancestors 'none'"
-    ),
-}
 
 Response = tuple[str, int, dict[str, str]]
 

@@ -6,33 +6,13 @@ from __future__ import annotations
 import dataclasses
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from ...platform.errors import ConfigError
-from ..events import WebhookConfig
+from ..channel_config import ChannelsConfig  # noqa: F401  (moved: issue 18)
 from .base import CONFIGURATION, Channel, SendResult
 from .console import ConsoleChannel, DisabledChannel
-from .sendgrid import SendGridConfig
-from .smtp import SmtpConfig
-from .twilio import TwilioConfig
 
 __all__ = ["Channel", "SendResult", "CONFIGURATION", "ChannelsConfig", "build_channels", "smtp_tls_context"]
-
-
-@dataclass(frozen=True)
-class ChannelsConfig:
-    email_transport: str = "console"  # EMAIL_TRANSPORT: smtp | sendgrid | console
-    sms_transport: str = "console"  # SMS_TRANSPORT: twilio | console
-    smtp: SmtpConfig = field(default_factory=lambda: SmtpConfig(host="localhost", port=8025))
-    smtp_ca_file: str | None = None  # SMTP_CA_FILE: a private CA trusted for SMTP TLS, besides the system store
-    sendgrid: SendGridConfig = field(default_factory=SendGridConfig)
-    twilio: TwilioConfig = field(default_factory=TwilioConfig)
-    send_timeout_seconds: float = 10.0  # SEND_TIMEOUT_SECONDS: per provider call
-    send_concurrency: int = 8  # SEND_CONCURRENCY: the HTTP clients' pool size
-    production: bool = False  # console transports are refused in production
-    local_dir: Path = Path(".local")  # the console transport writes to local_dir / "outbox"
-    webhook: WebhookConfig = field(default_factory=WebhookConfig)  # WEBHOOK_URL, WEBHOOK_SECRET (issue 12)
 
 
 def build_channels(config: ChannelsConfig, *, ssl_context: ssl.SSLContext | None = None) -> Mapping[str, Channel]:

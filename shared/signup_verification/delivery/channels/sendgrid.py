@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from email.utils import parseaddr
 
+from ..channel_config import SendGridConfig  # noqa: F401  (moved: issue 18)
 from ..messages import EmailContent
 from .base import BLOCKED, CONFIGURATION, SendResult, forget, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 
 BLOCKED_WAIT_SECONDS = 1800.0  # SendGrid does not say how long a block lasts; hammering would extend it
 _SENDER_WORDS = ("sender identity", "from address", "from email")
-
-
-@dataclass(frozen=True)
-class SendGridConfig:
-    api_key: str | None = field(default=None, repr=False)  # SENDGRID_API_KEY
-    url: str = "https://api.sendgrid.com/v3/mail/send"  # SENDGRID_API_URL
 
 
 class SendGridChannel:

@@ -14,8 +14,8 @@ import smtplib
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
 
+from ..channel_config import SmtpConfig  # noqa: F401  (moved: issue 18)
 from ..messages import EmailContent
 from .base import CONFIGURATION, SendResult, forget, scrub
 
@@ -28,18 +28,6 @@ AUTH_CODES = {530, 534, 535, 538}
 # reply to RCPT TO: these fail every message, so they are configuration errors.
 _REFUSES_US = (b"sender address rejected", b"helo command rejected", b"client host rejected")
 _SENDER_STATUS = ("5.1.7", "5.1.8")  # bad sender mailbox syntax / bad sender system address
-
-
-@dataclass(frozen=True)
-class SmtpConfig:
-    host: str
-    port: int
-    security: str = "none"  # none | starttls | tls
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    timeout: float = 10.0
-    helo_name: str = "localhost"  # given explicitly: smtplib's default does a reverse DNS lookup
-    ssl_context: ssl.SSLContext | None = None
 
 
 class _Failed(Exception):

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 from base64 import b64encode
-from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
+from ..channel_config import TwilioConfig  # noqa: F401  (moved: issue 18)
 from ..messages import SmsContent
 from .base import CONFIGURATION, SendResult, forget, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
@@ -39,15 +39,6 @@ PERMANENT = {
     21608: "destination_not_permitted",
 }
 CONFIGURATION_CODES = {20003, 20404, 21212, 21603}  # credentials, the account, the sender: every message fails
-
-
-@dataclass(frozen=True)
-class TwilioConfig:
-    account_sid: str | None = None  # TWILIO_ACCOUNT_SID
-    auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
-    sender: str | None = None  # TWILIO_FROM
-    api_url: str = "https://api.twilio.com"  # TWILIO_API_URL
-    status_callback: str | None = None  # DELIVERY_REPORTS_URL + /twilio: Twilio posts status callbacks there
 
 
 class TwilioChannel:

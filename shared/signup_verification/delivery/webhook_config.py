@@ -1,0 +1,67 @@
+"""The webhook channel's settings (WEBHOOK_URL, WEBHOOK_SECRET, WEBHOOK_MAX_ATTEMPTS; issue 12) and
+their parsers, apart from the events themselves (events.py): config.py reads them on every target,
+which must not load the outbox types for it (issue 18)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from ..platform.errors import ConfigError
+
+SECRET_PREFIX = "whsec_"  # the format's prefix, not a secret  # nosec B105
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    url: str | None = None  # WEBHOOK_URL: unset = webhooks off (no event is even written)
+    secrets: tuple[bytes, ...] = field(default=(), repr=False)  # WEBHOOK_SECRET: whsec_<base64>[,whsec_...]
+    max_attempts: int = 12  # WEBHOOK_MAX_ATTEMPTS: with the backoff ceiling, about 2.5 h of receiver outage
+
+    @property
+    def enabled(self) -> bool:
+        return self.url is not None
+
+    def session_settings(self) -> dict[str, str]:
+        """What the database must know, sent in each connection's start-up packet (no round trip):
+        record_event() writes events only when `signup_verification.webhooks` is 'on'."""
+        if not self.enabled:
+            return {}
+        return {
+            "signup_verification.webhooks": "on",
+            "signup_verification.webhook_max_attempts": str(self.max_attempts),
+        }
+
+
+def parse_secrets(raw: str) -> tuple[bytes, ...]:
+    """'whsec_<base64>,whsec_<base64>' -> the HMAC keys; a ConfigError names the bad entry by position."""
+    keys = []
+    for position, entry in enumerate((e.strip() for e in raw.split(",")), start=1):
+        if not entry:
+            continue
+        if not entry.startswith(SECRET_PREFIX):
+            raise ConfigError(f"WEBHOOK_SECRET entry {position} must start with {SECRET_PREFIX}")
+        try:
+            key = base64.b64decode(entry[len(SECRET_PREFIX) :], validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigError(f"WEBHOOK_SECRET entry {position} is not valid base64 after {SECRET_PREFIX}") from None
+        if len(key) < 24:
+            raise ConfigError(f"WEBHOOK_SECRET entry {position} is too short (at least 24 bytes of key)")
+        keys.append(key)
+    if not keys:
+        raise ConfigError("WEBHOOK_SECRET holds no secret")
+    return tuple(keys)
+
+
+def check_url(url: str, production: bool) -> str:
+    """WEBHOOK_URL: absolute http(s); https in production (a signed body still must not travel in clear)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"WEBHOOK_URL must be an absolute http(s) URL, got {url!r}")
+    if production and parsed.scheme != "https":
+        raise ConfigError("WEBHOOK_URL must be https in production")
+    if parsed.username or parsed.password:
+        raise ConfigError("WEBHOOK_URL must not carry credentials (the signature authenticates us)")
+    return url
