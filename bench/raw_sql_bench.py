@@ -36,12 +36,12 @@ def drain(db: Database, batch: int, fused: bool = True) -> int:
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.run(  # no SMS budget
+        rows = db.rows(  # no SMS budget
             claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=fused, dead_within=0.0
         )
         if not rows:
             return done
-        ids, versions = [r[0] for r in rows], [r[9] for r in rows]
+        ids, versions = [r["id"] for r in rows], [r["lease_version"] for r in rows]
         db.run(start, owner=OWNER, ids=ids, versions=versions)
         n = len(ids)
         applied = db.run(

@@ -98,8 +98,9 @@ Content = EmailContent | SmsContent | EventContent
 def render_part(
     version_ref: str, locale: str, part: str, *, product: str, minutes: int, secret_name: str, secret: str
 ) -> str:
-    """A full Jinja render per message (~20 us: no cache of pre-rendered pieces to keep in step)."""
-    return templates.render(version_ref, locale, part, product=product, minutes=minutes, **{secret_name: secret})
+    """The part rendered once per product, locale and minutes, the secret spliced in (templates/
+    skeletons.py: exactly the full Jinja render's output, ~1 us instead of ~15 us)."""
+    return templates.render_secret(version_ref, locale, part, secret_name, secret, product=product, minutes=minutes)
 
 
 # -- the renderer -----------------------------------------------------------------------------------
@@ -213,15 +214,12 @@ def sample_intent(
         id=intent_id,
         verification_id=uuid.UUID(int=intent_id),
         channel=channel,
-        purpose=version_ref.split("/")[0],
         locale=locale,
         template_version=version_ref,
         attempts=0,
-        max_attempts=5,
         ambiguous_count=0,
         lease_version=1,
         lease_until=expires_at,
-        next_attempt_at=expires_at,
         created_at=expires_at,
         destination=destination,
         key_id=key_id,

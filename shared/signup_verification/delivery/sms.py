@@ -31,8 +31,11 @@ class Encoding:
     segments: int
 
 
+GSM7_ALL = GSM7_BASIC | GSM7_EXTENSION
+
+
 def is_gsm7(text: str) -> bool:
-    return all(ch in GSM7_BASIC or ch in GSM7_EXTENSION for ch in text)
+    return GSM7_ALL.issuperset(text)
 
 
 def _unit_costs(text: str, gsm: bool) -> list[int]:
@@ -55,6 +58,12 @@ def _segments(costs: list[int], single: int, part: int) -> int:
 
 def encode_info(text: str) -> Encoding:
     gsm = is_gsm7(text)
+    # The common case (one segment) counted in C: per-character lists cost ~10 us per SMS.
+    units = (
+        len(text) + sum(map(text.count, GSM7_EXTENSION)) if gsm else len(text.encode("utf-16-le", "surrogatepass")) // 2
+    )
+    if units <= (GSM7_SINGLE if gsm else UCS2_SINGLE):
+        return Encoding("GSM-7" if gsm else "UCS-2", units, 1 if units else 0)
     costs = _unit_costs(text, gsm)
     if gsm:
         return Encoding("GSM-7", sum(costs), _segments(costs, GSM7_SINGLE, GSM7_PART))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import jinja2
+
+from . import skeletons
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_LOCALE = "en"
@@ -104,11 +106,13 @@ _text_env = jinja2.Environment(
 _html_env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
+def _env(part: str) -> jinja2.Environment:
+    return _html_env if part == "html" else _text_env
+
+
 @cache
 def _compiled(version_ref: str, locale: str, part: str) -> jinja2.Template:
-    template = load(version_ref, locale)
-    env = _html_env if part == "html" else _text_env
-    return env.from_string(getattr(template, part))
+    return _env(part).from_string(getattr(load(version_ref, locale), part))
 
 
 # CLDR plural categories for the counts our templates state (minutes), per language. A template
@@ -119,6 +123,7 @@ PLURAL_RULES = {
 }
 
 
+@cache
 def plural_for(locale: str):
     rule = PLURAL_RULES.get(locale) or PLURAL_RULES.get(locale.split("-")[0].lower())
     if rule is None:
@@ -133,3 +138,26 @@ def plural_for(locale: str):
 
 def render(version_ref: str, locale: str, part: str, **variables: object) -> str:
     return _compiled(version_ref, locale, part).render(plural=plural_for(locale), **variables)
+
+
+@lru_cache(maxsize=4096)  # per product x locale x part x minutes stated: a few thousand at most
+def _pieces(
+    version_ref: str, locale: str, part: str, secret_name: str, variables: tuple[tuple[str, object], ...]
+) -> tuple[str, ...] | None:
+    slots = skeletons.secret_slots(_env(part), getattr(load(version_ref, locale), part), secret_name)
+    if slots is None:
+        return None
+    rendered = render(version_ref, locale, part, **dict(variables), **{secret_name: skeletons.MARKER})
+    return skeletons.split(rendered, slots)
+
+
+def render_secret(version_ref: str, locale: str, part: str, secret_name: str, secret: str, **variables: object) -> str:
+    """Exactly `render(..., **variables, secret_name=secret)`, from pieces rendered once (skeletons.py);
+    a template the splice cannot be proven exact for, and every render error, takes `render`."""
+    try:
+        pieces = _pieces(version_ref, locale, part, secret_name, tuple(sorted(variables.items())))
+    except Exception:  # nothing swallowed: the full render below raises the same error itself
+        pieces = None
+    if pieces is None:
+        return render(version_ref, locale, part, **variables, **{secret_name: secret})
+    return skeletons.splice(pieces, secret, _env(part).autoescape is True)
