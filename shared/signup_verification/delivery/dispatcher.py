@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -94,6 +95,9 @@ def new_lease_owner(deployment: str) -> str:
     return f"{deployment}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+LOOP_SWITCH_INTERVAL = 0.0005  # seconds (sys.setswitchinterval): see Dispatcher.run
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -141,6 +145,11 @@ class Dispatcher:
             o.send_timeout_seconds,
         )
         settler: Settler | None = None
+        # The loop thread mostly waits on the database socket while the send threads render and
+        # hand messages over (CPU-bound under the GIL): with the default 5 ms switch interval each of
+        # its reads could wait that long for the GIL back. Process-wide, so restored afterwards.
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(LOOP_SWITCH_INTERVAL)
         try:
             self.estimator.seed(heartbeats.start_dispatch(self.db, o.deployment))
             settler = (BackgroundSettler if o.settle_connection else InlineSettler)(self.db, self.owner, self._tally)
@@ -152,6 +161,7 @@ class Dispatcher:
             if settler is not None:
                 settler.close()
             pool.shutdown(wait=False, cancel_futures=True)
+            sys.setswitchinterval(switch_interval)
             self.report.elapsed_ms = int((self.clock() - self.deadline.started) * 1000)
             self._log_summary()
         return self.report
