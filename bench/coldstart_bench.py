@@ -22,19 +22,24 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from common import ROOT, fresh_database, log, machine, median, quiet_only, quiet_round, server, write_section
 from create_bench import free_port
 from support.paths import TEST_TOKEN_KEYS
+
+sys.path.insert(0, str(ROOT / "tools"))
+import build_bundle  # noqa: E402  (tools/build_bundle.py: the deployed layout)
 
 SECTION = "coldstart-bench"
 TRIVIAL = ROOT / "bench" / "trivial_function.py"
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 
 
-def function_env(database_url: str, target: str) -> dict[str, str]:
+def function_env(database_url: str, target: str, source: Path) -> dict[str, str]:
     return {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -45,7 +50,7 @@ def function_env(database_url: str, target: str) -> dict[str, str]:
         "LOG_LEVEL": "INFO",
         "RATE_LIMIT_PER_HOUR": "1000",
         "FUNCTION_TARGET": target,
-        "PYTHONPATH": str(ROOT / "shared"),
+        "PYTHONPATH": str(source),  # the bundle's package, not the checkout's
     }
 
 
@@ -88,12 +93,12 @@ def first_answer(env: dict[str, str], source: str, target: str, body: dict | Non
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
 
 
-def import_profile(env: dict[str, str], statement: str) -> tuple[float, list[tuple[str, float]]]:
+def import_profile(env: dict[str, str], statement: str, cwd: Path) -> tuple[float, list[tuple[str, float]]]:
     """(total ms of `statement`, the top-level packages by cumulative ms) from python -X importtime."""
     out = subprocess.run(
         [PYTHON, "-X", "importtime", "-c", statement],
         env=env,
-        cwd=ROOT / "functions",
+        cwd=cwd,
         capture_output=True,
         text=True,
         check=True,
@@ -106,46 +111,47 @@ def import_profile(env: dict[str, str], statement: str) -> tuple[float, list[tup
             top = ".".join(parts[:3]) if parts[0] == "google" and len(parts) > 2 else parts[0]
             packages[top] = packages.get(top, 0.0) + int(m.group(1)) / 1000
     started = time.perf_counter()
-    subprocess.run([PYTHON, "-c", statement], env=env, cwd=ROOT / "functions", check=True, capture_output=True)
+    subprocess.run([PYTHON, "-c", statement], env=env, cwd=cwd, check=True, capture_output=True)
     wall = (time.perf_counter() - started) * 1000
     return wall, sorted(packages.items(), key=lambda kv: -kv[1])
 
 
-def bytecode_state() -> str:
-    """Whether the package's own modules were compiled at each start (~30 ms of create's first answer
-    here): a deployed bundle carries no .pyc, a developer's checkout usually does."""
-    if any((ROOT / "shared" / "signup_verification").glob("__pycache__/*.pyc")):  # checked after the rounds
-        return "the package's bytecode was cached (__pycache__)"
-    return "the package's modules were compiled at each start (PYTHONDONTWRITEBYTECODE, no __pycache__)"
+def deployed_source(into: Path) -> Path:
+    """The function source as deployed: tools/build_bundle.py's files (main.py, the package and its
+    bytecode, issue 18) written out as Cloud Build unpacks the zip."""
+    for name, content in build_bundle.bundle_files().items():
+        path = into / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return into
 
 
 def measure(params, rounds: int) -> dict:
     db = fresh_database(params, "bench_coldstart")
     url = params.with_database("bench_coldstart").url()
     db.close()
-    create_env = function_env(url, "create_verification")
-    trivial_env = function_env(url, "trivial")
+    source = deployed_source(Path(tempfile.mkdtemp(prefix="coldstart-")))
+    create_env = function_env(url, "create_verification", source)
+    trivial_env = function_env(url, "trivial", source)
     ours, trivial, loads, quiet = [], [], [], []
     for r in range(rounds):
         label, calm = quiet_round()
         loads.append(label)
         quiet.append(calm)
         body = {"account_id": f"cold-{r}", "channel": "email", "destination": f"cold-{r}@example.com"}
-        seconds, status = first_answer(
-            create_env, str(ROOT / "functions" / "main.py"), "create_verification", body, f"cold-{r}"
-        )
+        seconds, status = first_answer(create_env, str(source / "main.py"), "create_verification", body, f"cold-{r}")
         assert status == 201, status
         ours.append(seconds)
         seconds, status = first_answer(trivial_env, str(TRIVIAL), "trivial", None, f"t-{r}")
         assert status == 201, status
         trivial.append(seconds)
         log(f"round {r + 1}: create {ours[-1]:.3f} s, trivial {trivial[-1]:.3f} s (load {loads[-1]})")
-    main_ms, packages = import_profile(create_env, "import os, main; os._exit(0)")  # no atexit work
-    logging_ms, _ = import_profile(create_env, "import google.cloud.logging_v2.handlers")
-    connector_ms, _ = import_profile(create_env, "import google.cloud.sql.connector")
-    bare_ms, _ = import_profile(create_env, "pass")
+    main_ms, packages = import_profile(create_env, "import os, main; os._exit(0)", source)  # no atexit work
+    logging_ms, _ = import_profile(create_env, "import google.cloud.logging_v2.handlers", source)
+    connector_ms, _ = import_profile(create_env, "import google.cloud.sql.connector", source)
+    bare_ms, _ = import_profile(create_env, "pass", source)
     return {
-        "bytecode": bytecode_state(),
+        "bytecode": "the deployed bundle's layout (tools/build_bundle.py: the package with its bytecode)",
         "ours": ours,
         "trivial": trivial,
         "loads": loads,

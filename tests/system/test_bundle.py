@@ -8,7 +8,9 @@ embedded database.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -76,7 +78,36 @@ def test_bundle_layout_is_what_cloud_functions_expects(bundle: Path):
     assert zipfile.ZipFile(bundle).read("main.py") == (ROOT / "functions" / "main.py").read_bytes()
     # Package data travels with the code (per-operation SQL, message templates).
     assert any(n.endswith(".sql") for n in names) and any("templates/" in n for n in names)
-    assert not any("__pycache__" in n or n.endswith(".pyc") or "main_test" in n for n in names)
+    assert not any("main_test" in n for n in names)
+    # issue 18: each module's bytecode beside it, for the interpreter that built it, and nothing else
+    sources = {n for n in names if n.endswith(".py")}
+    compiled = {n for n in names if n.endswith(".pyc")}
+    assert compiled == {Path(importlib.util.cache_from_source(n)).as_posix() for n in sources}
+
+
+def test_the_bundled_bytecode_is_what_the_import_system_uses_and_is_checked_by_hash(bundle: Path, tmp_path: Path):
+    """A new instance imports the shipped .pyc (no compile before its first answer); a source that
+    no longer matches its .pyc is compiled afresh rather than run stale (hash-checked, PEP 552)."""
+    source_dir = tmp_path / "source"
+    with zipfile.ZipFile(bundle) as archive:
+        archive.extractall(source_dir)
+    probe = "import signup_verification.config"
+    env = {**os.environ, "PYTHONPATH": str(source_dir), "PYTHONDONTWRITEBYTECODE": "1"}
+    verbose = subprocess.run(
+        [sys.executable, "-v", "-c", probe], cwd=source_dir, env=env, capture_output=True, text=True
+    )
+    assert verbose.returncode == 0, verbose.stderr[-2000:]
+    assert "config.cpython" in verbose.stderr and "matches" in verbose.stderr.split("config.cpython")[1][:200]
+    config = source_dir / "signup_verification" / "config.py"
+    config.write_text(config.read_text() + "\nSTALE_CHECK = 1\n")
+    changed = subprocess.run(
+        [sys.executable, "-c", probe + "; print(signup_verification.config.STALE_CHECK)"],
+        cwd=source_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert changed.returncode == 0 and changed.stdout.strip() == "1", changed.stderr[-2000:]
 
 
 def test_requirements_are_pinned_and_production_only(bundle: Path):
