@@ -184,10 +184,11 @@ def seed_live(db: Database) -> list[uuid.UUID]:
 def remove_live(db: Database, ids: list[uuid.UUID]) -> None:
     with db.transaction():
         db.execute_script("SET LOCAL signup_verification.retention_purge = 'on'")
-        db.run(  # the attempt log and create_events have no foreign key (sql/014): their rows go in the same statement
+        db.run(  # no foreign keys (sql/014, sql/015): attempts, create_events and intents go in the same statement
             "WITH a AS (DELETE FROM delivery_attempts WHERE intent_id IN"
             " (SELECT id FROM delivery_intents WHERE verification_id = ANY(:ids::uuid[]))),"
-            " e AS (DELETE FROM create_events WHERE verification_id = ANY(:ids::uuid[]))"
+            " e AS (DELETE FROM create_events WHERE verification_id = ANY(:ids::uuid[])),"
+            " i AS (DELETE FROM delivery_intents WHERE verification_id = ANY(:ids::uuid[]))"
             " DELETE FROM verifications WHERE id = ANY(:ids::uuid[])",
             ids=ids,
         )

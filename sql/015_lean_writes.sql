@@ -57,9 +57,13 @@ CREATE INDEX verifications_pending_expiry ON verifications (expires_at)
 -- 7. The redaction sweep's index holds only what it can redact: finished verifications (it skips
 --    pending ones). A verification enters it when it leaves pending (a non-HOT update that writes
 --    every index anyway), not at its insert as well: one entry per verification instead of two.
+--    The wrong-codes signal (operations/signals.sql) read the old one as its index of the day's
+--    verifications; it reads one of its own now, holding only verifications a wrong code was typed
+--    for (none in the common case: no entry at all for most verifications).
 DROP INDEX verifications_unredacted;
 CREATE INDEX verifications_unredacted ON verifications (created_at)
     WHERE destination IS NOT NULL AND status <> 'pending';
+CREATE INDEX verifications_wrong_codes ON verifications (created_at) WHERE confirm_failures > 0;
 
 -- 8. One eligible index, by channel: (channel, next_attempt_at, id) replaces the two on the same
 --    predicate ((next_attempt_at, id) and (channel, next_attempt_at)), one entry per intent that

@@ -78,7 +78,7 @@ ready AS (
      GROUP BY channel
 ), wrong_codes AS (
     -- wrong SMS codes typed in the last day (issue 15, item 7: the per-destination budget);
-    -- on verifications_unredacted: redaction comes days later, so the day is all there
+    -- on verifications_wrong_codes (sql/015): only verifications a wrong code was typed for
     SELECT coalesce(sum(confirm_failures), 0)::integer AS n
       FROM verifications
      WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'

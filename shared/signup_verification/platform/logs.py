@@ -98,7 +98,8 @@ _PHONE = re.compile(r"\+\d[\d \-().]{5,}\d")
 # `token=...`, `"link_token": "..."`; `code=123456` (6+ digits: SMTP and Twilio error codes stay readable).
 _TOKEN_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?token)(\s*[=:]\s*\"?|\"\s*:\s*\")([^\s&\"',;]+)")
 _CODE_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?code)(\s*[=:]\s*\"?|\"\s*:\s*\")(\d{6,})")
-_LINK_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")  # 256-bit base64url
+# a link's token (256-bit base64url, 43 characters), alone or after its verification id (22, sql/016)
+_LINK_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:[A-Za-z0-9_\-]{22})?[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")
 
 
 def redact_text(text: str) -> str:

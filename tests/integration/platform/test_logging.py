@@ -119,6 +119,7 @@ def test_a_target_logs_with_the_request_trace(app_client, db, log_lines, monkeyp
         ('{"link_token": "abc"}', '{"link_token": "[redacted]"}'),
         ("code=123456 rejected", "code=[redacted] rejected"),
         ("link " + "A" * 43 + " rendered", "link [redacted] rendered"),
+        ("link " + "B" * 22 + "A" * 43 + " rendered", "link [redacted] rendered"),  # id, then token (sql/016)
         # what operators need stays readable
         ("smtp reply code=550 5.1.1", "smtp reply code=550 5.1.1"),
         ("twilio code: 21211", "twilio code: 21211"),

@@ -141,3 +141,14 @@ def test_the_redaction_sweep_reads_its_partial_index(history):
     sql = load_sql(reconciler.__file__, "redact.sql").replace(":redact_after_seconds", "86400").replace(":limit", "100")
     plan = "\n".join(r[0] for r in history.run("EXPLAIN " + sql))
     assert "verifications_unredacted" in plan and "Seq Scan on verifications" not in plan, plan
+
+
+def test_the_signals_read_no_verification_history(history):
+    """The wrong-codes count reads verifications_wrong_codes (sql/015), not a scan of every verification."""
+    from signup_verification.operations import signals
+
+    sql = load_sql(signals.__file__, "signals.sql")
+    for name, value in (("window_seconds", "3600"), ("deployment", "'t'"), ("sms_max", "NULL")):
+        sql = sql.replace(f":{name}", value)
+    plan = "\n".join(r[0] for r in history.run("EXPLAIN " + sql))
+    assert "Seq Scan on verifications" not in plan and "verifications_wrong_codes" in plan, plan

@@ -28,7 +28,8 @@ BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (a
 
 _EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
 # Secrets a provider may echo (issue 15, item 12: a content filter quoting the link): URLs,
-# token=/code= style values, and anything token-shaped (our link tokens are 43 base64url chars).
+# token=/code= style values, and anything token-shaped (our link tokens are 43 base64url chars, 65
+# with the verification id before them: sql/016).
 _URLISH = re.compile(r"(?i)\b(?:https?|ftp)://\S+|\bwww\.\S+")
 _SECRET_PARAM = re.compile(r"(?i)\b(token|code|otp|sig|signature|key)=[^\s&\"'<>;]+")
 _TOKENISH = re.compile(r"[A-Za-z0-9_-]{32,}")
