@@ -22,7 +22,7 @@ from chaos_faults import Delivered  # noqa: E402
 
 def _secrets(db, vid: uuid.UUID) -> tuple[str, str]:
     nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
-    return KEYRING.primary.link_token(vid, nonce), KEYRING.primary.sms_code(vid, nonce, 6)
+    return KEYRING.primary.link(vid, nonce), KEYRING.primary.sms_code(vid, nonce, 6)  # the link as sent: id, token
 
 
 def _run_checks(db, deliveries: list[Delivered]) -> Findings:
