@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import re
 import statistics
 import sys
 import time
@@ -44,9 +43,9 @@ from signup_verification.verifications import confirm as confirmations
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
+from support.policy import token_in
 
 SECTION = "cost-bench"
-_LINK = re.compile(r"token=([A-Za-z0-9_-]+)")
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SMS_EVERY = 5  # 1 in 5 verifications by SMS (confirmed with the code), the rest by email (the link)
 PHASES = ("create", "deliver", "confirm")
@@ -68,8 +67,7 @@ class CapturingSender:
 
     def send(self, message, deadline: float) -> SendResult:
         # what the person has: the code, or the link as the email carries it (the id, then the token)
-        carried = _LINK.search(message.text) if self.channel == "email" else None
-        self.secrets[message.to] = carried.group(1) if carried else message.secret
+        self.secrets[message.to] = token_in(message.text) if self.channel == "email" else message.secret
         return SendResult.accepted()
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from signup_verification.api.problems import PROBLEM_BASE
 from signup_verification.runtime import get_runtime
+from support.factories import STORED_ANSWER
 
 EMAIL = {"account_id": "acct_42", "channel": "email", "destination": "ada@example.com"}
 SMS = {"account_id": "acct_42", "channel": "sms", "destination": "+14155550100"}
@@ -92,10 +93,7 @@ def test_create_answers_201_with_the_public_fields_and_writes_one_row_set(client
     intent = db.one("SELECT * FROM delivery_intents")
     assert intent["verification_id"] == verification["id"] and intent["status"] == "ready"
     assert (intent["template_version"], intent["locale"]) == ("signup/v1", "ja")
-    key = db.one(
-        "SELECT key, outcome, created_answer(verification_id, account_id, channel, created_at,"
-        " verification_expires_at, fallback_channel, fallback_after_seconds) AS answer FROM idempotency_keys"
-    )
+    key = db.one(STORED_ANSWER, key="signup-42")
     assert key["key"] == "signup-42" and key["outcome"] == "created" and key["answer"] == body  # replayable
 
 

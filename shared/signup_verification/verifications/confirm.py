@@ -31,7 +31,6 @@ from .tokens import Keyring, split_link
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
 
-_LOOKUP_LINK = load_sql(__file__, "confirm_lookup_link.sql")
 _LEGACY_LINK = load_sql(__file__, "confirm_link_legacy.sql")
 _STATE = load_sql(__file__, "confirm_state.sql")
 _CONSUME = load_sql(__file__, "confirm_consume.sql")
@@ -121,16 +120,18 @@ def _find_link(db: Database, keyring: Keyring, link: str | None) -> tuple[dict[s
     if target is None:
         return None
     verification_id, token = target
-    for found in db.rows(_LOOKUP_LINK, id=verification_id):
-        row = as_channel(found, "email") or found  # issue 14: the email may be the fallback channel
-        try:
-            key = keyring.get(row["key_id"])
-        except ConfigError:
-            _log.error("verification %s names token key %r, which is no longer configured", row["id"], row["key_id"])
-            continue
-        digest = key.link_digest(token)
-        if hmac.compare_digest(digest, bytes(row["token_digest"])):
-            return row, digest
+    state = db.one(_STATE, id=verification_id)
+    row = as_channel(state, "email") if state is not None else None  # issue 14: the email may be the fallback
+    if row is None:
+        return None
+    try:
+        key = keyring.get(row["key_id"])
+    except ConfigError:
+        _log.error("verification %s names token key %r, which is no longer configured", row["id"], row["key_id"])
+        return None
+    digest = key.link_digest(token)
+    if hmac.compare_digest(digest, bytes(row["token_digest"])):
+        return row, digest
     return None
 
 

@@ -11,13 +11,8 @@ from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
+from support.factories import STORED_ANSWER
 from support.paths import TEST_TOKEN_KEYS
-
-ANSWER = (
-    "SELECT outcome, outcome_data, created_answer(verification_id, account_id, channel, created_at,"
-    " verification_expires_at, fallback_channel, fallback_after_seconds) AS answer"
-    " FROM idempotency_keys WHERE key = :key"
-)
 
 SETTINGS = make_config(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0).create
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
@@ -43,7 +38,7 @@ def test_a_create_inserts_its_record_complete_and_never_updates_it(db):
         first, writes = _writes(tx, lambda: _create(tx, "k1"))
         assert writes == [1, 0, 0]
     assert first.status == 201
-    record = db.one(ANSWER, key="k1")
+    record = db.one(STORED_ANSWER, key="k1")
     assert record["outcome"] == "created" and record["outcome_data"] is None
     assert record["answer"] == {k: first.body[k] for k in record["answer"]}
     assert set(record["answer"]) == {"verification_id", "account_id", "channel", "status", "expires_at", "created_at"}
@@ -65,7 +60,7 @@ def test_an_expired_key_is_taken_over_in_one_update_with_the_new_answer(db):
         second, writes = _writes(tx, lambda: _create(tx, "k2", account="acct-2"))
         assert writes == [0, 1, 0]
     assert second.body["verification_id"] != first.body["verification_id"]
-    stored = db.one(ANSWER, key="k2")["answer"]
+    stored = db.one(STORED_ANSWER, key="k2")["answer"]
     assert stored["verification_id"] == second.body["verification_id"] and stored["account_id"] == "acct-2"
     replay = _create(db, "k2", account="acct-2")
     assert (replay.status, replay.body) == (201, second.body)
