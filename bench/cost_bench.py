@@ -89,8 +89,8 @@ def one_round(params: ConnectionParams, n: int) -> dict[str, Cost]:
         rate_limit_per_hour=100_000,
         rate_limit_spacing_seconds=0,
         rate_limit_account_per_hour=1_000_000,
-        rate_limit_prefix_per_hour=1_000_000,
-        rate_limit_country_per_hour=1_000_000,
+        rate_limit_prefix_per_hour=10,  # the default: each number's prefix has at most a few creates here
+        rate_limit_country_per_hour=1_000_000,  # all +1: the country limit reads every SMS create of the hour
         rate_limit_client_per_hour=1_000_000,
         sms_max_per_hour=1_000_000,
     )
@@ -128,8 +128,11 @@ def _phases(
     before = meter.snapshot(pids)
     for i in range(n):
         sms = i % SMS_EVERY == 0
-        exchange = 555 if tag == "v" else 556  # warm-up destinations apart from the measured ones
-        destination = f"+1415{exchange}{i:04d}" if sms else f"{tag}{i}@example.org"
+        # Numbers spread over exchanges as sign-ups' numbers are: the prefix limit (the number without its
+        # last 4 digits, 10 an hour by default) reads that prefix's recent creates, which a real prefix has
+        # few of; all on one exchange, every SMS create read every earlier one. Warm-up numbers apart.
+        area = 415 if tag == "v" else 650
+        destination = f"+1{area}{200 + (i // SMS_EVERY) % 800}{i:04d}" if sms else f"{tag}{i}@example.org"
         request = CreateVerificationRequest(
             account_id=f"{tag}-{i}", channel="sms" if sms else "email", destination=destination
         )

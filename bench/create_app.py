@@ -3,6 +3,8 @@ endpoint on the same functions-framework (gunicorn) server, plus a round-trip co
 
     POST /         -> functions/main.py create_verification (unchanged)
     GET  /ping     -> {"ok": true}, no database (the trivial endpoint the create path is compared with)
+    GET  /commit   -> one INSERT committed on the function's own pool (one round trip and a durable
+                      commit, the floor under any create that keeps what it answered)
     GET  /trips    -> {"round_trips": n}: pg8000 socket flushes since start (each is one round trip)
 """
 
@@ -36,6 +38,9 @@ pg8000.core._flush = _counting_flush
 
 def bench_app(request: flask.Request):
     if request.path == "/ping":
+        return flask.jsonify(ok=True)
+    if request.path == "/commit":
+        main.get_runtime().db.run("INSERT INTO bench_commit_floor DEFAULT VALUES")
         return flask.jsonify(ok=True)
     if request.path == "/trips":
         return flask.jsonify(round_trips=_trips["n"])
