@@ -25,8 +25,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,19 +42,18 @@ import chaos_fallback  # noqa: E402  (issue 14: mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
+from chaos_injections import Injections  # noqa: E402  (kills, the freeze, the restart)
 from chaos_reports import Reports  # noqa: E402  (issue 13: provider reports, duplicated, reordered, late)
 from chaos_webhooks import Webhooks  # noqa: E402  (issue 12: the receiver, the confirmer, their checks)
+from chaos_workers import Workers  # noqa: E402  (the supervised dispatch slots, the reconciler)
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
-from signup_verification.delivery.budget import MIN_LEASE_SECONDS  # noqa: E402
 from signup_verification.delivery.events import WebhookConfig  # noqa: E402  (issue 14's confirmer)
 from signup_verification.platform import migrations  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications.create import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
-
-LEASE_SECONDS = MIN_LEASE_SECONDS  # the dispatcher's shortest lease: a frozen worker must outlive it
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,7 @@ class ChaosConfig:
         )
 
 
-class Run:
+class Run(Workers, Injections):
     def __init__(self, config: ChaosConfig, workdir: Path, log=print):
         self.config = config
         self.workdir = workdir
@@ -323,204 +320,6 @@ class Run:
             self.ledger.created[key] = vid
             return vid
         return None
-
-    # -- workers -----------------------------------------------------------------------------------------
-    def _slot(self, n: int) -> None:
-        slot, rng = self.slots[n], random.Random(self.config.seed + 100 + n)
-        log = open(self.workdir / f"worker{n}.log", "a")
-        try:
-            while not self.stopping.is_set():
-                env = dict(self.env)
-                fault = None
-                if self.chaos_on.is_set() and self._elapsed() > 2.0:
-                    with self.lock:
-                        if self.fault_queue:
-                            fault = self.fault_queue.popleft()
-                        elif rng.random() < self.config.fault_launch_share:
-                            fault = rng.choice(["after_send", "after_send", "after_begin", "after_claim"])
-                command = (
-                    [sys.executable, str(ROOT / "tools" / "fault_dispatch.py"), fault]
-                    if fault
-                    else [sys.executable, "-m", "signup_verification.cli", "dispatch"]
-                )
-                with self.lock:
-                    if self.stopping.is_set():
-                        break
-                    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
-                    slot["proc"], slot["fault"] = proc, fault
-                out, _ = proc.communicate()
-                with self.lock:
-                    slot["proc"] = None
-                    killed_by_us = slot.pop("killed", False)
-                    was_frozen = slot.pop("frozen", False)
-                claimed = self._record_exit(proc.returncode, out, fault, killed_by_us)
-                if was_frozen:
-                    self.figures["frozen_worker_exit"] = proc.returncode
-                    self.figures["frozen_worker_stale_writes"] = (
-                        json.loads(out.strip().splitlines()[-1])["stale_writes"]
-                        if proc.returncode == 0 and out.strip()
-                        else None
-                    )
-                self.stopping.wait(0.2 if claimed else 1.0)
-        finally:
-            log.close()
-
-    def _record_exit(self, code: int, out: str, fault: str | None, killed_by_us: bool) -> int:
-        f = self.figures
-        if fault and (code != -signal.SIGKILL or killed_by_us):
-            with self.lock:
-                self.fault_queue.append(fault)  # it never reached its crash point: the next launch takes it
-        if code == 0:
-            report = json.loads(out.strip().splitlines()[-1])
-            f["dispatch_invocations"] += 1
-            f["stale_writes_refused"] += report["stale_writes"]
-            return report["claimed"]
-        if code == -signal.SIGKILL:
-            f["killed_sigkill" if killed_by_us else f"killed_by_fault_{fault}"] += 1
-        elif code == -signal.SIGTERM:
-            f["dispatch_terminated_at_end"] += 1  # SIGTERM before its handler was installed
-        elif code == 1:
-            f["dispatch_exits_database_unavailable"] += 1  # verifyctl's one-line error (the server was down)
-        else:
-            f[f"dispatch_exit_{code}"] += 1
-        return 0
-
-    def _terminate_workers(self) -> None:
-        with self.lock:
-            for slot in self.slots:
-                proc = slot["proc"]
-                if proc is not None and proc.poll() is None:
-                    if slot["paused"]:
-                        os.kill(proc.pid, signal.SIGCONT)
-                    proc.send_signal(signal.SIGTERM)  # graceful: in-flight sends finish, claims are released
-
-    def _reconciler(self) -> None:
-        while not self.stopping.wait(self.config.reconcile_every):
-            done = subprocess.run(
-                [sys.executable, "-m", "signup_verification.cli", "reconcile"],
-                env=self.env,
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            if done.returncode != 0:
-                self.figures["reconcile_runs_failed"] += 1
-                continue
-            report = json.loads(done.stdout.strip().splitlines()[-1])
-            self.figures["reconcile_runs"] += 1
-            for move in ("claims_expired", "leases_lost", "ambiguous_to_retryable", "ambiguous_to_failed"):
-                self.figures[f"reconcile_{move}"] += report.get("moves", {}).get(move, 0)
-
-    # -- the injections -----------------------------------------------------------------------------------
-    def _chaos(self) -> None:
-        c = self.config
-        rng = random.Random(c.seed + 2)
-        restart_at, pause_at = c.chaos_seconds * c.pg_restart_at, c.chaos_seconds * c.pause_at
-        restarted = paused = False
-        db = Database(self.pg.params, application_name="chaos-monitor")
-        next_kill = self._elapsed() + rng.uniform(*c.kill_every)
-        try:
-            while not self.stopping.is_set() and (self._elapsed() < c.chaos_seconds or not restarted):
-                now = self._elapsed()
-                if not restarted and now >= restart_at:
-                    down = self.pg.restart(c.pg_outage_seconds)
-                    self.figures["pg_restarts"] += 1
-                    self.figures["pg_down_seconds"] = round(down, 1)
-                    self.log(f"{now:6.1f}s PostgreSQL restarted ({down:.1f} s down)")
-                    restarted = True
-                elif not paused and now >= pause_at:
-                    paused = self._freeze_one(db)  # retried until a worker has sends in flight
-                elif now >= next_kill and now < c.chaos_seconds:
-                    self._kill_one(rng, db)
-                    next_kill = now + rng.uniform(*c.kill_every)
-                time.sleep(0.05)
-        finally:
-            db.close()
-
-    def _lease_holders(
-        self, db: Database, statuses: tuple[str, ...] = ("claimed", "attempting"), ahead_only: bool = False
-    ) -> dict[int, int]:
-        """{pid: leases held in `statuses`} of the workers holding leases now; {} while the server is down.
-        `ahead_only`: only batches claimed ahead, sends not started (claimed, or begun by the fused claim)."""
-        try:
-            owners = db.run(
-                "SELECT lease_owner, count(*) FROM delivery_intents WHERE status = ANY(:statuses)"
-                " AND lease_owner IS NOT NULL AND (NOT :ahead OR status = 'claimed' OR sending_at IS NULL) GROUP BY 1",
-                statuses=list(statuses),
-                ahead=ahead_only,
-            )
-        except UnavailableError:
-            return {}
-        return {int(owner.split(":")[2]): count for owner, count in owners}
-
-    def _kill_one(self, rng: random.Random, db: Database) -> None:
-        """SIGKILL a worker, one holding leases when there is one: a kill mid-work, rather than of a
-        process still starting (each start-up costs a worker CPU time; killed then, it leaves nothing).
-        Launches carrying a fault point are left to reach it (killed early, they only hand it on)."""
-        holders = self._lease_holders(db)
-        with self.lock:
-            live = [
-                s
-                for s in self.slots
-                if s["proc"] is not None and s["proc"].poll() is None and not s["paused"] and not s.get("fault")
-            ]
-            working = [s for s in live if s["proc"].pid in holders]
-            if working or live:
-                slot = rng.choice(working or live)
-                slot["killed"] = True
-                os.kill(slot["proc"].pid, signal.SIGKILL)
-
-    def _freeze_one(self, db: Database) -> bool:
-        """SIGSTOP a worker that holds claimed leases, for longer than its lease; SIGCONT it later. Whether it
-        still holds them is read again once it is stopped (it cannot change them then): if its batch
-        settled in between, it is resumed at once and another moment is tried."""
-        # One holding a batch claimed ahead: on resume its start is fenced and refused (stale) for sure, where
-        # sends still in flight past the deadline would be left to the reconciler without a write.
-        pids = self._lease_holders(
-            db, ahead_only=True
-        )  # issue 18: the fused claim's batch is 'attempting', not started
-        with self.lock:
-            slot = next(
-                (
-                    s
-                    for s in self.slots
-                    if s["proc"] is not None
-                    and s["proc"].pid in pids
-                    and s["proc"].poll() is None
-                    and not s.get("fault")
-                ),
-                None,
-            )  # one that will live to write
-            if slot is None:
-                return False
-            proc = slot["proc"]
-            os.kill(proc.pid, signal.SIGSTOP)
-            slot["paused"] = True
-        time.sleep(0.2)
-        try:
-            claimed, held = db.run(
-                "SELECT count(*) FILTER (WHERE status = 'claimed' OR sending_at IS NULL), count(*) FROM delivery_intents"
-                " WHERE status IN ('claimed', 'attempting') AND split_part(lease_owner, ':', 3) = :pid",
-                pid=str(proc.pid),
-            )[0]
-        except UnavailableError:
-            claimed = held = 0
-        if not claimed:
-            self._thaw(slot, proc)
-            return False
-        slot["frozen"] = True
-        self.figures["workers_frozen_past_lease"] += 1
-        self.figures["frozen_worker_leases"] = held
-        threading.Timer(LEASE_SECONDS + 5, self._thaw, args=(slot, proc)).start()
-        self.log(f"{self._elapsed():6.1f}s worker {proc.pid} frozen for {LEASE_SECONDS + 5} s holding {held} leases")
-        return True
-
-    def _thaw(self, slot: dict, proc: subprocess.Popen) -> None:
-        with self.lock:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-            slot["paused"] = False
 
 
 def run(config: ChaosConfig, workdir: Path | None = None, keep: bool = False, log=print) -> Findings:

@@ -1,4 +1,4 @@
-"""Test-only helper over platform/secret_manager.py (production resolves one setting at a time in config.py)."""
+"""Test-only helper over platform/secret_manager.py (production resolves one setting at a time in config/)."""
 
 from __future__ import annotations
 

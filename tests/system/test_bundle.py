@@ -91,17 +91,17 @@ def test_the_bundled_bytecode_is_what_the_import_system_uses_and_is_checked_by_h
     source_dir = tmp_path / "source"
     with zipfile.ZipFile(bundle) as archive:
         archive.extractall(source_dir)
-    probe = "import signup_verification.config"
+    probe = "import signup_verification.runtime"
     env = {**os.environ, "PYTHONPATH": str(source_dir), "PYTHONDONTWRITEBYTECODE": "1"}
     verbose = subprocess.run(
         [sys.executable, "-v", "-c", probe], cwd=source_dir, env=env, capture_output=True, text=True
     )
     assert verbose.returncode == 0, verbose.stderr[-2000:]
-    assert "config.cpython" in verbose.stderr and "matches" in verbose.stderr.split("config.cpython")[1][:200]
-    config = source_dir / "signup_verification" / "config.py"
-    config.write_text(config.read_text() + "\nSTALE_CHECK = 1\n")
+    assert "runtime.cpython" in verbose.stderr and "matches" in verbose.stderr.split("runtime.cpython")[1][:200]
+    module = source_dir / "signup_verification" / "runtime.py"
+    module.write_text(module.read_text() + "\nSTALE_CHECK = 1\n")
     changed = subprocess.run(
-        [sys.executable, "-c", probe + "; print(signup_verification.config.STALE_CHECK)"],
+        [sys.executable, "-c", probe + "; print(signup_verification.runtime.STALE_CHECK)"],
         cwd=source_dir,
         env=env,
         capture_output=True,

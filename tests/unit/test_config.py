@@ -183,4 +183,4 @@ def test_only_the_config_module_reads_the_environment():
             continue
         if re.search(r"\bos\.environ\b|\bgetenv\b|from os import .*environ", path.read_text()):
             readers.add(relative)
-    assert readers == {"config.py"}
+    assert readers == {"config/__init__.py"}

@@ -29,7 +29,7 @@ NOT_FOR_CREATE = (
     "signup_verification.operations.reconciler.runner",
     "signup_verification.platform.cloudsql",
     "signup_verification.local.embedded",
-    # config.py reads every concern's settings from their own light modules, not beside the code (issue 18)
+    # config/ reads every concern's settings from their own light modules, not beside the code (issue 18)
     "smtplib",
     "signup_verification.delivery.messages",  # the renderer (MIME, the outbox types)
     "signup_verification.delivery.mime",

@@ -20,7 +20,7 @@ from .delivery_reports_config import DeliveryReportsConfig  # noqa: F401  (moved
 from .http import Incoming, Response, json_response, single_header
 from .problems import Problem, bad_request, method_not_allowed
 
-if TYPE_CHECKING:  # config.py reads DeliveryReportsConfig: neither loads at every target's start (issue 18)
+if TYPE_CHECKING:  # config/ reads DeliveryReportsConfig: neither loads at every target's start (issue 18)
     from ..delivery import reports
 
 _log = logging.getLogger("signup_verification.api.delivery_reports")

@@ -1,5 +1,5 @@
 """The delivery_reports target's settings (issue 13), apart from the target (delivery_reports.py):
-config.py builds them on every target (issue 18)."""
+config/ builds them on every target (issue 18)."""
 
 from __future__ import annotations
 

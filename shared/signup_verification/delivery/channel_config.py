@@ -1,5 +1,5 @@
 """The channel adapters' settings (EMAIL_TRANSPORT, SMS_TRANSPORT, SMTP_*, SENDGRID_*, TWILIO_*,
-SEND_*), apart from the adapters (channels/): config.py builds them on every target, which must not
+SEND_*), apart from the adapters (channels/): config/ builds them on every target, which must not
 load smtplib, the HTTP client or the renderer for it (issue 18). The adapters re-export their own."""
 
 from __future__ import annotations

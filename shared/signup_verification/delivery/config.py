@@ -1,4 +1,4 @@
-"""The delivery worker's configuration (README, "Dispatch configuration"); config.py builds it."""
+"""The delivery worker's configuration (README, "Dispatch configuration"); config/ builds it."""
 
 from __future__ import annotations
 

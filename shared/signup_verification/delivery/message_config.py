@@ -1,5 +1,5 @@
 """What the rendered messages say (PRODUCT_NAME, EMAIL_FROM, VERIFY_LINK_BASE, SMS_CODE_DIGITS) and
-its start-up check, apart from the renderer (messages.py): config.py builds and checks it on every
+its start-up check, apart from the renderer (messages.py): config/ builds and checks it on every
 target, which must not load the renderer, MIME or the outbox types for it (issue 18)."""
 
 from __future__ import annotations

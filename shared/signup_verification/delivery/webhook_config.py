@@ -1,5 +1,5 @@
 """The webhook channel's settings (WEBHOOK_URL, WEBHOOK_SECRET, WEBHOOK_MAX_ATTEMPTS; issue 12) and
-their parsers, apart from the events themselves (events.py): config.py reads them on every target,
+their parsers, apart from the events themselves (events.py): config/ reads them on every target,
 which must not load the outbox types for it (issue 18)."""
 
 from __future__ import annotations

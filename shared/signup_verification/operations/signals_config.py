@@ -1,5 +1,5 @@
 """The signals' thresholds (SIGNALS_WINDOW_SECONDS, READY_AGE_ALERT_SECONDS, ...), apart from the
-signals (signals.py): config.py builds them on every target (issue 18)."""
+signals (signals.py): config/ builds them on every target (issue 18)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ __all__ = ["RetryPolicy", "ClaimedIntent", "BegunAttempt", "Settlement"]
 
 
 def __getattr__(name: str) -> Any:
-    """The transitions on first use: config.py reads outbox.policy at every target's start (issue 18)."""
+    """The transitions on first use: config/ reads outbox.policy at every target's start (issue 18)."""
     if name in ("BegunAttempt", "ClaimedIntent", "Settlement"):
         from . import transitions
 

@@ -1,4 +1,4 @@
-"""The one error a bad setting raises: its message names the variable (config.py collects them)."""
+"""The one error a bad setting raises: its message names the variable (config/ collects them)."""
 
 from __future__ import annotations
 

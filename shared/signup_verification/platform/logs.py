@@ -234,7 +234,7 @@ class TextFormatter(logging.Formatter):
 
 def _structured(deployment: str, project_id: str | None, target: TextIO | _SinkStream) -> logging.Handler:
     # Imported here: google-cloud-logging costs ~0.3-0.4 s of CPU to import, paid by every verifyctl
-    # process (config.py imports this module) though only the JSON format needs it.
+    # process (config/ imports this module) though only the JSON format needs it.
     from google.cloud.logging_v2.handlers import StructuredLogHandler
 
     return StructuredLogHandler(

@@ -1,5 +1,5 @@
 """The migration runner's settings and their parser, apart from the runner (migrations.py):
-config.py builds them on every target (issue 18)."""
+config/ builds them on every target (issue 18)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 # countries with well-known mobile ranges, enough for development and the tests.
 LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
 # phonenumbers.PhoneNumberType's names, lower case; phonenumbers (17 ms) is imported where a number
-# is checked, not by config.py at every target's start (issue 18).
+# is checked, not by config/ at every target's start (issue 18).
 NUMBER_TYPES = frozenset(
     t.lower()
     for t in (

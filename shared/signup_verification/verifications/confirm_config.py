@@ -1,4 +1,4 @@
-"""Confirm's settings, apart from confirming (confirm.py): config.py builds them on every target (issue 18)."""
+"""Confirm's settings, apart from confirming (confirm.py): config/ builds them on every target (issue 18)."""
 
 from __future__ import annotations
 

@@ -42,12 +42,6 @@ def soon() -> float:
     return time.monotonic() + 5
 
 
-@pytest.fixture
-def smtp():
-    with FakeSmtpServer() as fake:
-        yield fake
-
-
 def test_the_pooled_smtp_connection_is_kept_between_invocations_and_quit_at_shutdown(db, database_url, smtp, tmp_path):
     runtime = Runtime(
         make_config(

@@ -13,13 +13,7 @@ from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.channels.base import scrub
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
-from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
-
-
-@pytest.fixture
-def smtp():
-    with FakeSmtpServer() as fake:
-        yield fake
+from support.fakes.smtp import SmtpBehaviour
 
 
 def test_an_echoed_url_is_scrubbed_before_it_is_stored_or_logged(db, smtp, caplog):

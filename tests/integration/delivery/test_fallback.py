@@ -5,8 +5,6 @@ verification was confirmed first."""
 
 from __future__ import annotations
 
-import pytest
-
 from signup_verification.operations import signals
 from signup_verification.operations.reconciler import redact
 from signup_verification.outbox import RetryPolicy, Settlement
@@ -14,20 +12,8 @@ from signup_verification.outbox import transitions as t
 from signup_verification.verifications import confirm as c
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
-from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+from support.fakes.smtp import SmtpBehaviour
 from support.policy import code_in, create_with_fallback, intents, token_in
-
-
-@pytest.fixture
-def smtp():
-    with FakeSmtpServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def twilio():
-    with FakeTwilio() as fake:
-        yield fake
 
 
 def make_due(db, vid) -> None:

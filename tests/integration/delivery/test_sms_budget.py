@@ -6,27 +6,11 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from signup_verification import cli
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.operations import signals
 from support.dispatch import KEYRING, provider_settings, run_dispatch
-from support.fakes.http import FakeTwilio
-from support.fakes.smtp import FakeSmtpServer
-
-
-@pytest.fixture
-def smtp():
-    with FakeSmtpServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def twilio():
-    with FakeTwilio() as fake:
-        yield fake
 
 
 def create(db, settings, channel: str, n: int) -> list[uuid.UUID]:

@@ -21,7 +21,7 @@ __all__ = ["ReconcilerConfig", "ReconcileReport", "reconcile"]
 
 
 def __getattr__(name: str) -> Any:
-    """The runner on first use: config.py reads ReconcilerConfig at every target's start (issue 18)."""
+    """The runner on first use: config/ reads ReconcilerConfig at every target's start (issue 18)."""
     if name in ("ReconcileReport", "reconcile"):
         from . import runner
 

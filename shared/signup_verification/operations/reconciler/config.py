@@ -1,5 +1,5 @@
 """The reconciler's explicit configuration: every knob, its default, and the variable that sets it
-(signup_verification/config.py reads them).
+(signup_verification/config/ reads them).
 
 River's rescuer model: defaults that are safe for a service nobody has tuned yet, each overridable.
 """
