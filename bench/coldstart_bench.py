@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cold start: process start -> first 201 of create_verification under functions-framework, against
 a trivial function on the same framework (process start -> first answer) and a function with create's
-third-party dependencies only (bench/floor_function.py, the floor), median of 5 each, alternating; and what `import main` costs (`python -X importtime`), heaviest packages first.
+third-party dependencies only (bench/floor_function.py, the floor), median of 5 each, alternating;
+and what `import main` costs (`python -X importtime`), heaviest packages first.
 
     .venv/bin/python bench/coldstart_bench.py [--quick] [--write-docs]
 
@@ -184,7 +185,8 @@ def report(m: dict, machine_line: str) -> str:
         "",
         f"`bench/coldstart_bench.py`, {datetime.now(UTC):%Y-%m-%d}, {machine_line}. Each round spawns "
         "`functions-framework --target create_verification` (functions/main.py, LOG_FORMAT=json) and a trivial "
-        "function (bench/trivial_function.py: answers 201, imports nothing) and times spawn -> first answer "
+        "function (bench/trivial_function.py: answers 201, imports nothing) and the dependencies-only function "
+        "(bench/floor_function.py) and times spawn -> first answer "
         f"read, alternating; median of {len(m['ours'])} (rounds over the load limit skipped when a quiet one exists). Load average per round: {', '.join(m['loads'])}.",
         "",
         "| function | first answer (median) | runs | ÷ trivial (target ≤ 2x) |",
