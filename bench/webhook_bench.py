@@ -38,7 +38,7 @@ from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.channels.http import HttpClient  # noqa: E402
 from signup_verification.delivery.channels.webhook import WebhookChannel  # noqa: E402
 from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
-from signup_verification.delivery.events import parse_secrets  # noqa: E402
+from signup_verification.delivery.webhook_config import parse_secrets  # noqa: E402
 from support.config import make_config  # noqa: E402
 from support.fakes.seed import seed_intents  # noqa: E402
 from support.paths import TEST_TOKEN_KEYS  # noqa: E402

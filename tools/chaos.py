@@ -48,7 +48,7 @@ from chaos_workers import Workers  # noqa: E402  (the supervised dispatch slots,
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
-from signup_verification.delivery.events import WebhookConfig  # noqa: E402  (issue 14's confirmer)
+from signup_verification.delivery.webhook_config import WebhookConfig  # noqa: E402
 from signup_verification.platform import migrations  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications.create import CreateConfig  # noqa: E402

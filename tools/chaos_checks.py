@@ -84,6 +84,10 @@ def check(
     _no_stale_lease_write(found, attempts)
     _no_secret_stored(found, db, verifications, intents, keyring, code_digits)
     found.figures["final_status"] = dict(Counter(i["status"] for i in intents.values()))
+    # handed to a provider and taken: accepted, or accepted and then reported undeliverable
+    found.figures["accepted_by_provider"] = sum(
+        1 for i in intents.values() if i["status"] == "accepted" or i.get("undeliverable_reason") is not None
+    )
     found.figures["suppressed_by_reason"] = dict(
         Counter(i["suppression_reason"] for i in intents.values() if i["status"] == "suppressed")
     )

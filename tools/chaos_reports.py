@@ -1,4 +1,4 @@
-"""The chaos run's provider reports (issue 13): SendGrid events and Twilio status callbacks about the
+"""The chaos run's provider reports: SendGrid events and Twilio status callbacks about the
 messages the run's providers accepted, posted while workers die and the database restarts, as the
 providers post them in the wild: duplicated (a retried batch, a repeated callback), reordered
 (delivered before sent, a batch shuffled) and late (held until the faults are over, an
@@ -9,10 +9,15 @@ refused (the restart) is posted again later, as a provider retries a non-2xx.
     Reports   the hook tools/chaos.py calls: a reporter thread, `caught_up` for the drain,
               `finish` for what is still held, then `check`
 
+The reports cover every kind of verdict (delivery/classification/): delivered, deferred, hard
+bounces and spam reports (the recipient's fault), blocks and quota drops (ours), Twilio's
+unreachable handset (final, nobody's fault), carrier filtering (ours) and unknown numbers.
+
 Invariants (docs/reliability.md): the observation log explains every state: every delivered_at has
-a delivered observation of its intent, every undeliverable intent a permanent one, no intent is
-both; every report the ingest acknowledged is stored exactly once and nothing else is stored;
-a suppression only for a destination whose intent has a permanent report.
+a delivered observation of its intent, every undeliverable intent a final one, no intent is both,
+every failed delivery has its reason; every report the ingest acknowledged is stored exactly once
+and nothing else is stored; a suppression only for a destination whose intent failed or was
+reported for the recipient's fault: no sender or account fact ever suppresses.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections import Counter, defaultdict
 
 from chaos_checks import Findings
 from signup_verification.delivery import reports
+from signup_verification.outbox.failure_policy import FailurePolicy
 from signup_verification.platform.database import Database, UnavailableError
 
 _ACCEPTED = """
@@ -39,9 +45,14 @@ _LAST_ACCEPTED = (
 class Reports:
     """Everything the chaos run adds for provider reports; tools/chaos.py calls these few methods."""
 
-    bounce_share, async_bounce_share, deferred_share = 0.04, 0.02, 0.1  # email
-    failed_share, undelivered_share = 0.04, 0.03  # sms (30005 permanent; 30003 temporary)
+    bounce_share, async_bounce_share, deferred_share = 0.04, 0.02, 0.1  # email: the recipient's
+    blocked_share, quota_share, spam_share = 0.02, 0.01, 0.02  # email: ours, ours, the recipient's (after delivery)
+    # sms: 30005 unknown number (the recipient's), 30003 handset off (nobody's), 30007 filtered (ours)
+    failed_share, undelivered_share, filtered_share = 0.04, 0.03, 0.01
     duplicate_share, reorder_share, late_share = 0.15, 0.3, 0.2
+    # Sender faults are reported, counted and never suppress; the run never holds a channel for them
+    # (a hold would stop its sends until an operator resumed it: tests cover holds).
+    failures = FailurePolicy(hold_after=10**9)
 
     def __init__(self, run):
         self.run = run
@@ -90,7 +101,7 @@ class Reports:
             (email if row["channel"] == "email" else sms).extend(self._reports_of(row))
         if email:
             self.rng.shuffle(email)  # SendGrid's batches are in no particular order
-            self._post(db, "sendgrid", reports.sendgrid_events(json.dumps(email).encode())[0])
+            self._post(db, "sendgrid", reports.sendgrid_events(json.dumps(email).encode()).observations)
         for form in sms:
             try:
                 self._post(db, "twilio", [reports.twilio_observation(form)])
@@ -105,13 +116,23 @@ class Reports:
         rng = self.rng
         if attempt["channel"] == "email":
             events = [self._sendgrid_event(attempt, "deferred")] if rng.random() < self.deferred_share else []
-            final = self._sendgrid_event(attempt, "bounce" if rng.random() < self.bounce_share else "delivered")
+            roll = rng.random()
+            kind = (
+                "bounce" if roll < self.bounce_share
+                else "blocked" if roll < self.bounce_share + self.blocked_share
+                else "dropped" if roll < self.bounce_share + self.blocked_share + self.quota_share
+                else "delivered"
+            )  # fmt: skip
+            final = self._sendgrid_event(attempt, kind)
             if final["event"] == "delivered" and rng.random() < self.async_bounce_share:
                 late_bounce = self._sendgrid_event(attempt, "bounce")  # bounced after it was delivered
-                self._hold("sendgrid", reports.sendgrid_events(json.dumps([late_bounce]).encode())[0])
+                self._hold("sendgrid", reports.sendgrid_events(json.dumps([late_bounce]).encode()).observations)
                 self.figures["reports_async_bounces"] += 1
             events.append(final)
-            parse = lambda e: reports.sendgrid_events(json.dumps([e]).encode())[0]  # noqa: E731
+            if final["event"] == "delivered" and rng.random() < self.spam_share:
+                events.append(self._sendgrid_event(attempt, "spamreport"))  # read, then reported as spam
+                self.figures["reports_spam"] += 1
+            parse = lambda e: reports.sendgrid_events(json.dumps([e]).encode()).observations  # noqa: E731
             provider = "sendgrid"
         elif not attempt["provider_ref"]:
             return []
@@ -120,6 +141,7 @@ class Reports:
             final_status, code = (
                 ("failed", "30005") if roll < self.failed_share
                 else ("undelivered", "30003") if roll < self.failed_share + self.undelivered_share
+                else ("undelivered", "30007") if roll < self.failed_share + self.undelivered_share + self.filtered_share
                 else ("delivered", None)
             )  # fmt: skip
             events = [self._twilio_form(attempt, s, None) for s in ("queued", "sent")]
@@ -151,6 +173,10 @@ class Reports:
         }
         if event == "bounce":
             fields.update(type="bounce", status="5.1.1")
+        elif event == "blocked":
+            fields.update(event="bounce", type="blocked", status="5.7.1")
+        elif event == "dropped":
+            fields.update(reason="Recipient List over Package Quota")
         return fields
 
     @staticmethod
@@ -171,7 +197,7 @@ class Reports:
 
     def _post(self, db: Database, provider: str, observations: list) -> None:
         try:
-            result = reports.ingest(db, provider, observations, None)
+            result = reports.ingest(db, provider, observations, self.failures)
         except UnavailableError:
             self.figures["reports_refused_and_retried"] += 1
             self._hold(provider, observations)  # the provider retries a batch we did not answer 2xx
@@ -179,6 +205,7 @@ class Reports:
         self.figures["reports_ingested"] += result.stored
         self.figures["reports_duplicates_answered"] += result.duplicates
         self.figures["reports_unknown"] += result.unknown
+        self.figures["reports_sender_faults"] += result.sender_faults
         with self.lock:
             for o in observations:
                 self.acknowledged.setdefault((provider, o.dedup_key), o.intent_id or 0)
@@ -190,11 +217,14 @@ class Reports:
 
 def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> None:
     intents = db.rows(
-        "SELECT id, status, delivered_at, undeliverable_reason FROM delivery_intents WHERE channel IN ('email', 'sms')"
+        "SELECT id, status, delivered_at, undeliverable_reason, failure_category, failure_fault FROM delivery_intents"
+        " WHERE channel IN ('email', 'sms')"
     )
     observed: dict[int, list[dict]] = defaultdict(list)
     stored: Counter[tuple[str, str]] = Counter()
-    for o in db.rows("SELECT provider, dedup_key, intent_id, event, permanent FROM delivery_observations ORDER BY id"):
+    for o in db.rows(
+        "SELECT provider, dedup_key, intent_id, event, permanent, fault FROM delivery_observations ORDER BY id"
+    ):
         observed[o["intent_id"]].append(o)
         stored[(o["provider"], o["dedup_key"])] += 1
     for i in intents:
@@ -206,6 +236,8 @@ def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> 
             found.fail("reports_explained", f"{label}: undeliverable without a permanent observation")
         if i["delivered_at"] is not None and i["undeliverable_reason"] is not None:
             found.fail("reports_explained", f"{label}: both delivered and undeliverable")
+        if i["status"] == "failed" and i["failure_category"] is None:
+            found.fail("reports_explained", f"{label}: failed without a reason")
     for key, n in stored.items():
         if n > 1:
             found.fail("reports_duplicate", f"report {key} stored {n} times")
@@ -213,11 +245,15 @@ def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> 
             found.fail("reports_duplicate", f"report {key} stored, but no provider report was acknowledged for it")
     for key in acknowledged - set(stored):
         found.fail("reports_lost", f"report {key} acknowledged but not in the observation log")
-    permanent = {i for i, said in observed.items() if any(o["permanent"] for o in said)}
+    blamed = {i for i, said in observed.items() if any(o["fault"] == "recipient" for o in said)}
+    blamed |= {i["id"] for i in intents if i["failure_fault"] == "recipient"}  # refused at submission
     for s in db.rows("SELECT channel, intent_id, reason FROM destination_suppressions"):
-        if s["intent_id"] not in permanent:
+        if s["intent_id"] not in blamed:
             found.fail("reports_suppression", f"{s['channel']} destination suppressed for intent {s['intent_id']} "
-                       "without a permanent report")  # fmt: skip
+                       "without a recipient's fault")  # fmt: skip
+    found.figures["reports_sender_fault_observations"] = sum(
+        1 for said in observed.values() for o in said if o["fault"] == "sender_or_account"
+    )
     found.figures["reports_observations"] = sum(stored.values())
     found.figures["reports_delivered_intents"] = sum(1 for i in intents if i["delivered_at"] is not None)
     found.figures["reports_undeliverable_intents"] = sum(1 for i in intents if i["undeliverable_reason"] is not None)

@@ -134,6 +134,20 @@ def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
     return 0
 
 
+def cmd_channel_resume(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Lift a channel's hold after a run of sender or account faults, once the cause is fixed."""
+    import getpass
+
+    from .operations import channel_holds
+
+    held = channel_holds.resume(runtime.db, args.channel, f"verifyctl:{getpass.getuser()}")
+    if getattr(args, "json", False):
+        print(json.dumps({"channel": args.channel, "was_held": held}))
+    else:
+        print(f"{args.channel} resumed: sends start at the next dispatch" if held else f"{args.channel} was not held")
+    return 0
+
+
 def cmd_suppression_list(args: argparse.Namespace, runtime: Runtime) -> int:
     """Destinations a provider reported permanently undeliverable (issue 13): keys, never destinations."""
     from .operations import suppressions
@@ -170,7 +184,8 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
             raise ValueError(f"not a valid {channel} destination") from None
         policy = runtime.config.create.abuse
         # under every key of the ring: an entry written before a TOKEN_KEYS rotation is found too
-        keys = abuse.destination_keys([k.secret for k in runtime.keyring.keys], policy, channel, request.destination)
+        found = abuse.destination_keys([k.secret for k in runtime.keyring.keys], policy, channel, request.destination)
+        keys = list(dict.fromkeys(found.exact + found.alias))  # its exact entry, and an older alias-keyed one
     else:
         raise ValueError("give the destination to clear, or --key HEX --channel email|sms")
     by = f"verifyctl:{getpass.getuser()}"
@@ -298,11 +313,27 @@ def build_parser() -> argparse.ArgumentParser:
         "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
         cmd_sms_resume,
     )
+    channel = sub.add_parser(
+        "channel",
+        help="a channel held after a run of sender or account faults",
+        description="A run of failures of our sender or account (credentials, an unregistered sender, an "
+        "exhausted quota) holds the channel: its deliveries wait, none fails. `status` shows it.",
+    )
+    channel_sub = channel.add_subparsers(dest="channel_command", required=True, metavar="ACTION")
+    resume = _command(
+        channel_sub,
+        "resume",
+        "let a held channel send again once its cause is fixed",
+        "Lift the channel's hold and start its fault count afresh (recorded with who asked).",
+        cmd_channel_resume,
+    )
+    resume.add_argument("channel", choices=("email", "sms"))
     suppression = sub.add_parser(
         "suppression",
-        help="destinations refused after a hard bounce or permanent SMS failure",
-        description="The suppression list (issue 13): create answers 422 for a destination a provider "
-        "reported permanently undeliverable, until it is cleared here or SUPPRESSION_DAYS pass.",
+        help="destinations refused after a delivery failed for the recipient's fault",
+        description="The suppression list: create refuses an exact destination whose delivery failed for the "
+        "recipient's fault (a hard bounce, an invalid or unsubscribed number, a spam report), until it is "
+        "cleared here or SUPPRESSION_DAYS pass.",
     )
     suppression_sub = suppression.add_subparsers(dest="suppression_command", required=True, metavar="ACTION")
     _command(suppression_sub, "list", "show the current entries (keys, never destinations)",

@@ -11,10 +11,10 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                'account_id', p_account_id,
                'channel', p_channel,
                'status', 'pending',
-               'expires_at', to_char(p_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-               'created_at', to_char(p_created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+               'expires_at', rfc3339(p_expires_at),
+               'created_at', rfc3339(p_created_at))
            || CASE WHEN p_fallback_channel IS NULL THEN '{}'::jsonb
-                   ELSE jsonb_build_object('fallback', jsonb_build_object(  -- issue 14
+                   ELSE jsonb_build_object('fallback', jsonb_build_object(
                             'channel', p_fallback_channel, 'after_seconds', p_fallback_after_seconds,
                             'policy', channel_policy(p_fallback_channel, p_fallback_after_seconds))) END
 $$;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from signup_verification.delivery.events import WebhookConfig
+from signup_verification.delivery.webhook_config import WebhookConfig
 from signup_verification.platform.database import ConnectionParams, Database
 from support.dispatch import KEYRING, provider_settings
 

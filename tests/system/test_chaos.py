@@ -69,8 +69,9 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
         print(chaos.render(findings))
         assert findings.ok, dict(findings.violations)
         assert time.monotonic() - started < 150
-        # ...and the work still got done: most intents accepted, every duplicate explained.
-        assert f["final_status"]["accepted"] >= 0.8 * (f["created"] + f.get("short_ttl_created", 0))
+        # ...and the work still got done: most intents taken by a provider (some later reported
+        # undeliverable), every duplicate explained.
+        assert f["accepted_by_provider"] >= 0.8 * (f["created"] + f.get("short_ttl_created", 0))
         assert f["created"] + f.get("short_ttl_created", 0) >= 0.9 * config.intents  # the creator did its part
         assert f["duplicate_messages"] == f["duplicates_through_recorded_ambiguity"]
         assert f["superseded"] >= 1 and f["expired_verifications"] >= 1

@@ -92,14 +92,19 @@ def test_sendgrid_accepts_with_headers_and_both_parts(sendgrid):
             "invalid_destination",
             None,
         ),
-        (Answer(400, {"errors": [{"field": "content.0.value", "message": "invalid"}]}), "failed", "rejected", None),
+        (
+            Answer(400, {"errors": [{"field": "content.0.value", "message": "invalid"}]}),
+            "failed",
+            "message_rejected",
+            None,
+        ),
         (
             Answer(403, {"errors": [{"message": "The from address does not match a verified Sender Identity."}]}),
             "failed",
             "configuration",
             None,
         ),
-        (Answer(413, {"errors": [{"message": "too large"}]}), "failed", "message_too_large", None),
+        (Answer(413, {"errors": [{"message": "too large"}]}), "failed", "message_rejected", None),
         (
             Answer(429, {"errors": [{"message": "too many requests"}]}, {"Retry-After": "30"}),
             "retryable",
@@ -220,34 +225,39 @@ def test_twilio_messaging_service_sender(twilio):
         ),
         (FakeTwilio.error(400, 21610, "Attempt to send to unsubscribed recipient"), "failed", "unsubscribed"),
         (FakeTwilio.error(400, 21614, f"'To' number {PHONE} is not a valid mobile number"), "failed", "not_mobile"),
-        (FakeTwilio.error(400, 21635, "landline"), "failed", "landline"),
+        (FakeTwilio.error(400, 21635, "landline"), "failed", "not_mobile"),
         (
             FakeTwilio.error(
                 400, 21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"
             ),
             "failed",
-            "destination_not_permitted",
+            "configuration",
         ),
         (
             FakeTwilio.error(400, 21606, "The From phone number is not a valid, SMS-capable number"),
             "failed",
-            "destination_not_permitted",
+            "configuration",
         ),
         (
             FakeTwilio.error(400, 21408, "Permission to send an SMS has not been enabled for the region"),
             "failed",
-            "destination_not_permitted",
+            "region_not_permitted",
         ),
-        (FakeTwilio.error(400, 21604, "A 'To' phone number is required."), "failed", "invalid_destination"),
+        (FakeTwilio.error(400, 21604, "A 'To' phone number is required."), "failed", "message_rejected"),
         (
             FakeTwilio.error(400, 21212, "The 'From' number +15005550006 is not a valid phone number"),
             "failed",
             "configuration",
         ),
-        (FakeTwilio.error(400, 21999, "something else"), "failed", "rejected"),
+        (FakeTwilio.error(400, 21999, "something else"), "failed", "unknown"),
         (FakeTwilio.error(429, 20429, "Too Many Requests", headers={"Retry-After": "12"}), "retryable", "rate_limited"),
         (FakeTwilio.error(500, 20500, "Internal Server Error"), "ambiguous", "provider_5xx"),
-        (FakeTwilio.error(503, 20503, "Service Unavailable"), "ambiguous", "provider_5xx"),
+        # Twilio's 503 may have created the message: ambiguous, and its Retry-After is kept for the hold
+        (
+            FakeTwilio.error(503, 20503, "Service Unavailable", headers={"Retry-After": "12"}),
+            "ambiguous",
+            "provider_5xx",
+        ),
     ],
 )
 def test_twilio_error_answers(twilio, answer, outcome, error_class):
@@ -255,8 +265,9 @@ def test_twilio_error_answers(twilio, answer, outcome, error_class):
     result = twilio_channel(twilio).send(render("sms", PHONE), soon())
     assert (result.outcome, result.error_class) == (outcome, error_class)
     assert PHONE not in result.detail and PHONE[1:] not in result.detail  # Twilio echoes the number
-    if error_class == "rate_limited":
+    if error_class == "rate_limited" or answer.status == 503:
         assert result.retry_after == 12.0
+    assert (result.verdict is not None) == (outcome == "failed")
 
 
 def test_twilio_bad_credentials_is_error_20003(twilio):

@@ -78,9 +78,9 @@ def test_a_leading_dot_line_survives_dot_stuffing(server):
 @pytest.mark.parametrize(
     "reply,outcome,error_class",
     [
-        ("550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown", "failed", "invalid_destination"),
+        ("550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown", "failed", "bounced"),
         ("553 5.1.3 bad address syntax", "failed", "invalid_destination"),
-        ("552 5.2.2 mailbox full", "failed", "recipient_rejected"),
+        ("552 5.2.2 mailbox full", "failed", "mailbox_full"),
         ("554 5.7.1 Relay access denied", "failed", "configuration"),
         ("450 4.2.1 mailbox busy, try later", "retryable", "smtp_transient"),
         # Postfix's smtpd_delay_reject=yes: refusals of our sender, HELO name or IP arrive at RCPT.
@@ -93,7 +93,7 @@ def test_a_leading_dot_line_survives_dot_stuffing(server):
         ("554 5.7.1 <no-reply@example.org>: Sender address rejected: Access denied", "failed", "configuration"),
         ("504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", "failed", "configuration"),
         ("554 5.7.1 <unknown[192.0.2.1]>: Client host rejected: Access denied", "failed", "configuration"),
-        ("554 5.7.1 <ada@example.com>: Recipient address rejected: Access denied", "failed", "recipient_rejected"),
+        ("554 5.7.1 <ada@example.com>: Recipient address rejected: Access denied", "failed", "blocked"),
         ("452 4.5.3 too many recipients", "retryable", "smtp_transient"),
     ],
 )
@@ -110,8 +110,8 @@ def test_rcpt_replies(server, reply, outcome, error_class):
     [
         ("451 4.3.0 local error, try again", "retryable", "smtp_transient"),
         ("421 4.3.2 shutting down", "retryable", "smtp_transient"),
-        ("554 5.6.0 content rejected", "failed", "content_rejected"),
-        ("552 5.3.4 message too big", "failed", "message_too_large"),
+        ("554 5.6.0 content rejected", "failed", "message_rejected"),
+        ("552 5.3.4 message too big", "failed", "message_rejected"),
     ],
 )
 def test_data_replies(server, reply, outcome, error_class):
@@ -229,10 +229,12 @@ def test_non_ascii_address_needs_smtputf8():
         assert fake.received[0].rcpt_tos == ["josé@example.com"]
     with FakeSmtpServer(smtputf8=False) as fake:
         result = channel_for(fake).send(message(to="josé@example.com"), soon())
-        assert (result.outcome, result.error_class) == ("failed", "invalid_destination")
+        # the address is valid; our relay cannot carry it: the message fails, the address is not blamed
+        assert (result.outcome, result.error_class) == ("failed", "message_rejected")
+        assert result.verdict is not None and result.verdict.fault == "sender_or_account"
 
 
 def test_classify_reply_table():
     assert classify_reply("auth", 535, b"5.7.8 Authentication credentials invalid").error_class == "configuration"
     assert classify_reply("end", 250 + 300, b"5.7.1 spam").outcome == "failed"
-    assert classify_reply("rcpt", 550, b"no such user").error_class == "invalid_destination"
+    assert classify_reply("rcpt", 550, b"no such user").error_class == "bounced"

@@ -15,7 +15,8 @@ import pytest
 from signup_verification import cli, runtime
 from signup_verification.config import ConfigError, load
 from signup_verification.delivery import mime, sms, templates
-from signup_verification.delivery.messages import MessageConfig, Renderer, check_sms_budget, sample_intent
+from signup_verification.delivery.message_config import MessageConfig, check_sms_budget
+from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.local.mailbox import sms_segments
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring

@@ -2,8 +2,10 @@
 gives both answers, the JSON/problem+json one (API callers) and the HTML page (people).
 
 Dead verifications answer 410 Gone: nothing the caller sends can revive them, only a new
-verification helps. A wrong code is 422 with the tries left; an unknown token or id is one generic
-404 that says nothing about accounts or destinations.
+verification helps. A link's page says which way it ended; a code attempt against any finished
+verification hears one answer, 410 `verification-finished` (the read API tells the site which),
+so codes cannot probe the state. A wrong code is 422 with the tries left; an unknown token or id
+is one generic 404 that says nothing about accounts or destinations.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ..platform.timestamps import rfc3339_or_none
 from ..verifications.confirm import MalformedCode, Outcome, Result, normalise_code
 from . import pages, problems
 from .http import Incoming, Response, json_response
@@ -54,6 +57,15 @@ RENDERINGS: dict[Result, Rendering] = {
         "locked.html",
         ("verification-locked", "Too many wrong codes", "This verification is locked. Ask the site for a new code."),
     ),
+    Result.FINISHED: Rendering(
+        410,
+        "invalid.html",
+        (
+            "verification-finished",
+            "This verification can no longer be confirmed",
+            "It ended (the site can read how). Ask the site for a new code.",
+        ),
+    ),
     # Links have no codes, so a page never shows a wrong code; if one did, it says "not valid".
     Result.WRONG_CODE: Rendering(
         422, "invalid.html", ("code-incorrect", "The code is not correct", "Check the code and try again.")
@@ -66,13 +78,14 @@ def json_answer(outcome: Outcome) -> Response:
     """200 body for a verified outcome; raises the Problem for every other one."""
     rendering = RENDERINGS[outcome.result]
     if rendering.problem is None:
-        verified_at = outcome.verified_at.isoformat().replace("+00:00", "Z") if outcome.verified_at else None
         body = {
             "verification_id": str(outcome.verification_id),
             "account_id": outcome.account_id,
             "channel": outcome.channel,
             "status": "verified",
-            "verified_at": verified_at,
+            "verified_at": rfc3339_or_none(outcome.verified_at),
+            "verified_channel": outcome.verified_channel,
+            "verified_via": outcome.verified_via,
             "already_verified": outcome.result == Result.ALREADY_VERIFIED,
         }
         return json_response(body, rendering.status, dict(NO_STORE))

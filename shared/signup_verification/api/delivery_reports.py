@@ -1,10 +1,14 @@
-"""The public `delivery_reports` target (issue 13): `POST /sendgrid` and `POST /twilio`.
+"""The public `delivery_reports` target: `POST /sendgrid` and `POST /twilio`.
 
 No caller identity (the providers cannot present one): each path checks its provider's signature
 over the raw request before anything is parsed or stored (api/report_signatures.py). Missing
 signature: 401; wrong or stale one: 403; a path whose provider is not configured: 403; nothing is
-stored for any of them. A signed but malformed body: 400. Reports about messages we do not know
-are answered 200 (so the provider stops retrying), counted and logged.
+stored for any of them. A signed body that is not what the provider sends at all: 400. A signed
+batch is stored whatever one event of it holds: an event that cannot be read is skipped and counted
+as `malformed` (2xx, so the provider does not retry the batch forever). Reports about messages we
+do not know are answered 200 (so the provider stops retrying), counted and logged. A report of a
+channel-wide sender or account fault (an exhausted quota, an unregistered sender) logs an ERROR
+with `alert`: it pages, as a refused credential does.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ from urllib.parse import parse_qsl
 
 from ..platform.database import Database
 from . import report_signatures as signatures
-from .delivery_reports_config import DeliveryReportsConfig  # noqa: F401  (moved: issue 18)
+from .delivery_reports_config import DeliveryReportsConfig
 from .http import Incoming, Response, json_response, single_header
 from .problems import Problem, bad_request, method_not_allowed
 
-if TYPE_CHECKING:  # config/ reads DeliveryReportsConfig: neither loads at every target's start (issue 18)
+if TYPE_CHECKING:  # loaded on the first report, not at every target's start
     from ..delivery import reports
 
 _log = logging.getLogger("signup_verification.api.delivery_reports")
@@ -59,10 +63,10 @@ def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -
     if not signatures.sendgrid_valid(config.sendgrid_key, signature, timestamp, incoming.body):
         raise _forged("The signature does not match the body.")
     try:
-        observations, ignored = reports.sendgrid_events(incoming.body)
+        batch = reports.sendgrid_events(incoming.body)
     except reports.MalformedReport as exc:
         raise bad_request(str(exc)) from None
-    return reports.ingest(db, "sendgrid", observations, config.suppress_days, ignored)
+    return reports.ingest(db, "sendgrid", batch.observations, config.failures, batch.ignored, batch.malformed)
 
 
 def _twilio(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
@@ -88,7 +92,7 @@ def _twilio(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> 
         observation = reports.twilio_observation(dict(params))
     except reports.MalformedReport as exc:
         raise bad_request(str(exc)) from None
-    return reports.ingest(db, "twilio", [observation], config.suppress_days)
+    return reports.ingest(db, "twilio", [observation], config.failures)
 
 
 def _unsigned(headers: str) -> Problem:
@@ -105,7 +109,15 @@ def _not_configured(provider: str, settings: str) -> Problem:
 
 
 def _logged(provider: str, result: reports.IngestResult) -> None:
-    fields = {"event": "delivery_reports", "provider": provider, **result.as_dict()}
-    level = logging.WARNING if result.unknown else logging.INFO
-    _log.log(level, "delivery reports from %s: %d stored, %d unknown", provider, result.stored, result.unknown,
-             extra={"json_fields": fields})  # fmt: skip
+    fields: dict[str, object] = {"event": "delivery_reports", "provider": provider, **result.as_dict()}
+    if result.sender_faults:
+        fields["alert"] = "sender_or_account"
+        _log.error(
+            "%s reported %d failure(s) of our sender or account%s: no destination suppressed; see `verifyctl status`",
+            provider, result.sender_faults, ", the channel is held" if result.held else "",
+            extra={"json_fields": fields},
+        )  # fmt: skip
+        return
+    level = logging.WARNING if result.unknown or result.malformed else logging.INFO
+    _log.log(level, "delivery reports from %s: %d stored, %d unknown, %d malformed", provider, result.stored,
+             result.unknown, result.malformed, extra={"json_fields": fields})  # fmt: skip

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..outbox.failure_policy import FailurePolicy
+
 if TYPE_CHECKING:  # a key is parsed (report_signatures.py) only where SENDGRID_WEBHOOK_PUBLIC_KEY is set
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -17,7 +19,7 @@ class DeliveryReportsConfig:
     twilio_auth_token: str | None = field(default=None, repr=False)  # TWILIO_AUTH_TOKEN
     tolerance_seconds: int = 300  # DELIVERY_REPORTS_TOLERANCE_SECONDS: SendGrid timestamp skew
     max_body_bytes: int = 1024 * 1024  # DELIVERY_REPORTS_MAX_BODY_BYTES: a 1,000-event batch is ~400 KB
-    suppress_days: float | None = None  # SUPPRESSION_DAYS: how long a hard bounce refuses creates (None: until cleared)
+    failures: FailurePolicy = field(default_factory=FailurePolicy)  # suppression and channel holds
 
     @property
     def status_callback(self) -> str | None:

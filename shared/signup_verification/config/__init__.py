@@ -147,6 +147,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             idle_poll_seconds=read.positive("DISPATCH_IDLE_POLL_SECONDS", 0.25),
             settle_connection=read.flag("DISPATCH_SETTLE_CONNECTION", False),
             sms_max_per_hour=sms_max,
+            failures=reports.failures,
             messages=MessageConfig(
                 product_name=product,
                 email_from=email_from,
@@ -262,6 +263,7 @@ def _abuse(read: Reader, production: bool, target: str | None) -> abuse.AbuseCon
     if domains is not None:
         plus = None if domains.strip() == "*" else _word_set(domains, upper=False) or frozenset()
     coarse = read.choice("RATE_LIMIT_RETRY_AFTER", "exact", {"exact", "coarse"}) == "coarse"
+    suppressed = read.choice("SUPPRESSED_ANSWER", d.suppressed_answer, {"refuse", "silent"})
     return abuse.AbuseConfig(
         sms_allowed_countries=countries or d.sms_allowed_countries,
         sms_allowed_number_types=types or d.sms_allowed_number_types,
@@ -271,6 +273,7 @@ def _abuse(read: Reader, production: bool, target: str | None) -> abuse.AbuseCon
         per_client_per_hour=read.integer("RATE_LIMIT_CLIENT_PER_HOUR", d.per_client_per_hour, 1),
         plus_tag_domains=plus,
         coarse_retry_after=coarse,
+        suppressed_answer=suppressed,
     )
 
 

@@ -10,8 +10,9 @@ from ..api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_ke
 from ..api.delivery_reports_config import DeliveryReportsConfig
 from ..delivery.channel_config import ChannelsConfig, SendGridConfig, SmtpConfig, TwilioConfig
 from ..delivery.message_config import message_domain
-from ..delivery.webhook_config import WebhookConfig, check_url, parse_secrets
+from ..delivery.webhook_config import DEFAULT_EVENT_TYPES, WebhookConfig, check_url, parse_events, parse_secrets
 from ..operations.reconciler.config import DAY, ReconcilerConfig, SmsLookupConfig
+from ..outbox.failure_policy import FailurePolicy
 from ..outbox.policy import ChannelPolicy, RetryPolicy
 from .reader import Reader
 
@@ -90,11 +91,15 @@ def webhook(read: Reader, production: bool) -> WebhookConfig:
     WEBHOOK_SECRET is needed where they are sent (dispatch: build_channels says so)."""
     url = read.text("WEBHOOK_URL")
     raw_secret = read.text("WEBHOOK_SECRET")
+    raw_events = read.text("WEBHOOK_EVENTS")
     no_secrets: tuple[bytes, ...] = ()
     return WebhookConfig(
         url=read.attempt(lambda: check_url(url, production), None) if url else None,
         secrets=read.attempt(lambda: parse_secrets(raw_secret), no_secrets) if raw_secret else no_secrets,
         max_attempts=read.integer("WEBHOOK_MAX_ATTEMPTS", WebhookConfig.max_attempts, 1),
+        events=read.attempt(lambda: parse_events(raw_events), DEFAULT_EVENT_TYPES)
+        if raw_events
+        else DEFAULT_EVENT_TYPES,
     )
 
 
@@ -149,14 +154,25 @@ def reports(read: Reader, production: bool) -> DeliveryReportsConfig:
         from ..api import report_signatures
 
         key = read.attempt(lambda: report_signatures.sendgrid_public_key(raw_key), None)
-    days = read.number("SUPPRESSION_DAYS", 0.0, 0.0)
     return DeliveryReportsConfig(
         public_url=url,
         sendgrid_key=key,
         twilio_auth_token=read.text("TWILIO_AUTH_TOKEN"),
         tolerance_seconds=read.integer("DELIVERY_REPORTS_TOLERANCE_SECONDS", 300, 30),
         max_body_bytes=read.integer("DELIVERY_REPORTS_MAX_BODY_BYTES", 1024 * 1024, 1024),
+        failures=failure_policy(read),
+    )
+
+
+def failure_policy(read: Reader) -> FailurePolicy:
+    """What a failure for good sets off: SUPPRESSION_DAYS and the channel hold's thresholds."""
+    d = FailurePolicy()
+    days = read.number("SUPPRESSION_DAYS", 0.0, 0.0)
+    return FailurePolicy(
         suppress_days=days or None,
+        hold_after=read.integer("CHANNEL_HOLD_AFTER_FAULTS", d.hold_after, 1),
+        hold_window_seconds=read.positive("CHANNEL_HOLD_WINDOW_SECONDS", d.hold_window_seconds),
+        hold_seconds=read.positive("CHANNEL_HOLD_SECONDS", d.hold_seconds),
     )
 
 

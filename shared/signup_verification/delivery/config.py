@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..outbox.failure_policy import FailurePolicy
 from .message_config import MessageConfig
 
 
@@ -30,3 +31,4 @@ class DispatchConfig:
     # takes no SMS intent until the next hour or `verifyctl sms resume`; email is unaffected.
     sms_max_per_hour: int | None = 1000
     messages: MessageConfig = field(default_factory=MessageConfig)  # what the rendered messages say
+    failures: FailurePolicy = field(default_factory=FailurePolicy)  # suppression and channel holds

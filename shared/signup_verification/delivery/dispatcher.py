@@ -152,7 +152,9 @@ class Dispatcher:
         sys.setswitchinterval(LOOP_SWITCH_INTERVAL)
         try:
             self.estimator.seed(heartbeats.start_dispatch(self.db, o.deployment))
-            settler = (BackgroundSettler if o.settle_connection else InlineSettler)(self.db, self.owner, self._tally)
+            settler = (BackgroundSettler if o.settle_connection else InlineSettler)(
+                self.db, self.owner, self._tally, o.failures
+            )
             self._loop(settler)
             settler.wait()
             if self.report.batches:

@@ -1,4 +1,4 @@
-"""Webhook events as the receiver sees them (issue 12): the body, the ids, the Standard Webhooks
+"""Webhook events as the receiver sees them: the body, the ids, the Standard Webhooks
 signature. No network and no database here: the adapter (channels/webhook.py) sends what this
 builds, and tests/support use the same functions only where the standardwebhooks library is not the
 judge.
@@ -6,7 +6,8 @@ judge.
     body         {"type": <event type>, "timestamp": <RFC 3339 event time>, "data": <intent payload>}
                  (the payload is written by sql/definitions/10_record_event.sql: never a token, a
                  code or a destination)
-    webhook-id   stable per event (per intent), whatever the attempt: the receiver's dedup key
+    webhook-id   stable per event (per intent: its verification, type and subject), whatever the
+                 attempt: the receiver's dedup key
     webhook-timestamp  unix seconds of this send (receivers refuse stale ones)
     webhook-signature  'v1,<base64 HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>', one per secret
                  of WEBHOOK_SECRET, space-separated (rotation: the receiver accepts either)
@@ -20,25 +21,23 @@ import hmac
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
-from .webhook_config import SECRET_PREFIX, WebhookConfig, check_url, parse_secrets  # noqa: F401  (moved: issue 18)
+from ..platform.timestamps import rfc3339
+from .webhook_config import EVENT_TYPES
 
-EVENT_TYPES = ("verification.verified", "verification.expired", "verification.locked", "delivery.failed")
+__all__ = ["EVENT_TYPES", "EventContent", "render_event", "rfc3339", "sign", "webhook_id"]
 # A fixed namespace: the same verification and event type give the same webhook-id on every instance.
 _ID_NAMESPACE = uuid.UUID("5a3c1f0e-7d52-4f8e-9a7c-2b6f4e1d9c30")
 
 
-def webhook_id(verification_id: uuid.UUID, event_type: str) -> str:
-    """One id per logical event (the unique index allows one event per type per verification), so
-    every attempt of it, on any instance, carries the same id."""
-    return "msg_" + uuid.uuid5(_ID_NAMESPACE, f"{verification_id}/{event_type}").hex
-
-
-def rfc3339(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def webhook_id(verification_id: uuid.UUID, event_type: str, subject: str | None = None) -> str:
+    """One id per logical event (the unique index allows one event per type, verification and
+    subject), so every attempt of it, on any instance, carries the same id."""
+    name = f"{verification_id}/{event_type}" + (f"/{subject}" if subject else "")
+    return "msg_" + uuid.uuid5(_ID_NAMESPACE, name).hex
 
 
 @dataclass(frozen=True, repr=False)
@@ -69,7 +68,7 @@ def render_event(intent: ClaimedIntent, attempt: BegunAttempt) -> EventContent:
     return EventContent(
         intent.id,
         attempt.attempt_id,
-        webhook_id(intent.verification_id, intent.event_type),
+        webhook_id(intent.verification_id, intent.event_type, intent.event_subject),
         intent.event_type,
         intent.created_at,
         data,

@@ -25,19 +25,27 @@ from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from ..verifications.tokens import Keyring, with_verification_id
 from . import mime, sms, templates
+from .classification import Category, Fault, Verdict, configuration, ours
 from .events import EventContent, render_event
-from .message_config import MessageConfig, check_sms_budget, message_domain  # noqa: F401  (moved: issue 18)
+from .message_config import MessageConfig, message_domain
 
 AUTO_HEADERS = (("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All"))
+
+
+# Past retention the destination is gone: the verification died long before. A template that fails
+# to render fails that message, not the channel.
+_REDACTED = Verdict(True, Fault.TRANSIENT_OR_UNKNOWN, Category.EXPIRED, None)
+_TEMPLATE = ours(Category.MESSAGE_REJECTED)
 
 
 class RenderError(Exception):
     """The intent cannot be rendered (unknown template, missing key): permanent for this intent."""
 
-    def __init__(self, error_class: str, detail: str):
+    def __init__(self, error_class: str, detail: str, verdict: Verdict):
         super().__init__(detail)
         self.error_class = error_class
         self.detail = detail
+        self.verdict = verdict
 
 
 @dataclass(frozen=True, repr=False)
@@ -124,7 +132,7 @@ class Renderer:
             return render_event(intent, attempt)
         destination = intent.destination
         if destination is None:
-            raise RenderError("redacted", "the destination was redacted")
+            raise RenderError("redacted", "the destination was redacted", _REDACTED)
         now = now or datetime.now(UTC)
         try:
             key = self.keyring.get(intent.key_id)
@@ -133,12 +141,12 @@ class Renderer:
                 return self._email(intent, destination, attempt, key, minutes)
             return self._sms(intent, destination, attempt, key, minutes)
         except ConfigError as exc:  # the message names the key id only
-            raise RenderError("configuration", str(exc)) from None
+            raise RenderError("configuration", str(exc), configuration()) from None
         except templates.UnknownTemplate as exc:
-            raise RenderError("template", str(exc)) from None
+            raise RenderError("template", str(exc), _TEMPLATE) from None
         except jinja2.TemplateError as exc:  # e.g. an undefined variable: names it, never a value
             raise RenderError(
-                "template", f"{type(exc).__name__} in {intent.template_version}/{intent.locale}"
+                "template", f"{type(exc).__name__} in {intent.template_version}/{intent.locale}", _TEMPLATE
             ) from None
 
     def message_id(self, intent: ClaimedIntent) -> str:

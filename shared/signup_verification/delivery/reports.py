@@ -1,10 +1,16 @@
-"""Provider delivery reports (issue 13): SendGrid events and Twilio status callbacks as observations.
+"""Provider delivery reports: SendGrid events and Twilio status callbacks as observations.
 
-This module knows what each provider's report means (which event is final, which code permanent)
-and hands a verified batch to `ingest_delivery_reports` (sql/definitions/13): one round trip, one
-transaction, whatever the batch size. Signatures are checked before anything here runs
-(api/report_signatures.py). Nothing a provider writes freely is kept (a bounce `reason` quotes the
-address): the event, its classification, an SMTP status or Twilio code, and the references.
+Each report is classified by its provider's table (delivery/classification/): will the message
+ever arrive (`final`), whose fault it is, which reason the site reads. A verified batch then goes
+to `ingest_delivery_reports` (sql/definitions/13) in one round trip and one transaction, whatever
+its size; the SQL acts on those answers and never re-derives them. Signatures are checked before
+anything here runs (api/report_signatures.py). Nothing a provider writes freely is kept (a bounce
+`reason` quotes the address): the event, its classification, an SMTP status or Twilio code, and the
+references.
+
+One event that cannot be read (not an object, a field that is not text) is skipped and counted as
+`malformed`; text PostgreSQL cannot hold (NUL, a lone UTF-16 surrogate) is replaced by U+FFFD, and
+every kept field is bounded: the rest of the batch is always stored.
 """
 
 from __future__ import annotations
@@ -17,23 +23,19 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..outbox.failure_policy import FailurePolicy
 from ..platform.database import Database, load_sql
+from .classification import Verdict
+from .classification import sendgrid as sendgrid_table
+from .classification import twilio as twilio_table
 
 _INGEST = load_sql(__file__, "reports_ingest.sql")
 
-# SendGrid's deliverability and engagement events we keep; others (group_resubscribe, ...) are ignored.
+# SendGrid's deliverability and engagement events we keep; others (open, click, group_resubscribe,
+# ...) are ignored.
 SENDGRID_EVENTS = frozenset(
     {"processed", "delivered", "deferred", "bounce", "dropped", "spamreport", "unsubscribe", "group_unsubscribe"}
 )
-# SendGrid's documented `dropped` reasons (fixed texts, never an address); anything else is 'other'.
-DROP_REASONS = {
-    "Bounced Address": "bounced_address",
-    "Invalid": "invalid",
-    "Invalid SMTPAPI header": "invalid_header",
-    "Spam Reporting Address": "spam_reporting_address",
-    "Unsubscribed Address": "unsubscribed_address",
-    "Recipient List over Package Quota": "over_quota",
-}
 TWILIO_STATUSES = frozenset(
     {
         "accepted",
@@ -49,22 +51,12 @@ TWILIO_STATUSES = frozenset(
         "partially_delivered",
     }  # fmt: skip
 )
-# Twilio delivery error codes that say this number will not receive SMS (twilio.com/docs/api/errors):
-# the destination goes on the suppression list. Others (30001 queue overflow, 30003 handset off,
-# 30008 unknown, carrier filtering 30007, the account's 30002/30034) are not the destination's fault.
-TWILIO_PERMANENT = {
-    21211: "invalid_destination",
-    21610: "unsubscribed",
-    21612: "unreachable_destination",
-    21614: "not_mobile",
-    30004: "blocked_by_recipient",
-    30005: "unknown_destination",
-    30006: "landline_or_unreachable_carrier",
-}
+TWILIO_FINAL_FAILURES = frozenset({"undelivered", "failed"})
 _SMTP_STATUS = re.compile(r"^[245]\.\d{1,3}\.\d{1,3}$")
 _SID = re.compile(r"^(SM|MM)[0-9a-fA-F]{32}$")
 _ATTEMPT_ID = re.compile(r"^(\d{1,18}):\d{1,9}$")
 _WORD = re.compile(r"^[a-z_]{1,32}$")
+_UNREPRESENTABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: PostgreSQL text refuses both
 
 
 @dataclass(frozen=True)
@@ -78,8 +70,19 @@ class Observation:
     provider_ref: str | None = None
     detail: str | None = None
     error_code: int | None = None
-    permanent: bool = False
+    permanent: bool = False  # final: the message will never arrive
+    fault: str | None = None  # recipient | sender_or_account | transient_or_unknown (None: no failure)
+    category: str | None = None
+    code: str | None = None  # the reason's provider code
+    holds: bool = False  # a channel-wide sender or account fault
     provider_at: str | None = None  # ISO-8601 UTC
+
+    @classmethod
+    def classified(cls, verdict: Verdict | None, **fields: Any) -> Observation:
+        if verdict is None:
+            return cls(**fields)
+        return cls(**fields, permanent=verdict.final, fault=verdict.fault.value, category=verdict.category.value,
+                   code=verdict.code, holds=verdict.holds_channel)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -91,57 +94,79 @@ class IngestResult:
     delivered: int
     undeliverable: int
     suppressed: int
-    ignored: int = 0  # events we do not keep (engagement, malformed single events)
+    sender_faults: int = 0  # channel-wide sender or account faults reported (they page)
+    held: int = 0  # channels this batch put on hold
+    ignored: int = 0  # events we do not keep (engagement events)
+    malformed: int = 0  # events that could not be read: skipped, the rest stored
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
 class MalformedReport(ValueError):
-    """The whole body is not what the provider sends (400); single odd events are only ignored."""
+    """The whole body is not what the provider sends (400); single odd events are only skipped."""
 
 
-def sendgrid_events(body: bytes) -> tuple[list[Observation], int]:
-    """The batch's observations and how many events were ignored; MalformedReport if not a JSON array."""
+def clean(value: str, limit: int) -> str:
+    """Text as PostgreSQL can hold it, bounded: NUL and lone surrogates become U+FFFD."""
+    return _UNREPRESENTABLE.sub("\ufffd", value[:limit])
+
+
+@dataclass(frozen=True)
+class SendGridBatch:
+    observations: list[Observation]
+    ignored: int
+    malformed: int
+
+
+def sendgrid_events(body: bytes) -> SendGridBatch:
+    """The batch's observations; MalformedReport if the body is not a JSON array."""
     try:
-        events = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise MalformedReport("The body is not valid UTF-8 JSON.") from None
+        events = json.loads(body.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        raise MalformedReport("The body is not valid JSON.") from None
     if not isinstance(events, list):
         raise MalformedReport("The body must be a JSON array of events.")
-    kept = [o for o in (sendgrid_observation(e) for e in events) if o is not None]
-    return kept, len(events) - len(kept)
+    kept, ignored, malformed = [], 0, 0
+    for event in events:
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            malformed += 1
+        elif event["event"] not in SENDGRID_EVENTS:
+            ignored += 1
+        else:
+            kept.append(sendgrid_observation(event))
+    return SendGridBatch(kept, ignored, malformed)
 
 
-def sendgrid_observation(event: Any) -> Observation | None:
-    if not isinstance(event, dict) or not isinstance(event.get("event"), str) or event["event"] not in SENDGRID_EVENTS:
-        return None
+def sendgrid_observation(event: Mapping[str, Any]) -> Observation:
     name = str(event["event"])
-    detail, permanent = None, False
+    detail: str | None = None
+    status = str(event.get("status") or "")
+    status = status if _SMTP_STATUS.match(status) else ""
     if name == "bounce":
         kind = str(event["type"]) if event.get("type") in ("bounce", "blocked") else "bounce"
-        status = str(event.get("status") or "")
-        detail = kind + (f" {status}" if _SMTP_STATUS.match(status) else "")
-        # type 'blocked' is SendGrid's soft bounce (a temporary refusal): an observation only
-        name, permanent = ("blocked", False) if kind == "blocked" else ("bounce", True)
-    elif name == "dropped":
-        detail, permanent = DROP_REASONS.get(str(event.get("reason") or ""), "other"), True
+        detail = kind + (f" {status}" if status else "")
+        name = "blocked" if kind == "blocked" else "bounce"
+    drop_reason = event.get("reason") if name == "dropped" and isinstance(event.get("reason"), str) else None
+    verdict = sendgrid_table.event_verdict(name, status or None, drop_reason)
+    if name == "dropped" and verdict is not None:
+        detail = verdict.code
     intent_id, attempt_id = _custom_args(event)
     message_id = event.get("sg_message_id")
-    provider_ref = message_id.split(".", 1)[0][:200] if isinstance(message_id, str) and message_id else None
+    provider_ref = clean(message_id.split(".", 1)[0], 200) if isinstance(message_id, str) and message_id else None
     event_id = event.get("sg_event_id")
-    if isinstance(event_id, str) and 0 < len(event_id) <= 300:
+    if isinstance(event_id, str) and 0 < len(event_id) <= 300 and not _UNREPRESENTABLE.search(event_id):
         dedup = event_id
     else:  # not documented as optional, but a retried batch must still be one row per event
         dedup = "sha256:" + hashlib.sha256(json.dumps(event, sort_keys=True).encode()).hexdigest()
-    return Observation(
+    return Observation.classified(
+        verdict,
         dedup_key=dedup,
         event=name,
         intent_id=intent_id,
         attempt_id=attempt_id,
         provider_ref=provider_ref,
         detail=detail,
-        permanent=permanent,
         provider_at=_unix(event.get("timestamp")),
     )
 
@@ -163,33 +188,35 @@ def twilio_observation(form: Mapping[str, str]) -> Observation:
     if status not in TWILIO_STATUSES:
         raise MalformedReport("MessageStatus is missing or unknown.")
     code = _int(form.get("ErrorCode"))
-    permanent = status in ("undelivered", "failed") and code in TWILIO_PERMANENT
-    return Observation(
+    verdict = twilio_table.verdict(code) if status in TWILIO_FINAL_FAILURES else None
+    return Observation.classified(
+        verdict,
         dedup_key=f"{sid}:{status}",
         event=status,
         provider_ref=sid,
-        detail=TWILIO_PERMANENT.get(code) if permanent and code is not None else None,
+        detail=verdict.category.value if verdict else None,
         error_code=code,
-        permanent=permanent,
     )
 
 
-def ingest(db: Database, provider: str, observations: Sequence[Observation], suppress_days: float | None,
-           ignored: int = 0) -> IngestResult:  # fmt: skip
+def ingest(
+    db: Database, provider: str, observations: Sequence[Observation], failures: FailurePolicy | None = None,
+    ignored: int = 0, malformed: int = 0,
+) -> IngestResult:  # fmt: skip
     """One batch, one statement: stored once, linked to attempts, effects applied (sql/definitions/13)."""
     if provider not in ("sendgrid", "twilio"):
         raise ValueError(provider)
-    # PostgreSQL text cannot hold NUL: a signed body may still carry one (found by the fuzz test)
     events = [
-        {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in asdict(o).items()}
+        {k: clean(v, 300) if isinstance(v, str) else v for k, v in asdict(o).items()}
         for o in observations
         if _WORD.match(o.event)
     ]
-    row = db.run(_INGEST, provider=provider, events=json.dumps(events),
-                 suppress_seconds=None if suppress_days is None else suppress_days * 86400.0)[0]  # fmt: skip
-    received, stored, duplicates, unknown, delivered, undeliverable, suppressed = (int(v) for v in row)
-    return IngestResult(received, stored, duplicates, unknown, delivered, undeliverable, suppressed,
-                        ignored=ignored + len(observations) - len(events))  # fmt: skip
+    row = db.single(_INGEST, provider=provider, events=json.dumps(events), **(failures or FailurePolicy()).parameters())
+    return IngestResult(
+        **{k: int(v) for k, v in row.items()},
+        ignored=ignored + len(observations) - len(events),
+        malformed=malformed,
+    )
 
 
 def _unix(value: Any) -> str | None:

@@ -55,6 +55,7 @@ class SendOutcome:
             result.retry_after,
             sent=result.error_class != NOT_SENT,
         )
+        verdict = result.verdict if result.outcome == "failed" else None
         return Settlement(
             intent.id,
             intent.lease_version,
@@ -65,6 +66,11 @@ class SendOutcome:
             result.provider_ref,
             self.segments,
             attempted=self.attempted,
+            category=verdict.category.value if verdict else None,
+            code=verdict.code if verdict else None,
+            provider=verdict.provider if verdict else None,
+            fault=verdict.fault.value if verdict else None,
+            holds_channel=bool(verdict and verdict.holds_channel),
         )
 
     @property
@@ -160,7 +166,7 @@ class BatchSender:
         channel = self.channels.get(intent.channel)
         if channel is None:
             return SendOutcome(
-                intent, attempt, SendResult.failed("configuration", f"no adapter for channel {intent.channel!r}")
+                intent, attempt, SendResult.configuration(f"no adapter for channel {intent.channel!r}", None)
             )
         if intent.channel in self.broken:
             # Do not hammer a provider with credentials it just refused (that can get the sender blocked).
@@ -176,7 +182,7 @@ class BatchSender:
         try:
             message = self.renderer.render(intent, attempt)
         except RenderError as exc:
-            return SendOutcome(intent, attempt, SendResult.failed(exc.error_class, exc.detail))
+            return SendOutcome(intent, attempt, SendResult.failed(exc.error_class, exc.detail, exc.verdict))
         segments = getattr(message, "segments", None)
         started = time.monotonic()
         try:

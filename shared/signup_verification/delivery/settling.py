@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 from ..outbox import Settlement, heartbeats, transitions
+from ..outbox.failure_policy import FailurePolicy
 from ..platform.database import Database
 from .sending import SendOutcome
 
@@ -37,11 +38,11 @@ class Settler(Protocol):
 
 
 class InlineSettler:
-    def __init__(self, db: Database, owner: str, record: Record):
-        self.db, self.owner, self.record = db, owner, record
+    def __init__(self, db: Database, owner: str, record: Record, failures: FailurePolicy):
+        self.db, self.owner, self.record, self.failures = db, owner, record, failures
 
     def settle(self, outcomes: Sequence[SendOutcome], settlements: Sequence[Settlement]) -> None:
-        self.record(outcomes, transitions.settle(self.db, self.owner, settlements))
+        self.record(outcomes, transitions.settle(self.db, self.owner, settlements, self.failures))
 
     def wait(self) -> bool:
         return False
@@ -51,8 +52,8 @@ class InlineSettler:
 
 
 class BackgroundSettler:
-    def __init__(self, db: Database, owner: str, record: Record):
-        self.owner, self.record = owner, record
+    def __init__(self, db: Database, owner: str, record: Record, failures: FailurePolicy):
+        self.owner, self.record, self.failures = owner, record, failures
         self.db = db.sibling()
         heartbeats.use_custom_plans(self.db)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
@@ -60,7 +61,10 @@ class BackgroundSettler:
 
     def settle(self, outcomes: Sequence[SendOutcome], settlements: Sequence[Settlement]) -> None:
         self.wait()
-        self._inflight = (outcomes, self._pool.submit(transitions.settle, self.db, self.owner, settlements))
+        self._inflight = (
+            outcomes,
+            self._pool.submit(transitions.settle, self.db, self.owner, settlements, self.failures),
+        )
 
     def wait(self) -> bool:
         if self._inflight is None:

@@ -1,6 +1,6 @@
-"""The webhook channel's settings (WEBHOOK_URL, WEBHOOK_SECRET, WEBHOOK_MAX_ATTEMPTS; issue 12) and
-their parsers, apart from the events themselves (events.py): config/ reads them on every target,
-which must not load the outbox types for it (issue 18)."""
+"""The webhook channel's settings (WEBHOOK_URL, WEBHOOK_SECRET, WEBHOOK_MAX_ATTEMPTS, WEBHOOK_EVENTS)
+and their parsers, apart from the events themselves (events.py): config/ reads them on every
+target, which must not load the outbox types for it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ from urllib.parse import urlparse
 from ..platform.errors import ConfigError
 
 SECRET_PREFIX = "whsec_"  # the format's prefix, not a secret  # nosec B105
+# What the outbox records: the verification's own events and delivery.failed by default; the
+# per-delivery ones when the site asks for them (WEBHOOK_EVENTS). `webhook.test` is sent by
+# `verifyctl webhooks test` only, never recorded.
+DEFAULT_EVENT_TYPES = ("verification.verified", "verification.expired", "verification.locked", "delivery.failed")
+EVENT_TYPES = (*DEFAULT_EVENT_TYPES, "delivery.delivered", "delivery.bounced")
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,7 @@ class WebhookConfig:
     url: str | None = None  # WEBHOOK_URL: unset = webhooks off (no event is even written)
     secrets: tuple[bytes, ...] = field(default=(), repr=False)  # WEBHOOK_SECRET: whsec_<base64>[,whsec_...]
     max_attempts: int = 12  # WEBHOOK_MAX_ATTEMPTS: with the backoff ceiling, about 2.5 h of receiver outage
+    events: tuple[str, ...] = DEFAULT_EVENT_TYPES  # WEBHOOK_EVENTS: the event types the site wants
 
     @property
     def enabled(self) -> bool:
@@ -32,7 +38,24 @@ class WebhookConfig:
         return {
             "signup_verification.webhooks": "on",
             "signup_verification.webhook_max_attempts": str(self.max_attempts),
+            "signup_verification.webhook_events": ",".join(self.events),
         }
+
+
+def parse_events(raw: str) -> tuple[str, ...]:
+    """'verification.verified,delivery.delivered' -> the types, in the documented order; a ConfigError
+    names an unknown one. `all` asks for every type."""
+    asked = {e.strip() for e in raw.split(",") if e.strip()}
+    if asked == {"all"}:
+        return EVENT_TYPES
+    unknown = sorted(asked - set(EVENT_TYPES))
+    if unknown:
+        raise ConfigError(
+            f"WEBHOOK_EVENTS names unknown event types: {', '.join(unknown)} (known: {', '.join(EVENT_TYPES)})"
+        )
+    if not asked:
+        raise ConfigError("WEBHOOK_EVENTS names no event type")
+    return tuple(e for e in EVENT_TYPES if e in asked)
 
 
 def parse_secrets(raw: str) -> tuple[bytes, ...]:

@@ -53,6 +53,12 @@ class ChannelSignals:
     oldest_awaiting_report_seconds: float = 0.0
     delivery_latency_p50_seconds: float | None = None
     delivery_latency_p95_seconds: float | None = None
+    # the channel's run of sender or account faults (held_until set while held), when recent or held
+    sender_faults: dict[str, Any] | None = None
+
+    @property
+    def held(self) -> bool:
+        return bool(self.sender_faults and self.sender_faults.get("held_until"))
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class Signals:
                     f"{c.channel}: {c.awaiting_report_count} accepted delivery(ies) without a delivered report, "
                     f"oldest {c.oldest_awaiting_report_seconds:.0f} s (> {limit:g} s; provider reports arriving?)"
                 )
+            if c.sender_faults:
+                found.append(_sender_fault_alert(c.channel, c.sender_faults, c.held))
         if self.sms_paused:
             resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
             found.append(
@@ -164,6 +172,7 @@ def compute(
                 oldest_awaiting_report_seconds=round(row["oldest_awaiting_report_seconds"], 3),
                 delivery_latency_p50_seconds=_rounded(row["delivery_latency_p50_seconds"]),
                 delivery_latency_p95_seconds=_rounded(row["delivery_latency_p95_seconds"]),
+                sender_faults=row["sender_faults"],
             )
         )
     first = rows[0]
@@ -217,6 +226,9 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "oldest_awaiting_report_seconds": channel.oldest_awaiting_report_seconds,
         "delivery_latency_p50_seconds": channel.delivery_latency_p50_seconds,
         "delivery_latency_p95_seconds": channel.delivery_latency_p95_seconds,
+        # a run of sender or account faults holds the channel (infra/alerts.tf pages on channel_held)
+        "channel_held": channel.held,
+        "sender_faults": (channel.sender_faults or {}).get("faults", 0),
     }
     fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
     fields.update({f"fallback_{reason}": n for reason, n in channel.fallbacks.items()})
@@ -238,7 +250,7 @@ def emit(
     signals = compute(db, deployment, config)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
-        late = late or (channel.channel == "sms" and signals.sms_paused)
+        late = late or (channel.channel == "sms" and signals.sms_paused) or channel.held
         level = logging.WARNING if late else logging.INFO if live(channel) else logging.DEBUG
         logger.log(
             level,
@@ -286,6 +298,20 @@ def resume_sms(db: Database, config: SignalsConfig, granted_by: str) -> int:
         extra={"json_fields": {"event": "sms_budget_resumed", "granted_by": granted_by}},
     )
     return int(row["sms_budget_left"])
+
+
+def _sender_fault_alert(channel: str, run: dict[str, Any], held: bool) -> str:
+    reason = run.get("reason") or {}
+    cause = " ".join(str(p) for p in (reason.get("category"), reason.get("provider"), reason.get("code")) if p)
+    if held:
+        return (
+            f"{channel}: held after {run['faults']} failure(s) of our sender or account ({cause}) since "
+            f"{run['since']}: sends stopped until {run['held_until']}; fix it, then `verifyctl channel resume {channel}`"
+        )
+    return (
+        f"{channel}: {run['faults']} failure(s) of our sender or account ({cause}), the last at "
+        f"{run['last_fault_at']}: no destination was suppressed (docs/runbook.md)"
+    )
 
 
 def _rounded(value: float | None) -> float | None:

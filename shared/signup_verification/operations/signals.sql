@@ -83,6 +83,12 @@ ready AS (
       FROM verifications
      WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'
        AND (channel = 'sms' OR fallback_channel = 'sms') AND confirm_failures > 0
+), holds AS (
+    -- channels held after a run of sender or account faults, and the latest run (sql/definitions/19)
+    SELECT channel, faults, window_started_at, last_fault_at, category, code, provider, held_at,
+           CASE WHEN held_until > now() THEN held_until END AS held_until,
+           last_fault_at > now() - make_interval(secs => :window_seconds) AS recent
+      FROM channel_holds
 ), heartbeats AS (
     SELECT (SELECT last_claim_at FROM worker_heartbeats WHERE name = 'dispatch:' || :deployment) AS last_claim_at,
            (SELECT (watermark ->> 'covered_through')::timestamptz FROM worker_heartbeats
@@ -111,7 +117,12 @@ SELECT c.channel,
        -- the global SMS budget (issue 15, sql/definitions/07): 0 = SMS sends paused
        sms_budget_left(CAST(:sms_max AS integer)) AS sms_budget_left,
        date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at,
-       w.n AS wrong_codes_last_day
+       w.n AS wrong_codes_last_day,
+       CASE WHEN hd.held_until IS NOT NULL OR hd.recent THEN jsonb_build_object(
+           'held_until', rfc3339(hd.held_until), 'held_at', rfc3339(hd.held_at), 'faults', hd.faults,
+           'since', rfc3339(hd.window_started_at), 'last_fault_at', rfc3339(hd.last_fault_at),
+           'reason', jsonb_build_object('category', hd.category, 'code', hd.code, 'provider', hd.provider,
+                                        'fault', 'sender_or_account')) END AS sender_faults
   FROM channels AS c
   LEFT JOIN ready AS r USING (channel)
   LEFT JOIN scheduled AS s USING (channel)
@@ -122,6 +133,7 @@ SELECT c.channel,
   LEFT JOIN fallbacks AS f USING (channel)
   LEFT JOIN reports AS rp USING (channel)
   LEFT JOIN delivered AS dl USING (channel)
+  LEFT JOIN holds AS hd USING (channel)
  CROSS JOIN heartbeats AS h
  CROSS JOIN wrong_codes AS w
  ORDER BY c.channel

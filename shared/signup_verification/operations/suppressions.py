@@ -1,11 +1,12 @@
-"""The suppression list (issue 13) for operators: `verifyctl suppression list|clear`.
+"""The suppression list for operators: `verifyctl suppression list|clear`.
 
-Entries are keyed by the keyed digest of the canonical destination (verifications/abuse.py), so the
-list never shows a destination: `clear` takes the destination, normalises it as create does and
-derives the digest under every key of the token ring, as create's check does: an entry written
-before a TOKEN_KEYS rotation still blocks and is still cleared by destination (`clear --key HEX`
-removes one entry by its key). Once the key it was written under leaves the ring it no longer
-matches: keep a retired key in TOKEN_KEYS for as long as its suppressions should hold.
+Entries are keyed by the keyed digest of the exact destination (verifications/abuse.py
+exact_email; older entries by the alias-folded one, `kind` alias), so the list never shows a
+destination: `clear` takes the destination, normalises it as create does and derives both digests
+under every key of the token ring, as create's check does: an entry written before a TOKEN_KEYS
+rotation still blocks and is still cleared by destination (`clear --key HEX` removes one entry by
+its key). Once the key it was written under leaves the ring it no longer matches: keep a retired
+key in TOKEN_KEYS for as long as its suppressions should hold.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..platform.database import Database, load_sql
+from ..platform.timestamps import rfc3339, rfc3339_or_none
 
 _log = logging.getLogger("signup_verification.operations.suppressions")
 
@@ -27,15 +29,19 @@ class Suppression:
     intent_id: int | None
     created_at: datetime
     expires_at: datetime | None
+    kind: str  # exact | alias
+    category: str | None
 
     def as_json(self) -> dict:
         return {
             "channel": self.channel,
             "key": self.key,
+            "kind": self.kind,
+            "category": self.category,
             "reason": self.reason,
             "intent_id": self.intent_id,
-            "created_at": self.created_at.isoformat(),
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "created_at": rfc3339(self.created_at),
+            "expires_at": rfc3339_or_none(self.expires_at),
         }
 
 

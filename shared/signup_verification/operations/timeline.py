@@ -6,7 +6,9 @@
     observed   an outcome: accepted | retryable | ambiguous | failed (lease_lost: the reconciler)
     suppressed / verified / expired / superseded / redacted   what ended it
 
-Below it, the verification's webhook events (issue 12): type, webhook-id, status, and each attempt.
+The verification says which secret proved it (`verified_channel`, `verified_via`), a failed
+delivery why it failed (its reason: category, code, provider, whose fault). Below it, the
+verification's webhook events: type, webhook-id, status, and each attempt.
 
 Built from system-owned records only (verifications, delivery_intents, the append-only attempt log).
 The destination is masked, the token and code never appear (they are not stored), and provider
@@ -24,7 +26,9 @@ from ..delivery.events import webhook_id
 from ..platform.database import Database, load_sql
 from ..platform.logs import redact_text
 from ..platform.redaction import mask_destination
+from ..platform.timestamps import rfc3339
 from . import timeline_fallback, timeline_reports
+from .reasons import failure_reason, render_reason
 
 
 @dataclass(frozen=True)
@@ -39,24 +43,20 @@ class Timeline:
     verification: dict[str, Any]  # masked: safe to print
     intent: dict[str, Any] | None
     events: list[Event] = field(default_factory=list)
-    fallback: dict[str, Any] | None = None  # issue 14: the channel policy's fallback delivery (masked)
-    webhook_events: list[dict[str, Any]] = field(default_factory=list)  # issue 12: each with its attempts
+    fallback: dict[str, Any] | None = None  # the channel policy's fallback delivery (masked)
+    webhook_events: list[dict[str, Any]] = field(default_factory=list)  # each with its attempts
 
     def as_json(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
             return (
-                value.isoformat()
-                if isinstance(value, datetime)
-                else str(value)
-                if isinstance(value, uuid.UUID)
-                else value
+                rfc3339(value) if isinstance(value, datetime) else str(value) if isinstance(value, uuid.UUID) else value
             )
 
         return {
             "verification": {k: plain(v) for k, v in self.verification.items()},
             "delivery_note": delivery_note(self.verification, self.intent, self.fallback),
             "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
-            "events": [{"at": e.at.isoformat(), "event": e.kind, "detail": e.detail} for e in self.events],
+            "events": [{"at": rfc3339(e.at), "event": e.kind, "detail": e.detail} for e in self.events],
             "webhook_events": [{k: plain(v) for k, v in w.items()} for w in self.webhook_events],
         } | ({"fallback": {k: plain(v) for k, v in self.fallback.items()}} if self.fallback else {})
 
@@ -81,6 +81,8 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
             "expires_at",
             "created_at",
             "verified_at",
+            "verified_channel",
+            "verified_via",
             "redacted_at",
             "superseded_by",
             "confirm_failures",
@@ -104,15 +106,21 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
             "provider_ref": row["provider_ref"],
             "suppression_reason": row["suppression_reason"],
             "last_error": redact_text(row["last_error"]) if row["last_error"] else None,
+            "delivered_at": row["delivered_at"],
+            "failed_at": row["failed_at"],
+            "reason": failure_reason(row),
         }
         attempts = db.rows(load_sql(__file__, "timeline_attempts.sql"), intent_id=row["intent_id"])
     result = Timeline(verification, intent)
-    result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)  # issue 14
+    result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)
     extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
-    extra += [Event(*e) for e in timeline_reports.events(db, verification_id)]  # issue 13: provider reports
+    extra += [Event(*e) for e in timeline_reports.events(db, verification_id)]  # provider reports
     result.events = sorted(_events(row, attempts) + extra, key=lambda e: e.at)
-    result.webhook_events = _webhook_events(db, row["id"])  # issue 12
+    result.webhook_events = _webhook_events(db, row["id"])
     return result
+
+
+_PROOFS = {("email", "link"): "the email's link", ("sms", "code"): "the SMS code"}
 
 
 def _webhook_events(db: Database, verification_id: uuid.UUID) -> list[dict[str, Any]]:
@@ -125,7 +133,8 @@ def _webhook_events(db: Database, verification_id: uuid.UUID) -> list[dict[str, 
             {
                 "intent_id": w["id"],
                 "type": w["event_type"],
-                "webhook_id": webhook_id(verification_id, w["event_type"]),
+                "webhook_id": webhook_id(verification_id, w["event_type"], w["event_subject"]),
+                "subject": w["event_subject"],
                 "status": w["status"],
                 "attempts": w["attempts"],
                 "max_attempts": w["max_attempts"],
@@ -173,7 +182,8 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
     if row["intent_status"] == "suppressed" and row["completed_at"]:
         events.append(Event(row["completed_at"], "suppressed", f"not sent: verification {row['suppression_reason']}"))
     if row["verified_at"]:
-        events.append(Event(row["verified_at"], "verified", "the link or code was confirmed"))
+        proof = _PROOFS.get((row["verified_channel"], row["verified_via"]), "the link or code (which was not recorded)")
+        events.append(Event(row["verified_at"], "verified", f"confirmed with {proof}"))
     elif row["status"] in ("expired", "superseded", "locked"):
         detail = {
             "expired": "the link or code expired",
@@ -239,6 +249,8 @@ def render(t: Timeline) -> str:
         f"  account {v['account_id']}  purpose {v['purpose']}  locale {v['locale']}  "
         f"expires {_clock(v['expires_at'])}  wrong codes {v['confirm_failures']}",
     ]
+    if v["verified_channel"]:
+        lines.append(f"  proved by {v['verified_channel']} ({v['verified_via']}): primary channel {v['channel']}")
     if i:
         lease = f"{i['lease_owner']} until {_clock(i['lease_until'])}" if i["lease_owner"] else "-"
         upcoming = f"  next attempt {_clock(i['next_attempt_at'])}" if i["status"] in _WAITING else ""
@@ -246,11 +258,13 @@ def render(t: Timeline) -> str:
             f"  intent {i['id']}  status {i['status']}  attempts {i['attempts']}/{i['max_attempts']}  "
             f"ambiguous {i['ambiguous_count']}  lease {lease}{upcoming}"
         )
+        if i["reason"]:
+            lines.append(f"  failed: {render_reason(i['reason'])}")
         if i["last_error"]:
             lines.append(f"  last error: {i['last_error']}")
     else:
         lines.append("  no delivery intent")
-    if t.fallback:  # issue 14
+    if t.fallback:
         lines.append(timeline_fallback.render_line(t.fallback))
     lines.append("")
     width = max(len(e.kind) for e in t.events)
@@ -265,8 +279,9 @@ def _render_webhook_events(found: list[dict[str, Any]]) -> list[str]:
     lines = ["", "webhook events"]
     for w in found:
         upcoming = f"  next attempt {_clock(w['next_attempt_at'])}" if w["next_attempt_at"] else ""
+        subject = f" ({w['subject']})" if w.get("subject") else ""
         lines.append(
-            f"  {w['type']}  {w['webhook_id']}  intent {w['intent_id']}  status {w['status']}  "
+            f"  {w['type']}{subject}  {w['webhook_id']}  intent {w['intent_id']}  status {w['status']}  "
             f"attempts {w['attempts']}/{w['max_attempts']}  ambiguous {w['ambiguous_count']}{upcoming}"
         )
         lines.append(f"    {_clock(w['created_at'])}  recorded")

@@ -1,6 +1,6 @@
--- verifyctl inspect (issue 12): the webhook events of one verification, each with its attempt log
+-- verifyctl inspect: the webhook events of one verification, each with its attempt log
 -- (the same append-only rows as a message's), oldest first. The payload holds no secret or destination.
-SELECT i.id, i.event_type, i.status, i.attempts, i.max_attempts, i.ambiguous_count, i.next_attempt_at,
+SELECT i.id, i.event_type, i.event_subject, i.status, i.attempts, i.max_attempts, i.ambiguous_count, i.next_attempt_at,
        i.last_error, i.created_at, i.completed_at,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                      'attempt_id', a.attempt_id, 'outcome', a.outcome, 'error_class', a.error_class,

@@ -1,4 +1,4 @@
-"""`verifyctl inspect` for a verification with a channel policy (issue 14): its fallback delivery,
+"""`verifyctl inspect` for a verification with a channel policy: its fallback delivery,
 what happened to it, and why it was or was not sent. Masked destination; error texts redacted."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from ..platform.logs import redact_text
 from ..platform.redaction import mask_destination
+from .reasons import failure_reason, render_reason
 
 _SQL = load_sql(__file__, "timeline_fallback.sql")
 _TIMELINE_ATTEMPTS = load_sql(__file__, "timeline_attempts.sql")
@@ -27,8 +28,9 @@ def fallback(db: Database, verification_id: uuid.UUID) -> tuple[dict[str, Any] |
     row = db.one(_SQL, verification_id=verification_id)
     if row is None:
         return None, []
-    intent = {k: v for k, v in row.items() if k not in ("destination", "last_error")}
+    intent = {k: v for k, v in row.items() if k not in ("destination", "last_error") and not k.startswith("failure_")}
     intent["destination"] = mask_destination(row["channel"], row["destination"])
+    intent["reason"] = failure_reason(row)
     intent["last_error"] = redact_text(row["last_error"]) if row["last_error"] else None
     intent["why"] = why(row)
     return intent, db.rows(_TIMELINE_ATTEMPTS, intent_id=row["id"])
@@ -93,9 +95,10 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
 
 
 def render_line(intent: dict[str, Any]) -> str:
+    failed = f"  failed: {render_reason(intent['reason'])}" if intent.get("reason") else ""
     return (
         f"  fallback {intent['id']}  {intent['channel']}  {intent['destination']}  status {intent['status']}  "
-        f"attempts {intent['attempts']}/{intent['max_attempts']}  {intent['why']}"
+        f"attempts {intent['attempts']}/{intent['max_attempts']}  {intent['why']}{failed}"
     )
 
 

@@ -15,9 +15,12 @@
 -- ClaimedIntent.dead_reason calls dead.
 -- One ordered range of the eligible index (channel, next_attempt_at, id) per channel, merged in
 -- claim order: a branch per channel of the delivery_intents channel CHECK (a new channel adds one).
+-- A held message channel (a run of sender or account faults, sql/definitions/19-20) is not taken at
+-- all: its intents stay eligible, none is failed or charged an attempt.
 WITH email AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'email'
-     ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED
+     ORDER BY next_attempt_at, id LIMIT CASE WHEN channel_held('email') THEN 0 ELSE :limit END
+       FOR UPDATE SKIP LOCKED
 ), webhook AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'webhook'
      ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED
@@ -26,7 +29,8 @@ WITH email AS (
     -- are not taken at all, so they stay eligible and no attempt is charged.
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'sms'
      ORDER BY next_attempt_at, id
-     LIMIT least(:limit, sms_budget_left(CAST(:sms_max AS integer))) FOR UPDATE SKIP LOCKED
+     LIMIT CASE WHEN channel_held('sms') THEN 0 ELSE least(:limit, sms_budget_left(CAST(:sms_max AS integer))) END
+       FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE delivery_intents AS i
        SET (status, attempts) = (
@@ -59,7 +63,7 @@ SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attem
            AS destination,
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
        v.link_by_digest,  -- sql/016: an old-style link (the token alone) during its grace day
-       c.role, c.event_type, c.payload,
+       c.role, c.event_type, c.event_subject, c.payload,
        c.status = 'attempting' AS begun
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status, link_by_digest FROM verifications

@@ -1,7 +1,8 @@
 """Retry and ambiguity policy: how long to wait after each outcome, per channel.
 
 Backoff is exponential with full-range jitter and a ceiling (1, 5, 15 min by default) and honours
-a provider's Retry-After. Ambiguous outcomes (the provider may have sent) never resend at once:
+a provider's Retry-After. Ambiguous outcomes (the provider may have sent) never resend at once, nor
+before a Retry-After the provider gave:
   retry - after `hold` seconds, attempt again (the channel can deduplicate, or the policy accepts
           a possible duplicate: email carries a stable Message-ID per intent, so clients collapse it);
   hold  - stay ambiguous for the operator (SMS: no provider idempotency key, a duplicate code
@@ -34,7 +35,7 @@ class RetryPolicy:
         default_factory=lambda: {
             "email": ChannelPolicy("retry", 300.0),
             "sms": ChannelPolicy("hold", 300.0),
-            # webhook events (issue 12): the receiver deduplicates on webhook-id, so an ambiguous send is resent
+            # webhook events: the receiver deduplicates on webhook-id, so an ambiguous send is resent
             "webhook": ChannelPolicy("retry", 60.0),
         }
     )
@@ -64,6 +65,7 @@ class RetryPolicy:
         resend), nothing for a final outcome. settle.sql decides whether the intent goes on at all."""
         if outcome == "retryable":
             return self.retry_delay(attempt_number, retry_after) if sent else 0.0
-        if outcome == "ambiguous":
-            return self.ambiguous_delay(channel)
+        if outcome == "ambiguous":  # at least the hold; longer if the provider asked (a 503's Retry-After)
+            hold = self.ambiguous_delay(channel)
+            return max(hold, min(retry_after, self.backoff[-1] * 4)) if retry_after is not None else hold
         return 0.0

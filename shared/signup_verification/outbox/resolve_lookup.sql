@@ -1,7 +1,8 @@
--- resolve by lookup (issue 13): an ambiguous SMS the reconciler looked up at the provider.
+-- resolve by lookup: an ambiguous SMS the reconciler looked up at the provider.
 --   found  (sid given)  -> accepted with that sid as provider_ref: it was sent, later reports attach to it;
---   absent (sid NULL)   -> retryable (attempts left) or failed: the provider's settled listing has no
---                          such message, so it was never created and a new attempt sends it once.
+--   absent (sid NULL)   -> retryable (attempts left) or failed (attempts_exhausted): the provider's
+--                          settled listing has no such message, so it was never created and a new
+--                          attempt sends it once.
 -- Only rows still ambiguous with the same attempt move (a concurrent report or resolve wins); the
 -- attempt log gains the outcome of the looked-up attempt in the same statement.
 WITH input AS (
@@ -15,6 +16,9 @@ WITH input AS (
            last_error = CASE WHEN t.sid IS NOT NULL THEN NULL
                              WHEN i.attempts < i.max_attempts THEN 'ambiguous: provider has no such message, retrying'
                              ELSE 'ambiguous: provider has no such message, no attempt left' END,
+           failed_at = CASE WHEN t.sid IS NULL AND i.attempts >= i.max_attempts THEN now() END,
+           failure_category = CASE WHEN t.sid IS NULL AND i.attempts >= i.max_attempts THEN 'attempts_exhausted' END,
+           failure_fault = CASE WHEN t.sid IS NULL AND i.attempts >= i.max_attempts THEN 'transient_or_unknown' END,
            next_attempt_at = now(), updated_at = now()
       FROM input AS t
      WHERE i.id = t.id AND i.status = 'ambiguous'
@@ -29,9 +33,13 @@ WITH input AS (
            (SELECT a.attempted_at FROM delivery_attempts AS a
              WHERE a.intent_id = r.id AND a.attempt_number = r.attempts AND a.outcome = 'attempting')
       FROM resolved AS r
-    ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- sql/014's one-outcome rule
+    ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- one row per attempt and outcome
 ), followed AS (
     -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement
-    SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed')) AS written FROM resolved AS r
+    SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed'),
+                           jsonb_agg(jsonb_build_object('intent_id', r.id, 'category', 'attempts_exhausted',
+                                                        'fault', 'transient_or_unknown'))
+                               FILTER (WHERE r.status = 'failed')) AS written
+      FROM resolved AS r
 )
 SELECT r.id, r.status FROM resolved AS r, followed

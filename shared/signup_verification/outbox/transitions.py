@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ..platform.database import Database, load_sql
+from .failure_policy import FailurePolicy
 from .policy import RetryPolicy
 
 OUTCOMES = ("accepted", "retryable", "ambiguous", "failed")
@@ -52,6 +53,7 @@ class ClaimedIntent:
     # issue 12: 'primary' | 'fallback' | 'event'; an event (channel 'webhook') carries its type and data
     role: str = "primary"
     event_type: str | None = None
+    event_subject: str | None = None  # the delivery (its channel) a per-delivery event reports
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
     link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
@@ -122,6 +124,12 @@ class Settlement:
     provider_ref: str | None = None
     segments: int | None = None
     attempted: bool = True  # False: never handed to the provider (retryable only); not charged as an attempt
+    # a failed outcome's verdict (delivery/classification/): the reason recorded, and what it sets off
+    category: str | None = None
+    code: str | None = None
+    provider: str | None = None
+    fault: str | None = None
+    holds_channel: bool = False
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -206,9 +214,12 @@ def start(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> list[B
     return [BegunAttempt(*row) for row in rows]
 
 
-def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> dict[int, str]:
+def settle(
+    db: Database, owner: str, settlements: Sequence[Settlement], failures: FailurePolicy | None = None
+) -> dict[int, str]:
     """Record outcomes; returns intent id -> the status settle.sql left (a retryable outcome on the
-    last attempt is `failed` there) for each settlement that applied (the rest were stale)."""
+    last attempt is `failed` there) for each settlement that applied (the rest were stale).
+    `failures`: what a failure for good sets off (suppression, channel holds)."""
     if not settlements:
         return {}
     rows = db.run(
@@ -223,6 +234,12 @@ def settle(db: Database, owner: str, settlements: Sequence[Settlement]) -> dict[
         provider_refs=_text_array([s.provider_ref for s in settlements]),
         segments=_array([s.segments for s in settlements]),
         attempted=_array([s.attempted for s in settlements]),
+        categories=_text_array([s.category for s in settlements]),
+        codes=_text_array([s.code for s in settlements]),
+        providers=_text_array([s.provider for s in settlements]),
+        faults=_text_array([s.fault for s in settlements]),
+        holds=_array([s.holds_channel for s in settlements]),
+        **(failures or FailurePolicy()).parameters(),
     )
     return {row[0]: row[1] for row in rows}
 

@@ -1,4 +1,5 @@
-"""Abuse protection at create (issue 15): SMS destination policy and the keys velocity limits count on.
+"""Abuse protection at create: SMS destination policy, the keys velocity limits count on, and the
+exact keys the suppression list is kept under.
 
 SMS pumping: we send through Twilio's Messages API, so nothing but this module stops a script from
 sending codes to premium-rate, shared-cost or satellite ranges. Numbers are refused unless their
@@ -6,6 +7,12 @@ country is allowed (SMS_ALLOWED_COUNTRIES) and their type is (SMS_ALLOWED_NUMBER
 mobile and fixed-line-or-mobile). The limits themselves run in SQL (sql/definitions/06_create_limit_wait.sql); this
 module computes what they count: keyed digests of the canonical destination, the number prefix
 and the caller-supplied client network, so the create_events table reveals none of them.
+
+Two forms of an address, for two questions. Counting (the rate limits) folds every alias of one
+inbox together (`canonical_email`: `+tag`, Gmail's dots, googlemail.com), so aliases cannot
+multiply the allowance. Blame (the suppression list) names one exact mailbox (`exact_email`:
+only what never merges two mailboxes, NFC and the domain lower-cased in its IDNA form), so
+nobody can get `victim@gmail.com` refused by bouncing `victim+x@gmail.com`.
 """
 
 from __future__ import annotations
@@ -14,13 +21,14 @@ import hashlib
 import hmac
 import ipaddress
 import math
+import unicodedata
 from dataclasses import dataclass
 
 # Local default (production refuses to start without SMS_ALLOWED_COUNTRIES): a short list of
 # countries with well-known mobile ranges, enough for development and the tests.
 LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
 # phonenumbers.PhoneNumberType's names, lower case; phonenumbers (17 ms) is imported where a number
-# is checked, not by config/ at every target's start (issue 18).
+# is checked, not by config/ at every target's start.
 NUMBER_TYPES = frozenset(
     t.lower()
     for t in (
@@ -76,6 +84,9 @@ class AbuseConfig:
     per_client_per_hour: int = 20  # RATE_LIMIT_CLIENT_PER_HOUR, per client_ip (IPv6: per /64)
     plus_tag_domains: frozenset[str] | None = DEFAULT_PLUS_TAG_DOMAINS  # PLUS_TAG_DOMAINS; None = all
     coarse_retry_after: bool = False  # RATE_LIMIT_RETRY_AFTER=coarse: round up to 15 minutes
+    # SUPPRESSED_ANSWER: 'refuse' (422 destination-suppressed) or 'silent' (201; the delivery fails at
+    # once with reason `suppressed`, the site learns it from the read API and delivery.failed)
+    suppressed_answer: str = "refuse"
 
 
 class Refused(Exception):
@@ -84,15 +95,16 @@ class Refused(Exception):
     def __init__(self, slug: str, title: str, detail: str, field_detail: str):
         super().__init__(slug)
         self.slug, self.title, self.detail, self.field_detail = slug, title, detail, field_detail
-        self.pointer = "#/destination"  # issue 14: '#/fallback/destination' for a fallback's
+        self.pointer = "#/destination"  # '#/fallback/destination' for a fallback's
 
 
 @dataclass(frozen=True)
 class LimitKeys:
-    destination: bytes
+    destination: bytes  # the alias-folded destination the rate limits count on
     prefix: bytes | None = None
     country: str | None = None
     client: bytes | None = None
+    exact: bytes | None = None  # the exact address's key (suppression); None: the same digest as `destination`
 
 
 def check_sms_number(config: AbuseConfig, e164: str) -> str:
@@ -131,6 +143,19 @@ def canonical_email(address: str, plus_tag_domains: frozenset[str] | None) -> st
     return f"{local}@{domain}"
 
 
+def exact_email(address: str) -> str:
+    """One key per mailbox, merging nothing else: NFC, the domain lower-cased in its IDNA (ASCII)
+    form; the local part as given (`+tag`, dots and case kept: they may name another mailbox)."""
+    import idna  # email_validator's own dependency, loaded already where an address was validated
+
+    local, _, domain = unicodedata.normalize("NFC", address).rpartition("@")
+    try:
+        domain = idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError, ValueError):
+        domain = domain.lower()
+    return f"{local}@{domain.lower()}"
+
+
 def client_network(client_ip: str) -> str:
     """The unit a client_ip limit counts: the address for IPv4, its /64 for IPv6."""
     address = ipaddress.ip_address(client_ip)
@@ -141,26 +166,37 @@ def client_network(client_ip: str) -> str:
     return str(address)
 
 
+def _digest(secret: bytes, kind: str, value: str) -> bytes:
+    return hmac.new(secret, b"rate-limit\x00" + kind.encode() + b"\x00" + value.encode(), hashlib.sha256).digest()
+
+
 def limit_keys(
     secret: bytes, config: AbuseConfig, channel: str, destination: str, client_ip: str | None, country: str | None
 ) -> LimitKeys:
-    def digest(kind: str, value: str) -> bytes:
-        return hmac.new(secret, b"rate-limit\x00" + kind.encode() + b"\x00" + value.encode(), hashlib.sha256).digest()
-
-    client = digest("client", client_network(client_ip)) if client_ip else None
+    client = _digest(secret, "client", client_network(client_ip)) if client_ip else None
     if channel == "email":
-        return LimitKeys(digest("email", canonical_email(destination, config.plus_tag_domains)), client=client)
-    return LimitKeys(digest("sms", destination), digest("prefix", destination[:-4]), country, client)
+        alias = _digest(secret, "email", canonical_email(destination, config.plus_tag_domains))
+        exact = _digest(secret, "email", exact_email(destination))
+        return LimitKeys(alias, client=client, exact=None if exact == alias else exact)
+    return LimitKeys(_digest(secret, "sms", destination), _digest(secret, "prefix", destination[:-4]), country, client)
 
 
-def destination_keys(secrets: list[bytes], config: AbuseConfig, channel: str, destination: str) -> list[bytes]:
-    """The destination's keyed digest under every key of the ring (issue 13's suppression list): an entry
-    written before a key rotation still matches, so rotating TOKEN_KEYS lifts no suppression."""
-    return [limit_keys(secret, config, channel, destination, None, None).destination for secret in secrets]
+@dataclass(frozen=True)
+class SuppressionKeys:
+    """A destination's suppression-list keys under every key of the token ring: an entry written before
+    a key rotation still matches, so rotating TOKEN_KEYS lifts no suppression."""
+
+    exact: list[bytes]
+    alias: list[bytes]  # matches only entries from before exact keys (sql/017)
+
+
+def destination_keys(secrets: list[bytes], config: AbuseConfig, channel: str, destination: str) -> SuppressionKeys:
+    keys = [limit_keys(secret, config, channel, destination, None, None) for secret in secrets]
+    return SuppressionKeys([k.exact or k.destination for k in keys], [k.destination for k in keys])
 
 
 def retry_after(config: AbuseConfig, seconds: int) -> int:
-    """Exact by default; coarse mode hides when the destination last asked (finding 13)."""
+    """Exact by default; coarse mode hides when the destination last asked."""
     if not config.coarse_retry_after:
         return seconds
     return max(1, math.ceil(seconds / COARSE_SECONDS)) * COARSE_SECONDS

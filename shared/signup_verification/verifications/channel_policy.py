@@ -1,4 +1,4 @@
-"""Channel policy (issue 14): an optional fallback on the other message channel, encoded in the records.
+"""Channel policy: an optional fallback on the other message channel, encoded in the records.
 
     single    one channel (no fallback)
     fallback  the primary now, the other channel `after_seconds` later unless the verification was
@@ -57,6 +57,7 @@ NO_FALLBACK: dict[str, Any] = dict(
     fallback_destination_key=None,
     fallback_prefix_key=None,
     fallback_country=None,
+    fallback_exact_key=None,
 )
 
 
@@ -85,4 +86,5 @@ def fallback_parameters(
         fallback_destination_key=keys.destination,
         fallback_prefix_key=keys.prefix,
         fallback_country=keys.country,
+        fallback_exact_key=keys.exact,
     )

@@ -4,6 +4,12 @@ Looking a link up never changes anything (mail scanners and link previews fetch 
 `confirm_link` / `confirm_code` consume, with one UPDATE that requires the verification pending,
 unexpired and the matched digest (confirm_consume.sql), so two concurrent confirmations verify once.
 
+A code attempt against a finished verification (verified, expired, superseded, locked) is answered
+FINISHED whatever the state (the read API is where the site learns which), and a wrong one is
+counted there too, against the verification's and the destination's budgets: guessing after the
+end costs what guessing before it does. Only the right code of a verified verification hears
+ALREADY_VERIFIED.
+
 Digests are keyed HMACs (tokens.py). A link names its verification (sql/016: the id, then the token),
 whose row is read by primary key; the token's digest under the key that row names must be the row's
 (compared in SQL to consume, in constant time to show the page). An old-style link (the token alone)
@@ -26,7 +32,6 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
-from .confirm_config import ConfirmConfig  # noqa: F401  (moved: issue 18)
 from .tokens import Keyring, split_link
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
@@ -55,11 +60,13 @@ class Result(StrEnum):
     SUPERSEDED = "superseded"  # a newer message replaced this one
     LOCKED = "locked"  # too many wrong codes
     WRONG_CODE = "wrong_code"  # counted; `remaining_attempts` tries remain
+    FINISHED = "finished"  # a code for a verification that ended, whichever way: says nothing more
     INVALID = "invalid"  # unknown or malformed (not found): says nothing more
 
 
 PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
 SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Result.WRONG_CODE, Result.INVALID
+FINISHED = Result.FINISHED
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,9 @@ class Outcome:
     destination_hint: str | None = None  # masked, for the page the token's holder asked for
     remaining_attempts: int | None = None
     locale: str | None = None  # the verification's (its message used it): its page follows
-    return_url: str | None = (
-        None  # issue 12: the site's page the Continue / back links go to (stored, checked at create)
-    )
+    return_url: str | None = None  # the site's page the Continue / back links go to (stored, checked at create)
+    verified_channel: str | None = None  # whose secret proved it: 'email' (the link) or 'sms' (the code)
+    verified_via: str | None = None  # 'link' | 'code'
 
     @property
     def is_verified(self) -> bool:
@@ -121,7 +128,7 @@ def _find_link(db: Database, keyring: Keyring, link: str | None) -> tuple[dict[s
         return None
     verification_id, token = target
     state = db.one(_STATE, id=verification_id)
-    row = as_channel(state, "email") if state is not None else None  # issue 14: the email may be the fallback
+    row = as_channel(state, "email") if state is not None else None  # the email may be the fallback
     if row is None:
         return None
     try:
@@ -160,9 +167,9 @@ def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
     if found is None:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)
-    row = as_channel(found, "email") or found  # issue 14: the email may be the fallback channel
+    row = as_channel(found, "email") or found  # the email may be the fallback channel
     if found["consumed_at"] is not None:
-        return _verified(row, found["id"], found["account_id"], found["consumed_at"])
+        return _verified(row, found["id"], found["account_id"], found["consumed_at"], "email", "link")
     if row["status"] != "pending":  # already dead in this statement's snapshot: nothing raced it
         return _logged(_from_state(row))
     return _restate(db, row)
@@ -176,7 +183,7 @@ def confirm_code(
     `failures_per_day` (> 0): once the destination had that many wrong codes in a day, across all its
     verifications, every code is answered locked, the right one too (else the answer is an oracle)."""
     state = db.one(_STATE, id=verification_id)
-    row = as_channel(state, "sms") if state is not None else None  # issue 14: the SMS may be the fallback
+    row = as_channel(state, "sms") if state is not None else None  # the SMS may be the fallback
     if row is None:
         _log.info(
             "confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}}
@@ -189,8 +196,7 @@ def confirm_code(
         if hmac.compare_digest(digest, stored):
             matched = digest
     if row["status"] != "pending" or row["expires_at"] <= row["db_now"]:
-        # A dead verification counts no tries; only the right code may hear "already verified".
-        return _logged(_unmatched(_from_state(row), matched))
+        return _logged(_finished(db, row, matched))
     if failures_per_day > 0 and db.single(_DESTINATION_FAILURES, id=verification_id)["failures"] >= failures_per_day:
         _log.warning(
             "confirmation refused: destination over its daily wrong-code budget",
@@ -209,9 +215,10 @@ def confirm_code(
     if matched is not None:
         return _consume(db, row, matched)
     failed = db.one(_WRONG_CODE, id=verification_id)
-    if failed is None:  # it stopped being pending between the two statements
-        latest = db.one(_STATE, id=verification_id)
-        return _logged(_unmatched(_from_state((as_channel(latest, "sms") if latest else None) or row), None))
+    if failed is None:  # purged between the two statements
+        return _logged(Outcome(INVALID))
+    if failed["status"] not in ("pending", "locked"):  # it ended between the two statements
+        return _logged(Outcome(FINISHED, locale=row["locale"]))
     remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
     result = LOCKED if failed["status"] == "locked" else WRONG_CODE
     return _logged(
@@ -228,14 +235,27 @@ def confirm_code(
 
 
 # -- shared -----------------------------------------------------------------------------------
+def _finished(db: Database, row: dict[str, Any], matched: bytes | None) -> Outcome:
+    """A code for a verification that ended. The right code of a verified one hears that it is done;
+    any other code hears FINISHED, and a wrong one is counted (confirm_wrong_code.sql)."""
+    if matched is not None and row["status"] == "verified":
+        return _from_state(row)
+    if matched is None:
+        db.one(_WRONG_CODE, id=row["id"])
+    return Outcome(FINISHED, locale=row["locale"])
+
+
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     consumed = db.one(_CONSUME, id=row["id"], digest=digest)
     if consumed is not None:
-        return _verified(row, consumed["id"], consumed["account_id"], consumed["verified_at"])
-    return _restate(db, row)
+        return _verified(row, consumed["id"], consumed["account_id"], consumed["verified_at"], "sms", "code")
+    restated = _restate(db, row)
+    return restated if restated.result in (ALREADY_VERIFIED, PENDING) else Outcome(FINISHED, locale=row["locale"])
 
 
-def _verified(row: dict[str, Any], verification_id: uuid.UUID, account_id: str, verified_at: datetime) -> Outcome:
+def _verified(
+    row: dict[str, Any], verification_id: uuid.UUID, account_id: str, verified_at: datetime, channel: str, via: str
+) -> Outcome:
     return _logged(
         Outcome(
             VERIFIED,
@@ -247,6 +267,8 @@ def _verified(row: dict[str, Any], verification_id: uuid.UUID, account_id: str, 
             destination_hint=mask_destination(row["channel"], row["destination"]),
             locale=row["locale"],
             return_url=row.get("return_url"),
+            verified_channel=channel,
+            verified_via=via,
         )
     )
 
@@ -258,8 +280,8 @@ def _restate(db: Database, row: dict[str, Any]) -> Outcome:
 
 
 def as_channel(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
-    """issue 14: the row as seen from one message channel (its digest and destination), or None when
-    the verification has no such channel. The primary channel's row is the row itself."""
+    """The row as seen from one message channel (its digest and destination), or None when the
+    verification has no such channel. The primary channel's row is the row itself."""
     if row["channel"] == channel:
         return row
     if row.get("fallback_channel") != channel:
@@ -270,11 +292,6 @@ def as_channel(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
         "destination": row["fallback_destination"],
         "token_digest": row["fallback_digest"],
     }
-
-
-def _unmatched(outcome: Outcome, matched: bytes | None) -> Outcome:
-    """A wrong code never learns that a verification was confirmed, nor its account (issue 15, 6)."""
-    return Outcome(INVALID) if matched is None and outcome.is_verified else outcome
 
 
 def _from_state(row: dict[str, Any]) -> Outcome:
@@ -301,6 +318,8 @@ def _from_state(row: dict[str, Any]) -> Outcome:
         remaining_attempts=remaining if row["channel"] == "sms" else None,
         locale=row["locale"],
         return_url=row.get("return_url"),
+        verified_channel=row.get("verified_channel"),
+        verified_via=row.get("verified_via"),
     )
 
 

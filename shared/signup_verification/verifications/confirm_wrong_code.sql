@@ -1,13 +1,17 @@
--- A wrong SMS code: count it atomically; the attempt that reaches the limit locks the verification
--- (and suppresses what it had left to send, every channel, and records the `verification.locked`
--- webhook event: sql/definitions/10_record_event.sql, issue 12). Only a pending, unexpired verification counts tries.
+-- A wrong SMS code: counted atomically, whatever the verification's state, so guessing against a
+-- finished verification costs the same budgets (its own count, and the destination's daily budget,
+-- which sums these counts: confirm_destination_failures.sql). Only a pending, unexpired verification
+-- changes state: the attempt that reaches the limit locks it, suppresses what it had left to send
+-- (every channel) and records the `verification.locked` webhook event (sql/definitions/10); both
+-- are no-ops for a verification locked before.
 WITH failed AS (
     UPDATE verifications
        SET confirm_failures = confirm_failures + 1,
-           status = CASE WHEN confirm_failures + 1 >= max_confirm_failures THEN 'locked' ELSE status END,
+           status = CASE WHEN status NOT IN ('verified', 'expired', 'superseded', 'locked') AND expires_at > now()
+                              AND confirm_failures + 1 >= max_confirm_failures
+                         THEN 'locked' ELSE status END,
            updated_at = now()
-     WHERE id = :id AND (channel = 'sms' OR fallback_channel = 'sms') AND expires_at > now()
-       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (confirm_link.sql: why so)
+     WHERE id = :id AND (channel = 'sms' OR fallback_channel = 'sms')
     RETURNING id, status, confirm_failures, max_confirm_failures, verifications AS verification
 )
 SELECT f.id, f.status, f.confirm_failures, f.max_confirm_failures,

@@ -49,8 +49,8 @@ class NewVerification:
     template_version: str
     fingerprint: bytes  # what makes two requests 'the same' for one idempotency key
     client_ip: str | None = None  # the end user's address as the site saw it (velocity limit only)
-    fallback: Fallback | None = None  # issue 14: the channel policy (channel_policy.py)
-    return_url: str | None = None  # issue 12: checked at the edge (api/return_url.py); the pages link to it
+    fallback: Fallback | None = None  # the channel policy (channel_policy.py)
+    return_url: str | None = None  # checked at the edge (api/return_url.py); the pages link to it
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Verification:
     status: str
     expires_at: str
     created_at: str
-    fallback: dict[str, Any] | None = None  # issue 14: {channel, after_seconds, policy}; never the destination
+    fallback: dict[str, Any] | None = None  # {channel, after_seconds, policy}; never the destination
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Verification:
@@ -99,7 +99,7 @@ class Refused:
     title: str
     detail: str
     field_detail: str
-    pointer: str = "#/destination"  # issue 14: or '#/fallback/destination'
+    pointer: str = "#/destination"  # or '#/fallback/destination'
     kind: str = "refused"
 
 
@@ -111,9 +111,10 @@ class RateLimited:
 
 @dataclass(frozen=True)
 class Suppressed:
-    """The provider reported this destination permanently undeliverable (issue 13): nothing was written."""
+    """A delivery to this exact destination failed for the recipient's fault (SUPPRESSED_ANSWER=refuse):
+    nothing was written."""
 
-    pointer: str = "#/destination"  # or '#/fallback/destination' (issue 14)
+    pointer: str = "#/destination"  # or '#/fallback/destination'
     kind: str = "suppressed"
 
 
@@ -128,7 +129,7 @@ def create(
     nonce = new_nonce()
     try:
         limits = _abuse_limits(config, keyring, new)
-        # issue 14: the fallback's secret digest, destination checks and limit keys
+        # the fallback's secret digest, destination checks and limit keys
         limits |= fallback_parameters(config.abuse, key, new.fallback, verification_id, nonce, config.code_digits)
     except abuse.Refused as refused:
         outcome: CreateOutcome = Refused(
@@ -161,6 +162,7 @@ def create(
         **limits,
         return_url=new.return_url,
         **_suppression_keys(config, keyring, new),
+        suppressed_answer=config.abuse.suppressed_answer,
     )[0]
     if outcome_kind == "created":
         outcome = Created(Verification.from_record(data))
@@ -178,7 +180,7 @@ def create(
 
 
 def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) -> dict[str, Any]:
-    """The SMS policy check (raises abuse.Refused) and the velocity limits' keys (issue 15)."""
+    """The SMS policy check (raises abuse.Refused) and the velocity limits' keys."""
     policy = config.abuse
     country = abuse.check_sms_number(policy, new.destination) if new.channel == "sms" else None
     # The keyed digest uses the token keyring's signing key under its own label: no new secret to
@@ -186,6 +188,7 @@ def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) 
     keys = abuse.limit_keys(keyring.primary.secret, policy, new.channel, new.destination, new.client_ip, country)
     return dict(
         destination_key=keys.destination,
+        exact_key=keys.exact,
         prefix_key=keys.prefix,
         country=keys.country,
         client_key=keys.client,
@@ -197,14 +200,16 @@ def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) 
 
 
 def _suppression_keys(config: CreateConfig, keyring: Keyring, new: NewVerification) -> dict[str, list[bytes] | None]:
-    """Issue 13: the destinations' digests under every key of the ring, for the suppression check."""
+    """The destinations' suppression keys under every key of the ring, for the suppression check."""
     secrets = [k.secret for k in keyring.keys]
-    fallback = new.fallback
+    primary = abuse.destination_keys(secrets, config.abuse, new.channel, new.destination)
+    f = new.fallback
+    fallback = abuse.destination_keys(secrets, config.abuse, f.channel, f.destination) if f else None
     return dict(
-        suppression_keys=abuse.destination_keys(secrets, config.abuse, new.channel, new.destination),
-        fallback_suppression_keys=(
-            abuse.destination_keys(secrets, config.abuse, fallback.channel, fallback.destination) if fallback else None
-        ),
+        suppression_keys=primary.exact,
+        alias_suppression_keys=primary.alias,
+        fallback_suppression_keys=fallback.exact if fallback else None,
+        fallback_alias_suppression_keys=fallback.alias if fallback else None,
     )
 
 

@@ -1,5 +1,6 @@
--- One round trip: the whole create (idempotency, rate and abuse limits, supersede, outbox row) is
--- the SQL function create_verification (sql/definitions/04_create_verification.sql).
+-- One round trip: the whole create (idempotency, rate and abuse limits, the suppression list,
+-- supersede, outbox rows) is the SQL function create_verification
+-- (sql/definitions/04_create_verification.sql).
 SELECT outcome, verification, retry_after FROM create_verification(
     :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
     :id, :account_id, :channel, :destination, :purpose, :locale,
@@ -8,9 +9,11 @@ SELECT outcome, verification, retry_after FROM create_verification(
     :rate_limit, interval '1 hour', make_interval(secs => :spacing),
     :destination_key, :prefix_key, :country, :client_key,
     :per_account, :per_prefix, :per_country, :per_client,
-    -- channel policy (issue 14): all NULL without a fallback
+    -- the channel policy: all NULL without a fallback
     :fallback_channel, :fallback_destination, CAST(:fallback_after AS integer), :fallback_digest,
     :fallback_destination_key, :fallback_prefix_key, :fallback_country,
     :return_url,
-    -- issue 13: the destinations' digests under every key of the ring (the suppression list)
-    CAST(:suppression_keys AS bytea[]), CAST(:fallback_suppression_keys AS bytea[]))
+    -- the suppression list: exact and alias keys under every key of the ring; the exact keys kept
+    CAST(:suppression_keys AS bytea[]), CAST(:fallback_suppression_keys AS bytea[]),
+    CAST(:alias_suppression_keys AS bytea[]), CAST(:fallback_alias_suppression_keys AS bytea[]),
+    CAST(:exact_key AS bytea), CAST(:fallback_exact_key AS bytea), :suppressed_answer)

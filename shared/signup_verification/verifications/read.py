@@ -1,7 +1,9 @@
 """Reading one verification for the site that created it (GET /<verification_id> on create_verification).
 
-What the site may learn: the verification's state, its timestamps and its message deliveries (channel,
-role, status, attempts, the last attempt's outcome, when accepted). The destination only masked;
+What the site may learn: the verification's state, its timestamps, which secret proved it
+(`verified_channel`, `verified_via`: `channel` is the primary channel requested, not what was
+proved), and its message deliveries (channel, role, status, attempts, the last attempt's outcome,
+when accepted, delivered or failed, and why a failed one failed). The destination only masked;
 never a token, a code, a nonce or a digest; webhook events (role 'event') are not deliveries.
 """
 
@@ -22,10 +24,13 @@ class Delivery:
     channel: str
     role: str  # primary | fallback
     destination: str  # masked, like the verification's
-    status: str
+    status: str  # the intent's status, or delivered / undeliverable (what the provider reported)
     attempts: int
     last_outcome: str | None  # the newest attempt row's outcome; None before the first attempt
-    accepted_at: str | None  # ISO-8601 UTC, when the channel's provider accepted it
+    accepted_at: str | None  # RFC 3339 UTC, when the channel's provider accepted it
+    delivered_at: str | None  # when the provider reported it delivered
+    failed_at: str | None  # when it failed for good
+    reason: dict[str, str | None] | None  # {category, code, provider, fault} of a failed one
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class VerificationView:
     created_at: str
     expires_at: str
     verified_at: str | None
+    verified_channel: str | None  # whose secret proved it: 'email' (the link) or 'sms' (the code)
+    verified_via: str | None  # 'link' | 'code'
     return_url: str | None
     deliveries: tuple[Delivery, ...]
 
@@ -51,6 +58,8 @@ class VerificationView:
             "created_at": self.created_at,
             "expires_at": self.expires_at,
             "verified_at": self.verified_at,
+            "verified_channel": self.verified_channel,
+            "verified_via": self.verified_via,
             "return_url": self.return_url,
             "deliveries": [vars(d) for d in self.deliveries],
         }
@@ -69,6 +78,9 @@ def read(db: Database, verification_id: uuid.UUID) -> VerificationView | None:
             d["attempts"],
             d["last_outcome"],
             d["accepted_at"],
+            d["delivered_at"],
+            d["failed_at"],
+            d["reason"],
         )
         for d in row["deliveries"]
     )
@@ -81,6 +93,8 @@ def read(db: Database, verification_id: uuid.UUID) -> VerificationView | None:
         created_at=row["created_at"],
         expires_at=row["expires_at"],
         verified_at=row["verified_at"],
+        verified_channel=row["verified_channel"],
+        verified_via=row["verified_via"],
         return_url=row["return_url"],
         deliveries=deliveries,
     )

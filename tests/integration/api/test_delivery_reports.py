@@ -1,5 +1,5 @@
-"""The delivery_reports target through the real HTTP stack on a real PostgreSQL (issue 13):
-signed reports become observations with their effects; unsigned, forged or stale ones change nothing."""
+"""The delivery_reports target through the real HTTP stack on a real PostgreSQL: signed reports
+become observations with their effects; unsigned, forged or stale ones change nothing."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_linked_by_sg_message_id_without_custom_args(client, db):
     assert db.run("SELECT attempt_id FROM delivery_observations")[0][0] == sent["attempt_id"]
 
 
-def test_hard_bounce_fails_the_delivery_and_suppresses_the_destination(client, db):
+def test_hard_bounce_fails_the_delivery_and_suppresses_the_exact_address_only(client, db):
     first = create(db, "Bouncy.Person+x@gmail.com", "bounce-1")
     from support.factories import deliver
 
@@ -78,12 +78,15 @@ def test_hard_bounce_fails_the_delivery_and_suppresses_the_destination(client, d
     assert answer["undeliverable"] == 1 and answer["suppressed"] == 1
     row = intent(db, intent_id)
     assert row["status"] == "failed" and row["undeliverable_reason"] == "bounce bounce 5.1.1"
+    assert (row["failure_category"], row["failure_code"], row["failure_fault"]) == ("bounced", "5.1.1", "recipient")
     assert "gmail" not in json.dumps([list(r) for r in db.run("SELECT * FROM delivery_observations")], default=str)
-    # the next create to the same inbox (another spelling of it) is refused, and keeps nothing
+    # the exact address that bounced is refused, and nothing is kept
     with pytest.raises(Exception) as refused:
-        create(db, "bouncyperson@googlemail.com", "bounce-2")
+        create(db, "Bouncy.Person+x@gmail.com", "bounce-2")
     assert refused.value.status == 422 and refused.value.slug == "destination-suppressed"
     assert db.run("SELECT count(*) FROM idempotency_keys WHERE key = 'bounce-2'")[0][0] == 0
+    # another mailbox name of the same inbox is a different address: anyone can bounce an alias
+    assert create(db, "bouncyperson@googlemail.com", "bounce-3").status == 201
     assert first.status == 201
     # a later "delivered" for the same message changes nothing: the first terminal fact wins
     post_sendgrid(client, [sendgrid_event(intent_id, attempt_id)])
@@ -94,12 +97,22 @@ def test_soft_events_are_observations_only(client, db):
     [sent] = accepted(db)
     soft = [
         sendgrid_event(sent["intent_id"], sent["attempt_id"], "deferred", response="try later"),
-        sendgrid_event(sent["intent_id"], sent["attempt_id"], "bounce", type="blocked", status="4.7.1"),
         sendgrid_event(sent["intent_id"], sent["attempt_id"], "open"),  # engagement: not kept
     ]
     answer = post_sendgrid(client, soft).get_json()
-    assert answer["stored"] == 2 and answer["ignored"] == 1 and answer["undeliverable"] == 0
+    assert answer["stored"] == 1 and answer["ignored"] == 1 and answer["undeliverable"] == 0
     assert intent(db, sent["intent_id"])["status"] == "accepted"
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
+
+
+def test_a_block_fails_the_message_and_blames_nobody_s_address(client, db):
+    """SendGrid's `bounce` of type `blocked`: the receiving server refused us; SendGrid will not retry."""
+    [sent] = accepted(db)
+    blocked = sendgrid_event(sent["intent_id"], sent["attempt_id"], "bounce", type="blocked", status="5.7.1")
+    answer = post_sendgrid(client, [blocked]).get_json()
+    assert answer["undeliverable"] == 1 and answer["suppressed"] == 0
+    row = intent(db, sent["intent_id"])
+    assert (row["status"], row["failure_category"], row["failure_fault"]) == ("failed", "blocked", "sender_or_account")
     assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
 
 
@@ -160,11 +173,17 @@ def test_twilio_undelivered_with_a_permanent_code_suppresses_the_number(client, 
     assert db.run("SELECT channel FROM destination_suppressions")[0][0] == "sms"
 
 
-def test_twilio_failed_with_a_transient_code_is_an_observation_only(client, db):
+def test_twilio_undelivered_to_an_unreachable_handset_fails_the_message_and_suppresses_nothing(client, db):
+    """30003: the phone is off or out of coverage. The message will never arrive (Twilio does not
+    retry it), but the number is fine: final, nobody's fault, never suppressed."""
     [sent] = accepted(db, channel="sms")
     body, headers = twilio_post(twilio_form(sent["ref"], "undelivered", ErrorCode="30003"))
-    assert client.post("/twilio", data=body, headers=headers).get_json()["undeliverable"] == 0
-    assert intent(db, sent["intent_id"])["status"] == "accepted"
+    answer = client.post("/twilio", data=body, headers=headers).get_json()
+    assert (answer["undeliverable"], answer["suppressed"]) == (1, 0)
+    row = intent(db, sent["intent_id"])
+    assert (row["status"], row["failure_category"], row["failure_code"], row["failure_fault"]) == (
+        "failed", "unreachable", "30003", "transient_or_unknown")  # fmt: skip
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
 
 
 @pytest.mark.parametrize(
@@ -204,8 +223,8 @@ def test_hard_bounce_of_the_last_channel_records_the_delivery_failed_event(clien
     bounce = sendgrid_event(sent["intent_id"], sent["attempt_id"], "dropped", reason="Bounced Address")
     from signup_verification.delivery import reports as domain
 
-    observation, _ = domain.sendgrid_events(json.dumps([bounce]).encode())
-    assert domain.ingest(db, "sendgrid", observation, None).undeliverable == 1
+    batch = domain.sendgrid_events(json.dumps([bounce]).encode())
+    assert domain.ingest(db, "sendgrid", batch.observations).undeliverable == 1
     events = db.run(
         "SELECT event_type FROM delivery_intents WHERE verification_id = :v AND role = 'event'",
         v=sent["verification_id"],
@@ -227,16 +246,19 @@ def test_inspect_shows_the_reports_in_the_timeline(client, db):
 
 
 def test_signed_reports_with_odd_field_types_are_not_a_5xx(client, db):
-    """Review: a signed SendGrid event whose `event` is a list, and a Twilio ErrorCode beyond the
-    integer column, answered 500. Odd events are ignored; an out-of-range code is no code."""
+    """A signed SendGrid event whose `event` is a list or an object is skipped and counted as
+    malformed; a Twilio ErrorCode beyond the integer column is no code: the message still failed
+    for good (undelivered), for a reason nobody can name, and nobody's address is blamed."""
     body = json.dumps([{"event": ["delivered"], "sg_event_id": "odd-1"}, {"event": {"x": 1}}]).encode()
     response = client.post("/sendgrid", data=body, headers=sendgrid_headers(body))
-    assert response.status_code == 200 and observations(db) == []
+    assert response.status_code == 200 and observations(db) == [] and response.get_json()["malformed"] == 2
     [sent] = accepted(db, channel="sms")
     body, headers = twilio_post(twilio_form(sent["ref"], "undelivered", ErrorCode="99999999999"))
     response = client.post("/twilio", data=body, headers=headers)
-    assert response.status_code == 200 and response.get_json()["undeliverable"] == 0
-    assert intent(db, sent["intent_id"])["status"] == "accepted"
+    assert response.status_code == 200 and response.get_json()["undeliverable"] == 1
+    row = intent(db, sent["intent_id"])
+    assert (row["status"], row["failure_category"], row["failure_code"]) == ("failed", "unknown", None)
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
 
 
 def test_a_delivered_report_that_overtakes_our_settle_is_kept(db):
@@ -251,7 +273,7 @@ def test_a_delivered_report_that_overtakes_our_settle_is_kept(db):
     [c] = t.claim(db, "w", 1, 30)
     [b] = t.begin_attempts(db, "w", [c.fence])
     early = report_model.Observation(dedup_key="early-1", event="delivered", intent_id=c.id, attempt_id=b.attempt_id)
-    assert report_model.ingest(db, "sendgrid", [early], None).delivered == 1
+    assert report_model.ingest(db, "sendgrid", [early]).delivered == 1
     t.settle(db, "w", [Settlement(c.id, c.lease_version, "accepted", provider_ref="q-early")])
     row = db.single("SELECT status, delivered_at FROM delivery_intents WHERE id = :i", i=c.id)
     assert row["status"] == "accepted" and row["delivered_at"] is not None

@@ -1,5 +1,5 @@
-"""Issue 12, item 1: GET /<verification_id> on create_verification, through the real functions-framework
-app on a real PostgreSQL: what the signup site may learn about its verification, and nothing more."""
+"""GET /<verification_id> on create_verification, through the real functions-framework app on a real
+PostgreSQL: what the signup site may learn about its verification, and nothing more."""
 
 from __future__ import annotations
 
@@ -52,8 +52,12 @@ def test_a_new_verification_reads_pending_with_its_queued_delivery(client):
             "attempts": 0,
             "last_outcome": None,
             "accepted_at": None,
+            "delivered_at": None,
+            "failed_at": None,
+            "reason": None,
         }
     ]
+    assert (body["verified_channel"], body["verified_via"]) == (None, None)
 
 
 def test_the_read_follows_delivery_and_confirmation(client, db):
@@ -61,7 +65,7 @@ def test_the_read_follows_delivery_and_confirmation(client, db):
     deliver(db)  # claim, begin, settle accepted: the worker's moves
     delivery = client.get(f"/{verification_id}").get_json()["deliveries"][0]
     assert (delivery["status"], delivery["attempts"], delivery["last_outcome"]) == ("accepted", 1, "accepted")
-    assert delivery["accepted_at"] and delivery["accepted_at"].endswith("Z")
+    assert delivery["accepted_at"] and delivery["accepted_at"].endswith("Z") and len(delivery["accepted_at"]) == 24
 
     db.run(
         "UPDATE verifications SET status = 'verified', verified_at = now() WHERE id = :id",

@@ -27,10 +27,26 @@ def destination(db, intent_id: int) -> str:
     )["destination"]
 
 
+def test_a_region_not_enabled_fails_only_that_message(db, twilio, caplog):
+    """21408: the account may not send to that number's country. One user's foreign number fails its
+    own message and blames nobody's number; the channel goes on and nobody is paged."""
+    ids = seed_intents(db, 4, sms_every=1)
+    region = "Permission to send an SMS has not been enabled for the region indicated by the 'To' number"
+    twilio.by_destination[destination(db, ids[0])] = FakeTwilio.error(400, 21408, region)
+    settings = provider_settings(twilio=twilio, send_concurrency=1)
+    with caplog.at_level(logging.WARNING, logger="signup_verification.dispatcher"):
+        report = run_dispatch(db, settings)
+    assert (report.failed, report.accepted) == (1, 3) and twilio.requests == 4
+    failed = intent(db, ids[0])
+    assert (failed["status"], failed["failure_category"], failed["failure_fault"]) == (
+        "failed", "region_not_permitted", "sender_or_account")  # fmt: skip
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
+    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]  # no operator alert
+
+
 @pytest.mark.parametrize(
     "code,message",
     [
-        (21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number"),
         (
             21606,
             "The 'From' phone number provided is not a valid message-capable Twilio phone number for this destination",
@@ -39,16 +55,21 @@ def destination(db, intent_id: int) -> str:
         (21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"),
     ],
 )
-def test_one_users_destination_fails_only_that_message(db, twilio, caplog, code, message):
+def test_a_sender_that_cannot_send_stops_the_channel_and_alerts(db, twilio, caplog, code, message):
+    """When the sender or the account itself cannot send, every SMS would fail for good: the first
+    refusal fails its message (never suppressing the number), stops the channel for the invocation
+    (the rest wait, not charged) and pages, as refused credentials do."""
     ids = seed_intents(db, 4, sms_every=1)
     twilio.by_destination[destination(db, ids[0])] = FakeTwilio.error(400, code, message)
     settings = provider_settings(twilio=twilio, send_concurrency=1)
     with caplog.at_level(logging.WARNING, logger="signup_verification.dispatcher"):
         report = run_dispatch(db, settings)
-    assert (report.failed, report.accepted) == (1, 3) and twilio.requests == 4
+    assert (report.failed, report.retryable) == (1, 3) and twilio.requests == 1
     failed = intent(db, ids[0])
-    assert failed["status"] == "failed" and failed["last_error"].startswith("destination_not_permitted")
-    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]  # no operator alert
+    assert (failed["status"], failed["failure_category"], failed["failure_code"], failed["failure_fault"]) == (
+        "failed", "sender_misconfigured", str(code), "sender_or_account")  # fmt: skip
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
+    assert [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert") == "channel_configuration"]
 
 
 def test_a_stopped_channel_charges_no_attempt_to_the_sends_it_skipped(db, twilio):

@@ -207,7 +207,7 @@ def test_verifyctl_status_shows_the_fallbacks_by_reason(db, smtp, twilio):
 
 
 def test_a_hard_bounce_reported_later_brings_the_sms_forward(db):
-    """Issue 13's delivery reports fail an accepted email through the same hook (delivery_failed)."""
+    """Delivery reports fail an accepted email through the same hook (delivery_failed)."""
     import json
 
     from signup_verification.delivery import reports as domain
@@ -217,8 +217,8 @@ def test_a_hard_bounce_reported_later_brings_the_sms_forward(db):
     vid = create_with_fallback(db, provider_settings().create, after_seconds=300)
     [intent_id] = deliver(db)  # only the email: the SMS is not due
     bounce = sendgrid_event(intent_id, f"{intent_id}:1", "bounce", type="bounce", status="5.1.1", reason="550 5.1.1")
-    observation, _ = domain.sendgrid_events(json.dumps([bounce]).encode())
-    assert domain.ingest(db, "sendgrid", observation, None).undeliverable == 1
+    batch = domain.sendgrid_events(json.dumps([bounce]).encode())
+    assert domain.ingest(db, "sendgrid", batch.observations).undeliverable == 1
     rows = intents(db, vid)
     assert rows["primary"]["status"] == "failed" and rows["fallback"]["brought_forward_at"] is not None
     [fallback] = t.claim(db, "w", 10, 30)

@@ -166,7 +166,7 @@ def test_the_failing_test_number_ends_failed_undeliverable_and_suppressed(stack,
     _press(s, message, "report")
     shown = _wait_state(s, message, "failed")
     assert shown.delivery_note == "Twilio failed: 200 received 1, stored 1, undeliverable 1, suppressed 1"
-    assert _intent(db, vid)["undeliverable_reason"] == "failed unknown_destination code 30005"
+    assert _intent(db, vid)["undeliverable_reason"] == "failed invalid_destination code 30005"
     assert _create(s, "sms", "+12025550111").status_code == 422
 
 

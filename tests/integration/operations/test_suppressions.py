@@ -1,5 +1,5 @@
-"""`verifyctl suppression list|clear` (issue 13): a hard bounce refuses creates to that inbox until an
-operator clears it, by destination, through the same canonical digest create uses."""
+"""`verifyctl suppression list|clear`: a hard bounce refuses creates to that exact address until an
+operator clears it, by destination, through the same exact-address digest create uses."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
 from signup_verification.delivery import reports
+from signup_verification.outbox.failure_policy import FailurePolicy
 from support.factories import KEYRING, SETTINGS, deliver
 
 
@@ -30,25 +31,29 @@ def create(db, destination, key):
 def bounce(db, suppress_days=None):
     [intent_id] = deliver(db)
     event = reports.Observation(dedup_key=f"ev-{intent_id}", event="bounce", intent_id=intent_id,
-                                attempt_id=f"{intent_id}:1", detail="bounce 5.1.1", permanent=True)  # fmt: skip
-    return reports.ingest(db, "sendgrid", [event], suppress_days)
+                                attempt_id=f"{intent_id}:1", detail="bounce 5.1.1", permanent=True,
+                                fault="recipient", category="bounced", code="5.1.1")  # fmt: skip
+    return reports.ingest(db, "sendgrid", [event], FailurePolicy(suppress_days=suppress_days))
 
 
-def test_list_then_clear_by_another_spelling_lets_create_through(service_env, db, capsys):
+def test_list_then_clear_the_exact_address_lets_create_through(service_env, db, capsys):
     create(db, "ada.lovelace@gmail.com", "k1")
     assert bounce(db).suppressed == 1
     code, out, _ = verifyctl(service_env, capsys, "suppression", "list", "--json")
     [entry] = json.loads(out.strip().splitlines()[-1])  # (log records may share stdout after other tests)
     assert code == 0 and entry["channel"] == "email" and entry["expires_at"] is None
+    assert entry["kind"] == "exact" and entry["category"] == "bounced"
     assert "ada" not in out and "gmail" not in out  # keys, never destinations
     with pytest.raises(Problem) as refused:
-        create(db, "adalovelace+signup@googlemail.com", "k2")
+        create(db, "ada.lovelace@GMAIL.com", "k2")  # the same mailbox: the domain's case never matters
     assert refused.value.status == 422
-    code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "AdaLovelace@gmail.com")
+    # another mailbox name of the same inbox is not the address that bounced: neither blocked nor cleared
+    assert create(db, "adalovelace+signup@googlemail.com", "k-alias").status == 201
+    code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "adalovelace@gmail.com")
+    assert code == 1 and out.strip().splitlines()[-1] == "no such suppression"
+    code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "ada.lovelace@gmail.com")
     assert code == 0 and "cleared: the destination" in out
     assert create(db, "ada.lovelace@gmail.com", "k3").status == 201
-    code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "ada.lovelace@gmail.com")
-    assert code == 1 and out.strip().splitlines()[-1] == "no such suppression"
 
 
 def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
@@ -101,7 +106,7 @@ def test_a_token_key_rotation_lifts_no_suppression(service_env, db, capsys, monk
 
 
 def test_a_suppressed_fallback_destination_is_named_as_the_fallback(service_env, db):
-    """Issue 14 + 13: the 422 points at the field that holds the suppressed address."""
+    """The 422 points at the field that holds the suppressed address."""
     create(db, "bounced@example.com", "k1")
     assert bounce(db).suppressed == 1
     request = CreateVerificationRequest.model_validate(
@@ -118,15 +123,50 @@ def test_a_suppressed_fallback_destination_is_named_as_the_fallback(service_env,
     assert db.one("SELECT count(*) AS n FROM verifications WHERE account_id = 'acct-fb'")["n"] == 0
 
 
-def test_a_bounced_address_tried_again_at_once_hears_422_not_429(service_env, db):
-    """Found trying issue 13 as a new user: with the default 60 s spacing, create again right after a
-    bounce answered 429 (wait), which only leads to another bounce. The suppression is checked first."""
+def test_the_suppression_answer_comes_after_the_callers_own_limits(service_env, db):
+    """`422 destination-suppressed` must not be an oracle for a caller the rate limits would stop: a
+    rate-limited caller hears 429 whatever the list holds; once the limit frees, the list answers."""
     import dataclasses
 
     spaced = dataclasses.replace(SETTINGS.create, rate_limit_spacing_seconds=60)
     request = CreateVerificationRequest(account_id="acct-again", channel="email", destination="again@example.com")
     assert create_edge.create_verification(db, spaced, KEYRING, request, "k1").status == 201
     assert bounce(db).suppressed == 1
+    with pytest.raises(Problem) as limited:
+        create_edge.create_verification(db, spaced, KEYRING, request, "k2")
+    assert limited.value.status == 429 and limited.value.slug == "rate-limited"
+    db.run("UPDATE create_events SET created_at = created_at - interval '2 minutes'")
     with pytest.raises(Problem) as refused:
         create_edge.create_verification(db, spaced, KEYRING, request, "k2")
-    assert refused.value.status == 422
+    assert refused.value.status == 422 and refused.value.slug == "destination-suppressed"
+
+
+def test_silent_answer_creates_and_fails_the_suppressed_delivery_at_once(service_env, db):
+    """SUPPRESSED_ANSWER=silent: 201 as for any address; the delivery fails at once with reason
+    `suppressed` (never sent), and the site learns it from the read API and delivery.failed."""
+    import dataclasses
+
+    from signup_verification.verifications import read
+
+    create(db, "quiet@example.com", "k1")
+    assert bounce(db).suppressed == 1
+    silent = dataclasses.replace(
+        SETTINGS.create, abuse=dataclasses.replace(SETTINGS.create.abuse, suppressed_answer="silent")
+    )
+    db.run("SET signup_verification.webhooks = 'on'")
+    request = CreateVerificationRequest(account_id="acct-quiet", channel="email", destination="quiet@example.com")
+    answer = create_edge.create_verification(db, silent, KEYRING, request, "k2")
+    assert answer.status == 201
+    import uuid
+
+    view = read.read(db, uuid.UUID(answer.body["verification_id"]))
+    assert view is not None
+    [delivery] = view.deliveries
+    assert delivery.status == "failed" and delivery.attempts == 0
+    assert delivery.reason == {"category": "suppressed", "code": None, "provider": None, "fault": "recipient"}
+    [event] = db.run(
+        "SELECT payload FROM delivery_intents WHERE verification_id = :v AND event_type = 'delivery.failed'",
+        v=uuid.UUID(answer.body["verification_id"]),
+    )
+    assert event[0]["deliveries"][0]["reason"]["category"] == "suppressed"
+    assert db.run("SELECT count(*) FROM eligible_delivery_intents WHERE channel <> 'webhook'")[0][0] == 0  # no send

@@ -273,9 +273,11 @@ def test_concurrent_wrong_codes_never_exceed_the_limit(db, database_url, service
         worker.start()
     for worker in workers:
         worker.join()
-    assert _state(db, row)["confirm_failures"] == 5 and _state(db, row)["status"] == "locked"
+    # it locks exactly once, at the limit; every try is charged, those after the lock too
+    assert _state(db, row)["confirm_failures"] == 8 and _state(db, row)["status"] == "locked"
     assert results.count(confirmations.WRONG_CODE) == 4
-    assert results.count(confirmations.LOCKED) == 4  # the one that locked it, then three that found it locked
+    # the one that locked it, then three that raced past the state read and found it locked
+    assert results.count(confirmations.LOCKED) == 4
 
 
 # Full-width digits are normalised (NFKC, issue 15): only a wrong count or another script is malformed.
@@ -297,12 +299,15 @@ def test_unknown_verification_or_wrong_channel_is_a_generic_404(client, db, serv
     assert _state(db, email)["confirm_failures"] == 0
 
 
-def test_expired_sms_code_is_gone_and_counts_nothing(client, db, service_env):
+def test_a_wrong_code_for_an_expired_verification_is_finished_and_counted(client, db, service_env):
     row = _create(db, channel="sms", destination="+14155550104")
     _expire(db, row)
     response = _post_json(client, {"verification_id": str(row["id"]), "code": _wrong(_code(row))})
-    assert response.status_code == 410 and response.get_json()["type"].endswith("/verification-expired")
-    assert _state(db, row)["confirm_failures"] == 0
+    assert response.status_code == 410 and response.get_json()["type"].endswith("/verification-finished")
+    assert _state(db, row)["confirm_failures"] == 1  # guessing after the end is charged too
+    right = _post_json(client, {"verification_id": str(row["id"]), "code": _code(row)})
+    assert right.status_code == 410 and right.get_json() == response.get_json()  # the same answer, not counted
+    assert _state(db, row)["confirm_failures"] == 1
 
 
 def test_no_token_or_code_in_logs(client, db, service_env, caplog):

@@ -37,13 +37,15 @@ def _post(client, body):
     return client.post("/", data=json.dumps(body), content_type="application/json")
 
 
-def test_a_wrong_code_for_a_confirmed_verification_gets_the_generic_404_and_no_account(client, db, service_env):
+def test_a_wrong_code_for_a_confirmed_verification_is_finished_counted_and_names_no_account(client, db, service_env):
     row, code = _create_sms(db)
     assert _post(client, {"verification_id": str(row["id"]), "code": code}).status_code == 200
     wrong = str((int(code) + 1) % 10**6).zfill(6)
     response = _post(client, {"verification_id": str(row["id"]), "code": wrong})
-    assert response.status_code == 404 and response.get_json()["type"].endswith("/verification-not-found")
+    assert response.status_code == 410 and response.get_json()["type"].endswith("/verification-finished")
     assert row["account_id"] not in response.get_data(as_text=True)
+    state = db.one("SELECT confirm_failures FROM verifications WHERE id = :id", id=row["id"])
+    assert state["confirm_failures"] == 1
     again = _post(client, {"verification_id": str(row["id"]), "code": code})  # the right code still hears it
     assert again.status_code == 200 and again.get_json()["already_verified"] is True
 

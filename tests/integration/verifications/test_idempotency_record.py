@@ -43,8 +43,7 @@ def test_a_create_inserts_its_record_complete_and_never_updates_it(db):
     assert record["answer"] == {k: first.body[k] for k in record["answer"]}
     assert set(record["answer"]) == {"verification_id", "account_id", "channel", "status", "expires_at", "created_at"}
     row = db.one(
-        "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS created_at,"
-        " to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS expires_at, status"
+        "SELECT rfc3339(created_at) AS created_at, rfc3339(expires_at) AS expires_at, status"
         " FROM verifications WHERE id = :id",
         id=first.body["verification_id"],
     )

@@ -10,8 +10,9 @@ answer or a network failure. The outcome says what we know about the send, not a
              have sent): never resent at once; the channel's policy decides (outbox/policy.py)
 
 `error_class` is a short, stable, low-cardinality label; `detail` is a short human text. Neither
-ever holds the token, the code, or the destination (see `scrub`). docs/channels.md has the table
-mapping every provider response to its outcome.
+ever holds the token, the code, or the destination (see `scrub` and `forget`). A failed result
+carries its `Verdict` (delivery/classification/): whose fault it is and the reason the site reads.
+docs/channels.md has the tables mapping every provider response to its outcome and verdict.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Literal, Protocol, runtime_checkable
 
+from ..classification import Category, Verdict, configuration
+
 Outcome = Literal["accepted", "retryable", "failed", "ambiguous"]
 CONFIGURATION = "configuration"  # error_class of failures an operator must fix: they alert
 BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (alerts, stops the channel)
 
 _EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
-# Secrets a provider may echo (issue 15, item 12: a content filter quoting the link): URLs,
-# token=/code= style values, and anything token-shaped (our link tokens are 43 base64url chars, 65
-# with the verification id before them: sql/016).
+# Secrets a provider may echo (a content filter quoting the link): URLs, token=/code= style values,
+# and anything token-shaped (our link tokens are 43 base64url chars, 65 with the verification id
+# before them). `forget` removes the rendered secret itself, and any fragment of it.
 _URLISH = re.compile(r"(?i)\b(?:https?|ftp)://\S+|\bwww\.\S+")
 _SECRET_PARAM = re.compile(r"(?i)\b(token|code|otp|sig|signature|key)=[^\s&\"'<>;]+")
 _TOKENISH = re.compile(r"[A-Za-z0-9_-]{32,}")
@@ -43,6 +46,7 @@ class SendResult:
     detail: str | None = None
     provider_ref: str | None = None
     retry_after: float | None = None  # seconds the provider asked us to wait
+    verdict: Verdict | None = None  # a failed result's: whose fault, which reason (never None once failed)
 
     @classmethod
     def accepted(cls, provider_ref: str | None = None) -> SendResult:
@@ -53,21 +57,46 @@ class SendResult:
         return cls("retryable", error_class, detail, retry_after=retry_after)
 
     @classmethod
-    def failed(cls, error_class: str, detail: str) -> SendResult:
-        return cls("failed", error_class, detail)
+    def failed(cls, error_class: str, detail: str, verdict: Verdict) -> SendResult:
+        return cls("failed", error_class, detail, verdict=verdict)
 
     @classmethod
-    def ambiguous(cls, error_class: str, detail: str, provider_ref: str | None = None) -> SendResult:
-        return cls("ambiguous", error_class, detail, provider_ref)
+    def refused(cls, verdict: Verdict, detail: str) -> SendResult:
+        """A provider's refusal for good, labelled by its verdict: `configuration` for what fails every
+        message of the channel because of our sender, credentials or account, else the category."""
+        return cls.failed(error_class(verdict), detail, verdict)
+
+    @classmethod
+    def configuration(cls, detail: str, provider: str | None) -> SendResult:
+        """Our configuration is wrong (credentials, TLS trust, a missing adapter): every send of the
+        channel would fail; it stops the channel and alerts."""
+        return cls.failed(CONFIGURATION, detail, configuration(provider))
+
+    @classmethod
+    def ambiguous(
+        cls, error_class: str, detail: str, provider_ref: str | None = None, retry_after: float | None = None
+    ) -> SendResult:
+        return cls("ambiguous", error_class, detail, provider_ref, retry_after)
 
     @property
     def is_configuration_error(self) -> bool:
         return self.outcome == "failed" and self.error_class == CONFIGURATION
 
     @property
+    def holds_channel(self) -> bool:
+        """A refusal for good that every message of the channel would meet (a sender or account fault)."""
+        return self.outcome == "failed" and self.verdict is not None and self.verdict.holds_channel
+
+    @property
     def stops_channel(self) -> bool:
         """Every later send of this channel would meet the same answer: stop it and alert."""
-        return self.is_configuration_error or (self.outcome == "retryable" and self.error_class == BLOCKED)
+        return self.holds_channel or (self.outcome == "retryable" and self.error_class == BLOCKED)
+
+
+def error_class(verdict: Verdict) -> str:
+    if verdict.holds_channel and verdict.category is Category.SENDER_MISCONFIGURED:
+        return CONFIGURATION
+    return verdict.category.value
 
 
 @runtime_checkable
@@ -102,13 +131,37 @@ def scrub(text: str | bytes | None, limit: int = 200, *, numbers: bool = True) -
 
 
 def forget(result: SendResult, secret: str) -> SendResult:
-    """The result without the secret the adapter just rendered (the link token, the SMS code): scrub()
-    knows shapes, not values, and a 6-digit code echoed in a provider's error looks like any number."""
+    """The result without the secret the adapter just rendered (the link token, the SMS code), nor any
+    fragment of it: scrub() knows shapes, not values; a 6-digit code echoed in a provider's error looks
+    like any number, and a quoted piece of a link is shorter than a token."""
     if not secret:
         return result
-    detail = result.detail.replace(secret, "[secret]") if result.detail else result.detail
-    ref = result.provider_ref.replace(secret, "[secret]") if result.provider_ref else result.provider_ref
-    return dataclasses.replace(result, detail=detail, provider_ref=ref)
+    return dataclasses.replace(
+        result, detail=forget_text(result.detail, secret), provider_ref=forget_text(result.provider_ref, secret)
+    )
+
+
+_FRAGMENT = 8  # a run this long that occurs in the secret is a piece of it (8 base64url chars: 48 bits)
+
+
+def forget_text(text: str | None, secret: str) -> str | None:
+    """`text` with the secret and every run of >= 8 of its characters (the whole secret when shorter)
+    replaced by [secret]."""
+    if not text or not secret:
+        return text
+    shortest = min(_FRAGMENT, len(secret))
+    out, i = [], 0
+    while i < len(text):
+        length = 0
+        while i + length < len(text) and text[i : i + length + 1] in secret:
+            length += 1
+        if length >= shortest:
+            out.append("[secret]")
+            i += length
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 def http_retry_after(value: str | None) -> float | None:

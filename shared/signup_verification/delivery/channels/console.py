@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...platform.redaction import mask_destination
 from ..messages import EmailContent, SmsContent
-from .base import CONFIGURATION, SendResult
+from .base import SendResult
 
 _log = logging.getLogger("signup_verification.delivery.channels.console")
 
@@ -59,7 +59,7 @@ class DisabledChannel:
         self.reason = reason
 
     def send(self, message, deadline: float) -> SendResult:
-        return SendResult.failed(CONFIGURATION, self.reason)
+        return SendResult.configuration(self.reason, None)
 
     def close(self) -> None:
         pass

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .base import CONFIGURATION, SendResult
+from .base import SendResult
 
 if TYPE_CHECKING:  # urllib3 is imported when a client is built: config/ loads this module for every
     import urllib3  # target, and only dispatch sends (cold start of create and confirm, issue 18)
@@ -70,7 +70,7 @@ class HttpClient:
             ) from None
         except SSLError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
-                raise HttpFailure(SendResult.failed(CONFIGURATION, "provider TLS certificate not trusted")) from None
+                raise HttpFailure(SendResult.configuration("provider TLS certificate not trusted", None)) from None
             raise HttpFailure(SendResult.retryable("connect", "TLS handshake with the provider failed")) from None
         except ReadTimeoutError:  # the request went out; the answer did not come back
             raise HttpFailure(

@@ -2,12 +2,14 @@
 
 SendGrid has no idempotency key on send; the stable Message-ID header we set lets mail clients
 collapse a duplicate, and `custom_args` carry the intent and attempt ids into SendGrid's event
-webhook for reconciliation. Responses (docs/channels.md): 2xx accepted (X-Message-Id is the
-provider ref); 400 validation and 413 too large are permanent for the message; a 400 about the
-sender (`from`, the sender identity), 401, 403, 406 and 415 are configuration; a 403 "temporarily
-blocked" (after repeated bad requests) is retryable after a long wait, and stops the channel with
-an alert; 429 is retryable (Retry-After or X-RateLimit-Reset); 5xx are ambiguous: SendGrid does
-not say the message was not processed (an email resend is safe: the stable Message-ID collapses it).
+webhook for reconciliation. Responses (docs/channels.md; refusals classified by
+delivery/classification/sendgrid.py): 2xx accepted (X-Message-Id is the provider ref); a 400 about
+the recipient is the address's fault; a 400 about the sender (`from`, the sender identity), 401,
+403, 406 and 415 are our configuration (the channel stops and alerts); other 400s and 413 refuse
+our message; a 403 "temporarily blocked" (after repeated bad requests) is retryable after a long
+wait, and stops the channel with an alert; 429 is retryable (Retry-After or X-RateLimit-Reset);
+5xx are ambiguous: SendGrid does not say the message was not processed (an email resend is safe:
+the stable Message-ID collapses it).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import json
 import time
 from email.utils import parseaddr
 
-from ..channel_config import SendGridConfig  # noqa: F401  (moved: issue 18)
+from ..classification import sendgrid as table
 from ..messages import EmailContent
-from .base import BLOCKED, CONFIGURATION, SendResult, forget, http_retry_after, scrub
+from .base import BLOCKED, SendResult, forget, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 
 BLOCKED_WAIT_SECONDS = 1800.0  # SendGrid does not say how long a block lasts; hammering would extend it
@@ -78,19 +80,16 @@ class SendGridChannel:
         detail = f"sendgrid {status}: {_errors(answer.body)}"
         if status == 403 and "temporarily blocked" in _messages(answer.body):
             return SendResult.retryable(BLOCKED, detail, max(BLOCKED_WAIT_SECONDS, _wait(answer.headers) or 0.0))
-        if status in (401, 403, 406, 415):
-            return SendResult.failed(CONFIGURATION, detail)
-        if status == 413:
-            return SendResult.failed("message_too_large", detail)
         if status == 429:
             return SendResult.retryable("rate_limited", detail, _wait(answer.headers))
         if status >= 500:  # not "never processed": it may have been sent (docs/channels.md)
             return SendResult.ambiguous("provider_5xx", detail)
-        if status == 400 and _about_sender(answer.body):
-            return SendResult.failed(CONFIGURATION, detail)
-        if status == 400 and _about_recipient(answer.body):
-            return SendResult.failed("invalid_destination", detail)
-        return SendResult.failed("rejected", detail)
+        about = None
+        if status == 400:
+            about = (
+                "from" if _about_sender(answer.body) else "personalizations" if _about_recipient(answer.body) else None
+            )
+        return SendResult.refused(table.submission_verdict(status, about), detail)
 
     def close(self) -> None:
         self.client.close()

@@ -5,6 +5,8 @@ the end-of-data marker left our side means nothing was sent (retryable); a timeo
 while waiting for the reply to the end of data is ambiguous (the server may have queued it).
 Connections are pooled and reused across sends (one per concurrent sender at most); a reused
 connection the server dropped while idle is replaced once, transparently, before MAIL FROM.
+A 5yz refusal is classified by delivery/classification/smtp.py (the recipient's, ours, or
+nobody's we can name); a session that fails ends with QUIT, as every other does.
 """
 
 from __future__ import annotations
@@ -15,19 +17,17 @@ import ssl
 import threading
 import time
 
-from ..channel_config import SmtpConfig  # noqa: F401  (moved: issue 18)
+from ..channel_config import SmtpConfig
+from ..classification import Category, Fault, Verdict, ours
+from ..classification import smtp as table
 from ..messages import EmailContent
-from .base import CONFIGURATION, SendResult, forget, scrub
+from .base import SendResult, forget, scrub
 
 _ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 _DOT_LINE = re.compile(rb"(?m)^\.")
 # The queue id in a 250 after the end of data: Postfix 'queued as 4069127A943', Exim 'id=1rAbCd-0001Xy-2Z'.
 _QUEUE_ID = re.compile(rb"(?:queued as|\bid=)\s*([0-9A-Za-z][0-9A-Za-z._-]{2,63})", re.IGNORECASE)
 AUTH_CODES = {530, 534, 535, 538}
-# Postfix (smtpd_delay_reject=yes, its default) reports refusals of us, not of the recipient, in
-# reply to RCPT TO: these fail every message, so they are configuration errors.
-_REFUSES_US = (b"sender address rejected", b"helo command rejected", b"client host rejected")
-_SENDER_STATUS = ("5.1.7", "5.1.8")  # bad sender mailbox syntax / bad sender system address
 
 
 class _Failed(Exception):
@@ -47,22 +47,10 @@ def classify_reply(stage: str, code: int, text: bytes | str) -> SendResult:
     detail = f"smtp {code}{' ' + enhanced if enhanced else ''} at {stage}: {scrub(text, 160)}"
     if code == 421 or 400 <= code < 500:
         return SendResult.retryable("smtp_transient", detail)
-    if code in AUTH_CODES or enhanced.startswith("5.7.8") or stage == "auth":
-        return SendResult.failed(CONFIGURATION, detail)
-    if stage == "mail" or stage in ("connect", "ehlo", "helo") and 500 <= code < 600:
-        return SendResult.failed(CONFIGURATION, detail)  # the server refuses us or our sender: every message would be
-    if stage == "rcpt":
-        if enhanced in _SENDER_STATUS or any(phrase in (text or b"").lower() for phrase in _REFUSES_US):
-            return SendResult.failed(CONFIGURATION, detail)
-        if enhanced.startswith("5.1.") or code in (550, 553) and not enhanced:
-            return SendResult.failed("invalid_destination", detail)
-        if enhanced.startswith("5.7.1") and b"relay" in (text or b"").lower():
-            return SendResult.failed(CONFIGURATION, detail)  # relaying denied: we are not authorised
-        return SendResult.failed("recipient_rejected", detail)
-    if code == 552 or enhanced.startswith("5.3.4"):
-        return SendResult.failed("message_too_large", detail)
+    if code in AUTH_CODES or stage == "auth":
+        return SendResult.configuration(detail, table.PROVIDER)
     if 500 <= code < 600:
-        return SendResult.failed("content_rejected" if stage in ("data", "end") else "smtp_permanent", detail)
+        return SendResult.refused(table.reply_verdict(stage, code, enhanced, text), detail)
     return (
         SendResult.ambiguous("smtp_unexpected", detail)
         if stage == "end"
@@ -104,8 +92,8 @@ class SmtpChannel:
             if cfg.security == "starttls":
                 if not conn.has_extn("starttls"):
                     raise _Failed(
-                        SendResult.failed(
-                            CONFIGURATION, "SMTP_SECURITY=starttls but the server does not offer STARTTLS"
+                        SendResult.configuration(
+                            "SMTP_SECURITY=starttls but the server does not offer STARTTLS", table.PROVIDER
                         )
                     )
                 conn.starttls(context=self._context())
@@ -114,18 +102,18 @@ class SmtpChannel:
                 self._login(conn)
             return conn
         except _Failed:
-            self._discard(conn)
+            self._quit(conn)  # the server answered: end the session politely
             raise
         except ssl.SSLCertVerificationError as exc:
             self._discard(conn)
             raise _Failed(
-                SendResult.failed(CONFIGURATION, f"TLS certificate not trusted: {scrub(exc.verify_message)}")
+                SendResult.configuration(f"TLS certificate not trusted: {scrub(exc.verify_message)}", table.PROVIDER)
             ) from None
         except smtplib.SMTPConnectError as exc:
             self._discard(conn)
             raise _Failed(classify_reply("connect", exc.smtp_code, exc.smtp_error)) from None
         except smtplib.SMTPResponseException as exc:
-            self._discard(conn)
+            self._quit(conn)
             raise _Failed(classify_reply("connect", exc.smtp_code, exc.smtp_error)) from None
         except (OSError, smtplib.SMTPException) as exc:  # refused, unreachable, timeout, TLS failure
             self._discard(conn)
@@ -154,10 +142,9 @@ class SmtpChannel:
         mechanism = next((m for m in ("PLAIN", "LOGIN") if m in offered), None)
         if mechanism is None:
             raise _Failed(
-                SendResult.failed(
-                    CONFIGURATION,
-                    "SMTP_USERNAME is set but the server offers no AUTH PLAIN/LOGIN "
-                    "(STARTTLS first? see SMTP_SECURITY)",
+                SendResult.configuration(
+                    "SMTP_USERNAME is set but the server offers no AUTH PLAIN/LOGIN (STARTTLS first? see SMTP_SECURITY)",
+                    table.PROVIDER,
                 )
             )
         conn.user, conn.password = self.config.username or "", self.config.password or ""
@@ -179,6 +166,18 @@ class SmtpChannel:
     def _release(self, conn: smtplib.SMTP) -> None:
         with self._lock:
             self._idle.append(conn)
+
+    @classmethod
+    def _quit(cls, conn: smtplib.SMTP | None) -> None:
+        """QUIT, then close: a session that failed on our side (configuration) still ends properly."""
+        if conn is None:
+            return
+        try:
+            if conn.sock is not None:
+                conn.quit()
+        except (OSError, smtplib.SMTPException):
+            pass
+        cls._discard(conn)
 
     @staticmethod
     def _discard(conn: smtplib.SMTP | None) -> None:
@@ -206,7 +205,7 @@ class SmtpChannel:
         try:
             payload = message.mime()
         except ValueError:
-            return SendResult.failed("invalid_destination", "the address cannot be written into a message header")
+            return SendResult.refused(_UNWRITABLE, "the address cannot be written into a message header")
         try:
             conn, reused = self._acquire(deadline)
             try:
@@ -230,7 +229,7 @@ class SmtpChannel:
         needs_utf8 = not (message.to.isascii() and message.sender_address.isascii())
         if needs_utf8 and not conn.has_extn("smtputf8"):
             self._release(conn)
-            return SendResult.failed("invalid_destination", "non-ASCII address and the server lacks SMTPUTF8")
+            return SendResult.refused(_NO_SMTPUTF8, "non-ASCII address and the server lacks SMTPUTF8")
         try:
             self._step(conn, deadline)
             try:
@@ -301,6 +300,12 @@ def provider_reference(text: bytes) -> str | None:
     if match:
         return match.group(1).decode("ascii")
     return scrub(text, 120, numbers=False) or None
+
+
+# The address itself cannot go into a header (CR, LF): the recipient's; our relay lacking SMTPUTF8
+# for a valid international address: ours.
+_UNWRITABLE = Verdict(True, Fault.RECIPIENT, Category.INVALID_DESTINATION, table.PROVIDER)
+_NO_SMTPUTF8 = ours(Category.MESSAGE_REJECTED, table.PROVIDER)
 
 
 class _StaleConnection(Exception):

@@ -2,14 +2,14 @@
 HTTP Basic with the account SID and auth token).
 
 Twilio has no idempotency key on message create, so an ambiguous SMS is held by default
-(outbox/policy.py): a duplicate code reaches a phone. Error codes (docs/channels.md): 21211
-invalid To, 21604 To missing, 21614 not a mobile number, 21635 landline, 21612 unreachable are
-permanent for the intent; 21610 is an unsubscribed recipient (STOP); 21408 (region not enabled
-for the To number), 21606/21659 (the From cannot reach that destination) and 21608 (trial
-account, unverified number) fail that one message: `destination_not_permitted`, the channel goes
-on. Only what fails every message stops the channel (`configuration`, alerting): credentials
-(20003, HTTP 401/403), the account (20404, HTTP 404) and a missing or invalid sender (21603,
-21212). 20429 / HTTP 429 "never processed" is retryable; 5xx ambiguous.
+(outbox/policy.py): a duplicate code reaches a phone. A refusal's error code is classified by
+delivery/classification/twilio.py (whose fault, which reason; docs/channels.md): a recipient's
+(21211 invalid To, 21610 STOP, 21614 not a mobile, ...) suppresses the number; a sender's or the
+account's that every message meets (20003 credentials, 21606 From not SMS-capable, 21608 trial
+account, ...) stops the channel and alerts; 21408 (a region not enabled) fails that message only.
+Without a listed code: HTTP 401/403/404 are our configuration; 20429 / HTTP 429 "never processed"
+is retryable, honouring Retry-After; 5xx are ambiguous (Twilio does not say the message was not
+created), and a 503's Retry-After holds the retry at least that long.
 """
 
 from __future__ import annotations
@@ -18,27 +18,11 @@ import json
 from base64 import b64encode
 from urllib.parse import quote, urlencode
 
-from ..channel_config import TwilioConfig  # noqa: F401  (moved: issue 18)
+from ..classification import Verdict, unexplained
+from ..classification import twilio as table
 from ..messages import SmsContent
-from .base import CONFIGURATION, SendResult, forget, http_retry_after, scrub
+from .base import SendResult, forget, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
-
-PERMANENT = {
-    21211: "invalid_destination",
-    21604: "invalid_destination",
-    21614: "not_mobile",
-    21635: "landline",
-    21612: "unreachable_destination",
-    21610: "unsubscribed",
-    21617: "message_too_long",
-    # This destination, not every one: a region not enabled, a From that cannot reach that
-    # country, a trial account's unverified number. One user's foreign number must not stop SMS.
-    21408: "destination_not_permitted",
-    21606: "destination_not_permitted",
-    21659: "destination_not_permitted",
-    21608: "destination_not_permitted",
-}
-CONFIGURATION_CODES = {20003, 20404, 21212, 21603}  # credentials, the account, the sender: every message fails
 
 
 class TwilioChannel:
@@ -68,7 +52,7 @@ class TwilioChannel:
         # A Messaging Service SID (MG...) chooses the sender itself.
         sender_field = "MessagingServiceSid" if self.sender.startswith("MG") else "From"
         fields = {"To": message.to, sender_field: self.sender, "Body": message.body}
-        if self.status_callback:  # issue 13: queued/sent/delivered/undelivered/failed come back there
+        if self.status_callback:  # queued, sent, delivered, undelivered and failed come back there
             fields["StatusCallback"] = self.status_callback
         return urlencode(fields).encode()
 
@@ -92,20 +76,23 @@ class TwilioChannel:
         detail = (
             f"twilio {answer.status}{f' code {code}' if code else ''}: {scrub(str(error.get('message') or ''), 160)}"
         )
-        if code in PERMANENT:
-            return SendResult.failed(PERMANENT[code], detail)
-        if code in CONFIGURATION_CODES or answer.status in (401, 403):
-            return SendResult.failed(CONFIGURATION, detail)
+        if code is not None and code in table.ERRORS:
+            return SendResult.refused(table.verdict(code), detail)
+        if answer.status in (401, 403, 404):  # credentials, or a wrong TWILIO_API_URL or account
+            return SendResult.configuration(detail, table.PROVIDER)
+        wait = http_retry_after(answer.headers.get("Retry-After"))
         if code == 20429 or answer.status == 429:  # "never processed": safe to retry
-            return SendResult.retryable("rate_limited", detail, http_retry_after(answer.headers.get("Retry-After")))
+            return SendResult.retryable("rate_limited", detail, wait)
         if answer.status >= 500:
-            return SendResult.ambiguous("provider_5xx", detail)
-        if answer.status == 404:
-            return SendResult.failed(CONFIGURATION, detail)  # wrong TWILIO_API_URL or account
-        return SendResult.failed("rejected", detail)
+            return SendResult.ambiguous("provider_5xx", detail, retry_after=wait)
+        return SendResult.refused(_unlisted(code, answer.status), detail)
 
     def close(self) -> None:
         self.client.close()
+
+
+def _unlisted(code: int | None, status: int) -> Verdict:
+    return unexplained(table.PROVIDER, code if code is not None else status)
 
 
 def _error(body: bytes) -> dict:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import time
 
+from ..classification import unexplained
 from ..events import EventContent, sign
-from .base import CONFIGURATION, SendResult, http_retry_after, scrub
+from .base import SendResult, http_retry_after, scrub
 from .http import HttpClient, HttpFailure
 
 USER_AGENT = "signup-verification-webhooks/1"
@@ -68,7 +69,7 @@ def classify(status: int, retry_after: str | None, body: bytes) -> SendResult:
         wait = http_retry_after(retry_after) if status in (429, 503) else None
         return SendResult.retryable("receiver_busy" if status == 429 else "receiver_error", detail, retry_after=wait)
     if 300 <= status < 400:
-        return SendResult.failed(CONFIGURATION, f"HTTP {status}: the receiver redirects; redirects are not followed")
+        return SendResult.configuration(f"HTTP {status}: the receiver redirects; redirects are not followed", None)
     if status in (401, 403):
-        return SendResult.failed(CONFIGURATION, f"{detail} (the receiver refuses our signature: WEBHOOK_SECRET)")
-    return SendResult.failed("rejected", detail)
+        return SendResult.configuration(f"{detail} (the receiver refuses our signature: WEBHOOK_SECRET)", None)
+    return SendResult.failed("rejected", detail, unexplained(None, status))
