@@ -36,11 +36,14 @@ def signed_headers(
     idempotency_key: str | None = None,
     method: str = "POST",
     timestamp: int | None = None,
+    path: str = "/",
+    query: str = "",
 ) -> dict[str, str]:
     """The headers a signing caller sends: Verify-Signature over the canonical request (and the key)."""
     from signup_verification.api.auth import sign_request
 
-    headers = {"Verify-Signature": sign_request(secret, method, target, idempotency_key, body, timestamp)}
+    signature = sign_request(secret, method, target, idempotency_key, body, timestamp, path=path, query=query)
+    headers = {"Verify-Signature": signature}
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
     return headers

@@ -11,27 +11,28 @@ function cannot re-verify it. The in-app check below is defence in depth for a m
   carries neither a platform identity, i.e. an ID token Cloud Run passed on, not expired, issued by
   Google and, when `ALLOWED_INVOKERS` is set, naming one of those principals, nor a valid signature;
 * `REQUEST_SIGNING_KEYS` (callers outside Google Cloud): the targets in `SIGNED_TARGETS`
-  (default `create_verification`) require `Verify-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256
-  of the canonical request>` (`canonical()`: method, target, Idempotency-Key, t, body SHA-256) under
-  one of the target's keys, within `SIGNATURE_TOLERANCE_SECONDS` (300) of now, compared in constant
-  time, in every environment, and each signature is accepted once (`signature_replay`, a table:
+  (default `create_verification`) require `Verify-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256
+  of the canonical request>` (api/request_signatures.py: method, target, path, query,
+  Idempotency-Key, t, body SHA-256) under one of the target's keys, within
+  `SIGNATURE_TOLERANCE_SECONDS` (300) of now, compared in constant time, in every environment, and
+  each request is accepted once, whichever of its signatures matched (`signature_replay`, a table:
   the window spans instances). Such a target is typically public, so a platform identity header is
   *not* enough for it: anyone can write one, nobody verified it.
-* one release of overlap: the old `Signature: t=..,v1=HMAC("<t>." + body)` is still accepted, with
-  its old semantics only (no method/target/key binding, no replay refusal), and logged as legacy.
+* older forms, each only where it binds enough: `v1=` entries (no path, no query) on `/` without a
+  query; the legacy `Signature: t=..,v1=HMAC("<t>." + body)` on a POST with a body, once. Both are
+  logged as `deprecated_signature`.
 
 `confirm_verification` is public by design (people open links): never guarded here; its tokens,
 attempt limits and rate limits are its protection. A captured signature cannot be replayed: not
 with another Idempotency-Key (a new message), not against another target (a create signature
-running a reconcile), not twice. A caller's retry signs again (a new `t`).
+running a reconcile), not on another path (a read of another verification), not twice, not with
+fewer of its signatures. A caller's retry signs again (a new `t`).
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
-import hmac
 import json
 import logging
 import time
@@ -40,13 +41,14 @@ from dataclasses import dataclass
 
 from ..platform.errors import ConfigError
 from . import problems
+from . import request_signatures as signatures
 from .http import Incoming
 
 _log = logging.getLogger("signup_verification.api.auth")
 
 GUARDED_TARGETS = frozenset({"create_verification", "dispatch", "reconcile", "status"})
 SIGNATURE_HEADER = "Verify-Signature"  # ours: RFC 9421 registered `Signature` with another syntax
-LEGACY_SIGNATURE_HEADER = "Signature"  # accepted for one release (docs/security.md)
+LEGACY_SIGNATURE_HEADER = "Signature"  # POSTs with a body only, once each (docs/security.md)
 GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
 CLOCK_SKEW = 60  # seconds of leeway on the identity token's expiry
 
@@ -101,28 +103,51 @@ def parse_signing_keys(spec: str) -> tuple[SigningKey, ...]:
     return tuple(keys)
 
 
-def canonical(method: str, target: str, idempotency_key: str | None, timestamp: int, body: bytes) -> bytes:
-    """What Verify-Signature's MAC covers: one field per line, the body by its SHA-256."""
-    digest = hashlib.sha256(body).hexdigest()
-    return f"v1\n{method.upper()}\n{target}\n{idempotency_key or ''}\n{timestamp}\n{digest}".encode()
+def signed_request(target: str, request: Incoming) -> signatures.SignedRequest:
+    return signatures.SignedRequest(
+        request.method, target, request.path, request.query, request.headers.get("Idempotency-Key"), request.body
+    )
 
 
 def sign_request(
-    secret: bytes, method: str, target: str, idempotency_key: str | None, body: bytes, timestamp: int | None = None
+    secret: bytes,
+    method: str,
+    target: str,
+    idempotency_key: str | None,
+    body: bytes,
+    timestamp: int | None = None,
+    *,
+    path: str = "/",
+    query: str = "",
 ) -> str:
-    """The Verify-Signature header value a caller sends (also what the tests and the docs' example use)."""
-    t = int(time.time()) if timestamp is None else timestamp
-    mac = hmac.new(secret, canonical(method, target, idempotency_key, t, body), hashlib.sha256).hexdigest()
-    return f"t={t},v1={mac}"
+    """The Verify-Signature header value a caller sends (v2; also what the tests and the docs use)."""
+    request = signatures.SignedRequest(method, target, path, query, idempotency_key, body)
+    return signatures.sign_v2([secret], request, timestamp)
 
 
 def sign(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
-    """The legacy Signature header value (one release of overlap): the MAC covers only t and the body."""
-    t = int(time.time()) if timestamp is None else timestamp
-    return f"t={t},v1={hmac.new(secret, f'{t}.'.encode() + body, hashlib.sha256).hexdigest()}"
+    """The legacy Signature header value: its MAC covers only t and the body."""
+    return signatures.sign_legacy(secret, body, timestamp)
 
 
-# -- the checks ------------------------------------------------------------------------------------------
+def verify_request(
+    config: AuthConfig, target: str, request: Incoming, now: float | None = None
+) -> signatures.Verified | None:
+    """Which signature of Verify-Signature holds for this request and target, or None."""
+    header = request.headers.get(SIGNATURE_HEADER)
+    return signatures.verify(
+        config.secrets_for(target), config.tolerance_seconds, header, signed_request(target, request), now
+    )
+
+
+def verify_signature(
+    config: AuthConfig, header: str | None, body: bytes, now: float | None = None, target: str | None = None
+) -> bool:
+    """The legacy Signature header's MAC (t and body only; a scoped key still only for its target)."""
+    secrets = config.secrets_for(target) if target else [k.secret for k in config.signing_keys]
+    return signatures.verify_legacy(secrets, config.tolerance_seconds, header, body, now) is not None
+
+
 def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
     return problems.Problem(
         401,
@@ -131,66 +156,6 @@ def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
         detail,
         headers={"WWW-Authenticate": scheme, "Cache-Control": "no-store"},
     )
-
-
-def _parse(header: str | None) -> tuple[int | None, list[bytes]]:
-    timestamp, candidates = None, []
-    for part in (header or "").split(","):
-        name, _, value = part.strip().partition("=")
-        if name == "t" and value.isascii() and value.isdigit() and len(value) <= 12:  # '²'.isdigit() is True
-            timestamp = int(value)
-        elif name == "v1" and len(value) == 64:
-            candidates.append(value.lower().encode())
-    return timestamp, candidates
-
-
-def _match(secrets: list[bytes], signed: bytes, candidates: list[bytes]) -> bytes | None:
-    matched = None
-    for secret in secrets:  # every key, every candidate: no early exit on a match
-        expected = hmac.new(secret, signed, hashlib.sha256).hexdigest().encode()
-        for candidate in candidates:
-            if hmac.compare_digest(expected, candidate):
-                matched = candidate
-    return matched
-
-
-def verify_request(
-    config: AuthConfig, target: str, request: Incoming, now: float | None = None
-) -> tuple[bytes, int] | None:
-    """(the matched MAC, its t) when Verify-Signature is valid for this request and target, else None."""
-    timestamp, candidates = _parse(request.headers.get(SIGNATURE_HEADER))
-    now = time.time() if now is None else now
-    if timestamp is None or not candidates or abs(now - timestamp) > config.tolerance_seconds:
-        return None
-    signed = canonical(request.method, target, request.headers.get("Idempotency-Key"), timestamp, request.body)
-    matched = _match(config.secrets_for(target), signed, candidates)
-    return (matched, timestamp) if matched is not None else None
-
-
-def verify_signature(
-    config: AuthConfig, header: str | None, body: bytes, now: float | None = None, target: str | None = None
-) -> bool:
-    """The legacy Signature header (old semantics: t and body only; a scoped key still only for its target)."""
-    if not header:
-        return False
-    timestamp, candidates = None, []
-    for part in header.split(","):
-        name, _, value = part.strip().partition("=")
-        if name == "t" and value.isascii() and value.isdigit() and len(value) <= 12:  # '²'.isdigit() is True
-            timestamp = int(value)
-        elif name == "v1" and len(value) == 64:
-            candidates.append(value.lower().encode())
-    now = time.time() if now is None else now
-    if timestamp is None or not candidates or abs(now - timestamp) > config.tolerance_seconds:
-        return False
-    signed = f"{timestamp}.".encode() + body
-    matched = False
-    secrets = config.secrets_for(target) if target else [k.secret for k in config.signing_keys]
-    for secret in secrets:  # every key, every candidate: no early exit
-        expected = hmac.new(secret, signed, hashlib.sha256).hexdigest().encode()
-        for candidate in candidates:
-            matched |= hmac.compare_digest(expected, candidate)
-    return matched
 
 
 def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: float | None = None) -> str | None:
@@ -222,47 +187,79 @@ def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: floa
     return principal
 
 
-# first_use(mac, expires_at_unix) -> True the first time a signature is presented (signature_replay)
+# first_use(request digest, expires_at_unix) -> True the first time a signed request is presented
+# (api/replay.py, signature_replay.sql)
 FirstUse = Callable[[bytes, int], bool]
 
+_REFUSALS = {
+    "signature": "missing or invalid request signature",
+    "replay": "reused request signature",
+    "legacy_unbound": "legacy Signature header on a request other than a POST with a body",
+}
 
-def _signed(config: AuthConfig, target: str, request: Incoming, first_use: FirstUse | None) -> str | None:
-    """'signature' / 'legacy-signature' when the request is signed, 'replay' for a reused one, else None."""
+
+def _deprecated(target: str, scheme: str) -> None:
+    _log.warning(
+        "accepted %s: %s signature (deprecated: sign with Verify-Signature v2)",
+        target,
+        scheme,
+        extra={"json_fields": {"event": "deprecated_signature", "target": target, "scheme": scheme}},
+    )
+
+
+def _once(first_use: FirstUse | None, digest: bytes, expires_at: int) -> bool:
+    return first_use is None or first_use(digest, expires_at)
+
+
+def _signed(config: AuthConfig, target: str, request: Incoming, first_use: FirstUse | None) -> tuple[str | None, str]:
+    """(how it was accepted, "") or (None, the refusal reason): one record per request, whichever
+    of its signatures matched, so neither the request nor any subset of its signatures runs twice."""
+    tolerance = config.tolerance_seconds
     if request.headers.get(SIGNATURE_HEADER):
         verified = verify_request(config, target, request)
         if verified is None:
-            return None
-        mac, timestamp = verified
-        if first_use is not None and not first_use(mac, timestamp + config.tolerance_seconds):
-            return "replay"
-        return "signature"
-    if verify_signature(config, request.headers.get(LEGACY_SIGNATURE_HEADER), request.body, target=target):
-        _log.info("accepted %s: legacy Signature header (deprecated)", target)
-        return "legacy-signature"
-    return None
+            return None, "signature"
+        if not _once(first_use, verified.digest, verified.timestamp + tolerance):
+            return None, "replay"
+        if verified.scheme == "v1":
+            _deprecated(target, "v1")
+        return ("signature" if verified.scheme == "v2" else "signature-v1"), ""
+    legacy = request.headers.get(LEGACY_SIGNATURE_HEADER)
+    if not legacy:
+        return None, "signature"
+    if not signatures.legacy_bindable(request.method, request.body):
+        return None, "legacy_unbound"
+    timestamp = signatures.verify_legacy(config.secrets_for(target), tolerance, legacy, request.body)
+    if timestamp is None:
+        return None, "signature"
+    if not _once(first_use, signatures.legacy_replay_digest(timestamp, request.body), timestamp + tolerance):
+        return None, "replay"
+    _deprecated(target, "legacy")
+    return "legacy-signature", ""
 
 
 def authorize(config: AuthConfig, target: str, request: Incoming, first_use: FirstUse | None = None) -> str:
-    """How the caller was accepted ('signature', 'legacy-signature', 'platform' or 'open'); raises a
-    401 Problem otherwise."""
+    """How the caller was accepted ('signature', 'signature-v1', 'legacy-signature', 'platform' or
+    'open'); raises a 401 Problem otherwise."""
     if target not in GUARDED_TARGETS:
         return "open"
     if target in config.signed_targets:
-        how = _signed(config, target, request, first_use)
-        if how in ("signature", "legacy-signature"):
+        how, reason = _signed(config, target, request, first_use)
+        if how is not None:
             return how
-        reason = "replay" if how == "replay" else "signature"
         _log.warning(
-            "refused %s: %s request signature",
+            "refused %s: %s",
             target,
-            "reused" if how == "replay" else "missing or invalid",
+            _REFUSALS[reason],
             extra={"json_fields": {"event": "caller_refused", "target": target, "reason": reason}},
         )
-        raise _unauthenticated(
-            "Sign the request once: Verify-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of the canonical "
-            "request> (docs/security.md); a signature is accepted once.",
-            SIGNATURE_HEADER,
+        detail = (
+            "The legacy Signature header signs only a POST with a body: send Verify-Signature (docs/security.md)."
+            if reason == "legacy_unbound"
+            else "Sign the request once: Verify-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256 of the canonical "
+            "request> (docs/security.md); a request is accepted once."
         )
+        raise _unauthenticated(detail, SIGNATURE_HEADER)
     if not config.production:
         return "open"
     if platform_principal(config, request.headers) is not None:

@@ -1,7 +1,8 @@
-"""The Flask app functions-framework builds around each target: a body limit enforced by Flask
-itself (so its after-request drain never reads an oversized body), our own answers for the two
-paths functions-framework reserves (/robots.txt, /favicon.ico), and problem+json for Flask's own
-HTTP errors, every one with the security headers the pages send."""
+"""The Flask app functions-framework builds around each target: the body limit, checked before
+any handler runs (`http.read_body`: a body of MAX_BODY_BYTES or more is answered 413 and nothing
+acts on it), our own answers for the two paths functions-framework reserves (/robots.txt,
+/favicon.ico), and problem+json for Flask's own HTTP errors, every one with the security headers
+the pages send."""
 
 from __future__ import annotations
 
@@ -12,14 +13,29 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from . import problems
+from .http import read_body
 from .page_headers import SECURITY_HEADERS
+from .problems import Problem
 
 ROBOTS = "User-agent: *\nDisallow: /\n"  # nothing here is for crawlers: confirm links are one-time secrets
 _HARDENING = {k: v for k, v in SECURITY_HEADERS.items() if k != "Content-Type"}
 
 
 def configure(app: flask.Flask, max_body_bytes: int) -> None:
-    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes  # werkzeug refuses a larger Content-Length unread
+    # werkzeug bounds by it a stream the server marks terminated (gunicorn: every body; werkzeug's
+    # own server: chunked ones), so even an endless chunked body is never read past the limit
+    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
+
+    def body_within_limit() -> flask.typing.ResponseReturnValue | None:
+        """The whole body, read here or refused here: a handler only ever runs on a body that
+        arrived complete and under the limit (no shortened body, no 500 from the later drain)."""
+        try:
+            read_body(flask.request, max_body_bytes)
+        except Problem as problem:  # streamed, so functions-framework does not drain the rest
+            return problem.response()
+        return None
+
+    app.before_request(body_within_limit)  # first: before the reserved paths answer too
     app.before_request(_reserved_paths)
     app.register_error_handler(HTTPException, _http_error)
     app.after_request(_harden)

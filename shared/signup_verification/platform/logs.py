@@ -21,7 +21,8 @@ severity); in text, below LOG_LEVEL=DEBUG, they are not shown.
 Redaction is a safety net, not the policy: code never logs a token, a code or a destination. The
 filter still masks anything shaped like an email address or an E.164 number, any `token=` /
 `code=` value, anything shaped like a link token, and the query string of the request URL that
-the structured handler would otherwise copy into `httpRequest.requestUrl` (`?token=...`).
+the structured handler would otherwise copy into `httpRequest.requestUrl` (`?token=...`); the
+`httpRequest.userAgent` it copies keeps only its redacted product tokens.
 """
 
 from __future__ import annotations
@@ -127,6 +128,22 @@ def _without_query(url: str | None) -> str | None:
     return url.split("?", 1)[0] + "?[redacted]"
 
 
+_UA_COMMENT = re.compile(r"\([^()]*\)")
+_UA_MAX = 200
+
+
+def _user_agent(value: str | None) -> str | None:
+    """A User-Agent as logged: its product tokens (`name/version`) redacted like free text, its
+    comments (the parenthesised free-form parts) dropped, at most 200 characters. The header is
+    whatever the caller wrote, so it is treated like the query string: never logged as sent."""
+    if not value:
+        return value
+    text, previous = value, None
+    while text != previous:  # nested comments from the inside out
+        previous, text = text, _UA_COMMENT.sub(" ", text)
+    return redact_text(" ".join(text.replace("(", " ").replace(")", " ").split()))[:_UA_MAX]
+
+
 class RedactionFilter(logging.Filter):
     """Runs first on the handler: renders the message, masks it, masks json_fields and the traceback."""
 
@@ -157,7 +174,8 @@ class RedactionFilter(logging.Filter):
 
     @staticmethod
     def _request_without_query(record: logging.LogRecord) -> None:
-        """The structured handler copies the Flask request into httpRequest: keep the path only."""
+        """The structured handler copies the Flask request into httpRequest: the URL and referer
+        without their query, the User-Agent without its comments and redacted."""
         if hasattr(record, "http_request"):
             request = record.http_request
         else:  # the library's own view of the Flask request, without importing the library (cold start)
@@ -167,6 +185,8 @@ class RedactionFilter(logging.Filter):
             request["requestUrl"] = _without_query(request.get("requestUrl"))
             if request.get("referer"):
                 request["referer"] = _without_query(request["referer"])
+            if request.get("userAgent"):
+                request["userAgent"] = _user_agent(request["userAgent"])
         record.http_request = request
 
 

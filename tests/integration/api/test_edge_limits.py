@@ -1,12 +1,16 @@
-"""Issue 15, items 10 and 11: the edge refuses oversized bodies unread, duplicate JSON keys and
+"""The edge refuses bodies at or over the limit (unread when declared), duplicate JSON keys and
 repeated Idempotency-Key headers, over-long forms; the reserved paths carry our security headers.
-Every refusal is problem+json (or a page), writes nothing and logs nothing at ERROR."""
+Every refusal is problem+json (or a page), writes nothing and logs nothing at ERROR. (Through
+functions-framework's gunicorn server, every target: test_body_limit_served.py.)"""
 
 from __future__ import annotations
 
 import io
 
 import pytest
+
+from support.raw_http import Connection, request_bytes
+from support.served import serve
 
 BODY = '{"account_id": "acct", "channel": "email", "destination": "ada@example.com"}'
 
@@ -53,6 +57,29 @@ def test_an_oversized_body_is_refused_before_it_is_read(app_client, db, caplog, 
     )
     assert response.status_code == 413 and response.mimetype == "application/problem+json"
     assert body.read_bytes == 0  # not even functions-framework's after-request drain read it
+    _no_errors_nothing_written(caplog, db)
+
+
+@pytest.mark.parametrize("size", [16 * 1024, 16 * 1024 + 1])
+def test_a_body_at_the_limit_or_over_is_refused_in_process(app_client, db, caplog, size):
+    body = BODY.encode() + b" " * (size - len(BODY))  # valid JSON: only its size is wrong
+    response = app_client("create_verification").post(
+        "/", data=body, headers={"Content-Type": "application/json", "Idempotency-Key": "k"}
+    )
+    assert response.status_code == 413 and response.mimetype == "application/problem+json"
+    assert response.get_json()["detail"] == "The body must be at most 16383 bytes."
+    _no_errors_nothing_written(caplog, db)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["declared", "chunked"])
+def test_werkzeugs_server_refuses_the_limit_too(service_env, db, caplog, chunked):
+    """functions-framework --debug and the tests' loopback servers run werkzeug's server, which
+    marks a chunked body terminated: the edge counts it as it arrives."""
+    body = BODY.encode() + b" " * (20_000 - len(BODY))
+    with serve("create_verification") as urls, Connection(urls["create_verification"]) as connection:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": "wz"}
+        answer = connection.exchange(request_bytes("POST", "/", headers, body, chunked=chunked))
+    assert answer is not None and answer.status == 413 and answer.mimetype == "application/problem+json"
     _no_errors_nothing_written(caplog, db)
 
 

@@ -1,4 +1,4 @@
-"""Issue 15, item 10: auth inputs that used to raise (500) are refused with 401 problem+json."""
+"""Malformed auth inputs (signature headers, identity tokens) are refused with 401 problem+json, never a 500."""
 
 from __future__ import annotations
 
@@ -33,6 +33,12 @@ def create(service_env, monkeypatch, app_client):
     [
         {"Signature": "t=\u00b2\u00b3,v1=" + "0" * 64},
         {"Verify-Signature": "t=\u00b2\u00b3,v1=" + "0" * 64},
+        {"Verify-Signature": "t=\u00b2\u00b3,v2=" + "0" * 64},
+        {"Verify-Signature": f"t={int(time.time())},v2=" + "z" * 64},
+        {"Verify-Signature": "t=,v2=,=,,t=1=2"},
+        {"Verify-Signature": "t=" + "9" * 40 + ",v2=" + "0" * 64},
+        {"Verify-Signature": f"t={int(time.time())},v2=" + "\u00e9" * 64},
+        {"Signature": "t=" + "9" * 12 + ",v1=" + "0" * 64},
         {"Authorization": _jwt(json.dumps({"iss": ["https://accounts.google.com"], "exp": time.time() + 60}))},
         {"Authorization": _jwt(json.dumps({"iss": {"a": 1}, "exp": time.time() + 60}))},
         {"Authorization": _jwt("[" * 5000 + "]" * 5000)},

@@ -155,7 +155,7 @@ def test_a_signed_target_needs_a_signed_read_accepted_once(client, monkeypatch):
     monkeypatch.setenv("REQUEST_SIGNING_KEYS", "site1:" + base64.urlsafe_b64encode(secret).decode().rstrip("="))
     runtime.reset()
     assert _problem(client.get(f"/{verification_id}"), 401)
-    headers = signed_headers(secret, b"", method="GET")
+    headers = signed_headers(secret, b"", method="GET", path=f"/{verification_id}")
     assert client.get(f"/{verification_id}", headers=headers).status_code == 200
     assert _problem(client.get(f"/{verification_id}", headers=headers), 401)  # the same signature again
     post_signature = signed_headers(secret, b"")  # signed for POST: not a GET's

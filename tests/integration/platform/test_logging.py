@@ -108,6 +108,34 @@ def test_a_target_logs_with_the_request_trace(app_client, db, log_lines, monkeyp
     assert run["logging.googleapis.com/labels"]["deployment"] == "test"
 
 
+# A link token's shape (256 bits, base64url): what a scanner or a crafted client could put there.
+UA_TOKEN = "dHR0dHR0dHR0dHR0dHR0dHR0dHR0dHR0dHR0dHR0dHQ"
+PLANTED_USER_AGENT = f"Mozilla/5.0 (Linux; Android 14; token={UA_TOKEN}) LinkScanner/{UA_TOKEN} ada@example.com"
+
+
+def test_the_user_agent_is_logged_redacted_like_the_query(log_lines):
+    record = _record(log_lines, **{"User-Agent": PLANTED_USER_AGENT})
+    assert UA_TOKEN not in log_lines.text() and "ada@example.com" not in log_lines.text()
+    agent = record["httpRequest"]["userAgent"]
+    assert agent.startswith("Mozilla/5.0 LinkScanner/[redacted]")  # product tokens kept, comments gone
+    assert "Android" not in agent
+
+
+def test_a_long_user_agent_is_cut(log_lines):
+    record = _record(log_lines, **{"User-Agent": "x/1 " * 500})
+    assert 0 < len(record["httpRequest"]["userAgent"]) <= 200
+
+
+def test_a_target_logs_no_token_shaped_user_agent(app_client, db, log_lines, monkeypatch):
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    client = app_client("create_verification")
+    body = {"account_id": "acct-ua", "channel": "email", "destination": "ua@example.com"}
+    headers = {"User-Agent": PLANTED_USER_AGENT, "Idempotency-Key": "ua-1"}
+    assert client.post("/", json=body, headers=headers).status_code == 201
+    assert [r for r in log_lines.records() if "userAgent" in r.get("httpRequest", {})], "request records kept"
+    assert UA_TOKEN not in log_lines.text()
+
+
 # -- the safety net ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "raw, masked",

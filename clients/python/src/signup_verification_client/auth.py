@@ -3,9 +3,10 @@
 * `GoogleIdToken`: on Google Cloud, a Google-signed ID token whose audience is the function's URL,
   fetched through google-auth (the `google` extra) from the metadata server or the service account
   in GOOGLE_APPLICATION_CREDENTIALS, cached until shortly before it expires.
-* `SignedRequests`: outside Google Cloud, `Verify-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>`
-  over six lines (v1, method, target, Idempotency-Key, t, the body's SHA-256) under a shared key of
-  `REQUEST_SIGNING_KEYS`. Each signature is accepted once, so every attempt signs again.
+* `SignedRequests`: outside Google Cloud, `Verify-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256>`
+  over eight lines (v2, method, target, the URL's path, its raw query, Idempotency-Key, t, the
+  body's SHA-256) under a shared key of `REQUEST_SIGNING_KEYS`. Each request is accepted once, so
+  every attempt signs again.
 """
 
 from __future__ import annotations
@@ -19,15 +20,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+from urllib.parse import urlsplit
 
 
 class CallerAuth(Protocol):
-    def headers(self, method: str, target: str, idempotency_key: str | None, body: bytes) -> dict[str, str]: ...
+    def headers(
+        self, method: str, target: str, idempotency_key: str | None, body: bytes, url: str = "/"
+    ) -> dict[str, str]: ...
 
 
-def canonical(method: str, target: str, idempotency_key: str | None, timestamp: int, body: bytes) -> bytes:
+def canonical(
+    method: str, target: str, path: str, query: str, idempotency_key: str | None, timestamp: int, body: bytes
+) -> bytes:
+    """What the MAC covers: eight lines joined by "\\n", no trailing newline (the service's
+    docs/security.md gives a worked example)."""
     digest = hashlib.sha256(body).hexdigest()
-    return f"v1\n{method.upper()}\n{target}\n{idempotency_key or ''}\n{timestamp}\n{digest}".encode()
+    lines = ("v2", method.upper(), target, path, query, idempotency_key or "", str(timestamp), digest)
+    return "\n".join(lines).encode()
 
 
 @dataclass(frozen=True)
@@ -45,10 +54,14 @@ class SignedRequests:
             raise ValueError("a request signing key is at least 32 bytes (key_id:base64url-secret)")
         return cls(secret)
 
-    def headers(self, method: str, target: str, idempotency_key: str | None, body: bytes) -> dict[str, str]:
+    def headers(
+        self, method: str, target: str, idempotency_key: str | None, body: bytes, url: str = "/"
+    ) -> dict[str, str]:
+        """`url`: the request's URL (or its path and query): its path and raw query as sent are signed."""
+        parts = urlsplit(url)
         t = int(self.clock())
-        mac = hmac.new(self.secret, canonical(method, target, idempotency_key, t, body), hashlib.sha256).hexdigest()
-        return {"Verify-Signature": f"t={t},v1={mac}"}
+        signed = canonical(method, target, parts.path or "/", parts.query, idempotency_key, t, body)
+        return {"Verify-Signature": f"t={t},v2={hmac.new(self.secret, signed, hashlib.sha256).hexdigest()}"}
 
 
 class GoogleIdToken:
@@ -64,7 +77,9 @@ class GoogleIdToken:
         self._token: str | None = None
         self._expires = 0.0
 
-    def headers(self, method: str, target: str, idempotency_key: str | None, body: bytes) -> dict[str, str]:
+    def headers(
+        self, method: str, target: str, idempotency_key: str | None, body: bytes, url: str = "/"
+    ) -> dict[str, str]:
         with self._lock:
             if self._token is None or time.time() > self._expires - self.REFRESH_EARLY:
                 self._token = self._fetch(self.audience)

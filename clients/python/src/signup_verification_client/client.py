@@ -185,7 +185,7 @@ class Client:
         if key is not None:
             headers["Idempotency-Key"] = key
         if self.auth is not None and target is not None:  # confirm is public: no identity sent there
-            headers.update(self.auth.headers(method, target, key, body))
+            headers.update(self.auth.headers(method, target, key, body, url))
         request = urllib.request.Request(url, data=body if method == "POST" else None, method=method, headers=headers)
         try:
             with self._opener.open(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) URLs of the service
