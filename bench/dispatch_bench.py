@@ -97,7 +97,6 @@ class Scenario:
     max_batch: int = 500
     mime: bool = False
     timeout: int = 3600  # FUNCTION_TIMEOUT_SECONDS; short ones have more work than budget
-    settle_connection: bool = False  # DISPATCH_SETTLE_CONNECTION
 
     @property
     def target(self) -> float:
@@ -145,7 +144,6 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
         dispatch_max_batch=scenario.max_batch,
         function_timeout_seconds=scenario.timeout,
         email_from="Signup <no-reply@example.org>",
-        dispatch_settle_connection=scenario.settle_connection,
         sms_max_per_hour=BENCH_SMS_MAX,  # every seeded SMS within the global budget (still counted per claim)
     )
     channels = {

@@ -35,10 +35,7 @@ class Contender:
 CONTENDERS = (
     Contender("dispatcher, 1 invocation, 8 send threads", "dispatcher", 500),
     Contender("dispatcher, 1 invocation, 8 send threads", "dispatcher", 2000),
-    Contender("dispatcher, 1 invocation, settles on a 2nd connection", "settle2", 500),
     Contender("dispatcher, 2 invocations in parallel (2 processes)", "parallel", 500, 2),
-    # each settles on a 2nd connection (DISPATCH_SETTLE_CONNECTION): 4 connections, as pgqueuer's best has
-    Contender("dispatcher, 2 invocations, each settling on a 2nd connection", "parallel2", 500, 2),
     Contender("raw SQL (same claim/start/settle statements, no Python work)", "raw", 500),
     Contender("raw SQL, two-step claim then begin (the shape before issue 18)", "raw2", 500),
     Contender("pgqueuer defaults: 1 process x 5 consumers", "pgqueuer", 10, 1, 5),
@@ -47,22 +44,17 @@ CONTENDERS = (
 
 
 def run_one(params, c: Contender, n: int) -> float:
-    if c.kind in ("dispatcher", "settle2"):
-        result = dispatch_bench.run(
-            params,
-            dispatch_bench.Scenario(
-                "zero-latency", n, 0.0, 8, max_batch=c.batch, settle_connection=c.kind == "settle2"
-            ),
-        )
+    if c.kind == "dispatcher":
+        result = dispatch_bench.run(params, dispatch_bench.Scenario("zero-latency", n, 0.0, 8, max_batch=c.batch))
         return result.rate
-    if c.kind in ("parallel", "parallel2"):
-        return parallel_dispatch(params, n, c.batch, c.processes, settle_connection=c.kind == "parallel2")
+    if c.kind == "parallel":
+        return parallel_dispatch(params, n, c.batch, c.processes)
     if c.kind in ("raw", "raw2"):
         return raw_sql_bench.measure(params, n, c.batch, fused=c.kind == "raw")
     return pgqueuer_bench.measure(params, n, c.processes, c.consumers, c.batch)
 
 
-def _invocation(url: str, batch: int, ready, go, out, settle_connection: bool = False) -> None:
+def _invocation(url: str, batch: int, ready, go, out) -> None:
     """One dispatch invocation in its own process (as two function instances would run)."""
     from signup_verification.delivery.budget import LatencyEstimator
     from signup_verification.delivery.dispatcher import Dispatcher
@@ -75,7 +67,6 @@ def _invocation(url: str, batch: int, ready, go, out, settle_connection: bool = 
         deployment="bench",
         token_keys=dispatch_bench.TEST_TOKEN_KEYS,
         dispatch_max_batch=batch,
-        dispatch_settle_connection=settle_connection,
         function_timeout_seconds=3600,
         email_from="Signup <no-reply@example.org>",
         sms_max_per_hour=dispatch_bench.BENCH_SMS_MAX,  # every seeded SMS within the global budget (still counted per claim)
@@ -91,7 +82,7 @@ def _invocation(url: str, batch: int, ready, go, out, settle_connection: bool = 
     out.put((report.accepted, time.time()))
 
 
-def parallel_dispatch(params, n: int, batch: int, processes: int, settle_connection: bool = False) -> float:
+def parallel_dispatch(params, n: int, batch: int, processes: int) -> float:
     """Intents/s of `processes` concurrent invocations draining one seeded outbox (SKIP LOCKED)."""
     import multiprocessing as mp
 
@@ -104,9 +95,7 @@ def parallel_dispatch(params, n: int, batch: int, processes: int, settle_connect
     go, out = ctx.Event(), ctx.Queue()
     readies = [ctx.Event() for _ in range(processes)]
     url = params.with_database("dispatch_bench").url()
-    procs = [
-        ctx.Process(target=_invocation, args=(url, batch, r, go, out, settle_connection), daemon=True) for r in readies
-    ]
+    procs = [ctx.Process(target=_invocation, args=(url, batch, r, go, out), daemon=True) for r in readies]
     for proc in procs:
         proc.start()
     for r in readies:

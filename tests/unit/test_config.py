@@ -80,7 +80,7 @@ def test_defaults_are_the_documented_ones():
     assert config.http.max_body_bytes == 16384
     d = config.dispatch
     assert (d.function_timeout_seconds, d.send_concurrency, d.send_timeout_seconds, d.max_batch) == (60, 8, 10.0, 500)
-    assert (d.idle_wait, d.settle_connection, d.shutdown_grace_seconds) == (False, False, 8.0)
+    assert (d.idle_wait, d.shutdown_grace_seconds) == (False, 8.0)
     assert (config.channels.email_transport, config.channels.smtp.host, config.channels.smtp.port) == (
         "console",
         "localhost",

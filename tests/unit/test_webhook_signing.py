@@ -122,8 +122,17 @@ def test_webhooks_are_off_without_a_url_and_send_their_settings_when_on():
     assert on.channels.webhook.session_settings() == {
         "signup_verification.webhooks": "on",
         "signup_verification.webhook_max_attempts": "3",
+        "signup_verification.webhook_events": "verification.verified,verification.expired,verification.locked,"
+        "delivery.failed",
     }
     assert "whsec_" not in repr(on.channels.webhook)
+    every = make_config(webhook_url="https://hooks.example.org/v", webhook_secret=new_secret(), webhook_events="all")
+    assert every.channels.webhook.events[-2:] == ("delivery.delivered", "delivery.bounced")
+
+
+def test_webhook_events_names_known_types_only():
+    with pytest.raises(ConfigError, match="WEBHOOK_EVENTS names unknown event types: delivery.opened"):
+        make_config(webhook_url="https://hooks.example.org/v", webhook_events="delivery.failed,delivery.opened")
 
 
 @pytest.mark.parametrize(

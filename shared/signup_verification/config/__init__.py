@@ -145,7 +145,6 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             shutdown_grace_seconds=grace,
             idle_wait=read.flag("DISPATCH_IDLE_WAIT", production),
             idle_poll_seconds=read.positive("DISPATCH_IDLE_POLL_SECONDS", 0.25),
-            settle_connection=read.flag("DISPATCH_SETTLE_CONNECTION", False),
             sms_max_per_hour=sms_max,
             failures=reports.failures,
             messages=MessageConfig(

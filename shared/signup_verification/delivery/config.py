@@ -23,10 +23,6 @@ class DispatchConfig:
     # so new work is sent within ~a poll interval instead of at the next scheduler tick (on in production).
     idle_wait: bool = False
     idle_poll_seconds: float = 0.25  # DISPATCH_IDLE_POLL_SECONDS
-    # DISPATCH_SETTLE_CONNECTION: settle each batch on a second database connection while the next batch
-    # is claimed. Opt-in: its gain was not clear on the shared 2-core bench machine (docs/benchmarks.md),
-    # and it costs a second connection per dispatch instance.
-    settle_connection: bool = False
     # SMS_MAX_PER_HOUR: the global SMS budget per UTC hour (SMS pumping, issue 15). Past it the claim
     # takes no SMS intent until the next hour or `verifyctl sms resume`; email is unaffected.
     sms_max_per_hour: int | None = 1000

@@ -7,9 +7,9 @@ A two-slot pipeline, one batch ahead:
     running   started (fenced, before any network call: a HOT update of sending_at), its sends in a
               bounded pool (sending.py).
 Each turn of the loop asks once whether shutdown was requested, then: promote pending to running
-(its sends start), settle the batch that just finished (settling.py: inline, or on a second
-connection), claim the next pending batch, and wait for the running one. So only `start` sits
-between two batches' sends, and the settle overlaps the next batch's sends.
+(its sends start), settle the batch that just finished, claim the next pending batch, and wait for
+the running one. So only `start` sits between two batches' sends, and the settle overlaps the
+next batch's sends.
 
 Database work is per batch, not per intent: claim, start and settle are three statements whatever
 the batch size (plus the heartbeat at most every HEARTBEAT_SECONDS, one per suppression reason
@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -44,7 +43,6 @@ from .channels.base import Channel
 from .config import DispatchConfig
 from .messages import Renderer
 from .sending import BatchSender, InFlight, SendOutcome
-from .settling import BackgroundSettler, InlineSettler, Settler
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
 
@@ -95,9 +93,6 @@ def new_lease_owner(deployment: str) -> str:
     return f"{deployment}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-LOOP_SWITCH_INTERVAL = 0.0005  # seconds (sys.setswitchinterval): see Dispatcher.run
-
-
 class Dispatcher:
     def __init__(
         self,
@@ -144,31 +139,18 @@ class Dispatcher:
             self.stop,
             o.send_timeout_seconds,
         )
-        settler: Settler | None = None
-        # The loop thread mostly waits on the database socket while the send threads render and
-        # hand messages over (CPU-bound under the GIL): with the default 5 ms switch interval each of
-        # its reads could wait that long for the GIL back. Process-wide, so restored afterwards.
-        switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(LOOP_SWITCH_INTERVAL)
         try:
             self.estimator.seed(heartbeats.start_dispatch(self.db, o.deployment))
-            settler = (BackgroundSettler if o.settle_connection else InlineSettler)(
-                self.db, self.owner, self._tally, o.failures
-            )
-            self._loop(settler)
-            settler.wait()
+            self._loop()
             if self.report.batches:
                 heartbeats.save_latency(self.db, o.deployment, self.estimator.snapshot())
         finally:
-            if settler is not None:
-                settler.close()
             pool.shutdown(wait=False, cancel_futures=True)
-            sys.setswitchinterval(switch_interval)
             self.report.elapsed_ms = int((self.clock() - self.deadline.started) * 1000)
             self._log_summary()
         return self.report
 
-    def _loop(self, settler: Settler) -> None:
+    def _loop(self) -> None:
         running: _Running | None = None
         pending: _Claimed | None = None
         finished: list[SendOutcome] = []  # the outcomes of the batch that just ended, not yet settled
@@ -182,10 +164,10 @@ class Dispatcher:
             if running is None and pending is not None:
                 running, pending = self._start(pending), None  # its sends overlap the settle below
             if finished:
-                settler.settle(finished, [o.settlement(self.policy) for o in finished])
+                self._settle(finished)
                 finished = []
             if pending is None and not (stopping or self._drained):
-                pending = self._claim_next(settler, ahead=running.expected_seconds if running else 0.0)
+                pending = self._claim_next(ahead=running.expected_seconds if running else 0.0)
             if running is not None:
                 finished = self._finish(running, pending)
                 self._fault("after_send")
@@ -239,7 +221,7 @@ class Dispatcher:
         return False
 
     # -- the steps of a batch ------------------------------------------------------------------------------
-    def _claim_next(self, settler: Settler, ahead: float) -> _Claimed | None:
+    def _claim_next(self, ahead: float) -> _Claimed | None:
         """Claim a batch sized for the time left after `ahead` seconds of work already running;
         suppress its dead intents. None when out of time or out of work (then `_drained`)."""
         o = self.config
@@ -248,9 +230,6 @@ class Dispatcher:
         if plan is None:
             return None
         claimed = self._claim(plan.size, plan.lease_seconds)
-        if not claimed and settler.wait():
-            # the settle that was in flight may have left retryable outcomes due at once: look again
-            claimed = self._claim(plan.size, plan.lease_seconds)
         if not claimed:
             self._drained = True
             return None
@@ -337,6 +316,11 @@ class Dispatcher:
         renewed = transitions.renew(self.db, self.owner, fences, lease_seconds)
         if len(renewed) < len(fences):
             _log.warning("lease renewal: %d of %d leases were lost", len(fences) - len(renewed), len(fences))
+
+    def _settle(self, outcomes: Sequence[SendOutcome]) -> None:
+        """Record a finished batch's outcomes (one statement) and count them."""
+        settlements = [o.settlement(self.policy) for o in outcomes]
+        self._tally(outcomes, transitions.settle(self.db, self.owner, settlements, self.config.failures))
 
     def _tally(self, outcomes: Sequence[SendOutcome], applied: dict[int, str]) -> None:
         """Count a settled batch by the status settle.sql left; an outcome that did not apply is stale."""

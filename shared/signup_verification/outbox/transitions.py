@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -58,21 +58,6 @@ class ClaimedIntent:
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
     link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
 
-    @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]]) -> list[ClaimedIntent]:
-        """claim.sql's rows. When they carry exactly the fields (claim.sql returns them all), each is
-        made without the frozen __init__ (one object.__setattr__ per field, a third of decoding a
-        claim); otherwise through it, which fills defaults and refuses unknown columns."""
-        if not rows or set(rows[0]) != _CLAIMED_FIELDS:
-            return [cls(**row) for row in rows]
-        new = object.__new__
-        made = []
-        for row in rows:
-            intent = new(cls)
-            intent.__dict__.update(row)
-            made.append(intent)
-        return made
-
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
 
@@ -101,9 +86,6 @@ class ClaimedIntent:
         if self.destination is None:
             return "redacted"
         return None
-
-
-_CLAIMED_FIELDS = frozenset(f.name for f in fields(ClaimedIntent))
 
 
 @dataclass(frozen=True)
@@ -194,7 +176,7 @@ def claim(
         begin=begin,
         dead_within=float(dead_within),
     )
-    return ClaimedIntent.from_rows(rows)
+    return [ClaimedIntent(**row) for row in rows]
 
 
 def begin_attempts(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> list[BegunAttempt]:

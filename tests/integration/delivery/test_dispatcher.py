@@ -14,7 +14,6 @@ import pytest
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.budget import LatencyEstimator
-from signup_verification.delivery.channels.base import SendResult
 from signup_verification.delivery.channels.console import ConsoleChannel
 from signup_verification.delivery.dispatcher import Dispatcher
 from signup_verification.outbox import transitions as t
@@ -359,30 +358,3 @@ def test_dispatch_target_answers_its_report(app_client, service_env, db, tmp_pat
     outbox = tmp_path / "local" / "outbox"
     assert sorted(p.name for p in outbox.iterdir()) == ["1-1.eml", "2-1.eml"]
     assert client.get("/").status_code == 405
-
-
-def test_the_loop_runs_with_a_short_gil_switch_interval_and_restores_it(db):
-    """The loop thread waits on the database while send threads hold the GIL: during a run the
-    interpreter switches threads every LOOP_SWITCH_INTERVAL, and the process's own setting is back after."""
-    import sys
-
-    from signup_verification.delivery.dispatcher import LOOP_SWITCH_INTERVAL
-
-    seen = []
-
-    class Recording:
-        transport = "recording"
-
-        def send(self, message, deadline):
-            seen.append(sys.getswitchinterval())
-            return SendResult.accepted()
-
-        def close(self):
-            pass
-
-    settings = provider_settings()
-    create(db, settings, 2)
-    before = sys.getswitchinterval()
-    report = run_dispatch(db, settings, channels={"email": Recording(), "sms": Recording()})
-    assert report.accepted == 2 and seen == [LOOP_SWITCH_INTERVAL] * 2
-    assert sys.getswitchinterval() == before

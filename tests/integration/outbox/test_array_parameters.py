@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signup_verification.outbox import transitions as t
-from support.factories import make_verifications
 
 NASTY = [None, "", "NULL", "null", '"', "\\", '\\"', "a,b", "{x}", " lead", "tab\there", "new\nline", "ü™😀", "'q'"]
 
@@ -39,11 +38,3 @@ def test_number_and_boolean_arrays_round_trip(db):
 def test_any_text_round_trips(db, values):
     [[back]] = db.run("SELECT CAST(:v AS text[])", v=t._text_array(values))
     assert back == values
-
-
-def test_fast_built_claimed_intents_equal_the_dataclass_ones(db):
-    make_verifications(db, 3)
-    fast = t.claim(db, "w1", 3, 30)
-    rebuilt = [t.ClaimedIntent(**{f: getattr(c, f) for f in t._CLAIMED_FIELDS}) for c in fast]
-    assert fast == rebuilt and len(fast) == 3
-    assert all(type(c) is t.ClaimedIntent and c.fence == (c.id, c.lease_version) for c in fast)
