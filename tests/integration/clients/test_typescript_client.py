@@ -209,3 +209,41 @@ def test_the_package_declares_only_standardwebhooks_at_run_time():
     assert package["type"] == "module" and package["engines"]["node"] == ">=20"
     lock = json.loads((PACKAGE / "package-lock.json").read_text())
     assert lock["packages"][""]["dependencies"] == package["dependencies"]
+
+
+CONSUMER = """
+import { Client, GoogleIdToken, InvalidWebhook, verifyWebhook } from "signup-verification-client";
+const seen = {};
+try { verifyWebhook("{}", {}, "whsec_" + Buffer.alloc(24).toString("base64")); } catch (e) { seen.webhook = e instanceof InvalidWebhook; }
+try { await new GoogleIdToken("https://create.example.run.app/").headers(); } catch (e) { seen.google = e.message; }
+try { await new Client({ createUrl: "http://127.0.0.1:9/", maxAttempts: 1 }).create("a", "email", "a@example.com", { idempotencyKey: "k1" }); }
+catch (e) { seen.create = [e.name, e.slug, e.idempotencyKey]; }
+console.log(JSON.stringify(seen));
+"""
+
+
+def test_the_packed_package_installs_and_runs_with_standardwebhooks_alone(tmp_path):
+    """What a site installs: `npm pack`'s tarball (built by prepack), in a project of its own, pulls
+    in standardwebhooks and nothing else; without google-auth-library only GoogleIdToken says so."""
+    packed = _run_npm("pack", "--pack-destination", str(tmp_path))
+    assert packed.returncode == 0, packed.stderr
+    [tarball] = tmp_path.glob("signup-verification-client-*.tgz")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "package.json").write_text(json.dumps({"name": "site", "private": True, "type": "module"}))
+    (site / "main.mjs").write_text(CONSUMER)
+    npm = _npm()
+    install = [npm, "install", "--prefer-offline", "--no-audit", "--no-fund", str(tarball)]
+    installed = subprocess.run(install, cwd=site, capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    installed_names = {p.name for p in (site / "node_modules").iterdir() if not p.name.startswith(".")}
+    assert {"signup-verification-client", "standardwebhooks"} <= installed_names
+    development = set(json.loads((PACKAGE / "package.json").read_text())["devDependencies"])
+    assert not installed_names & {name.split("/")[0] for name in development}, installed_names
+    ran = subprocess.run(["node", "main.mjs"], cwd=site, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {
+        "webhook": True,
+        "google": "GoogleIdToken needs google-auth-library: npm install google-auth-library",
+        "create": ["Unavailable", "unreachable", "k1"],
+    }
