@@ -215,6 +215,8 @@ def check(db: Database, receiver: FakeWebhookReceiver, found: Findings) -> None:
         found.fail("webhook_unknown", f"received {key[1]} for {key[0]}, which no event intent recorded")
     if receiver.refused:
         found.fail("webhook_signature", f"{receiver.refused} request(s) failed the standardwebhooks verification")
+    for violation in receiver.schema_violations[:10]:  # docs/openapi.yaml's webhooks section
+        found.fail("webhook_schema", violation)
     found.figures["webhook_events"] = dict(Counter(e["event_type"] for e in events))
     found.figures["webhook_receipts"] = sum(len(v) for v in receipts.values())
     found.figures["webhook_duplicates_after_ambiguous"] = sum(max(0, len(v) - 1) for v in receipts.values())

@@ -1,13 +1,21 @@
-"""Webhook test set-up (issue 12): a database session with events on, a config that sends them to a
-local receiver, and the reads the tests assert on."""
+"""Webhook test set-up: a database session with events on, a config that sends them to a local
+receiver, the reads the tests assert on, and the events' JSON Schemas from docs/openapi.yaml."""
 
 from __future__ import annotations
 
+import functools
 import uuid
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
 
 from signup_verification.delivery.webhook_config import WebhookConfig
 from signup_verification.platform.database import ConnectionParams, Database
 from support.dispatch import KEYRING, provider_settings
+from support.paths import ROOT
+
+OPENAPI = ROOT / "docs" / "openapi.yaml"
 
 
 def events_database(url: str, max_attempts: int = 12) -> Database:
@@ -30,9 +38,37 @@ def events(db: Database, verification_id: uuid.UUID | None = None) -> list[dict]
 
 def link_token(db: Database, verification_id: uuid.UUID) -> str:
     row = db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=verification_id)
+    assert row is not None, f"no verification {verification_id}"
     return KEYRING.get(row["key_id"]).link(verification_id, bytes(row["token_nonce"]))
 
 
 def sms_code(db: Database, verification_id: uuid.UUID) -> str:
     row = db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=verification_id)
+    assert row is not None, f"no verification {verification_id}"
     return KEYRING.get(row["key_id"]).sms_code(verification_id, bytes(row["token_nonce"]), 6)
+
+
+# -- the events' contract ---------------------------------------------------------------------------
+@functools.cache
+def event_validators() -> dict[str, Draft202012Validator]:
+    """{event type: a JSON Schema 2020-12 validator of its whole body}, from docs/openapi.yaml's
+    `webhooks` section (each entry's request body). `format` is checked (date-time, uuid): the
+    document's `#/components/...` references resolve because the components ride in each root."""
+    document = yaml.safe_load(OPENAPI.read_text())
+    validators = {}
+    for event_type, item in document["webhooks"].items():
+        body = item["post"]["requestBody"]["content"]["application/json"]["schema"]
+        root = {"$schema": "https://json-schema.org/draft/2020-12/schema", **body, "components": document["components"]}
+        Draft202012Validator.check_schema(root)
+        validators[event_type] = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return validators
+
+
+def event_violations(body: Any) -> list[str]:
+    """What is wrong with one event body against its type's schema ([] when it conforms)."""
+    validators = event_validators()
+    event_type = body.get("type") if isinstance(body, dict) else None
+    if event_type not in validators:
+        return [f"no schema in docs/openapi.yaml's webhooks for type {event_type!r}"]
+    errors = sorted(validators[event_type].iter_errors(body), key=lambda e: list(e.absolute_path))
+    return [f"{e.json_path}: {e.message}" for e in errors]

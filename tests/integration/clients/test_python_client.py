@@ -1,4 +1,4 @@
-"""Issue 12, item 4: clients/python against the real service (functions-framework apps over loopback
+"""clients/python against the real service (functions-framework apps over loopback
 HTTP, a real PostgreSQL): create with a kept Idempotency-Key and retries, typed errors, get, confirm
 a code, both caller identities, and webhook verification through the standardwebhooks library."""
 

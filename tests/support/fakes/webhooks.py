@@ -5,6 +5,10 @@ A request whose signature none of `secrets` verifies is answered 401 and not rec
 events are kept in `deliveries` (destination = the webhook-id, body = the event type, request = the
 verified JSON, headers as received); misbehaviour is scripted with `script(Answer(...))` as for the
 providers (delay, reset after taking it, 429 with Retry-After, 5xx, redirects).
+
+Every verified event is also validated against its JSON Schema in docs/openapi.yaml's `webhooks`
+section (support.webhooks.event_violations): what does not conform is kept in `schema_violations`,
+and leaving the receiver's `with` block with any fails the test that emitted them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class FakeWebhookReceiver(FakeProvider):
         self.secrets = list(secrets) or [new_secret()]
         self.path = path
         self.refused = 0
+        self.schema_violations: list[str] = []
         super().__init__()
         self.endpoint = self.url + path
         self._request = threading.local()
@@ -60,7 +65,20 @@ class FakeWebhookReceiver(FakeProvider):
             document = self.verify(raw, headers)
         except WebhookVerificationError as exc:
             raise ValueError(f"signature refused: {exc}") from None
-        return headers["webhook-id"], document["type"], document
+        webhook_id, event_type = headers["webhook-id"], document["type"]
+        self._check_schema(webhook_id, document)
+        return webhook_id, event_type, document
+
+    def _check_schema(self, webhook_id: str, document: dict) -> None:
+        from support.webhooks import event_violations  # here: it needs the service's package, the fakes do not
+
+        problems = event_violations(document)
+        if problems:
+            with self._lock:
+                for problem in problems:  # a resent event repeats its problems: each is kept once
+                    found = f"{webhook_id} {document.get('type')}: {problem}"
+                    if found not in self.schema_violations:
+                        self.schema_violations.append(found)
 
     def verify(self, raw: bytes, headers: dict[str, str]) -> dict:
         """The library's verdict with each secret we know; the first that verifies wins."""
@@ -78,6 +96,12 @@ class FakeWebhookReceiver(FakeProvider):
         with self._lock:
             self.refused += 1
         return Answer(401, {"error": reason})
+
+    def __exit__(self, exc_type, *exc):
+        super().__exit__(exc_type, *exc)
+        if exc_type is None and self.schema_violations:
+            shown = "\n".join(self.schema_violations[:20])
+            raise AssertionError(f"webhook events that do not match docs/openapi.yaml's schemas:\n{shown}")
 
     def events(self) -> list[dict]:
         """The verified bodies, in arrival order (duplicates included)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .auth import GoogleIdToken, SignedRequests
-from .client import Client, Confirmation, Delivery, Verification, VerificationState
+from .client import Client
 from .errors import (
     CodeIncorrect,
     DestinationRefused,
@@ -17,6 +17,15 @@ from .errors import (
     VerificationError,
     VerificationGone,
 )
+from .models import (
+    Confirmation,
+    Delivery,
+    DeliveryReason,
+    Fallback,
+    FallbackPolicy,
+    Verification,
+    VerificationState,
+)
 from .webhooks import WebhookEvent, verify_webhook
 
 __all__ = [
@@ -24,7 +33,10 @@ __all__ = [
     "CodeIncorrect",
     "Confirmation",
     "Delivery",
+    "DeliveryReason",
     "DestinationRefused",
+    "Fallback",
+    "FallbackPolicy",
     "GoogleIdToken",
     "IdempotencyKeyReused",
     "InvalidRequest",

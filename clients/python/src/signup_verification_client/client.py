@@ -1,4 +1,4 @@
-"""The HTTP client: create (idempotent, retried), get, confirm a code.
+"""The HTTP client: create (idempotent, retried, with an optional fallback), get, confirm a code.
 
 Each target of the service is its own deployment with its own URL: `create_url` serves create and
 the read (`GET /<verification_id>`), `confirm_url` the code confirmation. Redirects are never
@@ -7,72 +7,21 @@ followed (an answer that moved is an error, not a place to resend a signed body 
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-from . import errors
+from . import errors, models
 from .auth import CallerAuth
+from .models import Confirmation, Fallback, Verification, VerificationState
 
 RETRYABLE = frozenset({429, 503})
-
-
-@dataclass(frozen=True)
-class Verification:
-    """A create's answer, with the Idempotency-Key it was sent under (keep it to retry later)."""
-
-    verification_id: str
-    account_id: str
-    channel: str
-    status: str
-    created_at: str
-    expires_at: str
-    idempotency_key: str
-    replayed: bool = False
-
-
-@dataclass(frozen=True)
-class Delivery:
-    channel: str
-    role: str  # primary | fallback
-    destination: str  # masked
-    status: str
-    attempts: int
-    last_outcome: str | None
-    accepted_at: str | None
-
-
-@dataclass(frozen=True)
-class VerificationState:
-    """GET /<verification_id>: the state as the service sees it now."""
-
-    verification_id: str
-    account_id: str
-    channel: str
-    destination: str  # masked
-    status: str  # pending | verified | expired | superseded | locked
-    created_at: str
-    expires_at: str
-    verified_at: str | None
-    return_url: str | None
-    deliveries: tuple[Delivery, ...]
-
-    @property
-    def is_verified(self) -> bool:
-        return self.status == "verified"
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    verification_id: str
-    account_id: str
-    verified_at: str
-    already_verified: bool
+T = TypeVar("T")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -113,57 +62,45 @@ class Client:
         channel: str,
         destination: str,
         *,
+        fallback: Fallback | None = None,
         locale: str | None = None,
         template: str | None = None,
         return_url: str | None = None,
         client_ip: str | None = None,
         idempotency_key: str | None = None,
     ) -> Verification:
-        """Create a verification (its email or SMS is queued). The key is generated unless given and
-        kept for every retry, so a retried create never sends twice."""
+        """Create a verification (its email or SMS is queued; with `fallback`, the other channel's
+        message too, `fallback.after_seconds` later). The key is generated unless given and kept for
+        every retry, so a retried create never sends twice; every error raised carries it as
+        `idempotency_key`."""
         key = idempotency_key or str(uuid.uuid4())
         fields = {"locale": locale, "template": template, "return_url": return_url, "client_ip": client_ip}
-        payload = {"account_id": account_id, "channel": channel, "destination": destination}
+        payload: dict[str, Any] = {"account_id": account_id, "channel": channel, "destination": destination}
         payload.update({name: value for name, value in fields.items() if value is not None})
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        if fallback is not None:
+            payload["fallback"] = fallback.as_json()
+        try:
+            return self._create(json.dumps(payload, separators=(",", ":")).encode(), key)
+        except errors.VerificationError as exc:
+            exc.idempotency_key = key
+            raise
+
+    def _create(self, body: bytes, key: str) -> Verification:
         for attempt in range(1, self.max_attempts + 1):
             try:
-                status, headers, answer = self._send("POST", self.create_url, "create_verification", body, key)
+                _, headers, answer = self._send("POST", self.create_url, "create_verification", body, key)
+                return _parsed(models.verification, answer, key, headers.get("idempotent-replayed") == "true")
             except (errors.RateLimited, errors.Unavailable) as exc:
                 wait = exc.retry_after if exc.retry_after is not None else float(attempt)
                 if attempt == self.max_attempts or wait > self.max_retry_wait:
                     raise
                 self._sleep(max(wait, 1.0))  # >= 1 s: a re-signed retry in the same second would be a replay
-                continue
-            return Verification(
-                verification_id=answer["verification_id"],
-                account_id=answer["account_id"],
-                channel=answer["channel"],
-                status=answer["status"],
-                created_at=answer["created_at"],
-                expires_at=answer["expires_at"],
-                idempotency_key=key,
-                replayed=headers.get("idempotent-replayed") == "true",
-            )
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def get(self, verification_id: str) -> VerificationState:
         """The verification's state now; `NotFound` for an unknown id."""
         _, _, answer = self._send("GET", self.create_url + verification_id, "create_verification", b"", None)
-        return VerificationState(
-            verification_id=answer["verification_id"],
-            account_id=answer["account_id"],
-            channel=answer["channel"],
-            destination=answer["destination"],
-            status=answer["status"],
-            created_at=answer["created_at"],
-            expires_at=answer["expires_at"],
-            verified_at=answer.get("verified_at"),
-            return_url=answer.get("return_url"),
-            deliveries=tuple(
-                Delivery(**{k: d.get(k) for k in Delivery.__dataclass_fields__}) for d in answer["deliveries"]
-            ),
-        )
+        return _parsed(models.verification_state, answer)
 
     def confirm_code(self, verification_id: str, code: str) -> Confirmation:
         """Confirm an SMS code the person typed. `CodeIncorrect` (tries left), `VerificationGone`, `NotFound`."""
@@ -171,9 +108,7 @@ class Client:
             raise ValueError("confirm_code needs the confirm_verification URL (Client(confirm_url=...))")
         body = json.dumps({"verification_id": verification_id, "code": code}).encode()
         _, _, answer = self._send("POST", self.confirm_url, None, body, None)
-        return Confirmation(
-            answer["verification_id"], answer["account_id"], answer["verified_at"], bool(answer["already_verified"])
-        )
+        return _parsed(models.confirmation, answer)
 
     # -- HTTP ---------------------------------------------------------------------------------------
     def _send(
@@ -193,9 +128,20 @@ class Client:
         except urllib.error.HTTPError as exc:
             answer_headers = _lower(exc.headers)
             raise errors.from_problem(exc.code, _json(exc.read()), _retry_after(answer_headers)) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
             raise errors.Unavailable(503, "unreachable", "The service could not be reached", str(reason)) from None
+
+
+def _parsed(parse: Callable[..., T], answer: Any, *args: Any) -> T:
+    """The typed answer; a success whose body is not the documented JSON is `Unavailable`
+    (`invalid-answer`): what happened is unknown, so the same request may be retried."""
+    if isinstance(answer, Mapping):
+        try:
+            return parse(answer, *args)
+        except (KeyError, TypeError, ValueError):
+            pass
+    raise errors.Unavailable(502, "invalid-answer", "The service's answer could not be read") from None
 
 
 def _lower(headers: Any) -> dict[str, str]:

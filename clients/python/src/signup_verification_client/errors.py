@@ -8,7 +8,13 @@ from typing import Any
 
 class VerificationError(Exception):
     """Any answer that is not a success. `status`, `slug` (the end of the problem `type` URI),
-    `title`, `detail` and the per-field `errors` come from the problem body."""
+    `title`, `detail` and the per-field `errors` come from the problem body.
+
+    `idempotency_key`: on every error `Client.create` raises, the key the request was sent under.
+    Store it with your signup row and retry with `create(..., idempotency_key=exc.idempotency_key)`:
+    whether or not the service wrote the verification, the retry never sends a second message."""
+
+    idempotency_key: str | None = None
 
     def __init__(
         self, status: int, slug: str, title: str, detail: str | None = None, body: dict[str, Any] | None = None
@@ -32,7 +38,8 @@ class NotFound(VerificationError):
 
 
 class VerificationGone(VerificationError):
-    """410: expired, superseded or locked (`reason`); only a new verification helps."""
+    """410: the verification is finished (`reason`: `finished` for a code, whatever the state; for a
+    link `expired`, `superseded` or `locked`). Only a new verification helps; `get` says which state."""
 
     @property
     def reason(self) -> str:
@@ -44,7 +51,8 @@ class IdempotencyKeyReused(VerificationError):
 
 
 class DestinationRefused(VerificationError):
-    """422 at create: the destination is not allowed (SMS country, number type, ...)."""
+    """422 at create: the destination is not allowed (`destination-suppressed`, SMS country, number
+    type, ...); `errors` points at `#/destination` or `#/fallback/destination`."""
 
 
 class CodeIncorrect(VerificationError):
@@ -66,7 +74,8 @@ class RateLimited(VerificationError):
 
 
 class Unavailable(VerificationError):
-    """503 (or the service unreachable): nothing was written; retry the same request later."""
+    """503: nothing was written; or the service unreachable or its answer unreadable, when it may
+    have been (slug `unreachable`). Either way, retry later with the same `idempotency_key`."""
 
     def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)

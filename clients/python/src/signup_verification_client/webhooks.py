@@ -20,9 +20,11 @@ from .errors import InvalidWebhook
 @dataclass(frozen=True)
 class WebhookEvent:
     id: str  # webhook-id: the same on every resend of this event (the deduplication key)
-    type: str  # verification.verified | verification.expired | verification.locked | delivery.failed
+    # verification.verified | verification.expired | verification.locked | delivery.failed, and the
+    # opt-in delivery.delivered | delivery.bounced; webhook.test from `verifyctl webhooks test`
+    type: str
     timestamp: str
-    data: dict[str, Any]
+    data: dict[str, Any]  # docs/openapi.yaml's `webhooks` schemas; data["verified_channel"] names what was proved
 
 
 def secrets_of(setting: str | Iterable[str]) -> list[str]:

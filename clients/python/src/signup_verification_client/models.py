@@ -1,0 +1,180 @@
+"""What the service answers, as typed values (docs/openapi.yaml's schemas), and the fallback a create asks for.
+
+Timestamps are kept as the service sends them: RFC 3339 strings, UTC, `Z`, milliseconds. Fields a
+service older than this client does not send read as None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Channel = Literal["email", "sms"]
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The other message channel, sent `after_seconds` after create unless the verification was
+    confirmed first; `after_seconds=0` sends both at once (the `both` policy). The destination is
+    validated like a primary one (its refusals point at `#/fallback/destination`)."""
+
+    channel: Channel
+    destination: str
+    after_seconds: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"channel": self.channel, "destination": self.destination, "after_seconds": self.after_seconds}
+
+
+@dataclass(frozen=True)
+class FallbackPolicy:
+    """The policy a create answer confirms (never the fallback's destination)."""
+
+    channel: str
+    after_seconds: int
+    policy: str  # fallback | both
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A create's answer, with the Idempotency-Key it was sent under (keep it to retry later)."""
+
+    verification_id: str
+    account_id: str
+    channel: str
+    status: str
+    created_at: str
+    expires_at: str
+    idempotency_key: str
+    replayed: bool = False
+    fallback: FallbackPolicy | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryReason:
+    """Why a delivery failed for good: a documented `category` (bounced, invalid_destination, blocked,
+    unreachable, ...: docs/webhooks.md), the provider's own `code` (never free text), the `provider`,
+    and whose `fault` it was (recipient | sender_or_account | transient_or_unknown)."""
+
+    category: str
+    code: str | None
+    provider: str | None
+    fault: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    channel: str
+    role: str  # primary | fallback
+    destination: str  # masked
+    status: (
+        str  # ready, claimed, attempting, retryable, ambiguous, accepted, delivered, failed, undeliverable, suppressed
+    )
+    attempts: int
+    last_outcome: str | None
+    accepted_at: str | None
+    delivered_at: str | None = None
+    failed_at: str | None = None
+    reason: DeliveryReason | None = None
+
+
+@dataclass(frozen=True)
+class VerificationState:
+    """GET /<verification_id>: the state as the service sees it now.
+
+    `channel` is the primary channel requested; `verified_channel` (email | sms) and `verified_via`
+    (link | code) name the secret that confirmed it: read them to know what the person proved."""
+
+    verification_id: str
+    account_id: str
+    channel: str
+    destination: str  # masked
+    status: str  # pending | verified | expired | superseded | locked
+    created_at: str
+    expires_at: str
+    verified_at: str | None
+    return_url: str | None
+    deliveries: tuple[Delivery, ...]
+    verified_channel: str | None = None
+    verified_via: str | None = None
+
+    @property
+    def is_verified(self) -> bool:
+        return self.status == "verified"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    verification_id: str
+    account_id: str
+    verified_at: str
+    already_verified: bool
+    channel: str | None = None  # the answer's channel: read verified_channel for what was proved
+    verified_channel: str | None = None  # whose secret confirmed it: "sms" for a code
+    verified_via: str | None = None  # "code" for confirm_code
+
+
+# -- parsing the answers -----------------------------------------------------------------------------
+def verification(answer: Mapping[str, Any], key: str, replayed: bool) -> Verification:
+    fallback = answer.get("fallback")
+    return Verification(
+        verification_id=answer["verification_id"],
+        account_id=answer["account_id"],
+        channel=answer["channel"],
+        status=answer["status"],
+        created_at=answer["created_at"],
+        expires_at=answer["expires_at"],
+        idempotency_key=key,
+        replayed=replayed,
+        fallback=FallbackPolicy(fallback["channel"], int(fallback["after_seconds"]), fallback["policy"])
+        if isinstance(fallback, Mapping)
+        else None,
+    )
+
+
+def delivery(item: Mapping[str, Any]) -> Delivery:
+    reason = item.get("reason")
+    return Delivery(
+        channel=item["channel"],
+        role=item["role"],
+        destination=item["destination"],
+        status=item["status"],
+        attempts=int(item["attempts"]),
+        last_outcome=item.get("last_outcome"),
+        accepted_at=item.get("accepted_at"),
+        delivered_at=item.get("delivered_at"),
+        failed_at=item.get("failed_at"),
+        reason=DeliveryReason(reason["category"], reason.get("code"), reason.get("provider"), reason["fault"])
+        if isinstance(reason, Mapping)
+        else None,
+    )
+
+
+def verification_state(answer: Mapping[str, Any]) -> VerificationState:
+    return VerificationState(
+        verification_id=answer["verification_id"],
+        account_id=answer["account_id"],
+        channel=answer["channel"],
+        destination=answer["destination"],
+        status=answer["status"],
+        created_at=answer["created_at"],
+        expires_at=answer["expires_at"],
+        verified_at=answer.get("verified_at"),
+        return_url=answer.get("return_url"),
+        deliveries=tuple(delivery(d) for d in answer["deliveries"]),
+        verified_channel=answer.get("verified_channel"),
+        verified_via=answer.get("verified_via"),
+    )
+
+
+def confirmation(answer: Mapping[str, Any]) -> Confirmation:
+    return Confirmation(
+        verification_id=answer["verification_id"],
+        account_id=answer["account_id"],
+        verified_at=answer["verified_at"],
+        already_verified=bool(answer["already_verified"]),
+        channel=answer.get("channel"),
+        verified_channel=answer.get("verified_channel"),
+        verified_via=answer.get("verified_via"),
+    )
