@@ -4,40 +4,14 @@ success, every documented error, 429 with Retry-After, 5xx, slow answers, resets
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
-from signup_verification.delivery.channels.twilio import TwilioChannel
-from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
-from signup_verification.outbox.transitions import BegunAttempt
-from signup_verification.verifications.tokens import Keyring
+from support.channels import PHONE, render, sendgrid_channel, soon, twilio_channel
 from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
 from support.fakes.smtp import free_port
-from support.paths import TEST_TOKEN_KEYS
-
-KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-SETTINGS = MessageConfig(email_from="Signup <no-reply@example.org>")
-PHONE = "+14155550100"
-
-
-def render(channel, destination, intent_id=1):
-    intent = sample_intent(
-        channel,
-        "signup/v1",
-        "en",
-        destination=destination,
-        key_id="test-k1",
-        expires_at=datetime.now(UTC) + timedelta(minutes=10),
-        intent_id=intent_id,
-    )
-    return Renderer(SETTINGS, KEYRING).render(intent, BegunAttempt(intent_id, f"{intent_id}:1", 1))
-
-
-def soon(seconds=5.0):
-    return time.monotonic() + seconds
 
 
 @pytest.fixture
@@ -52,14 +26,6 @@ def twilio():
         yield fake
 
 
-def sendgrid_channel(fake, key=None, timeout=2.0):
-    return SendGridChannel(key or fake.api_key, fake.send_url, HttpClient(timeout=timeout))
-
-
-def twilio_channel(fake, token=None, sender="+15005550006", timeout=2.0):
-    return TwilioChannel(fake.account_sid, token or fake.auth_token, sender, fake.url, HttpClient(timeout=timeout))
-
-
 # -- SendGrid ---------------------------------------------------------------------------------------
 def test_sendgrid_accepts_with_headers_and_both_parts(sendgrid):
     content = render("email", "ada@example.com")
@@ -72,6 +38,7 @@ def test_sendgrid_accepts_with_headers_and_both_parts(sendgrid):
     assert [c["type"] for c in request["content"]] == ["text/plain", "text/html"]
     assert request["headers"]["Message-ID"] == content.message_id
     assert request["headers"]["Auto-Submitted"] == "auto-generated"
+    assert request["headers"]["Content-Language"] == "en"
     assert request["custom_args"] == {"intent_id": "1", "attempt_id": "1:1"}
     assert delivery.headers["Accept"] == "application/json"  # the official client's; a 406 fails every email
 
@@ -288,3 +255,17 @@ def test_twilio_keeps_connections_alive(twilio):
     for i in range(5):
         assert channel.send(render("sms", PHONE, intent_id=i + 1), soon()).outcome == "accepted"
     assert twilio.requests == 5 and len(twilio.connections) == 1
+
+
+def test_a_quoted_fragment_of_the_secret_is_forgotten_too(twilio):
+    """A provider that quotes part of what we sent (a content filter echoing the start of a link)
+    must not leave a piece of the secret in the stored text: scrubbed by the known secret, not by a
+    token-shaped pattern (a 20-character fragment is no 32-character token)."""
+    from signup_verification.delivery.channels.base import SendResult, forget, forget_text
+
+    secret = "Qm9vbGVhbi1zZWNyZXQtdG9rZW4tZm9yLXRlc3RzLTEyMw"
+    fragment = secret[5:25]
+    result = forget(SendResult.failed("rejected", f"filtered: '{fragment}...' looks like spam", None), secret)  # type: ignore[arg-type]
+    assert fragment not in (result.detail or "") and "[secret]" in (result.detail or "")
+    assert forget_text("queue 4069127A943 ok", secret) == "queue 4069127A943 ok"  # nothing of it, nothing changed
+    assert forget_text("your code 123456 was refused", "123456") == "your code [secret] was refused"

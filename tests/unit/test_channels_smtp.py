@@ -51,6 +51,7 @@ def test_accepted_message_arrives_whole(server):
     assert got.mail_from == "no-reply@example.org" and got.rcpt_tos == ["ada@example.com"]
     parsed = got.message
     assert parsed["Message-ID"] == content.message_id and parsed["Auto-Submitted"] == "auto-generated"
+    assert parsed["Content-Language"] == "en"  # the language the message is written in (RFC 3282)
     assert content.text.strip() in parsed.get_body(("plain",)).get_content().replace("\r\n", "\n")
     channel.close()
 

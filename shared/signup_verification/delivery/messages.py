@@ -179,6 +179,7 @@ class Renderer:
             parts["text"],
             parts["html"],
             self.message_id(intent),
+            headers=(*AUTO_HEADERS, ("Content-Language", intent.locale)),  # RFC 3282: the language it is in
             secret=token,
         )
 

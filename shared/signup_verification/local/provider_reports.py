@@ -42,7 +42,8 @@ from .mailstore import Mailbox, Message
 KEY_FILE = "dev-sendgrid-webhook-key.pem"  # a file name, not a secret  # nosec B105
 # `To` numbers (fictional 555-01xx, mobile enough for create) the local fake Twilio accepts and then
 # reports failing, with Twilio's error codes:
-# 30003 unreachable handset (temporary: an observation only), 30005 unknown destination (permanent).
+# 30003 unreachable handset (final, nobody's fault: nothing suppressed), 30005 unknown destination (the
+# recipient's fault: suppressed).
 OUTCOMES = {"+12025550110": ("undelivered", 30003), "+12025550111": ("failed", 30005)}
 SMS_STEP_SECONDS = 0.5  # between queued, sent and the final status
 

@@ -276,8 +276,10 @@ def test_concurrent_wrong_codes_never_exceed_the_limit(db, database_url, service
     # it locks exactly once, at the limit; every try is charged, those after the lock too
     assert _state(db, row)["confirm_failures"] == 8 and _state(db, row)["status"] == "locked"
     assert results.count(confirmations.WRONG_CODE) == 4
-    # the one that locked it, then three that raced past the state read and found it locked
-    assert results.count(confirmations.LOCKED) == 4
+    # the one that locked it, then the rest: those that raced past the state read find it locked,
+    # those that read it after the lock hear what any finished verification answers
+    assert results.count(confirmations.LOCKED) >= 1
+    assert results.count(confirmations.LOCKED) + results.count(confirmations.FINISHED) == 4
 
 
 # Full-width digits are normalised (NFKC, issue 15): only a wrong count or another script is malformed.

@@ -62,6 +62,7 @@ class Rule:
     fault: Fault
     category: Category
     source: str  # where the provider documents it
+    meaning: str = ""  # the provider's own words, shortened (docs/channels.md prints them)
     holds_channel: bool = False  # a sender/account fault every message of the channel would meet
 
 
@@ -92,10 +93,12 @@ class Verdict:
                 "fault": self.fault.value}  # fmt: skip
 
 
-def rule(final: bool, fault: Fault, category: Category, source: str, *, holds_channel: bool = False) -> Rule:
+def rule(
+    final: bool, fault: Fault, category: Category, source: str, meaning: str = "", *, holds_channel: bool = False
+) -> Rule:
     if holds_channel and fault is not Fault.SENDER_OR_ACCOUNT:
         raise ValueError("only a sender or account fault holds a channel")
-    return Rule(final, fault, category, source, holds_channel)
+    return Rule(final, fault, category, source, meaning, holds_channel)
 
 
 def ours(category: Category, provider: str | None = None, *, holds_channel: bool = False) -> Verdict:

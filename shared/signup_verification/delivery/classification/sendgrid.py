@@ -22,39 +22,65 @@ C = Category
 
 # `dropped` reasons: the documented fixed texts, with the short code we store for each.
 DROP_REASONS: dict[str, tuple[str, Rule]] = {
-    "Bounced Address": ("bounced_address", rule(True, R, C.BOUNCED, f"{_EVENTS}#dropped")),
-    "Unsubscribed Address": ("unsubscribed_address", rule(True, R, C.UNSUBSCRIBED, f"{_EVENTS}#dropped")),
-    "Spam Reporting Address": ("spam_reporting_address", rule(True, R, C.SPAM_REPORTED, f"{_EVENTS}#dropped")),
-    "Invalid": ("invalid", rule(True, R, C.INVALID_DESTINATION, f"{_EVENTS}#dropped")),
+    "Bounced Address": (
+        "bounced_address",
+        rule(True, R, C.BOUNCED, f"{_EVENTS}#dropped", "the address bounced before"),
+    ),
+    "Unsubscribed Address": (
+        "unsubscribed_address",
+        rule(True, R, C.UNSUBSCRIBED, f"{_EVENTS}#dropped", "the recipient unsubscribed before"),
+    ),
+    "Spam Reporting Address": (
+        "spam_reporting_address",
+        rule(True, R, C.SPAM_REPORTED, f"{_EVENTS}#dropped", "the recipient reported our mail as spam before"),
+    ),
+    "Invalid": ("invalid", rule(True, R, C.INVALID_DESTINATION, f"{_EVENTS}#dropped", "a malformed address")),
     "Recipient List over Package Quota": (
         "over_quota",
-        rule(True, S, C.QUOTA_EXCEEDED, f"{_EVENTS}#dropped", holds_channel=True),
+        rule(
+            True, S, C.QUOTA_EXCEEDED, f"{_EVENTS}#dropped", "our account is over its plan's quota", holds_channel=True
+        ),  # fmt: skip
     ),
     "Invalid SMTPAPI header": (
         "invalid_header",
-        rule(True, S, C.MESSAGE_REJECTED, f"{_EVENTS}#dropped", holds_channel=True),
+        rule(
+            True,
+            S,
+            C.MESSAGE_REJECTED,
+            f"{_EVENTS}#dropped",
+            "our request's X-SMTPAPI header is invalid",
+            holds_channel=True,
+        ),  # fmt: skip
     ),
 }
-DROPPED_OTHER = rule(True, T, C.UNKNOWN, f"{_EVENTS}#dropped")
+DROPPED_OTHER = rule(True, T, C.UNKNOWN, f"{_EVENTS}#dropped", "a drop reason SendGrid does not document")
 
 EVENTS: dict[str, Rule] = {
-    "bounce": rule(True, R, C.BOUNCED, f"{_EVENTS}#bounce"),  # type bounce: the mailbox refused it for good
-    "blocked": rule(True, S, C.BLOCKED, f"{_EVENTS}#bounce"),  # type blocked: one receiving server refused us
-    "spamreport": rule(False, R, C.SPAM_REPORTED, f"{_EVENTS}#spam-report"),
-    "unsubscribe": rule(False, R, C.UNSUBSCRIBED, f"{_EVENTS}#unsubscribe"),
-    "group_unsubscribe": rule(False, R, C.UNSUBSCRIBED, f"{_EVENTS}#group-unsubscribe"),
+    "bounce": rule(True, R, C.BOUNCED, f"{_EVENTS}#bounce", "type bounce: the receiving server refused it for good"),
+    "blocked": rule(
+        True,
+        S,
+        C.BLOCKED,
+        f"{_EVENTS}#bounce",
+        "type blocked: a receiving server refused us (reputation, content); not retried",
+    ),  # fmt: skip
+    "spamreport": rule(False, R, C.SPAM_REPORTED, f"{_EVENTS}#spam-report", "the recipient marked it as spam"),
+    "unsubscribe": rule(False, R, C.UNSUBSCRIBED, f"{_EVENTS}#unsubscribe", "the recipient unsubscribed"),
+    "group_unsubscribe": rule(
+        False, R, C.UNSUBSCRIBED, f"{_EVENTS}#group-unsubscribe", "the recipient unsubscribed from the group"
+    ),  # fmt: skip
 }
 
 # Submission refusals (the answer to POST /v3/mail/send), by what the 400 is about or the status.
 SUBMISSION: dict[str, Rule] = {
-    "400 personalizations": rule(True, R, C.INVALID_DESTINATION, _ERRORS),  # an error on the recipient field
-    "400 from": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, holds_channel=True),  # the sender identity
-    "400": rule(True, S, C.MESSAGE_REJECTED, _ERRORS),  # any other field of our payload
-    "401": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, holds_channel=True),  # the API key
-    "403": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, holds_channel=True),  # the key's permissions
-    "406": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, holds_channel=True),  # our Accept header
-    "413": rule(True, S, C.MESSAGE_REJECTED, _ERRORS),  # the message is too large
-    "415": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, holds_channel=True),  # our Content-Type
+    "400 personalizations": rule(True, R, C.INVALID_DESTINATION, _ERRORS, "an error on the recipient field"),
+    "400 from": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, "the sender identity", holds_channel=True),
+    "400": rule(True, S, C.MESSAGE_REJECTED, _ERRORS, "any other field of our payload"),
+    "401": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, "the API key", holds_channel=True),
+    "403": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, "the key's permissions", holds_channel=True),
+    "406": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, "our Accept header", holds_channel=True),
+    "413": rule(True, S, C.MESSAGE_REJECTED, _ERRORS, "the message is too large"),
+    "415": rule(True, S, C.SENDER_MISCONFIGURED, _ERRORS, "our Content-Type", holds_channel=True),
 }
 
 

@@ -18,42 +18,59 @@ R, S, T = Fault.RECIPIENT, Fault.SENDER_OR_ACCOUNT, Fault.TRANSIENT_OR_UNKNOWN
 C = Category
 
 ENHANCED: dict[str, Rule] = {
-    "5.1.1": rule(True, R, C.BOUNCED, f"{_RFC3463}.2"),  # bad destination mailbox address
-    "5.1.2": rule(True, R, C.INVALID_DESTINATION, f"{_RFC3463}.2"),  # bad destination system address
-    "5.1.3": rule(True, R, C.INVALID_DESTINATION, f"{_RFC3463}.2"),  # bad destination mailbox address syntax
-    "5.1.6": rule(True, R, C.BOUNCED, f"{_RFC3463}.2"),  # destination mailbox has moved
-    "5.1.10": rule(True, R, C.INVALID_DESTINATION, "https://www.rfc-editor.org/rfc/rfc7505#section-4.2"),  # null MX
-    "5.1.7": rule(True, S, C.SENDER_MISCONFIGURED, f"{_RFC3463}.2", holds_channel=True),  # bad sender mailbox syntax
-    "5.1.8": rule(True, S, C.SENDER_MISCONFIGURED, f"{_RFC3463}.2", holds_channel=True),  # bad sender system address
-    "5.2.1": rule(True, R, C.BOUNCED, f"{_RFC3463}.3"),  # mailbox disabled, not accepting messages
-    "5.2.2": rule(True, T, C.MAILBOX_FULL, f"{_RFC3463}.3"),  # mailbox full: often temporary in practice
-    "5.2.3": rule(True, S, C.MESSAGE_REJECTED, f"{_RFC3463}.3"),  # message length exceeds administrative limit
-    "5.3.4": rule(True, S, C.MESSAGE_REJECTED, f"{_RFC3463}.4"),  # message too big for system
-    "5.7.1": rule(True, S, C.BLOCKED, f"{_RFC3463}.8"),  # delivery not authorized, message refused (policy)
+    "5.1.1": rule(True, R, C.BOUNCED, f"{_RFC3463}.2", "bad destination mailbox address"),
+    "5.1.2": rule(True, R, C.INVALID_DESTINATION, f"{_RFC3463}.2", "bad destination system address"),
+    "5.1.3": rule(True, R, C.INVALID_DESTINATION, f"{_RFC3463}.2", "bad destination mailbox address syntax"),
+    "5.1.6": rule(True, R, C.BOUNCED, f"{_RFC3463}.2", "destination mailbox has moved"),
+    "5.1.10": rule(True, R, C.INVALID_DESTINATION, "https://www.rfc-editor.org/rfc/rfc7505#section-4.2", "null MX"),
+    "5.1.7": rule(True, S, C.SENDER_MISCONFIGURED, f"{_RFC3463}.2", "bad sender mailbox syntax", holds_channel=True),
+    "5.1.8": rule(True, S, C.SENDER_MISCONFIGURED, f"{_RFC3463}.2", "bad sender system address", holds_channel=True),
+    "5.2.1": rule(True, R, C.BOUNCED, f"{_RFC3463}.3", "mailbox disabled, not accepting messages"),
+    "5.2.2": rule(True, T, C.MAILBOX_FULL, f"{_RFC3463}.3", "mailbox full: often temporary in practice"),
+    "5.2.3": rule(True, S, C.MESSAGE_REJECTED, f"{_RFC3463}.3", "message length exceeds administrative limit"),
+    "5.3.4": rule(True, S, C.MESSAGE_REJECTED, f"{_RFC3463}.4", "message too big for system"),
+    "5.7.1": rule(True, S, C.BLOCKED, f"{_RFC3463}.8", "delivery not authorized, message refused (policy)"),
     "5.7.8": rule(
-        True, S, C.SENDER_MISCONFIGURED, "https://www.rfc-editor.org/rfc/rfc4954#section-6", holds_channel=True
-    ),  # authentication credentials invalid  # fmt: skip
+        True,
+        S,
+        C.SENDER_MISCONFIGURED,
+        "https://www.rfc-editor.org/rfc/rfc4954#section-6",
+        "authentication credentials invalid",
+        holds_channel=True,
+    ),
     "5.7.23": rule(
-        True, S, C.SENDER_MISCONFIGURED, "https://www.rfc-editor.org/rfc/rfc7372#section-3.2", holds_channel=True
-    ),  # SPF validation failed  # fmt: skip
+        True,
+        S,
+        C.SENDER_MISCONFIGURED,
+        "https://www.rfc-editor.org/rfc/rfc7372#section-3.2",
+        "SPF validation failed",
+        holds_channel=True,
+    ),
     "5.7.26": rule(
-        True, S, C.SENDER_MISCONFIGURED, "https://www.rfc-editor.org/rfc/rfc7372#section-3.3", holds_channel=True
-    ),  # multiple authentication checks failed (DMARC)  # fmt: skip
+        True,
+        S,
+        C.SENDER_MISCONFIGURED,
+        "https://www.rfc-editor.org/rfc/rfc7372#section-3.3",
+        "multiple authentication checks failed (DMARC)",
+        holds_channel=True,
+    ),
 }
 # By class and subject when the detail is not listed: 5.1.x addressing, 5.7.x security or policy.
 SUBJECTS: dict[str, Rule] = {
-    "5.1": rule(True, R, C.BOUNCED, f"{_RFC3463}.2"),
-    "5.7": rule(True, S, C.BLOCKED, f"{_RFC3463}.8"),
+    "5.1": rule(True, R, C.BOUNCED, f"{_RFC3463}.2", "any other addressing status"),
+    "5.7": rule(True, S, C.BLOCKED, f"{_RFC3463}.8", "any other security or policy status"),
 }
 # Refusals of us rather than of the recipient, whatever their code: the server refuses our sender,
 # our host, our HELO name, relaying for us, or our login. Every message would meet them.
 REFUSES_US = rule(True, S, C.SENDER_MISCONFIGURED, "https://www.rfc-editor.org/rfc/rfc5321#section-3.3",
-                  holds_channel=True)  # fmt: skip
+                  "our sender, host, HELO name, relaying or login refused", holds_channel=True)  # fmt: skip
 REFUSES_US_PHRASES = (b"sender address rejected", b"helo command rejected", b"client host rejected")
 # A plain 550 / 553 at RCPT without an enhanced code: mailbox unavailable / name not allowed.
-NO_SUCH_MAILBOX = rule(True, R, C.BOUNCED, "https://www.rfc-editor.org/rfc/rfc5321#section-4.2.2")
-MESSAGE_REFUSED = rule(True, S, C.MESSAGE_REJECTED, "https://www.rfc-editor.org/rfc/rfc5321#section-4.2.2")
-OTHER = rule(True, T, C.UNKNOWN, "https://www.rfc-editor.org/rfc/rfc5321#section-4.2.1")
+NO_SUCH_MAILBOX = rule(True, R, C.BOUNCED, "https://www.rfc-editor.org/rfc/rfc5321#section-4.2.2",
+                       "550 / 553 at RCPT without an enhanced code: mailbox unavailable")  # fmt: skip
+MESSAGE_REFUSED = rule(True, S, C.MESSAGE_REJECTED, "https://www.rfc-editor.org/rfc/rfc5321#section-4.2.2",
+                       "5yz to DATA or after the message (content, size)")  # fmt: skip
+OTHER = rule(True, T, C.UNKNOWN, "https://www.rfc-editor.org/rfc/rfc5321#section-4.2.1", "any other 5yz")
 
 
 def lookup(enhanced: str) -> Rule | None:
@@ -90,4 +107,4 @@ def bounce_rule(status: str) -> Rule | None:
     found = lookup(status)
     if found is None or found.fault is Fault.RECIPIENT:
         return None
-    return rule(True, found.fault, found.category, found.source)  # a bounce of one message holds no channel
+    return rule(True, found.fault, found.category, found.source, found.meaning)  # one bounce holds no channel

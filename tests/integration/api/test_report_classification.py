@@ -1,0 +1,93 @@
+"""Every row of every provider's table, asynchronously: a signed report through the real
+delivery_reports target about a delivery the provider accepted, and what it sets off: a final
+one fails the delivery with the row's reason (and brings nothing back); only a recipient's fault
+suppresses the destination; a channel-wide sender or account fault counts towards holding the
+channel and suppresses nobody."""
+
+from __future__ import annotations
+
+import pytest
+
+from signup_verification.delivery.classification import Fault, Rule
+from signup_verification.delivery.classification import sendgrid as sendgrid_table
+from signup_verification.delivery.classification import twilio as twilio_table
+from support.reports import accepted, post_sendgrid, reports_env, sendgrid_event, twilio_form, twilio_post
+
+
+@pytest.fixture
+def client(app_client, monkeypatch):
+    for name, value in reports_env().items():
+        monkeypatch.setenv(name, value)
+    return app_client("delivery_reports")
+
+
+def effects(db, intent_id: int) -> dict:
+    row = db.one("SELECT status, failure_category, failure_code, failure_fault FROM delivery_intents WHERE id = :i",
+                 i=intent_id)  # fmt: skip
+    held = db.one("SELECT faults FROM channel_holds")
+    return {
+        **row,
+        "suppressed": db.one("SELECT count(*) AS n FROM destination_suppressions")["n"],
+        "hold_faults": held["faults"] if held else 0,
+    }
+
+
+def expect(found: dict, rule: Rule, code: str | None) -> None:
+    if rule.final:
+        assert (found["status"], found["failure_category"], found["failure_fault"]) == (
+            "failed", rule.category, rule.fault)  # fmt: skip
+        assert found["failure_code"] == code
+    else:
+        assert found["status"] == "accepted" and found["failure_category"] is None
+    assert found["suppressed"] == (1 if rule.fault is Fault.RECIPIENT else 0)
+    assert found["hold_faults"] == (1 if rule.holds_channel else 0)
+
+
+@pytest.mark.parametrize("code", sorted(twilio_table.ERRORS))
+def test_every_twilio_error_code_in_a_status_callback(client, db, code):
+    [sent] = accepted(db, channel="sms")
+    status = "failed" if code < 30000 else "undelivered"
+    body, headers = twilio_post(twilio_form(sent["ref"], status, ErrorCode=str(code)))
+    answer = client.post("/twilio", data=body, headers=headers)
+    assert answer.status_code == 200 and answer.get_json()["undeliverable"] == 1
+    expect(effects(db, sent["intent_id"]), twilio_table.ERRORS[code], str(code))
+
+
+def _sendgrid_cases() -> list[tuple[str, dict, Rule, str | None]]:
+    cases = [
+        ("bounce", {"type": "bounce", "status": "5.1.1"}, sendgrid_table.EVENTS["bounce"], "5.1.1"),
+        ("bounce", {"type": "blocked", "status": "5.7.1"}, sendgrid_table.EVENTS["blocked"], "5.7.1"),
+        ("spamreport", {}, sendgrid_table.EVENTS["spamreport"], None),
+        ("unsubscribe", {}, sendgrid_table.EVENTS["unsubscribe"], None),
+        ("group_unsubscribe", {"asm_group_id": 7}, sendgrid_table.EVENTS["group_unsubscribe"], None),
+        ("dropped", {"reason": "Something new"}, sendgrid_table.DROPPED_OTHER, "other"),
+    ]
+    cases += [
+        ("dropped", {"reason": reason}, rule, code) for reason, (code, rule) in sendgrid_table.DROP_REASONS.items()
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(("event", "fields", "rule", "code"), _sendgrid_cases(),
+                         ids=[f"{c[0]}-{c[1].get('type') or c[1].get('reason') or ''}" for c in _sendgrid_cases()])  # fmt: skip
+def test_every_sendgrid_event_and_drop_reason(client, db, event, fields, rule, code):
+    [sent] = accepted(db)
+    answer = post_sendgrid(client, [sendgrid_event(sent["intent_id"], sent["attempt_id"], event, **fields)])
+    assert answer.status_code == 200 and answer.get_json()["stored"] == 1
+    expect(effects(db, sent["intent_id"]), rule, code)
+
+
+def test_a_bounce_whose_status_says_mailbox_full_blames_nobody(client, db):
+    [sent] = accepted(db)
+    post_sendgrid(client, [sendgrid_event(sent["intent_id"], sent["attempt_id"], "bounce", type="bounce",
+                                          status="5.2.2")])  # fmt: skip
+    found = effects(db, sent["intent_id"])
+    assert (found["status"], found["failure_category"], found["failure_fault"], found["suppressed"]) == (
+        "failed", "mailbox_full", "transient_or_unknown", 0)  # fmt: skip
+
+
+def test_every_table_row_is_a_case_here():
+    covered = {id(case[2]) for case in _sendgrid_cases()}
+    rows = [*sendgrid_table.EVENTS.values(), *(rule for _, rule in sendgrid_table.DROP_REASONS.values()),
+            sendgrid_table.DROPPED_OTHER]  # fmt: skip
+    assert all(id(rule) in covered for rule in rows)
