@@ -69,8 +69,14 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
         raise ConfigError("fault injection is refused in production")
     service_logging.configure(runtime.config.logging, stderr=True)  # as the functions log; the report on stdout
     shutdown.install()
+    from .operations import dispatch_run
+
+    config = runtime.config
     try:
-        report = runtime.dispatch(shutdown.STOP, fault=fault)
+        report = dispatch_run.run(
+            runtime.db, config.dispatch, config.retry, config.signals, runtime.keyring, runtime.channels,
+            stop=shutdown.STOP, close_channels=runtime.close_channels, fault=fault,
+        )  # fmt: skip
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
     note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))

@@ -15,13 +15,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from . import config as configuration
-from .api.auth import AuthConfig
 from .config import Config
 from .platform.database import ConnectionParams, Database, DatabaseConfig
 from .verifications.tokens import Keyring
 
-if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side (issue 18)
-    from .delivery import dispatcher
+if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side
     from .delivery.channels import Channel
 
 _log = logging.getLogger("signup_verification.runtime")
@@ -37,7 +35,7 @@ _GENERIC_PLAN_TARGETS = frozenset({"create_verification", "confirm"})
 
 def session_settings(config: Config) -> dict[str, str]:
     """What every connection of this instance sends in its start-up packet (no extra round trip)."""
-    settings = config.channels.webhook.session_settings()  # issue 12: are events written
+    settings = config.channels.webhook.session_settings()  # are events written, and which
     if config.function_target in _GENERIC_PLAN_TARGETS:
         settings = {**settings, **_GENERIC_PLANS}
     return settings
@@ -53,10 +51,6 @@ class Runtime:
         self._params: ConnectionParams | None = None
         self._local = threading.local()
         self._databases: list[Database] = []
-
-    @property
-    def auth(self) -> AuthConfig:
-        return self.config.auth
 
     @property
     def keyring(self) -> Keyring:
@@ -103,26 +97,6 @@ class Runtime:
             if self._params is None:
                 self._params = database_params(self.config.database)
             return self._params
-
-    def dispatch(self, stop: threading.Event, fault: dispatcher.FaultHook | None = None) -> dispatcher.DispatchReport:
-        """One dispatch invocation with this instance's adapters, closed by its `event="signals"`
-        records (the absence alert reads them). Once shutdown began (SIGTERM) the adapters are
-        closed (SMTP says QUIT); otherwise the next invocation reuses their connections."""
-        from .delivery import dispatcher
-        from .operations import signals
-        from .outbox import heartbeats
-
-        config = self.config
-        try:
-            report = dispatcher.dispatch(
-                self.db, config.dispatch, config.retry, self.keyring, self.channels, stop=stop, fault=fault
-            )
-        finally:
-            if stop.is_set():
-                self.close_channels()
-        heartbeats.complete_dispatch(self.db, config.deployment)  # verifyctl status: the last completed run
-        signals.emit(self.db, config.deployment, source="dispatch", config=config.signals)
-        return report
 
     def close_channels(self) -> None:
         """Close the adapters (SMTP QUIT on its pooled connections, HTTP pools) and forget them."""

@@ -161,7 +161,6 @@ def test_the_runtime_owns_one_set_of_channel_adapters(tmp_path):
     runtime = Runtime(load({"VERIFY_LOCAL_DIR": str(tmp_path)}))
     first = runtime.channels
     assert runtime.channels is first  # pooled connections live as long as the instance
-    assert runtime.auth is runtime.config.auth
     runtime.close()
     assert runtime.channels is not first  # a closed runtime builds fresh adapters
 

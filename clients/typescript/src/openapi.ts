@@ -501,7 +501,7 @@ export interface components {
              * @description The newest attempt's outcome; null before the first. `accepted` only with an `accepted_at`.
              * @enum {string|null}
              */
-            last_outcome: "attempting" | "accepted" | "retryable" | "ambiguous" | "failed" | "lease_lost" | "released" | null;
+            last_outcome: "attempting" | "accepted" | "retryable" | "ambiguous" | "failed" | "released" | null;
             accepted_at: components["schemas"]["TimestampOrNull"];
             delivered_at: components["schemas"]["TimestampOrNull"];
             failed_at: components["schemas"]["TimestampOrNull"];

@@ -1,5 +1,7 @@
-"""The confirm endpoint's edge: parsing the JSON form, and ONE rendering per confirm outcome that
-gives both answers, the JSON/problem+json one (API callers) and the HTML page (people).
+"""The confirm_verification target's edge: `GET ?token=` shows the Confirm page and changes nothing
+(link scanners fetch links); `POST` consumes once: the page's form answers a page, JSON `{token}` or
+`{verification_id, code}` answers JSON. ONE rendering per confirm outcome gives both answers, the
+JSON/problem+json one (API callers) and the HTML page (people).
 
 Dead verifications answer 410 Gone: nothing the caller sends can revive them, only a new
 verification helps. A link's page says which way it ended; a code attempt against any finished
@@ -14,10 +16,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import flask
+
 from ..platform.timestamps import rfc3339_or_none
+from ..verifications import confirm as confirmations
 from ..verifications.confirm import MalformedCode, Outcome, Result, normalise_code
 from . import pages, problems
-from .http import Incoming, Response, json_response
+from .http import Incoming, Response, endpoint, json_body, json_response, require_method
+from .services import Services, accept
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
@@ -72,6 +78,33 @@ RENDERINGS: dict[Result, Rendering] = {
     ),
     Result.INVALID: Rendering(404, "invalid.html", _NOT_FOUND),
 }
+
+
+@endpoint
+def handle(request: flask.Request, services: Services) -> Response:
+    incoming = accept(request, services, "confirm_verification")
+    require_method(incoming, "GET", "HEAD", "POST")
+    db, keyring, config = services.db, services.keyring, services.config.confirm
+    if incoming.method != "POST":
+        token = incoming.args.get("token")
+        return pages.guarded(
+            lambda: page_answer(confirmations.preview_link(db, keyring, token), incoming, token, config.product_name),
+            incoming,
+            token,
+        )
+    if incoming.mimetype == "application/json":
+        kind, value = parse_json_request(json_body(incoming), config.code_digits)
+        if kind == "link":
+            return json_answer(confirmations.confirm_link(db, keyring, value))
+        verification_id, code = value
+        failures = config.destination_failures_per_day
+        return json_answer(confirmations.confirm_code(db, keyring, verification_id, code, failures_per_day=failures))
+    form_token = pages.form_token(incoming)
+    return pages.guarded(
+        lambda: page_answer(confirmations.confirm_link(db, keyring, form_token), incoming, product=config.product_name),
+        incoming,
+        form_token,
+    )
 
 
 def json_answer(outcome: Outcome) -> Response:

@@ -1,8 +1,13 @@
-"""The create endpoint's edge: a validated request becomes a `NewVerification` (the template
-catalogue is resolved here, above the domain), and each create outcome is rendered here, once.
+"""The create_verification target's edge: `POST /` creates (or replays) a verification, `GET
+/<verification_id>` reads one (api/read.py), both with the same caller requirements.
 
-Replays are rendered from the stored outcome by the same code as the first answer, so they are
-byte-identical to it (plus `Idempotent-Replayed: true`).
+Validation has one home per kind: the request's syntax is the edge model's (api/models.py: types,
+unknown fields, normalised destinations, the Idempotency-Key's shape); the policy is the domain's
+(verifications/create.py: the fallback's timing, the SMS destination policy, the return URL's
+allowed origins); the limits are SQL's (sql/definitions/04). A validated request becomes a
+`NewVerification` (the template catalogue is resolved here, above the domain), and each create
+outcome is rendered here, once. Replays are rendered from the stored outcome by the same code as
+the first answer, so they are byte-identical to it (plus `Idempotent-Replayed: true`).
 """
 
 from __future__ import annotations
@@ -10,15 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
+
+import flask
+from pydantic import ValidationError
 
 from ..delivery import templates
 from ..platform.database import Database
 from ..verifications import create as domain
 from ..verifications.channel_policy import Fallback
 from ..verifications.tokens import Keyring
-from .models import CreateVerificationRequest
+from . import read, return_url
+from .http import Response, endpoint, json_body, json_response, require_method, single_header
+from .models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from .problems import Problem, bad_request
+from .return_url import ReturnUrlConfig
+from .services import Services, accept
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,28 @@ class Answer:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@endpoint
+def handle(request: flask.Request, services: Services) -> Response:
+    incoming = accept(request, services, "create_verification")
+    if request.path.strip("/"):  # /<verification_id>: the read API
+        require_method(incoming, "GET", "HEAD")
+        return read.read_answer(services.db, request.path)
+    require_method(incoming, "POST")
+    key = single_header(incoming, "Idempotency-Key")
+    if not valid_idempotency_key(key):
+        raise bad_request(
+            "The Idempotency-Key header is required: 1-255 printable ASCII characters.",
+            [{"pointer": "header/Idempotency-Key", "detail": "missing or invalid"}],
+        )
+    try:
+        payload = CreateVerificationRequest.model_validate(json_body(incoming))
+    except ValidationError as exc:
+        raise bad_request("The body failed validation.", field_errors(exc)) from None
+    config = services.config
+    answered = create_verification(services.db, config.create, services.keyring, payload, key, config.return_url)
+    return json_response(answered.body, answered.status, answered.headers)
 
 
 def fingerprint(request: CreateVerificationRequest) -> bytes:
@@ -78,41 +112,48 @@ def _verification_body(v: domain.Verification) -> dict[str, Any]:
 
 def answer(outcome: domain.CreateOutcome) -> Answer:
     """The one HTTP rendering of each create outcome; raises the Problem for a refusal."""
-    if isinstance(outcome, domain.Created):
-        return Answer(201, _verification_body(outcome.verification))
-    if isinstance(outcome, domain.Replayed):
-        return Answer(201, _verification_body(outcome.verification), {"Idempotent-Replayed": "true"})
-    if isinstance(outcome, domain.KeyReused):
-        raise Problem(
-            422,
-            "idempotency-key-reused",
-            "Idempotency-Key reused with a different request",
-            "This Idempotency-Key was already used with another payload; use a new key.",
-        )
-    if isinstance(outcome, domain.Refused):
-        raise Problem(
-            422,
-            outcome.slug,
-            outcome.title,
-            outcome.detail,
-            [{"pointer": outcome.pointer, "detail": outcome.field_detail}],
-        )
-    if isinstance(outcome, domain.Suppressed):
-        raise Problem(
-            422,
-            "destination-suppressed",
-            "This destination cannot receive messages",
-            "A previous message to this destination was reported permanently undeliverable (a hard "
-            "bounce or an invalid number). Use another destination, or ask the operator to clear it.",
-            [{"pointer": outcome.pointer, "detail": "suppressed after a permanent delivery failure"}],
-        )
-    raise Problem(
-        429,
-        "rate-limited",
-        "Too many verifications for this destination",
-        f"Retry after {outcome.retry_after} seconds.",
-        headers={"Retry-After": str(outcome.retry_after)},
-    )
+    match outcome:
+        case domain.Created():
+            return Answer(201, _verification_body(outcome.verification))
+        case domain.Replayed():
+            return Answer(201, _verification_body(outcome.verification), {"Idempotent-Replayed": "true"})
+        case domain.KeyReused():
+            raise Problem(
+                422,
+                "idempotency-key-reused",
+                "Idempotency-Key reused with a different request",
+                "This Idempotency-Key was already used with another payload; use a new key.",
+            )
+        case domain.Refused():
+            raise Problem(
+                422,
+                outcome.slug,
+                outcome.title,
+                outcome.detail,
+                [{"pointer": outcome.pointer, "detail": outcome.field_detail}],
+            )
+        case domain.Suppressed():
+            raise Problem(
+                422,
+                "destination-suppressed",
+                "This destination cannot receive messages",
+                "A message to this destination failed for good for a reason of the destination (a hard "
+                "bounce, an invalid or unsubscribed number). Use another destination, or ask the operator "
+                "to clear it.",
+                [{"pointer": outcome.pointer, "detail": "suppressed after a delivery failed for good"}],
+            )
+        case domain.Invalid():
+            raise bad_request("The body failed validation.", [{"pointer": outcome.pointer, "detail": outcome.detail}])
+        case domain.RateLimited():
+            raise Problem(
+                429,
+                "rate-limited",
+                "Too many verifications for this destination",
+                f"Retry after {outcome.retry_after} seconds.",
+                headers={"Retry-After": str(outcome.retry_after)},
+            )
+        case _:
+            assert_never(outcome)
 
 
 def create_verification(
@@ -121,21 +162,10 @@ def create_verification(
     keyring: Keyring,
     request: CreateVerificationRequest,
     idempotency_key: str,
+    return_urls: ReturnUrlConfig | None = None,
 ) -> Answer:
-    """Create (or replay) and render: what the endpoint, the tests' factories and the tools call."""
-    _check_fallback_timing(config, request)
+    """Create (or replay) and render: what the endpoint, the tests' factories and the tools call.
+    `return_urls`: the allowed origins (None: the request carries no return_url to check)."""
+    if return_urls is not None:
+        return_url.require_allowed(request.return_url, return_urls)
     return answer(domain.create(db, config, keyring, new_verification(request), idempotency_key))
-
-
-def _check_fallback_timing(config: domain.CreateConfig, request: CreateVerificationRequest) -> None:
-    """issue 14: a fallback due at or after expiry could never be sent: refuse it, name the limit."""
-    if request.fallback is not None and request.fallback.after_seconds >= config.ttl_seconds:
-        raise bad_request(
-            "The body failed validation.",
-            [
-                {
-                    "pointer": "#/fallback/after_seconds",
-                    "detail": f"must be less than the verification's lifetime ({config.ttl_seconds} s)",
-                }
-            ],
-        )

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
+import flask
+
+from ..delivery import reports
 from ..platform.database import Database
 from . import report_signatures as signatures
 from .delivery_reports_config import DeliveryReportsConfig
-from .http import Incoming, Response, json_response, single_header
+from .http import Incoming, Response, endpoint, json_response, read_request, single_header
 from .problems import Problem, bad_request, method_not_allowed
-
-if TYPE_CHECKING:  # loaded on the first report, not at every target's start
-    from ..delivery import reports
+from .services import Services
 
 _log = logging.getLogger("signup_verification.api.delivery_reports")
 
@@ -35,7 +35,15 @@ TWILIO_SIGNATURE = "X-Twilio-Signature"
 MAX_FORM_FIELDS = 100
 
 
-def handle(db: Database, config: DeliveryReportsConfig, incoming: Incoming, path: str) -> Response:
+@endpoint
+def handle(request: flask.Request, services: Services) -> Response:
+    """Public like confirm: no caller identity, the providers' signatures are the guard. Its body
+    limit is its own (SendGrid posts up to ~1,000 events at once)."""
+    config = services.config.reports
+    return answer(services.db, config, read_request(request, config.max_body_bytes), request.path)
+
+
+def answer(db: Database, config: DeliveryReportsConfig, incoming: Incoming, path: str) -> Response:
     route = path.rstrip("/").rsplit("/", 1)[-1]
     if route not in ("sendgrid", "twilio"):
         raise Problem(404, "not-found", "Not found", "POST to /sendgrid or /twilio.")
@@ -50,8 +58,6 @@ def handle(db: Database, config: DeliveryReportsConfig, incoming: Incoming, path
 
 
 def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
-    from ..delivery import reports
-
     if config.sendgrid_key is None:
         raise _not_configured("sendgrid", "SENDGRID_WEBHOOK_PUBLIC_KEY")
     signature = single_header(incoming, SENDGRID_SIGNATURE)
@@ -70,8 +76,6 @@ def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -
 
 
 def _twilio(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> reports.IngestResult:
-    from ..delivery import reports
-
     if config.twilio_auth_token is None or config.status_callback is None:
         raise _not_configured("twilio", "TWILIO_AUTH_TOKEN and DELIVERY_REPORTS_URL")
     signature = single_header(incoming, TWILIO_SIGNATURE)

@@ -13,12 +13,18 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from . import problems
-from .http import read_body
+from .delivery_reports_config import DeliveryReportsConfig
+from .http import HttpConfig, read_body
 from .page_headers import SECURITY_HEADERS
 from .problems import Problem
 
 ROBOTS = "User-agent: *\nDisallow: /\n"  # nothing here is for crawlers: confirm links are one-time secrets
 _HARDENING = {k: v for k, v in SECURITY_HEADERS.items() if k != "Content-Type"}
+
+
+def body_limit(target: str | None, http: HttpConfig, reports: DeliveryReportsConfig) -> int:
+    """delivery_reports takes provider batches (SendGrid posts up to ~1,000 events at once): its own limit."""
+    return reports.max_body_bytes if target == "delivery_reports" else http.max_body_bytes
 
 
 def configure(app: flask.Flask, max_body_bytes: int) -> None:

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ParamSpec, cast
 
 import flask
 from werkzeug.datastructures import MultiDict
@@ -28,6 +28,7 @@ from .problems import Problem
 _log = logging.getLogger("signup_verification.api.http")
 
 Response = tuple[Any, int, dict[str, str]]
+P = ParamSpec("P")
 
 BODY_KEY = "signup_verification.body"  # the WSGI environ key of the body the edge read
 _CHUNK = 64 * 1024
@@ -183,13 +184,13 @@ def single_header(request: Incoming, name: str) -> str | None:
     return values[0] if values else None
 
 
-def endpoint(handler: Callable[[flask.Request], Response]) -> Callable[[flask.Request], Response]:
+def endpoint(handler: Callable[P, Response]) -> Callable[P, Response]:
     """Error boundary: Problem -> its problem+json, lost database -> 503, anything else -> opaque 500."""
 
     @functools.wraps(handler)
-    def wrapper(request: flask.Request) -> Response:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Response:
         try:
-            return handler(request)
+            return handler(*args, **kwargs)
         except Problem as problem:
             return problem.response()
         except UnavailableError as exc:

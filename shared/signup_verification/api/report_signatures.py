@@ -1,4 +1,4 @@
-"""The providers' own signatures on delivery reports (issue 13): the only guard of a public target.
+"""The providers' own signatures on delivery reports: the only guard of a public target.
 
 * SendGrid's Signed Event Webhook: ECDSA P-256 / SHA-256 over `timestamp + raw body`; the
   signature (`X-Twilio-Email-Event-Webhook-Signature`) is base64 DER, the key SendGrid shows is
@@ -18,18 +18,17 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ..platform.errors import ConfigError
+# cryptography (~30 ms): this module is imported by the delivery_reports target's edge, and by the
+# configuration only where SENDGRID_WEBHOOK_PUBLIC_KEY is set
+from cryptography.hazmat.primitives.asymmetric import ec
 
-if TYPE_CHECKING:  # cryptography (~30 ms) is imported where a SendGrid key is parsed or checked, issue 18
-    from cryptography.hazmat.primitives.asymmetric import ec
+from ..platform.errors import ConfigError
 
 
 def sendgrid_public_key(encoded: str) -> ec.EllipticCurvePublicKey:
     """The verification key as SendGrid shows it (base64 DER), or ConfigError."""
-    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.serialization import load_der_public_key
 
     try:
@@ -45,7 +44,6 @@ def sendgrid_valid(key: ec.EllipticCurvePublicKey, signature: str, timestamp: st
     """Whether `signature` is SendGrid's over timestamp + body (the timestamp's age is checked apart)."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
 
     try:
         der = base64.b64decode(signature, validate=True)

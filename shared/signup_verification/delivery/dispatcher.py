@@ -32,8 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from typing import assert_never
 
 from ..outbox import RetryPolicy, heartbeats, idle, transitions
+from ..outbox.states import IntentStatus
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
@@ -86,6 +88,22 @@ class DispatchReport:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    def count(self, settled: IntentStatus) -> None:
+        """One settled intent, by the status settle.sql left."""
+        match settled:
+            case IntentStatus.ACCEPTED:
+                self.accepted += 1
+            case IntentStatus.RETRYABLE:
+                self.retryable += 1
+            case IntentStatus.AMBIGUOUS:
+                self.ambiguous += 1
+            case IntentStatus.FAILED:
+                self.failed += 1
+            case IntentStatus.READY | IntentStatus.CLAIMED | IntentStatus.ATTEMPTING | IntentStatus.SUPPRESSED:
+                raise ValueError(f"settle never leaves an intent {settled}")
+            case _:
+                assert_never(settled)
 
 
 def new_lease_owner(deployment: str) -> str:
@@ -328,7 +346,7 @@ class Dispatcher:
         for outcome in outcomes:
             status = applied.get(outcome.intent.id)
             if status is not None:
-                setattr(self.report, status, getattr(self.report, status) + 1)
+                self.report.count(IntentStatus(status))
             else:
                 _log.warning(
                     "stale write: intent %s was taken over before its %s outcome was recorded",

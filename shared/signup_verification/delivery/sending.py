@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ..outbox import RetryPolicy, Settlement
+from ..outbox.states import AttemptOutcome
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.deadline import Deadline
 from ..platform.redaction import mask_destination
@@ -55,7 +56,7 @@ class SendOutcome:
             result.retry_after,
             sent=result.error_class != NOT_SENT,
         )
-        verdict = result.verdict if result.outcome == "failed" else None
+        verdict = result.verdict if result.outcome is AttemptOutcome.FAILED else None
         return Settlement(
             intent.id,
             intent.lease_version,
@@ -76,7 +77,7 @@ class SendOutcome:
     @property
     def attempted(self) -> bool:
         """False for a send never handed to the provider: it does not count against max_attempts."""
-        return not (self.result.outcome == "retryable" and self.result.error_class in NOT_ATTEMPTED)
+        return not (self.result.outcome is AttemptOutcome.RETRYABLE and self.result.error_class in NOT_ATTEMPTED)
 
 
 class InFlight:
@@ -207,7 +208,7 @@ class BatchSender:
 
     @staticmethod
     def _log_outcome(intent: ClaimedIntent, attempt: BegunAttempt, channel: Channel, result: SendResult) -> None:
-        if result.outcome == "accepted":
+        if result.outcome is AttemptOutcome.ACCEPTED:
             return
         fields = {
             "event": "send_outcome",
@@ -229,7 +230,7 @@ class BatchSender:
                 result.detail,
                 extra={"json_fields": {**fields, "alert": alert}},
             )
-        elif result.outcome == "ambiguous" and intent.ambiguous_count >= 1:
+        elif result.outcome is AttemptOutcome.AMBIGUOUS and intent.ambiguous_count >= 1:
             _log.warning(
                 "intent %s oscillates between ambiguous and retry (%d ambiguous before this one): %s",
                 intent.id,

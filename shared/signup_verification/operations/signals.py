@@ -21,14 +21,16 @@ from datetime import datetime
 from typing import Any
 
 from ..outbox import heartbeats
+from ..outbox.states import AttemptOutcome
 from ..platform.database import Database, load_sql
 from .signals_config import SignalsConfig  # noqa: F401  (moved: issue 18)
 
 __all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "workers"]
 
 _log = logging.getLogger("signup_verification.operations.signals")
-# 'delivered': deliveries the provider reported delivered in the window (issue 13, not an attempt-log row)
-ATTEMPT_OUTCOMES = ("attempting", "accepted", "retryable", "ambiguous", "failed", "delivered")
+# Attempt-log rows by outcome in the window, and 'delivered': deliveries the provider reported
+# delivered in the window (a report, not an attempt-log row).
+ATTEMPT_OUTCOMES = (*(o.value for o in AttemptOutcome), "delivered")
 # issue 14: fallbacks whose sending began in the window, by why they became due; and those suppressed
 FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, assert_never
+
+from .states import AttemptOutcome
 
 AmbiguityPolicy = Literal["retry", "hold", "fail"]
 DEFAULT_BACKOFF = (60.0, 300.0, 900.0)
@@ -58,14 +60,26 @@ class RetryPolicy:
         return self.channel(channel).hold_seconds
 
     def settle_delay(
-        self, outcome: str, channel: str, attempt_number: int, retry_after: float | None = None, *, sent: bool = True
+        self,
+        outcome: AttemptOutcome,
+        channel: str,
+        attempt_number: int,
+        retry_after: float | None = None,
+        *,
+        sent: bool = True,
     ) -> float:
         """The delay a settlement carries: backoff after a transient failure (none when the send never
         started: nothing was tried), the channel's hold after an ambiguous one (never an immediate
         resend), nothing for a final outcome. settle.sql decides whether the intent goes on at all."""
-        if outcome == "retryable":
-            return self.retry_delay(attempt_number, retry_after) if sent else 0.0
-        if outcome == "ambiguous":  # at least the hold; longer if the provider asked (a 503's Retry-After)
-            hold = self.ambiguous_delay(channel)
-            return max(hold, min(retry_after, self.backoff[-1] * 4)) if retry_after is not None else hold
-        return 0.0
+        match outcome:
+            case AttemptOutcome.RETRYABLE:
+                return self.retry_delay(attempt_number, retry_after) if sent else 0.0
+            case AttemptOutcome.AMBIGUOUS:  # at least the hold; longer if the provider asked (a 503's Retry-After)
+                hold = self.ambiguous_delay(channel)
+                return max(hold, min(retry_after, self.backoff[-1] * 4)) if retry_after is not None else hold
+            case AttemptOutcome.ACCEPTED | AttemptOutcome.FAILED:
+                return 0.0
+            case AttemptOutcome.ATTEMPTING | AttemptOutcome.RELEASED:
+                raise ValueError(f"{outcome} is not the end of a send")
+            case _:
+                assert_never(outcome)

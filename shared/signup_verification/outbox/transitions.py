@@ -29,8 +29,7 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from .failure_policy import FailurePolicy
 from .policy import RetryPolicy
-
-OUTCOMES = ("accepted", "retryable", "ambiguous", "failed")
+from .states import SEND_OUTCOMES, AttemptOutcome
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ class BegunAttempt:
 class Settlement:
     intent_id: int
     lease_version: int
-    outcome: str  # accepted | retryable | ambiguous | failed
+    outcome: AttemptOutcome  # one of SEND_OUTCOMES
     delay_seconds: float = 0.0  # before the next attempt (retryable) or the hold (ambiguous)
     error_class: str | None = None
     error_detail: str | None = None
@@ -114,9 +113,9 @@ class Settlement:
     holds_channel: bool = False
 
     def __post_init__(self) -> None:
-        if self.outcome not in OUTCOMES:
+        if self.outcome not in SEND_OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}")
-        if not self.attempted and self.outcome != "retryable":
+        if not self.attempted and self.outcome is not AttemptOutcome.RETRYABLE:
             raise ValueError("only a retryable outcome can be not attempted")
 
 

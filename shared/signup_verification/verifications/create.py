@@ -104,6 +104,16 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class Invalid:
+    """The request is well-formed but the policy refuses it (a fallback due after the verification
+    expires): nothing was written."""
+
+    pointer: str
+    detail: str
+    kind: str = "invalid"
+
+
+@dataclass(frozen=True)
 class RateLimited:
     retry_after: int  # seconds until the destination's limit frees up
     kind: str = "rate_limited"
@@ -118,12 +128,19 @@ class Suppressed:
     kind: str = "suppressed"
 
 
-CreateOutcome = Created | Replayed | KeyReused | Refused | RateLimited | Suppressed
+CreateOutcome = Created | Replayed | KeyReused | Refused | Invalid | RateLimited | Suppressed
 
 
 def create(
     db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification, idempotency_key: str
 ) -> CreateOutcome:
+    if new.fallback is not None and new.fallback.after_seconds >= config.ttl_seconds:
+        # a fallback due at or after expiry could never be sent: refused, the limit named
+        invalid = Invalid(
+            "#/fallback/after_seconds", f"must be less than the verification's lifetime ({config.ttl_seconds} s)"
+        )
+        _logged(invalid, new.channel)
+        return invalid
     verification_id = uuid7()  # time-ordered: inserts land on the indexes' rightmost pages
     key = keyring.primary
     nonce = new_nonce()
@@ -164,17 +181,20 @@ def create(
         **_suppression_keys(config, keyring, new),
         suppressed_answer=config.abuse.suppressed_answer,
     )[0]
-    if outcome_kind == "created":
-        outcome = Created(Verification.from_record(data))
-    elif outcome_kind == "replayed":
-        outcome = Replayed(Verification.from_record(data))
-    elif outcome_kind == "mismatch":
-        outcome = KeyReused()
-    elif outcome_kind == "suppressed":
-        is_fallback = bool(data) and data.get("field") == "fallback"
-        outcome = Suppressed("#/fallback/destination" if is_fallback else "#/destination")
-    else:
-        outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
+    match outcome_kind:  # sql/definitions/04_create_verification.sql's outcomes
+        case "created":
+            outcome = Created(Verification.from_record(data))
+        case "replayed":
+            outcome = Replayed(Verification.from_record(data))
+        case "mismatch":
+            outcome = KeyReused()
+        case "suppressed":
+            is_fallback = bool(data) and data.get("field") == "fallback"
+            outcome = Suppressed("#/fallback/destination" if is_fallback else "#/destination")
+        case "rate_limited":
+            outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
+        case _:
+            raise ValueError(f"create_verification answered an unknown outcome {outcome_kind!r}")
     _logged(outcome, new.channel)
     return outcome
 

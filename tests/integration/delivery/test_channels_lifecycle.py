@@ -14,6 +14,7 @@ from signup_verification import cli
 from signup_verification.config import ConfigError, load
 from signup_verification.delivery.channels import build_channels
 from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
+from signup_verification.operations import dispatch_run
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.runtime import Runtime
 from support.config import make_config
@@ -54,16 +55,23 @@ def test_the_pooled_smtp_connection_is_kept_between_invocations_and_quit_at_shut
             local_dir=tmp_path,
         )
     )
+
+    def dispatch(stop: threading.Event):
+        """One invocation as the dispatch target runs it, with this instance's adapters."""
+        c = runtime.config
+        return dispatch_run.run(runtime.db, c.dispatch, c.retry, c.signals, runtime.keyring, runtime.channels,
+                                stop=stop, close_channels=runtime.close_channels)  # fmt: skip
+
     try:
         seed_intents(db, 1)
         stop = threading.Event()
-        assert runtime.dispatch(stop).accepted == 1
+        assert dispatch(stop).accepted == 1
         assert smtp.quits == 0  # reused by the next invocation of this instance
         seed_intents(db, 1, prefix="second")
-        assert runtime.dispatch(stop).accepted == 1
+        assert dispatch(stop).accepted == 1
         assert smtp.quits == 0 and len(smtp.received) == 2
         stop.set()  # SIGTERM: the next (last) invocation claims nothing and ends the SMTP session
-        runtime.dispatch(stop)
+        dispatch(stop)
         assert smtp.quits == 1
     finally:
         runtime.close()

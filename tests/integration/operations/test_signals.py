@@ -89,6 +89,7 @@ def test_attempts_by_outcome_over_the_window(db):
         "retryable": 1,
         "ambiguous": 0,
         "failed": 0,
+        "released": 0,
         "delivered": 0,
     }
     assert by_channel(db, SignalsConfig(window_seconds=7200))["email"].attempts["failed"] == 1

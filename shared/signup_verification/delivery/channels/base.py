@@ -21,11 +21,11 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from ...outbox.states import SEND_OUTCOMES, AttemptOutcome
 from ..classification import Category, Verdict, configuration
 
-Outcome = Literal["accepted", "retryable", "failed", "ambiguous"]
 CONFIGURATION = "configuration"  # error_class of failures an operator must fix: they alert
 BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (alerts, stops the channel)
 
@@ -41,24 +41,28 @@ _PHONEISH = re.compile(r"\+?\d(?:[\s().-]?\d){6,}")  # 7+ digits: a number, not 
 
 @dataclass(frozen=True)
 class SendResult:
-    outcome: Outcome
+    outcome: AttemptOutcome  # one of SEND_OUTCOMES
     error_class: str | None = None
     detail: str | None = None
     provider_ref: str | None = None
     retry_after: float | None = None  # seconds the provider asked us to wait
     verdict: Verdict | None = None  # a failed result's: whose fault, which reason (never None once failed)
 
+    def __post_init__(self) -> None:
+        if self.outcome not in SEND_OUTCOMES:
+            raise ValueError(f"a send cannot end {self.outcome!r}")
+
     @classmethod
     def accepted(cls, provider_ref: str | None = None) -> SendResult:
-        return cls("accepted", provider_ref=provider_ref)
+        return cls(AttemptOutcome.ACCEPTED, provider_ref=provider_ref)
 
     @classmethod
     def retryable(cls, error_class: str, detail: str, retry_after: float | None = None) -> SendResult:
-        return cls("retryable", error_class, detail, retry_after=retry_after)
+        return cls(AttemptOutcome.RETRYABLE, error_class, detail, retry_after=retry_after)
 
     @classmethod
     def failed(cls, error_class: str, detail: str, verdict: Verdict) -> SendResult:
-        return cls("failed", error_class, detail, verdict=verdict)
+        return cls(AttemptOutcome.FAILED, error_class, detail, verdict=verdict)
 
     @classmethod
     def refused(cls, verdict: Verdict, detail: str) -> SendResult:
@@ -76,21 +80,21 @@ class SendResult:
     def ambiguous(
         cls, error_class: str, detail: str, provider_ref: str | None = None, retry_after: float | None = None
     ) -> SendResult:
-        return cls("ambiguous", error_class, detail, provider_ref, retry_after)
+        return cls(AttemptOutcome.AMBIGUOUS, error_class, detail, provider_ref, retry_after)
 
     @property
     def is_configuration_error(self) -> bool:
-        return self.outcome == "failed" and self.error_class == CONFIGURATION
+        return self.outcome is AttemptOutcome.FAILED and self.error_class == CONFIGURATION
 
     @property
     def holds_channel(self) -> bool:
         """A refusal for good that every message of the channel would meet (a sender or account fault)."""
-        return self.outcome == "failed" and self.verdict is not None and self.verdict.holds_channel
+        return self.outcome is AttemptOutcome.FAILED and self.verdict is not None and self.verdict.holds_channel
 
     @property
     def stops_channel(self) -> bool:
         """Every later send of this channel would meet the same answer: stop it and alert."""
-        return self.holds_channel or (self.outcome == "retryable" and self.error_class == BLOCKED)
+        return self.holds_channel or (self.outcome is AttemptOutcome.RETRYABLE and self.error_class == BLOCKED)
 
 
 def error_class(verdict: Verdict) -> str:

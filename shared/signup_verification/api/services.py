@@ -1,0 +1,79 @@
+"""What the composition root hands every HTTP target: functions/main.py calls each target's edge
+module as `handle(request, services)`, with the instance's Runtime as `services`.
+
+The edge needs the instance's database connection, its keyring and channel adapters (built once,
+on first use) and the configs of its own concern. `Services` names exactly that, as a protocol the
+Runtime satisfies, so the edge depends on no layer above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+import flask
+
+from . import auth, replay
+from .http import Incoming, read_request
+
+if TYPE_CHECKING:
+    from ..delivery.channels.base import Channel
+    from ..delivery.config import DispatchConfig
+    from ..operations.reconciler.config import ReconcilerConfig
+    from ..operations.signals_config import SignalsConfig
+    from ..outbox.policy import RetryPolicy
+    from ..platform.database import Database
+    from ..verifications.confirm_config import ConfirmConfig
+    from ..verifications.create import CreateConfig
+    from ..verifications.tokens import Keyring
+    from .auth import AuthConfig
+    from .delivery_reports_config import DeliveryReportsConfig
+    from .http import HttpConfig
+    from .return_url import ReturnUrlConfig
+
+
+class EdgeConfig(Protocol):
+    """The configuration the targets read (the composition root's Config has these and more)."""
+
+    @property
+    def deployment(self) -> str: ...
+    @property
+    def http(self) -> HttpConfig: ...
+    @property
+    def auth(self) -> AuthConfig: ...
+    @property
+    def create(self) -> CreateConfig: ...
+    @property
+    def confirm(self) -> ConfirmConfig: ...
+    @property
+    def return_url(self) -> ReturnUrlConfig: ...
+    @property
+    def reports(self) -> DeliveryReportsConfig: ...
+    @property
+    def dispatch(self) -> DispatchConfig: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
+    @property
+    def reconciler(self) -> ReconcilerConfig: ...
+    @property
+    def signals(self) -> SignalsConfig: ...
+
+
+class Services(Protocol):
+    @property
+    def config(self) -> EdgeConfig: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def keyring(self) -> Keyring: ...
+    @property
+    def channels(self) -> Mapping[str, Channel]: ...
+    def close_channels(self) -> None: ...
+
+
+def accept(request: flask.Request, services: Services, target: str) -> Incoming:
+    """The request read once (its body within the limit), its caller checked: in production every
+    target but confirm needs a platform identity or a signed request (docs/security.md)."""
+    incoming = read_request(request, services.config.http.max_body_bytes)
+    auth.authorize(services.config.auth, target, incoming, replay.first_use(services.db))
+    return incoming

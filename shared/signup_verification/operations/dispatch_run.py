@@ -1,0 +1,42 @@
+"""One dispatch run, closed as a reconcile run is (operations/reconciler/runner.py): the invocation
+itself (delivery/dispatcher.py), then the deployment's heartbeat (its last completed run, which
+`verifyctl status` shows) and one `event="signals"` record per channel (the absence alert reads
+them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP says QUIT); otherwise
+the next invocation reuses their connections."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from ..delivery import dispatcher
+from ..delivery.channels.base import Channel
+from ..delivery.config import DispatchConfig
+from ..outbox import heartbeats
+from ..outbox.policy import RetryPolicy
+from ..platform.database import Database
+from ..verifications.tokens import Keyring
+from . import signals
+from .signals_config import SignalsConfig
+
+
+def run(
+    db: Database,
+    config: DispatchConfig,
+    retry: RetryPolicy,
+    signals_config: SignalsConfig,
+    keyring: Keyring,
+    channels: Mapping[str, Channel],
+    *,
+    stop: threading.Event,
+    close_channels: Callable[[], None],
+    fault: dispatcher.FaultHook | None = None,
+) -> dispatcher.DispatchReport:
+    try:
+        report = dispatcher.dispatch(db, config, retry, keyring, channels, stop=stop, fault=fault)
+    finally:
+        if stop.is_set():
+            close_channels()
+    heartbeats.complete_dispatch(db, config.deployment)
+    signals.emit(db, config.deployment, source="dispatch", config=signals_config)
+    return report
