@@ -100,14 +100,15 @@ TF_DIR="$INFRA"
 
 if gcloud storage buckets describe "gs://$STATE_BUCKET" --format='value(name)' >/dev/null 2>&1; then
   step "terraform init (state: gs://$STATE_BUCKET)"
-  tf init -input=false -backend-config="bucket=$STATE_BUCKET" -backend-config="prefix=signup-verification" >/dev/null
+  tf init -input=false -backend-config="bucket=$STATE_BUCKET" -backend-config="prefix=signup-verification" >/dev/null \
+    || die "terraform init failed (the error is above): can $ACCOUNT read gs://$STATE_BUCKET?"
 elif [[ "$CHECK" == true ]]; then
   # No state yet: nothing exists, so a plan from empty state, in a copy, is the true plan.
   TF_DIR="$BUILD/check-infra"
   rm -rf "$TF_DIR" && mkdir -p "$TF_DIR" && cp "$INFRA"/*.tf "$TF_DIR"/
   printf 'terraform {\n  backend "local" {}\n}\n' >"$TF_DIR/check_override.tf"
   note "state bucket gs://$STATE_BUCKET does not exist yet (./deploy.sh creates it): planning from empty state"
-  tf init -input=false >/dev/null
+  tf init -input=false >/dev/null || die "terraform init failed (the error is above)"
 else
   # Versioned, private, in the region. Only the deployer reaches it: the build account has no
   # project-wide storage role (docs/deploy.md, "State").
@@ -116,7 +117,8 @@ else
     --uniform-bucket-level-access --public-access-prevention >/dev/null \
     || die "could not create gs://$STATE_BUCKET: set TF_STATE_BUCKET to a bucket you own"
   gcloud storage buckets update "gs://$STATE_BUCKET" --versioning >/dev/null
-  tf init -input=false -backend-config="bucket=$STATE_BUCKET" -backend-config="prefix=signup-verification" >/dev/null
+  tf init -input=false -backend-config="bucket=$STATE_BUCKET" -backend-config="prefix=signup-verification" >/dev/null \
+    || die "terraform init failed (the error is above)"
 fi
 
 # ---- the whole plan, and the checks that need it ---------------------------------------------
