@@ -12,7 +12,8 @@
 # DEPLOY_SECRET_SENDGRID_API_KEY), a generated TOKEN_KEYS, or a hidden prompt in a terminal.
 # Environment: TF_STATE_BUCKET (default PROJECT-tfstate; created when missing), DEPLOY_BUILD_DIR
 # (default build/), VERIFY_PYTHON (python with the project installed; default .venv via dev.py),
-# DEPLOY_POLL_SECONDS (image build polling, default 10).
+# DEPLOY_POLL_SECONDS (image build polling, default 10), DEPLOY_SKIP_CHECKS (e.g. "quota": those
+# preflights' failures become notes).
 #
 # Order (docs/deploy.md, "Order of operations"): 1. Cloud SQL, identities, grants, secret
 # containers, log-based metrics, the bundle and its registry, with their waits; then the secret

@@ -156,8 +156,8 @@ need = capacity["instances"] * capacity["cpu"]
 found = []
 for quota in quotas:
     name = quota.get("quotaId", "")
-    # The per-region CPU allocation quota; not GPUs, not jobs' own limits.
-    if not re.search(r"cpu", name, re.I) or re.search(r"gpu|job", name, re.I) or "region" not in quota.get("dimensions", []):
+    # The per-region CPU allocation quota (CpuAllocPerProjectRegion); not GPUs, not jobs' own limits.
+    if not re.search(r"cpu.*alloc|alloc.*cpu", name, re.I) or re.search(r"gpu|job", name, re.I) or "region" not in quota.get("dimensions", []):
         continue
     for info in quota.get("dimensionsInfos", []):
         where = info.get("dimensions", {}).get("region")

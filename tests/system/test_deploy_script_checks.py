@@ -193,3 +193,12 @@ def test_the_example_filled_in_passes_though_its_comments_keep_the_placeholders(
     world.var_file.write_text(filled)
     run = world.run("--check")
     assert run.returncode == 0, run.stderr
+
+
+def test_a_check_named_in_deploy_skip_checks_becomes_a_note(tmp_path: Path):
+    world = World(tmp_path)
+    small_quota(world)
+    world.env["DEPLOY_SKIP_CHECKS"] = "quota"
+    run = world.run("--check")
+    assert run.returncode == 0 and run.failures() == []
+    assert "skipped by DEPLOY_SKIP_CHECKS: quota: Cloud Run in europe-west1" in run.stderr
