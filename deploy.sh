@@ -1,178 +1,171 @@
 #!/usr/bin/env bash
-# Deploy signup verification to Google Cloud (docs/deploy.md walks through the first time).
+# shellcheck source-path=SCRIPTDIR
+# Deploy signup verification to Google Cloud in one run, on an empty project (docs/deploy.md).
 #
-#   ./deploy.sh          build the bundle, create/refresh the database, migrate, grant, apply all
-#   ./deploy.sh --plan   build the bundle and show the Terraform plan; changes nothing
+#   ./deploy.sh                  preflights, then everything: state bucket, database, secrets,
+#                                image, migrations, functions. Safe to interrupt and run again.
+#   ./deploy.sh --check          every preflight and the Terraform plan; changes nothing (--plan too)
+#   --secret-file SETTING=PATH   a secret's value from a file (repeatable), e.g. TWILIO_AUTH_TOKEN=t.txt
+#   --var-file PATH              the variables (default: DEPLOY_VAR_FILE, else infra/terraform.tfvars)
 #
-# Needs: gcloud (Application Default Credentials of a principal listed in `migrators`),
-# terraform >= 1.11, python3 >= 3.11; TF_STATE_BUCKET (the state bucket) and
-# infra/terraform.tfvars (or DEPLOY_VAR_FILE). Running it twice changes nothing the second time:
-# the bundle is reproducible and named by its hash, migrations skip what is applied, grants and
-# Terraform converge.
+# Secret values are taken up front: --secret-file, DEPLOY_SECRET_<SETTING> (e.g.
+# DEPLOY_SECRET_SENDGRID_API_KEY), a generated TOKEN_KEYS, or a hidden prompt in a terminal.
+# Environment: TF_STATE_BUCKET (default PROJECT-tfstate; created when missing), DEPLOY_BUILD_DIR
+# (default build/), VERIFY_PYTHON (python with the project installed; default .venv via dev.py),
+# DEPLOY_POLL_SECONDS (image build polling, default 10), DEPLOY_SKIP_CHECKS (e.g. "quota": those
+# preflights' failures become notes).
 #
-# Overridable: DEPLOY_BUILD_DIR (default: build/); VERIFY_PYTHON (python with the project
-# installed; default: .venv via dev.py); VERIFYCTL (default: "$VERIFY_PYTHON -m
-# signup_verification.cli"); MIGRATOR (database user for migrations; default: the gcloud account);
-# DEPLOY_MIGRATE_ATTEMPTS (default 6) and DEPLOY_RETRY_DELAY (first wait in seconds, default 10,
-# doubling up to 60): the migration's retries while the migrator's new IAM roles propagate.
-#
-# Phases (docs/deploy.md, "Order of operations"): 1. the database, every IAM grant, the secret
-# containers and the log-based metrics, with their waits (time_sleep in infra/waits.tf); the secrets
-# must then hold a value; 2. migrations and database grants; 3. everything else.
+# Order (docs/deploy.md, "Order of operations"): 1. Cloud SQL, identities, grants, secret
+# containers, log-based metrics, the bundle and its registry, with their waits; then the secret
+# versions and the image; 2. the migration and grant jobs, run; 3. everything else. Every step
+# converges, so a second run changes nothing and an interrupted run picks up where it stopped.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 INFRA="$ROOT/infra"
 BUILD="${DEPLOY_BUILD_DIR:-$ROOT/build}"
 BUNDLE="$BUILD/function-source.zip"
-
-die() {
-  echo "deploy.sh: $*" >&2
+PY=python3
+((BASH_VERSINFO[0] >= 4)) || {
+  echo "deploy.sh: bash 4 or newer is needed (macOS: brew install bash)" >&2
   exit 1
 }
+# shellcheck source=infra/deploy/common.sh
+source "$INFRA/deploy/common.sh"
+# shellcheck source=infra/deploy/preflight.sh
+source "$INFRA/deploy/preflight.sh"
+# shellcheck source=infra/deploy/secrets.sh
+source "$INFRA/deploy/secrets.sh"
+# shellcheck source=infra/deploy/image.sh
+source "$INFRA/deploy/image.sh"
 
-usage() {
-  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
-}
-
-PLAN_ONLY=false
-for arg in "$@"; do
-  case "$arg" in
-    --plan) PLAN_ONLY=true ;;
-    -h | --help) usage; exit 0 ;;
-    *) die "unknown argument: $arg (try --help)" ;;
+CHECK=false
+VAR_FILE="${DEPLOY_VAR_FILE:-$INFRA/terraform.tfvars}"
+while (($#)); do
+  case "$1" in
+    --check | --plan) CHECK=true ;;
+    --secret-file) (($# >= 2)) || die "--secret-file needs SETTING=PATH"; add_secret_file "$2"; shift ;;
+    --secret-file=*) add_secret_file "${1#*=}" ;;
+    --var-file) (($# >= 2)) || die "--var-file needs a path"; VAR_FILE="$2"; shift ;;
+    --var-file=*) VAR_FILE="${1#*=}" ;;
+    -h | --help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1 (try --help)" ;;
   esac
+  shift
 done
 
-# ---- preflight: fail before touching anything ---------------------------------------------
-require_tool() {
-  command -v "$1" >/dev/null 2>&1 || die "$1 is not installed or not on PATH ($2)"
-}
-require_tool gcloud "https://cloud.google.com/sdk/docs/install"
-require_tool terraform "Terraform >= 1.11: https://developer.hashicorp.com/terraform/install"
-require_tool python3 "Python >= 3.11"
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "python3 must be 3.11 or newer"
-
-[[ -n "${TF_STATE_BUCKET:-}" ]] || die "TF_STATE_BUCKET is not set (the GCS bucket that keeps Terraform state; docs/deploy.md, step 2)"
-VAR_FILE="${DEPLOY_VAR_FILE:-$INFRA/terraform.tfvars}"
-[[ -f "$VAR_FILE" ]] || die "$VAR_FILE not found: copy infra/terraform.tfvars.example and fill it in"
-VAR_FILE="$(cd "$(dirname "$VAR_FILE")" && pwd)/$(basename "$VAR_FILE")"
-# The example's placeholders plan fine but fail when applied (no such principal or project).
-if sed 's/#.*//' "$VAR_FILE" | grep -Eq '@example\.com|"my-signup-prod"'; then
-  die "$VAR_FILE still holds example values (@example.com, my-signup-prod): replace them (docs/deploy.md, step 4)"
+# ---- preflight: local, then the project; nothing has changed yet ----------------------------
+check_tools
+report_failures
+[[ -f "$VAR_FILE" ]] && VAR_FILE="$(cd "$(dirname "$VAR_FILE")" && pwd)/$(basename "$VAR_FILE")"
+PROJECT="" REGION="" PUBLIC_ACCESS=""
+if [[ -f "$VAR_FILE" ]]; then
+  PROJECT="$(var_setting project_id)"
+  REGION="$(var_setting region)"
+  PUBLIC_ACCESS="$(var_setting public_access)"
 fi
+REGION="${REGION:-europe-west1}"
+PUBLIC_ACCESS="${PUBLIC_ACCESS:-invoker_iam_disabled}"
+check_var_file
+check_auth
+report_failures
 
-gcloud auth application-default print-access-token >/dev/null 2>&1 \
-  || die "no Application Default Credentials: run 'gcloud auth application-default login'"
+if [[ "$CHECK" == false ]]; then
+  # What Terraform and the checks below call first (Terraform enables the rest, infra/apis.tf).
+  step "enabling the APIs the checks and Terraform start with"
+  gcloud services enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com \
+    cloudbilling.googleapis.com orgpolicy.googleapis.com cloudquotas.googleapis.com \
+    --project="$PROJECT" >/dev/null || die "could not enable the first APIs on $PROJECT: is billing linked, and are you Owner?"
+fi
+check_project
+report_failures
+check_org_policies
+check_migration_path
+check_signup_site
+report_failures
 
 if [[ -z "${VERIFY_PYTHON:-}" ]]; then
-  python3 "$ROOT/dev.py" setup
+  python3 "$ROOT/dev.py" setup >&2
   VERIFY_PYTHON="$ROOT/.venv/bin/python"
 fi
 read -r -a VERIFYCTL_CMD <<<"${VERIFYCTL:-$VERIFY_PYTHON -m signup_verification.cli}"
 
-tf() {
-  terraform -chdir="$INFRA" "$@"
-}
-
-# The items of a JSON list, or the values of a JSON object, one per line (terraform output -json).
-json_items() {
-  "$VERIFY_PYTHON" -c 'import json, sys
-value = json.loads(sys.argv[1])
-print("\n".join(value.values() if isinstance(value, dict) else value))' "$1"
-}
-
-# A command that may fail only until new IAM grants propagate: bounded retries, doubling waits.
-retry_while_iam_propagates() {
-  local what="$1" attempts="${DEPLOY_MIGRATE_ATTEMPTS:-6}" delay="${DEPLOY_RETRY_DELAY:-10}" attempt=1
-  shift
-  until "$@"; do
-    if ((attempt >= attempts)); then
-      die "$what failed $attempts times; if it is a permission error, check the migrator's roles (docs/deploy.md, recovery)"
-    fi
-    echo "==> $what failed (attempt $attempt of $attempts): new IAM roles may still be propagating; retrying in ${delay}s" >&2
-    sleep "$delay"
-    attempt=$((attempt + 1))
-    delay=$((delay * 2 > 60 ? 60 : delay * 2))
-  done
-}
-
-# ---- 1. the bundle ------------------------------------------------------------------------
-echo "==> building the function bundle"
-"$VERIFY_PYTHON" "$ROOT/tools/build_bundle.py" --out "$BUNDLE"
+# ---- the bundle, and Terraform's state -------------------------------------------------------
+step "building the function bundle"
+mkdir -p "$BUILD"
+BUNDLE_SHA="$("$VERIFY_PYTHON" "$ROOT/tools/build_bundle.py" --out "$BUNDLE" | awk '{print $2}')"
+[[ -n "$BUNDLE_SHA" ]] || die "tools/build_bundle.py printed no hash"
 TF_VARS=(-input=false "-var-file=$VAR_FILE" "-var=source_archive=$BUNDLE")
+STATE_BUCKET="${TF_STATE_BUCKET:-$PROJECT-tfstate}"
+TF_DIR="$INFRA"
 
-# ---- 2. terraform init --------------------------------------------------------------------
-echo "==> terraform init"
-tf init -input=false -backend-config="bucket=$TF_STATE_BUCKET" -backend-config="prefix=signup-verification"
+if gcloud storage buckets describe "gs://$STATE_BUCKET" --format='value(name)' >/dev/null 2>&1; then
+  step "terraform init (state: gs://$STATE_BUCKET)"
+  tf init -input=false -backend-config="bucket=$STATE_BUCKET" -backend-config="prefix=signup-verification" >/dev/null \
+    || die "terraform init failed (the error is above): can $ACCOUNT read gs://$STATE_BUCKET?"
+elif [[ "$CHECK" == true ]]; then
+  # No state yet: nothing exists, so a plan from empty state, in a copy, is the true plan.
+  TF_DIR="$BUILD/check-infra"
+  rm -rf "$TF_DIR" && mkdir -p "$TF_DIR" && cp "$INFRA"/*.tf "$TF_DIR"/
+  printf 'terraform {\n  backend "local" {}\n}\n' >"$TF_DIR/check_override.tf"
+  note "state bucket gs://$STATE_BUCKET does not exist yet (./deploy.sh creates it): planning from empty state"
+  tf init -input=false >/dev/null || die "terraform init failed (the error is above)"
+else
+  # Versioned, private, in the region. Only the deployer reaches it: the build account has no
+  # project-wide storage role (docs/deploy.md, "State").
+  step "creating the state bucket gs://$STATE_BUCKET"
+  gcloud storage buckets create "gs://$STATE_BUCKET" --project="$PROJECT" --location="$REGION" \
+    --uniform-bucket-level-access --public-access-prevention >/dev/null \
+    || die "could not create gs://$STATE_BUCKET: set TF_STATE_BUCKET to a bucket you own"
+  gcloud storage buckets update "gs://$STATE_BUCKET" --versioning >/dev/null
+  tf init -input=false -backend-config="bucket=$STATE_BUCKET" -backend-config="prefix=signup-verification" >/dev/null \
+    || die "terraform init failed (the error is above)"
+fi
 
-if [[ "$PLAN_ONLY" == true ]]; then
-  echo "==> terraform plan (--plan: nothing is applied)"
-  tf plan "${TF_VARS[@]}" -out="$BUILD/tfplan"
+# ---- the whole plan, and the checks that need it ---------------------------------------------
+step "terraform plan (everything this run would change)"
+tf_plan "$BUILD/tfplan"
+WHOLE_PLAN_CHANGES="$PLAN_CHANGES"
+REQUIRED_SECRETS="$(plan_output "$BUILD/tfplan" required_secrets)"
+collect_secrets "$REQUIRED_SECRETS" "$([[ "$CHECK" == true ]] && echo check || echo run)"
+check_quotas "$(plan_output "$BUILD/tfplan" run_capacity)"
+report_failures
+
+if [[ "$CHECK" == true ]]; then
+  echo "deploy.sh --check: every preflight passed; the plan is above; nothing was changed"
   exit 0
 fi
 
-# ---- 3. the database first: migrations run before new code is deployed ---------------------
-# On the first deploy the instance does not exist yet; afterwards this plan is empty. The same
-# phase makes every IAM grant, the secret containers and the log-based metrics, and waits for them
-# (infra/waits.tf) while Cloud SQL is being created, so that the last phase finds them usable.
-echo "==> database, IAM grants, secret containers and log-based metrics"
-tf plan "${TF_VARS[@]}" -out="$BUILD/database.tfplan" \
-  -target=google_sql_database.main -target=google_sql_user.function -target=google_sql_user.migrator \
-  -target=google_project_iam_member.migrator -target=google_secret_manager_secret.secret \
-  -target=time_sleep.iam_grants -target=time_sleep.metrics
-tf apply -input=false "$BUILD/database.tfplan"
-
-# The functions start with their secrets injected: a secret without a value fails the deploy.
-PROJECT="$(tf output -raw project_id)"
-SECRETS_JSON="$(tf output -json secrets)"
-SECRET_IDS="$(json_items "$SECRETS_JSON")"
-MISSING=()
-while read -r secret; do
-  [[ -z "$secret" ]] && continue
-  version="$(gcloud secrets versions list "$secret" --project="$PROJECT" --filter=state:ENABLED --limit=1 --format='value(name)')"
-  [[ -n "$version" ]] || MISSING+=("$secret")
-done <<<"$SECRET_IDS"
-if ((${#MISSING[@]})); then
-  die "secret(s) without an enabled version: ${MISSING[*]}; add the values (docs/deploy.md, step 5), then run ./deploy.sh again"
+# ---- 1. the database and everything the image, the jobs and the functions stand on ----------
+PHASE1=(
+  -target=google_sql_database.main -target=google_sql_user.function -target=google_sql_user.migrator
+  -target=google_secret_manager_secret.secret -target=google_secret_manager_secret_iam_member.function
+  -target=google_storage_bucket_object.source -target=google_storage_bucket_iam_member.build_reads_source
+  -target=google_artifact_registry_repository_iam_member.build_push -target=google_project_iam_member.build_logs
+  -target=google_project_iam_member.database_client -target=time_sleep.iam_grants -target=time_sleep.metrics
+)
+if [[ "$WHOLE_PLAN_CHANGES" == true ]]; then
+  step "1. database, identities, grants, secret containers, metrics, bundle (first run: ~15 min)"
+  tf_plan "$BUILD/phase1.tfplan" "${PHASE1[@]}"
+  if [[ "$PLAN_CHANGES" == true ]]; then tf apply -input=false "$BUILD/phase1.tfplan" || apply_failed "phase 1"; fi
 fi
+add_secret_versions
+ensure_image "$(tf output -json build)" "$(tf output -raw image)"
 
-INSTANCE_CONNECTION_NAME="$(tf output -raw instance_connection_name)"
-DB_NAME="$(tf output -raw database_name)"
-MIGRATOR="${MIGRATOR:-$(gcloud config get-value account 2>/dev/null)}"
-[[ -n "$MIGRATOR" ]] || die "no migrator identity: set MIGRATOR or run 'gcloud auth login'"
-export INSTANCE_CONNECTION_NAME DB_NAME
-export DB_USER="$MIGRATOR" ENVIRONMENT=production
+# ---- 2. migrations and database grants, inside Google Cloud, before new code ------------------
+if [[ "$WHOLE_PLAN_CHANGES" == true ]]; then
+  step "2. the migration and grant jobs"
+  tf_plan "$BUILD/phase2.tfplan" -target=google_cloud_run_v2_job.schema
+  if [[ "$PLAN_CHANGES" == true ]]; then tf apply -input=false "$BUILD/phase2.tfplan" || apply_failed "phase 2"; fi
+  run_schema_jobs "$(tf output -json schema_jobs)"
 
-echo "==> migrations on $INSTANCE_CONNECTION_NAME as $DB_USER"
-retry_while_iam_propagates "migrations" "${VERIFYCTL_CMD[@]}" migrate
-
-echo "==> database privileges of the functions"
-WRITERS_JSON="$(tf output -json database_writers)"
-READERS_JSON="$(tf output -json database_readers)"
-GRANT_ARGS="$("$VERIFY_PYTHON" -c 'import json, sys
-writers, readers = (json.loads(arg) for arg in sys.argv[1:])
-print("\n".join(["--writer=" + u for u in writers] + ["--reader=" + u for u in readers]))' \
-  "$WRITERS_JSON" "$READERS_JSON")"
-mapfile -t GRANTS <<<"$GRANT_ARGS"
-"${VERIFYCTL_CMD[@]}" grant "${GRANTS[@]}"
-
-# ---- 4. everything else -------------------------------------------------------------------
-echo "==> terraform plan and apply"
-tf plan "${TF_VARS[@]}" -out="$BUILD/tfplan"
-tf apply -input=false "$BUILD/tfplan"
-
-# confirm_public_access = "invoker_iam_check_disabled": public without an allUsers binding (Domain
-# Restricted Sharing). The Cloud Functions API has no field for it, so it is set on the function's
-# Cloud Run service, again on every deploy in case a function update reset it.
-REGION="$(tf output -raw region)"
-UNCHECKED_JSON="$(tf output -json services_without_invoker_iam_check)"
-UNCHECKED="$(json_items "$UNCHECKED_JSON")"
-while read -r service; do
-  [[ -z "$service" ]] && continue
-  echo "==> turning off the Cloud Run invoker IAM check of $service (public page)"
-  gcloud run services update "$service" --project="$PROJECT" --region="$REGION" --no-invoker-iam-check --quiet
-done <<<"$UNCHECKED"
+  # ---- 3. everything else ------------------------------------------------------------------
+  step "3. functions, invokers, scheduler jobs, alerts, dashboard"
+  tf_plan "$BUILD/tfplan"
+  if [[ "$PLAN_CHANGES" == true ]]; then tf apply -input=false "$BUILD/tfplan" || apply_failed "phase 3"; fi
+else
+  step "nothing to change: the plan is empty, every secret has a value, the image exists"
+fi
 
 echo "==> done. Endpoints:"
 tf output function_urls

@@ -1,30 +1,78 @@
 # The pages. Each says what it means and what to look at first (the runbook is docs/deploy.md).
 # Each waits for the log-based metrics it watches to be visible to Cloud Monitoring (waits.tf).
+# Every threshold page has the same shape, so they are one map (local.threshold_alerts, with
+# entries from reports.tf and webhooks.tf); the absence page is the one of another shape.
 locals {
   metric_type = { for k, m in google_logging_metric.signal : k => "logging.googleapis.com/user/${m.name}" }
   run_filter  = "resource.type=\"cloud_run_revision\""
+  # A page that fires on any record counting a condition in the last 5 minutes.
+  any_record = { threshold = 0, duration = "0s", period = "300s", aligner = "ALIGN_SUM", reducer = "REDUCE_SUM" }
+  # A page on the p99 of an age over one minute, held for a minute.
+  age_over = { duration = "60s", period = "60s", aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX" }
+
+  threshold_alerts = merge(
+    {
+      oldest_ready = merge(local.age_over, {
+        display_name = "${var.name}: verification waiting > ${var.oldest_ready_threshold_seconds}s"
+        severity     = "CRITICAL"
+        condition    = "oldest eligible intent age by channel"
+        # webhook events page on their own threshold and text (webhooks.tf): a receiver outage is not people waiting
+        filter    = "metric.type=\"${local.metric_type["oldest_ready_seconds"]}\" AND ${local.run_filter} AND metric.label.channel != \"webhook\""
+        threshold = var.oldest_ready_threshold_seconds
+        group_by  = ["metric.label.channel", "metric.label.deployment"]
+        text      = "Eligible verification messages of one channel are waiting longer than ${var.oldest_ready_threshold_seconds}s: people are not getting their link or code. Check, in order: the dispatch function's logs and errors, the ready count (growing = arrivals outpace sends), delivery attempts by outcome (provider rejecting?), the reconciler watermark. docs/deploy.md, Runbook."
+      })
+      watermark_stale = merge(local.age_over, {
+        display_name = "${var.name}: reconciler watermark older than ${var.watermark_stale_threshold_seconds}s"
+        severity     = "ERROR"
+        condition    = "reconciler watermark age"
+        filter       = "metric.type=\"${local.metric_type["reconciler_watermark_age_seconds"]}\" AND ${local.run_filter}"
+        threshold    = var.watermark_stale_threshold_seconds
+        group_by     = ["metric.label.deployment"]
+        text         = "The reconciler has not completed a sweep for ${var.watermark_stale_threshold_seconds}s: expired leases are not recovered and ambiguous attempts are not settled. Check the reconcile function's logs (timeouts, statement timeouts, lock waits)."
+      })
+      oscillation = merge(local.any_record, {
+        display_name = "${var.name}: deliveries oscillating between ambiguous and retry"
+        severity     = "WARNING"
+        condition    = "records reporting oscillating intents"
+        filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.oscillating_records.name}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.channel", "metric.label.deployment"]
+        text         = "Some deliveries keep ending with an unknown outcome and being retried: the provider is timing out after (perhaps) accepting, so people may receive duplicates. Check the provider's status page and delivery attempts by outcome; consider switching the channel's ambiguity policy to hold."
+      })
+      sms_budget = merge(local.any_record, {
+        display_name = "${var.name}: SMS budget spent, SMS sends paused"
+        severity     = "CRITICAL"
+        condition    = "records reporting the SMS budget spent"
+        filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_paused_records.name}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.deployment"]
+        text         = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour."
+      })
+    },
+    local.report_alerts,
+    local.webhook_alerts,
+  )
 }
 
-resource "google_monitoring_alert_policy" "oldest_ready" {
-  display_name          = "${var.name}: verification waiting > ${var.oldest_ready_threshold_seconds}s"
+resource "google_monitoring_alert_policy" "threshold" {
+  for_each              = local.threshold_alerts
+  display_name          = each.value.display_name
   combiner              = "OR"
-  severity              = "CRITICAL"
+  severity              = each.value.severity
   notification_channels = var.notification_channels
   depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
-    display_name = "oldest eligible intent age by channel"
+    display_name = each.value.condition
     condition_threshold {
-      # webhook events page on their own threshold and text (webhooks.tf): a receiver outage is not people waiting
-      filter          = "metric.type=\"${local.metric_type["oldest_ready_seconds"]}\" AND ${local.run_filter} AND metric.label.channel != \"webhook\""
+      filter          = each.value.filter
       comparison      = "COMPARISON_GT"
-      threshold_value = var.oldest_ready_threshold_seconds
-      duration        = "60s"
+      threshold_value = each.value.threshold
+      duration        = each.value.duration
       aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_PERCENTILE_99"
-        cross_series_reducer = "REDUCE_MAX"
-        group_by_fields      = ["metric.label.channel", "metric.label.deployment"]
+        alignment_period     = each.value.period
+        per_series_aligner   = each.value.aligner
+        cross_series_reducer = each.value.reducer
+        group_by_fields      = each.value.group_by
       }
       trigger {
         count = 1
@@ -34,7 +82,7 @@ resource "google_monitoring_alert_policy" "oldest_ready" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "Eligible verification messages of one channel are waiting longer than ${var.oldest_ready_threshold_seconds}s: people are not getting their link or code. Check, in order: the dispatch function's logs and errors, the ready count (growing = arrivals outpace sends), delivery attempts by outcome (provider rejecting?), the reconciler watermark. docs/deploy.md, Runbook."
+    content   = each.value.text
   }
 }
 
@@ -68,98 +116,20 @@ resource "google_monitoring_alert_policy" "signals_absent" {
   }
 }
 
-resource "google_monitoring_alert_policy" "watermark_stale" {
-  display_name          = "${var.name}: reconciler watermark older than ${var.watermark_stale_threshold_seconds}s"
-  combiner              = "OR"
-  severity              = "ERROR"
-  notification_channels = var.notification_channels
-  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
-
-  conditions {
-    display_name = "reconciler watermark age"
-    condition_threshold {
-      filter          = "metric.type=\"${local.metric_type["reconciler_watermark_age_seconds"]}\" AND ${local.run_filter}"
-      comparison      = "COMPARISON_GT"
-      threshold_value = var.watermark_stale_threshold_seconds
-      duration        = "60s"
-      aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_PERCENTILE_99"
-        cross_series_reducer = "REDUCE_MAX"
-        group_by_fields      = ["metric.label.deployment"]
-      }
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = "The reconciler has not completed a sweep for ${var.watermark_stale_threshold_seconds}s: expired leases are not recovered and ambiguous attempts are not settled. Check the reconcile function's logs (timeouts, statement timeouts, lock waits)."
-  }
+# The pages were one resource each before the map: keep them, do not recreate them.
+moved {
+  from = google_monitoring_alert_policy.oldest_ready
+  to   = google_monitoring_alert_policy.threshold["oldest_ready"]
 }
-
-resource "google_monitoring_alert_policy" "oscillation" {
-  display_name          = "${var.name}: deliveries oscillating between ambiguous and retry"
-  combiner              = "OR"
-  severity              = "WARNING"
-  notification_channels = var.notification_channels
-  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
-
-  conditions {
-    display_name = "records reporting oscillating intents"
-    condition_threshold {
-      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.oscillating_records.name}\" AND ${local.run_filter}"
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.channel", "metric.label.deployment"]
-      }
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = "Some deliveries keep ending with an unknown outcome and being retried: the provider is timing out after (perhaps) accepting, so people may receive duplicates. Check the provider's status page and delivery attempts by outcome; consider switching the channel's ambiguity policy to hold."
-  }
+moved {
+  from = google_monitoring_alert_policy.watermark_stale
+  to   = google_monitoring_alert_policy.threshold["watermark_stale"]
 }
-
-resource "google_monitoring_alert_policy" "sms_budget" {
-  display_name          = "${var.name}: SMS budget spent, SMS sends paused"
-  combiner              = "OR"
-  severity              = "CRITICAL"
-  notification_channels = var.notification_channels
-  depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
-
-  conditions {
-    display_name = "records reporting the SMS budget spent"
-    condition_threshold {
-      filter          = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_paused_records.name}\" AND ${local.run_filter}"
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.deployment"]
-      }
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    content   = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour."
-  }
+moved {
+  from = google_monitoring_alert_policy.oscillation
+  to   = google_monitoring_alert_policy.threshold["oscillation"]
+}
+moved {
+  from = google_monitoring_alert_policy.sms_budget
+  to   = google_monitoring_alert_policy.threshold["sms_budget"]
 }

@@ -1,8 +1,8 @@
+# deploy.sh enables serviceusage and cloudresourcemanager itself, before Terraform needs them.
 resource "google_project_service" "api" {
   for_each = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
-    "cloudfunctions.googleapis.com",
     "cloudscheduler.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",

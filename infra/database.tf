@@ -1,10 +1,14 @@
 # Cloud SQL for PostgreSQL 16. Reached only through the Cloud SQL connectors (mTLS with ephemeral
 # certificates) with IAM database authentication: no password exists for any application user.
+locals {
+  instance_name = "${var.name}-pg" # named before it exists: the IAM conditions (service_accounts.tf) name it
+}
+
 resource "google_sql_database_instance" "main" {
   #checkov:skip=CKV_GCP_79:PostgreSQL 16 is the version the service is built and tested against (the embedded test server is 16); a major upgrade is a deliberate, tested change.
   #checkov:skip=CKV_GCP_60:The public IP has no authorized networks and connector_enforcement=REQUIRED: only the Cloud SQL connectors (mTLS + IAM) can reach it. A private IP would need a VPC, Direct VPC egress on every function and a bastion for migrations (docs/deploy.md, "Private IP instead").
   #checkov:skip=CKV2_GCP_13:log_duration is off on purpose: one log line per statement at our query rate costs more than it tells; Query Insights records latency instead.
-  name                = "${var.name}-pg"
+  name                = local.instance_name
   database_version    = "POSTGRES_16"
   region              = var.region
   deletion_protection = true
@@ -97,9 +101,17 @@ resource "google_sql_database_instance" "main" {
       name  = "log_hostname"
       value = "on"
     }
+    # pgAudit (sql/020_pgaudit.sql creates the extension): one AUDIT record per schema change
+    # (ddl) and per role or privilege change (role: GRANT, REVOKE, CREATE/ALTER ROLE), the two
+    # classes an auditor asks about. Not read or write: those would log every statement, and the
+    # statements name destinations (personal data). pgaudit.log_parameter stays off (its default).
     database_flags {
       name  = "cloudsql.enable_pgaudit"
       value = "on"
+    }
+    database_flags {
+      name  = "pgaudit.log"
+      value = "ddl,role"
     }
   }
 
@@ -124,14 +136,14 @@ resource "google_sql_user" "function" {
   name     = trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")
   instance = google_sql_database_instance.main.name
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
-  # Table privileges come from `verifyctl grant` (deploy.sh) once the migrations created the tables.
+  # Table privileges come from the grant job (migrations.tf) once the migrations created the tables.
 }
 
+# The migration job's identity (migrations.tf). cloudsqlsuperuser owns the database's public
+# schema: migrations create tables there, and create the pgaudit extension.
 resource "google_sql_user" "migrator" {
-  for_each = toset(var.migrators)
-  name     = startswith(each.value, "serviceAccount:") ? trimsuffix(trimprefix(each.value, "serviceAccount:"), ".gserviceaccount.com") : trimprefix(each.value, "user:")
-  instance = google_sql_database_instance.main.name
-  type     = startswith(each.value, "serviceAccount:") ? "CLOUD_IAM_SERVICE_ACCOUNT" : "CLOUD_IAM_USER"
-  # cloudsqlsuperuser owns the database's public schema: migrations create tables there.
+  name           = trimsuffix(google_service_account.migrator.email, ".gserviceaccount.com")
+  instance       = google_sql_database_instance.main.name
+  type           = "CLOUD_IAM_SERVICE_ACCOUNT"
   database_roles = ["cloudsqlsuperuser"]
 }

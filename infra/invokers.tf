@@ -1,35 +1,31 @@
-# Who may call which function: a gen2 function is a Cloud Run service, so invocation is
-# roles/run.invoker on that service.
+# Who may call which function: invocation is roles/run.invoker on the function's Cloud Run
+# service. The private targets keep Cloud Run's invoker check, so a request without a token of one
+# of these identities never reaches the code.
 locals {
   private_invokers = merge(
-    { "create/signup-site" = { function = "create", member = "serviceAccount:${var.signup_site_service_account}" } },
+    { "create/signup-site" = { function = "create", member = "serviceAccount:${local.signup_site_email}" } },
     { for key in local.scheduled : "${key}/scheduler" => { function = key, member = google_service_account.scheduler.member } },
     { for m in var.operators : "status/${m}" => { function = "status", member = m } },
   )
+  public_functions = [for key, spec in local.function_specs : key if spec.public]
 }
 
 resource "google_cloud_run_v2_service_iam_member" "invoker" {
   for_each = local.private_invokers
   location = var.region
-  name     = google_cloudfunctions2_function.function[each.value.function].name
+  name     = google_cloud_run_v2_service.function[each.value.function].name
   role     = "roles/run.invoker"
   member   = each.value.member
 }
 
-# Under Domain Restricted Sharing this binding is refused: var.confirm_public_access selects the
-# invoker-check-off alternative, which deploy.sh applies to the services listed in the output
-# services_without_invoker_iam_check.
-resource "google_cloud_run_v2_service_iam_member" "confirm_public" {
-  count = var.confirm_public_access == "allUsers" ? 1 : 0
-  #checkov:skip=CKV_GCP_102:confirm_verification is the page the emailed link opens: any browser must reach it without a Google identity. The token in the link is the credential (single use, 10 min, HMAC-checked); GET only renders a form, POST consumes.
+# Only with public_access = "allUsers" (organisations without Domain Restricted Sharing that
+# enforce run.managed.requireInvokerIam): the default turns the public services' invoker check
+# off instead (services.tf) and binds nothing here.
+resource "google_cloud_run_v2_service_iam_member" "public" {
+  for_each = toset(var.public_access == "allUsers" ? local.public_functions : [])
+  #checkov:skip=CKV_GCP_102:confirm is the page the emailed link opens and reports receives SendGrid's and Twilio's webhooks: their callers have no Google identity. The link's token (single use, 10 min, HMAC-checked) and the providers' signatures are their guards.
   location = var.region
-  name     = google_cloudfunctions2_function.function["confirm"].name
+  name     = google_cloud_run_v2_service.function[each.value].name
   role     = "roles/run.invoker"
   member   = "allUsers"
-}
-
-# The binding was a single resource before confirm_public_access: keep it, do not recreate it.
-moved {
-  from = google_cloud_run_v2_service_iam_member.confirm_public
-  to   = google_cloud_run_v2_service_iam_member.confirm_public[0]
 }

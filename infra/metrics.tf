@@ -36,7 +36,7 @@ locals {
       bounds      = local.age_bounds
       description = "Time since the reconciler last completed a sweep."
     }
-    oldest_awaiting_report_seconds = { # issue 13
+    oldest_awaiting_report_seconds = {
       field       = "oldest_awaiting_report_seconds"
       unit        = "s"
       bounds      = local.age_bounds
@@ -138,7 +138,7 @@ resource "google_logging_metric" "oscillating_records" {
   depends_on       = [google_project_service.api]
 }
 
-# Records that report the global SMS budget spent (SMS_MAX_PER_HOUR, issue 15): SMS sends paused.
+# Records that report the global SMS budget spent (SMS_MAX_PER_HOUR): SMS sends paused.
 resource "google_logging_metric" "sms_budget_paused_records" {
   name        = "${var.name}/sms_budget_paused_records"
   description = "Signal records with sms_budget_paused = true: the hourly SMS budget is spent and SMS sends are paused (SMS pumping?)."

@@ -1,10 +1,10 @@
-# Secret containers only. Values are added out of band (docs/deploy.md, step 5):
-#   verifyctl new-key | gcloud secrets versions add verify-token-keys --data-file=-
-# so no secret value is ever in a .tf file, a plan or the Terraform state.
+# Secret containers only. deploy.sh adds the values as versions (taken up front: a prompt, an
+# environment variable or a file; TOKEN_KEYS generated), piped to gcloud on stdin, so no secret
+# value is ever in a .tf file, a plan, the Terraform state, a command line or a log.
 resource "google_secret_manager_secret" "secret" {
   for_each  = local.enabled_secrets
-  secret_id = "${var.name}-${replace(each.key, "_", "-")}"
-  labels    = { service = "signup-verification", setting = lower(local.secret_env[each.key]) }
+  secret_id = local.secret_ids[each.key]
+  labels    = merge(local.labels, { setting = lower(local.secret_env[each.key]) })
 
   replication {
     user_managed {

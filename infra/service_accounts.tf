@@ -1,4 +1,5 @@
-# One identity per function, each with only what it needs; plus the scheduler's and the builder's.
+# One identity per function, each with only what it needs; plus the scheduler's, the builder's,
+# the migrator's and (unless var.signup_site_service_account names one) the signup site's.
 
 resource "google_service_account" "function" {
   for_each     = local.function_specs
@@ -15,41 +16,58 @@ resource "google_service_account" "scheduler" {
 
 resource "google_service_account" "build" {
   account_id   = "${var.name}-build"
-  display_name = "signup verification: Cloud Build for the functions"
+  display_name = "signup verification: Cloud Build of the functions' image"
+  depends_on   = [google_project_service.api]
+}
+
+# Runs the migrations and the database grants (migrations.tf): the owner of every table, always
+# the same identity, so a later migration can alter what an earlier one created.
+resource "google_service_account" "migrator" {
+  account_id   = "${var.name}-migrator"
+  display_name = "signup verification: database migrations and grants (Cloud Run job)"
+  depends_on   = [google_project_service.api]
+}
+
+resource "google_service_account" "signup_site" {
+  count        = var.signup_site_service_account == "" ? 1 : 0
+  account_id   = "${var.name}-signup-site"
+  display_name = "signup verification: the signup site, sole caller of create_verification"
   depends_on   = [google_project_service.api]
 }
 
 locals {
-  # Project-level roles of every function: connect to Cloud SQL, log in as an IAM database user,
-  # write logs. Secret access is granted per secret (secrets.tf), invocation per function (invokers.tf).
-  function_project_roles = ["roles/cloudsql.client", "roles/cloudsql.instanceUser", "roles/logging.logWriter"]
-  function_role_pairs = merge([
-    for key in keys(local.function_specs) : { for role in local.function_project_roles : "${key}/${role}" => { function = key, role = role } }
+  signup_site_email = var.signup_site_service_account != "" ? var.signup_site_service_account : google_service_account.signup_site[0].email
+
+  # Who connects to the database: each function and the migrator, with Cloud SQL's client and IAM
+  # login roles bound to this instance only (an IAM condition), so no identity here can reach
+  # another instance in the project. Logs need no role: Cloud Run collects stdout itself.
+  database_clients = merge(
+    { for key in keys(local.function_specs) : key => google_service_account.function[key].member },
+    { migrator = google_service_account.migrator.member },
+  )
+  database_client_grants = merge([
+    for who, member in local.database_clients : {
+      for role in ["roles/cloudsql.client", "roles/cloudsql.instanceUser"] : "${who}/${role}" => { member = member, role = role }
+    }
   ]...)
 }
 
-resource "google_project_iam_member" "function" {
-  for_each = local.function_role_pairs
-  project  = var.project_id
-  role     = each.value.role
-  member   = google_service_account.function[each.value.function].member
-}
-
-# What Google documents for a custom build account of a function deployed from a bucket
-# (Cloud Run, "build service account"): logging.logWriter for build logs, artifactregistry.writer
-# for the image, storage.objectAdmin (project-wide) for the source, which the build reads from our
-# bucket or from the copy Cloud Functions keeps in its own gcf-v2-sources bucket in this project.
-# The provider's cloudfunctions2 basic builder example grants the same. Functions wait (waits.tf).
-resource "google_project_iam_member" "build" {
-  for_each = toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"])
-  project  = var.project_id
-  role     = each.value
-  member   = google_service_account.build.member
-}
-
-resource "google_project_iam_member" "migrator" {
-  for_each = { for pair in setproduct(var.migrators, ["roles/cloudsql.client", "roles/cloudsql.instanceUser"]) : "${pair[0]}/${pair[1]}" => { member = pair[0], role = pair[1] } }
+resource "google_project_iam_member" "database_client" {
+  for_each = local.database_client_grants
   project  = var.project_id
   role     = each.value.role
   member   = each.value.member
+  condition {
+    title       = "only ${local.instance_name}"
+    description = "The service's own Cloud SQL instance"
+    expression  = "resource.name == 'projects/${var.project_id}/instances/${local.instance_name}' && resource.type == 'sqladmin.googleapis.com/Instance'"
+  }
+}
+
+# Cloud Build writes the build's log to Cloud Logging as the build account (the build config's
+# CLOUD_LOGGING_ONLY). Its storage and registry rights are per resource: source.tf and image.tf.
+resource "google_project_iam_member" "build_logs" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.build.member
 }

@@ -1,5 +1,5 @@
 # The bundle from tools/build_bundle.py, stored under its content hash: a new bundle is a new
-# object (and a new build); the same bundle is the same object (and no change at all).
+# object (and a new image); the same bundle is the same object (and no change at all).
 resource "google_storage_bucket" "source" {
   #checkov:skip=CKV_GCP_62:Access logs of a bucket that only Cloud Build reads add nothing: Cloud Audit Logs already record who changed an object.
   name                        = "${var.project_id}-${var.name}-function-source"
@@ -7,6 +7,7 @@ resource "google_storage_bucket" "source" {
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
   force_destroy               = false
+  labels                      = local.labels
 
   versioning {
     enabled = true
@@ -14,7 +15,7 @@ resource "google_storage_bucket" "source" {
 
   # A new bundle is a new object name, so terraform deletes the previous object, which the
   # versioning keeps as a noncurrent version: roll back by restoring it. Noncurrent bundles go
-  # 30 days after they were replaced; the live bundle (what the functions run) never expires.
+  # 30 days after they were replaced; the live bundle (what the image was built from) never expires.
   # (A rule's conditions are ANDed: age + num_newer_versions never matched a hash-named object,
   # which never gets a newer version.)
   lifecycle_rule {
@@ -31,7 +32,14 @@ resource "google_storage_bucket" "source" {
 }
 
 resource "google_storage_bucket_object" "source" {
-  name   = "function-source-${filesha256(var.source_archive)}.zip"
+  name   = "function-source-${local.bundle_sha}.zip"
   bucket = google_storage_bucket.source.name
   source = var.source_archive
+}
+
+# The build reads the bundle, and nothing else in Cloud Storage.
+resource "google_storage_bucket_iam_member" "build_reads_source" {
+  bucket = google_storage_bucket.source.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.build.member
 }

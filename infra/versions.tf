@@ -3,7 +3,8 @@ terraform {
   required_version = ">= 1.11"
 
   required_providers {
-    # 7.18: google_sql_user.database_roles (database.tf). Planned with 7.45.0 (docs/deploy.md).
+    # 7.18: google_sql_user.database_roles (database.tf); google_cloud_run_v2_service has
+    # invoker_iam_disabled and build_config from earlier 6.x releases. Planned with 7.45.0.
     google = {
       source  = "hashicorp/google"
       version = ">= 7.18, < 8.0"
@@ -15,7 +16,7 @@ terraform {
     }
   }
 
-  # Keep state in a bucket, not on a laptop (created once by hand, see docs/deploy.md):
+  # State lives in a bucket that deploy.sh creates if it is missing (TF_STATE_BUCKET, docs/deploy.md):
   # terraform init -backend-config="bucket=PROJECT-tfstate" -backend-config="prefix=signup-verification"
   backend "gcs" {}
 }

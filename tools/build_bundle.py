@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the Cloud Functions source bundle: what Cloud Build installs and runs for every target.
+"""Build the functions' source bundle: what Cloud Build turns into the image every target runs.
 
     .venv/bin/python tools/build_bundle.py [--out build/function-source.zip]
 
@@ -11,11 +11,11 @@ never reach production. The archive is
 byte-for-byte reproducible (sorted entries, fixed timestamps), so its SHA-256 names the bucket
 object and an unchanged tree redeploys nothing. Prints `<path> <sha256>`.
 
-Bytecode ships with the source (issue 18, cold start): every module compiled by this interpreter into
+Bytecode ships with the source, for cold starts: every module compiled by this interpreter into
 `__pycache__/<name>.<tag>.pyc` with hash-based invalidation (the source's hash is in the .pyc, not
 its mtime, which the zip does not keep), so a new instance does not compile the package before its
-first answer (~30 ms). The runtime uses them when its tag matches (python311 in infra/functions.tf:
-build with Python 3.11); any other interpreter ignores them and compiles as before.
+first answer (~30 ms). The runtime uses them when its tag matches (Python 3.11 in
+infra/deploy/cloudbuild.yaml: build with Python 3.11); any other interpreter ignores them and compiles as before.
 """
 
 from __future__ import annotations

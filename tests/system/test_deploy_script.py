@@ -1,97 +1,27 @@
-"""deploy.sh: shellcheck-clean, and run for real with stand-in gcloud/terraform/verifyctl on PATH
-that record how they were called (the cloud itself cannot be reached from here)."""
+"""deploy.sh's one-run flow, run for real against stand-ins of gcloud and terraform that keep one
+fake project between runs (support/fake_cloud.py): an empty project deployed in one invocation,
+secrets taken up front, a second run that changes nothing, interrupted runs resumed. The preflights
+of `--check` are tests/system/test_deploy_script_checks.py; the same flow planned by the real
+terraform is the slow test at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from support.deploy_run import DEPLOY, ROOT, SECRETS, World
 from support.terraform_model import planned_addresses, tf_offline
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy.sh"
-
-STUB = """#!{python}
-import json, os, subprocess, sys
-tool = os.path.basename(sys.argv[0])
-args = [a for a in sys.argv[1:] if not a.startswith("-chdir=")]
-entry = {{"tool": tool, "argv": sys.argv[1:],
-         "env": {{k: os.environ.get(k) for k in ("INSTANCE_CONNECTION_NAME", "DB_USER", "DB_NAME")}}}}
-code = int(os.environ.get("STUB_EXIT_" + tool.upper(), "0"))
-if tool == "terraform" and args[:1] == ["plan"] and os.environ.get("STUB_TF_OFFLINE"):
-    # The stand-in terraform: the real binary plans infra/ against the providers' real schemas.
-    run = subprocess.run(["bash", os.environ["STUB_TF_OFFLINE"], "plan", os.environ["STUB_INFRA"], *args[1:]],
-                         capture_output=True, text=True)
-    entry["plan"], code = run.stdout + run.stderr, run.returncode
-if tool == "terraform" and args[:1] == ["output"]:
-    outputs = {{"instance_connection_name": "proj:europe-west1:verify-pg", "database_name": "verification",
-               "database_writers": ["verify-create@proj.iam", "verify-dispatch@proj.iam"],
-               "database_readers": ["verify-status@proj.iam"], "region": "europe-west1", "project_id": "proj",
-               "secrets": {{"TOKEN_KEYS": "verify-token-keys", "SENDGRID_API_KEY": "verify-sendgrid-api-key"}},
-               "services_without_invoker_iam_check": json.loads(os.environ.get("STUB_UNCHECKED", "[]"))}}
-    name = args[-1]
-    print(json.dumps(outputs[name]) if "-json" in args else outputs.get(name, "{{}}"))
-if tool == "gcloud" and args[:2] == ["config", "get-value"]:
-    print("deployer@example.com")
-if tool == "gcloud" and args[:3] == ["secrets", "versions", "list"]:
-    if args[3] not in os.environ.get("STUB_EMPTY_SECRETS", "").split(","):
-        print(f"projects/proj/secrets/{{args[3]}}/versions/1")
-if tool == "verifyctl" and args[:1] == ["migrate"] and os.environ.get("STUB_MIGRATE_FAILURES"):
-    # Fails the first N times, as a connection refused while the migrator's IAM roles propagate.
-    counter = os.environ["STUB_LOG"] + ".migrate"
-    tries = int(open(counter).read()) if os.path.exists(counter) else 0
-    open(counter, "w").write(str(tries + 1))
-    if tries < int(os.environ["STUB_MIGRATE_FAILURES"]):
-        print("verifyctl: connection refused", file=sys.stderr)
-        code = 1
-with open(os.environ["STUB_LOG"], "a") as log:
-    log.write(json.dumps(entry) + "\\n")
-sys.exit(code)
-"""
+TOKEN_KEYS_ENTRY = re.compile(r"^[A-Za-z0-9_-]{2,}:[A-Za-z0-9_-]{43}$")
 
 
 @pytest.fixture
-def stubs(tmp_path: Path) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("gcloud", "terraform", "verifyctl"):
-        path = bin_dir / tool
-        path.write_text(STUB.format(python=sys.executable))
-        path.chmod(0o755)
-    (bin_dir / "python3").symlink_to(sys.executable)
-    var_file = tmp_path / "prod.tfvars"
-    var_file.write_text('project_id = "proj"\n')
-    return {
-        # /usr/local/bin is left out: a real terraform may live there.
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "STUB_LOG": str(tmp_path / "calls.jsonl"),
-        "TF_STATE_BUCKET": "proj-tfstate",
-        "DEPLOY_VAR_FILE": str(var_file),
-        "DEPLOY_BUILD_DIR": str(tmp_path / "build"),
-        "VERIFY_PYTHON": sys.executable,
-        "VERIFYCTL": str(bin_dir / "verifyctl"),
-    }
-
-
-def run_deploy(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(DEPLOY), *args], env=env, capture_output=True, text=True, timeout=120)
-
-
-def calls(env: dict[str, str]) -> list[dict]:
-    log = Path(env["STUB_LOG"])
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def terraform_commands(env: dict[str, str]) -> list[list[str]]:
-    return [[a for a in c["argv"] if not a.startswith("-chdir=")] for c in calls(env) if c["tool"] == "terraform"]
+def world(tmp_path) -> World:
+    return World(tmp_path)
 
 
 def test_shellcheck_is_clean():
@@ -100,230 +30,216 @@ def test_shellcheck_is_clean():
         if os.environ.get("CI"):
             pytest.fail("shellcheck is missing: .ci/run installs it")
         pytest.skip("shellcheck is not installed (apt-get install -y shellcheck; .ci/run does)")
-    result = subprocess.run([shellcheck, str(DEPLOY)], capture_output=True, text=True)
+    # -x follows the sourced parts (infra/deploy/*.sh), checked as deploy.sh uses them.
+    result = subprocess.run([shellcheck, "-x", str(DEPLOY)], capture_output=True, text=True, cwd="/")
     assert result.returncode == 0, result.stdout
 
 
-def test_plan_builds_the_bundle_and_plans_without_applying(stubs):
-    result = run_deploy(stubs, "--plan")
-    assert result.returncode == 0, result.stderr
-    bundle = Path(stubs["DEPLOY_BUILD_DIR"]) / "function-source.zip"
-    assert bundle.exists()
-    gcloud = [c["argv"] for c in calls(stubs) if c["tool"] == "gcloud"]
-    assert ["auth", "application-default", "print-access-token"] in gcloud
-    assert all(c["argv"][0] == f"-chdir={ROOT / 'infra'}" for c in calls(stubs) if c["tool"] == "terraform")
-    init, plan = terraform_commands(stubs)
-    assert init == [
-        "init",
-        "-input=false",
-        "-backend-config=bucket=proj-tfstate",
-        "-backend-config=prefix=signup-verification",
-    ]
-    assert plan[0] == "plan"
-    assert f"-var-file={stubs['DEPLOY_VAR_FILE']}" in plan
-    assert f"-var=source_archive={bundle}" in plan
-    assert not any(c["tool"] == "verifyctl" for c in calls(stubs)), "--plan must not migrate"
-
-
-def test_full_deploy_migrates_through_the_connector_before_deploying_code(stubs):
-    result = run_deploy(stubs)
-    assert result.returncode == 0, result.stderr
-    sequence = [
+def test_one_run_deploys_an_empty_project_in_order(world):
+    run = world.run()
+    assert run.returncode == 0, run.stderr
+    steps = [s for s in run.commands("gcloud") + run.commands("terraform")]
+    assert "storage buckets create gs://signup-prod-1-tfstate" in steps
+    order = [
         c["tool"] + " " + " ".join(a for a in c["argv"] if not a.startswith("-"))
-        for c in calls(stubs)
-        if c["tool"] != "gcloud"
+        for c in run.calls
+        if c["tool"] == "terraform" or c["argv"][:2] in (["secrets", "versions"], ["builds", "submit"], ["run", "jobs"])
     ]
-    plans = [i for i, s in enumerate(sequence) if s == "terraform plan"]
-    applies = [i for i, s in enumerate(sequence) if s.startswith("terraform apply")]
-    migrate = sequence.index("verifyctl migrate")
-    grant = next(i for i, s in enumerate(sequence) if s.startswith("verifyctl grant"))
-    assert len(plans) == len(applies) == 2
-    assert plans[0] < applies[0] < migrate < grant < plans[1] < applies[1]
-    targeted = next(cmd for cmd in terraform_commands(stubs) if cmd[0] == "plan")
-    assert "-target=google_sql_database.main" in targeted and "-target=google_sql_user.function" in targeted
-    migrate_call = next(c for c in calls(stubs) if c["tool"] == "verifyctl" and c["argv"] == ["migrate"])
-    assert migrate_call["env"] == {
-        "INSTANCE_CONNECTION_NAME": "proj:europe-west1:verify-pg",
-        "DB_USER": "deployer@example.com",
-        "DB_NAME": "verification",
-    }
-    grant_call = next(c for c in calls(stubs) if c["tool"] == "verifyctl" and c["argv"][0] == "grant")
-    assert grant_call["argv"][1:] == [
-        "--writer=verify-create@proj.iam",
-        "--writer=verify-dispatch@proj.iam",
-        "--reader=verify-status@proj.iam",
+    order = [
+        o
+        for o in order
+        if not o.startswith(("terraform version", "terraform show", "terraform output", "gcloud secrets versions list"))
     ]
-    final_plan = [cmd for cmd in terraform_commands(stubs) if cmd[0] == "plan"][-1]
-    final_apply = [cmd for cmd in terraform_commands(stubs) if cmd[0] == "apply"][-1]
-    assert not any(a.startswith("-target") for a in final_plan)
-    assert final_apply == ["apply", "-input=false", final_plan[-1].removeprefix("-out=")]
-
-
-def test_first_phase_makes_the_metrics_and_waits_for_the_grants_the_last_phase_needs(stubs):
-    """The alerts' metrics and the build account's grants settle during the database phase."""
-    assert run_deploy(stubs).returncode == 0
-    first_plan = next(cmd for cmd in terraform_commands(stubs) if cmd[0] == "plan")
-    targets = {a.removeprefix("-target=") for a in first_plan if a.startswith("-target=")}
-    # time_sleep.metrics depends on every log-based metric, time_sleep.iam_grants on every grant
-    # (infra/waits.tf; the slow test at the end plans this phase with the real terraform).
-    assert {"time_sleep.metrics", "time_sleep.iam_grants", "google_sql_database.main"} <= targets
-    assert not any(t.startswith(("google_monitoring_alert_policy", "google_cloudfunctions2_function")) for t in targets)
-
-
-def test_migration_is_retried_while_the_migrators_roles_propagate(stubs):
-    stubs.update(STUB_MIGRATE_FAILURES="2", DEPLOY_RETRY_DELAY="0")
-    result = run_deploy(stubs)
-    assert result.returncode == 0, result.stderr
-    assert [c["argv"] for c in calls(stubs) if c["tool"] == "verifyctl"][:3] == [["migrate"]] * 3
-    assert "migrations failed (attempt 2 of 6)" in result.stderr
-    assert [cmd[0] for cmd in terraform_commands(stubs)].count("apply") == 2
-
-
-def test_migration_retries_are_bounded_and_nothing_deploys_after_them(stubs):
-    stubs.update(STUB_MIGRATE_FAILURES="99", DEPLOY_RETRY_DELAY="0", DEPLOY_MIGRATE_ATTEMPTS="3")
-    result = run_deploy(stubs)
-    assert result.returncode == 1
-    assert "migrations failed 3 times" in result.stderr.splitlines()[-1]
-    assert [c["argv"] for c in calls(stubs) if c["tool"] == "verifyctl"] == [["migrate"]] * 3
-    assert [cmd[0] for cmd in terraform_commands(stubs)].count("apply") == 1  # the database phase only
-
-
-def test_a_secret_without_a_value_stops_before_any_code_deploys(stubs):
-    stubs["STUB_EMPTY_SECRETS"] = "verify-sendgrid-api-key"
-    result = run_deploy(stubs)
-    assert result.returncode == 1
-    assert "verify-sendgrid-api-key" in result.stderr and "step 5" in result.stderr
-    checked = [c["argv"] for c in calls(stubs) if c["argv"][:3] == ["secrets", "versions", "list"]]
-    assert sorted(a[3] for a in checked) == ["verify-sendgrid-api-key", "verify-token-keys"]
-    assert all("--project=proj" in a for a in checked)  # not gcloud's own default project
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert [cmd[0] for cmd in terraform_commands(stubs)].count("apply") == 1
-    assert not any(c["tool"] == "verifyctl" for c in calls(stubs))
-
-
-@pytest.mark.parametrize("unchecked", [[], ["verify-confirm"]])
-def test_invoker_iam_check_is_turned_off_only_where_the_config_asks(stubs, unchecked):
-    stubs["STUB_UNCHECKED"] = json.dumps(unchecked)
-    assert run_deploy(stubs).returncode == 0
-    updates = [c["argv"] for c in calls(stubs) if c["tool"] == "gcloud" and c["argv"][:2] == ["run", "services"]]
-    assert updates == [
-        ["run", "services", "update", s, "--project=proj", "--region=europe-west1", "--no-invoker-iam-check", "--quiet"]
-        for s in unchecked
-    ]
-    if unchecked:  # after the apply that created the function's service
-        tools = [c["tool"] + ":" + c["argv"][0] for c in calls(stubs)]
-        last_apply = max(
-            i
-            for i, t in enumerate(tools)
-            if t == "terraform:-chdir=" + str(ROOT / "infra") and calls(stubs)[i]["argv"][1] == "apply"
-        )
-        assert tools.index("gcloud:run") > last_apply
-
-
-def test_the_example_variables_are_refused_until_replaced(stubs, tmp_path):
-    example = (ROOT / "infra" / "terraform.tfvars.example").read_text()
-    stubs["DEPLOY_VAR_FILE"] = str(ROOT / "infra" / "terraform.tfvars.example")
-    result = run_deploy(stubs, "--plan")
-    assert result.returncode == 1 and "still holds example values" in result.stderr
-    assert not any(c["tool"] == "terraform" for c in calls(stubs))
-    # Filled in, with the example's comments (which name the placeholders) kept: accepted.
-    filled = tmp_path / "filled.tfvars"
-    filled.write_text(
-        re.sub(r'"[^"#]*@example\.com[^"#]*"', '"user:me@corp.test"', example)
-        .replace('"my-signup-prod"', '"signup-prod-1"')
-        .replace("@my-signup-prod.", "@signup-prod-1.")
+    applies = [i for i, o in enumerate(order) if o.startswith("terraform apply")]
+    adds = [i for i, o in enumerate(order) if o.startswith("gcloud secrets versions add")]
+    build = order.index("gcloud builds submit")
+    migrate, grant = (
+        order.index("gcloud run jobs execute verify-migrate"),
+        order.index("gcloud run jobs execute verify-grant"),
     )
-    assert "@example.com" in filled.read_text()  # in the comments
-    stubs["DEPLOY_VAR_FILE"] = str(filled)
-    assert run_deploy(stubs, "--plan").returncode == 0
+    # secret containers, then values; the image; migrations and grants before any code deploys.
+    assert len(applies) == 3 and len(adds) == 3
+    assert applies[0] < min(adds) and max(adds) < build < applies[1] < migrate < grant < applies[2]
+    assert world.state["applied"] == ["phase1", "phase2", "all"]
+    assert world.state["images"] == [world.state["outputs"]["image"]]
+    assert "https://verify-confirm-123456789.europe-west1.run.app" in run.stdout
+    # One identity: every terraform call carries gcloud's own token, never ADC.
+    assert all(c["token_in_env"] for c in run.calls if c["tool"] == "terraform" and c["argv"][-1] != "-json")
 
 
-def test_second_run_does_the_same_steps_with_the_same_bundle(stubs):
-    assert run_deploy(stubs).returncode == 0
-    first_run = terraform_commands(stubs)
-    bundle = (Path(stubs["DEPLOY_BUILD_DIR"]) / "function-source.zip").read_bytes()
-    Path(stubs["STUB_LOG"]).unlink()
-    assert run_deploy(stubs).returncode == 0
-    assert terraform_commands(stubs) == first_run
-    assert (Path(stubs["DEPLOY_BUILD_DIR"]) / "function-source.zip").read_bytes() == bundle
+def test_the_image_is_built_by_the_build_account_from_the_bundle(world):
+    first = world.run()
+    assert first.returncode == 0
+    [submit] = [c["argv"] for c in first.calls if c["argv"][:2] == ["builds", "submit"]]
+    assert (
+        "--service-account=projects/signup-prod-1/serviceAccounts/verify-build@signup-prod-1.iam.gserviceaccount.com"
+        in submit
+    )
+    assert f"--config={ROOT / 'infra' / 'deploy' / 'cloudbuild.yaml'}" in submit and "--no-source" in submit
+    [build] = world.state["builds"].values()
+    subs = build["substitutions"]
+    assert subs["_IMAGE"] == world.state["outputs"]["image"] and subs["_FUNCTION_TARGET"] == "status"
+    assert subs["_BUCKET"] == "signup-prod-1-verify-function-source" and subs["_BUILDER"].startswith(
+        "gcr.io/buildpacks/"
+    )
+    assert set(subs) == {"_BUCKET", "_OBJECT", "_IMAGE", "_BUILDER", "_FUNCTION_TARGET"}  # all the config uses
+    assert not [c for c in world.run().calls if c["argv"][:2] == ["builds", "submit"]]  # the image is reused
+
+
+@pytest.mark.parametrize("source", ["environment", "file", "prompt"])
+def test_secret_values_are_taken_up_front_and_never_shown(world, source, tmp_path):
+    """Each value becomes the secret's version, before the image, the jobs or any function."""
+    values = {"SENDGRID_API_KEY": "SG.only-in-memory-1", "TWILIO_AUTH_TOKEN": "tw-only-in-memory-2"}
+    for setting in values:
+        del world.env[f"DEPLOY_SECRET_{setting}"]
+    args, typed = [], None
+    if source == "environment":
+        world.env.update({f"DEPLOY_SECRET_{k}": v for k, v in values.items()})
+    elif source == "file":
+        for setting, value in values.items():
+            (tmp_path / setting).write_text(value + "\n")  # a file written by echo: its newline is dropped
+            args += ["--secret-file", f"{setting}={tmp_path / setting}"]
+    else:
+        typed = "".join(values[k] + "\n" for k in sorted(values))  # prompted in the plan's order
+    run = world.run(*args, terminal_input=typed)
+    assert run.returncode == 0, run.stderr
+    versions = world.state["secrets"]
+    assert versions[SECRETS["SENDGRID_API_KEY"]] == [values["SENDGRID_API_KEY"]]
+    assert versions[SECRETS["TWILIO_AUTH_TOKEN"]] == [values["TWILIO_AUTH_TOKEN"]]
+    [token_keys] = versions[SECRETS["TOKEN_KEYS"]]  # generated: nobody had to supply it
+    assert TOKEN_KEYS_ENTRY.match(token_keys)
+    shown = run.stdout + run.stderr + "".join(" ".join(c["argv"]) for c in run.calls)
+    for secret in [*values.values(), token_keys]:
+        assert secret not in shown
+    if source == "prompt":
+        assert "value of SENDGRID_API_KEY" in run.stderr and "input hidden" in run.stderr
+
+
+def test_a_missing_secret_value_stops_before_anything_is_applied(world):
+    del world.env["DEPLOY_SECRET_TWILIO_AUTH_TOKEN"]
+    run = world.run()  # stdin is not a terminal: nobody can be asked
+    assert run.returncode == 1
+    [line] = run.failures()
+    assert "TWILIO_AUTH_TOKEN" in line and "DEPLOY_SECRET_TWILIO_AUTH_TOKEN" in line and "--secret-file" in line
+    assert not [m for m in run.mutating() if not m.startswith(("gcloud services enable", "gcloud storage buckets"))]
+
+
+def test_a_second_run_changes_nothing(world):
+    assert world.run().returncode == 0
+    before = {k: v for k, v in world.state.items() if k != "fail"}
+    again = world.run()
+    assert again.returncode == 0, again.stderr
+    assert again.mutating() == [
+        "gcloud services enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com cloudbilling.googleapis.com orgpolicy.googleapis.com cloudquotas.googleapis.com"
+    ]
+    assert "nothing to change" in again.stdout
+    assert {k: v for k, v in world.state.items() if k not in ("fail", "enabled_apis")} == {
+        k: v for k, v in before.items() if k != "enabled_apis"
+    }
 
 
 @pytest.mark.parametrize(
-    "missing, message",
+    "interruption",
     [
-        ("TF_STATE_BUCKET", "TF_STATE_BUCKET is not set"),
-        ("DEPLOY_VAR_FILE", "not found: copy infra/terraform.tfvars.example"),
+        "terraform apply phase1",  # e.g. a quota error creating Cloud SQL
+        "builds describe build-1",  # the connection dropped while the image was building
+        "run jobs execute verify-migrate",  # the migrator's grants had not propagated yet
+        "terraform apply all",  # a function's first revision failed
     ],
 )
-def test_missing_setting_fails_early_with_one_clear_line(stubs, missing, message):
-    if missing == "DEPLOY_VAR_FILE":
-        stubs[missing] = str(Path(stubs["HOME"]) / "nope.tfvars")
-    else:
-        del stubs[missing]
-    result = run_deploy(stubs, "--plan")
-    assert result.returncode == 1
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not any(c["tool"] == "terraform" for c in calls(stubs))
+def test_an_interrupted_run_resumes_where_it_stopped(world, interruption):
+    world.state["fail"] = {interruption: 1}
+    world.state["build_polls"] = 2
+    first = world.run()
+    assert first.returncode == 1
+    last = first.stderr.strip().splitlines()[-1]
+    assert last.startswith("deploy.sh: ") and "again" in last  # one line: what failed, and to re-run
+    second = world.run()
+    assert second.returncode == 0, second.stderr
+    # Nothing done twice that is not safe to repeat: one version per secret, one image build.
+    assert all(len(v) == 1 for v in world.state["secrets"].values())
+    assert len(world.state["builds"]) == 1 and world.state["images"] == [world.state["outputs"]["image"]]
+    # Migrations always precede the last apply; re-running them is safe (they skip what is applied).
+    assert world.state["executions"][-2:] == ["verify-migrate", "verify-grant"]
+    assert world.state["applied"][-1] == "all"
+    if interruption == "builds describe build-1":
+        assert "waiting for build build-1" in second.stdout  # the first run's build, not a new one
 
 
-def test_missing_tool_fails_early(stubs):
-    (Path(stubs["PATH"].split(":")[0]) / "terraform").unlink()
-    result = run_deploy(stubs, "--plan")
-    assert result.returncode == 1
-    assert "terraform is not installed" in result.stderr
+def test_plan_only_changes_nothing_on_an_empty_project(world):
+    run = world.run("--check")
+    assert run.returncode == 0, run.stderr
+    assert run.mutating() == [] and run.failures() == []
+    assert "every preflight passed" in run.stdout
+    # No state yet: the plan runs in a copy with a local backend (nothing exists to diff against).
+    [init] = [c["argv"] for c in run.calls if "init" in c["argv"]]
+    assert init[0] == f"-chdir={world.tmp / 'build' / 'check-infra'}"
+    assert (world.tmp / "build" / "check-infra" / "check_override.tf").read_text().count('backend "local"') == 1
+    assert "SENDGRID" not in run.stderr  # the values are there (environment): nothing to report
 
 
-def test_missing_credentials_fail_before_any_change(stubs):
-    stubs["STUB_EXIT_GCLOUD"] = "1"
-    result = run_deploy(stubs, "--plan")
-    assert result.returncode == 1 and "gcloud auth application-default login" in result.stderr
-    assert not any(c["tool"] == "terraform" for c in calls(stubs))
+def test_check_after_a_deploy_plans_against_the_real_state(world):
+    assert world.run().returncode == 0
+    run = world.run("--plan")
+    assert run.returncode == 0 and run.mutating() == []
+    [init] = [c["argv"] for c in run.calls if "init" in c["argv"]]
+    assert init[1:] == [
+        "init",
+        "-input=false",
+        "-backend-config=bucket=signup-prod-1-tfstate",
+        "-backend-config=prefix=signup-verification",
+    ]
 
 
-def test_terraform_failure_stops_the_deploy(stubs):
-    stubs["STUB_EXIT_TERRAFORM"] = "1"
-    result = run_deploy(stubs)
-    assert result.returncode != 0
-    assert [c["argv"][0] for c in calls(stubs) if c["tool"] == "terraform"] == [f"-chdir={ROOT / 'infra'}"]
-    assert not any(c["tool"] == "verifyctl" for c in calls(stubs))
+def test_unknown_arguments_and_help(world):
+    bad = world.run("--frobnicate")
+    assert bad.returncode == 1 and "unknown argument: --frobnicate" in bad.stderr and bad.calls == []
+    helped = world.run("--help")
+    assert helped.returncode == 0 and "--check" in helped.stdout and "--secret-file" in helped.stdout
 
 
-@pytest.mark.slow  # ~17 s: two real terraform plans and the bundle build
-def test_phases_planned_by_the_real_terraform_make_metrics_and_grants_before_alerts_and_functions(stubs, tmp_path):
-    """deploy.sh's own plans, run by the real terraform (tf-offline) on infra/: the first phase
-    creates every log-based metric and grant and their waits, and no alert or function."""
+@pytest.mark.slow  # ~40 s: the bundle, and four plans by the real terraform
+def test_the_runs_plans_by_the_real_terraform_bind_no_allusers_and_order_the_phases(world, tmp_path):
+    """deploy.sh's own plans, run by the real terraform (tf-offline: the providers' real schemas) on
+    infra/ with the example variables filled in, in an organisation with Domain Restricted Sharing."""
     tool, reason = tf_offline()
     if tool is None:
         pytest.skip(reason)
-    var_file = tmp_path / "filled.tfvars"  # the example, filled in as step 4 of docs/deploy.md says
-    var_file.write_text(
+    world.var_file.write_text(
         (ROOT / "infra" / "terraform.tfvars.example")
         .read_text()
         .replace("@example.com", "@corp.test")
         .replace("my-signup-prod", "signup-prod-1")
+        .replace("AC00000000000000000000000000000000", "AC1234567890abcdef1234567890abcdef")
+        .replace("+15005550006", "+15551230000")
     )
-    stubs.update(
-        DEPLOY_VAR_FILE=str(var_file),
-        STUB_TF_OFFLINE=tool,
-        STUB_INFRA=str(ROOT / "infra"),
-        TF_OFFLINE_TERRAFORM=os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform"),
-        TF_OFFLINE_CACHE=os.environ.get("TF_OFFLINE_CACHE") or str(Path.home() / ".cache" / "terraform-offline"),
+    world.state["org_policies"]["iam.allowedPolicyMemberDomains"] = {
+        "spec": {"rules": [{"values": {"allowedValues": ["C0abc123"]}}]}
+    }
+    world.env.update(
+        FAKE_TF_OFFLINE=tool,
+        TF_OFFLINE_TERRAFORM=os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform") or "",
+        TF_OFFLINE_CACHE=os.environ.get("TF_OFFLINE_CACHE") or os.path.expanduser("~/.cache/terraform-offline"),
     )
-    result = run_deploy(stubs)
-    assert result.returncode == 0, result.stderr[-3000:]
-    first, last = [planned_addresses(c["plan"]) for c in calls(stubs) if "plan" in c]
-    metrics = [a for a in last if a.startswith("google_logging_metric.")]
-    # Every log-based metric (11 signal metrics incl. issue 13's oldest awaiting report, the oscillation
-    # and SMS-budget records) is made in phase 1.
-    assert len(metrics) == 12 and set(metrics) <= set(first)
-    assert {"time_sleep.metrics", "time_sleep.iam_grants", "google_sql_database_instance.main"} <= set(first)
-    build_grants = {a for a in last if a.startswith("google_project_iam_member.build[")}
-    assert len(build_grants) == 3 and build_grants <= set(first)
-    assert not [
-        a for a in first if a.startswith(("google_monitoring_alert_policy.", "google_cloudfunctions2_function."))
-    ]
-    # tf-offline plans from empty state, so the last phase lists everything; apply order within it
-    # comes from the dependencies (alerts on time_sleep.metrics, functions on time_sleep.iam_grants).
-    assert (
-        sum(a.startswith("google_monitoring_alert_policy.") for a in last) == 6
-    )  # incl. the SMS budget and issue 13's awaiting report (the webhook page needs webhook_url)
+    run = world.run(timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    plans = [c["plan"] for c in run.calls if "plan" in c]
+    assert len(plans) == 4  # the whole plan, phase 1, phase 2, the rest
+    assert not any("allUsers" in p for p in plans)  # Domain Restricted Sharing accepts every binding
+    whole, phase1, phase2, _ = (set(planned_addresses(p)) for p in plans)
+    services = {a for a in whole if a.startswith("google_cloud_run_v2_service.function[")}
+    assert len(services) == 6
+    assert len(re.findall(r"invoker_iam_disabled\s+= true", plans[0])) == 2  # confirm and reports, no binding
+    metrics = {a for a in whole if a.startswith("google_logging_metric.")}
+    needed_first = {
+        "google_sql_database_instance.main",
+        "time_sleep.iam_grants",
+        "time_sleep.metrics",
+        "google_storage_bucket_object.source",
+        "google_artifact_registry_repository.functions",
+    }
+    assert len(metrics) == 12 and metrics | needed_first <= phase1
+    assert {a for a in whole if a.startswith("google_secret_manager_secret.secret[")} <= phase1
+    assert not [a for a in phase1 if a.startswith(("google_cloud_run_v2_", "google_monitoring_alert_policy."))]
+    assert {'google_cloud_run_v2_job.schema["migrate"]', 'google_cloud_run_v2_job.schema["grant"]'} <= phase2
+    assert not [a for a in phase2 if a.startswith(("google_cloud_run_v2_service.", "google_cloud_scheduler_job."))]

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from signup_verification import config as configuration
 from support.terraform_model import INFRA, first, load_infra
@@ -40,29 +41,43 @@ def test_entry_point_exists_in_functions_main(key):
     )
 
 
-def test_each_function_is_configured_and_deployed_from_the_hashed_bundle():
+def test_each_function_is_a_cloud_run_service_of_the_bundles_image():
     infra = load_infra()
-    function = infra.resource("google_cloudfunctions2_function", "function")
-    assert function["for_each"] == "${local.function_specs}"
-    assert set(infra.variables["functions"]["default"]) == set(infra.function_specs)
-    build = first(function["build_config"])
-    assert build["runtime"] == "python311"  # the interpreter the bundle's pins were resolved with
-    storage = first(first(build["source"])["storage_source"])
-    assert storage["object"] == "${google_storage_bucket_object.source.name}"
-    obj = infra.resource("google_storage_bucket_object", "source")
-    assert "filesha256(var.source_archive)" in obj["name"]
+    service = infra.resource("google_cloud_run_v2_service", "function")
+    assert service["for_each"] == "${local.function_specs}"
+    assert set(infra.locals["function_defaults"]) == set(infra.function_specs)
+    container = first(first(service["template"])["containers"])
+    assert container["image"] == "${local.image}"
+    # One image, six targets: each service names its entry point, as functions-framework --target does.
+    assert re.search(r"FUNCTION_TARGET\s+= spec\.entry_point", (INFRA / "services.tf").read_text())
+    assert first(service["build_config"])["function_target"] == "${each.value.entry_point}"
+    # The image is tagged by the bundle's hash, and built from the object of the same hash.
+    assert infra.locals["bundle_sha"] == "${filesha256(var.source_archive)}"
+    assert infra.locals["image"].endswith("/functions:${local.bundle_sha}")
+    assert "${local.bundle_sha}" in infra.resource("google_storage_bucket_object", "source")["name"]
+    repo = infra.resource("google_artifact_registry_repository", "functions")
+    assert first(repo["docker_config"])["immutable_tags"] is True
+    # The build config builds on Python 3.11: the interpreter the bundle's pins and bytecode are for.
+    build = yaml.safe_load((INFRA / "deploy" / "cloudbuild.yaml").read_text())
+    assert "--env=GOOGLE_PYTHON_VERSION=3.11.x" in build["steps"][-1]["args"]
+    assert build["options"]["logging"] == "CLOUD_LOGGING_ONLY" and build["images"] == ["${_IMAGE}"]
 
 
 def test_scheduler_jobs_carry_an_oidc_token_for_their_own_function():
     infra = load_infra()
     job = infra.resource("google_cloud_scheduler_job", "tick")
-    assert job["for_each"] == "${local.scheduled}"
-    assert set(re.findall(r'"(\w+)"', infra.locals["scheduled"])) == {"dispatch", "reconcile"}
+    assert job["for_each"] == "${local.scheduler_jobs}"
+    jobs = infra.locals["scheduler_jobs"]
+    assert {key: j["function"] for key, j in jobs.items()} == {
+        "dispatch": "dispatch",
+        "dispatch_relay": "dispatch",
+        "reconcile": "reconcile",
+    }
     target = first(job["http_target"])
-    own_uri = "google_cloudfunctions2_function.function[each.key].service_config[0].uri"
+    own_uri = "google_cloud_run_v2_service.function[each.value.function].uri"
     assert target["uri"] == "${" + own_uri + "}"
     token = first(target["oidc_token"])
-    assert token["audience"].startswith("${" + own_uri + "}")
+    assert token["audience"] == "${" + own_uri + "}"
     assert token["service_account_email"] == "${google_service_account.scheduler.email}"
 
 
@@ -72,9 +87,11 @@ def test_scheduled_invocations_cannot_pile_up():
     assert job["schedule"] == "* * * * *"
     assert first(job["retry_config"])["retry_count"] == 0
     # attempt_deadline = the function's own timeout + a margin: the scheduler never gives up first.
-    match = re.fullmatch(r"\$\{var\.functions\[each\.key\]\.timeout_seconds \+ (\d+)\}s", job["attempt_deadline"])
+    match = re.fullmatch(
+        r"\$\{local\.functions\[each\.value\.function\]\.timeout_seconds \+ (\d+)\}s", job["attempt_deadline"]
+    )
     assert match and int(match.group(1)) > 0
-    defaults = infra.variables["functions"]["default"]
+    defaults = infra.locals["function_defaults"]
     for key in ("dispatch", "reconcile"):
         assert defaults[key]["timeout_seconds"] + int(match.group(1)) >= 15  # Cloud Scheduler's minimum
     assert defaults["reconcile"]["timeout_seconds"] < 60  # ends before the next tick
@@ -86,32 +103,22 @@ def test_scheduled_invocations_cannot_pile_up():
 def test_only_the_intended_principals_invoke_each_function():
     infra = load_infra()
     invokers = infra.locals["private_invokers"]
-    assert '"create/signup-site"' in invokers and "var.signup_site_service_account" in invokers
+    assert '"create/signup-site"' in invokers and "local.signup_site_email" in invokers
     assert "local.scheduled" in invokers and "google_service_account.scheduler.member" in invokers
     assert '"status/${m}"' in invokers and "var.operators" in invokers
-    public = infra.resource("google_cloud_run_v2_service_iam_member", "confirm_public")
-    assert public["member"] == "allUsers"
-    assert public["name"] == '${google_cloudfunctions2_function.function["confirm"].name}'
-    # Bound only in the allUsers mode; the other mode turns the invoker check off instead (deploy.sh).
-    assert public["count"] == '${var.confirm_public_access == "allUsers" ? 1 : 0}'
-    assert infra.variables["confirm_public_access"]["default"] == "allUsers"
-    text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
-    # issue 13: delivery_reports is public the same way (the providers' signatures are its guard)
-    reports = infra.resource("google_cloud_run_v2_service_iam_member", "reports_public")
-    assert reports["member"] == "allUsers" and reports["count"] == public["count"]
-    assert reports["name"] == '${google_cloudfunctions2_function.function["reports"].name}'
-    assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 2 and text.count('"allAuthenticatedUsers"') == 0
-    output = infra.files["outputs.tf"]
-    [unchecked] = [
-        o["services_without_invoker_iam_check"] for o in output["output"] if "services_without_invoker_iam_check" in o
-    ]
-    assert unchecked["value"] == (
-        '${var.confirm_public_access == "invoker_iam_check_disabled" ? '
-        '[google_cloudfunctions2_function.function["confirm"].name, '
-        'google_cloudfunctions2_function.function["reports"].name] : []}'
-    )
     specs = infra.function_specs
-    assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "ALLOW_INTERNAL_ONLY"
+    assert sorted(k for k, s in specs.items() if s["public"]) == ["confirm", "reports"]
+    assert specs["dispatch"]["ingress"] == specs["reconcile"]["ingress"] == "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    # Public without an allUsers binding by default (Domain Restricted Sharing); the private
+    # targets keep Cloud Run's invoker check whatever the mode.
+    service = infra.resource("google_cloud_run_v2_service", "function")
+    assert service["invoker_iam_disabled"] == '${each.value.public && var.public_access == "invoker_iam_disabled"}'
+    assert infra.variables["public_access"]["default"] == "invoker_iam_disabled"
+    public = infra.resource("google_cloud_run_v2_service_iam_member", "public")
+    assert public["for_each"] == '${toset(var.public_access == "allUsers" ? local.public_functions : [])}'
+    text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
+    assert len(re.findall(r'member\s*=\s*"allUsers"', text)) == 1 and '"allAuthenticatedUsers"' not in text
+    assert "--no-invoker-iam-check" not in (ROOT / "deploy.sh").read_text()  # nothing outside Terraform
 
 
 def _enabled_secrets(
@@ -155,22 +162,24 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     assert grant["role"] == "roles/secretmanager.secretAccessor"
     assert grant["member"] == "${google_service_account.function[each.value.function].member}"
     assert infra.resource("google_secret_manager_secret", "secret")["for_each"] == "${local.enabled_secrets}"
-    service = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
+    container = first(first(infra.resource("google_cloud_run_v2_service", "function")["template"])["containers"])
     # The platform injects each value at instance start (no Secret Manager call in a cold start),
     # under the setting's own variable name, so the code reads a plain value.
-    [dynamic] = [d["secret_environment_variables"] for d in service["dynamic"] if "secret_environment_variables" in d]
-    assert dynamic["for_each"] == "${local.function_secrets[each.key]}"
-    content = first(dynamic["content"])
-    assert content["key"] == "${local.secret_env[secret_environment_variables.value]}"
-    assert content["secret"] == "${google_secret_manager_secret.secret[secret_environment_variables.value].secret_id}"
-    assert content["version"] == "${local.secret_version[secret_environment_variables.value]}"
-    assert not any(name in service["environment_variables"] for name in local["secret_env"].values())
+    [plain, secret] = [d["env"] for d in container["dynamic"]]
+    assert plain["for_each"] == "${local.function_env[each.key]}"
+    assert secret["for_each"] == "${toset(local.function_secrets[each.key])}"
+    content = first(secret["content"])
+    assert content["name"] == "${local.secret_env[env.value]}"
+    ref = first(first(content["value_source"])["secret_key_ref"])
+    assert ref["secret"] == "${google_secret_manager_secret.secret[env.value].secret_id}"
+    assert ref["version"] == "${local.secret_version[env.value]}"
+    assert not any(name in infra.locals["common_env"] for name in local["secret_env"].values())
     # With the default transports, dispatch reads exactly the token keys and the two provider secrets.
     defaults = {n: infra.variables[n]["default"] for n in ("email_transport", "sms_transport")}
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"])
     dispatch = [s for s in infra.function_specs["dispatch"]["secrets"] if s in enabled]
     assert sorted(dispatch) == ["sendgrid_api_key", "token_keys", "twilio_auth_token"]
-    # Issue 12: with a webhook_url, dispatch (and only dispatch: it signs) reads WEBHOOK_SECRET.
+    # With a webhook_url, dispatch (and only dispatch: it signs) reads WEBHOOK_SECRET.
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"], webhook_url="https://x")
     readers = [k for k, spec in infra.function_specs.items() if "webhook_secret" in spec["secrets"]]
     assert "webhook_secret" in enabled and readers == ["dispatch"]
@@ -202,14 +211,16 @@ def test_the_secret_scan_catches_a_committed_value():
 
 def test_connection_budget_fits_the_database():
     infra = load_infra()
-    functions = infra.variables["functions"]["default"]
+    functions = infra.locals["function_defaults"]
     peak = sum(f["max_instances"] * f["concurrency"] for f in functions.values())
     reserved = infra.variables["db_reserved_connections"]["default"]
     assert peak + reserved <= infra.variables["db_max_connections"]["default"]
     # The arithmetic holds only while one connection serves one request thread per worker.
-    env = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
-    assert "THREADS = tostring(var.functions[each.key].concurrency)" in env["environment_variables"]
+    assert re.search(
+        r"THREADS\s+= tostring\(local\.functions\[key\]\.concurrency\)", (INFRA / "services.tf").read_text()
+    )
     assert infra.locals["common_env"]["WORKERS"] == "1"
+    assert infra.locals["peak_connections"] == "${sum(values(local.connection_budget))}"
     instance = infra.resource("google_sql_database_instance", "main")
     precondition = first(first(instance["lifecycle"])["precondition"])
     assert "local.peak_connections + var.db_reserved_connections <= var.db_max_connections" in precondition["condition"]
@@ -330,49 +341,3 @@ def test_confirm_request_urls_with_tokens_are_kept_out_of_cloud_logging():
     assert 'local.function_names["confirm"]' in log_filter
     assert "run.googleapis.com/requests" in log_filter
     assert infra.variables["exclude_confirm_request_logs"]["default"] is True
-
-
-def test_provider_constraint_admits_only_versions_with_the_arguments_used():
-    """google_sql_user.database_roles exists from hashicorp/google 7.18 (7.17: "Unsupported argument")."""
-    infra = load_infra()
-    [providers] = first(infra.files["versions.tf"]["terraform"])["required_providers"]
-    assert providers["google"]["version"] == ">= 7.18, < 8.0"
-    assert "database_roles" in infra.resource("google_sql_user", "migrator")
-    assert providers["time"]["source"] == "hashicorp/time"
-
-
-def test_functions_wait_for_propagated_grants_and_alerts_for_visible_metrics():
-    """Both races of a first apply on an empty project (the grants and the metrics exist, but
-    Cloud Build or Cloud Monitoring does not see them yet) are waited out, not retried by hand."""
-    infra = load_infra()
-    grants = infra.resource("time_sleep", "iam_grants")
-    assert grants["create_duration"] == "60s"  # Google's example for a custom build account
-    for resource in (
-        "google_project_iam_member.build",
-        "google_project_iam_member.function",
-        "google_secret_manager_secret_iam_member.function",
-    ):
-        assert any(resource in trigger for trigger in grants["triggers"].values()), resource
-    build_roles = infra.resource("google_project_iam_member", "build")["for_each"]
-    for role in ("roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"):
-        assert role in build_roles
-    function = infra.resource("google_cloudfunctions2_function", "function")
-    assert function["depends_on"] == ["${time_sleep.iam_grants}"]
-    assert first(function["build_config"])["service_account"] == "${google_service_account.build.id}"
-
-    metrics = infra.resource("time_sleep", "metrics")
-    assert int(metrics["create_duration"].removesuffix("s")) >= 600  # "could take up to 10 minutes"
-    for name in infra.resources("google_logging_metric"):
-        assert f"google_logging_metric.{name}" in metrics["triggers"]["metrics"], name
-    for name, policy in infra.resources("google_monitoring_alert_policy").items():
-        assert policy.get("depends_on") == ["${time_sleep.metrics}"], name
-
-
-def test_confirm_keeps_a_warm_instance_and_scaling_is_validated():
-    infra = load_infra()
-    functions = infra.variables["functions"]
-    assert functions["default"]["confirm"]["min_instances"] >= 1  # no cold start on the emailed link
-    assert "min_instances   = optional(number, 0)" in (INFRA / "variables.tf").read_text()
-    service = first(infra.resource("google_cloudfunctions2_function", "function")["service_config"])
-    assert service["min_instance_count"] == "${var.functions[each.key].min_instances}"
-    assert any("f.min_instances <= f.max_instances" in v["condition"] for v in functions["validation"])

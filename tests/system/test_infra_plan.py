@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from support.deploy_docs import DOCS, blocks
 from support.terraform_model import INFRA, planned_addresses, tf_offline
+from support.tfvars_example import commented_blocks, uncommented
 
 ROOT = INFRA.parent
 EXAMPLE = INFRA / "terraform.tfvars.example"
@@ -100,13 +102,87 @@ def test_a_broken_configuration_fails_the_step(tmp_path: Path):
 
 def test_the_example_variables_plan_every_function_and_wait(plan_text: str):
     addresses = planned_addresses(plan_text)
-    functions = {a for a in addresses if a.startswith("google_cloudfunctions2_function.function[")}
-    assert functions == {
-        f'google_cloudfunctions2_function.function["{k}"]'
-        for k in ("create", "confirm", "dispatch", "reconcile", "status", "reports")  # reports: issue 13
+    services = {a for a in addresses if a.startswith("google_cloud_run_v2_service.function[")}
+    assert services == {
+        f'google_cloud_run_v2_service.function["{k}"]'
+        for k in ("create", "confirm", "dispatch", "reconcile", "status", "reports")
     }
+    assert {'google_cloud_run_v2_job.schema["migrate"]', 'google_cloud_run_v2_job.schema["grant"]'} <= set(addresses)
     assert {"time_sleep.iam_grants", "time_sleep.metrics"} <= set(addresses)
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", plan_text, re.MULTILINE)
+
+
+def test_the_default_plan_binds_no_allusers_member(plan_text: str):
+    """Domain Restricted Sharing (the default in organisations since 2024-05-03) accepts it: the
+    public services turn the invoker check off instead, the private ones keep it."""
+    assert "allUsers" not in plan_text and "allAuthenticatedUsers" not in plan_text
+    for key in ("create", "confirm", "dispatch", "reconcile", "status", "reports"):
+        block = _planned_block(plan_text, f'google_cloud_run_v2_service.function["{key}"]')
+        disabled = re.search(r"invoker_iam_disabled\s+= (\w+)", block).group(1)
+        assert disabled == ("true" if key in ("confirm", "reports") else "false"), key
+    assert not [
+        a for a in planned_addresses(plan_text) if a.startswith("google_cloud_run_v2_service_iam_member.public")
+    ]
+
+
+def test_every_commented_block_of_the_example_plans_when_uncommented(tmp_path: Path, plan_run):
+    """What .ci/run plans besides the example as it is: each optional block the example offers."""
+    example = EXAMPLE.read_text()
+    assert len(commented_blocks(example)) >= 6  # the blocks the example documents (the parser finds them)
+    var_file = tmp_path / "all-blocks.tfvars"
+    var_file.write_text(uncommented(example))
+    _, (copy, _example_arg, bundle_arg) = plan_run
+    result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    addresses = set(planned_addresses(result.stdout))
+    # public_access = "allUsers" binds the two public services and only them.
+    assert {a for a in addresses if a.startswith("google_cloud_run_v2_service_iam_member.public")} == {
+        'google_cloud_run_v2_service_iam_member.public["confirm"]',
+        'google_cloud_run_v2_service_iam_member.public["reports"]',
+    }
+    # webhook_url turns on the webhook page and the WEBHOOK_SECRET secret.
+    assert 'google_monitoring_alert_policy.threshold["webhook_oldest_ready"]' in addresses
+    assert 'google_secret_manager_secret.secret["webhook_secret"]' in addresses
+    page = _planned_block(result.stdout, 'google_monitoring_alert_policy.threshold["webhook_oldest_ready"]')
+    assert 'metric.label.channel = \\"webhook\\"' in page
+    # a function's own setting (reports' env) reaches that function only.
+    assert "SUPPRESSION_DAYS" in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["reports"]')
+    assert "SUPPRESSION_DAYS" not in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
+    assert re.search(r"\+ peak_database_connections\s+= 80$", result.stdout, re.MULTILINE)
+
+
+def test_the_docs_state_what_the_plan_deploys(plan_text: str):
+    """The budget, the function count and the scheduler jobs of docs/deploy.md and docs/capacity.md
+    are the plan's (peak_database_connections, the services, the jobs), not numbers typed twice."""
+    peak = re.search(r"^  \+ peak_database_connections\s+= (\d+)$", plan_text, re.MULTILINE).group(1)
+    for doc in ("deploy.md", "capacity.md"):
+        assert f"= **{peak}** connections" in blocks((DOCS / doc).read_text())["connection-budget"], doc
+    functions = blocks((DOCS / "deploy.md").read_text())["functions"]
+    addresses = planned_addresses(plan_text)
+    services = [a for a in addresses if a.startswith("google_cloud_run_v2_service.function[")]
+    jobs = [a for a in addresses if a.startswith("google_cloud_scheduler_job.")]
+    assert functions.startswith(f"{len(services)} functions") and f"{len(jobs)} Cloud Scheduler jobs" in functions
+    tier = re.search(r'\+ tier\s+= "([^"]+)"', plan_text).group(1)
+    assert f"default tier `{tier}`" in blocks((DOCS / "capacity.md").read_text())["connection-budget"]
+
+
+def test_a_partial_functions_map_overrides_only_what_it_names(tmp_path: Path, plan_run):
+    var_file = tmp_path / "partial.tfvars"
+    var_file.write_text(EXAMPLE.read_text() + "\nfunctions = { create = { max_instances = 20 } }\n")
+    _, (copy, _example_arg, bundle_arg) = plan_run
+    result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert re.search(r"\+ peak_database_connections\s+= 60$", result.stdout, re.MULTILINE)  # 80 - 20
+    create = _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
+    assert re.search(r"max_instance_count\s+= 20", create) and 'timeout                          = "30s"' in create
+
+
+def test_a_budget_the_database_cannot_hold_fails_the_plan(tmp_path: Path, plan_run):
+    var_file = tmp_path / "too-many.tfvars"
+    var_file.write_text(EXAMPLE.read_text() + "\nfunctions = { create = { max_instances = 60 } }\n")
+    _, (copy, _example_arg, bundle_arg) = plan_run
+    result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
+    assert result.returncode == 1 and "Connection budget exceeded" in result.stdout + result.stderr
 
 
 def _planned_block(plan_text: str, address: str) -> str:
@@ -172,8 +248,8 @@ def test_the_dashboard_holds_no_field_the_api_drops(dashboard_json: dict):
 
 def test_a_second_plan_after_apply_shows_no_change_to_what_the_stand_in_can_compare(plan_run, dashboard_json, tmp_path):
     """tf-offline cannot apply, but it plans against a given state: a state holding what the API
-    would have returned after the first apply (the dashboard as read back), plus the confirm binding
-    at its address before it was counted, plans with neither changed nor destroyed."""
+    would have returned after the first apply (the dashboard as read back) plans no dashboard
+    change, and a page at its address from before the map plans a move, not a destroy."""
     _, (copy, *args) = plan_run
     state = {
         "version": 4,
@@ -194,17 +270,12 @@ def test_a_second_plan_after_apply_shows_no_change_to_what_the_stand_in_can_comp
                 },
             ),
             _state_resource(
-                "google_cloud_run_v2_service_iam_member",
-                "confirm_public",
+                "google_monitoring_alert_policy",
+                "oldest_ready",
                 {
-                    "id": "projects/my-signup-prod/locations/europe-west1/services/verify-confirm/roles/run.invoker/allUsers",
-                    "location": "europe-west1",
-                    "name": "verify-confirm",
+                    "id": "projects/my-signup-prod/alertPolicies/1",
                     "project": "my-signup-prod",
-                    "role": "roles/run.invoker",
-                    "member": "allUsers",
-                    "etag": "BwX",
-                    "condition": [],
+                    "name": "projects/my-signup-prod/alertPolicies/1",
                 },
             ),
         ],
@@ -215,11 +286,10 @@ def test_a_second_plan_after_apply_shows_no_change_to_what_the_stand_in_can_comp
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     changed = planned_addresses(result.stdout)
     assert "google_monitoring_dashboard.signals" not in changed
-    assert (
-        "google_cloud_run_v2_service_iam_member.confirm_public has moved to "
-        "google_cloud_run_v2_service_iam_member.confirm_public[0]"
-    ) in result.stdout
-    assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", result.stdout, re.MULTILINE)
+    # The pages became one map: the one written out before moves into it and is not recreated.
+    assert "(moved from google_monitoring_alert_policy.oldest_ready)" in result.stdout
+    assert 'google_monitoring_alert_policy.threshold["oldest_ready"] will be created' not in result.stdout
+    assert re.search(r"^Plan: \d+ to add, \d+ to change, 0 to destroy\.$", result.stdout, re.MULTILINE)
 
 
 def _state_resource(rtype: str, name: str, attributes: dict) -> dict:

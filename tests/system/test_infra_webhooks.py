@@ -1,8 +1,8 @@
-"""Issue 12's terraform: the WEBHOOK_URL setting, the WEBHOOK_SECRET secret, the webhook page."""
+"""The webhook settings in infra/: the WEBHOOK_URL setting, the WEBHOOK_SECRET secret, the webhook page."""
 
 from __future__ import annotations
 
-from support.terraform_model import first, load_infra
+from support.terraform_model import INFRA, load_infra
 
 
 def test_every_function_gets_the_url_and_only_dispatch_the_secret():
@@ -15,14 +15,12 @@ def test_every_function_gets_the_url_and_only_dispatch_the_secret():
 
 
 def test_the_webhook_channel_pages_on_its_own_threshold_and_the_message_page_ignores_it():
+    """Planned both ways in tests/system/test_infra_plan.py; here the one map entry and its guard."""
     infra = load_infra()
-    page = infra.resource("google_monitoring_alert_policy", "webhook_oldest_ready")
-    assert page["count"] == '${var.webhook_url != "" ? 1 : 0}'
-    condition = first(first(page["conditions"])["condition_threshold"])
-    assert 'oldest_ready_seconds"]' in condition["filter"]
-    assert condition["filter"].endswith('metric.label.channel = \\"webhook\\"')
-    assert condition["threshold_value"] == "${var.webhook_oldest_ready_threshold_seconds}"
-    others = infra.resource("google_monitoring_alert_policy", "oldest_ready")
-    messages = first(first(others["conditions"])["condition_threshold"])
-    assert messages["filter"].endswith('metric.label.channel != \\"webhook\\"')
-    assert "runbook" in first(page["documentation"])["content"]
+    webhook = infra.locals["webhook_alerts"]
+    assert webhook.rstrip("}").rstrip().endswith('key => alert if var.webhook_url != ""')
+    assert 'metric.label.channel = \\"webhook\\"' in webhook
+    text = (INFRA / "webhooks.tf").read_text()
+    assert "threshold    = var.webhook_oldest_ready_threshold_seconds" in text and "runbook" in text
+    messages = infra.locals["threshold_alerts"]
+    assert 'metric.label.channel != \\"webhook\\"' in messages and "local.webhook_alerts" in messages

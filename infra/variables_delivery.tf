@@ -1,0 +1,133 @@
+# ---- Delivery providers (values that are not secret; secrets are in Secret Manager) ----------
+
+variable "email_transport" {
+  description = "sendgrid, smtp, or console (logs only: staging)."
+  type        = string
+  default     = "sendgrid"
+  validation {
+    condition     = contains(["sendgrid", "smtp", "console"], var.email_transport)
+    error_message = "email_transport must be sendgrid, smtp or console."
+  }
+}
+
+variable "sms_transport" {
+  description = "twilio or console (logs only: staging)."
+  type        = string
+  default     = "twilio"
+  validation {
+    condition     = contains(["twilio", "console"], var.sms_transport)
+    error_message = "sms_transport must be twilio or console."
+  }
+}
+
+variable "sms_allowed_countries" {
+  description = "ISO 3166 alpha-2 countries create may send SMS to (SMS_ALLOWED_COUNTRIES, docs/security.md): no default, the create function refuses to start without it."
+  type        = list(string)
+  validation {
+    condition     = length(var.sms_allowed_countries) > 0 && alltrue([for c in var.sms_allowed_countries : can(regex("^[A-Z]{2}$", c))])
+    error_message = "sms_allowed_countries must be a non-empty list of ISO 3166 alpha-2 codes such as \"US\"."
+  }
+}
+
+variable "sms_max_per_hour" {
+  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and an alert fires."
+  type        = number
+  default     = 500
+}
+
+variable "email_from" {
+  description = "From header of verification emails."
+  type        = string
+  default     = "Signup <no-reply@example.com>"
+}
+
+variable "smtp" {
+  description = "SMTP relay when email_transport = smtp (the password is the smtp_password secret)."
+  type = object({
+    host     = string
+    port     = number
+    username = string
+    security = string
+  })
+  default = { host = "smtp.example.com", port = 587, username = "", security = "starttls" }
+}
+
+variable "twilio_account_sid" {
+  description = "Twilio Account SID (an identifier, not a secret; the auth token is the twilio_auth_token secret)."
+  type        = string
+  default     = ""
+}
+
+variable "twilio_from" {
+  description = "Twilio sender: an E.164 number or a Messaging Service SID."
+  type        = string
+  default     = ""
+}
+
+# ---- Monitoring ----------------------------------------------------------------------------
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channel IDs (projects/P/notificationChannels/N) that alerts page."
+  type        = list(string)
+  default     = []
+}
+
+variable "oldest_ready_threshold_seconds" {
+  description = "Page when the oldest eligible intent of a channel is older than this. Must be a bucket bound of the age metric (so the percentile is exact at the threshold): 30, 60, 90, 120, 180, 300, 600."
+  type        = number
+  default     = 120
+  validation {
+    condition     = contains([30, 60, 90, 120, 180, 300, 600], var.oldest_ready_threshold_seconds)
+    error_message = "oldest_ready_threshold_seconds must be one of 30, 60, 90, 120, 180, 300, 600."
+  }
+}
+
+variable "watermark_stale_threshold_seconds" {
+  description = "Page when the reconciler watermark is older than this (the reconciler runs every minute). Must be a bucket bound: 120, 180, 300, 600, 900."
+  type        = number
+  default     = 300
+  validation {
+    condition     = contains([120, 180, 300, 600, 900], var.watermark_stale_threshold_seconds)
+    error_message = "watermark_stale_threshold_seconds must be one of 120, 180, 300, 600, 900."
+  }
+}
+
+variable "exclude_confirm_request_logs" {
+  description = "Drop Cloud Run's request log for the confirm function, whose URLs carry one-time tokens (logging.tf)."
+  type        = bool
+  default     = true
+}
+
+# ---- Webhooks and delivery reports ------------------------------------------------------------
+
+variable "webhook_url" {
+  description = "The signup site's endpoint for signed verification events (https). Empty: no events are written. Its secret (WEBHOOK_SECRET, whsec_...) is supplied to deploy.sh like the others (docs/deploy.md, step 3)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.webhook_url == "" || can(regex("^https://[^/@]+(/.*)?$", var.webhook_url))
+    error_message = "webhook_url must be empty or an https URL without credentials."
+  }
+}
+
+variable "webhook_oldest_ready_threshold_seconds" {
+  description = "Page when the oldest eligible webhook event is older than this (the receiver is failing or slow). A bucket bound of the age metric: 30, 60, 90, 120, 180, 300, 600."
+  type        = number
+  default     = 600
+  validation {
+    condition     = contains([30, 60, 90, 120, 180, 300, 600], var.webhook_oldest_ready_threshold_seconds)
+    error_message = "webhook_oldest_ready_threshold_seconds must be one of 30, 60, 90, 120, 180, 300, 600."
+  }
+}
+
+variable "sendgrid_webhook_public_key" {
+  description = "The verification key SendGrid shows for the Signed Event Webhook (base64, Mail Settings > Event Webhook; docs/deploy.md). Empty = SendGrid reports are refused (403)."
+  type        = string
+  default     = ""
+}
+
+variable "awaiting_report_threshold_seconds" {
+  description = "Alert when an accepted delivery has had no delivered report for this long (ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS)."
+  type        = number
+  default     = 900
+}
