@@ -35,7 +35,7 @@ from pgcost import Cost, Meter, flush_stats
 from signup_verification import runtime
 from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.delivery.budget import LatencyEstimator
+from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.delivery.dispatcher import Dispatcher
 from signup_verification.platform.database import ConnectionParams, Database

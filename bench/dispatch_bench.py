@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import common  # noqa: E402
 from common import write_section  # noqa: E402
-from signup_verification.delivery.budget import LatencyEstimator, invocation_seconds  # noqa: E402
+from signup_verification.delivery.batch_sizing import LatencyEstimator, invocation_seconds  # noqa: E402
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
 from signup_verification.delivery.messages import EmailContent  # noqa: E402

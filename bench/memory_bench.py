@@ -26,7 +26,7 @@ TARGET_MB = 150
 def child(url: str, intents: int, batch: int) -> None:
     """Runs in the fresh interpreter: one invocation, then its peak RSS as JSON on stdout."""
     import dispatch_bench
-    from signup_verification.delivery.budget import LatencyEstimator
+    from signup_verification.delivery.batch_sizing import LatencyEstimator
     from signup_verification.delivery.dispatcher import Dispatcher
     from signup_verification.platform.database import Database
     from support.config import make_config

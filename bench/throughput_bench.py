@@ -56,7 +56,7 @@ def run_one(params, c: Contender, n: int) -> float:
 
 def _invocation(url: str, batch: int, ready, go, out) -> None:
     """One dispatch invocation in its own process (as two function instances would run)."""
-    from signup_verification.delivery.budget import LatencyEstimator
+    from signup_verification.delivery.batch_sizing import LatencyEstimator
     from signup_verification.delivery.dispatcher import Dispatcher
     from signup_verification.platform.database import Database
     from support.config import make_config

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import common  # noqa: E402
 from common import load, log, machine, median, server, write_section  # noqa: E402
 from dispatch_bench import KEYRING, BenchSender, CountingDatabase  # noqa: E402
-from signup_verification.delivery.budget import LatencyEstimator  # noqa: E402
+from signup_verification.delivery.batch_sizing import LatencyEstimator  # noqa: E402
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.channels.http import HttpClient  # noqa: E402
 from signup_verification.delivery.channels.webhook import WebhookChannel  # noqa: E402

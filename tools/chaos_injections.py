@@ -12,7 +12,7 @@ import threading
 import time
 
 from chaos_state import RunState
-from signup_verification.delivery.budget import MIN_LEASE_SECONDS
+from signup_verification.delivery.batch_sizing import MIN_LEASE_SECONDS
 from signup_verification.platform.database import Database, UnavailableError
 
 LEASE_SECONDS = MIN_LEASE_SECONDS  # the dispatcher's shortest lease: a frozen worker must outlive it

@@ -40,7 +40,7 @@ from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
 from ..verifications.tokens import Keyring
-from .budget import SETTLE_RESERVE, LatencyEstimator, invocation_seconds, plan_batch
+from .batch_sizing import SETTLE_RESERVE, LatencyEstimator, invocation_seconds, plan_batch
 from .channels.base import Channel
 from .config import DispatchConfig
 from .messages import Renderer
@@ -373,9 +373,12 @@ class Dispatcher:
             "abandoned": self.abandoned,
             "send_latency_seconds": self.estimator.snapshot(),
         }
-        _log.info(
+        r = self.report
+        moved = r.claimed or r.released or r.suppressed or r.stale_writes or self.abandoned
+        _log.log(
+            logging.INFO if moved else logging.DEBUG,  # an idle tick is quiet
             "dispatch: %s",
-            " ".join(f"{k}={v}" for k, v in self.report.as_dict().items()),
+            " ".join(f"{k}={v}" for k, v in r.as_dict().items()),
             extra={"json_fields": fields},
         )
 

@@ -27,11 +27,11 @@ from ..outbox.states import AttemptOutcome
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.deadline import Deadline
 from ..platform.redaction import mask_destination
-from .budget import LatencyEstimator, send_by
+from .batch_sizing import LatencyEstimator, send_by
 from .channels.base import Channel, SendResult
 from .messages import Renderer, RenderError
 
-_log = logging.getLogger("signup_verification.delivery.dispatcher")
+_log = logging.getLogger("signup_verification.delivery.sending")
 NOT_SENT = "not_sent"
 CHANNEL_STOPPED = "channel_stopped"
 NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED})  # retryable outcomes of sends never handed to a provider

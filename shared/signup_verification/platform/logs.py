@@ -190,45 +190,12 @@ class RedactionFilter(logging.Filter):
         record.http_request = request
 
 
-# -- quiet idle runs -------------------------------------------------------------------------------
+# -- records written in JSON at any severity ------------------------------------------------------
 SIGNALS_LOGGER = "signup_verification.operations.signals"
-_RUN_EVENTS = {"dispatch_summary", "reconcile"}
-_NOT_MOVES = {
-    "elapsed_ms",
-    "send_latency_seconds",
-    "watermark_covered_through",
-    "deployment",
-    "lease_owner",
-    "event",
-    "drained",
-    "backlog",
-}
-
-
-def idle_run(fields: Mapping[str, Any]) -> bool:
-    """A dispatch_summary or reconcile record of a run that moved nothing and left nothing behind."""
-    if fields.get("event") not in _RUN_EVENTS or fields.get("skipped") or fields.get("drained") is False:
-        return False
-    if fields.get("backlog"):
-        return False
-    return not any(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and v for k, v in fields.items() if k not in _NOT_MOVES
-    )
-
-
-class QuietIdleFilter(logging.Filter):
-    """Idle run records become DEBUG; below `threshold` they are dropped (text) or kept (json: kept
-    at DEBUG severity, since operators read them in Cloud Logging)."""
-
-    def __init__(self, threshold: int, drop: bool) -> None:
-        super().__init__()
-        self.threshold, self.drop = threshold, drop
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        fields = getattr(record, "json_fields", None)
-        if record.levelno == logging.INFO and isinstance(fields, Mapping) and idle_run(fields):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return not (self.drop and record.levelno < self.threshold)
+# The run summaries: a run that moved nothing logs at DEBUG (the emitter says so: hidden in text below
+# LOG_LEVEL=DEBUG); in JSON they and the signal records are written whatever their severity, because
+# operators read them in Cloud Logging and the log-based metrics count them (the absence alert).
+RUN_LOGGERS = (SIGNALS_LOGGER, "signup_verification.delivery.dispatcher", "signup_verification.operations.reconciler")
 
 
 # -- formats ---------------------------------------------------------------------------------------
@@ -346,9 +313,8 @@ def configure(
     root.addHandler(handler)
     root.setLevel(level or config.level.upper())
     fmt = fmt or config.format
-    handler.addFilter(QuietIdleFilter(root.level, drop=fmt != "json"))
-    # The metric records are written at any severity in JSON (their count is the absence alert).
-    logging.getLogger(SIGNALS_LOGGER).setLevel(logging.DEBUG if fmt == "json" else logging.NOTSET)
+    for name in RUN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if fmt == "json" else logging.NOTSET)
     # The client library's own loggers must not feed back into a handler that may call it; pgserver's
     # progress lines (the embedded database, local only) are not ours to show.
     for name in ("google.cloud", "google.auth", "urllib3", "pgserver"):

@@ -13,7 +13,7 @@ import pytest
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.delivery.budget import LatencyEstimator
+from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.console import ConsoleChannel
 from signup_verification.delivery.dispatcher import Dispatcher
 from signup_verification.outbox import transitions as t

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from signup_verification.delivery.budget import LatencyEstimator
+from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.outbox import idle
 from signup_verification.platform.database import Database

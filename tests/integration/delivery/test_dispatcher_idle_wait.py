@@ -9,7 +9,7 @@ import time
 import pytest
 
 from signup_verification.config import ConfigError, load
-from signup_verification.delivery.budget import LatencyEstimator, invocation_seconds
+from signup_verification.delivery.batch_sizing import LatencyEstimator, invocation_seconds
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.local.scheduler import _next_tick
 from signup_verification.platform.database import Database

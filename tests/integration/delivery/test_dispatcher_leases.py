@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from signup_verification.delivery import budget
-from signup_verification.delivery.budget import LatencyEstimator
+from signup_verification.delivery import batch_sizing as budget
+from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.delivery.dispatcher import Dispatcher
 from signup_verification.outbox import RetryPolicy

@@ -138,7 +138,9 @@ def _log_run(report: ReconcileReport) -> None:
         "watermark_covered_through": report.watermark.get("covered_through"),
         "elapsed_ms": report.elapsed_ms,
     }
-    _log.info(
+    busy = moved or fields["overdue_count"] or not report.drained or any(moves.values())
+    _log.log(
+        logging.INFO if busy else logging.DEBUG,  # an idle run is quiet
         "reconcile: %d row(s) moved in %d ms%s",
         moved,
         report.elapsed_ms,

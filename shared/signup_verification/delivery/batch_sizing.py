@@ -1,8 +1,9 @@
-"""Time budget of one dispatch invocation and the size of each batch.
+"""How much one dispatch invocation may do: its share of the timeout, the measured send latency, and
+the size of each batch.
 
-The Deadline itself is platform/deadline.py (the reconciler's too); what is delivery's own lives here:
-the invocation's share of the timeout, latency estimates and batch planning. An invocation may run for FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and
-log before the platform cuts it off). Each batch is sized so its sends finish inside what is
+The Deadline itself is platform/deadline.py (the reconciler's too). An invocation may run for
+FUNCTION_TIMEOUT_SECONDS minus a safety margin (to settle, answer and log before the platform cuts
+it off). Each batch is sized so its sends finish inside what is
 left: `rounds` sequential sends per sender thread, from the measured recent send latency, times
 the send concurrency. Every provider call is also bounded by the deadline itself, so a provider
 that turns slow mid-batch costs a timeout, never an overrun.
