@@ -3,7 +3,9 @@
 
     .venv/bin/python tools/build_bundle.py [--out build/function-source.zip]
 
-The zip holds `main.py` (functions/main.py) at its root, the `signup_verification` package, and a
+The zip holds `main.py` (functions/main.py) at its root, the `signup_verification` package without
+its laptop emulation (`local/`: the embedded database, the mailbox, the scheduler; no deployed code
+imports it, tests/unit/test_layers.py checks that), and a
 `requirements.txt` that is requirements/runtime.txt: every runtime distribution pinned with its
 hashes, resolved from pyproject's `[project].dependencies` alone (tools/lock.py), the same pins
 requirements/dev.txt gives the test suite; the `local`/`test` extras (pgserver, aiosmtpd, pytest)
@@ -40,6 +42,7 @@ PACKAGE = "signup_verification"
 # Development-only distributions: their presence in a bundle would be a packaging mistake.
 FORBIDDEN = {"pgserver", "aiosmtpd", "pytest", "hypothesis", "signup-verification"}
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+LAPTOP_ONLY = {"local"}  # the package's laptop emulation never reaches a deployed instance
 
 
 class BundleError(RuntimeError):
@@ -74,8 +77,11 @@ def bundle_files(root: Path = ROOT) -> dict[str, bytes]:
     }
     package_dir = root / "shared" / PACKAGE
     for path in sorted(package_dir.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}:
-            files[f"{PACKAGE}/{path.relative_to(package_dir).as_posix()}"] = path.read_bytes()
+        relative = path.relative_to(package_dir)
+        if relative.parts[0] in LAPTOP_ONLY or "__pycache__" in relative.parts or path.suffix in {".pyc", ".pyo"}:
+            continue
+        if path.is_file():
+            files[f"{PACKAGE}/{relative.as_posix()}"] = path.read_bytes()
     for name in [n for n in files if n.endswith(".py")]:
         files[_cached(name)] = bytecode(name, files[name])
     return files

@@ -156,7 +156,7 @@ def cmd_channel_resume(args: argparse.Namespace, runtime: Runtime) -> int:
 
 def cmd_suppression_list(args: argparse.Namespace, runtime: Runtime) -> int:
     """Destinations a provider reported permanently undeliverable (issue 13): keys, never destinations."""
-    from .operations import suppressions
+    from .operations import suppression_list as suppressions
 
     found = suppressions.entries(runtime.db)
     print(json.dumps([s.as_json() for s in found]) if args.json else suppressions.render(found))
@@ -170,7 +170,7 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
     from pydantic import ValidationError
 
     from .api.models import CreateVerificationRequest
-    from .operations import suppressions
+    from .operations import suppression_list as suppressions
     from .verifications import abuse
 
     if args.key:

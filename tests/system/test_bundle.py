@@ -79,7 +79,9 @@ def test_bundle_layout_is_what_cloud_functions_expects(bundle: Path):
     # Package data travels with the code (per-operation SQL, message templates).
     assert any(n.endswith(".sql") for n in names) and any("templates/" in n for n in names)
     assert not any("main_test" in n for n in names)
-    # issue 18: each module's bytecode beside it, for the interpreter that built it, and nothing else
+    # the laptop emulation (embedded database, mailbox, scheduler) never reaches a deployed instance
+    assert not any(n.startswith("signup_verification/local/") for n in names)
+    # each module's bytecode beside it, for the interpreter that built it, and nothing else
     sources = {n for n in names if n.endswith(".py")}
     compiled = {n for n in names if n.endswith(".pyc")}
     assert compiled == {Path(importlib.util.cache_from_source(n)).as_posix() for n in sources}

@@ -261,11 +261,12 @@ def test_a_quoted_fragment_of_the_secret_is_forgotten_too(twilio):
     """A provider that quotes part of what we sent (a content filter echoing the start of a link)
     must not leave a piece of the secret in the stored text: scrubbed by the known secret, not by a
     token-shaped pattern (a 20-character fragment is no 32-character token)."""
-    from signup_verification.delivery.channels.base import SendResult, forget, forget_text
+    from signup_verification.delivery.channels.base import SendResult, forget
+    from signup_verification.platform.redaction import forget_secret
 
     secret = "Qm9vbGVhbi1zZWNyZXQtdG9rZW4tZm9yLXRlc3RzLTEyMw"
     fragment = secret[5:25]
     result = forget(SendResult.failed("rejected", f"filtered: '{fragment}...' looks like spam", None), secret)  # type: ignore[arg-type]
     assert fragment not in (result.detail or "") and "[secret]" in (result.detail or "")
-    assert forget_text("queue 4069127A943 ok", secret) == "queue 4069127A943 ok"  # nothing of it, nothing changed
-    assert forget_text("your code 123456 was refused", "123456") == "your code [secret] was refused"
+    assert forget_secret("queue 4069127A943 ok", secret) == "queue 4069127A943 ok"  # nothing of it, nothing changed
+    assert forget_secret("your code 123456 was refused", "123456") == "your code [secret] was refused"

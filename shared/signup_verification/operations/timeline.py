@@ -24,8 +24,7 @@ from typing import Any
 
 from ..delivery.events import webhook_id
 from ..platform.database import Database, load_sql
-from ..platform.logs import redact_text
-from ..platform.redaction import mask_destination
+from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
 from . import timeline_fallback, timeline_reports
 from .reasons import failure_reason, render_reason

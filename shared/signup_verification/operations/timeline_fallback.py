@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from ..platform.database import Database, load_sql
-from ..platform.logs import redact_text
-from ..platform.redaction import mask_destination
+from ..platform.redaction import mask_destination, redact_text
 from .reasons import failure_reason, render_reason
 
 _SQL = load_sql(__file__, "timeline_fallback.sql")

@@ -6,8 +6,8 @@
                              starts informed); last_completed_at at the end of every invocation
                              (complete_dispatch: the status table's last completed run).
     reconcile:<deployment>   last_started_at, last_completed_at and the reconciler's watermark
-                             (operations/reconciler/watermark.py decides what it says), guarded by a
-                             session advisory lock so one run at a time writes it.
+                             (operations/reconciler/watermark.py decides what it says and holds the
+                             lock that lets one run at a time write it).
 The signals read both rows (operations/signals.sql, and `rows` here for the status table). Every
 statement is a heartbeat_*.sql file beside this module.
 """
@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..platform.database import Database, UnavailableError, load_sql
+from ..platform.database import Database, load_sql
 
-# last_claim_at feeds an absence alert measured in minutes: one write per few seconds is enough, and
-# per batch it was a whole extra commit (bench/throughput_bench.py).
+# last_claim_at feeds an absence alert measured in minutes: one write per few seconds is enough (a
+# write per batch would be a commit per batch: bench/throughput_bench.py).
 HEARTBEAT_SECONDS = 5.0
 
 
@@ -40,11 +40,6 @@ def start_dispatch(db: Database, deployment: str) -> dict[str, float]:
     last invocation saved ({} when there are none), in one round trip."""
     latency = db.run(load_sql(__file__, "heartbeat_start_dispatch.sql"), name=dispatch_name(deployment))[0][1]
     return latency if isinstance(latency, dict) else {}
-
-
-def use_custom_plans(db: Database) -> None:
-    """What start_dispatch sets, for a second connection of the same invocation (the settle connection)."""
-    db.run(load_sql(__file__, "heartbeat_custom_plans.sql"))
 
 
 def save_latency(db: Database, deployment: str, latency: Mapping[str, float]) -> None:
@@ -83,17 +78,6 @@ class ClaimBeat:
 
 
 # -- the reconciler's row ---------------------------------------------------------------------------------
-def try_lock(db: Database, name: str) -> bool:
-    return bool(db.run(load_sql(__file__, "heartbeat_lock.sql"), name=name)[0][0])
-
-
-def unlock(db: Database, name: str) -> None:
-    try:
-        db.run(load_sql(__file__, "heartbeat_unlock.sql"), name=name)
-    except UnavailableError:  # the connection is gone, and the session lock with it
-        pass
-
-
 def begin_run(db: Database, name: str, deployment: str) -> dict[str, Any]:
     """{started_at, previous}: the run's start as the database sees it, and the watermark before it."""
     row = db.one(load_sql(__file__, "heartbeat_begin_run.sql"), name=name, deployment=deployment)

@@ -304,8 +304,3 @@ def sweep_dead(db: Database, limit: int) -> DeadSweep:
         suppressed=[(r[0], r[1]) for r in rows if r[1] is not None],
         verifications_expired=sum(r[2] for r in rows if r[2] is not None),
     )
-
-
-def suppress_dead(db: Database, limit: int) -> list[tuple[str, int]]:
-    """(reason, intent id) for each intent suppressed because its verification is dead."""
-    return sweep_dead(db, limit).suppressed

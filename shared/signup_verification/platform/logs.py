@@ -14,22 +14,22 @@ Level: LOG_LEVEL (default INFO). Trace ids are prefixed `projects/<id>/traces/` 
 GOOGLE_CLOUD_PROJECT (or GCP_PROJECT) is set, which Cloud Logging needs to link them to Cloud Trace.
 
 Idle runs are quiet: a dispatch or reconcile run that moved nothing, and the signals of a channel
-with nothing live (operations/signals.py), are DEBUG records. In JSON they are still written
+with nothing live (operations/signals.py), log DEBUG records. In JSON they are still written
 (the log-based metrics and the absence alert count every `event="signals"` record, whatever its
 severity); in text, below LOG_LEVEL=DEBUG, they are not shown.
 
 Redaction is a safety net, not the policy: code never logs a token, a code or a destination. The
-filter still masks anything shaped like an email address or an E.164 number, any `token=` /
-`code=` value, anything shaped like a link token, and the query string of the request URL that
-the structured handler would otherwise copy into `httpRequest.requestUrl` (`?token=...`); the
-`httpRequest.userAgent` it copies keeps only its redacted product tokens.
+filter (RedactionFilter, with platform/redaction.py's patterns) still masks anything shaped like
+an email address or an E.164 number, any `token=` / `code=` value, anything shaped like a link
+token, and the query string of the request URL that the structured handler would otherwise copy
+into `httpRequest.requestUrl` (`?token=...`); the `httpRequest.userAgent` it copies keeps only its
+redacted product tokens.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from .log_handoff import DeferredHandler, request_context
-from .redaction import mask_email, mask_phone
+from .redaction import redact_text, redact_value, user_agent, without_query
 
 __all__ = [
     "LoggingConfig",
@@ -46,7 +46,6 @@ __all__ = [
     "flush",
     "remove",
     "use_sink",
-    "redact_text",
     "RedactionFilter",
     "TextFormatter",
 ]
@@ -93,57 +92,6 @@ def use_sink(stream: TextIO) -> Iterator[TextIO]:
         _sink = previous
 
 
-# -- redaction -------------------------------------------------------------------------------------
-_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
-_PHONE = re.compile(r"\+\d[\d \-().]{5,}\d")
-# `token=...`, `"link_token": "..."`; `code=123456` (6+ digits: SMTP and Twilio error codes stay readable).
-_TOKEN_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?token)(\s*[=:]\s*\"?|\"\s*:\s*\")([^\s&\"',;]+)")
-_CODE_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?code)(\s*[=:]\s*\"?|\"\s*:\s*\")(\d{6,})")
-# a link's token (256-bit base64url, 43 characters), alone or after its verification id (22, sql/016)
-_LINK_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:[A-Za-z0-9_\-]{22})?[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")
-
-
-def redact_text(text: str) -> str:
-    """Mask what looks like a destination or a secret in free text."""
-    for pattern in (_TOKEN_PARAM, _CODE_PARAM):
-        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
-    text = _LINK_TOKEN.sub("[redacted]", text)
-    text = _EMAIL.sub(lambda m: mask_email(m.group(0)), text)
-    return _PHONE.sub(lambda m: mask_phone(re.sub(r"[^\d+]", "", m.group(0))), text)
-
-
-def _redact_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, Mapping):
-        return {k: _redact_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact_value(v) for v in value]
-    return value
-
-
-def _without_query(url: str | None) -> str | None:
-    if not url or "?" not in url:
-        return url
-    return url.split("?", 1)[0] + "?[redacted]"
-
-
-_UA_COMMENT = re.compile(r"\([^()]*\)")
-_UA_MAX = 200
-
-
-def _user_agent(value: str | None) -> str | None:
-    """A User-Agent as logged: its product tokens (`name/version`) redacted like free text, its
-    comments (the parenthesised free-form parts) dropped, at most 200 characters. The header is
-    whatever the caller wrote, so it is treated like the query string: never logged as sent."""
-    if not value:
-        return value
-    text, previous = value, None
-    while text != previous:  # nested comments from the inside out
-        previous, text = text, _UA_COMMENT.sub(" ", text)
-    return redact_text(" ".join(text.replace("(", " ").replace(")", " ").split()))[:_UA_MAX]
-
-
 class RedactionFilter(logging.Filter):
     """Runs first on the handler: renders the message, masks it, masks json_fields and the traceback."""
 
@@ -157,10 +105,10 @@ class RedactionFilter(logging.Filter):
                 record.msg = redact_text(record.getMessage())
                 record.args = None
             else:
-                record.msg = _redact_value(record.msg)
+                record.msg = redact_value(record.msg)
             fields = getattr(record, "json_fields", None)
             if isinstance(fields, Mapping):
-                record.json_fields = _redact_value(fields)
+                record.json_fields = redact_value(fields)
             if record.exc_info and not record.exc_text:
                 record.exc_text = logging.Formatter().formatException(record.exc_info)
             if record.exc_text:
@@ -182,11 +130,11 @@ class RedactionFilter(logging.Filter):
             request = (request_context(None) or {}).get("http_request")
         if isinstance(request, Mapping):
             request = dict(request)
-            request["requestUrl"] = _without_query(request.get("requestUrl"))
+            request["requestUrl"] = without_query(request.get("requestUrl"))
             if request.get("referer"):
-                request["referer"] = _without_query(request["referer"])
+                request["referer"] = without_query(request["referer"])
             if request.get("userAgent"):
-                request["userAgent"] = _user_agent(request["userAgent"])
+                request["userAgent"] = user_agent(request["userAgent"])
         record.http_request = request
 
 

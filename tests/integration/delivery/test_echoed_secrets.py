@@ -10,7 +10,7 @@ import pytest
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.delivery.channels.base import scrub
+from signup_verification.platform.redaction import scrub
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import SmtpBehaviour

@@ -139,7 +139,9 @@ def test_the_reconciler_suppresses_an_expired_verifications_fallback_saying_why(
     vid = create_with_fallback(db, settings.create, after_seconds=300)
     db.run("UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'")
     ids = {row["id"] for row in intents(db, vid).values()}
-    assert sorted(t.suppress_dead(db, 100)) == sorted(("expired", i) for i in ids)  # the dead-link rule, once each
+    assert sorted(t.sweep_dead(db, 100).suppressed) == sorted(
+        ("expired", i) for i in ids
+    )  # the dead-link rule, once each
     fallback = intents(db, vid)["fallback"]
     assert (fallback["status"], fallback["suppression_reason"]) == ("suppressed", "expired")
 

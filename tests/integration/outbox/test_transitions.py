@@ -153,7 +153,7 @@ def test_dead_verifications_are_suppressed(db, death):
     else:
         request = CreateVerificationRequest(account_id="acct-0", channel="email", destination="other@example.com")
         verifications.create_verification(db, SETTINGS, KEYRING, request, "second")
-    suppressed = t.suppress_dead(db, 100)
+    suppressed = t.sweep_dead(db, 100).suppressed
     if death == "superseded":
         # create already suppressed it in the same transaction; nothing left for the sweep.
         assert suppressed == []

@@ -14,7 +14,7 @@ import pytest
 from signup_verification import runtime
 from signup_verification.config import load
 from signup_verification.platform import logs as service_logging
-from signup_verification.platform.logs import redact_text
+from signup_verification.platform.redaction import redact_text
 from signup_verification.verifications.tokens import Keyring
 from support.logs import LogLines
 from support.paths import ROOT, TEST_TOKEN_KEYS

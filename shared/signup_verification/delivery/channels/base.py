@@ -18,25 +18,16 @@ docs/channels.md has the tables mapping every provider response to its outcome a
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Protocol, runtime_checkable
 
 from ...outbox.states import SEND_OUTCOMES, AttemptOutcome
+from ...platform.redaction import forget_secret
 from ..classification import Category, Verdict, configuration
 
 CONFIGURATION = "configuration"  # error_class of failures an operator must fix: they alert
 BLOCKED = "provider_blocked"  # retryable: the provider blocks us for a while (alerts, stops the channel)
-
-_EMAILISH = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
-# Secrets a provider may echo (a content filter quoting the link): URLs, token=/code= style values,
-# and anything token-shaped (our link tokens are 43 base64url chars, 65 with the verification id
-# before them). `forget` removes the rendered secret itself, and any fragment of it.
-_URLISH = re.compile(r"(?i)\b(?:https?|ftp)://\S+|\bwww\.\S+")
-_SECRET_PARAM = re.compile(r"(?i)\b(token|code|otp|sig|signature|key)=[^\s&\"'<>;]+")
-_TOKENISH = re.compile(r"[A-Za-z0-9_-]{32,}")
-_PHONEISH = re.compile(r"\+?\d(?:[\s().-]?\d){6,}")  # 7+ digits: a number, not '550 5.1.1'
 
 
 @dataclass(frozen=True)
@@ -116,24 +107,6 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
-def scrub(text: str | bytes | None, limit: int = 200, *, numbers: bool = True) -> str:
-    """A provider's text made safe to store: no URL, token or token=/code= value (a live link must
-    never reach the database or a log), no addresses or numbers that could be a destination,
-    one line, bounded. (Providers echo the recipient in rejections.) `numbers=False` for texts
-    about an email, where a digit run is a queue id, never a phone number."""
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    text = _URLISH.sub("[url]", text)
-    text = _SECRET_PARAM.sub(lambda m: m.group(1) + "=[redacted]", text)
-    text = _TOKENISH.sub("[token]", text)
-    text = _EMAILISH.sub("[address]", text)
-    if numbers:
-        text = _PHONEISH.sub("[number]", text)
-    return " ".join(text.split())[:limit]
-
-
 def forget(result: SendResult, secret: str) -> SendResult:
     """The result without the secret the adapter just rendered (the link token, the SMS code), nor any
     fragment of it: scrub() knows shapes, not values; a 6-digit code echoed in a provider's error looks
@@ -141,31 +114,8 @@ def forget(result: SendResult, secret: str) -> SendResult:
     if not secret:
         return result
     return dataclasses.replace(
-        result, detail=forget_text(result.detail, secret), provider_ref=forget_text(result.provider_ref, secret)
+        result, detail=forget_secret(result.detail, secret), provider_ref=forget_secret(result.provider_ref, secret)
     )
-
-
-_FRAGMENT = 8  # a run this long that occurs in the secret is a piece of it (8 base64url chars: 48 bits)
-
-
-def forget_text(text: str | None, secret: str) -> str | None:
-    """`text` with the secret and every run of >= 8 of its characters (the whole secret when shorter)
-    replaced by [secret]."""
-    if not text or not secret:
-        return text
-    shortest = min(_FRAGMENT, len(secret))
-    out, i = [], 0
-    while i < len(text):
-        length = 0
-        while i + length < len(text) and text[i : i + length + 1] in secret:
-            length += 1
-        if length >= shortest:
-            out.append("[secret]")
-            i += length
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
 
 
 def http_retry_after(value: str | None) -> float | None:

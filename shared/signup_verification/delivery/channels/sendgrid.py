@@ -18,9 +18,10 @@ import json
 import time
 from email.utils import parseaddr
 
+from ...platform.redaction import scrub
 from ..classification import sendgrid as table
 from ..messages import EmailContent
-from .base import BLOCKED, SendResult, forget, http_retry_after, scrub
+from .base import BLOCKED, SendResult, forget, http_retry_after
 from .http import HttpClient, HttpFailure
 
 BLOCKED_WAIT_SECONDS = 1800.0  # SendGrid does not say how long a block lasts; hammering would extend it

@@ -17,11 +17,12 @@ import ssl
 import threading
 import time
 
+from ...platform.redaction import scrub
 from ..channel_config import SmtpConfig
 from ..classification import Category, Fault, Verdict, ours
 from ..classification import smtp as table
 from ..messages import EmailContent
-from .base import SendResult, forget, scrub
+from .base import SendResult, forget
 
 _ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 _DOT_LINE = re.compile(rb"(?m)^\.")

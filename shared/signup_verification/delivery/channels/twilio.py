@@ -18,10 +18,11 @@ import json
 from base64 import b64encode
 from urllib.parse import quote, urlencode
 
+from ...platform.redaction import scrub
 from ..classification import Verdict, unexplained
 from ..classification import twilio as table
 from ..messages import SmsContent
-from .base import SendResult, forget, http_retry_after, scrub
+from .base import SendResult, forget, http_retry_after
 from .http import HttpClient, HttpFailure
 
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import time
 
+from ...platform.redaction import scrub
 from ..classification import unexplained
 from ..events import EventContent, sign
-from .base import SendResult, http_retry_after, scrub
+from .base import SendResult, http_retry_after
 from .http import HttpClient, HttpFailure
 
 USER_AGENT = "signup-verification-webhooks/1"

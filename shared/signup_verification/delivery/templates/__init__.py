@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 
 import jinja2
-
-from . import skeletons
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_LOCALE = "en"
@@ -138,26 +136,3 @@ def plural_for(locale: str):
 
 def render(version_ref: str, locale: str, part: str, **variables: object) -> str:
     return _compiled(version_ref, locale, part).render(plural=plural_for(locale), **variables)
-
-
-@lru_cache(maxsize=4096)  # per product x locale x part x minutes stated: a few thousand at most
-def _pieces(
-    version_ref: str, locale: str, part: str, secret_name: str, variables: tuple[tuple[str, object], ...]
-) -> tuple[str, ...] | None:
-    slots = skeletons.secret_slots(_env(part), getattr(load(version_ref, locale), part), secret_name)
-    if slots is None:
-        return None
-    rendered = render(version_ref, locale, part, **dict(variables), **{secret_name: skeletons.MARKER})
-    return skeletons.split(rendered, slots)
-
-
-def render_secret(version_ref: str, locale: str, part: str, secret_name: str, secret: str, **variables: object) -> str:
-    """Exactly `render(..., **variables, secret_name=secret)`, from pieces rendered once (skeletons.py);
-    a template the splice cannot be proven exact for, and every render error, takes `render`."""
-    try:
-        pieces = _pieces(version_ref, locale, part, secret_name, tuple(sorted(variables.items())))
-    except Exception:  # nothing swallowed: the full render below raises the same error itself
-        pieces = None
-    if pieces is None:
-        return render(version_ref, locale, part, **variables, **{secret_name: secret})
-    return skeletons.splice(pieces, secret, _env(part).autoescape is True)

@@ -10,10 +10,10 @@ worker_heartbeats row `reconcile:<deployment>`:
                       fail, or keep leaving a backlog.
     run_started_at, run_completed_at, drained, backlog (duties left with work), moves, cutoffs.
 
-One run at a time per deployment: a session advisory lock (River's leader-only rescuer). A run that
-finds it taken answers `skipped`; the lock goes with the connection if the process dies.
-The row's statements live with the other heartbeats (outbox/heartbeats.py); this module decides
-what the watermark says.
+One run at a time per deployment: a session advisory lock on the row's name (River's leader-only
+rescuer; run_lock.sql). A run that finds it taken answers `skipped`; the lock goes with the
+connection if the process dies. The row's statements live with the other heartbeats
+(outbox/heartbeats.py); this module decides what the watermark says.
 """
 
 from __future__ import annotations
@@ -23,11 +23,20 @@ from datetime import datetime
 from typing import Any
 
 from ...outbox import heartbeats
-from ...platform.database import Database
+from ...platform.database import Database, UnavailableError, load_sql
 
 heartbeat_name = heartbeats.reconcile_name
-try_lock = heartbeats.try_lock
-unlock = heartbeats.unlock
+
+
+def try_lock(db: Database, name: str) -> bool:
+    return bool(db.run(load_sql(__file__, "run_lock.sql"), name=name)[0][0])
+
+
+def unlock(db: Database, name: str) -> None:
+    try:
+        db.run(load_sql(__file__, "run_unlock.sql"), name=name)
+    except UnavailableError:  # the connection is gone, and the session lock with it
+        pass
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from datetime import datetime
 from ..platform.database import Database, load_sql
 from ..platform.timestamps import rfc3339, rfc3339_or_none
 
-_log = logging.getLogger("signup_verification.operations.suppressions")
+_log = logging.getLogger("signup_verification.operations.suppression_list")
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,12 @@ class Suppression:
 
 def entries(db: Database, limit: int = 200) -> list[Suppression]:
     """Current entries (expired ones are not shown: they no longer block), newest first."""
-    return [Suppression(**row) for row in db.rows(load_sql(__file__, "suppressions_list.sql"), limit=limit)]
+    return [Suppression(**row) for row in db.rows(load_sql(__file__, "suppression_list_entries.sql"), limit=limit)]
 
 
 def clear(db: Database, channel: str, key: bytes, cleared_by: str) -> bool:
     """Remove one entry; True when it existed. Logged with who cleared it (never the destination)."""
-    removed = bool(db.run(load_sql(__file__, "suppressions_clear.sql"), channel=channel, key=key))
+    removed = bool(db.run(load_sql(__file__, "suppression_list_clear.sql"), channel=channel, key=key))
     _log.info("suppression %s", "cleared" if removed else "not found",
               extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": key.hex()[:12],
                                      "cleared": removed, "by": cleared_by}})  # fmt: skip
