@@ -151,16 +151,29 @@ def module_database_url(pg_server: ConnectionParams, template_database: str):
 
 
 @pytest.fixture
-def empty_url(pg_server: ConnectionParams):
-    """A new database with nothing in it (not cloned from the migrated template), dropped after."""
-    name = f"e_{uuid.uuid4().hex[:16]}"
+def new_database(pg_server: ConnectionParams):
+    """Makes new databases with nothing in them (not cloned from the migrated template), each dropped
+    after the test: `new_database()` -> a connected Database."""
     admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_server.with_database(name).url()
-    finally:
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    made: list[Database] = []
+
+    def make() -> Database:
+        name = f"e_{uuid.uuid4().hex[:16]}"
+        admin.run(f'CREATE DATABASE "{name}"')
+        made.append(Database(pg_server.with_database(name)))
+        return made[-1]
+
+    yield make
+    for db in made:
+        db.close()
+        admin.run(f'DROP DATABASE IF EXISTS "{db.params.database}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture
+def empty_url(new_database) -> str:
+    """The URL of one new, empty database (dropped after the test)."""
+    return new_database().params.url()
 
 
 @pytest.fixture

@@ -7,6 +7,11 @@ importlib.resources so an installed package finds them from any directory):
   idempotently (CREATE OR REPLACE); re-applied when their checksum changes or a migration ran.
 A migration whose first line is `-- migrate: no-transaction` runs outside a transaction, one
 statement at a time (CREATE INDEX CONCURRENTLY cannot run inside one).
+
+A migration's statements never change once applied; its comments may be rewritten (they explain
+the present). `earlier_checksums.txt` beside the migrations lists the checksums a file had before
+its comments were rewritten, so a database that applied it then still upgrades: the runner takes
+such a checksum as the file's own and records the current one.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class Migration:
     def checksum(self) -> str:
         return hashlib.sha256(self.file.read_bytes()).hexdigest()
 
+    earlier_checksums: frozenset[str] = frozenset()  # the same statements, before their comments were rewritten
+
     @property
     def transactional(self) -> bool:
         return self.text.split("\n", 1)[0].strip() != NO_TRANSACTION
@@ -81,6 +88,25 @@ class Definition:
         return hashlib.sha256(self.file.read_bytes()).hexdigest()
 
 
+EARLIER_CHECKSUMS = "earlier_checksums.txt"
+
+
+def earlier_checksums(source: Source) -> dict[str, frozenset[str]]:
+    """`NNN_name.sql <sha256>` lines (`#` starts a comment): file name -> its earlier checksums."""
+    listing = source.root / EARLIER_CHECKSUMS
+    if not listing.is_file():
+        return {}
+    found: dict[str, set[str]] = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) != 2 or not _MIGRATION.match(words[0]) or not re.fullmatch(r"[0-9a-f]{64}", words[1]):
+            if words:
+                raise ValueError(f"{EARLIER_CHECKSUMS}: a line must be 'NNN_name.sql <sha256>', got {line!r}")
+            continue
+        found.setdefault(words[0], set()).add(words[1])
+    return {name: frozenset(sums) for name, sums in found.items()}
+
+
 def _sql_files(folder: Traversable) -> list[Traversable]:
     if not folder.is_dir():
         return []
@@ -90,12 +116,13 @@ def _sql_files(folder: Traversable) -> list[Traversable]:
 def discover(source: Source | Path | str | None = None) -> list[Migration]:
     """The migrations in numeric order ('1000_x' after '999_y'); a bad or duplicate name is refused."""
     source = source if isinstance(source, Source) else Source.of(source)
+    earlier = earlier_checksums(source)
     found = []
     for file in _sql_files(source.root):
         match = _MIGRATION.match(file.name)
         if not match:
             raise ValueError(f"migration file name must look like 001_name.sql: {file.name}")
-        found.append(Migration(match.group(1), match.group(2), file))
+        found.append(Migration(match.group(1), match.group(2), file, earlier.get(file.name, frozenset())))
     found.sort(key=lambda m: int(m.version))
     numbers = [int(m.version) for m in found]
     if len(set(numbers)) != len(numbers):

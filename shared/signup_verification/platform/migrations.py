@@ -70,11 +70,11 @@ def migrate(
         raise MigrationError(f"no migration files (NNN_name.sql) found in {source.label}")
     with _migration_session(db, config):
         db.execute_script(load_sql(__file__, "migrations_table.sql"))
-        pending = _pending(found, db.rows(load_sql(__file__, "migrations_applied.sql")), source)
+        pending = _pending(db, found, db.rows(load_sql(__file__, "migrations_applied.sql")), source)
         return _apply_all(db, pending, definitions, source, config)
 
 
-def _pending(found: list[Migration], recorded: list[dict], source: Source) -> list[Migration]:
+def _pending(db: Database, found: list[Migration], recorded: list[dict], source: Source) -> list[Migration]:
     by_version = {m.version: m for m in found}
     for row in sorted(recorded, key=lambda r: int(r["version"])):
         migration = by_version.get(row["version"])
@@ -83,7 +83,9 @@ def _pending(found: list[Migration], recorded: list[dict], source: Source) -> li
                 f"migration {row['version']}_{row['name']}.sql is applied in the database but missing "
                 f"from {source.label}: this release is older than the database"
             )
-        if migration.checksum != row["checksum"]:
+        if row["checksum"] in migration.earlier_checksums:  # the same statements, comments rewritten since
+            db.run(load_sql(__file__, "migrations_restamp.sql"), version=migration.version, checksum=migration.checksum)
+        elif migration.checksum != row["checksum"]:
             raise MigrationError(f"migration {migration.filename} changed after it was applied")
     done = {row["version"] for row in recorded}
     return [m for m in found if m.version not in done]

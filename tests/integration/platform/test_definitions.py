@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import importlib.resources
 import shutil
-import uuid
 from pathlib import Path
 
 import pytest
 
 from signup_verification.platform import migrations
-from signup_verification.platform.database import ConnectionParams, Database
+from signup_verification.platform.database import Database
 from signup_verification.platform.migrations import MigrationError
 
 PACKAGED = importlib.resources.files("signup_verification.sql")
@@ -37,24 +36,6 @@ SNAPSHOT = {
 
 def snapshot(db: Database) -> dict[str, list]:
     return {part: db.run(sql) for part, sql in SNAPSHOT.items()}
-
-
-@pytest.fixture
-def new_database(pg_server: ConnectionParams):
-    admin = pg_server.with_database("postgres").connect()
-    made: list[Database] = []
-
-    def make() -> Database:
-        name = f"d_{uuid.uuid4().hex[:16]}"
-        admin.run(f'CREATE DATABASE "{name}"')
-        made.append(Database(pg_server.with_database(name)))
-        return made[-1]
-
-    yield make
-    for db in made:
-        db.close()
-        admin.run(f'DROP DATABASE IF EXISTS "{db.params.database}" WITH (FORCE)')
-    admin.close()
 
 
 def write(folder: Path, name: str, sql: str) -> None:

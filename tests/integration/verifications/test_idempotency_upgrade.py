@@ -14,7 +14,6 @@ from pathlib import Path
 from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform import migrations
-from signup_verification.platform.database import ConnectionParams, Database
 from signup_verification.verifications.create import IDEMPOTENCY_SCOPE, CreateConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
@@ -42,11 +41,8 @@ def _folder(tmp_path: Path, upgraded: bool) -> Path:
     return folder
 
 
-def test_a_key_stored_by_the_old_function_replays_the_same_answer(pg_server: ConnectionParams, tmp_path: Path):
-    name = f"u_{uuid.uuid4().hex[:16]}"
-    admin = pg_server.with_database("postgres").connect()
-    admin.run(f'CREATE DATABASE "{name}"')
-    db = Database.from_url(pg_server.with_database(name).url())
+def test_a_key_stored_by_the_old_function_replays_the_same_answer(new_database, tmp_path: Path):
+    db = new_database()
     try:
         migrations.migrate(db, _folder(tmp_path, upgraded=False))
         request = CreateVerificationRequest(account_id="acct-1", channel="email", destination="ada@example.com")
@@ -75,5 +71,3 @@ def test_a_key_stored_by_the_old_function_replays_the_same_answer(pg_server: Con
         assert db.run("SELECT count(*) FROM verifications")[0][0] == 1  # replayed, not created again
     finally:
         db.close()
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
