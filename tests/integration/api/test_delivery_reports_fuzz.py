@@ -1,6 +1,7 @@
-"""Fuzzing the delivery_reports target with SIGNED input (issue 13): whatever a provider (or someone
-holding its key) posts, the answer is never a 5xx, rejected input stores nothing, and accepted
-input only ever links to attempts that exist."""
+"""Fuzzing the delivery_reports target with SIGNED input: whatever a provider (or someone holding its
+key) posts, the answer is never a 5xx, rejected input stores nothing, and accepted input only ever
+links to attempts that exist. Strings include what PostgreSQL cannot hold (NUL, lone UTF-16
+surrogates, which JSON can spell as \ud800) and over-long values."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from hypothesis import strategies as st
 
 from support.reports import reports_env, sendgrid_headers, twilio_post
 
+# text PostgreSQL refuses, as a signed JSON body can carry it (json.dumps writes \ud800 for a lone surrogate)
+hostile_text = st.text(max_size=20) | st.sampled_from(
+    ["\ud800", "a\udfffb", "\x00", "nul\x00x", "\udbff\udbff", "x" * 400]
+)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | hostile_text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=10,
 )
@@ -21,12 +26,12 @@ events = st.fixed_dictionaries(
     {},
     optional={
         "event": st.sampled_from(["delivered", "bounce", "dropped", "deferred", "open", "x"]) | st.text(max_size=8),
-        "sg_event_id": st.text(max_size=40) | st.integers(),
-        "sg_message_id": st.text(max_size=40) | st.none(),
+        "sg_event_id": hostile_text | st.text(max_size=40) | st.integers(),
+        "sg_message_id": hostile_text | st.none(),
         "timestamp": st.integers() | st.text(max_size=5) | st.floats(allow_nan=False),
         "type": st.sampled_from(["bounce", "blocked"]) | json_values,
-        "status": st.text(max_size=8),
-        "reason": st.text(max_size=30),
+        "status": hostile_text,
+        "reason": hostile_text,
         "intent_id": st.text(max_size=6) | st.integers(),
         "attempt_id": st.from_regex(r"[0-9]{1,3}:[0-9]", fullmatch=True) | st.text(max_size=8),
     },
@@ -88,3 +93,25 @@ def test_unsigned_garbage_is_refused(client, db):
         assert response.status_code == 401 and stored(db) == 0
 
     post()
+
+
+def test_a_batch_with_a_lone_surrogate_answers_2xx_and_stores_the_rest(client, db):
+    """One event whose strings PostgreSQL cannot hold must not fail its batch (SendGrid would retry it
+    forever): text is normalised (U+FFFD), an unreadable event is skipped and counted as malformed,
+    and every other event of the batch is stored."""
+    from support.reports import accepted, sendgrid_event
+
+    sent = accepted(db, 3)
+    odd = sendgrid_event(sent[0]["intent_id"], sent[0]["attempt_id"], "bounce", type="bounce", status="5.1.1",
+                         reason="550 \ud800 user \x00 unknown", sg_event_id="evt-\ud800")  # fmt: skip
+    odd["sg_message_id"] = "\udfff" * 300
+    fine = sendgrid_event(sent[1]["intent_id"], sent[1]["attempt_id"])
+    also = sendgrid_event(sent[2]["intent_id"], sent[2]["attempt_id"], "deferred", response="\ud800")
+    body = json.dumps([odd, "\ud800", fine, also, ["not", "an", "event"]]).encode()
+    assert b"\\ud800" in body  # the reproduction: JSON's escape of a lone surrogate, signed
+    response = client.post("/sendgrid", data=body, headers=sendgrid_headers(body))
+    assert response.status_code == 200, response.get_data(as_text=True)
+    answer = response.get_json()
+    assert (answer["stored"], answer["malformed"], answer["undeliverable"], answer["delivered"]) == (3, 2, 1, 1)
+    keys = [r[0] for r in db.run("SELECT dedup_key FROM delivery_observations ORDER BY id")]
+    assert len(keys) == 3 and all("\ud800" not in k and "\x00" not in k for k in keys)
