@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from . import config as configuration
-from .api.auth import AuthConfig
+from .api.config import AuthConfig
 from .config import Config
-from .platform.database import ConnectionParams, Database, DatabaseConfig
+from .platform.config import DatabaseConfig
+from .platform.database import ConnectionParams, Database
+from .verifications.config import TOKEN_TARGETS
 from .verifications.tokens import Keyring
 
-if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side (issue 18)
+if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side
     from .delivery import dispatcher
     from .delivery.channels import Channel
 
@@ -37,7 +39,7 @@ _GENERIC_PLAN_TARGETS = frozenset({"create_verification", "confirm"})
 
 def session_settings(config: Config) -> dict[str, str]:
     """What every connection of this instance sends in its start-up packet (no extra round trip)."""
-    settings = config.channels.webhook.session_settings()  # issue 12: are events written
+    settings = config.channels.webhook.session_settings()  # are events written
     if config.function_target in _GENERIC_PLAN_TARGETS:
         settings = {**settings, **_GENERIC_PLANS}
     return settings
@@ -171,7 +173,7 @@ def get_runtime() -> Runtime:
     with _lock:
         if _runtime is None:
             runtime = Runtime(configuration.load())
-            if runtime.config.function_target in configuration.TOKEN_TARGETS:
+            if runtime.config.function_target in TOKEN_TARGETS:
                 _ = runtime.keyring  # fail at start, not on the first request, on a missing or dev key
             atexit.register(runtime.close_channels)  # the instance is ending: end its SMTP sessions properly
             _runtime = runtime

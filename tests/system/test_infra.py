@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from signup_verification import config as configuration
+from signup_verification.verifications.config import TOKEN_TARGETS
 from support.terraform_model import INFRA, first, load_infra
 
 ROOT = INFRA.parent
@@ -96,7 +96,7 @@ def test_only_the_intended_principals_invoke_each_function():
     assert public["count"] == '${var.confirm_public_access == "allUsers" ? 1 : 0}'
     assert infra.variables["confirm_public_access"]["default"] == "allUsers"
     text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
-    # issue 13: delivery_reports is public the same way (the providers' signatures are its guard)
+    # delivery_reports is public the same way (the providers' signatures are its guard)
     reports = infra.resource("google_cloud_run_v2_service_iam_member", "reports_public")
     assert reports["member"] == "allUsers" and reports["count"] == public["count"]
     assert reports["name"] == '${google_cloudfunctions2_function.function["reports"].name}'
@@ -143,7 +143,7 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     for key, spec in infra.function_specs.items():
         assert set(spec["secrets"]) <= set(local["secret_env"]), key
         # Exactly the targets that derive or check tokens load TOKEN_KEYS (least privilege).
-        needs_keys = spec["entry_point"] in configuration.TOKEN_TARGETS
+        needs_keys = spec["entry_point"] in TOKEN_TARGETS
         assert ("token_keys" in spec["secrets"]) == needs_keys, key
     for name in local["secret_env"]:
         assert f'"{name}"' in local["enabled_secrets"], f"{name} can never be created"
@@ -170,7 +170,7 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"])
     dispatch = [s for s in infra.function_specs["dispatch"]["secrets"] if s in enabled]
     assert sorted(dispatch) == ["sendgrid_api_key", "token_keys", "twilio_auth_token"]
-    # Issue 12: with a webhook_url, dispatch (and only dispatch: it signs) reads WEBHOOK_SECRET.
+    # With a webhook_url, dispatch (and only dispatch: it signs) reads WEBHOOK_SECRET.
     enabled = _enabled_secrets(defaults["email_transport"], defaults["sms_transport"], webhook_url="https://x")
     readers = [k for k, spec in infra.function_specs.items() if "webhook_secret" in spec["secrets"]]
     assert "webhook_secret" in enabled and readers == ["dispatch"]

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl
 
 from ..platform.database import Database
 from . import report_signatures as signatures
-from .delivery_reports_config import DeliveryReportsConfig
+from .config import DeliveryReportsConfig
 from .http import Incoming, Response, json_response, single_header
 from .problems import Problem, bad_request, method_not_allowed
 

@@ -33,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..outbox import RetryPolicy, heartbeats, idle, transitions
+from ..outbox import heartbeats, idle, transitions
+from ..outbox.config import RetryPolicy
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline

@@ -17,9 +17,9 @@ import ssl
 import threading
 import time
 
-from ..channel_config import SmtpConfig
 from ..classification import Category, Fault, Verdict, ours
 from ..classification import smtp as table
+from ..config import SmtpConfig
 from ..messages import EmailContent
 from .base import SendResult, forget, scrub
 
