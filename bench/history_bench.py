@@ -41,7 +41,8 @@ from signup_verification.api.create import create_verification  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
 from signup_verification.operations import signals  # noqa: E402
-from signup_verification.operations.reconciler import ReconcilerConfig, reconcile  # noqa: E402
+from signup_verification.operations.config import ReconcilerConfig  # noqa: E402
+from signup_verification.operations.reconciler import reconcile  # noqa: E402
 from signup_verification.outbox import Settlement, transitions  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402

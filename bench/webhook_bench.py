@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The webhook channel's delivery rate (issue 12) side by side with the email channel, in one run.
+"""The webhook channel's delivery rate side by side with the email channel, in one run.
 
 Each round runs, on a freshly seeded database each, one dispatch invocation (8 send threads, batches
 up to 500) over N intents of one kind:
@@ -37,8 +37,8 @@ from signup_verification.delivery.batch_sizing import LatencyEstimator  # noqa: 
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.channels.http import HttpClient  # noqa: E402
 from signup_verification.delivery.channels.webhook import WebhookChannel  # noqa: E402
+from signup_verification.delivery.config import parse_secrets  # noqa: E402
 from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
-from signup_verification.delivery.webhook_config import parse_secrets  # noqa: E402
 from support.config import make_config  # noqa: E402
 from support.fakes.seed import seed_intents  # noqa: E402
 from support.paths import TEST_TOKEN_KEYS  # noqa: E402

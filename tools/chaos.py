@@ -37,21 +37,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import chaos_fallback  # noqa: E402  (issue 14: mixed channel policies)
+import chaos_fallback  # noqa: E402  (mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
 from chaos_injections import Injections  # noqa: E402  (kills, the freeze, the restart)
-from chaos_reports import Reports  # noqa: E402  (issue 13: provider reports, duplicated, reordered, late)
-from chaos_webhooks import Webhooks  # noqa: E402  (issue 12: the receiver, the confirmer, their checks)
+from chaos_reports import Reports  # noqa: E402  (provider reports, duplicated, reordered, late)
+from chaos_webhooks import Webhooks  # noqa: E402  (the receiver, the confirmer, their checks)
 from chaos_workers import Workers  # noqa: E402  (the supervised dispatch slots, the reconciler)
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
-from signup_verification.delivery.webhook_config import WebhookConfig  # noqa: E402
+from signup_verification.delivery.config import WebhookConfig  # noqa: E402
 from signup_verification.platform import migrations  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
-from signup_verification.verifications.create import CreateConfig  # noqa: E402
+from signup_verification.verifications.config import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
 
 
@@ -75,7 +75,7 @@ class ChaosConfig:
     send_timeout: float = 1.5
     max_seconds: float = 600.0  # the whole run, draining included: after that it stops and reports
     rates: FaultRates = field(default_factory=FaultRates)
-    fallback_share: float = 0.25  # issue 14: created with a fallback channel (tools/chaos_fallback.py)
+    fallback_share: float = 0.25  # created with a fallback channel (tools/chaos_fallback.py)
 
     @classmethod
     def quick(cls, **overrides) -> ChaosConfig:
@@ -114,10 +114,10 @@ class Run(Workers, Injections):
         self.smtp = ChaosSmtp(self.faults).start()
         self.twilio = ChaosTwilio(self.faults).start()
         share = chaos_fallback.FallbackShare(share=self.config.fallback_share)
-        self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)  # issue 14
+        self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)
         self.webhooks = Webhooks(self)
-        self.reports = Reports(self)  # issue 13
-        # issue 14: fallback confirmations go through a connection set up as the confirm API's (webhooks on)
+        self.reports = Reports(self)
+        # fallback confirmations go through a connection set up as the confirm API's (webhooks on)
         self.fallback.confirm_db = Database(
             self.pg.params,
             application_name="chaos-fallback-confirmer",
@@ -199,14 +199,14 @@ class Run(Workers, Injections):
         self.webhooks.stop()
         db = Database(self.pg.params)
         try:
-            self.reports.finish(db)  # issue 13: whatever is still held (nothing, when the drain caught up)
-            # issue 14: the fallbacks' messages are checked by chaos_fallback, the rest as always
+            self.reports.finish(db)  # whatever is still held (nothing, when the drain caught up)
+            # the fallbacks' messages are checked by chaos_fallback, the rest here
             primary, fallback = chaos_fallback.split(db, self.faults.deliveries, self.keyring)
             findings = check(db, self.ledger, primary, self.keyring, self.settings.retry)
             chaos_fallback.check(db, findings, fallback)
             findings.figures.update(self.fallback.figures)
-            self.webhooks.check(db, findings)  # issue 12
-            self.reports.check(db, findings)  # issue 13
+            self.webhooks.check(db, findings)
+            self.reports.check(db, findings)
         finally:
             db.close()
         if not drained:
@@ -231,7 +231,7 @@ class Run(Workers, Injections):
         db = Database(self.pg.params)
         try:
             while self._elapsed() < self.config.max_seconds:
-                # issue 13: reports before the outbox (a permanent one can bring a fallback forward)
+                # reports before the outbox (a permanent one can bring a fallback forward)
                 caught_up = self._reports_caught_up(db)
                 try:
                     left = db.run(
@@ -275,7 +275,7 @@ class Run(Workers, Injections):
         try:
             for at, i, superseding in plan:
                 while self._elapsed() < at and not self.stopping.is_set():
-                    self.fallback.tick(db)  # issue 14: confirmations due before a fallback's time
+                    self.fallback.tick(db)  # confirmations due before a fallback's time
                     time.sleep(0.01)
                 if superseding and i not in done:
                     continue  # its first verification was not made yet: nothing to supersede
@@ -289,7 +289,7 @@ class Run(Workers, Injections):
                 )
                 settings = short if (not superseding and rng.random() < c.short_ttl_share) else normal
                 body = {"account_id": f"acct-{i}", "channel": channel, "destination": destination}
-                body = self.fallback.body(body, i, superseding)  # issue 14: maybe a fallback channel
+                body = self.fallback.body(body, i, superseding)  # maybe a fallback channel
                 vid = self._create(db, settings, f"create-{i}{suffix}", body)
                 if vid is None:
                     return

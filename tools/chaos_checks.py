@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos_faults import Delivered
-from signup_verification.outbox.policy import RetryPolicy
+from signup_verification.outbox.config import RetryPolicy
 from signup_verification.platform.database import Database
 from signup_verification.verifications.tokens import Keyring
 
@@ -66,7 +66,7 @@ def check(
         r["verification_id"]: r
         for r in db.rows(
             "SELECT id, verification_id, channel, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
-            " lease_owner, undeliverable_reason FROM delivery_intents WHERE role = 'primary'"  # issue 14: fallbacks: chaos_fallback.py; issue 12: events: chaos_webhooks.py
+            " lease_owner, undeliverable_reason FROM delivery_intents WHERE role = 'primary'"  # fallbacks: chaos_fallback.py; events: chaos_webhooks.py
         )
     }
     attempts: dict[int, list[dict]] = defaultdict(list)
@@ -247,7 +247,7 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
                 "ambiguous": {"ambiguous", "failed", "suppressed"},
                 "released": {"suppressed"},  # begun by the claim, never sent, then its link died
             }
-            # issue 13: accepted, then failed by a permanent provider report (tools/chaos_reports.py checks it)
+            # accepted, then failed by a permanent provider report (tools/chaos_reports.py checks it)
             if intent.get("undeliverable_reason") is not None and last == "accepted":
                 allowed = {"accepted": {"failed"}}
             if intent["status"] not in allowed[last]:
@@ -257,7 +257,7 @@ def _state_explained_by_attempts(found, intents, attempts) -> None:
                 found.fail("explained", f"{label}: ambiguous_count={intent['ambiguous_count']}, {ambiguous} rows")
 
 
-# Outcome rows written from the provider's evidence, not by a lease holder (issue 13): the reconciler's
+# Outcome rows written from the provider's evidence, not by a lease holder: the reconciler's
 # Messages lookup of an ambiguous SMS, and a delivery report settling an ambiguous/retryable attempt as
 # accepted. Their statements move only a row still in that state for that same attempt.
 EVIDENCE = {"provider_lookup_found", "provider_lookup_absent", "provider_report"}
@@ -301,8 +301,8 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]{43,}")  # a link token is 43 base64url c
 
 def _no_secret_stored(found: Findings, db: Database, verifications, intents, keyring: Keyring, digits: int) -> None:
     """No issued link token in any row of any table (as text), and no SMS code in the provider texts
-    of its own intent (a code is 6 digits: elsewhere it would match ids by chance). Issue 15, item 12:
-    the echo_url fault makes the mail server quote the live link."""
+    of its own intent (a code is 6 digits: elsewhere it would match ids by chance). The echo_url
+    fault makes the mail server quote the live link."""
     tokens, codes = set(), {}
     for vid, v in verifications.items():
         key = keyring.get(v["key_id"])

@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 
 from chaos_checks import Findings
 from signup_verification.delivery import reports
-from signup_verification.outbox.failure_policy import FailurePolicy
+from signup_verification.outbox.config import FailurePolicy
 from signup_verification.platform.database import Database, UnavailableError
 
 _ACCEPTED = """

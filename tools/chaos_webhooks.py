@@ -1,4 +1,4 @@
-"""The chaos run's webhook side (issue 12): a signup site whose receiver misbehaves, people who
+"""The chaos run's webhook side: a signup site whose receiver misbehaves, people who
 confirm while the faults are on, and the end-of-run invariants of the events.
 
     ChaosReceiver   a real HTTP endpoint that verifies every signature with the standardwebhooks
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from chaos_checks import Findings, _state_explained_by_attempts  # noqa: E402
 from chaos_faults import Faults  # noqa: E402
+from signup_verification.delivery.config import WebhookConfig  # noqa: E402
 from signup_verification.delivery.events import webhook_id  # noqa: E402
-from signup_verification.delivery.webhook_config import WebhookConfig  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications import confirm as confirmations  # noqa: E402
 from support.fakes.http import Answer  # noqa: E402
@@ -88,7 +88,7 @@ class Webhooks:
         self.run = run
         run.faults.forced["webhook"] = list(KINDS)
         # The workers and reconcilers get webhooks on as production does (WEBHOOK_URL: the setting in
-        # their start-up packet). The harness's own sessions (the creator, issue 14's confirmations in
+        # their start-up packet). The harness's own sessions (the creator, the fallbacks' confirmations in
         # chaos_fallback.py) are people using the product too: the database default covers them, so
         # every verification verified in this run must have its event.
         db = Database(run.pg.params)

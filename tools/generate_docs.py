@@ -1,4 +1,6 @@
-"""Write the documentation sections that the code defines, so they are never typed twice.
+"""Write the documentation sections that the code defines, so they are never typed twice: the
+providers' classification tables (docs/channels.md) and the settings tables (README.md, from each
+setting's declaration: platform/settings.py).
 
     python tools/generate_docs.py          rewrite them in place
     python tools/generate_docs.py --check  exit 1 naming each section that is not current (a test runs it)
@@ -9,15 +11,39 @@ everything outside the markers is written by hand.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "shared"))
 
+from signup_verification.api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig  # noqa: E402
+from signup_verification.config import Config  # noqa: E402
 from signup_verification.delivery.classification import Fault, Rule, sendgrid, smtp, twilio  # noqa: E402
+from signup_verification.delivery.config import (  # noqa: E402
+    ChannelsConfig,
+    DispatchConfig,
+    MessageConfig,
+    SendGridConfig,
+    SmtpConfig,
+    TwilioConfig,
+    WebhookConfig,
+)
+from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, SignalsConfig, SmsLookupConfig  # noqa: E402
+from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
+from signup_verification.platform.config import (  # noqa: E402
+    K_SERVICE,
+    DatabaseConfig,
+    LoggingConfig,
+    MigrationConfig,
+    ShutdownConfig,
+)
+from signup_verification.platform.settings import VIEW, Setting, settings_of  # noqa: E402
+from signup_verification.verifications.config import AbuseConfig, ConfirmConfig, CreateConfig, TokenConfig  # noqa: E402
 
 _FAULTS = {Fault.RECIPIENT: "recipient", Fault.SENDER_OR_ACCOUNT: "sender or account", Fault.TRANSIENT_OR_UNKNOWN: "-"}
 
@@ -62,11 +88,70 @@ def smtp_codes() -> str:
     return _rule_table("reply", rows)
 
 
+# README.md's settings tables, in order: the settings of each config's fields in field order, and
+# settings no field reads directly. A setting appears once, in the first table that reads it; a field
+# that derives its value from a setting shown elsewhere (a view: `production` from ENVIRONMENT) adds
+# no row. tests/unit/test_config.py checks every variable the loader reads has its row.
+SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
+    "settings": (
+        Config,
+        DatabaseConfig,
+        TokenConfig,
+        CreateConfig,
+        AbuseConfig,
+        ConfirmConfig,
+        FailurePolicy,
+        ReturnUrlConfig,
+        HttpConfig,
+    ),
+    "settings-dispatch": (
+        ChannelsConfig,
+        MessageConfig,
+        SmtpConfig,
+        SendGridConfig,
+        TwilioConfig,
+        DispatchConfig,
+        ShutdownConfig,
+        RetryPolicy,
+        WebhookConfig,
+    ),
+    "settings-reports": (DeliveryReportsConfig,),
+    "settings-operations": (ReconcilerConfig, SMS_LOOKUP, SmsLookupConfig, SignalsConfig, LoggingConfig, K_SERVICE),
+    "settings-migrations": (MigrationConfig,),
+    "settings-callers": (AuthConfig,),
+}
+
+
+def settings_rows() -> dict[str, list[Setting[Any]]]:
+    shown: set[str] = set()
+    rows: dict[str, list[Setting[Any]]] = {}
+    for table, sources in SETTINGS_TABLES.items():
+        rows[table] = []
+        for source in sources:
+            specs = (
+                [source] if isinstance(source, Setting) else [s for f, s in settings_of(source) if not f.metadata[VIEW]]
+            )
+            for spec in specs:
+                if spec.env not in shown:
+                    shown.add(spec.env)
+                    rows[table].append(spec)
+    return rows
+
+
+def settings_table(table: str) -> str:
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for spec in settings_rows()[table]:
+        names = f"`{spec.env}`" + "".join(f" (or `{alias}`)" for alias in spec.aliases)
+        lines.append(f"| {names} | {spec.shown()} | {spec.help} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "twilio-errors": ("docs/channels.md", twilio_errors),
     "sendgrid-submission": ("docs/channels.md", sendgrid_submission),
     "sendgrid-events": ("docs/channels.md", sendgrid_events),
     "smtp-codes": ("docs/channels.md", smtp_codes),
+    **{table: ("README.md", functools.partial(settings_table, table)) for table in SETTINGS_TABLES},
 }
 
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from . import config as configuration
 from .config import Config
-from .platform.database import ConnectionParams, Database, DatabaseConfig
+from .platform.config import DatabaseConfig
+from .platform.database import ConnectionParams, Database
+from .verifications.config import TOKEN_TARGETS
 from .verifications.tokens import Keyring
 
 if TYPE_CHECKING:  # imported where used: an instance serving create never loads the dispatch side
@@ -145,7 +147,7 @@ def get_runtime() -> Runtime:
     with _lock:
         if _runtime is None:
             runtime = Runtime(configuration.load())
-            if runtime.config.function_target in configuration.TOKEN_TARGETS:
+            if runtime.config.function_target in TOKEN_TARGETS:
                 _ = runtime.keyring  # fail at start, not on the first request, on a missing or dev key
             atexit.register(runtime.close_channels)  # the instance is ending: end its SMTP sessions properly
             _runtime = runtime

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
-from signup_verification.delivery.message_config import MessageConfig
+from signup_verification.delivery.config import MessageConfig
 from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring

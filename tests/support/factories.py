@@ -9,7 +9,8 @@ import uuid
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.operations.reconciler import ReconcilerConfig, reconcile
+from signup_verification.operations.config import ReconcilerConfig
+from signup_verification.operations.reconciler import reconcile
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.platform.database import Database
@@ -39,7 +40,7 @@ def make_verifications(
 
 
 def intent(db: Database, verification_id: uuid.UUID) -> dict:
-    """Its message intent (a webhook event is an intent of the verification too, issue 12)."""
+    """Its message intent (a webhook event is an intent of the verification too)."""
     return db.one("SELECT * FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=verification_id)
 
 

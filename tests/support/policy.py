@@ -1,4 +1,4 @@
-"""Channel policy (issue 14) helpers: verifications with a fallback, made through the real create path."""
+"""Channel policy helpers: verifications with a fallback, made through the real create path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
-from signup_verification.verifications.create import CreateConfig
+from signup_verification.verifications.config import CreateConfig
 from support.dispatch import KEYRING
 
 

@@ -18,8 +18,8 @@ import pytest
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.outbox.config import RetryPolicy
 from signup_verification.outbox.heartbeats import dispatch_name as heartbeat_name
-from signup_verification.outbox.policy import RetryPolicy
 from signup_verification.verifications.tokens import Keyring
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.seed import seed_intents
@@ -75,7 +75,7 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
         assert f["created"] + f.get("short_ttl_created", 0) >= 0.9 * config.intents  # the creator did its part
         assert f["duplicate_messages"] == f["duplicates_through_recorded_ambiguity"]
         assert f["superseded"] >= 1 and f["expired_verifications"] >= 1
-        # issue 14: mixed channel policies were exercised, both ways a fallback can go (tools/chaos_fallback.py)
+        # mixed channel policies were exercised, both ways a fallback can go (tools/chaos_fallback.py)
         assert f["fallback_confirmed_before_due"] >= 1 and f["fallback_attempted_primary_failed"] >= 1
         assert f["fallback_attempted_timer"] >= 1 and f["fallback_attempted_at_once"] >= 1
         missed = _missed_injections(f)
@@ -184,7 +184,7 @@ def test_each_invariant_check_catches_its_violation(db):
 
 
 def test_a_released_attempt_explains_no_message(db):
-    """An attempt the fused claim began and released before its send (issue 18) ends 'released':
+    """An attempt the fused claim began and released before its send ends 'released':
     it is a sound history when nothing was sent, and it never explains a message a provider took."""
     policy, ledger = RetryPolicy(), Ledger()
     quiet = _create(db, "a-quiet", "email", "quiet@example.com")
@@ -245,7 +245,7 @@ def test_a_link_that_would_expire_before_its_send_finishes_is_never_sent(db, bat
     states = db.run("SELECT status, suppression_reason, count(*) FROM delivery_intents GROUP BY 1, 2 ORDER BY 1")
     assert received <= 1, "a link was handed to the provider though it would expire before the send could finish"
     if batch_seconds < 1:
-        # a batch claimed ahead is checked again before its sends start: the fused claim (issue 18) began
+        # a batch claimed ahead is checked again before its sends start: the fused claim began
         # its attempt, and a dead link ends it `released` (never sent, not charged)
         sent = "SELECT count(*) FILTER (WHERE outcome = 'attempting') - count(*) FILTER (WHERE outcome = 'released')"
         assert db.run(sent + " FROM delivery_attempts") == [[received]]
@@ -267,7 +267,7 @@ def test_the_first_requests_of_each_channel_meet_every_fault_kind():
 
 
 def _resolve_from_evidence(db, vid: uuid.UUID, error_class: str | None, owner: str | None) -> None:
-    """A third row for attempt 1: the outcome a provider lookup or report wrote (issue 13)."""
+    """A third row for attempt 1: the outcome a provider lookup or report wrote."""
     intent = _intent(db, vid)
     db.run(
         "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
@@ -284,7 +284,7 @@ def _resolve_from_evidence(db, vid: uuid.UUID, error_class: str | None, owner: s
 
 
 def test_an_ambiguous_attempt_settled_from_provider_evidence_is_sound_and_only_that(db):
-    """Issue 13: the reconciler's Messages lookup and a delivery report settle an ambiguous attempt
+    """The reconciler's Messages lookup and a delivery report settle an ambiguous attempt
     with a third, lease-less row. That history is sound; a third row from anyone else is not."""
     policy, ledger = RetryPolicy(), Ledger()
     reported = _create(db, "e-reported", "email", "reported@example.com")

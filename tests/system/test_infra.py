@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from signup_verification import config as configuration
+from signup_verification.verifications.config import TOKEN_TARGETS
 from support.terraform_model import INFRA, first, load_infra
 
 ROOT = INFRA.parent
@@ -150,7 +150,7 @@ def test_every_secret_a_function_reads_exists_and_is_granted_to_it():
     for key, spec in infra.function_specs.items():
         assert set(spec["secrets"]) <= set(local["secret_env"]), key
         # Exactly the targets that derive or check tokens load TOKEN_KEYS (least privilege).
-        needs_keys = spec["entry_point"] in configuration.TOKEN_TARGETS
+        needs_keys = spec["entry_point"] in TOKEN_TARGETS
         assert ("token_keys" in spec["secrets"]) == needs_keys, key
     for name in local["secret_env"]:
         assert f'"{name}"' in local["enabled_secrets"], f"{name} can never be created"

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from signup_verification.delivery.channels.smtp import SmtpChannel, SmtpConfig, classify_reply
-from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
+from signup_verification.delivery.channels.smtp import SmtpChannel, classify_reply
+from signup_verification.delivery.config import MessageConfig, SmtpConfig
+from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour, free_port

@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 
 from signup_verification.delivery.channels.base import CONFIGURATION
-from signup_verification.delivery.channels.smtp import SmtpChannel, SmtpConfig
+from signup_verification.delivery.channels.smtp import SmtpChannel
 from signup_verification.delivery.classification import Category, Fault, Rule, Verdict
 from signup_verification.delivery.classification import sendgrid as sendgrid_table
 from signup_verification.delivery.classification import smtp as smtp_table
 from signup_verification.delivery.classification import twilio as twilio_table
+from signup_verification.delivery.config import SmtpConfig
 from support.channels import PHONE, render, sendgrid_channel, soon, twilio_channel
 from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour

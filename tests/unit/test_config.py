@@ -15,7 +15,7 @@ from signup_verification.delivery.channels import build_channels
 from signup_verification.delivery.channels.console import DisabledChannel
 from signup_verification.runtime import Runtime
 from signup_verification.verifications.tokens import new_key_spec
-from support.paths import TEST_TOKEN_KEYS
+from support.paths import ROOT, TEST_TOKEN_KEYS
 
 PACKAGE = Path(signup_verification.__file__).resolve().parent
 
@@ -183,3 +183,88 @@ def test_only_the_config_module_reads_the_environment():
         if re.search(r"\bos\.environ\b|\bgetenv\b|from os import .*environ", path.read_text()):
             readers.add(relative)
     assert readers == {"config/__init__.py"}
+
+
+class _Recording(dict[str, str]):
+    """An environment that remembers every variable the loader asked for."""
+
+    def __init__(self, env: dict[str, str]):
+        super().__init__(env)
+        self.asked: set[str] = set()
+
+    def get(self, name, default=None):  # type: ignore[override]
+        self.asked.add(name)
+        return super().get(name, default)
+
+
+def _documented() -> list[str]:
+    """The variables README.md's settings tables name in their first column."""
+    text = (ROOT / "README.md").read_text()
+    names = []
+    for _, table in re.findall(r"<!-- generated: (settings[\w-]*) -->\n(.*?)<!-- end: \1 -->", text, re.S):
+        for row in table.splitlines()[2:]:
+            names += re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])
+    return names
+
+
+def test_every_variable_the_configuration_reads_has_its_row_in_the_readme():
+    asked: set[str] = set()
+    for env in (
+        {},  # every default, the aliases included (GCP_PROJECT after GOOGLE_CLOUD_PROJECT)
+        {"ENVIRONMENT": "production", "FUNCTION_TARGET": "dispatch", "TOKEN_KEYS": TEST_TOKEN_KEYS},
+        # the settings that apply only where they are used: the SMS lookups, the delivery-report alert
+        {"SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": "AC1", "TWILIO_AUTH_TOKEN": "t", "TWILIO_FROM": "+15005550006",
+         "DELIVERY_REPORTS_URL": "http://127.0.0.1:1"},
+    ):  # fmt: skip
+        recording = _Recording(env)
+        load(recording)
+        asked |= recording.asked
+    documented = _documented()
+    assert len(documented) == len(set(documented)), "a variable documented twice"
+    assert asked == set(documented)
+
+
+def test_a_production_config_reports_every_bad_setting_at_once():
+    """Production's own checks (required values, https, no development key, the providers' credentials
+    on the sending target, the checks across settings) are reported with the others, not one per start."""
+    bad = {
+        "LOG_LEVEL": "LOUD",
+        "LOG_FORMAT": "xml",
+        "SMTP_PORT": "x",
+        "TOKEN_KEYS": new_key_spec("dev-laptop"),
+        "DELIVERY_REPORTS_URL": "http://reports.example.org",
+        "WEBHOOK_URL": "http://hooks.example.org/",
+        "RETURN_URL_ALLOWED_ORIGINS": "http://app.example.org",
+        "SMS_ALLOWED_COUNTRIES": "USA",
+        "EMAIL_TRANSPORT": "sendgrid",  # without SENDGRID_API_KEY
+        "SMS_TRANSPORT": "twilio",  # without its credentials
+        "EMAIL_FROM": "Signup <no-reply@localhost>",
+        "PRODUCT_NAME": "Acme™",
+        "SIGNED_TARGETS": "create_verification",  # without REQUEST_SIGNING_KEYS
+        "RETENTION_PURGE_AFTER_DAYS": "1",
+        "MIGRATION_LOCK_TIMEOUT_MS": "soon",
+    }
+    production = {
+        "ENVIRONMENT": "production",
+        "FUNCTION_TARGET": "dispatch",
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+        "EMAIL_TRANSPORT": "smtp",
+        "EMAIL_FROM": "Signup <no-reply@example.org>",
+    }
+    assert load(production).is_production
+    for name, value in bad.items():  # each alone is refused ...
+        with pytest.raises(ConfigError, match=name):
+            load({**production, name: value})
+    with pytest.raises(ConfigError) as caught:  # ... and all of them together, each named
+        load({**production, **bad})
+    named = {re.match(r"[A-Z_]+", p).group(0) for p in caught.value.problems}
+    assert named == set(bad)
+    assert "SMS_TRANSPORT=twilio needs TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM" in caught.value.problems
+    assert "dev-laptop" not in str(caught.value)  # a secret's value is never in an error
+
+
+def test_a_target_that_does_not_send_needs_no_provider_credentials():
+    env = {"EMAIL_TRANSPORT": "sendgrid", "SMS_TRANSPORT": "twilio", "WEBHOOK_URL": "http://127.0.0.1:1/"}
+    assert load({**env, "FUNCTION_TARGET": "create_verification"}).channels.email_transport == "sendgrid"
+    with pytest.raises(ConfigError, match="WEBHOOK_URL needs WEBHOOK_SECRET"):
+        load({**env, "FUNCTION_TARGET": "dispatch"})

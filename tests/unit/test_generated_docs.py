@@ -1,5 +1,6 @@
 """The documentation sections the code defines (tools/generate_docs.py) are current: the provider
-tables of docs/channels.md are the classification tables themselves."""
+tables of docs/channels.md are the classification tables themselves, and README.md's settings tables
+the settings' own declarations (each field's metadata)."""
 
 from __future__ import annotations
 

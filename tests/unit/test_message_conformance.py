@@ -1,4 +1,4 @@
-"""Message correctness (issue 16 items 5 and 6): RFC 2045/5322 conformance of every email
+"""Message correctness: RFC 2045/5322 conformance of every email
 template x locale, plural forms per locale, PRODUCT_NAME checked against the SMS segment budget at
 start-up, and one SMS segment counter for the dispatcher and the local mailbox."""
 
@@ -15,8 +15,9 @@ import pytest
 from signup_verification import cli, runtime
 from signup_verification.config import ConfigError, load
 from signup_verification.delivery import mime, sms, templates
-from signup_verification.delivery.message_config import MessageConfig, check_sms_budget
+from signup_verification.delivery.config import MessageConfig
 from signup_verification.delivery.messages import Renderer, sample_intent
+from signup_verification.delivery.sms import check_sms_budget
 from signup_verification.local.mailbox import sms_segments
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring

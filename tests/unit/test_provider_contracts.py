@@ -1,4 +1,4 @@
-"""Contract tests against the providers' own OpenAPI specifications (issue 16 item 7): every request
+"""Contract tests against the providers' own OpenAPI specifications: every request
 our Twilio and SendGrid adapters send, captured at the fake servers as it arrived on the wire, is
 validated against Twilio's API v2010 spec and SendGrid's v3 spec with openapi-core; the fakes'
 own answers are validated against the specs' response schemas, so a fake cannot drift into
@@ -31,7 +31,8 @@ from signup_verification.delivery import templates
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
-from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
+from signup_verification.delivery.config import MessageConfig
+from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring
 from support.fakes.http import Answer, Exchange, FakeSendGrid, FakeTwilio

@@ -1,10 +1,11 @@
-"""Issue 12, item 3: which return URLs may be stored (api/return_url.py), without a database."""
+"""Which return URLs may be stored (api/return_url.py), without a database."""
 
 from __future__ import annotations
 
 import pytest
 
-from signup_verification.api.return_url import InvalidReturnUrl, ReturnUrlConfig, check, parse_allowed_origins
+from signup_verification.api.config import ReturnUrlConfig
+from signup_verification.api.return_url import InvalidReturnUrl, check, parse_allowed_origins
 from signup_verification.config import load
 from signup_verification.platform.errors import ConfigError
 

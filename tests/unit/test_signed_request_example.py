@@ -13,6 +13,7 @@ from werkzeug.datastructures import Headers, MultiDict
 
 from signup_verification.api import auth
 from signup_verification.api import request_signatures as signatures
+from signup_verification.api.config import AuthConfig, parse_signing_keys
 from signup_verification.api.http import Incoming
 from support.paths import ROOT
 
@@ -27,7 +28,7 @@ DOC = (ROOT / "docs" / "security.md").read_text()
 
 
 def test_the_key_is_the_documented_secret():
-    [key] = auth.parse_signing_keys(KEY)
+    [key] = parse_signing_keys(KEY)
     assert key.key_id == "docs-example" and key.secret == b"example-signing-key-0123456789abcdef"
     assert SignedRequests.from_key(KEY).secret == key.secret
 
@@ -42,11 +43,11 @@ def test_the_signed_string_is_the_documented_eight_lines():
 
 @EXAMPLES
 def test_the_service_signs_and_accepts_the_documented_header(method, path, key, body, mac):
-    [signing_key] = auth.parse_signing_keys(KEY)
+    [signing_key] = parse_signing_keys(KEY)
     header = auth.sign_request(signing_key.secret, method, "create_verification", key, body, T, path=path)
     assert header == f"t={T},v2={mac}"
     assert f"Verify-Signature: t={T},v2={mac}" in DOC
-    config = auth.AuthConfig(production=True, signing_keys=(signing_key,))
+    config = AuthConfig(production=True, signing_keys=(signing_key,))
     headers = Headers({"Verify-Signature": header, **({"Idempotency-Key": key} if key else {})})
     incoming = Incoming(method, "application/json", headers, MultiDict(), body, path, "")
     verified = auth.verify_request(config, "create_verification", incoming, now=T + 10)

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from signup_verification.delivery import messages, mime, sms, templates
-from signup_verification.delivery.messages import MessageConfig, Renderer, RenderError, sample_intent
+from signup_verification.delivery.config import MessageConfig
+from signup_verification.delivery.messages import Renderer, RenderError, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from signup_verification.config import ConfigError, load
-from signup_verification.verifications.tokens import Keyring, TokenConfig, TokenKey, new_key_spec, new_nonce
+from signup_verification.verifications.config import TokenConfig
+from signup_verification.verifications.tokens import Keyring, TokenKey, new_key_spec, new_nonce
 
 OLD = new_key_spec("k-2025")
 NEW = new_key_spec("k-2026")

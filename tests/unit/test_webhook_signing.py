@@ -1,4 +1,4 @@
-"""Issue 12: the Standard Webhooks shape of our events, judged by the reference library, and the
+"""The Standard Webhooks shape of our events, judged by the reference library, and the
 WEBHOOK_* settings' errors."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from signup_verification.delivery.channels.webhook import WebhookChannel, classify
+from signup_verification.delivery.config import parse_secrets
 from signup_verification.delivery.events import EventContent, webhook_id
-from signup_verification.delivery.webhook_config import parse_secrets
 from signup_verification.platform.errors import ConfigError
 from support.config import make_config
 from support.fakes.webhooks import new_secret

@@ -32,75 +32,22 @@ fewer of its signatures. A caller's retry signs again (a new `t`).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from ..platform.errors import ConfigError
 from . import problems
 from . import request_signatures as signatures
+from .config import GUARDED_TARGETS, AuthConfig
 from .http import Incoming
 
 _log = logging.getLogger("signup_verification.api.auth")
 
-GUARDED_TARGETS = frozenset({"create_verification", "dispatch", "reconcile", "status"})
 SIGNATURE_HEADER = "Verify-Signature"  # ours: RFC 9421 registered `Signature` with another syntax
 LEGACY_SIGNATURE_HEADER = "Signature"  # POSTs with a body only, once each (docs/security.md)
 GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
 CLOCK_SKEW = 60  # seconds of leeway on the identity token's expiry
-
-
-@dataclass(frozen=True)
-class SigningKey:
-    target: str | None  # None: every signed target; else only this one (`target:key_id:secret`)
-    key_id: str
-    secret: bytes = dataclasses.field(repr=False)
-
-
-@dataclass(frozen=True)
-class AuthConfig:
-    production: bool
-    signing_keys: tuple[SigningKey, ...] = ()
-    signed_targets: frozenset[str] = frozenset({"create_verification"})
-    allowed_invokers: frozenset[str] = frozenset()
-    tolerance_seconds: int = 300
-
-    def secrets_for(self, target: str) -> list[bytes]:
-        return [k.secret for k in self.signing_keys if k.target in (None, target)]
-
-    def __repr__(self) -> str:  # never the key material
-        return (
-            f"AuthConfig(production={self.production}, keys={[k.key_id for k in self.signing_keys]}, "
-            f"signed_targets={sorted(self.signed_targets)}, allowed_invokers={sorted(self.allowed_invokers)})"
-        )
-
-
-def parse_signing_keys(spec: str) -> tuple[SigningKey, ...]:
-    """`[target:]key_id:base64url-secret[,...]` (the format of TOKEN_KEYS; `verifyctl new-key` prints
-    one). With a target the key signs for that target only, so one caller's key cannot run another's."""
-    keys = []
-    for item in (part.strip() for part in spec.split(",")):
-        if not item:
-            continue
-        target = None
-        if item.count(":") == 2:
-            target, _, item = item.partition(":")
-            if target not in GUARDED_TARGETS:
-                raise ConfigError(f"REQUEST_SIGNING_KEYS entry for {target!r}: not a guarded target")
-        key_id, sep, encoded = item.partition(":")
-        try:
-            secret = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True)
-        except ValueError:
-            secret = b""
-        if not sep or not key_id or len(secret) < 32:
-            raise ConfigError(
-                f"REQUEST_SIGNING_KEYS entry {key_id or '?'!r} must be key_id:base64url-secret of 32+ bytes"
-            )
-        keys.append(SigningKey(target, key_id, secret))
-    return tuple(keys)
 
 
 def signed_request(target: str, request: Incoming) -> signatures.SignedRequest:

@@ -24,12 +24,13 @@ from ..delivery import templates
 from ..platform.database import Database
 from ..verifications import create as domain
 from ..verifications.channel_policy import Fallback
+from ..verifications.config import CreateConfig
 from ..verifications.tokens import Keyring
 from . import read, return_url
+from .config import ReturnUrlConfig
 from .http import Response, endpoint, json_body, json_response, require_method, single_header
 from .models import CreateVerificationRequest, field_errors, valid_idempotency_key
 from .problems import Problem, bad_request
-from .return_url import ReturnUrlConfig
 from .services import Services, accept
 
 
@@ -66,9 +67,10 @@ def fingerprint(request: CreateVerificationRequest) -> bytes:
     """What makes two requests 'the same' for an idempotency key: the normalised payload."""
     payload = request.model_dump()
     if payload.get("fallback") is None:
-        # issue 14: a request without a fallback keeps the fingerprint it always had (stored keys replay)
+        # absent optional fields stay out of the fingerprint: a request without them matches the keys stored
+        # for requests that never had them
         payload.pop("fallback", None)
-    if payload.get("return_url") is None:  # issue 12's field: absent, the fingerprint keys stored before it
+    if payload.get("return_url") is None:
         payload.pop("return_url", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).digest()
@@ -105,7 +107,7 @@ def _verification_body(v: domain.Verification) -> dict[str, Any]:
         "expires_at": v.expires_at,
         "verification_id": v.verification_id,
     }
-    if v.fallback is not None:  # issue 14: only when asked for, so other answers stay as they were
+    if v.fallback is not None:  # only when asked for
         body["fallback"] = {k: v.fallback[k] for k in ("channel", "after_seconds", "policy")}
     return body
 
@@ -158,7 +160,7 @@ def answer(outcome: domain.CreateOutcome) -> Answer:
 
 def create_verification(
     db: Database,
-    config: domain.CreateConfig,
+    config: CreateConfig,
     keyring: Keyring,
     request: CreateVerificationRequest,
     idempotency_key: str,

@@ -22,7 +22,7 @@ import flask
 from ..delivery import reports
 from ..platform.database import Database
 from . import report_signatures as signatures
-from .delivery_reports_config import DeliveryReportsConfig
+from .config import DeliveryReportsConfig
 from .http import Incoming, Response, endpoint, json_response, read_request, single_header
 from .problems import Problem, bad_request, method_not_allowed
 from .services import Services

@@ -13,8 +13,8 @@ import flask
 from werkzeug.exceptions import HTTPException
 
 from . import problems
-from .delivery_reports_config import DeliveryReportsConfig
-from .http import HttpConfig, read_body
+from .config import DeliveryReportsConfig, HttpConfig
+from .http import read_body
 from .page_headers import SECURITY_HEADERS
 from .problems import Problem
 

@@ -34,11 +34,6 @@ BODY_KEY = "signup_verification.body"  # the WSGI environ key of the body the ed
 _CHUNK = 64 * 1024
 
 
-@dataclass(frozen=True)
-class HttpConfig:
-    max_body_bytes: int = 16 * 1024  # MAX_BODY_BYTES: a request body of this many bytes or more is refused (413)
-
-
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return json.dumps(body), status, {"Content-Type": "application/json", **(headers or {})}
 

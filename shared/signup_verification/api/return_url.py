@@ -1,4 +1,4 @@
-"""The return URL (issue 12, item 3): where the confirmation pages send the person back to.
+"""The return URL: where the confirmation pages send the person back to.
 
 Create accepts an optional `return_url`; it is kept only when its origin is one of
 RETURN_URL_ALLOWED_ORIGINS (exact origins, comma-separated) and it is `https`, or `http` to localhost
@@ -13,22 +13,16 @@ characters, a fragment-only trick or an unparseable port.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..platform.errors import ConfigError
 from . import problems
+from .config import ReturnUrlConfig
 
 MAX_LENGTH = 1024  # the model's limit; sql/010_return_url.sql's CHECK allows 2048
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 _SAFE = re.compile(r"[!-~]+")  # printable ASCII, no space: an IRI must arrive percent-encoded
-
-
-@dataclass(frozen=True)
-class ReturnUrlConfig:
-    production: bool = False
-    allowed_origins: frozenset[str] = field(default_factory=frozenset)  # RETURN_URL_ALLOWED_ORIGINS
 
 
 class InvalidReturnUrl(ValueError):

@@ -19,17 +19,12 @@ from .http import Incoming, read_request
 if TYPE_CHECKING:
     from ..delivery.channels.base import Channel
     from ..delivery.config import DispatchConfig
-    from ..operations.reconciler.config import ReconcilerConfig
-    from ..operations.signals_config import SignalsConfig
-    from ..outbox.policy import RetryPolicy
+    from ..operations.config import ReconcilerConfig, SignalsConfig
+    from ..outbox.config import RetryPolicy
     from ..platform.database import Database
-    from ..verifications.confirm_config import ConfirmConfig
-    from ..verifications.create import CreateConfig
+    from ..verifications.config import ConfirmConfig, CreateConfig
     from ..verifications.tokens import Keyring
-    from .auth import AuthConfig
-    from .delivery_reports_config import DeliveryReportsConfig
-    from .http import HttpConfig
-    from .return_url import ReturnUrlConfig
+    from .config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig
 
 
 class EdgeConfig(Protocol):

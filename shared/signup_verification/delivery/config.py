@@ -1,30 +1,330 @@
-"""The delivery worker's configuration (README, "Dispatch configuration"); config/ builds it."""
+"""The delivery worker's settings: what the messages say, the channels' transports and providers,
+the webhook channel and the dispatch loop (README "Dispatch"; each declared once, platform/settings.py).
+
+Light on purpose: every target reads these at start, and none may load the renderer, the adapters,
+smtplib or the HTTP client for it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import base64
+import binascii
+from dataclasses import dataclass
+from email.utils import parseaddr
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
-from ..outbox.failure_policy import FailurePolicy
-from .message_config import MessageConfig
+from ..outbox.config import FailurePolicy
+from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, LOCAL_DIR, SHUTDOWN_GRACE, production_flag
+from ..platform.errors import ConfigError
+from ..platform.settings import Env, Setting, part, plain, setting
+from ..verifications.config import CODE_DIGITS, PRODUCT_NAME
+
+if TYPE_CHECKING:
+    import ssl
+
+SEND_TIMEOUT = Setting(
+    "SEND_TIMEOUT_SECONDS", 10.0, above=0, help="per provider call (connect + answer), also capped by the deadline"
+)
+SEND_CONCURRENCY = Setting(
+    "SEND_CONCURRENCY", 8, minimum=1, help="provider calls in flight per invocation (the HTTP clients' pool size)"
+)
+SMS_MAX_PER_HOUR = Setting(
+    "SMS_MAX_PER_HOUR",
+    1000,
+    minimum=1,
+    help="global SMS budget per UTC hour: past it SMS sends pause (intents wait, none fails, email unaffected), "
+    "`status --check` alerts; `verifyctl sms resume` grants another budget for this hour",
+)
+EMAIL_FROM = Setting(
+    "EMAIL_FROM",
+    "Signup <no-reply@localhost>",
+    help="sender; its domain is the Message-ID domain and the SMTP HELO name; an `@localhost` sender is "
+    "refused at start-up in production",
+)
+SMS_TRANSPORT = Setting("SMS_TRANSPORT", "console", choices=("twilio", "console"), help="`twilio` or `console`")
+TWILIO_ACCOUNT_SID = Setting("TWILIO_ACCOUNT_SID", None, help="required with `SMS_TRANSPORT=twilio`")
+TWILIO_AUTH_TOKEN = Setting(
+    "TWILIO_AUTH_TOKEN",
+    None,
+    secret=True,
+    help="required with `SMS_TRANSPORT=twilio`; also checks the signature of Twilio's status callbacks",
+)
+TWILIO_FROM = Setting(
+    "TWILIO_FROM",
+    None,
+    help="required with `SMS_TRANSPORT=twilio`: an E.164 number or a Messaging Service SID (`MG…`)",
+)
+TWILIO_API_URL = Setting("TWILIO_API_URL", "https://api.twilio.com", help="Twilio's API (a stand-in's in tests)")
+
+
+def _reports_url(raw: str, env: Env) -> str:
+    if not raw.startswith(("https://", "http://")):
+        raise ValueError(f"must be an http(s) URL, got {raw!r}")
+    if env.production and not raw.startswith("https://"):  # the providers post (and Twilio signs) to it
+        raise ValueError(f"must be https in production, got {raw!r}")
+    return raw
+
+
+DELIVERY_REPORTS_URL = Setting(
+    "DELIVERY_REPORTS_URL",
+    None,
+    parse=_reports_url,
+    help="the `delivery_reports` target's public base URL, as the providers call it: SendGrid's Event Webhook "
+    "posts to it, Twilio's status callbacks go to `<url>/twilio` (docs/deploy.md); unset: no reports expected",
+)
+
+
+def message_domain(email_from: str) -> str:
+    address = parseaddr(email_from)[1]
+    return address.rpartition("@")[2] or "localhost"
+
+
+def twilio_status_callback(reports_url: str | None) -> str | None:
+    """What Twilio requests carry as StatusCallback (delivery/channels/twilio.py)."""
+    return f"{reports_url.rstrip('/')}/twilio" if reports_url else None
+
+
+@dataclass(frozen=True)
+class MessageConfig:
+    product_name: str = PRODUCT_NAME.field()
+    link_base: str = setting(
+        "VERIFY_LINK_BASE",
+        "http://localhost:8082/",
+        help="the confirmation page; the email's link is `VERIFY_LINK_BASE?token=…`",
+    )
+    email_from: str = EMAIL_FROM.field()
+    code_digits: int = CODE_DIGITS.field()
+
+
+# -- the webhook channel ---------------------------------------------------------------------------
+SECRET_PREFIX = "whsec_"  # the format's prefix, not a secret  # nosec B105
+# What the outbox records: the verification's own events and delivery.failed by default; the
+# per-delivery ones when the site asks for them (WEBHOOK_EVENTS). `webhook.test` is sent by
+# `verifyctl webhooks test` only, never recorded.
+DEFAULT_EVENT_TYPES = ("verification.verified", "verification.expired", "verification.locked", "delivery.failed")
+EVENT_TYPES = (*DEFAULT_EVENT_TYPES, "delivery.delivered", "delivery.bounced")
+
+
+def parse_events(raw: str) -> tuple[str, ...]:
+    """'verification.verified,delivery.delivered' -> the types, in the documented order; a ConfigError
+    names an unknown one. `all` asks for every type."""
+    asked = {e.strip() for e in raw.split(",") if e.strip()}
+    if asked == {"all"}:
+        return EVENT_TYPES
+    unknown = sorted(asked - set(EVENT_TYPES))
+    if unknown:
+        raise ConfigError(
+            f"WEBHOOK_EVENTS names unknown event types: {', '.join(unknown)} (known: {', '.join(EVENT_TYPES)})"
+        )
+    if not asked:
+        raise ConfigError("WEBHOOK_EVENTS names no event type")
+    return tuple(e for e in EVENT_TYPES if e in asked)
+
+
+def parse_secrets(raw: str) -> tuple[bytes, ...]:
+    """'whsec_<base64>,whsec_<base64>' -> the HMAC keys; a ConfigError names the bad entry by position."""
+    keys = []
+    for position, entry in enumerate((e.strip() for e in raw.split(",")), start=1):
+        if not entry:
+            continue
+        if not entry.startswith(SECRET_PREFIX):
+            raise ConfigError(f"WEBHOOK_SECRET entry {position} must start with {SECRET_PREFIX}")
+        try:
+            key = base64.b64decode(entry[len(SECRET_PREFIX) :], validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigError(f"WEBHOOK_SECRET entry {position} is not valid base64 after {SECRET_PREFIX}") from None
+        if len(key) < 24:
+            raise ConfigError(f"WEBHOOK_SECRET entry {position} is too short (at least 24 bytes of key)")
+        keys.append(key)
+    if not keys:
+        raise ConfigError("WEBHOOK_SECRET holds no secret")
+    return tuple(keys)
+
+
+def check_url(url: str, production: bool) -> str:
+    """WEBHOOK_URL: absolute http(s); https in production (a signed body still must not travel in clear)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"WEBHOOK_URL must be an absolute http(s) URL, got {url!r}")
+    if production and parsed.scheme != "https":
+        raise ConfigError("WEBHOOK_URL must be https in production")
+    if parsed.username or parsed.password:
+        raise ConfigError("WEBHOOK_URL must not carry credentials (the signature authenticates us)")
+    return url
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    url: str | None = setting(
+        "WEBHOOK_URL",
+        None,
+        parse=lambda raw, env: check_url(raw, env.production),
+        help="the signup site's endpoint for signed events (`verification.verified`, `.expired`, `.locked`, "
+        "`delivery.failed`; docs/webhooks.md). Unset: webhooks off, no event is written. Set it on every function "
+        "that changes a verification (confirm, dispatch, reconcile, delivery_reports); `https` in production",
+    )
+    secrets: tuple[bytes, ...] = setting(
+        "WEBHOOK_SECRET",
+        (),
+        parse=plain(parse_secrets),
+        secret=True,
+        help="`whsec_<base64>`, comma-separated while rotating: each request carries one Standard Webhooks "
+        "signature per secret; needed by dispatch",
+    )
+    max_attempts: int = setting(
+        "WEBHOOK_MAX_ATTEMPTS",
+        12,
+        minimum=1,
+        help="attempts per event (about 2.5 h of receiver outage with the default backoff)",
+    )
+    events: tuple[str, ...] = setting(
+        "WEBHOOK_EVENTS",
+        DEFAULT_EVENT_TYPES,
+        parse=plain(parse_events),
+        help="the event types the site wants, comma-separated (`all` for every type): add `delivery.delivered` "
+        "and `delivery.bounced` for one event per delivery (docs/webhooks.md)",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.url is not None
+
+    def session_settings(self) -> dict[str, str]:
+        """What the database must know, sent in each connection's start-up packet (no round trip):
+        record_event() writes events only when `signup_verification.webhooks` is 'on'."""
+        if not self.enabled:
+            return {}
+        return {
+            "signup_verification.webhooks": "on",
+            "signup_verification.webhook_max_attempts": str(self.max_attempts),
+            "signup_verification.webhook_events": ",".join(self.events),
+        }
+
+
+# -- the channels ----------------------------------------------------------------------------------
+def _readable_file(raw: str, env: Env) -> str:
+    if not Path(raw).is_file():
+        raise ValueError(f"must name a readable file, got {raw!r}")
+    return raw
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    host: str = setting("SMTP_HOST", "localhost", help="the SMTP server (`EMAIL_TRANSPORT=smtp`)")
+    port: int = setting("SMTP_PORT", 8025, minimum=1, help="its port")
+    security: str = setting(
+        "SMTP_SECURITY",
+        "none",
+        choices=("none", "starttls", "tls"),
+        help="`starttls` (upgrade, certificate verified) or `tls` (implicit TLS, e.g. port 465)",
+    )
+    username: str | None = setting("SMTP_USERNAME", None, help="AUTH PLAIN/LOGIN when set, with `SMTP_PASSWORD`")
+    password: str | None = setting("SMTP_PASSWORD", None, secret=True, help="the SMTP AUTH password")
+    timeout: float = SEND_TIMEOUT.field()
+    # given explicitly: smtplib's default does a reverse DNS lookup
+    helo_name: str = EMAIL_FROM.field(view=message_domain)
+    ssl_context: ssl.SSLContext | None = None
+
+
+@dataclass(frozen=True)
+class SendGridConfig:
+    api_key: str | None = setting(
+        "SENDGRID_API_KEY", None, secret=True, help="required with `EMAIL_TRANSPORT=sendgrid`"
+    )
+    url: str = setting("SENDGRID_API_URL", "https://api.sendgrid.com/v3/mail/send", help="SendGrid's Mail Send API")
+
+
+@dataclass(frozen=True)
+class TwilioConfig:
+    account_sid: str | None = TWILIO_ACCOUNT_SID.field()
+    auth_token: str | None = TWILIO_AUTH_TOKEN.field()
+    sender: str | None = TWILIO_FROM.field()
+    api_url: str = TWILIO_API_URL.field()
+    # Twilio posts status callbacks there (delivery reports)
+    status_callback: str | None = DELIVERY_REPORTS_URL.field(view=twilio_status_callback)
+
+
+@dataclass(frozen=True)
+class ChannelsConfig:
+    email_transport: str = setting(
+        "EMAIL_TRANSPORT",
+        "console",
+        choices=("smtp", "sendgrid", "console"),
+        help="`smtp`, `sendgrid` or `console` (refused in production: sends fail as configuration errors)",
+    )
+    sms_transport: str = SMS_TRANSPORT.field()
+    smtp: SmtpConfig = part(SmtpConfig)
+    smtp_ca_file: str | None = setting(
+        "SMTP_CA_FILE",
+        None,
+        parse=_readable_file,
+        help="PEM file of a private CA trusted for the SMTP server, in addition to the system store (HTTPS "
+        "providers keep the system store)",
+    )
+    sendgrid: SendGridConfig = part(SendGridConfig)
+    twilio: TwilioConfig = part(TwilioConfig)
+    send_timeout_seconds: float = SEND_TIMEOUT.field()
+    send_concurrency: int = SEND_CONCURRENCY.field()
+    production: bool = production_flag()  # console transports are refused in production
+    local_dir: Path = LOCAL_DIR.field()  # the console transport writes to local_dir / "outbox"
+    webhook: WebhookConfig = part(WebhookConfig)
+
+    def missing(self) -> list[str]:
+        """What the chosen transports lack: the dispatch target refuses to start without it."""
+        found = []
+        if self.email_transport == "sendgrid" and not self.sendgrid.api_key:
+            found.append("EMAIL_TRANSPORT=sendgrid needs SENDGRID_API_KEY")
+        t = self.twilio
+        credentials = (
+            ("TWILIO_ACCOUNT_SID", t.account_sid),
+            ("TWILIO_AUTH_TOKEN", t.auth_token),
+            ("TWILIO_FROM", t.sender),
+        )
+        unset = [name for name, value in credentials if not value]
+        if self.sms_transport == "twilio" and unset:
+            found.append(f"SMS_TRANSPORT=twilio needs {', '.join(unset)}")
+        if self.webhook.enabled and not self.webhook.secrets:
+            found.append("WEBHOOK_URL needs WEBHOOK_SECRET")
+        return found
 
 
 @dataclass(frozen=True)
 class DispatchConfig:
-    deployment: str = "local"  # DEPLOYMENT: names the heartbeat and the lease owners
-    production: bool = False  # fault injection is never armed in production
-    function_timeout_seconds: float = 60  # FUNCTION_TIMEOUT_SECONDS
-    send_concurrency: int = 8  # SEND_CONCURRENCY: provider calls in flight per invocation
-    send_timeout_seconds: float = 10.0  # SEND_TIMEOUT_SECONDS: per provider call, also capped by the deadline
-    max_batch: int = 500  # DISPATCH_MAX_BATCH
-    batch_seconds: float = 2.0  # DISPATCH_BATCH_SECONDS: sends of one batch should take about this long
-    safety_margin_seconds: float = 5.0  # DISPATCH_SAFETY_MARGIN_SECONDS: kept free at the end of the timeout
-    shutdown_grace_seconds: float = 8.0  # SHUTDOWN_GRACE_SECONDS: after SIGTERM, in-flight sends may finish
-    # DISPATCH_IDLE_WAIT: an empty outbox does not end the invocation: it polls until near its deadline,
-    # so new work is sent within ~a poll interval instead of at the next scheduler tick (on in production).
-    idle_wait: bool = False
-    idle_poll_seconds: float = 0.25  # DISPATCH_IDLE_POLL_SECONDS
-    # SMS_MAX_PER_HOUR: the global SMS budget per UTC hour (SMS pumping, issue 15). Past it the claim
-    # takes no SMS intent until the next hour or `verifyctl sms resume`; email is unaffected.
-    sms_max_per_hour: int | None = 1000
-    messages: MessageConfig = field(default_factory=MessageConfig)  # what the rendered messages say
-    failures: FailurePolicy = field(default_factory=FailurePolicy)  # suppression and channel holds
+    deployment: str = DEPLOYMENT.field()  # names the heartbeat and the lease owners
+    production: bool = production_flag()  # fault injection is never armed in production
+    function_timeout_seconds: float = FUNCTION_TIMEOUT.field()
+    send_concurrency: int = SEND_CONCURRENCY.field()
+    send_timeout_seconds: float = SEND_TIMEOUT.field()
+    max_batch: int = setting("DISPATCH_MAX_BATCH", 500, minimum=1, help="upper bound on one claim")
+    batch_seconds: float = setting(
+        "DISPATCH_BATCH_SECONDS",
+        2.0,
+        above=0,
+        help="each batch is sized from the measured send latency so its sends take about this long",
+    )
+    safety_margin_seconds: float = setting(
+        "DISPATCH_SAFETY_MARGIN_SECONDS", 5.0, above=0, help="kept free at the end (at most a quarter of the timeout)"
+    )
+    shutdown_grace_seconds: float = SHUTDOWN_GRACE.field()
+    idle_wait: bool = setting(
+        "DISPATCH_IDLE_WAIT",
+        False,
+        default_for=lambda env: env.production,
+        shown_default="`true` in production, else `false`",
+        help="when the outbox is empty, keep polling it until near the deadline instead of returning, so new work "
+        "is sent within about a poll interval rather than at the next minute's tick; costs one instance kept busy "
+        'per deployment (`docs/benchmarks.md`, "Keeping an invocation open"). Works with `verifyctl dev`\'s '
+        "scheduler emulation (each call then lasts about `FUNCTION_TIMEOUT_SECONDS`)",
+    )
+    idle_poll_seconds: float = setting(
+        "DISPATCH_IDLE_POLL_SECONDS",
+        0.25,
+        above=0,
+        help="how often an idle invocation looks for work (an empty claim is one probe of the eligible partial index)",
+    )
+    # Past it the claim takes no SMS intent until the next hour or `verifyctl sms resume`.
+    sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()
+    messages: MessageConfig = part(MessageConfig)  # what the rendered messages say
+    failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import assert_never
 
-from ..outbox import RetryPolicy, heartbeats, idle, transitions
+from ..outbox import heartbeats, idle, transitions
+from ..outbox.config import RetryPolicy
 from ..outbox.states import IntentStatus
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database

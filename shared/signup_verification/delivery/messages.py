@@ -26,8 +26,8 @@ from ..platform.redaction import mask_destination
 from ..verifications.tokens import Keyring, with_verification_id
 from . import mime, sms, templates
 from .classification import Category, Fault, Verdict, configuration, ours
+from .config import MessageConfig, message_domain
 from .events import EventContent, render_event
-from .message_config import MessageConfig, message_domain
 
 AUTO_HEADERS = (("Auto-Submitted", "auto-generated"), ("X-Auto-Response-Suppress", "All"))
 
@@ -127,7 +127,7 @@ class Renderer:
         self.domain = message_domain(config.email_from)
 
     def render(self, intent: ClaimedIntent, attempt: BegunAttempt, now: datetime | None = None) -> Content:
-        if intent.is_event:  # a webhook event (issue 12): no template, no token, no destination
+        if intent.is_event:  # a webhook event: no template, no token, no destination
             return render_event(intent, attempt)
         destination = intent.destination
         if destination is None:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..outbox.failure_policy import FailurePolicy
+from ..outbox.config import FailurePolicy
 from ..platform.database import Database, load_sql
 from .classification import Verdict
 from .classification import sendgrid as sendgrid_table

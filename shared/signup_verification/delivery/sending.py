@@ -22,7 +22,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..outbox import RetryPolicy, Settlement
+from ..outbox import Settlement
+from ..outbox.config import RetryPolicy
 from ..outbox.states import AttemptOutcome
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.deadline import Deadline
@@ -46,7 +47,7 @@ class SendOutcome:
     channel_called: bool = False
 
     def settlement(self, policy: RetryPolicy) -> Settlement:
-        """The outcome as the outbox records it; the delay is the policy's (outbox/policy.py), and
+        """The outcome as the outbox records it; the delay is the policy's (outbox/config.py), and
         what the outcome does to the intent is settle.sql's."""
         result, intent = self.result, self.intent
         delay = policy.settle_delay(

@@ -10,6 +10,12 @@ is a surrogate pair, two units, also never split.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..platform.errors import ConfigError
+
+if TYPE_CHECKING:
+    from .config import MessageConfig
 
 # The GSM 03.38 default alphabet, in code order (0x00-0x7F); '\x1b' is the escape to the extension table.
 GSM7_BASIC = frozenset(
@@ -73,3 +79,29 @@ def encode_info(text: str) -> Encoding:
 def non_gsm_characters(text: str) -> str:
     """The characters that force UCS-2 (for a template author's error message)."""
     return "".join(sorted({ch for ch in text if ch not in GSM7_BASIC and ch not in GSM7_EXTENSION}))
+
+
+def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
+    """At start-up: PRODUCT_NAME in every SMS template x locale, with the longest code and the most
+    minutes a message can state, stays within the template's segment budget (one non-GSM character
+    such as '™' turns a GSM-7 SMS into UCS-2 and doubles its segments and its cost)."""
+    from . import templates  # the catalogue (jinja2): config/checks.py calls this at every target's start
+
+    code, minutes = "0" * config.code_digits, max(1, ttl_seconds // 60)
+    over = []
+    for purpose in templates.purposes():
+        for version in templates.versions(purpose):
+            version_ref = f"{purpose}/{version}"
+            for locale in templates.locales(version_ref):
+                body = templates.render(
+                    version_ref, locale, "sms", product=config.product_name, minutes=minutes, code=code
+                )
+                info, budget = encode_info(body), templates.load(version_ref, locale).sms_max_segments
+                if info.segments > budget:
+                    over.append(f"{version_ref}/{locale} {info.segments} {info.name} segments > {budget}")
+    if over:
+        odd = non_gsm_characters(config.product_name)
+        raise ConfigError(
+            f"PRODUCT_NAME={config.product_name!r} makes SMS exceed their segment budget "
+            f"({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}"
+        )

@@ -1,6 +1,6 @@
 """Channel holds for operators: `verifyctl channel resume`, and what `status` says about them.
 
-A channel is held after a run of sender or account faults (outbox/failure_policy.py): the claim
+A channel is held after a run of sender or account faults (outbox/config.py): the claim
 takes none of its intents until the hold's time passes or an operator, having fixed the cause,
 resumes it. Resuming also starts the fault count afresh.
 """

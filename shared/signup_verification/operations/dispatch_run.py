@@ -13,11 +13,11 @@ from ..delivery import dispatcher
 from ..delivery.channels.base import Channel
 from ..delivery.config import DispatchConfig
 from ..outbox import heartbeats
-from ..outbox.policy import RetryPolicy
+from ..outbox.config import RetryPolicy
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
 from . import signals
-from .signals_config import SignalsConfig
+from .config import SignalsConfig
 
 
 def run(

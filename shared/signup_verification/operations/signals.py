@@ -23,15 +23,15 @@ from typing import Any
 from ..outbox import heartbeats
 from ..outbox.states import AttemptOutcome
 from ..platform.database import Database, load_sql
-from .signals_config import SignalsConfig  # noqa: F401  (moved: issue 18)
+from .config import SignalsConfig
 
-__all__ = ["SignalsConfig", "ChannelSignals", "Signals", "compute", "emit", "workers"]
+__all__ = ["ChannelSignals", "Signals", "compute", "emit", "workers"]
 
 _log = logging.getLogger("signup_verification.operations.signals")
 # Attempt-log rows by outcome in the window, and 'delivered': deliveries the provider reported
 # delivered in the window (a report, not an attempt-log row).
 ATTEMPT_OUTCOMES = (*(o.value for o in AttemptOutcome), "delivered")
-# issue 14: fallbacks whose sending began in the window, by why they became due; and those suppressed
+# fallbacks whose sending began in the window, by why they became due; and those suppressed
 FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
 
 
@@ -49,8 +49,8 @@ class ChannelSignals:
     attempts: dict[str, int]  # attempt-log rows in the window, by outcome ('attempting' = begun)
     last_claim_age_seconds: float | None
     reconciler_watermark_age_seconds: float | None
-    fallbacks: dict[str, int] = field(default_factory=dict)  # issue 14: FALLBACK_REASONS over the window
-    # issue 13: accepted (in the last day) but not reported delivered, and accepted->delivered latency
+    fallbacks: dict[str, int] = field(default_factory=dict)  # FALLBACK_REASONS over the window
+    # accepted (in the last day) but not reported delivered, and accepted->delivered latency
     awaiting_report_count: int = 0
     oldest_awaiting_report_seconds: float = 0.0
     delivery_latency_p50_seconds: float | None = None
@@ -223,7 +223,7 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "attempts_window_seconds": signals.config.window_seconds,
         "last_claim_age_seconds": channel.last_claim_age_seconds,
         "reconciler_watermark_age_seconds": channel.reconciler_watermark_age_seconds,
-        # issue 13 (infra/alerts.tf alerts on oldest_awaiting_report_seconds)
+        # infra/alerts.tf alerts on oldest_awaiting_report_seconds
         "awaiting_report_count": channel.awaiting_report_count,
         "oldest_awaiting_report_seconds": channel.oldest_awaiting_report_seconds,
         "delivery_latency_p50_seconds": channel.delivery_latency_p50_seconds,

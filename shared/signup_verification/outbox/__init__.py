@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .policy import RetryPolicy
-
 if TYPE_CHECKING:
     from .transitions import BegunAttempt, ClaimedIntent, Settlement
 
-__all__ = ["RetryPolicy", "ClaimedIntent", "BegunAttempt", "Settlement"]
+__all__ = ["ClaimedIntent", "BegunAttempt", "Settlement"]
 
 
 def __getattr__(name: str) -> Any:
-    """The transitions on first use: config/ reads outbox.policy at every target's start (issue 18)."""
+    """The transitions' types on first use: every target imports outbox.config at start, which must
+    not load the transitions."""
     if name in ("BegunAttempt", "ClaimedIntent", "Settlement"):
         from . import transitions
 

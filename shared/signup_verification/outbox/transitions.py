@@ -27,8 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ..platform.database import Database, load_sql
-from .failure_policy import FailurePolicy
-from .policy import RetryPolicy
+from .config import FailurePolicy, RetryPolicy
 from .states import SEND_OUTCOMES, AttemptOutcome
 
 

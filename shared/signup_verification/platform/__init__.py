@@ -1,4 +1,5 @@
 """Platform: the database, migrations, Cloud SQL, secrets, logging, shutdown, the invocation deadline,
-and ConfigError (configuration itself is read by signup_verification/config/).
+ConfigError, and the way a setting is declared (settings.py; the configuration is read by
+signup_verification/config/).
 
 The bottom layer: imports nothing else of the package."""

@@ -21,7 +21,8 @@ import pg8000.dbapi
 import pg8000.native
 from pg8000.core import CoreConnection
 
-from .database import ConnectionParams, DatabaseConfig
+from .config import DatabaseConfig
+from .database import ConnectionParams
 from .errors import ConfigError
 
 _INSTANCE = re.compile(r"^[a-z][a-z0-9.:-]*[a-z0-9]:[a-z]+-[a-z]+\d+:[a-z][a-z0-9-]{0,97}$")

@@ -22,7 +22,6 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 
 __all__ = [
     "Database",
-    "DatabaseConfig",
     "DatabaseError",
     "InterfaceError",
     "ConnectionParams",
@@ -33,19 +32,6 @@ __all__ = [
 
 class UnavailableError(RuntimeError):
     """The database could not be reached or the connection dropped mid-request."""
-
-
-@dataclass(frozen=True)
-class DatabaseConfig:
-    """Where the database is (README "Configuration": DATABASE_URL, INSTANCE_CONNECTION_NAME, ...)."""
-
-    url: str | None = field(default=None, repr=False)  # DATABASE_URL: may carry a password
-    instance_connection_name: str | None = None  # Cloud SQL connector (IAM auth) instead of a URL
-    user: str | None = None  # DB_USER: the IAM principal, with INSTANCE_CONNECTION_NAME
-    name: str = "verification"  # DB_NAME
-    statement_timeout_ms: int = 15_000  # a stuck query cannot hold a lease or a request forever
-    production: bool = False  # production never falls back to the embedded database
-    local_dir: Path = Path(".local")  # the embedded database's data lives in local_dir / "pg"
 
 
 @dataclass(frozen=True)
@@ -106,7 +92,7 @@ class ConnectionParams:
         if self.unix_sock:
             kwargs["unix_sock"] = self.unix_sock
             # PostgreSQL never speaks TLS on a unix socket; left to ask, pg8000 first builds a default
-            # SSL context (loads the CA store: ~28 ms of the first request, issue 18) to be told no.
+            # SSL context (loads the CA store: ~28 ms of the first request) to be told no.
             kwargs["ssl_context"] = False
         else:
             kwargs["host"], kwargs["port"] = self.host, self.port
@@ -143,7 +129,7 @@ class Database:
         session_settings: Mapping[str, str] | None = None,
     ):
         self.params = params
-        # Custom settings (e.g. signup_verification.webhooks, issue 12) sent in the start-up packet of
+        # Custom settings (e.g. signup_verification.webhooks) sent in the start-up packet of
         # every connection this Database opens: no round trip. A connector is handed them to do the same.
         self.session_settings = dict(session_settings or {})
         self.statement_timeout_ms = statement_timeout_ms

@@ -33,14 +33,13 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TextIO
 
+from .config import LoggingConfig
 from .log_handoff import DeferredHandler, request_context
 from .redaction import redact_text, redact_value, user_agent, without_query
 
 __all__ = [
-    "LoggingConfig",
     "configure",
     "first_response_sent",
     "flush",
@@ -51,14 +50,6 @@ __all__ = [
 ]
 
 _MARK = "_signup_verification_handler"
-
-
-@dataclass(frozen=True)
-class LoggingConfig:
-    format: str = "text"  # LOG_FORMAT: json | text (config.load: json by default on Cloud Run)
-    level: str = "INFO"  # LOG_LEVEL
-    deployment: str = "local"  # DEPLOYMENT: the label on every record
-    project_id: str | None = None  # GOOGLE_CLOUD_PROJECT or GCP_PROJECT: prefixes trace ids
 
 
 # -- the sink seam ---------------------------------------------------------------------------------

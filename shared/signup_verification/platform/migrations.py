@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .config import MigrationConfig
 from .database import Database, DatabaseError, UnavailableError, load_sql
-from .migration_config import MigrationConfig  # noqa: F401  (moved: issue 18)
 from .migration_files import Definition, Migration, Source, discover, discover_definitions, split_statements
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
-    "MigrationConfig",
     "MigrationError",
     "MigrationRun",
     "Status",

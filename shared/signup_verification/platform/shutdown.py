@@ -14,16 +14,10 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 STOP = threading.Event()
 _installed = False
-
-
-@dataclass(frozen=True)
-class ShutdownConfig:
-    grace_seconds: float = 8.0  # SHUTDOWN_GRACE_SECONDS: after SIGTERM, in-flight sends may finish within this
 
 
 _before_exit: list[Any] = []

@@ -24,69 +24,11 @@ import math
 import unicodedata
 from dataclasses import dataclass
 
-# Local default (production refuses to start without SMS_ALLOWED_COUNTRIES): a short list of
-# countries with well-known mobile ranges, enough for development and the tests.
-LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
-# phonenumbers.PhoneNumberType's names, lower case; phonenumbers (17 ms) is imported where a number
-# is checked, not by config/ at every target's start.
-NUMBER_TYPES = frozenset(
-    t.lower()
-    for t in (
-        "FIXED_LINE",
-        "MOBILE",
-        "FIXED_LINE_OR_MOBILE",
-        "TOLL_FREE",
-        "PREMIUM_RATE",
-        "SHARED_COST",
-        "VOIP",
-        "PERSONAL_NUMBER",
-        "PAGER",
-        "UAN",
-        "VOICEMAIL",
-        "UNKNOWN",
-    )
-)
-DEFAULT_NUMBER_TYPES = frozenset({"mobile", "fixed_line_or_mobile"})
-# Providers known to deliver `local+tag@domain` to `local@domain` (PLUS_TAG_DOMAINS, or `*` for all).
-DEFAULT_PLUS_TAG_DOMAINS = frozenset(
-    {
-        "gmail.com",
-        "outlook.com",
-        "hotmail.com",
-        "live.com",
-        "msn.com",
-        "icloud.com",
-        "me.com",
-        "mac.com",
-        "yahoo.com",
-        "proton.me",
-        "protonmail.com",
-        "pm.me",
-        "fastmail.com",
-        "gmx.com",
-        "gmx.de",
-        "yandex.ru",
-        "zoho.com",
-    }
-)
+from .config import AbuseConfig
+
 DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part
 DOMAIN_ALIASES = {"googlemail.com": "gmail.com"}
 COARSE_SECONDS = 900
-
-
-@dataclass(frozen=True)
-class AbuseConfig:
-    sms_allowed_countries: frozenset[str] = LOCAL_SMS_COUNTRIES  # SMS_ALLOWED_COUNTRIES
-    sms_allowed_number_types: frozenset[str] = DEFAULT_NUMBER_TYPES  # SMS_ALLOWED_NUMBER_TYPES
-    per_account_per_hour: int = 10  # RATE_LIMIT_ACCOUNT_PER_HOUR, all channels
-    per_prefix_per_hour: int = 10  # RATE_LIMIT_PREFIX_PER_HOUR, E.164 number without its last 4 digits
-    per_country_per_hour: int = 1000  # RATE_LIMIT_COUNTRY_PER_HOUR, SMS per destination country
-    per_client_per_hour: int = 20  # RATE_LIMIT_CLIENT_PER_HOUR, per client_ip (IPv6: per /64)
-    plus_tag_domains: frozenset[str] | None = DEFAULT_PLUS_TAG_DOMAINS  # PLUS_TAG_DOMAINS; None = all
-    coarse_retry_after: bool = False  # RATE_LIMIT_RETRY_AFTER=coarse: round up to 15 minutes
-    # SUPPRESSED_ANSWER: 'refuse' (422 destination-suppressed) or 'silent' (201; the delivery fails at
-    # once with reason `suppressed`, the site learns it from the read API and delivery.failed)
-    suppressed_answer: str = "refuse"
 
 
 class Refused(Exception):

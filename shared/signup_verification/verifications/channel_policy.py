@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import abuse
+from .config import AbuseConfig
 from .tokens import TokenKey
 
 POLICIES = ("single", "fallback", "both")
@@ -62,7 +63,7 @@ NO_FALLBACK: dict[str, Any] = dict(
 
 
 def fallback_parameters(
-    policy: abuse.AbuseConfig,
+    policy: AbuseConfig,
     key: TokenKey,
     fallback: Fallback | None,
     verification_id: uuid.UUID,

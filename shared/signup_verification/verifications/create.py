@@ -10,31 +10,20 @@ resolved template version and locale in `NewVerification`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..platform.database import Database, load_sql
 from ..platform.ids import uuid7
 from . import abuse
 from .channel_policy import Fallback, channel_digest, fallback_parameters
+from .config import CreateConfig
 from .tokens import Keyring, new_nonce
 
 _log = logging.getLogger("signup_verification.verifications.create")
 
 IDEMPOTENCY_SCOPE = "create_verification"
 _CREATE = load_sql(__file__, "create.sql")
-
-
-@dataclass(frozen=True)
-class CreateConfig:
-    code_digits: int = 6  # SMS_CODE_DIGITS
-    ttl_seconds: int = 600  # VERIFICATION_TTL_SECONDS: ASVS 5.0 6.5.5, out-of-band codes live <= 10 min
-    max_confirm_attempts: int = 5  # MAX_CONFIRM_ATTEMPTS
-    max_delivery_attempts: int = 5  # MAX_DELIVERY_ATTEMPTS
-    idempotency_ttl_seconds: int = 24 * 3600  # IDEMPOTENCY_TTL_SECONDS
-    rate_limit_per_hour: int = 5  # RATE_LIMIT_PER_HOUR, per destination
-    rate_limit_spacing_seconds: int = 60  # RATE_LIMIT_SPACING_SECONDS
-    abuse: abuse.AbuseConfig = field(default_factory=abuse.AbuseConfig)  # verifications/abuse.py
 
 
 @dataclass(frozen=True)

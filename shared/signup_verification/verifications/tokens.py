@@ -17,10 +17,14 @@ import os
 import secrets
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..platform.errors import ConfigError
+
+if TYPE_CHECKING:  # config.py imports this module where a key is set
+    from .config import TokenConfig
 
 NONCE_BYTES = 16
 DEV_KEY_PREFIX = "dev-"
@@ -44,13 +48,6 @@ def split_link(link: str) -> tuple[uuid.UUID | None, str]:
     if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != head:  # one spelling per id
         return None, ""
     return uuid.UUID(bytes=raw), token
-
-
-@dataclass(frozen=True)
-class TokenConfig:
-    keys: str | None = field(default=None, repr=False)  # TOKEN_KEYS: `key_id:base64url-secret[,...]`, first signs
-    production: bool = False  # production refuses a missing TOKEN_KEYS and a development key
-    local_dir: Path = Path(".local")  # where a local run keeps its generated development key
 
 
 @dataclass(frozen=True)

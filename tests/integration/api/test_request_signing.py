@@ -11,8 +11,8 @@ import time
 import pytest
 
 from signup_verification import runtime
-from signup_verification.api import auth
 from signup_verification.api import request_signatures as signatures
+from signup_verification.api.config import parse_signing_keys
 from signup_verification.config import load
 from support.auth import signed_headers
 
@@ -149,7 +149,7 @@ def test_reconcile_reaps_expired_signatures(signed, db):
 
 
 def test_scoped_keys_are_parsed_and_checked():
-    keys = auth.parse_signing_keys(f"{KEY},{RECONCILE_ONLY}")
+    keys = parse_signing_keys(f"{KEY},{RECONCILE_ONLY}")
     assert [(k.target, k.key_id) for k in keys] == [(None, "caller1"), ("reconcile", "ops1")]
     with pytest.raises(ValueError):
         load({"REQUEST_SIGNING_KEYS": "confirm_verification:" + KEY})

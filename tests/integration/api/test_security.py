@@ -24,6 +24,7 @@ import pytest
 
 from signup_verification import runtime
 from signup_verification.api import auth
+from signup_verification.api.config import AuthConfig, parse_signing_keys
 from signup_verification.config import load
 from signup_verification.platform import logs as service_logging
 from signup_verification.verifications.tokens import Keyring
@@ -150,7 +151,7 @@ def test_no_issued_token_or_code_in_any_table_log_line_or_api_answer(app_client,
         )
         keep(reconcile.post("/"))
         keep(status.get("/"))
-        for created in (email, sms):  # issue 12: the read API after all of it
+        for created in (email, sms):  # the read API after all of it
             assert keep(create.get("/" + created.get_json()["verification_id"])).status_code == 200
     lines = sink.getvalue().splitlines()
     assert len(lines) >= 8 and all(json.loads(line) for line in lines)  # the structured output was captured
@@ -344,7 +345,7 @@ def test_signed_requests_are_required_and_checked(app_client, db, service_env, m
 
 
 def test_signature_header_parsing_is_strict():
-    config = auth.AuthConfig(production=True, signing_keys=auth.parse_signing_keys(SIGNING_KEYS))
+    config = AuthConfig(production=True, signing_keys=parse_signing_keys(SIGNING_KEYS))
     body, now = b'{"a": 1}', 1_800_000_000
     good = auth.sign(SIGNING_SECRET, body, now)
     assert auth.verify_signature(config, good, body, now=now)

@@ -1,4 +1,4 @@
-"""Adapter lifecycle and SMTP trust (issue 16 item 4): pooled SMTP connections end with QUIT when
+"""Adapter lifecycle and SMTP trust: pooled SMTP connections end with QUIT when
 the dispatcher shuts down or the CLI's one invocation ends, and SMTP_CA_FILE trusts a private CA
 for SMTP in addition to the system store. Real PostgreSQL, aiosmtpd over real sockets."""
 
@@ -13,7 +13,8 @@ import pytest
 from signup_verification import cli
 from signup_verification.config import ConfigError, load
 from signup_verification.delivery.channels import build_channels
-from signup_verification.delivery.messages import MessageConfig, Renderer, sample_intent
+from signup_verification.delivery.config import MessageConfig
+from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.operations import dispatch_run
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.runtime import Runtime

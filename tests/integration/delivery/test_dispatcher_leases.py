@@ -13,8 +13,8 @@ from signup_verification.delivery import batch_sizing as budget
 from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
 from signup_verification.delivery.dispatcher import Dispatcher
-from signup_verification.outbox import RetryPolicy
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.config import RetryPolicy
 from signup_verification.platform.database import Database
 from support.dispatch import attempts, intent, provider_settings, run_dispatch
 from support.fakes.seed import seed_intents

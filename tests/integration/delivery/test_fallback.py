@@ -1,4 +1,4 @@
-"""The channel policy through the real worker (issue 14): a real PostgreSQL, SMTP and Twilio-speaking
+"""The channel policy through the real worker: a real PostgreSQL, SMTP and Twilio-speaking
 local servers. The fallback waits in the outbox (not in a worker timer), is brought forward in the
 statement that fails the primary for good, and is suppressed by the dead-link rule when the
 verification was confirmed first."""
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from signup_verification.operations import signals
 from signup_verification.operations.reconciler import redact
-from signup_verification.outbox import RetryPolicy, Settlement
+from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.config import RetryPolicy
 from signup_verification.verifications import confirm as c
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio

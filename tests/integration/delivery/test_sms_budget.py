@@ -1,4 +1,4 @@
-"""The global SMS budget (SMS_MAX_PER_HOUR, issue 15 item 4): past it SMS sends pause without
+"""The global SMS budget (SMS_MAX_PER_HOUR): past it SMS sends pause without
 failing or charging any intent, email keeps flowing, the signals alert, and an operator's
 `verifyctl sms resume` (or the next hour) lets the rest go."""
 
@@ -10,6 +10,7 @@ from signup_verification import cli
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.operations import signals
+from signup_verification.operations.config import SignalsConfig
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 
 
@@ -78,4 +79,4 @@ def test_the_budget_renews_at_the_next_hour(db, smtp, twilio):
 
 
 def test_without_a_budget_nothing_pauses(db):
-    assert signals.compute(db, "test", signals.SignalsConfig(sms_max_per_hour=None)).sms_budget_left is None
+    assert signals.compute(db, "test", SignalsConfig(sms_max_per_hour=None)).sms_budget_left is None

@@ -1,4 +1,4 @@
-"""Issue 13, item 6: the whole report path on the local stack, over real HTTP. The create and
+"""The whole report path on the local stack, over real HTTP. The create and
 delivery_reports targets served on loopback, the mailbox (SMTP + fake Twilio) posting signed
 SendGrid events and Twilio status callbacks to delivery_reports, the dispatcher sending to it."""
 
@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from signup_verification import cli, runtime
 from signup_verification.local import provider_reports
 from signup_verification.local.mailbox import MailboxServer
+from signup_verification.operations.config import SmsLookupConfig
 from signup_verification.operations.reconciler import reconcile
-from signup_verification.operations.reconciler.config import SmsLookupConfig
 from support.dev_process import free_ports
 from support.dispatch import provider_settings, run_dispatch
 from support.served import serve

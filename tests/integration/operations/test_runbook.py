@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from signup_verification.operations import signals
+from signup_verification.operations.config import SignalsConfig
 from signup_verification.outbox import transitions as t
 from support.factories import SETTINGS, expire_leases, make_verifications
 from support.paths import ROOT
@@ -54,7 +55,7 @@ def test_runbook_documents_every_field_of_the_signals_record(db, log_lines):
 
 
 def _age(db, channel: str) -> signals.ChannelSignals:
-    return signals.compute(db, "test", signals.SignalsConfig(ready_age_alert_seconds=120)).channel(channel)
+    return signals.compute(db, "test", SignalsConfig(ready_age_alert_seconds=120)).channel(channel)
 
 
 def test_paused_worker_ages_the_signal_and_resuming_clears_it(app_client, db):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signup_verification.operations import signals
-from signup_verification.operations.signals import SignalsConfig
+from signup_verification.operations.config import SignalsConfig
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from support.factories import SETTINGS, CountingDatabase, deliver, make_verifications, run
@@ -158,7 +158,7 @@ def test_status_target_answers_json(app_client, db):
 
 
 def test_delivery_reports_signals_awaiting_and_latency(db):
-    """Issue 13: accepted-but-not-delivered count and age per channel, and accepted->delivered p50/p95."""
+    """Accepted-but-not-delivered count and age per channel, and accepted->delivered p50/p95."""
     from signup_verification.delivery import reports
     from support.reports import accepted
 

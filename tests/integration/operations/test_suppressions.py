@@ -13,7 +13,7 @@ from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
 from signup_verification.delivery import reports
-from signup_verification.outbox.failure_policy import FailurePolicy
+from signup_verification.outbox.config import FailurePolicy
 from support.factories import KEYRING, SETTINGS, deliver
 
 

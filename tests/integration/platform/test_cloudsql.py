@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from signup_verification import runtime
 from signup_verification.platform import cloudsql
 from signup_verification.platform import grants as db_access
-from signup_verification.platform.database import ConnectionParams, Database, DatabaseConfig, UnavailableError
+from signup_verification.platform.config import DatabaseConfig
+from signup_verification.platform.database import ConnectionParams, Database, UnavailableError
 from signup_verification.platform.errors import ConfigError
 
 INSTANCE = "my-proj:europe-west1:verify-pg"

@@ -1,11 +1,11 @@
-"""Create logs one structured line per outcome, with nothing sensitive in it (issue 16 item 11)."""
+"""Create logs one structured line per outcome, with nothing sensitive in it."""
 
 from __future__ import annotations
 
 from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
-from signup_verification.verifications.create import CreateConfig
+from signup_verification.verifications.config import CreateConfig
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform import migrations
-from signup_verification.verifications.create import IDEMPOTENCY_SCOPE, CreateConfig
+from signup_verification.verifications.config import CreateConfig
+from signup_verification.verifications.create import IDEMPOTENCY_SCOPE
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 

@@ -1,5 +1,5 @@
 """Channel adapters: one per transport, chosen by EMAIL_TRANSPORT and SMS_TRANSPORT; the webhook
-channel when WEBHOOK_URL is set (issue 12)."""
+channel when WEBHOOK_URL is set."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ import ssl
 from collections.abc import Mapping
 
 from ...platform.errors import ConfigError
-from ..channel_config import ChannelsConfig  # noqa: F401  (moved: issue 18)
+from ..config import ChannelsConfig
 from .base import CONFIGURATION, Channel, SendResult
 from .console import ConsoleChannel, DisabledChannel
 
-__all__ = ["Channel", "SendResult", "CONFIGURATION", "ChannelsConfig", "build_channels", "smtp_tls_context"]
+__all__ = ["Channel", "SendResult", "CONFIGURATION", "build_channels", "smtp_tls_context"]
 
 
 def build_channels(config: ChannelsConfig, *, ssl_context: ssl.SSLContext | None = None) -> Mapping[str, Channel]:
     """{'email': adapter, 'sms': adapter} for this config. A transport whose credentials are
-    missing raises ConfigError (the dispatch answers 500 and logs it) rather than failing sends."""
+    missing raises ConfigError naming each (the dispatch target is refused at start, config/checks.py)."""
+    missing = config.missing()
+    if missing:
+        raise ConfigError("; ".join(missing), tuple(missing))
     channels = {"email": _email(config, ssl_context), "sms": _sms(config)}
     if config.webhook.enabled:
         channels["webhook"] = _webhook(config)
@@ -28,8 +31,6 @@ def _webhook(config: ChannelsConfig) -> Channel:
     from .http import HttpClient
     from .webhook import WebhookChannel
 
-    if not config.webhook.secrets:
-        raise ConfigError("WEBHOOK_URL needs WEBHOOK_SECRET")
     client = HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency)
     return WebhookChannel(config.webhook.url or "", config.webhook.secrets, client)
 
@@ -66,10 +67,8 @@ def _email(config: ChannelsConfig, ssl_context: ssl.SSLContext | None) -> Channe
         from .http import HttpClient
         from .sendgrid import SendGridChannel
 
-        if not config.sendgrid.api_key:
-            raise ConfigError("EMAIL_TRANSPORT=sendgrid needs SENDGRID_API_KEY")
         return SendGridChannel(
-            config.sendgrid.api_key,
+            config.sendgrid.api_key or "",
             config.sendgrid.url,
             HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
         )
@@ -82,20 +81,12 @@ def _sms(config: ChannelsConfig) -> Channel:
         from .twilio import TwilioChannel
 
         twilio = config.twilio
-        sid, token, sender = twilio.account_sid, twilio.auth_token, twilio.sender
-        if not (sid and token and sender):
-            missing = [
-                n
-                for n, v in (("TWILIO_ACCOUNT_SID", sid), ("TWILIO_AUTH_TOKEN", token), ("TWILIO_FROM", sender))
-                if not v
-            ]
-            raise ConfigError(f"SMS_TRANSPORT=twilio needs {', '.join(missing)}")
         return TwilioChannel(
-            sid,
-            token,
-            sender,
+            twilio.account_sid or "",
+            twilio.auth_token or "",
+            twilio.sender or "",
             twilio.api_url,
             HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
-            status_callback=twilio.status_callback,  # issue 13: delivery reports
+            status_callback=twilio.status_callback,  # delivery reports
         )
     return _console(config, "sms")

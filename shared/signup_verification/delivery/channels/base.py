@@ -7,7 +7,7 @@ answer or a network failure. The outcome says what we know about the send, not a
   retryable  it certainly was not sent (refused before acceptance, 4xx-transient, 429): try later
   failed     it will never be sent as is (invalid destination, unsubscribed, bad credentials)
   ambiguous  it may have been sent (timeout or reset after the request went out, a 5xx that may
-             have sent): never resent at once; the channel's policy decides (outbox/policy.py)
+             have sent): never resent at once; the channel's policy decides (outbox/config.py)
 
 `error_class` is a short, stable, low-cardinality label; `detail` is a short human text. Neither
 ever holds the token, the code, or the destination (see `scrub` and `forget`). A failed result

@@ -18,9 +18,9 @@ import threading
 import time
 
 from ...platform.redaction import scrub
-from ..channel_config import SmtpConfig
 from ..classification import Category, Fault, Verdict, ours
 from ..classification import smtp as table
+from ..config import SmtpConfig
 from ..messages import EmailContent
 from .base import SendResult, forget
 

@@ -2,7 +2,7 @@
 HTTP Basic with the account SID and auth token).
 
 Twilio has no idempotency key on message create, so an ambiguous SMS is held by default
-(outbox/policy.py): a duplicate code reaches a phone. A refusal's error code is classified by
+(outbox/config.py): a duplicate code reaches a phone. A refusal's error code is classified by
 delivery/classification/twilio.py (whose fault, which reason; docs/channels.md): a recipient's
 (21211 invalid To, 21610 STOP, 21614 not a mobile, ...) suppresses the number; a sender's or the
 account's that every message meets (20003 credentials, 21606 From not SMS-capable, 21608 trial

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .config import ReconcilerConfig
-
 if TYPE_CHECKING:
     from .runner import ReconcileReport, reconcile
 
-__all__ = ["ReconcilerConfig", "ReconcileReport", "reconcile"]
+__all__ = ["ReconcileReport", "reconcile"]
 
 
 def __getattr__(name: str) -> Any:
-    """The runner on first use: config/ reads ReconcilerConfig at every target's start (issue 18)."""
+    """The runner on first use: the duties import this package, and the runner imports them."""
     if name in ("ReconcileReport", "reconcile"):
         from . import runner
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from ...platform.database import Database
 from ...platform.deadline import Deadline
+from ..config import ReconcilerConfig
 from .batches import DutyReport
-from .config import ReconcilerConfig
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Duty (issue 13): an ambiguous SMS (the provider answered 5xx or nothing after the request was
+"""Duty: an ambiguous SMS (the provider answered 5xx or nothing after the request was
 sent) is looked up with Twilio's Messages list API instead of waiting for an operator.
 
     found (a message To the destination, From our sender, created within the window) -> accepted
@@ -28,8 +28,8 @@ import urllib3
 
 from ...outbox import transitions
 from ...platform.database import load_sql
+from ..config import SmsLookupConfig
 from .batches import DutyReport
-from .config import SmsLookupConfig
 from .duty import Duty, SweepContext
 
 _log = logging.getLogger("signup_verification.operations.reconciler.lookup_ambiguous_sms")

@@ -19,9 +19,9 @@ from typing import Any
 from ...platform.database import Database
 from ...platform.deadline import Deadline
 from .. import signals
+from ..config import ReconcilerConfig, SignalsConfig
 from . import watermark
 from .batches import DutyReport
-from .config import ReconcilerConfig
 from .count_overdue import DUTY as COUNT_OVERDUE
 from .count_overdue import Overdue
 from .duties import DUTIES
@@ -77,7 +77,7 @@ def reconcile(
     db: Database,
     config: ReconcilerConfig,
     *,
-    signals_config: signals.SignalsConfig | None = None,
+    signals_config: SignalsConfig | None = None,
     emit_signals: bool = True,
 ) -> ReconcileReport:
     started = time.monotonic()

@@ -8,6 +8,7 @@ import pytest
 
 from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.config import RetryPolicy
 from signup_verification.platform.database import Database
 from support.factories import deliver, make_verifications, run
 
@@ -62,7 +63,7 @@ def test_no_statement_appends_an_attempt_row_for_a_finished_or_purged_intent(db)
     assert t.start(db, "w", fences) == [] and t.begin_attempts(db, "w", fences) == []
     assert t.release(db, "w", fences) == set()
     assert t.settle(db, "w", [Settlement(i.id, i.lease_version, "retryable") for i in (first, second)]) == {}
-    assert t.expire_claims(db, 10) == [] and t.lose_leases(db, t.RetryPolicy(), 10) == []
+    assert t.expire_claims(db, 10) == [] and t.lose_leases(db, RetryPolicy(), 10) == []
     assert db.run("SELECT count(*) FROM delivery_attempts") == rows
     # Purged: the same writes name intents that no longer exist.
     _age_history(db, 100)

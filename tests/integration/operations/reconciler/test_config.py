@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from signup_verification.config import ConfigError, load
-from signup_verification.operations.reconciler import ReconcilerConfig
+from signup_verification.operations.config import ReconcilerConfig
 
 
 def test_retention_windows_must_be_ordered():

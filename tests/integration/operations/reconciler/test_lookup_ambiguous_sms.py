@@ -1,4 +1,4 @@
-"""Ambiguous SMS resolved by asking Twilio's Messages list API (issue 13): found -> accepted with its
+"""Ambiguous SMS resolved by asking Twilio's Messages list API: found -> accepted with its
 sid, provably absent -> retried once, unsure or failing lookups -> left as they are. Never sends."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
+from signup_verification.operations.config import SmsLookupConfig
 from signup_verification.operations.reconciler import reconcile
-from signup_verification.operations.reconciler.config import SmsLookupConfig
 from support.dispatch import attempts, provider_settings, run_dispatch
 from support.fakes.http import Answer, FakeTwilio
 from support.fakes.seed import seed_intents

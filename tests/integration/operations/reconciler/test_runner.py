@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from signup_verification.outbox import RetryPolicy
 from signup_verification.outbox import transitions as t
-from signup_verification.outbox.policy import ChannelPolicy
+from signup_verification.outbox.config import ChannelPolicy, RetryPolicy
 from signup_verification.platform import logs as service_logging
 from signup_verification.platform.database import Database
 from support.factories import CONFIG, CountingDatabase, deliver, expire_leases, make_verifications, run, statuses

@@ -1,0 +1,55 @@
+"""The checks across settings, in one place: a bad combination refuses to start, never fails sends.
+Each records its problem with the others (config.load raises them together)."""
+
+from __future__ import annotations
+
+import dataclasses
+from email.utils import parseaddr
+from typing import TYPE_CHECKING
+
+from ..api.config import SIGNED_TARGETS, AuthConfig
+from ..platform.errors import ConfigError
+from .loader import Reading
+
+if TYPE_CHECKING:
+    from . import Config
+
+SENDING_TARGET = "dispatch"  # the one target that sends
+
+
+def across(config: Config, reading: Reading) -> Config:
+    """`config` as the combinations of its settings leave it, problems recorded in `reading`."""
+    _sender(config, reading)
+    _sms_budget(config, reading)
+    if config.function_target == SENDING_TARGET:
+        for problem in config.channels.missing():  # here with the rest, not at the first send
+            reading.fail(problem)
+    return dataclasses.replace(config, auth=_signed_targets(config.auth, reading))
+
+
+def _sender(config: Config, reading: Reading) -> None:
+    """EMAIL_FROM must be a real sender where email is really sent (a production console transport
+    is refused anyway, and deploy-time commands such as `verifyctl migrate` carry no sender)."""
+    email_from = config.dispatch.messages.email_from
+    domain = parseaddr(email_from)[1].rpartition("@")[2].lower().rstrip(".")
+    if config.is_production and config.channels.email_transport != "console" and domain in ("localhost", ""):
+        reading.fail(f"EMAIL_FROM must be a real sender address in production, not {email_from!r}")
+
+
+def _sms_budget(config: Config, reading: Reading) -> None:
+    """PRODUCT_NAME in every SMS template, with the longest code and the most minutes a message states."""
+    from ..delivery.sms import check_sms_budget  # the template catalogue: loaded for this check
+
+    try:
+        check_sms_budget(config.dispatch.messages, config.create.ttl_seconds)
+    except ConfigError as exc:
+        reading.problems.extend(exc.problems)
+
+
+def _signed_targets(auth: AuthConfig, reading: Reading) -> AuthConfig:
+    """SIGNED_TARGETS takes effect with REQUEST_SIGNING_KEYS only; set without a key it is an error."""
+    if auth.signing_keys:
+        return auth
+    if reading.is_set(SIGNED_TARGETS):
+        reading.fail("SIGNED_TARGETS is set but REQUEST_SIGNING_KEYS holds no key")
+    return dataclasses.replace(auth, signed_targets=frozenset())

@@ -1,0 +1,141 @@
+"""The reconciler's and the signals' settings (README "Reconcile, signals and logs"; each declared once,
+platform/settings.py).
+
+River's rescuer model: defaults that are safe for a service nobody has tuned yet, each overridable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..delivery.config import (
+    DELIVERY_REPORTS_URL,
+    SMS_MAX_PER_HOUR,
+    SMS_TRANSPORT,
+    TWILIO_ACCOUNT_SID,
+    TWILIO_API_URL,
+    TWILIO_AUTH_TOKEN,
+    TWILIO_FROM,
+)
+from ..outbox.config import RetryPolicy
+from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT
+from ..platform.errors import ConfigError
+from ..platform.settings import Env, Setting, number, part, setting
+
+DAY = 86_400
+SMS_LOOKUP = Setting(
+    "SMS_LOOKUP",
+    True,
+    help="with `SMS_TRANSPORT=twilio` and its credentials, the reconciler asks Twilio's Messages list API about "
+    "ambiguous SMS (docs/deploy.md); `off`: they follow the hold policy",
+)
+
+
+def _whole(raw: str, env: Env) -> int:
+    return int(number(raw))
+
+
+def _twilio_lookups(env: Env) -> bool:
+    credentials = env(TWILIO_ACCOUNT_SID) and env(TWILIO_AUTH_TOKEN)
+    return env(SMS_TRANSPORT) == "twilio" and bool(credentials) and env(SMS_LOOKUP)
+
+
+@dataclass(frozen=True)
+class SmsLookupConfig:
+    """Ambiguous SMS resolved by asking Twilio's Messages list API (lookup_ambiguous_sms.py): set when
+    SMS_TRANSPORT=twilio with credentials, unless SMS_LOOKUP is off."""
+
+    account_sid: str = TWILIO_ACCOUNT_SID.field(view=lambda sid: sid or "")
+    auth_token: str = TWILIO_AUTH_TOKEN.field(view=lambda token: token or "")
+    sender: str = TWILIO_FROM.field(view=lambda sender: sender or "")  # an MG... Messaging Service: matched on To only
+    api_url: str = TWILIO_API_URL.field()
+    max_calls: int = setting("SMS_LOOKUP_MAX_CALLS", 20, minimum=0, help="list requests per reconcile run")
+    timeout_seconds: float = setting("SMS_LOOKUP_TIMEOUT_SECONDS", 5.0, above=0, help="per list request")
+    min_interval_seconds: float = setting(
+        "SMS_LOOKUP_INTERVAL_SECONDS", 0.2, minimum=0, help="between two requests (Twilio's API rate limits)"
+    )
+    settle_seconds: float = setting(
+        "SMS_LOOKUP_SETTLE_SECONDS",
+        120.0,
+        above=0,
+        help="after this long since the attempt, a message absent from the listing was never created: retried once",
+    )
+    window_seconds: float = 300.0  # a message created this long after the attempt began is still ours
+
+
+@dataclass(frozen=True)
+class ReconcilerConfig:
+    # Bounded batches: each statement moves at most batch_size rows, each duty runs at most
+    # max_batches statements per run; what is left is picked up by the next run (and reported).
+    batch_size: int = setting(
+        "RECONCILE_BATCH_SIZE", 500, parse=_whole, minimum=1, help="rows per statement of a reconciler duty"
+    )
+    max_batches: int = setting("RECONCILE_MAX_BATCHES", 20, parse=_whole, minimum=1, help="statements per duty per run")
+    # The scheduler fires once a minute and one invocation drains until its budget, so 2 minutes.
+    polling_horizon_seconds: float = setting(
+        "POLLING_HORIZON_SECONDS",
+        120.0,
+        minimum=1,
+        help="eligible work older than this is reported as overdue (the worker is not keeping up or not running)",
+    )
+    # Evidence retention (set by legal/security owners): the destination is removed from a finished
+    # verification, then the verification, its intent and its attempt history are deleted.
+    redact_after_seconds: float = setting(
+        "RETENTION_REDACT_AFTER_DAYS",
+        30 * DAY,
+        unit=DAY,
+        minimum=0,
+        help="evidence retention (policy: set by legal/security): a finished verification's destination is removed",
+    )
+    purge_after_seconds: float = setting(
+        "RETENTION_PURGE_AFTER_DAYS",
+        90 * DAY,
+        unit=DAY,
+        minimum=0,
+        help="then (at least `RETENTION_REDACT_AFTER_DAYS`) the verification and its whole history are deleted",
+    )
+    safety_margin_seconds: float = setting(
+        "RECONCILE_SAFETY_MARGIN_SECONDS",
+        10.0,
+        minimum=0,
+        help="no new batch starts this close to `FUNCTION_TIMEOUT_SECONDS`",
+    )
+    policy: RetryPolicy = part(RetryPolicy)  # the dispatcher's retry/ambiguity policy
+    deployment: str = DEPLOYMENT.field()  # whose rows, whose watermark
+    function_timeout_seconds: float = FUNCTION_TIMEOUT.field(view=float)  # the run's time budget
+    sms_lookup: SmsLookupConfig | None = part(SmsLookupConfig, when=_twilio_lookups)  # None: no lookups
+
+    def __post_init__(self) -> None:
+        if self.purge_after_seconds < self.redact_after_seconds:
+            raise ConfigError(
+                "RETENTION_PURGE_AFTER_DAYS must be >= RETENTION_REDACT_AFTER_DAYS "
+                "(history is redacted first, then purged)"
+            )
+
+
+@dataclass(frozen=True)
+class SignalsConfig:
+    window_seconds: float = setting(
+        "SIGNALS_WINDOW_SECONDS", 300.0, above=0, help="window of the attempts-by-outcome counts"
+    )
+    ready_age_alert_seconds: float = setting(
+        "READY_AGE_ALERT_SECONDS",
+        120.0,
+        above=0,
+        help="`status` alerts when the oldest ready verification waited longer (the page)",
+    )
+    watermark_stale_seconds: float = setting(
+        "RECONCILE_STALE_SECONDS",
+        300.0,
+        above=0,
+        help="`status` alerts when the reconciler has not advanced for longer (infra's alert uses the same)",
+    )
+    sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()  # the global SMS budget (alert once spent)
+    awaiting_report_alert_seconds: float | None = setting(
+        "ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS",
+        900.0,
+        above=0,
+        when=lambda env: env(DELIVERY_REPORTS_URL) is not None,
+        shown_default="`900` with `DELIVERY_REPORTS_URL`, else no alert",
+        help="an accepted delivery without a delivered report for longer pages (only where reports are expected)",
+    )

@@ -1,0 +1,165 @@
+"""The outbox's policies: how long to wait after each outcome, per channel, and what a failure for
+good sets off (README "Dispatch"; each setting declared once, platform/settings.py).
+
+Retry: backoff is exponential with full-range jitter and a ceiling (1, 5, 15 min by default) and
+honours a provider's Retry-After. Ambiguous outcomes (the provider may have sent) never resend at
+once, nor before a Retry-After the provider gave:
+  retry - after `hold` seconds, attempt again (the channel can deduplicate, or the policy accepts
+          a possible duplicate: email carries a stable Message-ID per intent, so clients collapse it);
+  hold  - stay ambiguous for the operator (SMS: no provider idempotency key, a duplicate code
+          reaches a phone);
+  fail  - after `hold` seconds, give up.
+
+A failure for good (docs/channels.md, "Whose fault"):
+  a recipient's fault        the exact destination goes on the suppression list for `suppress_days`
+                             (None: until an operator clears it: `verifyctl suppression clear`)
+  a channel-wide sender or   counted per channel; `hold_after` of them within `hold_window_seconds`
+  account fault              hold the channel: the claim takes none of its intents (they wait, none
+                             fails) until `hold_seconds` pass or an operator resumes it
+                             (`verifyctl channel resume`), and `status` pages
+The statements that record failures (outbox/settle.sql, the reports' ingest) apply both, in the
+transaction of the failure, with these values as parameters.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, assert_never
+
+from ..platform.settings import Env, each, number, setting
+from .states import AttemptOutcome
+
+AmbiguityPolicy = Literal["retry", "hold", "fail"]
+DEFAULT_BACKOFF = (60.0, 300.0, 900.0)
+
+
+def _backoff(raw: str, env: Env) -> tuple[float, ...]:
+    try:
+        delays = tuple(float(x) for x in raw.split(","))
+    except ValueError:
+        delays = ()
+    if not delays or any(d <= 0 for d in delays):
+        raise ValueError("must be positive numbers, e.g. 60,300,900")
+    return delays
+
+
+@dataclass(frozen=True)
+class ChannelPolicy:
+    ambiguity: AmbiguityPolicy = setting(
+        "AMBIGUOUS_POLICY_{key}",
+        "hold",
+        choices=("retry", "hold", "fail"),
+        help="after a may-have-been-sent {key} outcome: `retry` after the hold, `hold` for the operator, or `fail`",
+    )
+    hold_seconds: float = setting(
+        "AMBIGUOUS_HOLD_SECONDS_{key}",
+        300.0,
+        help="how long an ambiguous {key} delivery waits: never an immediate resend",
+    )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    backoff: tuple[float, ...] = setting(
+        "RETRY_BACKOFF_SECONDS",
+        DEFAULT_BACKOFF,
+        parse=_backoff,
+        help="after a transient failure (±10 % jitter; a provider's `Retry-After` is honoured)",
+    )
+    jitter: float = 0.1  # +-10 % so a burst of failures does not retry in lockstep
+    channels: Mapping[str, ChannelPolicy] = each(
+        ChannelPolicy,
+        {
+            "email": ChannelPolicy("retry", 300.0),
+            "sms": ChannelPolicy("hold", 300.0),
+            # webhook events: the receiver deduplicates on webhook-id, so an ambiguous send is resent
+            "webhook": ChannelPolicy("retry", 60.0),
+        },
+    )
+
+    def retry_delay(
+        self, attempt_number: int, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
+        """Seconds before the next attempt after a transient failure of attempt `attempt_number` (1-based)."""
+        base = self.backoff[min(max(attempt_number, 1), len(self.backoff)) - 1]
+        spread = base * self.jitter
+        delay = base + (rng or random).uniform(-spread, spread)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff[-1] * 4))
+        return max(delay, 1.0)
+
+    def channel(self, channel: str) -> ChannelPolicy:
+        return self.channels.get(channel, ChannelPolicy("hold", 300.0))
+
+    def ambiguous_delay(self, channel: str) -> float:
+        return self.channel(channel).hold_seconds
+
+    def settle_delay(
+        self,
+        outcome: AttemptOutcome,
+        channel: str,
+        attempt_number: int,
+        retry_after: float | None = None,
+        *,
+        sent: bool = True,
+    ) -> float:
+        """The delay a settlement carries: backoff after a transient failure (none when the send never
+        started: nothing was tried), the channel's hold after an ambiguous one (never an immediate
+        resend), nothing for a final outcome. settle.sql decides whether the intent goes on at all."""
+        match outcome:
+            case AttemptOutcome.RETRYABLE:
+                return self.retry_delay(attempt_number, retry_after) if sent else 0.0
+            case AttemptOutcome.AMBIGUOUS:  # at least the hold; longer if the provider asked (a 503's Retry-After)
+                hold = self.ambiguous_delay(channel)
+                return max(hold, min(retry_after, self.backoff[-1] * 4)) if retry_after is not None else hold
+            case AttemptOutcome.ACCEPTED | AttemptOutcome.FAILED:
+                return 0.0
+            case AttemptOutcome.ATTEMPTING | AttemptOutcome.RELEASED:
+                raise ValueError(f"{outcome} is not the end of a send")
+            case _:
+                assert_never(outcome)
+
+
+def _days_or_until_cleared(raw: str, env: Env) -> float | None:
+    return number(raw) or None  # 0: until cleared
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    suppress_days: float | None = setting(
+        "SUPPRESSION_DAYS",
+        None,
+        parse=_days_or_until_cleared,
+        minimum=0,
+        shown_default="unset (until cleared)",
+        help="how long a destination whose delivery failed for the recipient's fault is refused "
+        '(docs/security.md, "The suppression list"); `0` or unset: until `verifyctl suppression clear`',
+    )
+    hold_after: int = setting(
+        "CHANNEL_HOLD_AFTER_FAULTS",
+        3,
+        minimum=1,
+        help="that many failures of our sender or account within `CHANNEL_HOLD_WINDOW_SECONDS` hold the channel "
+        "(its deliveries wait, none fails; `status` alerts)",
+    )
+    hold_window_seconds: float = setting(
+        "CHANNEL_HOLD_WINDOW_SECONDS", 600.0, above=0, help="the window those failures are counted in"
+    )
+    hold_seconds: float = setting(
+        "CHANNEL_HOLD_SECONDS", 1800.0, above=0, help="how long a hold lasts, unless `verifyctl channel resume` ends it"
+    )
+
+    @property
+    def suppress_seconds(self) -> float | None:
+        return None if self.suppress_days is None else self.suppress_days * 86400.0
+
+    def parameters(self) -> dict[str, float | int | None]:
+        """The statements' parameters (settle.sql, reports_ingest.sql)."""
+        return {
+            "suppress_seconds": self.suppress_seconds,
+            "hold_after": self.hold_after,
+            "hold_window": self.hold_window_seconds,
+            "hold_seconds": self.hold_seconds,
+        }

@@ -1,0 +1,141 @@
+"""The platform's settings: where and as what this process runs, the database, logging, shutdown
+and migrations (README "Configuration"; each declared once, platform/settings.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .settings import Setting, plain, resolved_path, setting
+
+ENVIRONMENT = Setting(
+    "ENVIRONMENT",
+    "local",
+    choices=("local", "production"),
+    help="`production` refuses development token keys and console transports, and requires what a "
+    "deployment must set (`TOKEN_KEYS`, `SMS_ALLOWED_COUNTRIES`, a real `EMAIL_FROM`)",
+)
+DEPLOYMENT = Setting(
+    "DEPLOYMENT",
+    "local",
+    help="label on every signal and log record; names the heartbeat, the lease owners and the reconciler's watermark",
+)
+FUNCTION_TARGET = Setting(
+    "FUNCTION_TARGET",
+    None,
+    help="set by Cloud Run: the entry point this instance serves (what production requires depends on it)",
+)
+LOCAL_DIR = Setting(
+    "VERIFY_LOCAL_DIR",
+    Path(".local"),
+    parse=resolved_path,
+    default_for=lambda env: (Path.cwd() / ".local").resolve(),  # dev.py runs from the checkout
+    shown_default="`.local` in the working directory (never beside an installed package)",
+    help="outside production: the development token key, the console outbox and the embedded database",
+)
+K_SERVICE = Setting("K_SERVICE", None, help="set by Cloud Run (the service's name): logs default to JSON there")
+FUNCTION_TIMEOUT = Setting(
+    "FUNCTION_TIMEOUT_SECONDS", 60, minimum=5, help="the function's timeout; dispatch and reconcile return before it"
+)
+SHUTDOWN_GRACE = Setting(
+    "SHUTDOWN_GRACE_SECONDS",
+    8.0,
+    above=0,
+    help="after SIGTERM: no new claims or sends; in-flight sends may finish within this; claimed, unstarted "
+    "intents are released (a number > 0; anything else is an error, never a silent default)",
+)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL", "WARN", "NOTSET")
+
+
+def production_flag() -> Any:
+    """A field that is True where ENVIRONMENT=production."""
+    return ENVIRONMENT.field(view=lambda environment: environment == "production")
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """Where the database is."""
+
+    url: str | None = setting(
+        "DATABASE_URL",
+        None,
+        secret=True,  # may carry a password
+        shown_default="embedded server",
+        help="`postgresql://user:pass@host:port/db` (`?host=/socket/dir` for a unix socket)",
+    )
+    instance_connection_name: str | None = setting(
+        "INSTANCE_CONNECTION_NAME",
+        None,
+        help="`project:region:instance`: connect through the Cloud SQL Python Connector (IAM login, lazy "
+        "refresh) instead of `DATABASE_URL`",
+    )
+    user: str | None = setting("DB_USER", None, help="with `INSTANCE_CONNECTION_NAME`: the IAM principal's email")
+    name: str = setting("DB_NAME", "verification", help="with `INSTANCE_CONNECTION_NAME`: the database")
+    statement_timeout_ms: int = setting(
+        "DATABASE_STATEMENT_TIMEOUT_MS",
+        15_000,
+        minimum=100,
+        help="every session's statement timeout: a stuck query cannot hold a lease or a request forever",
+    )
+    production: bool = production_flag()  # production never falls back to the embedded database
+    local_dir: Path = LOCAL_DIR.field()  # the embedded database's data lives in local_dir / "pg"
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    format: str = setting(
+        "LOG_FORMAT",
+        "text",
+        parse=plain(str.lower),
+        choices=("json", "text"),
+        default_for=lambda env: "json" if env(K_SERVICE) else "text",
+        shown_default="`json` on Cloud Run (`K_SERVICE` set), else `text`",
+        help="`json`: Cloud Logging structured lines (severity, labels, trace ids); `text`: a readable line",
+    )
+    level: str = setting(
+        "LOG_LEVEL",
+        "INFO",
+        parse=plain(str.upper),
+        choices=LOG_LEVELS,
+        help="`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`; any other value is an error",
+    )
+    deployment: str = DEPLOYMENT.field()  # the label on every record
+    project_id: str | None = setting(
+        "GOOGLE_CLOUD_PROJECT",
+        None,
+        aliases=("GCP_PROJECT",),
+        help="project id that prefixes trace ids (`projects/P/traces/T`) so logs link to Cloud Trace",
+    )
+
+
+@dataclass(frozen=True)
+class ShutdownConfig:
+    grace_seconds: float = SHUTDOWN_GRACE.field()
+
+
+@dataclass(frozen=True)
+class MigrationConfig:
+    """`verifyctl migrate`'s settings (README "Migrations")."""
+
+    directory: Path | None = setting(
+        "MIGRATIONS_DIR",
+        None,
+        parse=plain(Path),
+        shown_default="the package's `signup_verification.sql`",
+        help="another folder of migrations (with its own `definitions/`)",
+    )
+    statement_timeout_ms: int = setting(
+        "MIGRATION_STATEMENT_TIMEOUT_MS",
+        600_000,
+        minimum=1,
+        help="the migration session's statement timeout: long enough for an index build, short enough "
+        "that a stuck deploy ends",
+    )
+    lock_timeout_ms: int = setting(
+        "MIGRATION_LOCK_TIMEOUT_MS",
+        5_000,
+        minimum=1,
+        help="a migration waiting longer for a lock (behind a long transaction) fails with one line instead "
+        "of queueing every later query on that table behind it; retry the deploy",
+    )

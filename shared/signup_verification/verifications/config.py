@@ -1,0 +1,209 @@
+"""Create's, confirm's and the tokens' settings (README "Configuration"; each declared once,
+platform/settings.py). The abuse limits' mechanics are abuse.py's; what they are set to is here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..platform.config import LOCAL_DIR, production_flag
+from ..platform.errors import ConfigError
+from ..platform.settings import Env, Setting, part, setting, words
+
+# The targets that derive or check tokens (reconcile and status never do: no key secret to grant them).
+TOKEN_TARGETS = frozenset({"create_verification", "confirm_verification", "dispatch"})
+CODE_DIGITS = Setting("SMS_CODE_DIGITS", 6, minimum=6, help="digits of an SMS code")
+PRODUCT_NAME = Setting(
+    "PRODUCT_NAME",
+    "Example",
+    help="the product named in messages and on the confirmation pages; refused at start-up if it pushes an "
+    "SMS template past its segment budget (e.g. a non-GSM `™`)",
+)
+# Local default (production's create refuses to start without SMS_ALLOWED_COUNTRIES): a short list of
+# countries with well-known mobile ranges, enough for development and the tests.
+LOCAL_SMS_COUNTRIES = frozenset({"US", "CA", "GB", "DE", "FR", "JP", "AU"})
+# phonenumbers.PhoneNumberType's names, lower case; phonenumbers (17 ms) is imported where a number
+# is checked, not at every target's start.
+NUMBER_TYPES = frozenset(
+    t.lower()
+    for t in (
+        "FIXED_LINE",
+        "MOBILE",
+        "FIXED_LINE_OR_MOBILE",
+        "TOLL_FREE",
+        "PREMIUM_RATE",
+        "SHARED_COST",
+        "VOIP",
+        "PERSONAL_NUMBER",
+        "PAGER",
+        "UAN",
+        "VOICEMAIL",
+        "UNKNOWN",
+    )
+)
+DEFAULT_NUMBER_TYPES = frozenset({"mobile", "fixed_line_or_mobile"})
+# Providers known to deliver `local+tag@domain` to `local@domain` (PLUS_TAG_DOMAINS, or `*` for all).
+DEFAULT_PLUS_TAG_DOMAINS = frozenset(
+    {
+        "gmail.com",
+        "outlook.com",
+        "hotmail.com",
+        "live.com",
+        "msn.com",
+        "icloud.com",
+        "me.com",
+        "mac.com",
+        "yahoo.com",
+        "proton.me",
+        "protonmail.com",
+        "pm.me",
+        "fastmail.com",
+        "gmx.com",
+        "gmx.de",
+        "yandex.ru",
+        "zoho.com",
+    }
+)
+
+
+def _countries(raw: str, env: Env) -> frozenset[str]:
+    codes = words(upper=True)(raw, env)
+    if not codes or not all(len(c) == 2 and c.isascii() and c.isalpha() for c in codes):
+        raise ValueError("must be ISO 3166 alpha-2 codes separated by commas, e.g. US,CA,GB")
+    return codes
+
+
+def _number_types(raw: str, env: Env) -> frozenset[str]:
+    types = words()(raw, env)
+    if not types or not types <= NUMBER_TYPES:
+        raise ValueError("must name phonenumbers types: " + ", ".join(sorted(NUMBER_TYPES)))
+    return types
+
+
+def _plus_tag_domains(raw: str, env: Env) -> frozenset[str] | None:
+    return None if raw.strip() == "*" else words()(raw, env)
+
+
+@dataclass(frozen=True)
+class AbuseConfig:
+    sms_allowed_countries: frozenset[str] = setting(
+        "SMS_ALLOWED_COUNTRIES",
+        LOCAL_SMS_COUNTRIES,
+        parse=_countries,
+        required_in_production={"create_verification"},
+        form="ISO 3166 alpha-2 codes, e.g. US,CA,GB",
+        help="ISO 3166 alpha-2 codes SMS may go to; others answer 422 `sms-country-not-allowed`",
+    )
+    sms_allowed_number_types: frozenset[str] = setting(
+        "SMS_ALLOWED_NUMBER_TYPES",
+        DEFAULT_NUMBER_TYPES,
+        parse=_number_types,
+        help="`phonenumbers` types accepted for SMS (`fixed_line`, `voip`, `toll_free`, `premium_rate`, "
+        "`shared_cost`, `personal_number`, `pager`, `uan`, `voicemail`, `unknown`); others answer 422 "
+        "`sms-number-type-not-allowed`",
+    )
+    per_account_per_hour: int = setting(
+        "RATE_LIMIT_ACCOUNT_PER_HOUR", 10, minimum=1, help="creates per `account_id`, all channels"
+    )
+    per_prefix_per_hour: int = setting(
+        "RATE_LIMIT_PREFIX_PER_HOUR",
+        10,
+        minimum=1,
+        help="SMS per number prefix (the E.164 number without its last 4 digits)",
+    )
+    per_country_per_hour: int = setting(
+        "RATE_LIMIT_COUNTRY_PER_HOUR", 1000, minimum=1, help="SMS per destination country"
+    )
+    per_client_per_hour: int = setting(
+        "RATE_LIMIT_CLIENT_PER_HOUR", 20, minimum=1, help="creates per caller-supplied `client_ip` (IPv6: per /64)"
+    )
+    plus_tag_domains: frozenset[str] | None = setting(
+        "PLUS_TAG_DOMAINS",
+        DEFAULT_PLUS_TAG_DOMAINS,
+        parse=_plus_tag_domains,
+        shown_default="the large providers (`verifications/config.py`)",
+        help="email domains whose `+tag` is stripped for the limit; `*` = every domain",
+    )
+    coarse_retry_after: bool = setting(
+        "RATE_LIMIT_RETRY_AFTER",
+        False,
+        choices={"exact": False, "coarse": True},
+        help="`coarse`: a 429's `Retry-After` is rounded up to 15 minutes (hides when an address last asked)",
+    )
+    suppressed_answer: str = setting(
+        "SUPPRESSED_ANSWER",
+        "refuse",
+        choices=("refuse", "silent"),
+        help="`refuse`: create answers `422 destination-suppressed` (after the caller's own limits); `silent`: "
+        "`201`, and the delivery fails at once with reason `suppressed` (the site learns it from the read API "
+        "and `delivery.failed`)",
+    )
+
+
+@dataclass(frozen=True)
+class CreateConfig:
+    code_digits: int = CODE_DIGITS.field()
+    ttl_seconds: int = setting(
+        "VERIFICATION_TTL_SECONDS",
+        600,
+        minimum=30,
+        help="link/code lifetime (ASVS 5.0 6.5.5: ≤ 10 min for out-of-band codes)",
+    )
+    max_confirm_attempts: int = setting(
+        "MAX_CONFIRM_ATTEMPTS", 5, minimum=1, help="wrong SMS codes before the verification locks"
+    )
+    max_delivery_attempts: int = setting(
+        "MAX_DELIVERY_ATTEMPTS", 5, minimum=1, help="per intent, ambiguous attempts included"
+    )
+    idempotency_ttl_seconds: int = setting(
+        "IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=60, help="how long an `Idempotency-Key` is remembered"
+    )
+    rate_limit_per_hour: int = setting(
+        "RATE_LIMIT_PER_HOUR",
+        5,
+        minimum=1,
+        help="creates per canonical destination (`+tag`, Gmail dots and `googlemail.com` folded: `docs/security.md`)",
+    )
+    rate_limit_spacing_seconds: int = setting(
+        "RATE_LIMIT_SPACING_SECONDS", 60, minimum=0, help="the least time between two creates for one destination"
+    )
+    abuse: AbuseConfig = part(AbuseConfig)
+
+
+@dataclass(frozen=True)
+class ConfirmConfig:
+    code_digits: int = CODE_DIGITS.field()  # the shape a typed code must have
+    product_name: str = PRODUCT_NAME.field()  # shown on the confirmation pages
+    destination_failures_per_day: int = setting(
+        "CODE_FAILURES_PER_DESTINATION_PER_DAY",
+        10,
+        minimum=0,
+        help="wrong SMS codes per number in 24 h across its verifications; past it every code for the number "
+        "answers 410 locked (`0`: off)",
+    )
+
+
+def _token_keys(raw: str, env: Env) -> str:
+    """Checked here, so a bad key is reported with the rest; the keyring itself is built by Runtime
+    (locally it may first have to generate the development key, a file write)."""
+    from .tokens import Keyring  # the keyring's code, light, imported where a key is set
+
+    ring = Keyring.parse(raw)
+    if env.production and any(k.is_development for k in ring.keys):
+        raise ConfigError("TOKEN_KEYS: refusing to run in production with a development token key")
+    return raw
+
+
+@dataclass(frozen=True)
+class TokenConfig:
+    keys: str | None = setting(
+        "TOKEN_KEYS",
+        None,
+        parse=_token_keys,
+        secret=True,
+        required_in_production=TOKEN_TARGETS,
+        shown_default="generated once into `.local/dev-token-key` (see `VERIFY_LOCAL_DIR`)",
+        help="`key_id:base64url-secret[,…]`, first signs, all verify (`verifyctl new-key`)",
+    )
+    production: bool = production_flag()  # production refuses a missing TOKEN_KEYS and a development key
+    local_dir: Path = LOCAL_DIR.field()  # where a local run keeps its generated development key
