@@ -146,7 +146,20 @@ def settings_table(table: str) -> str:
     return "\n".join(lines)
 
 
+def transitions() -> str:
+    """The outbox's transition table (outbox/states.py), as docs/state-model.md shows it."""
+    from signup_verification.outbox.states import TRANSITIONS
+
+    lines = ["| statement | from | to | why |", "|---|---|---|---|"]
+    for t in TRANSITIONS:
+        before = ", ".join(f"`{s}`" for s in sorted(t.before)) or "(new)"
+        after = ", ".join(f"`{s}`" for s in sorted(t.after))
+        lines.append(f"| `{t.statement}` | {before} | {after} | {t.why} |")
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
+    "transitions": ("docs/state-model.md", transitions),
     "twilio-errors": ("docs/channels.md", twilio_errors),
     "sendgrid-submission": ("docs/channels.md", sendgrid_submission),
     "sendgrid-events": ("docs/channels.md", sendgrid_events),

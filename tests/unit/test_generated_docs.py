@@ -1,6 +1,5 @@
 """The documentation sections the code defines (tools/generate_docs.py) are current: the provider
-tables of docs/channels.md are the classification tables themselves, and README.md's settings tables
-the settings' own declarations (each field's metadata)."""
+tables of docs/channels.md, the README's settings tables and docs/state-model.md's transitions."""
 
 from __future__ import annotations
 
