@@ -27,7 +27,7 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".lock.sha256"
 LOCK = ROOT / "requirements" / "dev.txt"
-CLIENT = ROOT / "clients" / "python"  # the signup site's client library: its own distribution (issue 12)
+CLIENT = ROOT / "clients" / "python"  # the signup site's client library: its own distribution
 TEST_DB = ROOT / ".local" / "test-pg"  # tests/support/fixtures.py: left running between runs (a restart costs seconds)
 
 

@@ -3,7 +3,7 @@
 -- and the reconciler (expired, superseded or verified verifications). It is the one write that
 -- needs no lease: a dead verification is a fact whoever holds the row, and an `attempting`
 -- row is left to settle first. A claimer that loses its row this way sees a stale write.
--- Webhook events (role 'event', issue 12) are never suppressed: a verified, expired or locked
+-- Webhook events (role 'event') are never suppressed: a verified, expired or locked
 -- verification is exactly what they report, so they must still be delivered.
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 -- plpgsql, not sql: its body is checked when it runs, not when it is created, so this file still applies

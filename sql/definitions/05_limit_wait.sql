@@ -1,4 +1,4 @@
--- Abuse limits at create (issue 15): a helper of create_limit_wait.
+-- Abuse limits at create: a helper of create_limit_wait.
 -- limit_wait: seconds until the p_limit-th newest event of a key leaves the window (0 = room left).
 -- Reads at most p_limit rows of one (key, created_at) index range.
 -- STABLE, not IMMUTABLE: it reads now(). Declared IMMUTABLE it could not be inlined, and plpgsql ran

@@ -1,4 +1,4 @@
--- Abuse limits at create (issue 15), called by create_verification inside its transaction.
+-- Abuse limits at create, called by create_verification inside its transaction.
 -- create_limit_wait: the longest wait any velocity limit asks for, and which limit it is.
 -- The destination and account limits are exact (create_verification holds their advisory locks);
 -- prefix, country and client limits are not locked (that would serialise a whole country), so
@@ -18,7 +18,7 @@ DECLARE
     by_client timestamptz[];
     wait integer;
 BEGIN
-    -- Every key's recent creations in one statement (issue 18: one executor start instead of up to
+    -- Every key's recent creations in one statement (one executor start instead of up to
     -- five). Each ARRAY(...) reads one (key, created_at) index range, newest first, at most its limit;
     -- ARRAY(subquery) keeps the subquery's order, so no aggregate sorts it again.
     SELECT ARRAY(SELECT created_at FROM create_events
@@ -26,7 +26,7 @@ BEGIN
                   ORDER BY created_at DESC LIMIT p_per_destination),
            ARRAY(SELECT created_at FROM create_events
                   WHERE account_id = p_account_id AND created_at > now() - p_window
-                    AND role = 'primary'  -- issue 14: a fallback destination is not another creation
+                    AND role = 'primary'  -- a fallback destination is not another creation
                   ORDER BY created_at DESC LIMIT p_per_account),
            CASE WHEN p_prefix_key IS NOT NULL THEN ARRAY(SELECT created_at FROM create_events
                   WHERE prefix_key = p_prefix_key AND created_at > now() - p_window

@@ -1,4 +1,4 @@
-"""Delivery reports as the providers send them (issue 13): signed SendGrid batches, signed Twilio
+"""Delivery reports as the providers send them: signed SendGrid batches, signed Twilio
 callbacks, and accepted deliveries with provider references to report about."""
 
 from __future__ import annotations

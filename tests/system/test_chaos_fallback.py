@@ -1,5 +1,5 @@
 """The channel-policy checks of the chaos run (tools/chaos_fallback.py) catch what they are meant to
-catch, and pass on a run that behaved (issue 14). The run itself is tests/system/test_chaos.py's."""
+catch, and pass on a run that behaved. The run itself is tests/system/test_chaos.py's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13: the chaos run's provider-report invariants (tools/chaos_reports.py) hold for duplicated,
+"""The chaos run's provider-report invariants (tools/chaos_reports.py) hold for duplicated,
 reordered and late reports about real accepted deliveries, and catch each violation they are meant to."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _checked_attempts(db) -> Findings:
 
 
 def test_an_ambiguous_sms_resolved_by_the_lookup_is_explained_and_a_stray_outcome_is_not(db):
-    """The reconciler's lookup (issue 13) writes the ambiguous attempt's outcome after its ambiguous row:
+    """The reconciler's lookup writes the ambiguous attempt's outcome after its ambiguous row:
     the attempt-row invariants accept that resolution, and only that one."""
     from signup_verification.outbox import Settlement
     from signup_verification.outbox import transitions as t

@@ -1,4 +1,4 @@
-"""Issue 12: the chaos run's webhook invariants (tools/chaos_webhooks.py) hold for a clean delivery
+"""The chaos run's webhook invariants (tools/chaos_webhooks.py) hold for a clean delivery
 and catch each violation they are meant to catch."""
 
 from __future__ import annotations

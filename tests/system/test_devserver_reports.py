@@ -1,4 +1,4 @@
-"""Issue 13's "done when", as a new user tries it: `verifyctl dev` serves delivery_reports, the
+"""Delivery reports as a new user tries them: `verifyctl dev` serves delivery_reports, the
 mailbox reports an email delivered (`verifyctl inspect` beside it shows it) and bounces another,
 after which a create to that address answers 422."""
 

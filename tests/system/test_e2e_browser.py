@@ -284,7 +284,7 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
                 "channel": "email",
                 "destination": f"{uuid.uuid4().hex[:8]}@example.com",
                 "locale": locale,
-                "return_url": dev.site_url + "/",  # the Continue / back links are on the pages checked (issue 12)
+                "return_url": dev.site_url + "/",  # the Continue / back links are on the pages checked
             },
         )
         assert response.status_code == 201, response.text

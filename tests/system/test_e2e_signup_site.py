@@ -1,4 +1,4 @@
-"""Issue 12, item 5, tried as a new user would, in a real browser against `verifyctl dev`: sign up on
+"""Tried as a new user would, in a real browser against `verifyctl dev`: sign up on
 the demo site -> the mailbox -> the link -> Confirm -> Continue -> back on the demo site, which shows
 the account "verified" because the service's signed webhook arrived (not because it asked).
 

@@ -1,4 +1,4 @@
-"""What a Cloud Function instance imports before its first answer (issue 18: cold start <= 2x a
+"""What a Cloud Function instance imports before its first answer (cold start <= 2x a
 trivial function). Each deployment serves one target of functions/main.py: the others' code (the
 dispatcher, the reconciler, cryptography for the report signatures, the HTTP provider clients) must
 not load there, while the configuration is still checked whole at import."""
@@ -29,7 +29,7 @@ NOT_FOR_CREATE = (
     "signup_verification.operations.reconciler.runner",
     "signup_verification.platform.cloudsql",
     "signup_verification.local.embedded",
-    # config/ reads every concern's settings from their own light modules, not beside the code (issue 18)
+    # config/ reads every concern's settings from their own light modules, not beside the code
     "smtplib",
     "signup_verification.delivery.messages",  # the renderer (MIME, the outbox types)
     "signup_verification.delivery.mime",

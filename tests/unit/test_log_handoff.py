@@ -1,4 +1,4 @@
-"""Cold start (issue 18): functions/main.py installs a deferred structured handler, so
+"""Cold start: functions/main.py installs a deferred structured handler, so
 google-cloud-logging is not imported before the first answer; records logged meanwhile are held
 with their request context and written, in order and redacted, once the real handler exists."""
 

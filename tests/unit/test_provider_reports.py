@@ -1,4 +1,4 @@
-"""The mailbox's emulated provider reports (issue 13, item 6): what it posts, when, and signed how,
+"""The mailbox's emulated provider reports: what it posts, when, and signed how,
 checked with the verification code the delivery_reports target runs (api/report_signatures.py)."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class FallbackRequest(BaseModel):
-    """issue 14: the other channel, `after_seconds` after create (0: both at once). That it is the
+    """The other channel, `after_seconds` after create (0: both at once). That it is the
     other channel is checked by the request; that it is due before expiry by api/create.py (the TTL is config)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, str_strip_whitespace=True, frozen=True)
@@ -46,9 +46,9 @@ class CreateVerificationRequest(BaseModel):
     destination: str = Field(min_length=3, max_length=320)
     locale: str | None = Field(default=None, max_length=35)
     template: str = Field(default="signup", min_length=1, max_length=64)
-    # The end user's address as the site saw it: the per-client velocity limit counts on it (issue 15).
+    # The end user's address as the site saw it: the per-client velocity limit counts on it.
     client_ip: str | None = Field(default=None, max_length=45)
-    # issue 14: the channel policy (absent: this channel only)
+    # the channel policy (absent: this channel only)
     fallback: FallbackRequest | None = None
 
     @field_validator("fallback")
@@ -60,7 +60,7 @@ class CreateVerificationRequest(BaseModel):
             raise ValueError("fallback.channel must be the other channel (email with sms, sms with email)")
         return value
 
-    # Where the confirmation pages send the person back to (issue 12): checked against
+    # Where the confirmation pages send the person back to: checked against
     # RETURN_URL_ALLOWED_ORIGINS at the edge (api/return_url.py), stored with the verification.
     return_url: str | None = Field(default=None, min_length=8, max_length=1024)
 
@@ -104,7 +104,7 @@ class CreateVerificationRequest(BaseModel):
 
 def normalise_destination(channel: str, destination: str) -> str:
     if channel == "email":
-        from email_validator import EmailNotValidError, validate_email  # only for email (25 ms), issue 18
+        from email_validator import EmailNotValidError, validate_email  # only for email (25 ms)
 
         try:
             return validate_email(destination, check_deliverability=False).normalized
@@ -113,7 +113,7 @@ def normalise_destination(channel: str, destination: str) -> str:
     compact = destination.translate(_PHONE_SEPARATORS)
     if not _E164.fullmatch(compact):
         raise ValueError("destination must be an E.164 phone number such as +14155550100")
-    import phonenumbers  # only for SMS (17 ms at import), issue 18
+    import phonenumbers  # only for SMS (17 ms at import)
 
     try:
         number = phonenumbers.parse(compact, None)

@@ -1,6 +1,5 @@
 """The headers every page is sent with (pages/), apart from the pages' renderer: api/edge.py puts
-them on every target's HTTP errors, and must not load the pages, jinja's loader and confirm for it
-(issue 18)."""
+them on every target's HTTP errors, and must not load the pages, jinja's loader and confirm for that (cold start)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ class Problem(Exception):
     headers: dict[str, str] = field(default_factory=dict)
     extensions: dict[str, Any] = field(default_factory=dict)  # RFC 9457 extension members
     # functions-framework drains the whole request body after every non-streamed response; a
-    # streamed answer skips that drain, so an oversized body is never read (issue 15, item 11).
+    # streamed answer skips that drain, so an oversized body is never read.
     streamed: bool = False
 
     def body(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`verifyctl inspect` (issue 13): the providers' delivery reports in the timeline, one event each.
+"""`verifyctl inspect`: the providers' delivery reports in the timeline, one event each.
 
 Read from delivery_observations (append-only): what the provider said, when it said it (its own
 timestamp, else when we received it), and which attempt it is about. Never a destination.

@@ -3,7 +3,7 @@
 -- Rows: (reason, intent id, NULL) per suppressed intent, then one (NULL, NULL, n) with the number of
 -- verifications marked expired (a batch can expire verifications whose intents already finished).
 -- Each verification marked expired records its `verification.expired` webhook event in this statement
--- (sql/definitions/10_record_event.sql, issue 12); webhook events are never dead (they report the end).
+-- (sql/definitions/10_record_event.sql); webhook events are never dead (they report the end).
 WITH expired AS (
     UPDATE verifications SET status = 'expired', updated_at = now()
      WHERE id IN (SELECT id FROM verifications WHERE status = 'pending' AND expires_at <= now()

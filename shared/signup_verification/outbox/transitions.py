@@ -6,9 +6,9 @@
                                                             (not an attempt; a begun one logs 'released')
     attempting, sending --lease lost (reconciler)--> ambiguous                 (an attempt row records it)
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
-    ambiguous --lookup (reconciler asked the provider, issue 13)--> accepted|retryable|failed
-    ambiguous|retryable --delivered report (issue 13, sql/definitions/13)--> accepted
-    accepted --permanent report (issue 13)--> failed (undeliverable_reason)
+    ambiguous --lookup (reconciler asked the provider)--> accepted|retryable|failed
+    ambiguous|retryable --delivered report (sql/definitions/13)--> accepted
+    accepted --permanent report--> failed (undeliverable_reason)
     ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/definitions/03, dead verification)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
@@ -48,7 +48,7 @@ class ClaimedIntent:
     token_nonce: bytes
     expires_at: datetime
     verification_status: str
-    # issue 12: 'primary' | 'fallback' | 'event'; an event (channel 'webhook') carries its type and data
+    # 'primary' | 'fallback' | 'event'; an event (channel 'webhook') carries its type and data
     role: str = "primary"
     event_type: str | None = None
     event_subject: str | None = None  # the delivery (its channel) a per-delivery event reports
@@ -277,7 +277,7 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
 
 
 def resolve_by_lookup(db: Database, found: Sequence[tuple[int, str, str | None]]) -> dict[int, str]:
-    """Ambiguous SMS the provider was asked about (issue 13): (intent id, attempt id, sid or None for
+    """Ambiguous SMS the provider was asked about: (intent id, attempt id, sid or None for
     absent) -> accepted | retryable | failed; returns intent id -> new status for the rows that moved."""
     if not found:
         return {}

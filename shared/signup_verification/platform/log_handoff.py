@@ -1,4 +1,4 @@
-"""Cloud Logging's handler off the first answer's path (issue 18, cold start).
+"""Cloud Logging's handler off the first answer's path (cold start).
 
 Importing google-cloud-logging costs ~0.3 s of CPU, most of a function's cold start. A deployed
 instance therefore starts with a DeferredHandler: records are filtered (redacted) and given their

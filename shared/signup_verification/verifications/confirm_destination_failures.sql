@@ -1,5 +1,5 @@
 -- Wrong codes typed in the last day against every verification of this one's destination
--- (issue 15, item 7: the per-verification allowance resets with each new verification). The
+-- (the per-verification allowance resets with each new verification). The
 -- destination is matched on create_events' keyed digest, on its (channel, destination_key, created_at) index.
 SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
   FROM create_events AS mine
@@ -9,4 +9,4 @@ SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
    AND e.created_at > now() - interval '1 day'
   JOIN verifications AS v ON v.id = e.verification_id
  WHERE mine.verification_id = :id
-   AND mine.channel = 'sms'  -- issue 14: the SMS row (a verification with a fallback has two)
+   AND mine.channel = 'sms'  -- the SMS row (a verification with a fallback has two)

@@ -1,4 +1,4 @@
--- The destination is over its daily wrong-code budget (issue 15 item 7): the answer is `locked`, so
+-- The destination is over its daily wrong-code budget: the answer is `locked`, so
 -- the verification becomes locked for real, with what that means everywhere else: its undelivered
 -- intents suppressed and the `verification.locked` webhook event recorded (sql/definitions/10), in
 -- this statement. Only a pending, unexpired verification locks; its failure count is left as it is

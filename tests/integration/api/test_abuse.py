@@ -1,4 +1,4 @@
-"""Issue 15's attacks against create, rerun through the HTTP stack: each gets its 4xx and leaves
+"""Attacks against create, rerun through the HTTP stack: each gets its 4xx and leaves
 nothing written (no verification, no intent, no idempotency record, no create event)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Create with a channel policy (issue 14) through the HTTP stack: the fallback is validated and
+"""Create with a channel policy through the HTTP stack: the fallback is validated and
 normalised like a primary destination, passes the same abuse checks, is covered by the idempotency
 fingerprint, and bad input is a problem+json that writes nothing."""
 
@@ -175,8 +175,8 @@ def test_the_idempotency_fingerprint_covers_the_fallback(create, db):
 
 
 def test_a_request_without_fallback_keeps_the_fingerprint_it_always_had():
-    """Keys stored before issue 14 (24 h) must still replay: no `fallback: null` in the fingerprint."""
+    """Keys stored before the channel policy existed (24 h) must still replay: no `fallback: null` in the fingerprint."""
     request = CreateVerificationRequest(account_id="a", channel="email", destination="ada@example.com")
-    before = {k: v for k, v in request.model_dump().items() if k not in ("fallback", "return_url")}  # issue 12's too
+    before = {k: v for k, v in request.model_dump().items() if k not in ("fallback", "return_url")}
     old = hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode()).digest()
     assert fingerprint(request) == old

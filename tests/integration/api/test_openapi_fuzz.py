@@ -81,7 +81,7 @@ def test_every_target_answers_as_documented(label, mode, service_env, db):
     operation = OPERATIONS[label]
     statuses = []
 
-    # 80, not 40: with the optional fallback (issue 14) a derandomized 40 no longer reached a 201
+    # 80, not 40: with the optional fallback a derandomized 40 no longer reached a 201
     @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(case=operation.as_strategy(generation_mode=mode))
     def exercise(case):

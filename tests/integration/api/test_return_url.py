@@ -1,4 +1,4 @@
-"""Issue 12, item 3: create's return_url through the real endpoints: checked, stored, part of the
+"""Create's return_url through the real endpoints: checked, stored, part of the
 idempotency fingerprint, and the way back on the confirmation pages (en and ja); never an open redirect."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_without_return_url_the_fingerprint_is_the_one_stored_before_issue_12():
     import hashlib
     import json
 
-    before = {k: v for k, v in request.model_dump().items() if k not in ("return_url", "fallback")}  # issue 14's too
+    before = {k: v for k, v in request.model_dump().items() if k not in ("return_url", "fallback")}
     assert (
         fingerprint(request)
         == hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode()).digest()

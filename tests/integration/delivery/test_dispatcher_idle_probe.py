@@ -1,4 +1,4 @@
-"""The idle wait (issue 18): while the outbox is empty an invocation asks one cheap question per poll
+"""The idle wait: while the outbox is empty an invocation asks one cheap question per poll
 (outbox/idle_probe.sql: one probe of the eligible index, no claim, no row locks), at a fixed rate,
 and new work is claimed within about one poll interval of its commit."""
 

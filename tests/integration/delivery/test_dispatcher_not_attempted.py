@@ -1,5 +1,5 @@
 """Which provider answers stop a channel, and that a send never handed to the provider never
-spends one of the intent's attempts (issue 16 item 1). Real PostgreSQL, Twilio over real HTTP."""
+spends one of the intent's attempts. Real PostgreSQL, Twilio over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A mail server that quotes the message's first URL in its rejection (issue 15, item 12): the live
+"""A mail server that quotes the message's first URL in its rejection: the live
 link token must reach neither delivery_attempts.error_detail, delivery_intents.last_error nor a log."""
 
 from __future__ import annotations

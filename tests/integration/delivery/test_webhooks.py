@@ -1,4 +1,4 @@
-"""Issue 12: webhook events delivered by the same dispatcher as email and SMS, to a receiver that
+"""Webhook events delivered by the same dispatcher as email and SMS, to a receiver that
 speaks HTTP for real and verifies with the standardwebhooks library."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12, item 5: the demo signup site against the real create target (over loopback HTTP, through
+"""The demo signup site against the real create target (over loopback HTTP, through
 the client library): sign-up creates with a return_url to the account's page, and only a webhook whose
 Standard Webhooks signature verifies marks the account verified, once per webhook-id."""
 

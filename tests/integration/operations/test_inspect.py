@@ -120,7 +120,7 @@ def test_a_waiting_delivery_shows_its_next_attempt(db):
     assert "(delivery" not in text.splitlines()[0]
 
 
-# -- issue 14: a verification with a channel policy -----------------------------------------------------
+# -- a verification with a channel policy -----------------------------------------------------
 def test_inspect_shows_both_deliveries_and_why_the_fallback_was_not_sent(db):
     from signup_verification.verifications import confirm
     from support.factories import KEYRING, SETTINGS

@@ -1,4 +1,4 @@
-"""Issue 12, operator side: `verifyctl inspect` shows a verification's webhook events with their
+"""Operator side: `verifyctl inspect` shows a verification's webhook events with their
 attempts, and `verifyctl status` / the signals carry the webhook channel."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""docs/runbook.md's "Failing webhook receiver" controlled test (issue 12), automated: the signup
+"""docs/runbook.md's "Failing webhook receiver" controlled test, automated: the signup
 site's endpoint is down, the event waits (retryable, the webhook signal ages past its page), the
 endpoint comes back, the next dispatch delivers it under the same webhook-id. Nothing is lost."""
 

@@ -59,17 +59,17 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     migrations.migrate(fresh)
     assert snapshot(upgraded) == snapshot(fresh)
     # Moving the objects into definitions changed none of them: same bodies, same view text (except
-    # what later work changed on purpose: 005 create returns outcomes, not HTTP statuses; issue 15's
-    # abuse limits at create and the SMS budget; 008's new delivery_intents columns in the SELECT * view;
-    # issue 12's suppression that skips events).
+    # what later migrations changed on purpose: 005 create returns outcomes, not HTTP statuses;
+    # abuse limits at create and the SMS budget; 008's new delivery_intents columns in the SELECT *
+    # view; the suppression that skips events).
     changed_since = {
         "create_verification",
         "create_limit_wait",
         "limit_wait",
         "sms_budget_left",
         "eligible_delivery_intents",
-        "delivery_attempts_append_only",  # issue 13: names its table (delivery_observations shares it)
-        "suppress_undelivered_intents",  # issue 12: leaves webhook events alone (plpgsql: applies before 008)
+        "delivery_attempts_append_only",  # names its table (delivery_observations shares it)
+        "suppress_undelivered_intents",  # leaves webhook events alone (plpgsql: applies before 008)
     }
     after = snapshot(upgraded)
     for kind in ("functions", "views"):

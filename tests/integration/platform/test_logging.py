@@ -203,7 +203,7 @@ def _secrets_of(db, digits: int = 6) -> tuple[list[str], list[str], list[str]]:
     return tokens, codes, destinations
 
 
-@pytest.mark.skipif(not _dispatch_present(), reason="needs the `dispatch` target in functions/main.py (issue 3)")
+@pytest.mark.skipif(not _dispatch_present(), reason="needs the `dispatch` target in functions/main.py")
 def test_full_scenario_logs_no_token_code_or_destination(app_client, db, log_lines, monkeypatch):
     monkeypatch.setenv("LOG_FORMAT", "json")
     # The first dispatch meets an SMTP server that refuses: a transient failure, retried later.

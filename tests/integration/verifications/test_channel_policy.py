@@ -1,4 +1,4 @@
-"""One verification, one secret per channel (issue 14): the email's link and the SMS's code both
+"""One verification, one secret per channel: the email's link and the SMS's code both
 verify it, once; confirming by either suppresses the other channel's undelivered intent in the same
 statement; a newer verification supersedes the older one on every channel it used."""
 

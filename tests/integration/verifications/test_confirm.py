@@ -282,7 +282,7 @@ def test_concurrent_wrong_codes_never_exceed_the_limit(db, database_url, service
     assert results.count(confirmations.LOCKED) + results.count(confirmations.FINISHED) == 4
 
 
-# Full-width digits are normalised (NFKC, issue 15): only a wrong count or another script is malformed.
+# Full-width digits are normalised (NFKC): only a wrong count or another script is malformed.
 @pytest.mark.parametrize("code", ["12345", "1234567", "12a456", "١٢٣٤٥٦", "１２３４５", ""])
 def test_malformed_codes_are_refused_without_counting(client, db, service_env, code):
     row = _create(db, channel="sms", destination="+14155550103")

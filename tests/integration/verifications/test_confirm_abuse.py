@@ -1,4 +1,4 @@
-"""Issue 15's confirmation defects: a wrong code after confirmation, full-width digits."""
+"""Confirmation abuse: a wrong code after confirmation, full-width digits, per-destination budgets."""
 
 from __future__ import annotations
 
@@ -65,9 +65,9 @@ def test_other_digit_scripts_and_too_long_codes_stay_malformed(code):
 
 
 def test_wrong_codes_are_budgeted_per_destination_across_verifications(app_client, db, service_env, monkeypatch):
-    """Issue 15, item 7: 5 tries per verification used to reset with every new verification (600
-    guesses a day per number); past the destination's daily budget every code is refused, the
-    right one too, and nothing is consumed."""
+    """The 5 tries per verification reset with every new verification (600 guesses a day per
+    number), so the destination has a daily budget too: past it every code is refused, the right one
+    too, and nothing is consumed."""
     from signup_verification import runtime
 
     monkeypatch.setenv("CODE_FAILURES_PER_DESTINATION_PER_DAY", "3")

@@ -1,4 +1,4 @@
-"""Plans of the web targets at history scale (issue 18): cached once per session, index probes only.
+"""Plans of the web targets at history scale: cached once per session, index probes only.
 
 A database with history and statistics, as a deployment's: 20,000 finished verifications, ANALYZE.
 In PostgreSQL's auto plan mode confirm's link statement was planned anew on every call there (its

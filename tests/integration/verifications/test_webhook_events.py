@@ -1,4 +1,4 @@
-"""Issue 12: each state change writes its webhook event in its own statement, once, and only when
+"""Each state change writes its webhook event in its own statement, once, and only when
 webhooks are on (WEBHOOK_URL set: the session setting in the connection's start-up packet)."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_delivery_failed_once_no_message_channel_is_left(edb):
 
 def test_no_delivery_failed_while_another_message_channel_is_left(edb):
     [vid] = make_verifications(edb, 1)
-    # a second message intent of the same verification (issue 14's fallback shape), still ready later
+    # a second message intent of the same verification (fallback shape), still ready later
     edb.run(
         "INSERT INTO delivery_intents (verification_id, channel, role, purpose, locale, template_version,"
         " next_attempt_at) SELECT verification_id, 'sms', 'fallback', purpose, locale, template_version,"

@@ -239,7 +239,7 @@ class FakeTwilio(FakeProvider):
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.messages: dict[int, dict] = {}  # id(delivery) -> its Message resource (sid, date_created)
-        self.list_answers: deque[Answer] = deque()  # scripted answers of the Messages list API (issue 13)
+        self.list_answers: deque[Answer] = deque()  # scripted answers of the Messages list API
         self.list_requests: list[str] = []
         super().__init__()
 

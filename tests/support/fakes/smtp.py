@@ -56,7 +56,7 @@ class SmtpBehaviour:
     mail_reply: str | None = None
     greeting: str | None = None  # e.g. '554 5.7.1 no SMTP service for you'; None: 220
     ehlo_reply: str | None = None  # e.g. '504 5.5.2 <localhost>: Helo command rejected'; None: the features
-    # A content filter that quotes the message's first URL in its rejection (issue 15, item 12).
+    # A content filter that quotes the message's first URL in its rejection.
     echo_first_url: bool = False
 
 

@@ -24,7 +24,7 @@ from ...platform.database import UnavailableError
 from ...verifications.confirm import Outcome, Result
 from .. import problems
 from ..http import Incoming
-from ..page_headers import SECURITY_HEADERS, STYLE  # moved: issue 18
+from ..page_headers import SECURITY_HEADERS, STYLE  # shared with api/edge.py's errors
 from .strings import DEFAULT, STRINGS
 
 _DIR = Path(__file__).resolve().parent
@@ -88,7 +88,7 @@ def outcome_page(
         minutes_left=minutes_left,
         product=product,
         locale=locale,
-        return_url=outcome.return_url,  # issue 12: only ever the stored, origin-checked URL
+        return_url=outcome.return_url,  # only ever the stored, origin-checked URL
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .base import SendResult
 
 if TYPE_CHECKING:  # urllib3 is imported when a client is built: config/ loads this module for every
-    import urllib3  # target, and only dispatch sends (cold start of create and confirm, issue 18)
+    import urllib3  # target, and only dispatch sends (cold start of create and confirm)
     from urllib3.exceptions import ProtocolError
 
 

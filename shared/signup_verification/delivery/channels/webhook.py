@@ -1,4 +1,4 @@
-"""Webhook events to the signup site (issue 12): one signed POST to WEBHOOK_URL per attempt.
+"""Webhook events to the signup site: one signed POST to WEBHOOK_URL per attempt.
 
 Behind the same Channel interface as email and SMS, so the dispatcher claims, begins, sends and
 settles events with the same lease, fence and attempt log. Outcomes (docs/webhooks.md):

@@ -1,7 +1,7 @@
 """Every reconciler duty, in the order one run sweeps them. Order matters so that one run makes at
 most one transition per intent:
   suppress_dead          dead verification -> intent suppressed (before anything could revive it)
-  lookup_ambiguous_sms   ambiguous SMS looked up at Twilio -> accepted | retryable (issue 13; before the hold policy)
+  lookup_ambiguous_sms   ambiguous SMS looked up at Twilio -> accepted | retryable (before the hold policy)
   resolve_ambiguous      ambiguous whose hold passed -> retryable | failed
   expire_claims          claimed with an expired lease -> eligible again
   lose_leases            attempting with an expired lease -> ambiguous (held: resolved by a later run)

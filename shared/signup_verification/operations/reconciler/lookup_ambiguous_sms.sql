@@ -1,4 +1,4 @@
--- Ambiguous SMS to look up at Twilio (issue 13): the intent, its last begun attempt and the
+-- Ambiguous SMS to look up at Twilio: the intent, its last begun attempt and the
 -- destination (never logged; a fallback intent has its own). Oldest hold first; redacted destinations cannot be looked up.
 SELECT i.id AS intent_id, a.attempt_id, a.attempted_at, coalesce(i.destination, v.destination) AS destination
   FROM delivery_intents AS i

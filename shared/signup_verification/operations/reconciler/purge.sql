@@ -14,7 +14,7 @@ WITH due AS (
       JOIN verifications AS v ON v.id = i.verification_id
      WHERE i.completed_at < now() - make_interval(secs => :purge_after_seconds)
        AND v.redacted_at IS NOT NULL
-       -- several intents per verification (issue 12's events, issue 14's fallback): all of them past it
+       -- several intents per verification (events, fallback): all of them past it
        AND NOT EXISTS (SELECT 1 FROM delivery_intents AS o
                         WHERE o.verification_id = i.verification_id
                           AND (o.completed_at IS NULL

@@ -10,20 +10,20 @@ WITH due AS (
        AND v.status <> 'pending'
        -- its delivery finished: a per-row probe of the unique verification_id index (written as a
        -- scalar subquery: as NOT EXISTS the planner may hash a scan of every intent instead);
-       -- issues 14 and 12: every intent of it (bool_and: a verification may own several, its webhook events too)
+       -- every intent of it (bool_and: a verification may own several, its webhook events too)
        AND coalesce((SELECT bool_and(i.completed_at IS NOT NULL) FROM delivery_intents AS i
                       WHERE i.verification_id = v.id), true)
      ORDER BY v.created_at
      LIMIT :limit
        FOR UPDATE OF v SKIP LOCKED
 ), pattern AS (
-    -- the destination as a literal regular expression (every non-alphanumeric escaped); issue 14:
+    -- the destination as a literal regular expression (every non-alphanumeric escaped);
     -- a fallback intent's own destination for it (the one its provider errors may quote)
     SELECT d.id, i.id AS intent_id, i.last_error ~* r.re AS quoted, r.re
       FROM due AS d JOIN delivery_intents AS i ON i.verification_id = d.id
      CROSS JOIN LATERAL (SELECT regexp_replace(coalesce(i.destination, d.destination), '([^A-Za-z0-9])', '\\\1', 'g') AS re) AS r
 ), scrubbed_intents AS (
-    -- issue 14: a fallback's destination is redacted with the verification's, in this one UPDATE
+    -- a fallback's destination is redacted with the verification's, in this one UPDATE
     UPDATE delivery_intents AS i
        SET last_error = CASE WHEN p.quoted THEN regexp_replace(i.last_error, p.re, '[redacted]', 'gi') ELSE i.last_error END,
            destination = NULL
