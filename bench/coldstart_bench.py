@@ -120,7 +120,7 @@ def import_profile(env: dict[str, str], statement: str, cwd: Path) -> tuple[floa
 
 def deployed_source(into: Path) -> Path:
     """The function source as deployed: tools/build_bundle.py's files (main.py, the package and its
-    bytecode, issue 18) written out as Cloud Build unpacks the zip."""
+    bytecode) written out as Cloud Build unpacks the zip."""
     for name, content in build_bundle.bundle_files().items():
         path = into / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -86,7 +86,7 @@ def load() -> str:
 
 
 # -- machine load: every section records it; rounds on a busy machine are flagged -------------------
-MAX_LOAD = float(os.environ.get("BENCH_MAX_LOAD", "2"))  # issue 18: a round over this load is flagged
+MAX_LOAD = float(os.environ.get("BENCH_MAX_LOAD", "2"))  # a round over this load is flagged
 QUIET_WAIT = float(os.environ.get("BENCH_QUIET_WAIT", "0"))  # seconds to wait for a quiet machine per round
 _samples: list[float] = []
 

@@ -247,7 +247,7 @@ def total(phases: dict[str, Cost]) -> Cost:
 
 
 # -- the report ------------------------------------------------------------------------------------
-TARGETS = {"wal": 4096, "commits": 2, "cpu": 400}  # issue 18: per verification, create -> deliver -> confirm
+TARGETS = {"wal": 4096, "commits": 2, "cpu": 400}  # per verification, create -> deliver -> confirm
 
 
 def _row(label: str, c: Cost, bold: bool = False) -> str:
@@ -297,7 +297,7 @@ def report(
     commits = " + ".join(f"{phases[p].commit_records:.2f} {p}" for p in PHASES)
     lines += [
         "",
-        f"Targets (issue 18, per verification): WAL ≤ 4 KB: {whole.wal_bytes:,.0f} B "
+        f"Targets (per verification): WAL ≤ 4 KB: {whole.wal_bytes:,.0f} B "
         f"({_verdict(whole.wal_bytes, TARGETS['wal'])}); commits ≤ 2: {whole.commit_records:.2f} = {commits} "
         f"({_verdict(round(whole.commit_records, 1), TARGETS['commits'])}: a batch's commit is shared by its "
         f"intents); backend CPU ≤ 400 µs: {whole.cpu_us:,.0f} µs ({_verdict(whole.cpu_us, TARGETS['cpu'])}).",

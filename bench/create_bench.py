@@ -203,7 +203,7 @@ def report(figures, per_create: float, machine_line: str, rounds: int, total: in
     p50 = {k: median(x[1] for x in figures[(k, 1)]) for k in ("create", "ping", "commit")}
     lines += [
         "",
-        f"At concurrency 1 (issue 18's target: create p50 ≤ 2x the trivial endpoint): create {p50['create']:.2f} ms "
+        f"At concurrency 1 (target: create p50 ≤ 2x the trivial endpoint): create {p50['create']:.2f} ms "
         f"= **{p50['create'] / p50['ping']:.2f}x** the trivial endpoint's {p50['ping']:.2f} ms. The floor under it: "
         f"the same server answering after one INSERT committed on its pool (`GET /commit`: one round trip and the "
         f"commit's WAL flush, no code of ours) takes {p50['commit']:.2f} ms = {p50['commit'] / p50['ping']:.2f}x; "

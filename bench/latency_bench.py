@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Create -> provider-accepted latency with the local Cloud Scheduler emulation firing dispatch once
-a minute (target p95 <= 0.5 s, issue 18): the deployment (two scheduler jobs, 75 s, the idle wait
+a minute (target p95 <= 0.5 s): the deployment (two scheduler jobs, 75 s, the idle wait
 handed over, infra/scheduler.tf), the previous one (one job, 59 s) and no idle wait, in the same run.
 
 The dispatch target runs in functions-framework's real server (functions/main.py, console email

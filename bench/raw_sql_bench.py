@@ -29,9 +29,10 @@ def seed(db: Database, n: int) -> None:
 
 def drain(db: Database, batch: int, fused: bool = True) -> int:
     """claim (fused: begins the attempts) -> start -> settle(accepted) until nothing is eligible, as the
-    dispatcher does; returns intents settled. `fused=False`: the two-step shape before issue 18
-    (claim -> begin_attempts.sql, a second non-HOT UPDATE and the attempt row there)."""
-    claim, settle = load_sql(OUTBOX, "claim.sql"), load_sql(OUTBOX, "settle.sql")
+    dispatcher does; returns intents settled. `fused=False`: the two-step shape the dispatcher uses
+    for claimed intents it begins later (claim -> begin_attempts.sql, a second non-HOT UPDATE and the
+    attempt row there)."""
+    claim = load_sql(OUTBOX, "claim.sql")
     start = load_sql(OUTBOX, "start.sql" if fused else "begin_attempts.sql")
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
@@ -43,20 +44,9 @@ def drain(db: Database, batch: int, fused: bool = True) -> int:
             return done
         ids, versions = [r["id"] for r in rows], [r["lease_version"] for r in rows]
         db.run(start, owner=OWNER, ids=ids, versions=versions)
-        n = len(ids)
-        applied = db.run(
-            settle,
-            owner=OWNER,
-            ids=ids,
-            versions=versions,
-            outcomes=["accepted"] * n,
-            delays=[0.0] * n,
-            error_classes=[None] * n,
-            error_details=[None] * n,
-            provider_refs=["raw"] * n,
-            segments=[None] * n,
-            attempted=[True] * n,
-        )
+        accepted = transitions.AttemptOutcome.ACCEPTED
+        settlements = [transitions.Settlement(r["id"], r["lease_version"], accepted, provider_ref="raw") for r in rows]
+        applied = transitions.settle(db, OWNER, settlements)  # the same statement, its parameters built alike
         done += len(applied)
 
 

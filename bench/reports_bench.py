@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Delivery-report ingest (issue 13): one 1,000-event SendGrid batch, signed as SendGrid signs it.
+"""Delivery-report ingest: one 1,000-event SendGrid batch, signed as SendGrid signs it.
 
 Per round, on a freshly seeded database: N email intents accepted with provider references, then
   domain   delivery.reports.sendgrid_events + ingest (parse, one statement): events/s, round trips

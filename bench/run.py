@@ -10,7 +10,7 @@ BENCH_PG_DIR / BENCH_DATABASE_URL); BENCH_DOC redirects the sections to another 
 
 Load: every section ends with the load average sampled while it was measured. A full run waits
 before each script, and the scripts with rounds before each round, up to --quiet-wait seconds for
-the 1-minute load to fall to --max-load (2, issue 18); a round still over it is flagged in its table
+the 1-minute load to fall to --max-load (2); a round still over it is flagged in its table
 and skipped from the medians when a quiet round exists. The summary at the top of
 docs/benchmarks.md is written by hand from the sections (its table lists each target's section).
 """
@@ -35,7 +35,7 @@ SCRIPTS = {
     "memory": "memory_bench.py",  # peak RSS of one invocation, 5,000 intents
     "cost": "cost_bench.py",  # database work per verification vs a pgqueuer job
     "coldstart": "coldstart_bench.py",  # process start -> first 201 vs a trivial function
-    "webhook": "webhook_bench.py",  # issue 12: webhook delivery rate beside email, zero-latency receiver
+    "webhook": "webhook_bench.py",  # webhook delivery rate beside email, zero-latency receiver
 }
 
 

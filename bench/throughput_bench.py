@@ -37,7 +37,7 @@ CONTENDERS = (
     Contender("dispatcher, 1 invocation, 8 send threads", "dispatcher", 2000),
     Contender("dispatcher, 2 invocations in parallel (2 processes)", "parallel", 500, 2),
     Contender("raw SQL (same claim/start/settle statements, no Python work)", "raw", 500),
-    Contender("raw SQL, two-step claim then begin (the shape before issue 18)", "raw2", 500),
+    Contender("raw SQL, two-step claim then begin", "raw2", 500),
     Contender("pgqueuer defaults: 1 process x 5 consumers", "pgqueuer", 10, 1, 5),
     Contender("pgqueuer best here: 2 processes x 2 consumers", "pgqueuer", 100, 2, 2),
 )
@@ -167,7 +167,7 @@ def report(rates, n: int, rounds: int, machine_line: str, loads: list[float], mi
     for c in contenders:
         runs = ", ".join(f"{x:,.0f}" for x in rates[c])
         lines.append(f"| {c.name} | {c.batch} | **{median(rates[c]):,.0f}/s** | {runs} | {ratio[c]:.2f}x |")
-    # issue 18's target: two invocations (2 processes) against pgqueuer's best with 2 processes
+    # target: two invocations (2 processes) against pgqueuer's best with 2 processes
     best = [c for c in contenders if c.kind == "pgqueuer" and c.batch == 100]
     for kind, what in (("parallel", "Two invocations"), ("parallel2", "Two invocations settling on a 2nd connection")):
         ours_c = [c for c in contenders if c.kind == kind]
