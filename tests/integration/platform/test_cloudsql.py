@@ -240,7 +240,8 @@ def test_grant_refuses_a_malformed_user_name(db):
 
 
 def test_verifyctl_migrate_and_grant_run_through_the_connector(local_connector, database_url, monkeypatch, capsys, db):
-    """What deploy.sh runs: INSTANCE_CONNECTION_NAME + DB_USER (the deployer), no DATABASE_URL."""
+    """What the migrate and grant Cloud Run jobs run (infra/migrations.tf): INSTANCE_CONNECTION_NAME +
+    DB_USER (the migrator), no DATABASE_URL."""
     from signup_verification import cli
 
     db.execute_script(
