@@ -1,4 +1,4 @@
--- Abuse limits at create (issue 15): one row per created verification with the keys its limits
+-- Abuse limits at create: one row per created verification with the keys its limits
 -- count on. Keys that would reveal a person (the canonical destination, the number prefix, the
 -- caller-supplied client network) are keyed digests (HMAC under a server key), never plaintext.
 -- Each key has its own (key, created_at) index, so every limit query is an index range scan.

@@ -1,4 +1,4 @@
--- Signed requests are accepted once (issue 15, item 9): the SHA-256 of each accepted
+-- Signed requests are accepted once: the SHA-256 of each accepted
 -- Verify-Signature MAC, kept until its signature leaves the tolerance window. A table rather than
 -- memory per instance: the window spans every instance of a target, and a replay goes to any of
 -- them. The reconciler's reap_idempotency_keys duty deletes expired rows.

@@ -1,7 +1,7 @@
--- A verification may own several delivery intents (issues 12 and 14), all through the one outbox:
+-- A verification may own several delivery intents, all through the one outbox:
 --   role 'primary'  -> the message of the verification's own channel (every intent so far);
---   role 'fallback' -> the other message channel under the verification's channel policy (issue 14);
---   role 'event'    -> a webhook event to the signup site (issue 12): channel 'webhook', event_type set,
+--   role 'fallback' -> the other message channel under the verification's channel policy;
+--   role 'event'    -> a webhook event to the signup site: channel 'webhook', event_type set,
 --                      payload = the JSON body's data (never a token, code or full destination).
 -- One message intent per verification and channel, one event intent per verification and event type:
 -- one unique index over (verification_id, channel, event_type) with NULLs equal says both, and keeps

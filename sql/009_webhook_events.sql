@@ -1,4 +1,4 @@
--- Webhook events (issue 12): the event types a 'webhook' intent may carry, and their data is required.
+-- Webhook events: the event types a 'webhook' intent may carry, and their data is required.
 -- New types need a new migration (the receiver's contract: docs/webhooks.md).
 ALTER TABLE delivery_intents
     ADD CONSTRAINT delivery_intents_event_types CHECK (

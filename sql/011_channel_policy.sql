@@ -1,4 +1,4 @@
--- Channel policy (issue 14): a verification may have a fallback on the other message channel.
+-- Channel policy: a verification may have a fallback on the other message channel.
 --   single -> one message intent (every verification so far);
 --   fallback -> the primary now, the fallback at created_at + after_seconds (brought forward when the
 --               primary fails for good, sql/definitions/08_delivery_failed.sql);
@@ -28,7 +28,7 @@ ALTER TABLE delivery_intents
     ADD CONSTRAINT delivery_intents_fallback_destination CHECK (role = 'fallback' OR destination IS NULL),
     ADD CONSTRAINT delivery_intents_brought_forward CHECK (role = 'fallback' OR brought_forward_at IS NULL);
 
--- A fallback destination counts against its own abuse limits (issue 15): one create_events row per
+-- A fallback destination counts against its own abuse limits: one create_events row per
 -- message channel of the verification. The per-account and per-client limits count creations,
 -- so they read the primary rows only.
 ALTER TABLE create_events ADD COLUMN role text NOT NULL DEFAULT 'primary'

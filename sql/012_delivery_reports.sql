@@ -1,4 +1,4 @@
--- Provider delivery reports (issue 13): what SendGrid's Event Webhook and Twilio's status callbacks
+-- Provider delivery reports: what SendGrid's Event Webhook and Twilio's status callbacks
 -- tell us after a submission was `accepted`, kept as evidence beside the attempt log.
 --   delivery_intents.delivered_at         the provider's first `delivered` report (NULL: none yet)
 --   delivery_intents.undeliverable_reason set when a permanent report (hard bounce, dropped, Twilio

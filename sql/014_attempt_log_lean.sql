@@ -1,4 +1,4 @@
--- Issue 18, items 2 and 3: less database work per intent, every invariant still enforced.
+-- Less database work per intent, every invariant still enforced.
 --
 -- 1. The attempt log loses its foreign key to delivery_intents (the RI check was a third of the
 --    database CPU per intent). Integrity instead: every statement that appends an attempt row
@@ -73,6 +73,6 @@ CREATE TRIGGER delivery_intents_no_orphans AFTER DELETE ON delivery_intents
 ALTER TABLE create_events DROP CONSTRAINT create_events_verification_id_fkey;
 CREATE TRIGGER verifications_no_orphans AFTER DELETE ON verifications
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION no_orphans();
--- Kept: delivery_intents.verification_id's foreign key. Intents have several writers now
--- (create_verification, the fallback and webhook-event intents of issues 12 and 14), so no one
+-- Kept: delivery_intents.verification_id's foreign key. Intents have several writers
+-- (create_verification, the fallback and webhook-event intents), so no one
 -- function's statements guarantee it, and its ON DELETE CASCADE is how the purge removes intents.

@@ -1,4 +1,4 @@
--- Issue 18, items 2/3: fewer index entries per verification (bench/cost_bench.py counts them: 33 per
+-- Fewer index entries per verification (bench/cost_bench.py counts them: 33 per
 -- verification before this, the largest share of its WAL). Every non-HOT update writes an entry into
 -- every index whose predicate the new row version meets, so an index on a hot table costs an entry
 -- per insert and per status change, not per insert only. (The link digests' index: sql/016.)

@@ -1,4 +1,4 @@
--- Issue 18: an email link names its verification. The link's token is the verification id (22
+-- An email link names its verification. The link's token is the verification id (22
 -- base64url characters) followed by the 43-character token, so a confirmation finds the row by its
 -- primary key and compares the keyed digest there in constant time (verifications/tokens.py,
 -- confirm.py). The unique index of token digests goes: its keys are random, so every create wrote a
