@@ -3,7 +3,9 @@
 
     python3 dev.py run [--fast ...]   # the whole service locally (verifyctl dev): embedded PostgreSQL + mailbox
     python3 dev.py test [pytest args] # the full test suite (fast subset: .venv/bin/pytest tests/unit tests/integration -x -q)
-    python3 dev.py stop-test-db       # stop the test database server the tests leave running (.local/test-pg)
+    python3 dev.py stop               # stop what runs from this checkout: a `dev.py run`, the embedded
+                                      # database verifyctl started (.local/pg), the test database (.local/test-pg)
+    python3 dev.py stop-test-db       # stop only the test database server the tests leave running (.local/test-pg)
     python3 dev.py setup              # only create or refresh .venv
 
 Creates .venv on first use, and again when the lock changes: every distribution from
@@ -14,6 +16,7 @@ library (clients/python), editable.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -27,8 +30,10 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".lock.sha256"
 LOCK = ROOT / "requirements" / "dev.txt"
-CLIENT = ROOT / "clients" / "python"  # the signup site's client library: its own distribution (issue 12)
+CLIENT = ROOT / "clients" / "python"  # the signup site's client library: its own distribution
 TEST_DB = ROOT / ".local" / "test-pg"  # tests/support/fixtures.py: left running between runs (a restart costs seconds)
+DEV_DB = ROOT / ".local" / "pg"  # verifyctl's embedded database when DATABASE_URL is unset (it says when it starts it)
+DEV_STATE = ROOT / ".local" / "dev.json"  # a running `verifyctl dev` and its pid (local/devenv.py)
 
 
 def _inputs_hash() -> str:
@@ -55,35 +60,75 @@ def ensure_venv() -> None:
     STAMP.write_text(_inputs_hash())
 
 
-def stop_test_db() -> int:
+def _stop_postgres(data_dir: Path, what: str) -> int:
     """Fast shutdown (SIGINT to the postmaster, as `pg_ctl stop -m fast` sends), then wait for it."""
     try:
-        pid = int((TEST_DB / "postmaster.pid").read_text().split("\n", 1)[0])
+        pid = int((data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
         os.kill(pid, signal.SIGINT)
     except (OSError, ValueError):
-        print(f"dev.py: no test database server is running in {TEST_DB}")
+        print(f"dev.py: no {what} server is running in {data_dir}")
         return 0
-    deadline = time.monotonic() + 30
+    if _wait_gone(pid):
+        print(f"dev.py: stopped the {what} server in {data_dir}")
+        return 0
+    print(f"dev.py: the {what} server (pid {pid}) did not stop within 30 s", file=sys.stderr)
+    return 1
+
+
+def _wait_gone(pid: int, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            print(f"dev.py: stopped the test database server in {TEST_DB}")
-            return 0
+            return True
         time.sleep(0.1)
-    print(f"dev.py: the test database server (pid {pid}) did not stop within 30 s", file=sys.stderr)
+    return False
+
+
+def stop_test_db() -> int:
+    return _stop_postgres(TEST_DB, "test database")
+
+
+def _stop_dev_server() -> int:
+    """A `dev.py run` (verifyctl dev) of this checkout: SIGTERM, as Ctrl-C, so it stops what it started."""
+    try:
+        pid = int(json.loads(DEV_STATE.read_text())["pid"])
+        if not _is_verifyctl_dev(pid):  # a stale file whose pid now names another process
+            return 0
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    if _wait_gone(pid, 60.0):
+        print(f"dev.py: stopped `dev.py run` (pid {pid})")
+        return 0
+    print(f"dev.py: `dev.py run` (pid {pid}) did not stop within 60 s", file=sys.stderr)
     return 1
+
+
+def _is_verifyctl_dev(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return os.name != "posix" or not Path("/proc/self").exists()  # no /proc to ask: trust the state file
+    return b"dev" in argv and any(b"verifyctl" in a or b"signup_verification" in a for a in argv)
+
+
+def stop() -> int:
+    return max(_stop_dev_server(), _stop_postgres(DEV_DB, "embedded database"), stop_test_db())
 
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in {"-h", "--help", "help"}:
         print(__doc__.strip())
         return 0
-    if not argv or argv[0] not in {"run", "test", "setup", "stop-test-db"}:
+    if not argv or argv[0] not in {"run", "test", "setup", "stop", "stop-test-db"}:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     if argv[0] == "stop-test-db":
         return stop_test_db()
+    if argv[0] == "stop":
+        return stop()
     ensure_venv()
     command, rest = argv[0], argv[1:]
     if command == "setup":

@@ -17,6 +17,7 @@ from . import auth, replay
 from .http import Incoming, read_request
 
 if TYPE_CHECKING:
+    from ..delivery.channel_config import ChannelsConfig
     from ..delivery.channels.base import Channel
     from ..delivery.config import DispatchConfig
     from ..operations.reconciler.config import ReconcilerConfig
@@ -43,6 +44,8 @@ class EdgeConfig(Protocol):
     def auth(self) -> AuthConfig: ...
     @property
     def create(self) -> CreateConfig: ...
+    @property
+    def channels(self) -> ChannelsConfig: ...
     @property
     def confirm(self) -> ConfirmConfig: ...
     @property
