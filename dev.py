@@ -3,9 +3,8 @@
 
     python3 dev.py run [--fast ...]   # the whole service locally (verifyctl dev): embedded PostgreSQL + mailbox
     python3 dev.py test [pytest args] # the full test suite (fast subset: .venv/bin/pytest tests/unit tests/integration -x -q)
-    python3 dev.py stop               # stop what runs from this checkout: a `dev.py run`, the embedded
-                                      # database verifyctl started (.local/pg), the test database (.local/test-pg)
-    python3 dev.py stop-test-db       # stop only the test database server the tests leave running (.local/test-pg)
+    python3 dev.py stop               # stop a running `dev.py run` and the embedded database verifyctl starts (.local/pg)
+    python3 dev.py stop-test-db       # stop the test database server the tests leave running (.local/test-pg)
     python3 dev.py setup              # only create or refresh .venv
 
 Creates .venv on first use, and again when the lock changes: every distribution from
@@ -32,8 +31,10 @@ STAMP = VENV / ".lock.sha256"
 LOCK = ROOT / "requirements" / "dev.txt"
 CLIENT = ROOT / "clients" / "python"  # the signup site's client library: its own distribution
 TEST_DB = ROOT / ".local" / "test-pg"  # tests/support/fixtures.py: left running between runs (a restart costs seconds)
-DEV_DB = ROOT / ".local" / "pg"  # verifyctl's embedded database when DATABASE_URL is unset (it says when it starts it)
-DEV_STATE = ROOT / ".local" / "dev.json"  # a running `verifyctl dev` and its pid (local/devenv.py)
+# verifyctl's local folder (VERIFY_LOCAL_DIR, else the checkout's .local): the embedded database it
+# starts when DATABASE_URL is unset (and says so), and the state file of a running `verifyctl dev`.
+LOCAL = Path(os.environ.get("VERIFY_LOCAL_DIR") or ROOT / ".local")
+DEV_DB, DEV_STATE = LOCAL / "pg", LOCAL / "dev.json"
 
 
 def _inputs_hash() -> str:
@@ -115,7 +116,8 @@ def _is_verifyctl_dev(pid: int) -> bool:
 
 
 def stop() -> int:
-    return max(_stop_dev_server(), _stop_postgres(DEV_DB, "embedded database"), stop_test_db())
+    """Not the test database: a test run beside it may be using it (`stop-test-db` is for that)."""
+    return max(_stop_dev_server(), _stop_postgres(DEV_DB, "embedded database"))
 
 
 def main(argv: list[str]) -> int:

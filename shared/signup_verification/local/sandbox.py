@@ -7,7 +7,8 @@ docs/integrate.md ("Testing against the sandbox"; tests/unit/test_sandbox_docs.p
 
 - Email: the local part before any `+tag` decides, on any domain (`bounce+signup-7@example.com`),
   so a site's tests can use a fresh address each time (a bounced or spam-reported address is
-  suppressed: create refuses that exact address afterwards). Any other address is delivered.
+  suppressed: create answers 422 destination-suppressed to that exact address afterwards). Any
+  other address is delivered.
 - SMS: fixed numbers (fictional 555-01xx, mobile enough for create). Any other number is delivered.
 - Twilio's own magic test numbers (+15005550001 ...) answer their documented errors; create accepts
   them when the configured Twilio sender is Twilio's test sender (verifications/abuse.py).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SLOW_SECONDS = 3.0  # a slow provider: well within SEND_TIMEOUT_SECONDS (10), so the send still succeeds
+SLOW_SECONDS = 2.0  # a slow provider: well within SEND_TIMEOUT_SECONDS (10), so the send still succeeds
 SPAM_REPORT_AFTER_SECONDS = 0.5  # after the delivered report
 
 
@@ -33,7 +34,7 @@ EMAIL = {
         "bounce", "email", "undeliverable, reason bounced (5.1.1, recipient); a hard bounce report"
     ),
     "spam": SandboxDestination(
-        "spam", "email", "delivered, then undeliverable, reason spam_reported (recipient); a spam report"
+        "spam", "email", "delivered, then a spam report: it stays delivered, the address is suppressed (spam_reported)"
     ),
     "slow": SandboxDestination(
         "slow", "email", f"delivered; the SMTP server answers after {SLOW_SECONDS:g} s (a slow provider)"
