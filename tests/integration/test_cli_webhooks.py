@@ -172,3 +172,30 @@ def test_since_reads_rfc_3339_with_an_offset_or_a_duration():
     for bad in ("2026-12-01T10:00:00", "soon", "5w"):  # no offset: which time zone would it be?
         with pytest.raises(ValueError):
             parse_since(bad)
+
+
+def test_two_replays_at_once_move_each_event_once(edb, database_url):
+    import threading
+
+    vids = make_verifications(edb, 12)
+    for vid in vids:
+        confirmations.confirm_link(edb, KEYRING, link_token(edb, vid))
+    edb.run("UPDATE delivery_intents SET status = 'accepted', completed_at = now() WHERE role = 'event'")
+    since, found, start = datetime.now(UTC) - timedelta(minutes=5), [], threading.Barrier(2)
+    second = events_database(database_url)
+
+    def replay_from(db):
+        start.wait()
+        found.extend(replay.replay_events(db, 12, since=since, batch=3))
+
+    try:
+        threads = [threading.Thread(target=replay_from, args=(db,)) for db in (edb, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        second.close()
+    moved = [e.intent_id for e in found]
+    assert len(moved) == len(set(moved)) == len(vids)  # the status guard: each once, none lost
+    assert {e["status"] for e in events(edb)} == {"ready"}

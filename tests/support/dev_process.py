@@ -138,7 +138,7 @@ class DevProcess:
 
     @property
     def site_url(self) -> str:
-        """The demo signup site (issue 12), without a trailing slash: also its origin."""
+        """The demo signup site, without a trailing slash: also its origin."""
         return f"http://localhost:{self.ports['site']}"
 
     def start(self, timeout: float = 120.0) -> DevProcess:

@@ -1,4 +1,4 @@
-"""The return URL (issue 12, item 3): where the confirmation pages send the person back to.
+"""The return URL: where the confirmation pages send the person back to.
 
 Create accepts an optional `return_url`; it is kept only when its origin is one of
 RETURN_URL_ALLOWED_ORIGINS (exact origins, comma-separated) and it is `https`, or `http` to localhost
