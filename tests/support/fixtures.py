@@ -214,6 +214,19 @@ def app_client(service_env):
     return make
 
 
+@pytest.fixture
+def configured_app(app_client, service_env, monkeypatch):
+    """configured_app(target, **settings): a target's test client with those variables set."""
+
+    def make(target: str, **settings: str):
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        runtime.reset()
+        return app_client(target)
+
+    return make
+
+
 @pytest.fixture(autouse=True)
 def _function_target_restored():
     """functions_framework.create_app exports FUNCTION_TARGET (app_client, support/served.py, the bundle

@@ -54,7 +54,7 @@ class Wiring:
         """The banner's lines: where webhooks go, signed with which secret, and the allowed origins."""
         if self.webhook_url is None:
             return [("webhooks", "off (set WEBHOOK_URL to your site's endpoint: docs/integrate.md)")]
-        whose = "the demo site's" if self.runs_demo else "WEBHOOK_URL"
+        whose = "the demo signup site's" if self.runs_demo else "WEBHOOK_URL"
         secret = "WEBHOOK_SECRET" if env.get("WEBHOOK_SECRET") else f"the secret in {Path(local_dir) / SECRET_FILE}"
         lines = [("webhooks", f"{self.webhook_url} <- {whose}; signed with {secret}")]
         origins = env.get("RETURN_URL_ALLOWED_ORIGINS") or self.allowed_origin

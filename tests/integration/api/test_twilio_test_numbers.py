@@ -7,21 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from signup_verification import runtime
 from signup_verification.verifications import abuse
 
 MAGIC = sorted(abuse.TWILIO_TEST_RECIPIENTS)
 
 
 @pytest.fixture
-def create(app_client, service_env, monkeypatch):
-    def make(**settings: str):
-        for name, value in settings.items():
-            monkeypatch.setenv(name, value)
-        runtime.reset()
-        return app_client("create_verification")
-
-    return make
+def create(configured_app):
+    return lambda **settings: configured_app("create_verification", **settings)
 
 
 def _post(client, body: dict, key: str):
