@@ -31,7 +31,8 @@ def test_by_default_webhooks_go_to_the_demo_site_under_the_development_secret(tm
     assert any(line.startswith("demo site") and "http://localhost:8089/ <- sign up here" in line for line in shown)
     [hooks] = [line for line in shown if line.startswith("webhooks ")]
     assert (
-        "http://127.0.0.1:8089/webhooks <- the demo signup site's" in hooks and str(tmp_path / "dev-webhook-secret") in hooks
+        "http://127.0.0.1:8089/webhooks <- the demo signup site's" in hooks
+        and str(tmp_path / "dev-webhook-secret") in hooks
     )
     assert shown[-1] == banner.READY
 
