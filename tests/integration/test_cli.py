@@ -5,6 +5,7 @@ name the cause and the next step, --version, --json and help on every subcommand
 from __future__ import annotations
 
 import json
+import os
 import socket
 import uuid
 
@@ -176,3 +177,51 @@ def test_a_state_file_of_a_dead_dev_is_ignored(tmp_path):
     state["pid"] = 2**22 + 12345  # beyond pid_max's default: no such process
     (tmp_path / devenv.STATE_FILE).write_text(json.dumps(state))
     assert devenv.running(tmp_path) is None and devenv.environment(tmp_path) is None
+
+
+# -- global options, the embedded database -----------------------------------------------------------------
+def test_global_options_are_accepted_before_or_after_the_command(monkeypatch, capsys, tmp_path, empty_url):
+    env = {"DATABASE_URL": empty_url, "VERIFY_LOCAL_DIR": str(tmp_path)}
+    assert run(monkeypatch, capsys, env, "migrate")[0] == 0
+    before = run(monkeypatch, capsys, env, "--json", "migrate", "--list")
+    after = run(monkeypatch, capsys, env, "migrate", "--list", "--json")
+    assert before[0] == after[0] == 0 and json.loads(before[1]) == json.loads(after[1])
+    code, out, _ = run(monkeypatch, capsys, env, "--json", "status")
+    assert code == 0 and json.loads(out)["deployment"] == "local"
+    code, out, _ = run(monkeypatch, capsys, env, "--json", "sms", "resume")
+    assert code == 0 and "sms_budget_left" in json.loads(out)
+    code, out, _ = run(monkeypatch, capsys, env, "status")
+    assert code == 0 and not out.startswith("{")  # without it, the table
+
+
+def test_verifyctl_says_when_it_starts_the_embedded_database_and_dev_py_stop_stops_it(tmp_path):
+    import subprocess
+    import sys
+
+    from signup_verification.local import embedded
+    from support.paths import ROOT
+
+    local = tmp_path / "local"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "WEBHOOK_URL")}
+    env.update(VERIFY_LOCAL_DIR=str(local), TOKEN_KEYS=TEST_TOKEN_KEYS)
+
+    def verifyctl(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "signup_verification.cli", *argv]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    assert "embedded" not in verifyctl("new-key").stderr  # a command without a database starts none
+    try:
+        first = verifyctl("status")
+        assert f"verifyctl: starting the embedded PostgreSQL in {local / 'pg'}" in first.stderr
+        assert "`python3 dev.py stop` stops it" in first.stderr and "Traceback" not in first.stderr
+        assert embedded.running(local / "pg")
+        second = verifyctl("migrate")
+        assert second.returncode == 0 and "starting the embedded" not in second.stderr  # it was running
+        stopped = subprocess.run([sys.executable, str(ROOT / "dev.py"), "stop"], env=env, capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+        assert stopped.returncode == 0 and f"stopped the embedded database server in {local / 'pg'}" in stopped.stdout
+        assert not embedded.running(local / "pg")
+    finally:
+        from support.dev_process import stop_servers_under
+
+        stop_servers_under(local)

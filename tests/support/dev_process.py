@@ -67,6 +67,36 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def kill(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def servers_under(folder: Path) -> dict[int, str]:
+    """Live processes whose command line names a path inside `folder` (an embedded PostgreSQL's
+    `-D <data dir>`), pid -> command line."""
+    prefix = str(folder.resolve()) + "/"
+    return {pid: cmd for pid, (_, cmd) in process_table().items() if prefix in cmd and pid != os.getpid()}
+
+
+def stop_servers_under(folder: Path, timeout: float = 30.0) -> dict[int, str]:
+    """Stop them (SIGINT: PostgreSQL's fast shutdown, then SIGKILL); returns what was running."""
+    found = servers_under(folder)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while set(found) & set(process_table()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    kill(set(found) & set(process_table()))
+    return found
+
+
 class DevProcess:
     def __init__(self, env: dict[str, str], *extra_args: str, cwd: Path | None = None, sigint_ignored: bool = False):
         self.ports = free_ports()
@@ -151,14 +181,19 @@ class DevProcess:
         return self.process.wait(timeout=timeout)
 
     def close(self) -> None:
+        """As Ctrl-C first, so it stops what it started (its embedded database is no child of it:
+        pg_ctl detaches it); then whatever is left, that database included."""
         if self.process and self.process.poll() is None:
-            for pid in descendants(self.process.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.process.kill()
-            self.process.wait()
+            started = descendants(self.process.pid)
+            try:
+                self.interrupt(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            kill(started & set(process_table()))
+        local = self._env.get("VERIFY_LOCAL_DIR")
+        if local:
+            stop_servers_under(Path(local))
 
     def __enter__(self) -> DevProcess:
         return self.start()

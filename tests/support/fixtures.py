@@ -19,6 +19,7 @@ from signup_verification import runtime
 from signup_verification.local import embedded
 from signup_verification.platform import migration_files, migrations
 from signup_verification.platform.database import ConnectionParams, Database
+from support.dev_process import descendants, kill, process_table, stop_servers_under
 from support.logs import log_lines  # noqa: F401  (a fixture, registered with the others)
 from support.paths import ROOT, TEST_TOKEN_KEYS
 
@@ -34,6 +35,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _every_server_stopped(tmp_path_factory: pytest.TempPathFactory):
+    """The suite stops every server it starts: at the session's end, a process still running that a
+    test started (a child of this process, or a server whose command line names a test's temporary
+    folder, as an embedded PostgreSQL's data directory does) fails the run, and is stopped. The
+    test database (.local/test-pg) is left running on purpose and is neither."""
+    yield
+    left = {pid: process_table().get(pid, (0, "?"))[1] for pid in descendants(os.getpid())}
+    left |= stop_servers_under(tmp_path_factory.getbasetemp())
+    kill(descendants(os.getpid()))
+    if left:
+        shown = "\n".join(f"  {pid}: {cmd[:200]}" for pid, cmd in sorted(left.items()))
+        pytest.fail(f"servers the tests started were still running at the session's end (now stopped):\n{shown}")
 
 
 @pytest.fixture(scope="session")
@@ -207,6 +223,19 @@ def app_client(service_env):
     def make(target: str):
         # (create_app exports FUNCTION_TARGET: _function_target_restored puts it back after the test)
         return functions_framework.create_app(target, str(ROOT / "functions" / "main.py")).test_client()
+
+    return make
+
+
+@pytest.fixture
+def configured_app(app_client, service_env, monkeypatch):
+    """configured_app(target, **settings): a target's test client with those variables set."""
+
+    def make(target: str, **settings: str):
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        runtime.reset()
+        return app_client(target)
 
     return make
 

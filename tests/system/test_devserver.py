@@ -72,9 +72,42 @@ def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, m
     error = capsys.readouterr().err
     # The first port checked: a neighbouring port taken by some other process cannot answer first.
     assert f"port {port} (create_verification) is in use" in error and "--base-port" in error
+    assert "--site-port" in error and error.count("\n") == 1
     assert not (tmp_path / "pg").exists()  # nothing was started
     # ...and nothing stopped: the test server this process runs is still up (CI once lost it here).
     pg_server.with_database("postgres").connect().close()
+
+
+@pytest.mark.slow
+def test_a_port_taken_at_the_same_instant_is_the_same_one_line(tmp_path, capsys, monkeypatch, database_url):
+    """Another program takes the confirm port between the check and the bind: gunicorn's five seconds
+    of retry lines are held back, and nothing is left running."""
+    import os
+
+    from support.dev_process import free_ports
+
+    found = free_ports()
+    monkeypatch.setenv("VERIFY_LOCAL_DIR", str(tmp_path))
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("TOKEN_KEYS", TEST_TOKEN_KEYS)
+    taken = found["base"] + 1  # confirm_verification's
+    checked = devserver.check_free
+    monkeypatch.setattr(devserver, "check_free", lambda h, p, w: None if p == taken else checked(h, p, w))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        argv = ["dev", "--base-port", str(found["base"]), "--smtp-port", str(found["smtp"]),
+                "--mailbox-port", str(found["mailbox"]), "--site-port", str(found["site"])]  # fmt: skip
+        status = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert status == 1, out + err
+    assert err == (
+        f"verifyctl: port {taken} (confirm_verification) is in use: is another `verifyctl dev` running? "
+        "Choose other ports with --base-port / --smtp-port / --mailbox-port / --site-port.\n"
+    )
+    assert "Ctrl-C stops everything." not in out  # it never said it was ready
+    time.sleep(0.5)
+    assert not descendants(os.getpid())
 
 
 @pytest.mark.slow

@@ -58,7 +58,7 @@ def violations(package_dir: Path = PACKAGE) -> list[str]:
 
 def test_every_module_belongs_to_a_layer():
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith("__pycache__")}
-    expected = set(LAYERS) | {"local", "config", "runtime.py", "cli.py", "__init__.py"}
+    expected = set(LAYERS) | {"local", "config", "runtime.py", "cli", "__init__.py"}
     assert top == expected, "a new top-level module needs a layer"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from signup_verification.api.config import ReturnUrlConfig
@@ -80,3 +82,21 @@ def test_the_loader_reads_and_reports_the_setting():
     }
     with pytest.raises(ConfigError, match="RETURN_URL_ALLOWED_ORIGINS"):
         load({"RETURN_URL_ALLOWED_ORIGINS": "https://app.example.com/welcome"})
+
+
+@pytest.mark.parametrize(
+    ("url", "config"),
+    [("https://evil.example/", SITE), ("http://app.example.com/", SITE), ("https://u@app.example.com/", SITE),
+     ("/welcome", SITE), ("https://app.example.com:99999/", SITE), ("https://a.example/ x", SITE)],
+)  # fmt: skip
+def test_the_field_error_reads_as_a_sentence(url, config):
+    """create prefixes each reason with the field's name: "return_url points at an origin not in …"."""
+    from signup_verification.api import problems
+    from signup_verification.api.return_url import require_allowed
+
+    with pytest.raises(problems.Problem) as refused:
+        require_allowed(url, config)
+    [error] = refused.value.errors
+    detail = error["detail"]
+    assert re.match(r"return_url (must|is|points at) ", detail), detail  # the field, then its verb
+    assert "its " not in detail and url not in detail

@@ -55,7 +55,7 @@ def check(url: str | None, config: ReturnUrlConfig) -> str | None:
     if url is None:
         return None
     if origin_of(url, config.production) not in config.allowed_origins:
-        raise InvalidReturnUrl("its origin is not in RETURN_URL_ALLOWED_ORIGINS")
+        raise InvalidReturnUrl("points at an origin not in RETURN_URL_ALLOWED_ORIGINS")
     return url
 
 

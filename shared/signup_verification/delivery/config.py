@@ -19,7 +19,7 @@ from ..outbox.config import FailurePolicy
 from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, LOCAL_DIR, SHUTDOWN_GRACE, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, plain, setting
-from ..verifications.config import CODE_DIGITS, PRODUCT_NAME
+from ..verifications.config import CODE_DIGITS, PRODUCT_NAME, TWILIO_FROM
 
 if TYPE_CHECKING:
     import ssl
@@ -50,11 +50,6 @@ TWILIO_AUTH_TOKEN = Setting(
     None,
     secret=True,
     help="required with `SMS_TRANSPORT=twilio`; also checks the signature of Twilio's status callbacks",
-)
-TWILIO_FROM = Setting(
-    "TWILIO_FROM",
-    None,
-    help="required with `SMS_TRANSPORT=twilio`: an E.164 number or a Messaging Service SID (`MG…`)",
 )
 TWILIO_API_URL = Setting("TWILIO_API_URL", "https://api.twilio.com", help="Twilio's API (a stand-in's in tests)")
 

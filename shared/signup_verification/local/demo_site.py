@@ -1,5 +1,6 @@
-"""The demo signup site of `verifyctl dev` (issue 12, item 5): what an application integrating the
-service does, with the client library (clients/python) and nothing of the service's own code.
+"""The demo signup site of `verifyctl dev`: what an application integrating the service does, with
+the client library (clients/python) and nothing of the service's own code. It runs only while the
+service's webhooks come to it (wiring.py): pointed at your own site, they never would.
 
 - `GET /` a sign-up form; `POST /signup` creates a verification through the client, its `return_url`
   pointing back at the account's page here;
@@ -23,7 +24,10 @@ from typing import Any
 
 import flask
 import jinja2
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import WSGIRequestHandler
+
+from ..platform.timestamps import rfc3339
+from .ports import wsgi_server
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES), autoescape=True)
@@ -135,7 +139,7 @@ def create_app(client: Any, webhook_secret: str, origin: str, site: Site | None 
             "id": account.id,
             "status": account.status,
             "events": account.events,
-            "at": datetime.now(UTC).isoformat(),
+            "at": rfc3339(datetime.now(UTC)),
         }
 
     return app
@@ -150,7 +154,7 @@ class DemoSiteServer:
     """The demo site on `port`, in a thread of `verifyctl dev`."""
 
     def __init__(self, host: str, port: int, app: flask.Flask):
-        self._server = make_server(host, port, app, threaded=True, request_handler=_QuietHandler)
+        self._server = wsgi_server(host, port, app, "demo site", threaded=True, request_handler=_QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="demo-site", daemon=True)
 
     def start(self) -> DemoSiteServer:
@@ -173,7 +177,7 @@ def build(
     return DemoSiteServer(host, port, create_app(Client(create_url, auth=auth), webhook_secret, origin))
 
 
-# -- what `verifyctl dev` wires: the service's webhook and return-URL settings point at this site ---------
+# -- the development webhook secret, shared by the emulated service and this site (wiring.py) ------------
 SECRET_FILE = "dev-webhook-secret"  # a file name, not a secret  # nosec B105
 
 
@@ -193,17 +197,6 @@ def development_webhook_secret(local_dir: Path) -> str:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
     return path.read_text(encoding="utf-8").strip()
-
-
-def service_settings(env: dict[str, str], local_dir: Path, webhook_url: str, origin: str) -> dict[str, str]:
-    """Defaults for the emulated functions (a variable already set wins): webhooks to this site's
-    endpoint under the development secret, and this site's origin allowed as a return URL."""
-    settings = {
-        "WEBHOOK_URL": env.get("WEBHOOK_URL") or webhook_url,
-        "WEBHOOK_SECRET": env.get("WEBHOOK_SECRET") or development_webhook_secret(local_dir),
-        "RETURN_URL_ALLOWED_ORIGINS": env.get("RETURN_URL_ALLOWED_ORIGINS") or origin,
-    }
-    return settings
 
 
 def create_signing_key(env: dict[str, str]) -> str | None:

@@ -32,9 +32,9 @@ SHARED = (
     "TWILIO_AUTH_TOKEN",
     "TWILIO_FROM",
     "VERIFY_LINK_BASE",
-    "WEBHOOK_URL",  # issue 12: the demo site's endpoint and the development secret (local/demo_site.py)
+    "WEBHOOK_URL",  # where the events go (local/wiring.py) and the development secret
     "WEBHOOK_SECRET",
-    "DELIVERY_REPORTS_URL",  # issue 13: Twilio's StatusCallback, the local delivery_reports target
+    "DELIVERY_REPORTS_URL",  # Twilio's StatusCallback, the local delivery_reports target
 )
 
 

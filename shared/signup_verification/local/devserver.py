@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import ast
-import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +22,10 @@ from typing import TYPE_CHECKING
 from ..platform import migrations
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
-from . import demo_site, devenv, embedded, provider_reports
+from . import banner, demo_site, devenv, embedded, provider_reports
+from . import children as children_
+from .ports import check_free
+from .wiring import Wiring
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -67,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--site-port",
         type=int,
         default=8089,
-        help="the demo signup site (issue 12): its form, webhooks and account pages",
+        help="the demo signup site: its form, webhooks and account pages (not started when WEBHOOK_URL points elsewhere)",
     )
     parser.add_argument(
         "--schedule-seconds",
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=10.0,
         help="seconds before the mailbox reports an email delivered or an SMS queued/sent/delivered to "
-        "delivery_reports (issue 13; default 10: time to press Bounce this; a message's Report now posts at once)",
+        "delivery_reports (default 10: time to press Bounce this; a message's Report now posts at once)",
     )
     parser.add_argument(
         "--source", type=Path, default=None, help="the functions' main.py (default: functions/main.py of the checkout)"
@@ -140,39 +141,6 @@ def assign_ports(targets: list[str], base_port: int) -> dict[str, int]:
         else:
             ports[target], next_offset = base_port + next_offset, next_offset + 1
     return ports
-
-
-def _check_free(host: str, port: int, what: str) -> None:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            raise DevError(
-                f"port {port} ({what}) is in use: is another `verifyctl dev` running? "
-                "Choose other ports with --base-port / --smtp-port / --mailbox-port."
-            ) from None
-
-
-def _wait_listening(host: str, port: int, child: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            raise DevError(f"{what} exited with status {child.returncode} while starting (its output is above)")
-        try:
-            socket.create_connection((host, port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise DevError(f"{what} did not listen on port {port} within {timeout:.0f} s")
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if `verifyctl dev` itself is killed (Linux)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _browser_host(host: str) -> str:
@@ -251,12 +219,13 @@ def _serve(
     targets = discover_targets(main)
     ports = assign_ports(targets, args.base_port)
     for target, port in ports.items():
-        _check_free(host, port, target)
-    _check_free(host, smtp_port, "mailbox SMTP")
-    _check_free(host, args.mailbox_port, "mailbox web")
-    site_port = getattr(args, "site_port", None)
-    if site_port:
-        _check_free(host, site_port, "demo site")
+        check_free(host, port, target)
+    check_free(host, smtp_port, "mailbox SMTP")
+    check_free(host, args.mailbox_port, "mailbox web")
+    site_port = getattr(args, "site_port", None) if "create_verification" in ports else None
+    demo = Wiring.of(os.environ, host, site_port, _browser_host(host))
+    if demo.runs_demo and site_port:
+        check_free(host, site_port, "demo site")
 
     if config.database.url:
         url, where = config.database.url, "DATABASE_URL"
@@ -275,36 +244,19 @@ def _serve(
     sendgrid_key = provider_reports.development_sendgrid_key(config.local_dir)  # the mailbox signs with it
 
     env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
-    if "delivery_reports" in ports:  # issue 13: the mailbox is both providers, so its keys verify
+    if "delivery_reports" in ports:  # the mailbox is both providers, so its keys verify
         env.update(reports_settings(host, ports["delivery_reports"], sendgrid_key))
     env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
-    site_origin = f"http://{_browser_host(host)}:{site_port}"
-    if site_port:  # webhooks to the demo site, its origin allowed as a return URL (an explicit setting wins)
-        env.update(
-            demo_site.service_settings(env, config.local_dir, f"http://{host}:{site_port}/webhooks", site_origin)
-        )
-    for target, port in ports.items():  # before any thread starts: preexec_fn and threads do not mix
-        children[target] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "functions_framework",
-                "--target",
-                target,
-                "--source",
-                str(main),
-                "--host",
-                host,
-                "--port",
-                str(port),
-            ],
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-            stdin=subprocess.DEVNULL,
-        )
-    for target, port in ports.items():
-        _wait_listening(host, port, children[target], target)
+    env.update(demo.service_settings(env, config.local_dir))  # webhooks and return URLs: the demo's, or yours
+    write = _writer()
+    started: list[children_.Target] = []
+    for target, port in ports.items():  # all spawned before any thread starts: preexec_fn and threads do not mix
+        started.append(children_.spawn(target, port, main, host, env, write))
+        children[target] = started[-1].process  # stopped by run() whatever happens next
+    for child in started:
+        child.forward()
+    for child in started:
+        child.wait_listening(host)
 
     interval = 0.0 if args.no_scheduler else (FAST_INTERVAL_SECONDS if args.fast else args.schedule_seconds)
     # With no schedule (interval 0) the jobs still run once on demand: the mailbox's button.
@@ -321,28 +273,18 @@ def _serve(
     ).start()
     site = None
     try:
-        site = _demo_site(host, site_port, site_origin, ports, env, out)
+        site = _demo_site(host, site_port if demo.runs_demo else None, demo.demo_origin, ports, env, out)
         scheduler.start()
         devenv.publish(config.local_dir, env, f"http://{_browser_host(host)}:{args.mailbox_port}")
         browser = _browser_host(host)
-        out(f"database ready ({len(applied)} migration(s) applied; {where})")
-        for target, port in ports.items():
-            note = " <- links in emails point here" if target == "confirm_verification" else ""
-            if target == "delivery_reports":
-                note = " <- the mailbox posts SendGrid and Twilio reports here"
-            if any(j.name == target for j in jobs):
-                note = f" <- scheduler every {interval:g} s" if interval > 0 else " <- on demand (mailbox button)"
-            out(f"{target:<22} http://{browser}:{port}/{note}")
-        for missing in [t for t in PORT_OFFSETS if t not in ports]:
-            out(f"{missing:<22} (not in functions/main.py yet: skipped)")
-        out(f"{'mailbox':<22} http://{browser}:{args.mailbox_port}/ <- email (SMTP {host}:{smtp_port}) and SMS")
-        if site is not None:
-            out(f"{'demo site':<22} {site_origin}/ <- sign up here; webhooks to {env['WEBHOOK_URL']}")
-        out("Ctrl-C stops everything.")
+        shown = banner.Shown(ports, {j.name for j in jobs}, interval, browser, host, smtp_port, args.mailbox_port)
+        for line in banner.lines(shown, applied, where, demo, site is not None, config.local_dir, list(PORT_OFFSETS)):
+            out(line)
         while True:
-            for target, child in children.items():
-                if child.poll() is not None:
-                    out(f"{target} exited with status {child.returncode}; stopping everything")
+            for child in started:
+                status = child.ended()  # a port taken at the same instant raises its one line
+                if status is not None:
+                    out(f"{child.name} exited with status {status}; stopping everything")
                     return 1
             time.sleep(0.5)
     finally:
@@ -352,10 +294,20 @@ def _serve(
             site.stop()
 
 
+def _writer() -> Callable[[str], None]:
+    """The functions' output, passed on as it comes (their log lines end in a newline)."""
+
+    def write(line: str) -> None:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+    return write
+
+
 def _demo_site(
     host: str, port: int | None, origin: str, ports: dict[str, int], env: dict[str, str], out: Callable[[str], None]
 ) -> demo_site.DemoSiteServer | None:
-    """The demo signup site (issue 12), calling create through the client library (clients/python)."""
+    """The demo signup site, calling create through the client library (clients/python)."""
     if not port or "create_verification" not in ports:
         return None
     try:

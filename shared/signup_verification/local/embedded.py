@@ -59,6 +59,16 @@ def ensure_database(params: ConnectionParams, name: str) -> ConnectionParams:
     return params.with_database(name)
 
 
+def running(data_dir: Path) -> bool:
+    """Whether a server runs in `data_dir`: its postmaster.pid names a live process."""
+    try:
+        pid = int((Path(data_dir) / "postmaster.pid").read_text(encoding="utf-8").split("\n", 1)[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def stop(data_dir: Path) -> None:
     """Stop the server this process started in `data_dir` (and only that one)."""
     server = _servers.pop(Path(data_dir).resolve(), None)

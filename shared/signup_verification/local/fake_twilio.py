@@ -2,25 +2,28 @@
 fields To, From, Body, StatusCallback; 201 with a JSON message resource), `GET .../Messages/<sid>.json`
 and the Messages list API `GET .../Messages.json?To=&From=` (newest first, as the reconciler's
 lookup of an ambiguous SMS asks it), keeping every SMS in the mailbox. Twilio's documented test
-numbers answer their documented errors (+15005550001 invalid number, ... see MAGIC_NUMBERS);
-accepted messages get status callbacks (provider_reports.py, whose OUTCOMES numbers end undelivered
-or failed). SERVER_ERROR_NUMBERS answer 500 after creating the message, or without creating it:
-the ambiguous send the next reconcile settles by looking it up.
+numbers answer their documented errors, as Twilio does for its test credentials (MAGIC_NUMBERS for
+`To`, MAGIC_SENDERS for `From`); accepted messages get status callbacks (provider_reports.py). The
+sandbox's numbers (sandbox.py): SMS_SERVER_ERRORS answer 500 after creating the message, or without
+creating it (the ambiguous send the next reconcile settles by looking it up), SMS_SLOW answers late.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from email.utils import format_datetime
 from typing import Any
 
 import flask
 
+from . import sandbox
 from .mailstore import Mailbox, Message, sms_segments
 
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
-# Twilio's test credentials answer these `To` numbers with these errors (twilio.com/docs/iam/test-credentials).
+# Twilio's test credentials answer these `To` numbers with these errors (twilio.com/docs/iam/test-credentials);
+# create accepts exactly these when the sender is Twilio's test sender (abuse.TWILIO_TEST_RECIPIENTS).
 MAGIC_NUMBERS = {
     "+15005550001": (21211, "The 'To' number +15005550001 is not a valid phone number."),
     "+15005550002": (21612, "The 'To' phone number is not currently reachable via SMS."),
@@ -31,10 +34,12 @@ MAGIC_NUMBERS = {
     "+15005550004": (21610, "Attempt to send to unsubscribed recipient"),
     "+15005550009": (21614, "'To' number is not a valid mobile number"),
 }
-
-# Local numbers (fictional 555-01xx): a 500 after the message was created (it is listed, and its
-# status callbacks follow), or a 500 with nothing created (the listing proves it absent).
-SERVER_ERROR_NUMBERS = {"+12025550150": True, "+12025550151": False}
+# ...and these `From` numbers (+15005550006, verifications/config.py's TWILIO_TEST_SENDER, passes; any other is 21606 there).
+MAGIC_SENDERS = {
+    "+15005550001": (21212, "The 'From' number +15005550001 is not a valid phone number."),
+    "+15005550007": (21606, "The 'From' phone number provided is not a valid message-capable Twilio phone number."),
+    "+15005550008": (21611, "This 'From' number has exceeded the maximum number of queued messages."),
+}
 
 
 def register(
@@ -85,14 +90,18 @@ def register(
             return twilio_error(400, 21602, "Message body is required.")
         if len(body) > 1600:
             return twilio_error(400, 21617, "The concatenated message body exceeds the 1600 character limit.")
+        if sender in MAGIC_SENDERS:
+            return twilio_error(400, *MAGIC_SENDERS[sender])
         if to in MAGIC_NUMBERS:
             return twilio_error(400, *MAGIC_NUMBERS[to])
         if not _E164.match(to):
             return twilio_error(400, 21211, f"The 'To' number {to} is not a valid phone number.")
-        if to in SERVER_ERROR_NUMBERS:
-            if SERVER_ERROR_NUMBERS[to]:
+        if to in sandbox.SMS_SERVER_ERRORS:
+            if sandbox.SMS_SERVER_ERRORS[to]:
                 accepted(mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None))
             return twilio_error(500, 20500, "Internal Server Error")
+        if to in sandbox.SMS_SLOW:
+            time.sleep(sandbox.SLOW_SECONDS)  # a slow provider: one request thread of the threaded server
         message = accepted(mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None))
         return flask.jsonify(resource(message, requested_sid)), 201
 

@@ -2,6 +2,8 @@
 
 - an SMTP server (aiosmtpd) that keeps every message it is handed (the store: mailstore.py);
 - a fake Twilio Messages API that keeps every SMS (fake_twilio.py);
+- the sandbox's test destinations (sandbox.py): addresses and numbers that bounce, are reported as
+  spam or undelivered, answer 500 or answer slowly, always the same way;
 - a web page listing what arrived (newest first) and showing each message, links clickable, its
   delivery state, and `/api/messages` for scripts and tests;
 - with a Reporter (provider_reports.py): the reports SendGrid and Twilio would post about them,
@@ -12,6 +14,7 @@ Messages live in memory only: a restart empties the mailbox, as a fresh laptop r
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
@@ -19,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import flask
-from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.serving import WSGIRequestHandler
 
-from . import fake_twilio
+from . import fake_twilio, sandbox
 from .mailstore import MAX_MESSAGES, Mailbox, Message, linkify, sms_segments
+from .ports import PortInUse, in_use, wsgi_server
 from .provider_reports import Reporter
 
 __all__ = ["MAX_MESSAGES", "Mailbox", "MailboxServer", "Message", "create_app", "linkify", "sms_segments"]
@@ -142,6 +146,8 @@ class _SmtpHandler:
         self.mailbox, self.reporter = mailbox, reporter
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if any(sandbox.email_behaviour(r) == "slow" for r in envelope.rcpt_tos):
+            await asyncio.sleep(sandbox.SLOW_SECONDS)  # a slow provider (the sandbox's `slow@…`)
         message = self.mailbox.add_email(
             envelope.original_content or envelope.content, envelope.mail_from, envelope.rcpt_tos
         )
@@ -189,12 +195,18 @@ class MailboxServer:
             port=self.smtp_port,
             data_size_limit=10 * 1024 * 1024,
         )
-        self._smtp.start()
         try:
-            self._web = make_server(
+            self._smtp.start()
+        except OSError as exc:  # aiosmtpd binds in start(): a port taken since `verifyctl dev` checked it
+            if in_use(exc):
+                raise PortInUse(self.smtp_port, "mailbox SMTP") from None
+            raise
+        try:
+            self._web = wsgi_server(
                 self.host,
                 self.web_port,
                 create_app(self.mailbox, **self._app_options),
+                "mailbox web",
                 threaded=True,
                 request_handler=_QuietHandler,
             )

@@ -22,6 +22,7 @@ from typing import Any
 import markupsafe
 
 from ..delivery import sms
+from ..platform.timestamps import rfc3339
 
 MAX_MESSAGES = 1000
 _URL = re.compile(r"https?://[^\s<>\"')]+")
@@ -65,7 +66,7 @@ class Message:
         return {
             "id": self.id,
             "kind": self.kind,
-            "received_at": self.received_at.isoformat(),
+            "received_at": rfc3339(self.received_at),
             "from": self.sender,
             "to": self.recipients,
             "subject": self.subject,

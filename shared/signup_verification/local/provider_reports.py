@@ -1,14 +1,15 @@
-"""What the local mailbox's emulated providers report afterwards (issue 13, item 6): signed SendGrid
+"""What the local mailbox's emulated providers report afterwards: signed SendGrid
 Event Webhook batches for the emails it received, signed Twilio status callbacks for the SMS its
 fake Twilio accepted, posted to the local `delivery_reports` target as the providers post them.
 
 - email: `delivered` `delay` seconds after the message arrived (SendGrid batches its events), or
   at once with "Report now"; "Bounce this" posts a hard `bounce` instead (5.1.1, as SendGrid
-  reports an address that does not exist). Each event carries sg_event_id, sg_message_id
+  reports an address that does not exist). The sandbox's addresses (sandbox.py) are reported
+  so by themselves: `bounce@…` bounces, `spam@…` is delivered and then reported as spam. Each event carries sg_event_id, sg_message_id
   (`<queue id>.<filter>`: the SMTP queue id the dispatcher stored as the provider reference) and
   our custom_args intent_id / attempt_id, taken from the message's X-Delivery-Attempt header.
 - SMS: `queued`, `sent`, then `delivered` to the StatusCallback the create request carried; the
-  local test numbers in OUTCOMES end `undelivered` or `failed` with Twilio's error code instead.
+  sandbox numbers of sandbox.SMS_REPORTS end `undelivered` or `failed` with Twilio's error code instead.
 
 Signatures are the real ones (api/report_signatures.py checks them): ECDSA P-256 over timestamp +
 body under the development key (generated once into the local folder), and HMAC-SHA1 under the
@@ -37,14 +38,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ..api.report_signatures import twilio_signature
+from . import sandbox
 from .mailstore import Mailbox, Message
 
 KEY_FILE = "dev-sendgrid-webhook-key.pem"  # a file name, not a secret  # nosec B105
-# `To` numbers (fictional 555-01xx, mobile enough for create) the local fake Twilio accepts and then
-# reports failing, with Twilio's error codes:
-# 30003 unreachable handset (final, nobody's fault: nothing suppressed), 30005 unknown destination (the
-# recipient's fault: suppressed).
-OUTCOMES = {"+12025550110": ("undelivered", 30003), "+12025550111": ("failed", 30005)}
 SMS_STEP_SECONDS = 0.5  # between queued, sent and the final status
 
 
@@ -124,14 +121,23 @@ class Reporter:
 
     # -- what the mailbox tells it ------------------------------------------------------------------
     def email_received(self, message: Message) -> None:
-        if self.sends_email_reports:
-            self.mailbox.set_delivery(message.id, "sent", f"SendGrid reports delivered in {self.delay:g} s")
-            self._schedule(message.id, "delivered", self.delay, lambda: self._sendgrid(message, "delivered"))
+        if not self.sends_email_reports:
+            return
+        behaviour = sandbox.email_behaviour(message.recipients[0]) if message.recipients else None
+        if behaviour == "bounce":
+            self.mailbox.set_delivery(message.id, "sent", f"SendGrid reports a bounce in {self.delay:g} s (sandbox)")
+            self._schedule(message.id, "bounced", self.delay, lambda: self._sendgrid(message, "bounce"))
+            return
+        self.mailbox.set_delivery(message.id, "sent", f"SendGrid reports delivered in {self.delay:g} s")
+        self._schedule(message.id, "delivered", self.delay, lambda: self._sendgrid(message, "delivered"))
+        if behaviour == "spam":
+            after = self.delay + sandbox.SPAM_REPORT_AFTER_SECONDS
+            self._schedule(message.id, "spam reported", after, lambda: self._sendgrid(message, "spamreport"))
 
     def sms_accepted(self, message: Message) -> None:
         if not (message.status_callback and self._twilio_token):
             return
-        final, code = OUTCOMES.get(message.recipients[0], ("delivered", None))
+        final, code = sandbox.SMS_REPORTS.get(message.recipients[0], ("delivered", None))
         self.mailbox.set_delivery(message.id, "accepted", f"Twilio reports {final} in {self.delay:g} s")
         for step, status in enumerate(("queued", "sent", final)):
             post: Callable[[], str] = functools.partial(
@@ -249,6 +255,8 @@ def sendgrid_event(message: Message, event: str) -> dict[str, object]:
         fields.update(intent_id=attempt_id.split(":", 1)[0], attempt_id=attempt_id)
     if event == "delivered":
         fields["response"] = "250 2.0.0 OK"
+    elif event == "spamreport":
+        pass  # SendGrid's spam report carries no reason: the event is the reason
     else:
         fields.update(
             type="bounce",

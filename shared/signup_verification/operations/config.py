@@ -15,12 +15,12 @@ from ..delivery.config import (
     TWILIO_ACCOUNT_SID,
     TWILIO_API_URL,
     TWILIO_AUTH_TOKEN,
-    TWILIO_FROM,
 )
 from ..outbox.config import RetryPolicy
 from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, number, part, setting
+from ..verifications.config import TWILIO_FROM
 
 DAY = 86_400
 SMS_LOOKUP = Setting(

@@ -23,6 +23,7 @@ from typing import Any
 from ..outbox import heartbeats
 from ..outbox.states import AttemptOutcome
 from ..platform.database import Database, load_sql
+from ..platform.timestamps import rfc3339, rfc3339_or_none
 from .config import SignalsConfig
 
 __all__ = ["ChannelSignals", "Signals", "compute", "emit", "workers"]
@@ -118,20 +119,20 @@ class Signals:
     def as_json(self) -> dict[str, Any]:
         return {
             "deployment": self.deployment,
-            "measured_at": self.measured_at.isoformat(),
+            "measured_at": rfc3339(self.measured_at),
             "window_seconds": self.config.window_seconds,
             "thresholds": {
                 "ready_age_alert_seconds": self.config.ready_age_alert_seconds,
                 "watermark_stale_seconds": self.config.watermark_stale_seconds,
             },
-            "last_claim_at": self.last_claim_at.isoformat() if self.last_claim_at else None,
-            "reconciler_watermark": self.reconciler_watermark.isoformat() if self.reconciler_watermark else None,
+            "last_claim_at": rfc3339_or_none(self.last_claim_at),
+            "reconciler_watermark": rfc3339_or_none(self.reconciler_watermark),
             "channels": {c.channel: {k: v for k, v in asdict(c).items() if k != "channel"} for c in self.channels},
             "sms_budget": {
                 "max_per_hour": self.config.sms_max_per_hour,
                 "left": self.sms_budget_left,
                 "paused": self.sms_paused,
-                "resets_at": self.sms_budget_resets_at.isoformat() if self.sms_budget_resets_at else None,
+                "resets_at": rfc3339_or_none(self.sms_budget_resets_at),
             },
             "wrong_codes_last_day": self.wrong_codes_last_day,
             "alerts": self.alerts(),
@@ -197,7 +198,7 @@ def workers(db: Database) -> list[dict[str, Any]]:
     rows = heartbeats.rows(db)
     out = []
     for row in rows:
-        item = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items()}
+        item = {k: (rfc3339(v) if isinstance(v, datetime) else v) for k, v in row.items()}
         for key in ("completed_age_seconds", "claim_age_seconds"):
             value = item[key]
             item[key] = _rounded(float(value)) if value is not None else None

@@ -28,6 +28,7 @@ from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
 from . import timeline_fallback, timeline_reports
 from .reasons import failure_reason, render_reason
+from .timeline_fallback import clock as _clock
 
 
 @dataclass(frozen=True)
@@ -233,10 +234,6 @@ def delivery_note(
     if intent["status"] == "suppressed":
         return f"delivery suppressed ({intent['suppression_reason']}): nothing will be sent"
     return None
-
-
-def _clock(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z" if at else "-"
 
 
 def render(t: Timeline) -> str:

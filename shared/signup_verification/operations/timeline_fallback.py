@@ -9,6 +9,7 @@ from typing import Any
 
 from ..platform.database import Database, load_sql
 from ..platform.redaction import mask_destination, redact_text
+from ..platform.timestamps import rfc3339
 from .reasons import failure_reason, render_reason
 
 _SQL = load_sql(__file__, "timeline_fallback.sql")
@@ -46,17 +47,17 @@ def why(intent: dict[str, Any]) -> str:
     """One line: why the fallback was or was not sent."""
     status, after = intent["status"], intent["after_seconds"]
     reason = {
-        "primary_failed": f"the primary failed for good at {_clock(intent['brought_forward_at'])}: brought forward",
+        "primary_failed": f"the primary failed for good at {clock(intent['brought_forward_at'])}: brought forward",
         "at_once": "policy both (after_seconds 0): sent with the primary",
         "timer": f"{after} s passed without a confirmation",
     }[due_reason(intent)]
     if status == "suppressed":
         death = _DEATHS.get(intent["suppression_reason"], intent["suppression_reason"])
-        return f"not sent: {death} ({_clock(intent['completed_at'])}, it was due {_clock(intent['next_attempt_at'])})"
+        return f"not sent: {death} ({clock(intent['completed_at'])}, it was due {clock(intent['next_attempt_at'])})"
     if intent["attempts"] == 0 and status == "ready":
         if intent["brought_forward_at"] is not None:
             return f"due now: {reason}"
-        return f"waiting: due {_clock(intent['next_attempt_at'])} ({after} s after create) unless confirmed first"
+        return f"waiting: due {clock(intent['next_attempt_at'])} ({after} s after create) unless confirmed first"
     if status == "accepted":
         return f"sent: {reason}"
     if status == "failed":
@@ -71,7 +72,7 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
         (
             intent["created_at"],
             "intended",
-            f"{label} to {intent['destination']}, policy {intent['policy']}, due {_clock(intent['next_attempt_at'])}",
+            f"{label} to {intent['destination']}, policy {intent['policy']}, due {clock(intent['next_attempt_at'])}",
         )
     ]
     if intent["brought_forward_at"] is not None:
@@ -101,5 +102,6 @@ def render_line(intent: dict[str, Any]) -> str:
     )
 
 
-def _clock(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z" if at else "-"
+def clock(at: datetime | None) -> str:
+    """A time in the timeline, text and JSON alike: the one format (RFC 3339, UTC, Z, ms), or '-'."""
+    return rfc3339(at) if at else "-"

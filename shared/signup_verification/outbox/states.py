@@ -20,7 +20,7 @@ from enum import StrEnum
 
 
 class IntentStatus(StrEnum):
-    READY = "ready"  # eligible once next_attempt_at <= now(); never attempted
+    READY = "ready"  # eligible once next_attempt_at <= now(); never attempted, or an event replayed
     CLAIMED = "claimed"  # a worker holds the lease; no attempt begun
     ATTEMPTING = "attempting"  # the attempt row is written: begun, then sending (sending_at set)
     ACCEPTED = "accepted"  # the provider took it: a positive submission result, nothing more
@@ -88,6 +88,8 @@ TRANSITIONS: tuple[Transition, ...] = (
        {S.SUPPRESSED}, "its verification ended: nothing left to send (unfenced)"),
     _t("sql/definitions/13_ingest_delivery_reports.sql", {S.ACCEPTED, S.AMBIGUOUS, S.RETRYABLE},
        {S.ACCEPTED, S.FAILED}, "a provider report: delivered (accepted), or final (undeliverable)"),
+    _t(_OUTBOX + "replay_events.sql", {S.ACCEPTED, S.FAILED}, {S.READY},
+       "`verifyctl webhooks replay`: a finished webhook event is sent again, same webhook-id (guarded, unfenced)"),
     _t("sql/002_create_verification.sql", {S.READY, S.RETRYABLE, S.CLAIMED, S.AMBIGUOUS}, {S.SUPPRESSED},
        "the first version of the suppress transition (a frozen migration; sql/definitions/03 replaces it)"),
 )  # fmt: skip

@@ -12,6 +12,15 @@ from ..platform.settings import Env, Setting, part, setting, words
 
 # The targets that derive or check tokens (reconcile and status never do: no key secret to grant them).
 TOKEN_TARGETS = frozenset({"create_verification", "confirm_verification", "dispatch"})
+TWILIO_FROM = Setting(
+    "TWILIO_FROM",
+    None,
+    help="required with `SMS_TRANSPORT=twilio`: an E.164 number or a Messaging Service SID (`MG…`)",
+)
+# Twilio's test credentials send from this number only, and a live account cannot send from it (it
+# is no account's number: twilio.com/docs/iam/test-credentials). So TWILIO_FROM set to it is how the
+# service knows it runs on test credentials, with no setting of its own that could be left on.
+TWILIO_TEST_SENDER = "+15005550006"
 CODE_DIGITS = Setting("SMS_CODE_DIGITS", 6, minimum=6, help="digits of an SMS code")
 PRODUCT_NAME = Setting(
     "PRODUCT_NAME",
@@ -138,6 +147,8 @@ class AbuseConfig:
         "`201`, and the delivery fails at once with reason `suppressed` (the site learns it from the read API "
         "and `delivery.failed`)",
     )
+    # Twilio's magic `To` numbers are accepted on its test credentials (TWILIO_FROM = TWILIO_TEST_SENDER)
+    twilio_test_numbers: bool = TWILIO_FROM.field(view=lambda sender: sender == TWILIO_TEST_SENDER)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import stat
 import uuid
 from datetime import UTC, datetime
 
@@ -103,23 +102,6 @@ def test_a_refused_sign_up_shows_the_field_error(site, db):
     response = client.post("/signup", data={"email": "not an address"})
     assert response.status_code == 422 and "Could not send the email" in response.get_data(as_text=True)
     assert db.run("SELECT count(*) FROM verifications")[0][0] == 0
-
-
-def test_the_service_settings_point_at_the_site_and_keep_explicit_ones(tmp_path):
-    settings = demo_site.service_settings({}, tmp_path, "http://127.0.0.1:8089/webhooks", ORIGIN)
-    assert settings["WEBHOOK_URL"] == "http://127.0.0.1:8089/webhooks"
-    assert settings["RETURN_URL_ALLOWED_ORIGINS"] == ORIGIN
-    secret = settings["WEBHOOK_SECRET"]
-    assert secret.startswith("whsec_") and len(base64.b64decode(secret.removeprefix("whsec_"))) == 32
-    assert stat.S_IMODE((tmp_path / demo_site.SECRET_FILE).stat().st_mode) == 0o600
-    again = demo_site.service_settings({}, tmp_path, "x", ORIGIN)["WEBHOOK_SECRET"]
-    assert again == secret  # generated once, kept under the local dir
-    explicit = {
-        "WEBHOOK_URL": "https://hooks.example/",
-        "WEBHOOK_SECRET": SECRET,
-        "RETURN_URL_ALLOWED_ORIGINS": "https://a.example",
-    }
-    assert demo_site.service_settings(explicit, tmp_path, "x", ORIGIN) == explicit
 
 
 def test_the_signing_key_for_create(tmp_path):

@@ -1,6 +1,7 @@
-"""The whole report path on the local stack, over real HTTP. The create and
-delivery_reports targets served on loopback, the mailbox (SMTP + fake Twilio) posting signed
-SendGrid events and Twilio status callbacks to delivery_reports, the dispatcher sending to it."""
+"""The whole report path on the local stack, over real HTTP. The create and delivery_reports
+targets served on loopback, the mailbox (SMTP + fake Twilio) posting signed SendGrid events and
+Twilio status callbacks to delivery_reports, the dispatcher sending to it. With the sandbox's test
+destinations (local/sandbox.py) and Twilio's magic test numbers, each outcome comes by itself."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"r" * 32).decode()
 
 @pytest.fixture
 def stack(service_env, db, tmp_path, monkeypatch):
-    def start(sendgrid_key=None, twilio_token=AUTH):
+    def start(sendgrid_key=None, twilio_token=AUTH, delay=60.0, **overrides):
         ports = free_ports()
         reports_url = f"http://127.0.0.1:{ports['base'] + 5}"
         key = provider_reports.development_sendgrid_key(tmp_path / "local")
@@ -41,6 +42,7 @@ def stack(service_env, db, tmp_path, monkeypatch):
             "WEBHOOK_URL": "http://127.0.0.1:9/hooks",  # events are written; nothing delivers them here
             "WEBHOOK_SECRET": WEBHOOK_SECRET,
             "RATE_LIMIT_SPACING_SECONDS": "0",  # a second create to one address at once: not a 429
+            "TWILIO_FROM": "+15005550006",  # Twilio's test sender, as `verifyctl dev` configures it
         }
         for name, value in settings.items():
             monkeypatch.setenv(name, value)
@@ -57,13 +59,13 @@ def stack(service_env, db, tmp_path, monkeypatch):
                 "sendgrid_url": reports_url + "/sendgrid",
                 "sendgrid_key": sendgrid_key or key,
                 "twilio_auth_token": twilio_token,
-                "delay": 60,
+                "delay": delay,
             },
         ).start()
         cleanups.append(lambda: (mailbox.stop(), served.__exit__(None, None, None)))
         smtp = SimpleNamespace(host="127.0.0.1", port=ports["smtp"])
         twilio = SimpleNamespace(account_sid=SID, auth_token=AUTH, url=mailbox.web_url)
-        config = provider_settings(smtp=smtp, twilio=twilio, delivery_reports_url=reports_url)
+        config = provider_settings(smtp=smtp, twilio=twilio, delivery_reports_url=reports_url, **overrides)
         return SimpleNamespace(
             urls=urls, reports_url=reports_url, mailbox=mailbox, dispatch=lambda: run_dispatch(db, config)
         )
@@ -222,3 +224,57 @@ def test_an_sms_answered_500_is_settled_by_the_next_reconcile_asking_the_mailbox
         assert row == {"status": "accepted", "provider_ref": listed[0].sid}
     else:
         assert report.moves["ambiguous_lookup_to_retryable"] == 1 and row["status"] == "retryable"
+
+
+# -- the sandbox: each outcome from the destination alone ------------------------------------------------
+def _failure(db, verification_id) -> tuple[str, str, str | None, str | None]:
+    row = db.one(
+        "SELECT status, failure_category, failure_code, failure_fault FROM delivery_intents"
+        " WHERE verification_id = :v AND role = 'primary'",
+        v=verification_id,
+    )
+    return row["status"], row["failure_category"], row["failure_code"], row["failure_fault"]
+
+
+def test_sandbox_addresses_bounce_and_report_spam_by_themselves(stack, db):
+    s = stack(delay=0.1)
+    bounced, message = _sent(s, "email", "bounce+signup-1@example.com")
+    _wait_state(s, message, "bounced")
+    assert _failure(db, bounced) == ("failed", "bounced", "5.1.1", "recipient")
+    assert _create(s, "email", "bounce+signup-1@example.com").status_code == 422  # suppressed, that exact address
+    _sent(s, "email", "bounce+signup-2@example.com")  # a fresh one for the next test is accepted
+
+    spam, message = _sent(s, "email", "spam+signup-1@example.com")
+    _wait_state(s, message, "spam reported")
+    # delivered, and it stays so: a spam report is not a failure, it suppresses the address
+    assert _failure(db, spam) == ("accepted", None, None, None) and _intent(db, spam)["delivered_at"] is not None
+    [entry] = db.rows("SELECT category FROM destination_suppressions WHERE category = 'spam_reported'")
+    refused = _create(s, "email", "spam+signup-1@example.com")
+    assert refused.status_code == 422 and refused.json()["type"].endswith("/destination-suppressed")
+
+
+def test_sandbox_slow_providers_answer_late_and_the_send_still_succeeds(stack, db):
+    from signup_verification.local.sandbox import SLOW_SECONDS
+
+    s = stack(send_timeout_seconds=SLOW_SECONDS + 3)  # within the timeout: slow, not ambiguous
+    for channel, destination in (("email", "slow+1@example.com"), ("sms", "+12025550160")):
+        started = time.monotonic()
+        vid, _ = _sent(s, channel, destination)
+        assert time.monotonic() - started >= SLOW_SECONDS
+        assert _intent(db, vid)["status"] == "accepted"
+
+
+@pytest.mark.parametrize(
+    "number, category, code",
+    [("+15005550001", "invalid_destination", "21211"), ("+15005550009", "not_mobile", "21614"),
+     ("+15005550003", "region_not_permitted", "21408")],
+)  # fmt: skip
+def test_twilio_magic_numbers_are_accepted_on_test_credentials_and_fail_as_documented(
+    stack, db, number, category, code
+):
+    s = stack()
+    created = _create(s, "sms", number)
+    assert created.status_code == 201, created.text  # TWILIO_FROM is Twilio's test sender
+    assert s.dispatch().failed == 1
+    status, found_category, found_code, _ = _failure(db, uuid.UUID(created.json()["verification_id"]))
+    assert (status, found_category, found_code) == ("failed", category, code)

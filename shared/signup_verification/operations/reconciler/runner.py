@@ -18,6 +18,7 @@ from typing import Any
 
 from ...platform.database import Database
 from ...platform.deadline import Deadline
+from ...platform.timestamps import rfc3339
 from .. import signals
 from ..config import ReconcilerConfig, SignalsConfig
 from . import watermark
@@ -119,9 +120,9 @@ def reconcile(
 def _cutoffs(started_at: datetime, config: ReconcilerConfig) -> dict[str, str]:
     at = started_at.astimezone(UTC)
     return {
-        "overdue_before": (at - timedelta(seconds=config.polling_horizon_seconds)).isoformat(),
-        "redacted_before": (at - timedelta(seconds=config.redact_after_seconds)).isoformat(),
-        "purged_before": (at - timedelta(seconds=config.purge_after_seconds)).isoformat(),
+        "overdue_before": rfc3339(at - timedelta(seconds=config.polling_horizon_seconds)),
+        "redacted_before": rfc3339(at - timedelta(seconds=config.redact_after_seconds)),
+        "purged_before": rfc3339(at - timedelta(seconds=config.purge_after_seconds)),
     }
 
 

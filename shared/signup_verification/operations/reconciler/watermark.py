@@ -24,6 +24,7 @@ from typing import Any
 
 from ...outbox import heartbeats
 from ...platform.database import Database, UnavailableError, load_sql
+from ...platform.timestamps import rfc3339
 
 heartbeat_name = heartbeats.reconcile_name
 
@@ -60,15 +61,15 @@ def complete(
     moves: dict[str, int],
     cutoffs: dict[str, str],
 ) -> dict[str, Any]:
-    covered = start.started_at.isoformat() if drained else start.previous.get("covered_through")
+    covered = rfc3339(start.started_at) if drained else start.previous.get("covered_through")
     mark: dict[str, Any] = {
         "covered_through": covered,
-        "run_started_at": start.started_at.isoformat(),
+        "run_started_at": rfc3339(start.started_at),
         "drained": drained,
         "backlog": backlog,
         "moves": moves,
         **cutoffs,
     }
     completed_at = heartbeats.complete_run(db, name, mark)
-    mark["run_completed_at"] = completed_at.isoformat()
+    mark["run_completed_at"] = rfc3339(completed_at)
     return mark

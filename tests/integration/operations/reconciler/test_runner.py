@@ -11,6 +11,7 @@ from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import ChannelPolicy, RetryPolicy
 from signup_verification.platform import logs as service_logging
 from signup_verification.platform.database import Database
+from signup_verification.platform.timestamps import rfc3339
 from support.factories import CONFIG, CountingDatabase, deliver, expire_leases, make_verifications, run, statuses
 
 
@@ -40,7 +41,7 @@ def test_bounded_run_leaves_a_backlog_and_the_watermark_waits_for_a_drained_run(
     row = db.one(
         "SELECT last_started_at, last_completed_at, watermark FROM worker_heartbeats WHERE name = 'reconcile:test'"
     )
-    assert row["watermark"]["covered_through"] == row["last_started_at"].isoformat()
+    assert row["watermark"]["covered_through"] == rfc3339(row["last_started_at"])
     assert row["last_completed_at"] >= row["last_started_at"]
     third = run(db, config)
     assert third.watermark["covered_through"] > second.watermark["covered_through"]

@@ -1,0 +1,140 @@
+"""The operator's levers: the SMS budget, a held channel, the suppression list."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ...runtime import Runtime
+from . import add_command, add_group, operator
+
+
+def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Lift a paused SMS budget for the rest of this hour: another SMS_MAX_PER_HOUR sends."""
+    from ...operations import signals
+
+    left = signals.resume_sms(runtime.db, runtime.config.signals, operator())
+    print(json.dumps({"sms_budget_left": left}) if args.json else f"SMS resumed: {left} sends left this hour")
+    return 0
+
+
+def cmd_channel_resume(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Lift a channel's hold after a run of sender or account faults, once the cause is fixed."""
+    from ...operations import channel_holds
+
+    held = channel_holds.resume(runtime.db, args.channel, operator())
+    if args.json:
+        print(json.dumps({"channel": args.channel, "was_held": held}))
+    else:
+        print(f"{args.channel} resumed: sends start at the next dispatch" if held else f"{args.channel} was not held")
+    return 0
+
+
+def cmd_suppression_list(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Destinations a provider reported permanently undeliverable: keys, never destinations."""
+    from ...operations import suppression_list
+
+    found = suppression_list.entries(runtime.db)
+    print(json.dumps([s.as_json() for s in found]) if args.json else suppression_list.render(found))
+    return 0
+
+
+def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Let a destination receive messages again: by destination (normalised as create does) or --key."""
+    from ...operations import suppression_list
+
+    channel, keys = _suppression_keys(args, runtime)
+    cleared = any(
+        [suppression_list.clear(runtime.db, channel, k, operator()) for k in keys]
+    )  # every one, not the first
+    if args.json:
+        print(json.dumps({"cleared": cleared}))
+    else:
+        print("cleared: the destination may receive messages again" if cleared else "no such suppression")
+    return 0 if cleared else 1
+
+
+def _suppression_keys(args: argparse.Namespace, runtime: Runtime) -> tuple[str, list[bytes]]:
+    from pydantic import ValidationError
+
+    from ...api.models import CreateVerificationRequest
+    from ...verifications import abuse
+
+    if args.key:
+        try:
+            keys, channel = [bytes.fromhex(args.key)], args.channel
+        except ValueError:
+            raise ValueError("--key must be the hex key `verifyctl suppression list` shows") from None
+        if channel is None:
+            raise ValueError("--key needs --channel email|sms")
+        return channel, keys
+    if not args.destination:
+        raise ValueError("give the destination to clear, or --key HEX --channel email|sms")
+    channel = args.channel or ("email" if "@" in args.destination else "sms")
+    try:
+        request = CreateVerificationRequest.model_validate(
+            {"account_id": "verifyctl", "channel": channel, "destination": args.destination}
+        )
+    except ValidationError:
+        raise ValueError(f"not a valid {channel} destination") from None
+    policy = runtime.config.create.abuse
+    # under every key of the ring: an entry written before a TOKEN_KEYS rotation is found too
+    found = abuse.destination_keys([k.secret for k in runtime.keyring.keys], policy, channel, request.destination)
+    return channel, list(dict.fromkeys(found.exact + found.alias))  # its exact entry, and an older alias-keyed one
+
+
+def add_sms(sub: Any) -> None:
+    actions = add_group(
+        sub,
+        "sms",
+        "the global SMS budget (SMS_MAX_PER_HOUR)",
+        "The global SMS budget: past SMS_MAX_PER_HOUR in a UTC hour, SMS sends "
+        "pause (intents stay eligible) until the next hour or a resume.",
+        "sms_command",
+    )
+    add_command(
+        actions,
+        "resume",
+        "grant this hour another budget's worth of SMS after a pause",
+        "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
+        cmd_sms_resume,
+    )
+
+
+def add_channel(sub: Any) -> None:
+    actions = add_group(
+        sub,
+        "channel",
+        "a channel held after a run of sender or account faults",
+        "A run of failures of our sender or account (credentials, an unregistered sender, an "
+        "exhausted quota) holds the channel: its deliveries wait, none fails. `status` shows it.",
+        "channel_command",
+    )
+    resume = add_command(
+        actions,
+        "resume",
+        "let a held channel send again once its cause is fixed",
+        "Lift the channel's hold and start its fault count afresh (recorded with who asked).",
+        cmd_channel_resume,
+    )
+    resume.add_argument("channel", choices=("email", "sms"))
+
+
+def add_suppression(sub: Any) -> None:
+    actions = add_group(
+        sub,
+        "suppression",
+        "destinations refused after a delivery failed for the recipient's fault",
+        "The suppression list: create refuses an exact destination whose delivery failed for the "
+        "recipient's fault (a hard bounce, an invalid or unsubscribed number, a spam report), until it is "
+        "cleared here or SUPPRESSION_DAYS pass.",
+        "suppression_command",
+    )
+    add_command(actions, "list", "show the current entries (keys, never destinations)",
+                "The entries that still block create, newest first.", cmd_suppression_list)  # fmt: skip
+    clear = add_command(actions, "clear", "let a destination receive messages again",
+                        "Remove the entry of a destination (or of a --key from `list`).", cmd_suppression_clear)  # fmt: skip
+    clear.add_argument("destination", nargs="?", help="the email address or E.164 number")
+    clear.add_argument("--channel", choices=("email", "sms"), help="default: email if it has an @")
+    clear.add_argument("--key", help="the hex key `suppression list` shows (instead of a destination)")

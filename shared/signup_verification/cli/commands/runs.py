@@ -1,0 +1,80 @@
+"""One worker run now, as Cloud Scheduler triggers it: `dispatch`, `reconcile`. The report is JSON
+on stdout, the log records on stderr (the functions' own logging configuration)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ...platform.errors import ConfigError
+from ...runtime import Runtime
+from . import add_command
+
+_ALWAYS_JSON = "the report is always JSON (accepted for uniformity)"
+
+
+def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
+    """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout, then
+    the signal records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
+    from ...local import devenv
+    from ...platform import logs as service_logging
+    from ...platform import shutdown
+
+    fault = getattr(args, "fault", None)
+    if fault is not None and runtime.config.is_production:
+        raise ConfigError("fault injection is refused in production")
+    service_logging.configure(runtime.config.logging, stderr=True)  # as the functions log; the report on stdout
+    shutdown.install()
+    from ...operations import dispatch_run
+
+    config = runtime.config
+    try:
+        report = dispatch_run.run(
+            runtime.db, config.dispatch, config.retry, config.signals, runtime.keyring, runtime.channels,
+            stop=shutdown.STOP, close_channels=runtime.close_channels, fault=fault,
+        )  # fmt: skip
+    finally:
+        runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
+    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
+    if note:  # where the messages went, when that was a local choice
+        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
+    print(json.dumps(report.as_dict()), flush=True)
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
+    """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
+    from ...operations import reconciler
+    from ...platform import logs as service_logging
+
+    service_logging.configure(runtime.config.logging, stderr=True)  # its log records on stderr, the report on stdout
+    report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
+    print(json.dumps(report.as_json()), flush=True)
+    return 0
+
+
+def add_dispatch(sub: Any) -> None:
+    add_command(
+        sub,
+        "dispatch",
+        "run one delivery-worker invocation now (prints its report)",
+        "One dispatch invocation, as Cloud Scheduler triggers it: claim ready deliveries, send them "
+        "through this environment's transports, settle the outcomes. The report is JSON on stdout, "
+        "log records on stderr.",
+        cmd_dispatch,
+        json_help=_ALWAYS_JSON,
+    )
+
+
+def add_reconcile(sub: Any) -> None:
+    add_command(
+        sub,
+        "reconcile",
+        "run one reconcile sweep now (prints its report)",
+        "One reconcile sweep, as Cloud Scheduler triggers it: expired leases, ambiguous attempts, "
+        "retention. The report is JSON on stdout, log records on stderr.",
+        cmd_reconcile,
+        json_help=_ALWAYS_JSON,
+    )
