@@ -224,7 +224,7 @@ def delivery_note(
     if verification["status"] != "pending" or intent is None:
         return None
     if intent["status"] == "failed" and fallback is not None and fallback["status"] not in ("failed", "suppressed"):
-        return f"the primary failed for good; the {fallback['channel']} fallback: {fallback['why']}"  # issue 14
+        return f"the primary failed for good; the {fallback['channel']} fallback: {fallback['why']}"
     if intent["status"] == "failed":
         return (
             "delivery failed for good: no message was delivered, none will be sent; the user needs a new verification"
