@@ -19,6 +19,7 @@ from standardwebhooks import Webhook
 
 from signup_verification import runtime
 from support.auth import cloud_run_identity
+from support.client_calls import fresh_email, no_sleep
 from support.paths import ROOT
 from support.served import serve
 
@@ -34,15 +35,7 @@ def urls(service_env):
 
 @pytest.fixture
 def client(urls):
-    return svc.Client(urls["create_verification"], urls["confirm_verification"], sleep=_no_sleep)
-
-
-def _no_sleep(seconds: float) -> None:
-    raise AssertionError(f"unexpected retry wait of {seconds} s")
-
-
-def _email() -> str:
-    return f"ada.{uuid.uuid4().hex[:8]}@example.com"
+    return svc.Client(urls["create_verification"], urls["confirm_verification"], sleep=no_sleep)
 
 
 def _count(db) -> int:
@@ -50,7 +43,7 @@ def _count(db) -> int:
 
 
 def test_create_then_get_reads_the_verification_back(client, db):
-    created = client.create("acct-1", "email", _email(), locale="ja")
+    created = client.create("acct-1", "email", fresh_email(), locale="ja")
     assert created.status == "pending" and not created.replayed and uuid.UUID(created.idempotency_key)
     state = client.get(created.verification_id)
     assert (state.status, state.account_id, state.channel) == ("pending", "acct-1", "email")
@@ -59,7 +52,7 @@ def test_create_then_get_reads_the_verification_back(client, db):
 
 
 def test_the_kept_key_replays_instead_of_creating_twice(client, db):
-    destination = _email()
+    destination = fresh_email()
     first = client.create("acct-2", "email", destination)
     replay = client.create("acct-2", "email", destination, idempotency_key=first.idempotency_key)
     assert replay.replayed and replay.verification_id == first.verification_id and _count(db) == 1
@@ -69,18 +62,18 @@ def test_typed_errors_from_problem_json(client, db):
     with pytest.raises(svc.InvalidRequest) as bad:
         client.create("acct-3", "email", "not an address")
     assert [e["pointer"] for e in bad.value.errors] == ["#/destination"]
-    first = client.create("acct-3", "email", _email())
+    first = client.create("acct-3", "email", fresh_email())
     with pytest.raises(svc.IdempotencyKeyReused):
-        client.create("acct-3", "email", _email(), idempotency_key=first.idempotency_key)
+        client.create("acct-3", "email", fresh_email(), idempotency_key=first.idempotency_key)
     with pytest.raises(svc.NotFound):
         client.get(str(uuid.uuid4()))
     with pytest.raises(svc.InvalidRequest):
-        client.create("acct-3", "email", _email(), return_url="https://evil.example/")  # no allowed origin
+        client.create("acct-3", "email", fresh_email(), return_url="https://evil.example/")  # no allowed origin
     assert _count(db) == 1
 
 
 def test_a_429_longer_than_the_wait_bound_is_raised_with_its_retry_after(client, db):
-    destination = _email()
+    destination = fresh_email()
     client.create("acct-4", "email", destination)
     with pytest.raises(svc.RateLimited) as limited:
         client.create("acct-5", "email", destination)  # within RATE_LIMIT_SPACING_SECONDS (60)
@@ -99,7 +92,7 @@ def test_a_503_is_retried_after_its_retry_after_with_the_same_key(urls, db, monk
         runtime.reset()
 
     client = svc.Client(urls["create_verification"], sleep=database_back)
-    created = client.create("acct-6", "email", _email())
+    created = client.create("acct-6", "email", fresh_email())
     assert waits == [5.0] and created.status == "pending" and not created.replayed
     assert db.run("SELECT count(*) FROM idempotency_keys WHERE key = :k", k=created.idempotency_key)[0][0] == 1
 
@@ -110,7 +103,7 @@ def test_retries_are_bounded(urls, monkeypatch):
     waits: list[float] = []
     client = svc.Client(urls["create_verification"], max_attempts=3, sleep=waits.append)
     with pytest.raises(svc.Unavailable) as unavailable:
-        client.create("acct-7", "email", _email())
+        client.create("acct-7", "email", fresh_email())
     assert waits == [5.0, 5.0] and unavailable.value.retry_after == 5
 
 
@@ -134,9 +127,9 @@ def test_signed_requests_for_create_and_get(urls, monkeypatch):
     runtime.reset()
     unsigned = svc.Client(urls["create_verification"])
     with pytest.raises(svc.Unauthenticated):
-        unsigned.create("acct-9", "email", _email())
+        unsigned.create("acct-9", "email", fresh_email())
     signed = svc.Client(urls["create_verification"], auth=svc.SignedRequests.from_key(SIGNING_KEY))
-    created = signed.create("acct-9", "email", _email())
+    created = signed.create("acct-9", "email", fresh_email())
     assert signed.get(created.verification_id).status == "pending"
     with pytest.raises(svc.Unauthenticated):
         unsigned.get(created.verification_id)
@@ -158,11 +151,11 @@ def test_a_google_id_token_in_production(urls, monkeypatch):
 
     create_url = urls["create_verification"]
     client = svc.Client(create_url, auth=svc.GoogleIdToken(create_url, fetch=fetch))
-    created = client.create("acct-10", "email", _email())
+    created = client.create("acct-10", "email", fresh_email())
     assert client.get(created.verification_id).status == "pending"
     assert audiences == [create_url]  # fetched once, cached until shortly before its expiry
     with pytest.raises(svc.Unauthenticated):
-        svc.Client(create_url).create("acct-10", "email", _email())
+        svc.Client(create_url).create("acct-10", "email", fresh_email())
 
 
 def test_google_id_tokens_come_from_google_auth(monkeypatch):
@@ -258,7 +251,7 @@ def test_a_short_429_is_waited_out_and_retried_with_the_same_key(urls, db, monke
         time.sleep(seconds)
 
     client = svc.Client(urls["create_verification"], sleep=wait)
-    destination = _email()
+    destination = fresh_email()
     client.create("acct-11", "email", destination)
     second = client.create("acct-12", "email", destination)  # within the 1 s spacing: 429, Retry-After 1
     assert waits == [1.0] and second.status == "pending" and not second.replayed and _count(db) == 2

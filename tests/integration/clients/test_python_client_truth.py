@@ -13,6 +13,7 @@ import requests
 import signup_verification_client as svc
 
 from signup_verification import runtime
+from support.client_calls import fresh_email, no_sleep
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
@@ -35,20 +36,12 @@ def urls(service_env, monkeypatch):
 
 @pytest.fixture
 def client(urls):
-    return svc.Client(urls["create_verification"], urls["confirm_verification"], sleep=_no_sleep)
-
-
-def _no_sleep(seconds: float) -> None:
-    raise AssertionError(f"unexpected retry wait of {seconds} s")
-
-
-def _email() -> str:
-    return f"ada.{uuid.uuid4().hex[:8]}@example.com"
+    return svc.Client(urls["create_verification"], urls["confirm_verification"], sleep=no_sleep)
 
 
 # -- the fallback and the key to retry with ------------------------------------------------------
 def test_a_fallback_is_sent_with_the_create_and_its_policy_comes_back(client):
-    created = client.create("acct-f1", "email", _email(), fallback=svc.Fallback("sms", PHONE, 30))
+    created = client.create("acct-f1", "email", fresh_email(), fallback=svc.Fallback("sms", PHONE, 30))
     assert created.fallback == svc.FallbackPolicy("sms", 30, "fallback")
     state = client.get(created.verification_id)
     assert [(d.channel, d.role) for d in state.deliveries] == [("email", "primary"), ("sms", "fallback")]
@@ -56,17 +49,17 @@ def test_a_fallback_is_sent_with_the_create_and_its_policy_comes_back(client):
 
 
 def test_a_fallback_due_at_once_is_the_both_policy_and_no_fallback_reads_none(client):
-    both = client.create("acct-f2", "sms", PHONE, fallback=svc.Fallback("email", _email(), 0))
+    both = client.create("acct-f2", "sms", PHONE, fallback=svc.Fallback("email", fresh_email(), 0))
     assert both.fallback == svc.FallbackPolicy("email", 0, "both")
-    assert client.create("acct-f3", "email", _email()).fallback is None
+    assert client.create("acct-f3", "email", fresh_email()).fallback is None
 
 
 def test_a_refused_fallback_is_an_invalid_request_naming_it(client, db):
     with pytest.raises(svc.InvalidRequest) as same_channel:
-        client.create("acct-f4", "email", _email(), fallback=svc.Fallback("email", _email(), 30))
+        client.create("acct-f4", "email", fresh_email(), fallback=svc.Fallback("email", fresh_email(), 30))
     assert [e["pointer"] for e in same_channel.value.errors] == ["#/fallback"]
     with pytest.raises(svc.InvalidRequest) as too_late:  # due at or after expiry: never sendable
-        client.create("acct-f4", "email", _email(), fallback=svc.Fallback("sms", PHONE, 600))
+        client.create("acct-f4", "email", fresh_email(), fallback=svc.Fallback("sms", PHONE, 600))
     assert [e["pointer"] for e in too_late.value.errors] == ["#/fallback/after_seconds"]
     assert db.run("SELECT count(*) FROM verifications")[0][0] == 0
 
@@ -75,12 +68,14 @@ def test_every_error_create_raises_carries_the_key_it_was_sent_under(client, url
     with pytest.raises(svc.InvalidRequest) as invalid:
         client.create("acct-k1", "email", "not an address")
     assert uuid.UUID(invalid.value.idempotency_key or "")
-    first = client.create("acct-k1", "email", _email())
+    first = client.create("acct-k1", "email", fresh_email())
     with pytest.raises(svc.IdempotencyKeyReused) as reused:
-        client.create("acct-k1", "email", _email(), idempotency_key=first.idempotency_key)
+        client.create("acct-k1", "email", fresh_email(), idempotency_key=first.idempotency_key)
     assert reused.value.idempotency_key == first.idempotency_key
     with pytest.raises(svc.Unavailable) as unreachable:  # nothing listens there: the service may or may not have it
-        svc.Client("http://127.0.0.1:9/", max_attempts=1).create("acct-k1", "email", _email(), idempotency_key="k-9")
+        svc.Client("http://127.0.0.1:9/", max_attempts=1).create(
+            "acct-k1", "email", fresh_email(), idempotency_key="k-9"
+        )
     assert (unreachable.value.slug, unreachable.value.idempotency_key) == ("unreachable", "k-9")
     assert client.get(first.verification_id).status == "pending"  # get raises nothing here; its errors have no key
 
@@ -90,7 +85,7 @@ def test_the_key_of_a_failed_create_retries_it_once_the_service_is_back(urls, db
     monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
     runtime.reset()
     client = svc.Client(urls["create_verification"], max_attempts=1)
-    destination = _email()
+    destination = fresh_email()
     with pytest.raises(svc.Unavailable) as down:
         client.create("acct-k2", "email", destination, fallback=svc.Fallback("sms", PHONE, 30))
     key = down.value.idempotency_key
@@ -107,7 +102,7 @@ def test_the_key_of_a_failed_create_retries_it_once_the_service_is_back(urls, db
 
 # -- the proof is named (needs the service's verified_channel / verified_via) ----------------------
 def test_an_email_verification_confirmed_by_its_sms_fallback_names_the_phone(client, db):
-    created = client.create("acct-p1", "email", _email(), fallback=svc.Fallback("sms", PHONE, 0))
+    created = client.create("acct-p1", "email", fresh_email(), fallback=svc.Fallback("sms", PHONE, 0))
     before = client.get(created.verification_id)
     assert (before.verified_channel, before.verified_via) == (None, None)
     confirmed = client.confirm_code(created.verification_id, sms_code(db, uuid.UUID(created.verification_id)))
@@ -124,7 +119,7 @@ def test_an_email_verification_confirmed_by_its_sms_fallback_names_the_phone(cli
 
 
 def test_a_link_confirmed_verification_names_the_email(client, urls, db):
-    created = client.create("acct-p2", "email", _email(), fallback=svc.Fallback("sms", PHONE, 0))
+    created = client.create("acct-p2", "email", fresh_email(), fallback=svc.Fallback("sms", PHONE, 0))
     token = link_token(db, uuid.UUID(created.verification_id))
     answer = requests.post(urls["confirm_verification"], json={"token": token}, timeout=10)
     assert answer.status_code == 200, answer.text
@@ -136,7 +131,7 @@ def test_a_link_confirmed_verification_names_the_email(client, urls, db):
 def test_a_refused_email_reads_failed_with_its_reason(client, db):
     with FakeSmtpServer() as smtp:
         smtp.behaviour = SmtpBehaviour(rcpt_reply=lambda address: "550 5.1.1 no such user")
-        created = client.create("acct-d1", "email", _email())
+        created = client.create("acct-d1", "email", fresh_email())
         run_dispatch(db, provider_settings(smtp=smtp))
     [delivery] = client.get(created.verification_id).deliveries
     assert (delivery.status, delivery.last_outcome, delivery.accepted_at) == ("failed", "failed", None)
