@@ -10,7 +10,7 @@ BENCH_PG_DIR / BENCH_DATABASE_URL); BENCH_DOC redirects the sections to another 
 
 Load: every section ends with the load average sampled while it was measured. A full run waits
 before each script, and the scripts with rounds before each round, up to --quiet-wait seconds for
-the 1-minute load to fall to --max-load (2, issue 18); a round still over it is flagged in its table
+the 1-minute load to fall to --max-load (2); a round still over it is flagged in its table
 and skipped from the medians when a quiet round exists. The summary at the top of
 docs/benchmarks.md is written by hand from the sections (its table lists each target's section).
 """
@@ -28,7 +28,8 @@ BENCH = Path(__file__).resolve().parent
 # question -> script; the order puts the CPU-heavy throughput comparison first, on a quiet server
 SCRIPTS = {
     "throughput": "throughput_bench.py",  # dispatcher vs raw-SQL limit vs pgqueuer
-    "provider": "dispatch_bench.py",  # 200 ms provider, budget respected
+    "provider": "dispatch_bench.py",  # 200 ms provider, budget respected; the defaults vs a 64-thread client
+    "spike": "spike_bench.py",  # 10,000 signups at 200/s through the local emulation with fan-out
     "create": "create_bench.py",  # create path through functions-framework
     "history": "history_bench.py",  # hot and operator paths with 10k vs 1M history
     "latency": "latency_bench.py",  # create -> accepted with the scheduler once a minute

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,8 +33,10 @@ def _summary(claimed: int, fmt: str, level: str = "INFO") -> str:
     from signup_verification.delivery.batch_sizing import LatencyEstimator
     from signup_verification.delivery.config import DispatchConfig
     from signup_verification.delivery.dispatcher import DispatchReport
+    from signup_verification.delivery.fanout import Invocation
 
     run.config, run.owner, run.abandoned, run.estimator = DispatchConfig(), "test:x", 0, LatencyEstimator()
+    run.invocation, run.fanout = Invocation(), SimpleNamespace(started=0)
     run.report = DispatchReport(claimed=claimed, accepted=claimed)
     run._log_summary()
     return out.getvalue()

@@ -43,6 +43,7 @@ __all__ = ["Config", "ConfigError", "load", "TOKEN_TARGETS"]
 
 # The targets that derive or check tokens; Cloud Run sets FUNCTION_TARGET for each deployment.
 TOKEN_TARGETS = frozenset({"create_verification", "confirm_verification", "dispatch"})
+READY_AGE_TTL_FRACTION = 0.2  # READY_AGE_ALERT_SECONDS defaults to this share of VERIFICATION_TTL_SECONDS
 LOG_LEVELS = frozenset({"CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET"})
 
 # pydantic scans every installed distribution's entry points for plugins when it builds the first
@@ -93,7 +94,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     digits = read.integer("SMS_CODE_DIGITS", 6, 6)
     timeout = read.integer("FUNCTION_TIMEOUT_SECONDS", 60, 5)
     send_timeout = read.positive("SEND_TIMEOUT_SECONDS", 10.0)
-    concurrency = read.integer("SEND_CONCURRENCY", 8, 1)
+    concurrency = sections.send_concurrency(read)  # per channel
+    ttl = read.integer("VERIFICATION_TTL_SECONDS", 600, 30)
     product = read.text("PRODUCT_NAME") or "Example"
     email_from = read.text("EMAIL_FROM") or "Signup <no-reply@localhost>"
     grace = read.positive("SHUTDOWN_GRACE_SECONDS", 8.0)
@@ -120,7 +122,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         http=HttpConfig(max_body_bytes=read.integer("MAX_BODY_BYTES", 16 * 1024, 256)),
         create=CreateConfig(
             code_digits=digits,
-            ttl_seconds=read.integer("VERIFICATION_TTL_SECONDS", 600, 30),
+            ttl_seconds=ttl,
             max_confirm_attempts=read.integer("MAX_CONFIRM_ATTEMPTS", 5, 1),
             max_delivery_attempts=read.integer("MAX_DELIVERY_ATTEMPTS", 5, 1),
             idempotency_ttl_seconds=read.integer("IDEMPOTENCY_TTL_SECONDS", 24 * 3600, 60),
@@ -137,7 +139,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             deployment=deployment,
             production=production,
             function_timeout_seconds=timeout,
-            send_concurrency=concurrency,
+            send_concurrency_max=concurrency,
             send_timeout_seconds=send_timeout,
             max_batch=read.integer("DISPATCH_MAX_BATCH", 500, 1),
             batch_seconds=read.positive("DISPATCH_BATCH_SECONDS", 2.0),
@@ -147,6 +149,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             idle_poll_seconds=read.positive("DISPATCH_IDLE_POLL_SECONDS", 0.25),
             sms_max_per_hour=sms_max,
             failures=reports.failures,
+            pacing=sections.pacing(read),
+            fanout=sections.fanout(read, production),
             messages=MessageConfig(
                 product_name=product,
                 email_from=email_from,
@@ -155,11 +159,15 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             ),
         ),
         retry=retry,
-        channels=sections.channels(read, production, local_dir, email_from, send_timeout, concurrency, reports),
+        channels=sections.channels(
+            read, production, local_dir, email_from, send_timeout, max(concurrency.values()), reports
+        ),
         reconciler=sections.reconciler(read, retry, deployment, timeout),
         signals=SignalsConfig(
             window_seconds=read.positive("SIGNALS_WINDOW_SECONDS", 300.0),
-            ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", 120.0),
+            # a fraction of the link TTL: time left to act before links expire unsent (docs/runbook.md)
+            ready_age_alert_seconds=read.positive("READY_AGE_ALERT_SECONDS", READY_AGE_TTL_FRACTION * ttl),
+            ttl_seconds=ttl,
             watermark_stale_seconds=read.positive("RECONCILE_STALE_SECONDS", 300.0),
             sms_max_per_hour=sms_max,
             awaiting_report_alert_seconds=(  # issue 13: only where provider reports are expected

@@ -4,11 +4,21 @@ wrong there (config.load raises every problem at once)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..api.auth import GUARDED_TARGETS, AuthConfig, SigningKey, parse_signing_keys
 from ..api.delivery_reports_config import DeliveryReportsConfig
 from ..delivery.channel_config import ChannelsConfig, SendGridConfig, SmtpConfig, TwilioConfig
+from ..delivery.config import (
+    CHANNELS,
+    DEFAULT_EMAIL_MAX_PER_SECOND,
+    DEFAULT_SEND_CONCURRENCY_MAX,
+    DEFAULT_SMS_MAX_PER_SECOND,
+    FanoutConfig,
+    PacingConfig,
+    documented_sender_mps,
+)
 from ..delivery.message_config import message_domain
 from ..delivery.webhook_config import DEFAULT_EVENT_TYPES, WebhookConfig, check_url, parse_events, parse_secrets
 from ..operations.reconciler.config import DAY, ReconcilerConfig, SmsLookupConfig
@@ -200,4 +210,59 @@ def auth(read: Reader, production: bool) -> AuthConfig:
         signed_targets=targets if keys else frozenset(),
         allowed_invokers=invokers,
         tolerance_seconds=tolerance,
+    )
+
+
+def send_concurrency(read: Reader) -> dict[str, int]:
+    """SEND_CONCURRENCY_MAX_EMAIL / _SMS / _WEBHOOK, each channel's most sends in flight per
+    invocation; SEND_CONCURRENCY sets all three (a per-channel variable wins)."""
+    every = read.integer("SEND_CONCURRENCY", 0, 1)
+    return {
+        channel: read.integer(
+            f"SEND_CONCURRENCY_MAX_{channel.upper()}", every or DEFAULT_SEND_CONCURRENCY_MAX[channel], 1
+        )
+        for channel in CHANNELS
+    }
+
+
+def pacing(read: Reader) -> PacingConfig:
+    """EMAIL_MAX_PER_SECOND, SMS_MAX_PER_SECOND and, with Twilio, TWILIO_SENDER_MPS (default: the
+    documented rate of TWILIO_FROM's kind of sender)."""
+    twilio = read.text("SMS_TRANSPORT") == "twilio"
+    mps = read.positive("TWILIO_SENDER_MPS", documented_sender_mps(read.text("TWILIO_FROM")))
+    return PacingConfig(
+        email_max_per_second=read.positive("EMAIL_MAX_PER_SECOND", DEFAULT_EMAIL_MAX_PER_SECOND),
+        sms_max_per_second=read.positive("SMS_MAX_PER_SECOND", DEFAULT_SMS_MAX_PER_SECOND),
+        twilio_sender_mps=mps if twilio else None,
+    )
+
+
+_QUEUE = re.compile(r"^projects/[a-z0-9.:-]+/locations/[a-z0-9-]+/queues/[A-Za-z0-9-]+$")
+
+
+def fanout(read: Reader, production: bool) -> FanoutConfig:
+    """DISPATCH_MAX_PARALLEL and where fan-out invocations are started: DISPATCH_FANOUT_URL (the
+    dispatch target) through DISPATCH_FANOUT_QUEUE (Cloud Tasks) with DISPATCH_FANOUT_SERVICE_ACCOUNT's
+    OIDC token, or, without a queue (never in production), POSTed by the local stand-in."""
+    url, queue = read.text("DISPATCH_FANOUT_URL"), read.text("DISPATCH_FANOUT_QUEUE")
+    account = read.text("DISPATCH_FANOUT_SERVICE_ACCOUNT")
+    if url and not url.startswith(("https://", "http://")):
+        read.fail(f"DISPATCH_FANOUT_URL must be an http(s) URL, got {url!r}")
+        url = None
+    if queue and not _QUEUE.match(queue):
+        read.fail(f"DISPATCH_FANOUT_QUEUE must be projects/PROJECT/locations/LOCATION/queues/QUEUE, got {queue!r}")
+        queue = None
+    if (queue or account) and not url:
+        read.fail("DISPATCH_FANOUT_QUEUE and DISPATCH_FANOUT_SERVICE_ACCOUNT need DISPATCH_FANOUT_URL")
+    if queue and not account:
+        read.fail("DISPATCH_FANOUT_QUEUE needs DISPATCH_FANOUT_SERVICE_ACCOUNT (the tasks' OIDC identity)")
+    if production and url and not (queue and url.startswith("https://")):
+        read.fail("in production DISPATCH_FANOUT_URL must be https and go through DISPATCH_FANOUT_QUEUE")
+        url = None
+    return FanoutConfig(
+        max_parallel=read.integer("DISPATCH_MAX_PARALLEL", FanoutConfig.max_parallel, 0),
+        drain_seconds=read.positive("DISPATCH_FANOUT_DRAIN_SECONDS", FanoutConfig.drain_seconds),
+        queue=queue,
+        url=url,
+        service_account=account,
     )
