@@ -14,6 +14,7 @@ import time
 
 from common import fresh_database, log, server
 from signup_verification.outbox import transitions
+from signup_verification.outbox.failure_policy import FailurePolicy
 from signup_verification.platform.database import Database, load_sql
 from support.fakes.seed import seed_intents
 
@@ -29,15 +30,24 @@ def seed(db: Database, n: int) -> None:
 
 def drain(db: Database, batch: int, fused: bool = True) -> int:
     """claim (fused: begins the attempts) -> start -> settle(accepted) until nothing is eligible, as the
-    dispatcher does; returns intents settled. `fused=False`: the two-step shape before issue 18
+    dispatcher does; returns intents settled. `fused=False`: the two-step shape before the fused claim
     (claim -> begin_attempts.sql, a second non-HOT UPDATE and the attempt row there)."""
     claim, settle = load_sql(OUTBOX, "claim.sql"), load_sql(OUTBOX, "settle.sql")
     start = load_sql(OUTBOX, "start.sql" if fused else "begin_attempts.sql")
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.rows(  # no SMS budget
-            claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=fused, dead_within=0.0
+        rows = db.rows(  # no SMS budget; every channel up to the batch
+            claim,
+            owner=OWNER,
+            limit=batch,
+            email_limit=batch,
+            sms_limit=batch,
+            webhook_limit=batch,
+            lease_seconds=60,
+            sms_max=None,
+            begin=fused,
+            dead_within=0.0,
         )
         if not rows:
             return done
@@ -56,6 +66,12 @@ def drain(db: Database, batch: int, fused: bool = True) -> int:
             provider_refs=["raw"] * n,
             segments=[None] * n,
             attempted=[True] * n,
+            categories=[None] * n,
+            codes=[None] * n,
+            providers=[None] * n,
+            faults=[None] * n,
+            holds=[False] * n,
+            **FailurePolicy().parameters(),
         )
         done += len(applied)
 

@@ -51,4 +51,5 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
     assert "whole verification" in text and "pgqueuer job" in text  # the cost bench, side by side
     assert "OVERRUN" not in text and "| nan" not in text and "error:" not in text
     assert "invocation ÷ client" in text  # one invocation with the defaults beside a plain 64-thread client
-    assert "links expired unsent | **0**" in text and "duplicates (messages the fake took twice) | **0**" in text
+    assert "| links expired unsent (target 0) | **0** |" in text  # the spike, through the local emulation
+    assert "| duplicates: messages the fake took twice (target 0) | **0** |" in text

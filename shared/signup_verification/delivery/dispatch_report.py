@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, assert_never
 
 from ..outbox.states import IntentStatus
+from .sending import SendOutcome
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
 
@@ -43,6 +45,21 @@ class DispatchReport:
                 raise ValueError(f"settle never leaves an intent {settled}")
             case _:
                 assert_never(settled)
+
+    def tally(self, outcomes: Sequence[SendOutcome], applied: Mapping[int, str]) -> None:
+        """Count a settled batch by the status settle.sql left; an outcome that did not apply is stale."""
+        self.stale_writes += len(outcomes) - len(applied)
+        for outcome in outcomes:
+            status = applied.get(outcome.intent.id)
+            if status is not None:
+                self.count(IntentStatus(status))
+            else:
+                _log.warning(
+                    "stale write: intent %s was taken over before its %s outcome was recorded",
+                    outcome.intent.id,
+                    outcome.result.outcome,
+                    extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
+                )
 
     def log(self, extra_fields: dict[str, Any], moved_otherwise: bool) -> None:
         """The `dispatch_summary` record: INFO when anything moved, DEBUG for an idle tick."""

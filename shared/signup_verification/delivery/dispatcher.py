@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ..outbox import RetryPolicy, heartbeats, transitions
-from ..outbox.states import IntentStatus
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
@@ -217,7 +216,9 @@ class Dispatcher:
         if plan is None:
             return None
         claimed = self._claim(plan.size, plan.limits, plan.lease_seconds)
-        self.fanout.consider(len(claimed), claim_full=len(claimed) >= plan.size, budgets=budgets)
+        counts = Counter(i.channel for i in claimed)
+        full = len(claimed) >= plan.size or any(0 < n <= counts[c] for c, n in plan.limits.items())  # more waits
+        self.fanout.consider(len(claimed), claim_full=full, budgets=budgets)
         if not claimed:
             self._drained = True
             return None
@@ -225,7 +226,7 @@ class Dispatcher:
         self.report.claimed += len(claimed)
         self._record_claim()
         self._fault("after_claim")
-        expected = batch_seconds_of(Counter(i.channel for i in claimed), budgets)
+        expected = batch_seconds_of(counts, budgets)
         return _Claimed(self._suppress_dead(claimed), plan.lease_seconds, expected, budgets)
 
     def _budgets(self) -> dict[str, ChannelBudget]:
@@ -340,22 +341,7 @@ class Dispatcher:
     def _settle(self, outcomes: Sequence[SendOutcome]) -> None:
         """Record a finished batch's outcomes (one statement) and count them."""
         settlements = [o.settlement(self.policy) for o in outcomes]
-        self._tally(outcomes, transitions.settle(self.db, self.owner, settlements, self.config.failures))
-
-    def _tally(self, outcomes: Sequence[SendOutcome], applied: dict[int, str]) -> None:
-        """Count a settled batch by the status settle.sql left; an outcome that did not apply is stale."""
-        self.report.stale_writes += len(outcomes) - len(applied)
-        for outcome in outcomes:
-            status = applied.get(outcome.intent.id)
-            if status is not None:
-                self.report.count(IntentStatus(status))
-            else:
-                _log.warning(
-                    "stale write: intent %s was taken over before its %s outcome was recorded",
-                    outcome.intent.id,
-                    outcome.result.outcome,
-                    extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
-                )
+        self.report.tally(outcomes, transitions.settle(self.db, self.owner, settlements, self.config.failures))
 
     # -- for the operator and the fault tests ---------------------------------------------------------------
     def _record_claim(self) -> None:

@@ -70,11 +70,13 @@ def live_slots(db) -> list[dict]:
 
 
 def test_a_backlog_one_invocation_cannot_drain_in_time_starts_more_within_the_bound(db):
-    """4 senders at 50 ms are ~64 sends/s: 2,000 eligible are ~30 s of work for a 1 s drain target.
-    The scheduled invocation reserves and enqueues DISPATCH_MAX_PARALLEL (3), never more."""
+    """4 senders at 50 ms are ~64 sends/s: 2,000 eligible email are ~30 s of work for a 1 s drain target.
+    The scheduled invocation reserves and enqueues DISPATCH_MAX_PARALLEL (3), never more. (The SMS
+    channel has nothing waiting: a claim full of email is full all the same.)"""
     seed_intents(db, 2000)
     tasks = Recorded()
-    report = run_dispatch(db, fanout_settings(), channels={"email": Slow(0.05)}, estimator=warm(0.05), tasks=tasks)
+    channels = {"email": Slow(0.05), "sms": Slow(0.05)}
+    report = run_dispatch(db, fanout_settings(), channels=channels, estimator=warm(0.05), tasks=tasks)
     assert report.claimed > 0
     slots = [body["fanout"]["slot"] for body in tasks.bodies]
     assert len(slots) == 3 and len(set(slots)) == 3

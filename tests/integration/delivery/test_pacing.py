@@ -72,15 +72,7 @@ def test_a_slowed_channel_is_left_alone_by_every_invocations_claim_and_the_other
         "INSERT INTO channel_pacing (channel, slow_until, seconds, reason)"
         " VALUES ('email', now() + interval '30 seconds', 30, 'sendgrid: 429')"
     )
-    settings = sendgrid_settings(
-        sendgrid,
-        sms_transport="twilio",
-        twilio_account_sid=twilio.account_sid,
-        twilio_auth_token=twilio.auth_token,
-        twilio_from="+15005550006",
-        twilio_api_url=twilio.url,
-        twilio_sender_mps=1000,
-    )
+    settings = sendgrid_settings(sendgrid, twilio=twilio)
     first = run_dispatch(db, settings)
     assert (first.claimed, first.accepted, sendgrid.requests, len(twilio.deliveries)) == (1, 1, 0, 1)
     db.run("UPDATE channel_pacing SET slow_until = now() - interval '1 second'")
