@@ -16,15 +16,15 @@ when the provider accepted).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 
-from common import ROOT, fresh_database, load, log, machine, quiet_round, server, write_section
-from create_bench import free_port, request
+from common import fresh_database, load, log, machine, quiet_round, server, write_section
+from create_bench import free_port
+from provider_http import serve
 from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load as load_config
@@ -44,7 +44,6 @@ SELECT extract(epoch FROM a.observed_at - v.created_at)
 
 def start_dispatch(url: str, port: int, idle_wait: bool, timeout: int, margin: float) -> subprocess.Popen:
     env = {
-        **os.environ,
         "DATABASE_URL": url,
         "TOKEN_KEYS": TEST_TOKEN_KEYS,
         "ENVIRONMENT": "local",
@@ -55,29 +54,8 @@ def start_dispatch(url: str, port: int, idle_wait: bool, timeout: int, margin: f
         "FUNCTION_TIMEOUT_SECONDS": str(timeout),
         "DISPATCH_SAFETY_MARGIN_SECONDS": str(margin),
         "DISPATCH_IDLE_WAIT": "true" if idle_wait else "false",
-        "FUNCTION_TARGET": "dispatch",
     }
-    cmd = [
-        str(ROOT / ".venv" / "bin" / "functions-framework"),
-        "--source",
-        str(ROOT / "functions" / "main.py"),
-        "--target",
-        "dispatch",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # a GET answers 405 once the server is up (dispatch wants POST)
-        try:
-            request(port, "GET", "/")
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("dispatch server did not start")
+    return serve("dispatch", port, env)
 
 
 def run(

@@ -37,8 +37,17 @@ def drain(db: Database, batch: int, fused: bool = True) -> int:
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.rows(  # no SMS budget
-            claim, owner=OWNER, limit=batch, lease_seconds=60, sms_max=None, begin=fused, dead_within=0.0
+        rows = db.rows(  # no SMS budget; every channel up to the batch
+            claim,
+            owner=OWNER,
+            limit=batch,
+            email_limit=batch,
+            sms_limit=batch,
+            webhook_limit=batch,
+            lease_seconds=60,
+            sms_max=None,
+            begin=fused,
+            dead_within=0.0,
         )
         if not rows:
             return done

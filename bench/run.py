@@ -28,7 +28,8 @@ BENCH = Path(__file__).resolve().parent
 # question -> script; the order puts the CPU-heavy throughput comparison first, on a quiet server
 SCRIPTS = {
     "throughput": "throughput_bench.py",  # dispatcher vs raw-SQL limit vs pgqueuer
-    "provider": "dispatch_bench.py",  # 200 ms provider, budget respected
+    "provider": "dispatch_bench.py",  # 200 ms provider, budget respected; the defaults vs a 64-thread client
+    "spike": "spike_bench.py",  # 10,000 signups at 200/s through the local emulation with fan-out
     "create": "create_bench.py",  # create path through functions-framework
     "history": "history_bench.py",  # hot and operator paths with 10k vs 1M history
     "latency": "latency_bench.py",  # create -> accepted with the scheduler once a minute

@@ -9,18 +9,24 @@ locals {
   any_record = { threshold = 0, duration = "0s", period = "300s", aligner = "ALIGN_SUM", reducer = "REDUCE_SUM" }
   # A page on the p99 of an age over one minute, held for a minute.
   age_over = { duration = "60s", period = "60s", aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX" }
+  # Age thresholds are bucket bounds of the age metric (metrics.tf), so each percentile is exact there.
+  age_thresholds = [30, 60, 90, 120, 180, 300, 600]
+  # The oldest-ready page: as set, else a fifth of the link TTL (time to act before links expire unsent).
+  oldest_ready_threshold = coalesce(var.oldest_ready_threshold_seconds, max(concat([30], [for b in local.age_thresholds : b if b <= 0.2 * var.verification_ttl_seconds])...))
+  # The backlog page: the ready backlog would take longer than a link lives to drain at the measured rate.
+  drain_threshold = max(concat([30], [for b in local.age_bounds : b if b <= var.verification_ttl_seconds])...)
 
   threshold_alerts = merge(
     {
       oldest_ready = merge(local.age_over, {
-        display_name = "${var.name}: verification waiting > ${var.oldest_ready_threshold_seconds}s"
+        display_name = "${var.name}: verification waiting > ${local.oldest_ready_threshold}s"
         severity     = "CRITICAL"
         condition    = "oldest eligible intent age by channel"
         # webhook events page on their own threshold and text (webhooks.tf): a receiver outage is not people waiting
         filter    = "metric.type=\"${local.metric_type["oldest_ready_seconds"]}\" AND ${local.run_filter} AND metric.label.channel != \"webhook\""
-        threshold = var.oldest_ready_threshold_seconds
+        threshold = local.oldest_ready_threshold
         group_by  = ["metric.label.channel", "metric.label.deployment"]
-        text      = "Eligible verification messages of one channel are waiting longer than ${var.oldest_ready_threshold_seconds}s: people are not getting their link or code. Check, in order: the dispatch function's logs and errors, the ready count (growing = arrivals outpace sends), delivery attempts by outcome (provider rejecting?), the reconciler watermark. docs/deploy.md, Runbook."
+        text      = "Eligible verification messages of one channel are waiting longer than ${local.oldest_ready_threshold}s: people are not getting their link or code. Check, in order: the dispatch function's logs and errors, the ready count (growing = arrivals outpace sends), delivery attempts by outcome (provider rejecting?), the reconciler watermark. docs/deploy.md, Runbook."
       })
       watermark_stale = merge(local.age_over, {
         display_name = "${var.name}: reconciler watermark older than ${var.watermark_stale_threshold_seconds}s"
@@ -46,6 +52,23 @@ locals {
         filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_paused_records.name}\" AND ${local.run_filter}"
         group_by     = ["metric.label.deployment"]
         text         = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour."
+      })
+      sms_budget_warning = merge(local.any_record, {
+        display_name = "${var.name}: SMS budget 80 % used this hour"
+        severity     = "WARNING"
+        condition    = "records reporting 80 % of the SMS budget used"
+        filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_warning_records.name}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.deployment"]
+        text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${var.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping)."
+      })
+      backlog_drain = merge(local.age_over, {
+        display_name = "${var.name}: backlog drains slower than links live (> ${local.drain_threshold}s)"
+        severity     = "CRITICAL"
+        condition    = "time to drain the ready backlog at the measured send rate, by channel"
+        filter       = "metric.type=\"${local.metric_type["drain_seconds"]}\" AND ${local.run_filter} AND metric.label.channel != \"webhook\""
+        threshold    = local.drain_threshold
+        group_by     = ["metric.label.channel", "metric.label.deployment"]
+        text         = "At the rate sends began over the last 5 minutes, the ready backlog of one channel takes longer to drain than a link lives (${var.verification_ttl_seconds}s): links will expire unsent. Check `verifyctl status` (drains in, the fan-out line, a provider's slow-down), the dispatch logs (dispatch_fanout records: is the fan-out at dispatch_max_parallel?), the provider pacing (EMAIL_MAX_PER_SECOND, TWILIO_SENDER_MPS). docs/runbook.md, \"Backlog against the TTL\"."
       })
     },
     local.report_alerts,

@@ -2,7 +2,7 @@
 # end, is the reconciler moving. Plus ambiguous intents beside the attempts.
 locals {
   dashboard_charts = [
-    { title = "Oldest eligible intent age (s), by channel", metrics = [local.metric_type["oldest_ready_seconds"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = var.oldest_ready_threshold_seconds },
+    { title = "Oldest eligible intent age (s), by channel", metrics = [local.metric_type["oldest_ready_seconds"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = local.oldest_ready_threshold },
     { title = "Ready intents, by channel", metrics = [local.metric_type["ready_count"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = null },
     { title = "Attempts in the last 5 minutes, by outcome and channel", metrics = [for o in local.attempt_outcomes : local.metric_type["attempts_${o}"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.channel"], threshold = null },
     { title = "Reconciler watermark age (s)", metrics = [local.metric_type["reconciler_watermark_age_seconds"]], aligner = "ALIGN_PERCENTILE_99", reducer = "REDUCE_MAX", by = ["metric.label.deployment"], threshold = var.watermark_stale_threshold_seconds },

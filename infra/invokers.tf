@@ -6,6 +6,8 @@ locals {
     { "create/signup-site" = { function = "create", member = "serviceAccount:${local.signup_site_email}" } },
     { for key in local.scheduled : "${key}/scheduler" => { function = key, member = google_service_account.scheduler.member } },
     { for m in var.operators : "status/${m}" => { function = "status", member = m } },
+    # the fan-out's tasks (fanout.tf) start more dispatch invocations with this identity's token
+    { for a in google_service_account.fanout : "dispatch/fanout" => { function = "dispatch", member = a.member } },
   )
   public_functions = [for key, spec in local.function_specs : key if spec.public]
 }

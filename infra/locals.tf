@@ -113,9 +113,14 @@ locals {
   reports_url = local.service_urls["reports"]
 
   # Connection budget (var.db_max_connections): one connection per request thread, per source.
-  # A new source of connections (a fan-out queue's parallel invocations) adds its own entry.
-  connection_budget = { for key, f in local.functions : key => f.max_instances * f.concurrency }
-  peak_connections  = sum(values(local.connection_budget))
+  # The fan-out's invocations run on the dispatch service beyond its scheduled ones (fanout.tf):
+  # their own entry, and their own instances on top of dispatch's max_instances.
+  connection_budget = merge(
+    { for key, f in local.functions : key => f.max_instances * f.concurrency },
+    { dispatch_fanout = var.dispatch_max_parallel * local.functions["dispatch"].concurrency },
+  )
+  peak_connections = sum(values(local.connection_budget))
+  instance_limits  = { for key, f in local.functions : key => f.max_instances + (key == "dispatch" ? var.dispatch_max_parallel : 0) }
 
   labels = { service = "signup-verification", deployment = var.name }
 }

@@ -42,6 +42,12 @@ locals {
       bounds      = local.age_bounds
       description = "Age of the oldest delivery accepted in the last day without a delivered report from the provider, per channel."
     }
+    drain_seconds = {
+      field       = "drain_seconds"
+      unit        = "s"
+      bounds      = local.age_bounds
+      description = "Time the ready backlog takes to drain at the rate sends began over the signals window, per channel (alert: longer than the link TTL)."
+    }
     ambiguous_count = {
       field       = "ambiguous_count"
       unit        = "1"
@@ -135,6 +141,26 @@ resource "google_logging_metric" "oscillating_records" {
     }
   }
   label_extractors = local.channel_labels
+  depends_on       = [google_project_service.api]
+}
+
+# Records that report 80 % or more of this hour's SMS budget used: the warning before it pauses SMS.
+resource "google_logging_metric" "sms_budget_warning_records" {
+  name        = "${var.name}/sms_budget_warning_records"
+  description = "Signal records with sms_budget_used_percent >= 80: most of this hour's SMS budget is spent (SMS_MAX_PER_HOUR)."
+  filter      = "${local.signals_filter} AND jsonPayload.sms_budget_used_percent>=80"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "${var.name} SMS budget warning records"
+    labels {
+      key        = "deployment"
+      value_type = "STRING"
+    }
+  }
+  label_extractors = { deployment = "EXTRACT(jsonPayload.deployment)" }
   depends_on       = [google_project_service.api]
 }
 

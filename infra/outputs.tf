@@ -98,7 +98,7 @@ output "region" {
 output "run_capacity" {
   description = "What the services can use at their max_instances (one vCPU each, var.memory each): deploy.sh compares it with the project's Cloud Run quota."
   value = {
-    instances = sum([for f in values(local.functions) : f.max_instances])
+    instances = sum(values(local.instance_limits))
     cpu       = 1
     memory    = var.memory
   }

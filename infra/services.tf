@@ -15,7 +15,7 @@ locals {
     create    = var.signup_site_service_account != "" ? var.signup_site_service_account : "${var.name}-signup-site@${var.project_id}.iam.gserviceaccount.com"
     confirm   = ""
     reports   = "" # public: the providers' signatures are its guard
-    dispatch  = local.scheduler_email
+    dispatch  = local.fanout_on ? "${local.scheduler_email},${local.fanout_email}" : local.scheduler_email
     reconcile = local.scheduler_email
     status    = length(local.operator_emails) == length(var.operators) ? join(",", local.operator_emails) : ""
   }
@@ -35,13 +35,16 @@ locals {
     EMAIL_FROM            = var.email_from
     SMS_ALLOWED_COUNTRIES = join(",", var.sms_allowed_countries)
     SMS_MAX_PER_HOUR      = tostring(var.sms_max_per_hour)
-    SMTP_HOST             = var.smtp.host
-    SMTP_PORT             = tostring(var.smtp.port)
-    SMTP_USERNAME         = var.smtp.username
-    SMTP_SECURITY         = var.smtp.security
-    SMS_TRANSPORT         = var.sms_transport
-    TWILIO_ACCOUNT_SID    = var.twilio_account_sid
-    TWILIO_FROM           = var.twilio_from
+    # the link TTL, and the oldest-ready threshold the status alerts use (the page's, alerts.tf)
+    VERIFICATION_TTL_SECONDS = tostring(var.verification_ttl_seconds)
+    READY_AGE_ALERT_SECONDS  = tostring(local.oldest_ready_threshold)
+    SMTP_HOST                = var.smtp.host
+    SMTP_PORT                = tostring(var.smtp.port)
+    SMTP_USERNAME            = var.smtp.username
+    SMTP_SECURITY            = var.smtp.security
+    SMS_TRANSPORT            = var.sms_transport
+    TWILIO_ACCOUNT_SID       = var.twilio_account_sid
+    TWILIO_FROM              = var.twilio_from
     # Every function that changes a verification (confirm, reconcile, dispatch) writes its webhook
     # event; only dispatch sends them and reads WEBHOOK_SECRET.
     WEBHOOK_URL = var.webhook_url
@@ -57,7 +60,7 @@ locals {
   # returns an empty value as absent, so empty settings are left out rather than diffed forever.
   # (Only settings known at plan time are filtered, so the set of names is known at plan time.)
   function_env = { for key, spec in local.function_specs : key => merge(
-    { for name, value in merge(local.common_env, local.functions[key].env, {
+    { for name, value in merge(local.common_env, key == "dispatch" ? local.dispatch_env : {}, local.functions[key].env, {
       FUNCTION_TARGET          = spec.entry_point # what functions-framework serves from the shared image
       THREADS                  = tostring(local.functions[key].concurrency)
       FUNCTION_TIMEOUT_SECONDS = tostring(local.functions[key].timeout_seconds)
@@ -98,7 +101,7 @@ resource "google_cloud_run_v2_service" "function" {
 
     scaling {
       min_instance_count = local.functions[each.key].min_instances
-      max_instance_count = local.functions[each.key].max_instances
+      max_instance_count = local.instance_limits[each.key] # dispatch: its scheduled ones + the fan-out's
     }
 
     containers {

@@ -30,9 +30,63 @@ variable "sms_allowed_countries" {
 }
 
 variable "sms_max_per_hour" {
-  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and an alert fires."
+  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and a page fires; a warning at 80 %. Size it from the peak hour's SMS signups (docs/deploy.md, Sizing)."
   type        = number
   default     = 500
+  validation {
+    condition     = var.sms_max_per_hour >= 1
+    error_message = "sms_max_per_hour must be at least 1."
+  }
+}
+
+variable "verification_ttl_seconds" {
+  description = "How long a link or code lives (VERIFICATION_TTL_SECONDS). The oldest-ready page defaults to a fifth of it, and the backlog page fires when the backlog would take longer than it to drain."
+  type        = number
+  default     = 600
+  validation {
+    condition     = var.verification_ttl_seconds >= 30 && var.verification_ttl_seconds <= 86400
+    error_message = "verification_ttl_seconds must be between 30 and 86400."
+  }
+}
+
+variable "dispatch_max_parallel" {
+  description = "Dispatch invocations the fan-out may run at once beside the scheduled ones (DISPATCH_MAX_PARALLEL; the Cloud Tasks queue's max_concurrent_dispatches). Each is one more dispatch instance and one more database connection, counted in the connection budget. 0: no fan-out, no queue."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.dispatch_max_parallel >= 0 && var.dispatch_max_parallel <= 100 && floor(var.dispatch_max_parallel) == var.dispatch_max_parallel
+    error_message = "dispatch_max_parallel must be a whole number between 0 and 100."
+  }
+}
+
+variable "email_max_per_second" {
+  description = "Emails per second the deployment may send (EMAIL_MAX_PER_SECOND), shared by the dispatch invocations. Default: SendGrid's documented mail-send limit (docs/capacity.md); lower it for an SMTP relay with a smaller one."
+  type        = number
+  default     = 10000
+  validation {
+    condition     = var.email_max_per_second > 0
+    error_message = "email_max_per_second must be positive."
+  }
+}
+
+variable "sms_max_per_second" {
+  description = "Twilio Messages API requests per second the deployment may make (SMS_MAX_PER_SECOND), shared by the dispatch invocations."
+  type        = number
+  default     = 100
+  validation {
+    condition     = var.sms_max_per_second > 0
+    error_message = "sms_max_per_second must be positive."
+  }
+}
+
+variable "twilio_sender_mps" {
+  description = "Message segments per second twilio_from may send (TWILIO_SENDER_MPS). null: Twilio's documented rate for its kind (a long code 1, a toll-free number 3, a short code 100); set it for a Messaging Service (the sum of its senders) or a registered 10DLC number."
+  type        = number
+  default     = null
+  validation {
+    condition     = var.twilio_sender_mps == null ? true : var.twilio_sender_mps > 0
+    error_message = "twilio_sender_mps must be positive (or null)."
+  }
 }
 
 variable "email_from" {
@@ -73,12 +127,12 @@ variable "notification_channels" {
 }
 
 variable "oldest_ready_threshold_seconds" {
-  description = "Page when the oldest eligible intent of a channel is older than this. Must be a bucket bound of the age metric (so the percentile is exact at the threshold): 30, 60, 90, 120, 180, 300, 600."
+  description = "Page when the oldest eligible intent of a channel is older than this (READY_AGE_ALERT_SECONDS). null: a fifth of verification_ttl_seconds, rounded down to a bound (120 s for 600 s links). Must be a bucket bound of the age metric (so the percentile is exact at the threshold): 30, 60, 90, 120, 180, 300, 600."
   type        = number
-  default     = 120
+  default     = null
   validation {
-    condition     = contains([30, 60, 90, 120, 180, 300, 600], var.oldest_ready_threshold_seconds)
-    error_message = "oldest_ready_threshold_seconds must be one of 30, 60, 90, 120, 180, 300, 600."
+    condition     = var.oldest_ready_threshold_seconds == null ? true : contains([30, 60, 90, 120, 180, 300, 600], var.oldest_ready_threshold_seconds)
+    error_message = "oldest_ready_threshold_seconds must be null or one of 30, 60, 90, 120, 180, 300, 600."
   }
 }
 

@@ -28,6 +28,7 @@ resource "time_sleep" "metrics" {
         google_logging_metric.signal_records.name,
         google_logging_metric.oscillating_records.name,
         google_logging_metric.sms_budget_paused_records.name,
+        google_logging_metric.sms_budget_warning_records.name,
       ],
     ))
   }

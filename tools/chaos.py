@@ -9,11 +9,13 @@ Everything runs on this machine: a private embedded PostgreSQL in a temporary di
 shared test server), local SMTP and Twilio fakes on 127.0.0.1 that time out, reset connections,
 answer 429 with Retry-After or 5xx at random, `verifyctl dispatch` processes in N supervised slots
 (relaunched after each invocation, as Cloud Scheduler would, and after each kill), and
-`verifyctl reconcile` on a short schedule. While the chaos phase lasts, workers are SIGKILLed at
-random moments, some launches run tools/fault_dispatch.py (kill after the claim, after begin, after the
-provider accepted and before settle), one worker holding attempts is frozen (SIGSTOP) past its
-lease and resumed, the PostgreSQL server is stopped and started once, and verifications are
-superseded and expire mid-run. Then the faults stop, the run drains, and tools/chaos_checks.py
+`verifyctl reconcile` on a short schedule. The dispatch processes fan out: the invocations they
+start run as processes of their own (tools/chaos_fanout.py, as Cloud Tasks would start them).
+While the chaos phase lasts, workers are SIGKILLed at random moments (fan-out invocations among
+them, at least one mid-batch), some launches run tools/fault_dispatch.py (kill after the claim,
+after begin, after the provider accepted and before settle), one worker holding attempts is frozen
+(SIGSTOP) past its lease and resumed, the PostgreSQL server is stopped and started once, and
+verifications are superseded and expire mid-run. No invocation may run past its budget. Then the faults stop, the run drains, and tools/chaos_checks.py
 checks the invariants. Exit status 0 when every invariant held. docs/reliability.md has the figures.
 """
 
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_fallback  # noqa: E402  (mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
+from chaos_fanout import Fanout  # noqa: E402  (fan-out invocations as processes of their own)
 from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
 from chaos_injections import Injections  # noqa: E402  (kills, the freeze, the restart)
 from chaos_reports import Reports  # noqa: E402  (provider reports, duplicated, reordered, late)
@@ -84,7 +87,7 @@ class ChaosConfig:
         )
 
 
-class Run(Workers, Injections):
+class Run(Workers, Injections, Fanout):
     def __init__(self, config: ChaosConfig, workdir: Path, log=print):
         self.config = config
         self.workdir = workdir
@@ -99,6 +102,7 @@ class Run(Workers, Injections):
         self.token_keys = new_key_spec("chaos")
         self.keyring = Keyring.parse(self.token_keys)
         self.errors: list[str] = []
+        self.overruns: list[str] = []
         # Each crash point fires at least once (then at random): a launch whose point was never reached
         # (nothing to claim, say) hands its fault on to the next launch.
         self.fault_queue = deque(["after_send", "after_claim", "after_begin", "after_send"])
@@ -144,6 +148,7 @@ class Run(Workers, Injections):
                 "TWILIO_AUTH_TOKEN": self.twilio.auth_token,
                 "TWILIO_FROM": "+15005550006",
                 "TWILIO_API_URL": self.twilio.url,
+                "TWILIO_SENDER_MPS": "1000",  # the fake is no long code: its sends are not paced at 1/s
                 "SEND_TIMEOUT_SECONDS": str(c.send_timeout),
                 "SEND_CONCURRENCY": "8",
                 # The dispatcher claims one batch ahead: a killed worker's two batches wait out their 30 s leases.
@@ -160,6 +165,7 @@ class Run(Workers, Injections):
                 "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2",
                 "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
                 **self.webhooks.env(),
+                **self.start_fanout(),
             }
         )
         self.settings = load(self.env)
@@ -193,6 +199,7 @@ class Run(Workers, Injections):
             for t in threads:
                 t.join(60)
         self.figures["elapsed_seconds"] = round(time.monotonic() - self.started, 1)
+        self.stop_fanout()
         self.smtp.stop()
         self.twilio.stop()
         self.twilio.collect()
@@ -213,6 +220,8 @@ class Run(Workers, Injections):
             findings.fail("lost", "the run did not settle before --max-seconds")
         for error in self.errors:
             findings.fail("harness", error)
+        for overrun in self.overruns:
+            findings.fail("overrun", overrun)
         findings.figures.update(self.figures)
         findings.figures["faults_injected"] = dict(self.faults.injected)
         return findings

@@ -1,6 +1,7 @@
 """The chaos run's injections (tools/chaos.py mixes them into its Run): workers SIGKILLed at random
-moments (one holding leases when there is one), one worker frozen (SIGSTOP) past its lease while it
-holds a batch claimed ahead and resumed later, and the PostgreSQL server stopped and started once."""
+moments (one holding leases when there is one; a fan-out invocation holding leases first, once one
+does), one worker frozen (SIGSTOP) past its lease while it holds a batch claimed ahead and resumed
+later, and the PostgreSQL server stopped and started once."""
 
 from __future__ import annotations
 
@@ -74,10 +75,15 @@ class Injections(RunState):
                 if s["proc"] is not None and s["proc"].poll() is None and not s["paused"] and not s.get("fault")
             ]
             working = [s for s in live if s["proc"].pid in holders]
+            fanout_working = [s for s in working if s.get("fanout")]
+            if fanout_working and not self.figures.get("fanout_killed_mid_batch"):
+                working = fanout_working  # a fan-out invocation killed mid-batch, at least once
             if working or live:
                 slot = rng.choice(working or live)
                 slot["killed"] = True
                 os.kill(slot["proc"].pid, signal.SIGKILL)
+                if slot.get("fanout") and slot in working:
+                    self.figures["fanout_killed_mid_batch"] += 1
 
     def _freeze_one(self, db: Database) -> bool:
         """SIGSTOP a worker that holds claimed leases, for longer than its lease; SIGCONT it later. Whether it
@@ -97,6 +103,7 @@ class Injections(RunState):
                     and s["proc"].pid in pids
                     and s["proc"].poll() is None
                     and not s.get("fault")
+                    and not s.get("fanout")  # its exit is recorded by the slot loop of a scheduled one
                 ),
                 None,
             )  # one that will live to write

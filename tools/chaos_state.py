@@ -29,6 +29,11 @@ class RunState:
     chaos_on: threading.Event
     fault_queue: deque[str]
     log: Callable[[str], object]
+    errors: list[str]
+    overruns: list[str]
 
     def _elapsed(self) -> float:
+        raise NotImplementedError
+
+    def check_budget(self, out: str, frozen: bool) -> None:
         raise NotImplementedError

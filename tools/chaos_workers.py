@@ -49,6 +49,8 @@ class Workers(RunState):
                     killed_by_us = slot.pop("killed", False)
                     was_frozen = slot.pop("frozen", False)
                 claimed = self._record_exit(proc.returncode, out, fault, killed_by_us)
+                if proc.returncode == 0:
+                    self.check_budget(out, frozen=was_frozen)
                 if was_frozen:
                     self.figures["frozen_worker_exit"] = proc.returncode
                     self.figures["frozen_worker_stale_writes"] = (

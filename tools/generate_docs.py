@@ -26,13 +26,13 @@ from signup_verification.config import Config  # noqa: E402
 from signup_verification.delivery.classification import Fault, Rule, sendgrid, smtp, twilio  # noqa: E402
 from signup_verification.delivery.config import (  # noqa: E402
     ChannelsConfig,
-    DispatchConfig,
     MessageConfig,
     SendGridConfig,
     SmtpConfig,
     TwilioConfig,
     WebhookConfig,
 )
+from signup_verification.delivery.dispatch_config import DispatchConfig, FanoutConfig, PacingConfig  # noqa: E402
 from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, SignalsConfig, SmsLookupConfig  # noqa: E402
 from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
@@ -111,6 +111,8 @@ SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
         SendGridConfig,
         TwilioConfig,
         DispatchConfig,
+        PacingConfig,
+        FanoutConfig,
         ShutdownConfig,
         RetryPolicy,
         WebhookConfig,
@@ -140,8 +142,13 @@ def settings_rows() -> dict[str, list[Setting[Any]]]:
 
 def settings_table(table: str) -> str:
     lines = ["| variable | default | meaning |", "|---|---|---|"]
-    for spec in settings_rows()[table]:
-        names = f"`{spec.env}`" + "".join(f" (or `{alias}`)" for alias in spec.aliases)
+    rows = settings_rows()
+    earlier = [spec for name in list(rows)[: list(rows).index(table)] for spec in rows[name]]
+    shown = {alias for spec in earlier for alias in spec.aliases}  # an alias is named on its first row only
+    for spec in rows[table]:
+        aliases = [alias for alias in spec.aliases if alias not in shown]
+        shown.update(aliases)
+        names = f"`{spec.env}`" + "".join(f" (or `{alias}`)" for alias in aliases)
         lines.append(f"| {names} | {spec.shown()} | {spec.help} |")
     return "\n".join(lines)
 

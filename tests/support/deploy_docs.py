@@ -26,7 +26,8 @@ def _who_calls(infra: Infra, key: str) -> str:
     invokers = infra.locals["private_invokers"]
     scheduled = {job["function"] for job in infra.locals["scheduler_jobs"].values()}
     if key in scheduled:
-        return "the scheduler's service account"
+        fanout = " and the fan-out's (its Cloud Tasks)" if f'"{key}/fanout"' in invokers else ""
+        return "the scheduler's service account" + fanout
     if f'"{key}/signup-site"' in invokers:
         return "the signup site's service account only"
     if f'"{key}/${{m}}"' in invokers:
@@ -51,9 +52,12 @@ def functions_table(infra: Infra) -> str:
             ingress += f" (`{name}`)"
         secrets = ", ".join(f"`{env[s]}`" for s in spec["secrets"]) or "none"
         scale = defaults[key]
+        instances = str(scale["max_instances"])
+        if key == "dispatch" and fanout_default(infra):
+            instances = f"({instances} + {fanout_default(infra)} fan-out)"
         rows.append(
             f"| `NAME-{key}` | `{spec['entry_point']}` | {ingress} "
-            f"| {_who_calls(infra, key)} | {secrets} | {spec['db_role']} | {scale['max_instances']} × {scale['concurrency']} |"
+            f"| {_who_calls(infra, key)} | {secrets} | {spec['db_role']} | {instances} × {scale['concurrency']} |"
         )
     jobs = ", ".join(
         f"`NAME-{k.replace('_', '-')}` → {j['function']}" for k, j in infra.locals["scheduler_jobs"].items()
@@ -66,10 +70,17 @@ def functions_table(infra: Infra) -> str:
     )
 
 
+def fanout_default(infra: Infra) -> int:
+    """dispatch_max_parallel's default: the fan-out's invocations (infra/fanout.tf)."""
+    return int(infra.variables["dispatch_max_parallel"]["default"])
+
+
 def budget(infra: Infra) -> str:
     defaults = infra.locals["function_defaults"]
     terms = " + ".join(f"{k} {f['max_instances']}×{f['concurrency']}" for k, f in defaults.items())
-    peak = sum(f["max_instances"] * f["concurrency"] for f in defaults.values())
+    fanout = fanout_default(infra) * defaults["dispatch"]["concurrency"]
+    terms += f" + dispatch fan-out {fanout_default(infra)}×{defaults['dispatch']['concurrency']}"
+    peak = sum(f["max_instances"] * f["concurrency"] for f in defaults.values()) + fanout
     reserved = infra.variables["db_reserved_connections"]["default"]
     limit = infra.variables["db_max_connections"]["default"]
     tier = infra.variables["db_tier"]["default"]

@@ -36,6 +36,8 @@ def provider_settings(smtp=None, twilio=None, **overrides) -> Config:
             twilio_auth_token=twilio.auth_token,
             twilio_from="+15005550006",
             twilio_api_url=twilio.url,
+            # the fake is no real long code: its sends are not paced at one per second (a test of pacing sets it)
+            twilio_sender_mps=1000,
         )
     return make_config(**{**settings, **overrides})
 
@@ -76,6 +78,7 @@ def worker_env(database_url, smtp, twilio, tmp_path, **extra) -> dict[str, str]:
             "TWILIO_AUTH_TOKEN": twilio.auth_token,
             "TWILIO_FROM": "+15005550006",
             "TWILIO_API_URL": twilio.url,
+            "TWILIO_SENDER_MPS": "1000",
             "EMAIL_FROM": "Signup <no-reply@example.org>",
             "SEND_TIMEOUT_SECONDS": "5",
         }

@@ -27,7 +27,7 @@ class Served:
         return self.logs[target].read_text(errors="replace")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -47,10 +47,13 @@ def _wait_listening(port: int, process: subprocess.Popen, log: Path, timeout: fl
 
 
 @contextmanager
-def functions_framework(targets: list[str], env: dict[str, str], log_dir: Path) -> Iterator[Served]:
-    """Every target served by `python -m functions_framework` (1 worker, 2 threads) while the block runs."""
+def functions_framework(
+    targets: list[str], env: dict[str, str], log_dir: Path, ports: dict[str, int] | None = None
+) -> Iterator[Served]:
+    """Every target served by `python -m functions_framework` (1 worker, 2 threads unless `env` says
+    THREADS) while the block runs; `ports` fixes some targets' ports (a target that calls itself)."""
     processes: dict[str, subprocess.Popen] = {}
-    ports = {target: _free_port() for target in targets}
+    ports = {target: (ports or {}).get(target) or free_port() for target in targets}
     logs = {target: log_dir / f"{target}.log" for target in targets}
     child_env = {**os.environ, "WORKERS": "1", "THREADS": "2", "PYTHONUNBUFFERED": "1", **env}
     try:

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = (
     "throughput-bench",
     "dispatch-bench",
+    "spike-bench",
     "create-bench",
     "history-bench",
     "latency-bench",
@@ -49,3 +50,6 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
     assert "Load average (1 min) while measuring" in text  # every section records the load
     assert "whole verification" in text and "pgqueuer job" in text  # the cost bench, side by side
     assert "OVERRUN" not in text and "| nan" not in text and "error:" not in text
+    assert "invocation ÷ client" in text  # one invocation with the defaults beside a plain 64-thread client
+    assert "| links expired unsent (target 0) | **0** |" in text  # the spike, through the local emulation
+    assert "| duplicates: messages the fake took twice (target 0) | **0** |" in text

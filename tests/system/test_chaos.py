@@ -1,7 +1,8 @@
 """The chaos run (tools/chaos.py) in its CI size, and the checks it relies on.
 
-The slow test runs the whole thing: ~400 intents, 4 dispatch processes SIGKILLed at random and at
-each fault point (tools/fault_dispatch.py), one frozen past its lease, the reconciler on a 2 s schedule, providers
+The slow test runs the whole thing: ~400 intents, 4 dispatch processes and the fan-out invocations
+they start (tools/chaos_fanout.py) SIGKILLed at random and at each fault point
+(tools/fault_dispatch.py), one frozen past its lease, the reconciler on a 2 s schedule, providers
 that time out, reset, throttle and fail, and its private PostgreSQL restarted once (never the shared
 test server). The fast tests show that each invariant check does catch what it is meant to catch,
 and pin the liveness bug the first chaos run found.
@@ -54,6 +55,10 @@ def _missed_injections(f: dict) -> list[str]:
     ]
     if not (f.get("reconcile_leases_lost", 0) >= 1 and f.get("reconcile_claims_expired", 0) >= 1):
         missed.append("reconciler_recoveries")
+    if not f.get("fanout_invocations"):
+        missed.append("fanout")
+    if not f.get("fanout_killed_mid_batch"):
+        missed.append("fanout_kill")
     return missed
 
 

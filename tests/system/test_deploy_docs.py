@@ -22,7 +22,7 @@ def test_the_generated_blocks_match_infra(doc):
 
 def test_a_number_typed_into_a_block_is_caught():
     text = (DOCS / "deploy.md").read_text()
-    edited = text.replace("= **80** connections", "= **75** connections")
+    edited = text.replace("= **84** connections", "= **75** connections")
     assert edited != text and render_file(edited, load_infra()) == text
 
 

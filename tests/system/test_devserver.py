@@ -44,6 +44,9 @@ def test_children_get_the_mailbox_as_smtp_and_twilio_and_links_to_the_confirm_po
     assert (env["SMS_TRANSPORT"], env["TWILIO_API_URL"]) == ("twilio", "http://127.0.0.1:9090")
     assert env["TWILIO_ACCOUNT_SID"].startswith("AC") and env["TWILIO_FROM"] and env["TWILIO_AUTH_TOKEN"]
     assert "SMTP_PASSWORD" not in env and env["DATABASE_URL"] == "postgresql://u@h/db"
+    assert env["DISPATCH_FANOUT_URL"] == ""  # no dispatch target served: no fan-out
+    with_dispatch = devserver.child_environment({}, "x", "127.0.0.1", {**ports, "dispatch": 9002}, 9025, 9090)
+    assert with_dispatch["DISPATCH_FANOUT_URL"] == "http://127.0.0.1:9002/"  # its fan-out starts more of itself
     explicit = devserver.child_environment(
         {"VERIFY_LINK_BASE": "https://example.test/c"}, "x", "127.0.0.1", ports, 9025, 9090
     )

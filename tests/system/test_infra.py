@@ -212,7 +212,8 @@ def test_the_secret_scan_catches_a_committed_value():
 def test_connection_budget_fits_the_database():
     infra = load_infra()
     functions = infra.locals["function_defaults"]
-    peak = sum(f["max_instances"] * f["concurrency"] for f in functions.values())
+    fanout = infra.variables["dispatch_max_parallel"]["default"] * functions["dispatch"]["concurrency"]
+    peak = sum(f["max_instances"] * f["concurrency"] for f in functions.values()) + fanout
     reserved = infra.variables["db_reserved_connections"]["default"]
     assert peak + reserved <= infra.variables["db_max_connections"]["default"]
     # The arithmetic holds only while one connection serves one request thread per worker.
@@ -221,6 +222,13 @@ def test_connection_budget_fits_the_database():
     )
     assert infra.locals["common_env"]["WORKERS"] == "1"
     assert infra.locals["peak_connections"] == "${sum(values(local.connection_budget))}"
+    # The fan-out's invocations are a source of their own, on instances of their own (infra/fanout.tf).
+    budget = infra.locals["connection_budget"]
+    assert 'dispatch_fanout = var.dispatch_max_parallel * local.functions["dispatch"].concurrency' in budget
+    assert "var.dispatch_max_parallel" in infra.locals["instance_limits"]
+    service = infra.resource("google_cloud_run_v2_service", "function")
+    scaling = first(first(service["template"])["scaling"])
+    assert scaling["max_instance_count"] == "${local.instance_limits[each.key]}"
     instance = infra.resource("google_sql_database_instance", "main")
     precondition = first(first(instance["lifecycle"])["precondition"])
     assert "local.peak_connections + var.db_reserved_connections <= var.db_max_connections" in precondition["condition"]

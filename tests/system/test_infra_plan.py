@@ -148,7 +148,7 @@ def test_every_commented_block_of_the_example_plans_when_uncommented(tmp_path: P
     # a function's own setting (reports' env) reaches that function only.
     assert "SUPPRESSION_DAYS" in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["reports"]')
     assert "SUPPRESSION_DAYS" not in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
-    assert re.search(r"\+ peak_database_connections\s+= 80$", result.stdout, re.MULTILINE)
+    assert re.search(r"\+ peak_database_connections\s+= 84$", result.stdout, re.MULTILINE)
 
 
 def test_the_docs_state_what_the_plan_deploys(plan_text: str):
@@ -172,9 +172,27 @@ def test_a_partial_functions_map_overrides_only_what_it_names(tmp_path: Path, pl
     _, (copy, _example_arg, bundle_arg) = plan_run
     result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert re.search(r"\+ peak_database_connections\s+= 60$", result.stdout, re.MULTILINE)  # 80 - 20
+    assert re.search(r"\+ peak_database_connections\s+= 64$", result.stdout, re.MULTILINE)  # 84 - 20
     create = _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
     assert re.search(r"max_instance_count\s+= 20", create) and 'timeout                          = "30s"' in create
+
+
+def test_the_plan_bounds_the_fanout_queue_and_counts_its_connections(plan_text: str, tmp_path: Path, plan_run):
+    """The example plans the queue at dispatch_max_parallel (4) and 4 more dispatch instances and
+    connections; with dispatch_max_parallel = 0 there is no queue, no fan-out identity, no setting."""
+    queue = _planned_block(plan_text, "google_cloud_tasks_queue.dispatch_fanout[0]")
+    assert re.search(r"max_concurrent_dispatches\s+= 4", queue)
+    dispatch = _planned_block(plan_text, 'google_cloud_run_v2_service.function["dispatch"]')
+    assert re.search(r"max_instance_count\s+= 6", dispatch) and "DISPATCH_FANOUT_QUEUE" in dispatch
+    assert re.search(r"\+ dispatch_fanout\s+= 4$", plan_text, re.MULTILINE)  # the budget's own entry
+    var_file = tmp_path / "no-fanout.tfvars"
+    var_file.write_text(EXAMPLE.read_text() + "\ndispatch_max_parallel = 0\n")
+    _, (copy, _example_arg, bundle_arg) = plan_run
+    result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    addresses = planned_addresses(result.stdout)
+    assert not [a for a in addresses if "fanout" in a] and "DISPATCH_FANOUT_QUEUE" not in result.stdout
+    assert re.search(r"\+ peak_database_connections\s+= 80$", result.stdout, re.MULTILINE)
 
 
 def test_a_budget_the_database_cannot_hold_fails_the_plan(tmp_path: Path, plan_run):

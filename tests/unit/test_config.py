@@ -79,7 +79,8 @@ def test_defaults_are_the_documented_ones():
     assert (config.create.rate_limit_per_hour, config.create.rate_limit_spacing_seconds) == (5, 60)
     assert config.http.max_body_bytes == 16384
     d = config.dispatch
-    assert (d.function_timeout_seconds, d.send_concurrency, d.send_timeout_seconds, d.max_batch) == (60, 8, 10.0, 500)
+    assert (d.function_timeout_seconds, d.send_timeout_seconds, d.max_batch) == (60, 10.0, 500)
+    assert [d.concurrency(c) for c in ("email", "sms", "webhook")] == [128, 32, 32]
     assert (d.idle_wait, d.shutdown_grace_seconds) == (False, 8.0)
     assert (config.channels.email_transport, config.channels.smtp.host, config.channels.smtp.port) == (
         "console",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,10 +31,12 @@ def _summary(claimed: int, fmt: str, level: str = "INFO") -> str:
     logs.configure(fmt=fmt, level=level, stream=out, deployment="test")
     run = Dispatcher.__new__(Dispatcher)  # the summary needs only its report and bookkeeping
     from signup_verification.delivery.batch_sizing import LatencyEstimator
-    from signup_verification.delivery.config import DispatchConfig
+    from signup_verification.delivery.dispatch_config import DispatchConfig
     from signup_verification.delivery.dispatcher import DispatchReport
+    from signup_verification.delivery.fanout import Invocation
 
     run.config, run.owner, run.abandoned, run.estimator = DispatchConfig(), "test:x", 0, LatencyEstimator()
+    run.invocation, run.fanout = Invocation(), SimpleNamespace(started=0)
     run.report = DispatchReport(claimed=claimed, accepted=claimed)
     run._log_summary()
     return out.getvalue()

@@ -18,7 +18,7 @@ from .http import Incoming, read_request
 
 if TYPE_CHECKING:
     from ..delivery.channels.base import Channel
-    from ..delivery.config import DispatchConfig
+    from ..delivery.dispatch_config import DispatchConfig
     from ..operations.config import ReconcilerConfig, SignalsConfig
     from ..outbox.config import RetryPolicy
     from ..platform.database import Database

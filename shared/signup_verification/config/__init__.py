@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig
-from ..delivery.config import ChannelsConfig, DispatchConfig
+from ..delivery.config import ChannelsConfig
+from ..delivery.dispatch_config import DispatchConfig
 from ..operations.config import ReconcilerConfig, SignalsConfig
 from ..outbox.config import RetryPolicy
 from ..platform.config import (

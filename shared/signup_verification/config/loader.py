@@ -45,7 +45,8 @@ class Reading:
         return self._raw(setting) is not None
 
     def fail(self, problem: str) -> None:
-        self.problems.append(problem)
+        if problem not in self.problems:  # one variable read by several settings (an alias) fails once
+            self.problems.append(problem)
 
     def build(self, cls: type[C]) -> C:
         """`cls` from its fields' declarations (a field without one keeps its dataclass default)."""
@@ -78,14 +79,18 @@ class Reading:
         return self._texts[name]
 
     def _raw(self, setting: Setting[Any]) -> str | None:
+        return self._source(setting)[1]
+
+    def _source(self, setting: Setting[Any]) -> tuple[str, str | None]:
+        """The variable that is set (the setting's own, else its first alias set) and its text."""
         for name in (setting.env, *setting.aliases):
             text = self._text(name)
             if text is not None:
-                return text
-        return None
+                return name, text
+        return setting.env, None
 
     def _read(self, setting: Setting[T]) -> T:
-        raw = self._raw(setting)
+        name, raw = self._source(setting)
         if raw is None:
             if setting.required(self):
                 self.fail(f"{setting.env} is required in production" + (f" ({setting.form})" if setting.form else ""))
@@ -93,9 +98,10 @@ class Reading:
         try:
             return setting.read(raw, self)
         except ConfigError as exc:  # its message names the variable
-            self.problems.extend(exc.problems)
+            for problem in exc.problems:
+                self.fail(problem)
         except ValueError as exc:
-            self.fail(f"{setting.env} {exc}")
+            self.fail(f"{name} {exc}")
         return setting.default_in(self)
 
     # -- building --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The delivery worker's settings: what the messages say, the channels' transports and providers,
-the webhook channel and the dispatch loop (README "Dispatch"; each declared once, platform/settings.py).
+the webhook channel, the sends in flight per channel (README "Dispatch"; each declared once,
+platform/settings.py). The dispatch loop's own settings are in dispatch_config.py.
 
 Light on purpose: every target reads these at start, and none may load the renderer, the adapters,
 smtplib or the HTTP client for it.
@@ -9,16 +10,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parseaddr
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from ..outbox.config import FailurePolicy
-from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, LOCAL_DIR, SHUTDOWN_GRACE, production_flag
+from ..platform.config import LOCAL_DIR, production_flag
 from ..platform.errors import ConfigError
-from ..platform.settings import Env, Setting, part, plain, setting
+from ..platform.settings import Env, Setting, each, part, plain, setting
 from ..verifications.config import CODE_DIGITS, PRODUCT_NAME, TWILIO_FROM
 
 if TYPE_CHECKING:
@@ -26,9 +27,6 @@ if TYPE_CHECKING:
 
 SEND_TIMEOUT = Setting(
     "SEND_TIMEOUT_SECONDS", 10.0, above=0, help="per provider call (connect + answer), also capped by the deadline"
-)
-SEND_CONCURRENCY = Setting(
-    "SEND_CONCURRENCY", 8, minimum=1, help="provider calls in flight per invocation (the HTTP clients' pool size)"
 )
 SMS_MAX_PER_HOUR = Setting(
     "SMS_MAX_PER_HOUR",
@@ -198,6 +196,29 @@ class WebhookConfig:
         }
 
 
+# -- sends in flight ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SendLimit:
+    """One channel's most provider calls in flight in one invocation: the dispatcher runs as many as
+    a batch holds, up to it, and the channel's HTTP pool keeps that many connections."""
+
+    max_in_flight: int = setting(
+        "SEND_CONCURRENCY_MAX_{key}",
+        32,
+        minimum=1,
+        aliases=("SEND_CONCURRENCY",),
+        help="the most {key} provider calls in flight in one invocation (each batch runs as many as it holds, up "
+        "to this and to what the provider's rate can use); `SEND_CONCURRENCY` sets every channel's (a per-channel "
+        "variable wins). A send in flight costs ~67 KB (docs/benchmarks.md)",
+    )
+
+
+# 128 emails in flight at a 200 ms provider are up to 640 sends/s, more than one vCPU renders and
+# posts (~300-400/s: bench/dispatch_bench.py), so the instance, not the setting, is the ceiling. SMS
+# are paced to the sender's MPS long before 32 are in flight.
+SEND_LIMITS = {"email": SendLimit(128), "sms": SendLimit(32), "webhook": SendLimit(32)}
+
+
 # -- the channels ----------------------------------------------------------------------------------
 def _readable_file(raw: str, env: Env) -> str:
     if not Path(raw).is_file():
@@ -261,10 +282,13 @@ class ChannelsConfig:
     sendgrid: SendGridConfig = part(SendGridConfig)
     twilio: TwilioConfig = part(TwilioConfig)
     send_timeout_seconds: float = SEND_TIMEOUT.field()
-    send_concurrency: int = SEND_CONCURRENCY.field()
+    send_limits: Mapping[str, SendLimit] = each(SendLimit, SEND_LIMITS)  # each channel's HTTP pool size
     production: bool = production_flag()  # console transports are refused in production
     local_dir: Path = LOCAL_DIR.field()  # the console transport writes to local_dir / "outbox"
     webhook: WebhookConfig = part(WebhookConfig)
+
+    def pool_size(self, channel: str) -> int:
+        return self.send_limits[channel].max_in_flight
 
     def missing(self) -> list[str]:
         """What the chosen transports lack: the dispatch target refuses to start without it."""
@@ -283,43 +307,3 @@ class ChannelsConfig:
         if self.webhook.enabled and not self.webhook.secrets:
             found.append("WEBHOOK_URL needs WEBHOOK_SECRET")
         return found
-
-
-@dataclass(frozen=True)
-class DispatchConfig:
-    deployment: str = DEPLOYMENT.field()  # names the heartbeat and the lease owners
-    production: bool = production_flag()  # fault injection is never armed in production
-    function_timeout_seconds: float = FUNCTION_TIMEOUT.field()
-    send_concurrency: int = SEND_CONCURRENCY.field()
-    send_timeout_seconds: float = SEND_TIMEOUT.field()
-    max_batch: int = setting("DISPATCH_MAX_BATCH", 500, minimum=1, help="upper bound on one claim")
-    batch_seconds: float = setting(
-        "DISPATCH_BATCH_SECONDS",
-        2.0,
-        above=0,
-        help="each batch is sized from the measured send latency so its sends take about this long",
-    )
-    safety_margin_seconds: float = setting(
-        "DISPATCH_SAFETY_MARGIN_SECONDS", 5.0, above=0, help="kept free at the end (at most a quarter of the timeout)"
-    )
-    shutdown_grace_seconds: float = SHUTDOWN_GRACE.field()
-    idle_wait: bool = setting(
-        "DISPATCH_IDLE_WAIT",
-        False,
-        default_for=lambda env: env.production,
-        shown_default="`true` in production, else `false`",
-        help="when the outbox is empty, keep polling it until near the deadline instead of returning, so new work "
-        "is sent within about a poll interval rather than at the next minute's tick; costs one instance kept busy "
-        'per deployment (`docs/benchmarks.md`, "Keeping an invocation open"). Works with `verifyctl dev`\'s '
-        "scheduler emulation (each call then lasts about `FUNCTION_TIMEOUT_SECONDS`)",
-    )
-    idle_poll_seconds: float = setting(
-        "DISPATCH_IDLE_POLL_SECONDS",
-        0.25,
-        above=0,
-        help="how often an idle invocation looks for work (an empty claim is one probe of the eligible partial index)",
-    )
-    # Past it the claim takes no SMS intent until the next hour or `verifyctl sms resume`.
-    sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()
-    messages: MessageConfig = part(MessageConfig)  # what the rendered messages say
-    failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds

@@ -11,12 +11,18 @@ Each turn of the loop asks once whether shutdown was requested, then: promote pe
 the running one. So only `start` sits between two batches' sends, and the settle overlaps the
 next batch's sends.
 
+Each batch is sized per channel (batch_sizing.py: its latency, its most sends in flight, its share
+of the provider's rate) and runs as many sends at once as it holds, up to that maximum; the
+senders take their turns from the provider pacing (pacing.py), and a provider's 429 met by one of
+them is written for every invocation's claim while its sends wait.
+
 Database work is per batch, not per intent: claim, start and settle are three statements whatever
 the batch size (plus the heartbeat at most every HEARTBEAT_SECONDS, one per suppression reason
-found, one per lease renewal). The transitions live in outbox/transitions.py, the heartbeat in
-outbox/heartbeats.py; this module only drives them. Draining until the deadline (not one batch per
-scheduler tick), and with DISPATCH_IDLE_WAIT polling an empty outbox until then, is what keeps a
-fresh verification from waiting for the next minute.
+found, one per lease renewal, one per slow-down, and the fan-out's few: fanout.py). The transitions
+live in outbox/transitions.py, the heartbeat in outbox/heartbeats.py; this module only drives them.
+Draining until the deadline (not one batch per scheduler tick), and with DISPATCH_IDLE_WAIT waiting
+on an empty outbox until then (idle_wait.py), is what keeps a fresh verification from waiting for
+the next minute; the fan-out (fanout.py) is what keeps a backlog from waiting for one invocation.
 """
 
 from __future__ import annotations
@@ -27,27 +33,30 @@ import socket
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import assert_never
 
-from ..outbox import heartbeats, idle, transitions
+from ..outbox import heartbeats, transitions
 from ..outbox.config import RetryPolicy
-from ..outbox.states import IntentStatus
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
+from ..platform.tasks import TaskStarter
 from ..verifications.tokens import Keyring
-from .batch_sizing import SETTLE_RESERVE, LatencyEstimator, invocation_seconds, plan_batch
+from . import idle_wait, pacing
+from .batch_sizing import ChannelBudget, LatencyEstimator, batch_seconds_of, budget, invocation_seconds, plan_batch
 from .channels.base import Channel
-from .config import DispatchConfig
+from .dispatch_config import DispatchConfig
+from .dispatch_report import DispatchReport
+from .fanout import Fanout, Invocation
 from .messages import Renderer
 from .sending import BatchSender, InFlight, SendOutcome
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
+__all__ = ["Dispatcher", "DispatchReport", "FAULT_POINTS", "dispatch", "new_lease_owner"]
 
 # The points a fault hook is called at (the crash tests and tools/chaos.py kill the process there).
 FAULT_POINTS = ("after_claim", "after_begin", "after_send")
@@ -62,6 +71,7 @@ class _Claimed:
     live: list[ClaimedIntent]
     lease_seconds: float
     expected_seconds: float
+    budgets: Mapping[str, ChannelBudget]
 
 
 @dataclass
@@ -72,39 +82,6 @@ class _Running:
     lease_seconds: float
     expected_seconds: float
     renew_at: float
-
-
-@dataclass
-class DispatchReport:
-    claimed: int = 0
-    accepted: int = 0
-    retryable: int = 0
-    failed: int = 0
-    ambiguous: int = 0
-    suppressed: int = 0
-    released: int = 0
-    stale_writes: int = 0
-    batches: int = 0
-    elapsed_ms: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    def count(self, settled: IntentStatus) -> None:
-        """One settled intent, by the status settle.sql left."""
-        match settled:
-            case IntentStatus.ACCEPTED:
-                self.accepted += 1
-            case IntentStatus.RETRYABLE:
-                self.retryable += 1
-            case IntentStatus.AMBIGUOUS:
-                self.ambiguous += 1
-            case IntentStatus.FAILED:
-                self.failed += 1
-            case IntentStatus.READY | IntentStatus.CLAIMED | IntentStatus.ATTEMPTING | IntentStatus.SUPPRESSED:
-                raise ValueError(f"settle never leaves an intent {settled}")
-            case _:
-                assert_never(settled)
 
 
 def new_lease_owner(deployment: str) -> str:
@@ -125,6 +102,8 @@ class Dispatcher:
         estimator: LatencyEstimator | None = None,
         clock: Callable[[], float] = time.monotonic,
         fault: FaultHook | None = None,
+        invocation: Invocation | None = None,
+        tasks: TaskStarter | None = None,
     ):
         self.db = db
         self.config = config
@@ -142,29 +121,36 @@ class Dispatcher:
         self._shutdown_begun = False
         self._idle_entered = False  # this invocation registered as the deployment's idle waiter (outbox/idle.py)
         self._beat = heartbeats.ClaimBeat(db, self.config.deployment, clock)
+        self.pacer = pacing.from_config(config.pacing, clock)
+        self.invocation = invocation or Invocation()
+        self.budget_seconds = invocation_seconds(config.function_timeout_seconds, config.safety_margin_seconds)
+        self.fanout = Fanout(db, config, self.invocation, self.owner, tasks, self.pacer, self.budget_seconds, clock)
 
     # -- the invocation -------------------------------------------------------------------------------
     def run(self) -> DispatchReport:
         o = self.config
-        self.deadline = Deadline(invocation_seconds(o.function_timeout_seconds, o.safety_margin_seconds), self.clock)
-        pool = ThreadPoolExecutor(max_workers=o.send_concurrency, thread_name_prefix="send")
+        self.deadline = Deadline(self.budget_seconds, self.clock)
+        workers = sum(o.concurrency(channel) for channel in self.channels)  # threads start as sends need them
+        pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="send")
         self.sender = BatchSender(
             self.channels,
             self.renderer,
             pool,
-            o.send_concurrency,
             self.deadline,
             self.estimator,
             self.stop,
             o.send_timeout_seconds,
+            self.pacer,
         )
         try:
             self.estimator.seed(heartbeats.start_dispatch(self.db, o.deployment))
+            self.fanout.begin()
             self._loop()
             if self.report.batches:
                 heartbeats.save_latency(self.db, o.deployment, self.estimator.snapshot())
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            self._end_fanout()
             self.report.elapsed_ms = int((self.clock() - self.deadline.started) * 1000)
             self._log_summary()
         return self.report
@@ -211,44 +197,29 @@ class Dispatcher:
         )
 
     def _wait_for_work(self) -> bool:
-        """The outbox is empty: with DISPATCH_IDLE_WAIT, probe it every poll interval (outbox/idle.py:
-        one probe of the eligible index, nothing claimed) until work is waiting (True: claim it), a
-        shutdown is asked for (True: the loop handles it), a newer invocation has started waiting
-        (False: it takes over), or too little time is left for a send (False). The probes run at a
-        fixed rate, so new work waits at most one interval plus a probe. Polling rather than LISTEN:
-        pg8000 has no blocking wait for notifications, and a poll also sees work that becomes due by
-        time (retries, holds), which no NOTIFY announces."""
+        """The outbox is empty: wait for more (idle_wait.py), unless this is a fan-out invocation (it
+        ends once the work is done) or DISPATCH_IDLE_WAIT is off."""
         o = self.config
-        if not o.idle_wait:
+        if not o.idle_wait or self.fanout.fanned_out:
             return False
-        name = heartbeats.dispatch_name(o.deployment)
         if not self._idle_entered:
             self._idle_entered = True
-            idle.enter(self.db, name, o.deployment, self.owner, self.clock() - self.deadline.started)
-        one_send = min(self.estimator.worst(), o.send_timeout_seconds)  # what a batch found next would need
-        next_probe = self.clock() + o.idle_poll_seconds
-        while self.deadline.remaining() >= o.idle_poll_seconds + SETTLE_RESERVE + one_send:
-            if self.stop.wait(max(0.0, next_probe - self.clock())):
-                return True
-            next_probe = max(next_probe + o.idle_poll_seconds, self.clock())  # fixed rate; never a burst after a stall
-            found = idle.probe(self.db, name, self.owner, o.sms_max_per_hour)
-            if found.waiting:
-                return True
-            if found.superseded:
-                _log.debug("dispatch: a newer invocation is waiting for work; this one returns")
-                return False
-        return False
+            idle_wait.enter(self.db, o, self.owner, self.clock() - self.deadline.started)
+        return idle_wait.wait_for_work(self.db, o, self.owner, self.deadline, self.estimator, self.stop, self.clock)
 
     # -- the steps of a batch ------------------------------------------------------------------------------
     def _claim_next(self, ahead: float) -> _Claimed | None:
         """Claim a batch sized for the time left after `ahead` seconds of work already running;
         suppress its dead intents. None when out of time or out of work (then `_drained`)."""
         o = self.config
-        latency = min(self.estimator.worst(), o.send_timeout_seconds)  # a seeded estimate may predate a cap
-        plan = plan_batch(self.deadline.remaining() - ahead, latency, o.send_concurrency, o.max_batch, o.batch_seconds)
+        budgets = self._budgets()
+        plan = plan_batch(self.deadline.remaining() - ahead, budgets, o.max_batch, o.batch_seconds)
         if plan is None:
             return None
-        claimed = self._claim(plan.size, plan.lease_seconds)
+        claimed = self._claim(plan.size, plan.limits, plan.lease_seconds)
+        counts = Counter(i.channel for i in claimed)
+        full = len(claimed) >= plan.size or any(0 < n <= counts[c] for c, n in plan.limits.items())  # more waits
+        self.fanout.consider(len(claimed), claim_full=full, budgets=budgets)
         if not claimed:
             self._drained = True
             return None
@@ -256,13 +227,30 @@ class Dispatcher:
         self.report.claimed += len(claimed)
         self._record_claim()
         self._fault("after_claim")
-        return _Claimed(self._suppress_dead(claimed), plan.lease_seconds, plan.expected_seconds)
+        expected = batch_seconds_of(counts, budgets)
+        return _Claimed(self._suppress_dead(claimed), plan.lease_seconds, expected, budgets)
 
-    def _claim(self, size: int, lease_seconds: float) -> list[ClaimedIntent]:
+    def _budgets(self) -> dict[str, ChannelBudget]:
+        """Each channel's cost now: its measured latency (a seeded estimate may predate a cap), its most
+        sends in flight, its share of the provider's rate."""
+        o = self.config
+        return {
+            c: budget(min(self.estimator.estimate(c), o.send_timeout_seconds), o.concurrency(c), self.pacer.rate(c))
+            for c in self.channels
+        }
+
+    def _claim(self, size: int, limits: Mapping[str, int], lease_seconds: float) -> list[ClaimedIntent]:
         """The fused claim: live intents come back begun (their sends not started)."""
         o = self.config
         return transitions.claim(
-            self.db, self.owner, size, lease_seconds, o.sms_max_per_hour, begin=True, dead_within=o.send_timeout_seconds
+            self.db,
+            self.owner,
+            size,
+            lease_seconds,
+            o.sms_max_per_hour,
+            begin=True,
+            dead_within=o.send_timeout_seconds,
+            limits=limits,
         )
 
     def _start(self, claimed: _Claimed) -> _Running | None:
@@ -280,7 +268,10 @@ class Dispatcher:
         if not begun:
             return None
         by_id = {i.id: i for i in live}
-        inflight = self.sender.start([(by_id[b.intent_id], b) for b in begun])
+        work = [(by_id[b.intent_id], b) for b in begun]
+        counts = Counter(intent.channel for intent, _ in work)
+        at_once = {c: claimed.budgets[c].inflight(n) for c, n in counts.items() if c in claimed.budgets}
+        inflight = self.sender.start(work, at_once)
         return _Running(
             inflight, claimed.lease_seconds, claimed.expected_seconds, self.clock() + claimed.lease_seconds / 2
         )
@@ -293,6 +284,7 @@ class Dispatcher:
         while not inflight.wait(POLL_SECONDS):
             if self._stop_requested():
                 self._begin_shutdown()
+            self._publish_slowdowns()
             now = self.clock()
             if now >= self.deadline.at:  # a send stuck past every timeout: leave it to the reconciler
                 break
@@ -303,7 +295,18 @@ class Dispatcher:
                 running.renew_at = now + running.lease_seconds / 2
         outcomes = inflight.outcomes()
         self.abandoned += len(inflight.work) - len(outcomes)
+        self._publish_slowdowns()
         return outcomes
+
+    def _publish_slowdowns(self) -> None:
+        """A provider's 429 met by a sender: every invocation's claim leaves the channel alone meanwhile."""
+        pacing.publish(self.db, self.pacer.unpublished())
+
+    def _end_fanout(self) -> None:
+        try:
+            self.fanout.end()
+        except Exception as exc:  # its slot stops counting at its deadline anyway
+            _log.warning("could not free this invocation's fan-out slot: %s", type(exc).__name__)
 
     def _suppress_dead(self, claimed: list[ClaimedIntent]) -> list[ClaimedIntent]:
         """Intents whose link would be dead on arrival are suppressed, never sent. A link that expires
@@ -339,22 +342,7 @@ class Dispatcher:
     def _settle(self, outcomes: Sequence[SendOutcome]) -> None:
         """Record a finished batch's outcomes (one statement) and count them."""
         settlements = [o.settlement(self.policy) for o in outcomes]
-        self._tally(outcomes, transitions.settle(self.db, self.owner, settlements, self.config.failures))
-
-    def _tally(self, outcomes: Sequence[SendOutcome], applied: dict[int, str]) -> None:
-        """Count a settled batch by the status settle.sql left; an outcome that did not apply is stale."""
-        self.report.stale_writes += len(outcomes) - len(applied)
-        for outcome in outcomes:
-            status = applied.get(outcome.intent.id)
-            if status is not None:
-                self.report.count(IntentStatus(status))
-            else:
-                _log.warning(
-                    "stale write: intent %s was taken over before its %s outcome was recorded",
-                    outcome.intent.id,
-                    outcome.result.outcome,
-                    extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
-                )
+        self.report.tally(outcomes, transitions.settle(self.db, self.owner, settlements, self.config.failures))
 
     # -- for the operator and the fault tests ---------------------------------------------------------------
     def _record_claim(self) -> None:
@@ -367,21 +355,14 @@ class Dispatcher:
 
     def _log_summary(self) -> None:
         fields = {
-            "event": "dispatch_summary",
             "deployment": self.config.deployment,
             "lease_owner": self.owner,
-            **self.report.as_dict(),
+            "role": self.invocation.role,
+            "fanned_out": self.fanout.started,  # invocations this one started
             "abandoned": self.abandoned,
             "send_latency_seconds": self.estimator.snapshot(),
         }
-        r = self.report
-        moved = r.claimed or r.released or r.suppressed or r.stale_writes or self.abandoned
-        _log.log(
-            logging.INFO if moved else logging.DEBUG,  # an idle tick is quiet
-            "dispatch: %s",
-            " ".join(f"{k}={v}" for k, v in r.as_dict().items()),
-            extra={"json_fields": fields},
-        )
+        self.report.log(fields, moved_otherwise=bool(self.abandoned))
 
 
 def dispatch(
@@ -393,8 +374,12 @@ def dispatch(
     *,
     stop: threading.Event | None = None,
     fault: FaultHook | None = None,
+    invocation: Invocation | None = None,
+    tasks: TaskStarter | None = None,
 ) -> DispatchReport:
     """One invocation of the worker. The caller closes it with the `event="signals"` records
     (operations.signals.emit: the absence alert reads them); the channel adapters live as long as the
     instance (Runtime owns them: pooled connections are reused across invocations)."""
-    return Dispatcher(db, config, policy, keyring, channels, stop=stop, fault=fault).run()
+    return Dispatcher(
+        db, config, policy, keyring, channels, stop=stop, fault=fault, invocation=invocation, tasks=tasks
+    ).run()

@@ -8,6 +8,12 @@ before the deadline for it to finish (it would only turn into an ambiguous timeo
 intent is settled `retryable` with error_class `not_sent` and no delay. A send skipped because its
 channel failed its configuration earlier in the invocation is `channel_stopped`, with the backoff.
 Neither was attempted, so neither spends one of the intent's attempts (outbox/settle.sql).
+
+Each channel's sends run from its own queue, as many at once as the batch plan gave it
+(delivery/batch_sizing.py), and each takes its turn from the provider pacing first
+(delivery/pacing.py): a send whose turn would come too late, or whose channel is slowed down, is
+`not_sent` too, eligible again when the provider allows. A provider's 429 (`rate_limited`) was never
+processed: it slows the channel and, like `not_sent`, spends no attempt.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from ..outbox import Settlement
@@ -31,11 +37,14 @@ from ..platform.redaction import mask_destination
 from .batch_sizing import LatencyEstimator, send_by
 from .channels.base import Channel, SendResult
 from .messages import Renderer, RenderError
+from .pacing import Pacer
 
 _log = logging.getLogger("signup_verification.delivery.sending")
 NOT_SENT = "not_sent"
 CHANNEL_STOPPED = "channel_stopped"
-NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED})  # retryable outcomes of sends never handed to a provider
+RATE_LIMITED = "rate_limited"  # the provider's 429 / Twilio 20429: refused before processing
+# retryable outcomes that spend no attempt: never handed to a provider, or refused unprocessed
+NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED, RATE_LIMITED})
 
 
 @dataclass(frozen=True)
@@ -50,13 +59,12 @@ class SendOutcome:
         """The outcome as the outbox records it; the delay is the policy's (outbox/config.py), and
         what the outcome does to the intent is settle.sql's."""
         result, intent = self.result, self.intent
-        delay = policy.settle_delay(
-            result.outcome,
-            intent.channel,
-            self.attempt.attempt_number,
-            result.retry_after,
-            sent=result.error_class != NOT_SENT,
-        )
+        if self.attempted:
+            delay = policy.settle_delay(result.outcome, intent.channel, self.attempt.attempt_number, result.retry_after)
+        elif result.error_class == CHANNEL_STOPPED:  # the backoff: the channel's fault may last
+            delay = policy.retry_delay(self.attempt.attempt_number, result.retry_after)
+        else:  # eligible again as soon as the provider allows (a slow-down), else at once
+            delay = result.retry_after or 0.0
         verdict = result.verdict if result.outcome is AttemptOutcome.FAILED else None
         return Settlement(
             intent.id,
@@ -109,16 +117,16 @@ class BatchSender:
         channels: Mapping[str, Channel],
         renderer: Renderer,
         pool: ThreadPoolExecutor,
-        concurrency: int,
         deadline: Deadline,
         estimator: LatencyEstimator,
         stop: threading.Event,
         send_timeout: float,
+        pacer: Pacer,
     ):
         self.channels = channels
         self.renderer = renderer
         self.pool = pool
-        self.concurrency = concurrency
+        self.pacer = pacer
         self.deadline = deadline
         self.estimator = estimator
         self.stop = stop  # only read here: once set, no send starts (the dispatch loop owns the shutdown)
@@ -126,12 +134,17 @@ class BatchSender:
         self.broken: set[str] = set()  # channels that reported a configuration error this invocation
         self._broken_lock = threading.Lock()
 
-    def start(self, work: Sequence[tuple[ClaimedIntent, BegunAttempt]]) -> InFlight:
+    def start(self, work: Sequence[tuple[ClaimedIntent, BegunAttempt]], inflight: Mapping[str, int]) -> InFlight:
+        """Each channel's sends from its own queue, `inflight[channel]` of them at once."""
         results: list[SendOutcome | None] = [None] * len(work)
-        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for index in range(len(work)):
-            todo.put(index)
-        futures = [self.pool.submit(self._drain, work, todo, results) for _ in range(min(self.concurrency, len(work)))]
+        queues: dict[str, queue.SimpleQueue[int]] = {}
+        for index, (intent, _) in enumerate(work):
+            queues.setdefault(intent.channel, queue.SimpleQueue()).put(index)
+        futures = [
+            self.pool.submit(self._drain, work, todo, results)
+            for channel, todo in queues.items()
+            for _ in range(max(1, min(inflight.get(channel, 1), todo.qsize())))
+        ]
         return InFlight(work, futures, results)
 
     def _drain(self, work, todo: queue.SimpleQueue, results: list) -> None:
@@ -186,6 +199,9 @@ class BatchSender:
         except RenderError as exc:
             return SendOutcome(intent, attempt, SendResult.failed(exc.error_class, exc.detail, exc.verdict))
         segments = getattr(message, "segments", None)
+        held = self._take_turn(intent, attempt, segments or 1)
+        if held is not None:
+            return held
         started = time.monotonic()
         try:
             result = channel.send(message, send_by(self.deadline))
@@ -204,8 +220,32 @@ class BatchSender:
         if result.stops_channel:
             with self._broken_lock:
                 self.broken.add(intent.channel)
+        if result.outcome is AttemptOutcome.RETRYABLE and result.error_class == RATE_LIMITED:
+            # every sender of the channel (and, once published, every invocation) waits it out; so does this intent
+            pause = self.pacer.slow_down(intent.channel, result.retry_after, f"{channel.transport}: {result.detail}")
+            result = replace(result, retry_after=pause)
         self._log_outcome(intent, attempt, channel, result)
         return SendOutcome(intent, attempt, result, segments, channel_called=True)
+
+    def _take_turn(self, intent: ClaimedIntent, attempt: BegunAttempt, segments: int) -> SendOutcome | None:
+        """Wait for this send's turn in the provider's pace; an outcome instead when it must not start:
+        the channel is slowed down (eligible again when the provider allows), its turn comes too late
+        for this invocation, or shutdown began while it waited."""
+        permit = self.pacer.permit(intent.channel, segments)
+        if permit.paused:
+            detail = "not sent: the provider asked us to slow down"
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, detail, retry_after=permit.wait))
+        if permit.wait <= 0:
+            return None
+        needed = min(self.estimator.estimate(intent.channel), self.send_timeout)
+        if time.monotonic() + permit.wait + needed > send_by(self.deadline):
+            self.pacer.cancel(permit)
+            detail = "not sent: the provider's rate allows no turn before this invocation ends"
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, detail))
+        if self.stop.wait(permit.wait):
+            self.pacer.cancel(permit)
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, "shutting down before the send started"))
+        return None
 
     @staticmethod
     def _log_outcome(intent: ClaimedIntent, attempt: BegunAttempt, channel: Channel, result: SendResult) -> None:

@@ -162,6 +162,8 @@ def child_environment(
         "TWILIO_API_URL": f"http://{host}:{mailbox_port}",
         **DEV_TWILIO,
         "PYTHONUNBUFFERED": "1",
+        # the fan-out's local stand-in (platform/tasks.py) starts more invocations of this dispatch target
+        "DISPATCH_FANOUT_URL": f"http://{host}:{ports['dispatch']}/" if "dispatch" in ports else "",
     }
     for name in ("SMTP_USERNAME", "SMTP_PASSWORD"):
         env.pop(name, None)

@@ -20,9 +20,10 @@ from ..outbox.config import RetryPolicy
 from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, number, part, setting
-from ..verifications.config import TWILIO_FROM
+from ..verifications.config import TWILIO_FROM, VERIFICATION_TTL
 
 DAY = 86_400
+READY_AGE_TTL_FRACTION = 0.2  # READY_AGE_ALERT_SECONDS defaults to this share of VERIFICATION_TTL_SECONDS
 SMS_LOOKUP = Setting(
     "SMS_LOOKUP",
     True,
@@ -120,10 +121,14 @@ class SignalsConfig:
     )
     ready_age_alert_seconds: float = setting(
         "READY_AGE_ALERT_SECONDS",
-        120.0,
+        READY_AGE_TTL_FRACTION * VERIFICATION_TTL.default,
         above=0,
-        help="`status` alerts when the oldest ready verification waited longer (the page)",
+        default_for=lambda env: READY_AGE_TTL_FRACTION * env(VERIFICATION_TTL),
+        shown_default="a fifth of `VERIFICATION_TTL_SECONDS` (`120`)",
+        help="`status` alerts when the oldest ready verification waited longer (the page): time left to act "
+        "before links expire unsent",
     )
+    ttl_seconds: float = VERIFICATION_TTL.field()  # a backlog that drains slower than this expires unsent
     watermark_stale_seconds: float = setting(
         "RECONCILE_STALE_SECONDS",
         300.0,

@@ -2,19 +2,24 @@
 itself (delivery/dispatcher.py), then the deployment's heartbeat (its last completed run, which
 `verifyctl status` shows) and one `event="signals"` record per channel (the absence alert reads
 them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP says QUIT); otherwise
-the next invocation reuses their connections."""
+the next invocation reuses their connections.
+
+An invocation the scheduler started may start more (delivery/fanout.py) through `tasks`, the
+platform seam (platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_*
+(none when fan-out is off). A fan-out invocation (`invocation`, from its task's body) starts none."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
 
-from ..delivery import dispatcher
+from ..delivery import dispatcher, fanout
 from ..delivery.channels.base import Channel
-from ..delivery.config import DispatchConfig
+from ..delivery.dispatch_config import DispatchConfig
 from ..outbox import heartbeats
 from ..outbox.config import RetryPolicy
 from ..platform.database import Database
+from ..platform.tasks import TaskStarter
 from ..verifications.tokens import Keyring
 from . import signals
 from .config import SignalsConfig
@@ -31,9 +36,16 @@ def run(
     stop: threading.Event,
     close_channels: Callable[[], None],
     fault: dispatcher.FaultHook | None = None,
+    invocation: fanout.Invocation | None = None,
+    tasks: TaskStarter | None = None,
 ) -> dispatcher.DispatchReport:
+    invocation = invocation or fanout.Invocation()
+    if tasks is None and invocation.role == fanout.SCHEDULED:
+        tasks = fanout.starter(config.fanout, config.function_timeout_seconds)
     try:
-        report = dispatcher.dispatch(db, config, retry, keyring, channels, stop=stop, fault=fault)
+        report = dispatcher.dispatch(
+            db, config, retry, keyring, channels, stop=stop, fault=fault, invocation=invocation, tasks=tasks
+        )
     finally:
         if stop.is_set():
             close_channels()

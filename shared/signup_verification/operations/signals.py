@@ -10,7 +10,8 @@ reconciliation advancing, which attempts are ambiguous.
 `oldest_ready_verification_seconds` is the time the oldest *eligible* intent has waited since it
 became eligible (next_attempt_at: its creation, or the end of its back-off). Eligibility is the
 claim's own view, so an intent scheduled in the future or suppressed never ages it; 0 when nothing
-is eligible, so the metric clears.
+is eligible, so the metric clears. `drain_seconds` is how long the ready backlog takes at the rate
+sends began over the window: longer than the link TTL means links will expire unsent.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _log = logging.getLogger("signup_verification.operations.signals")
 ATTEMPT_OUTCOMES = (*(o.value for o in AttemptOutcome), "delivered")
 # fallbacks whose sending began in the window, by why they became due; and those suppressed
 FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
+SMS_BUDGET_WARN = 0.8  # the share of SMS_MAX_PER_HOUR spent at which status warns (and infra pages)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,10 @@ class ChannelSignals:
     delivery_latency_p95_seconds: float | None = None
     # the channel's run of sender or account faults (held_until set while held), when recent or held
     sender_faults: dict[str, Any] | None = None
+    slowed_seconds: float = 0.0  # a provider's 429 keeps the claim off the channel this much longer
+    # the ready backlog at the rate sends began over the window: 0 when nothing is ready, None when
+    # something is but nothing began (no rate to measure: stalled, held, or just started)
+    drain_seconds: float | None = 0.0
 
     @property
     def held(self) -> bool:
@@ -76,10 +82,28 @@ class Signals:
     sms_budget_left: int | None = None  # None: no budget configured
     sms_budget_resets_at: datetime | None = None
     wrong_codes_last_day: int = 0  # SMS codes typed wrong in 24 h (CODE_FAILURES_PER_DESTINATION_PER_DAY)
+    sms_budget_granted: int = 0  # `verifyctl sms resume` grants this hour
+    fanout_live: int = 0  # dispatch invocations the fan-out started that may be running (delivery/fanout.py)
 
     @property
     def sms_paused(self) -> bool:
         return self.sms_budget_left == 0
+
+    @property
+    def sms_budget_total(self) -> int | None:
+        """This hour's budget: SMS_MAX_PER_HOUR plus what an operator granted."""
+        limit = self.config.sms_max_per_hour
+        return None if limit is None else limit + self.sms_budget_granted
+
+    @property
+    def sms_budget_used(self) -> int | None:
+        total, left = self.sms_budget_total, self.sms_budget_left
+        return None if total is None or left is None else total - left
+
+    @property
+    def sms_budget_used_percent(self) -> float | None:
+        total, used = self.sms_budget_total, self.sms_budget_used
+        return None if not total or used is None else round(100.0 * used / total, 1)
 
     def channel(self, name: str) -> ChannelSignals:
         return next(c for c in self.channels if c.channel == name)
@@ -103,11 +127,23 @@ class Signals:
                 )
             if c.sender_faults:
                 found.append(_sender_fault_alert(c.channel, c.sender_faults, c.held))
+            if c.drain_seconds is not None and c.drain_seconds > self.config.ttl_seconds:
+                found.append(
+                    f"{c.channel}: {c.ready_count} ready drain in ~{c.drain_seconds / 60:.0f} min at the measured "
+                    f"rate, longer than a link lives ({self.config.ttl_seconds / 60:g} min): links will expire "
+                    "unsent (docs/runbook.md, Backlog against the TTL)"
+                )
+        resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
+        percent = self.sms_budget_used_percent
         if self.sms_paused:
-            resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
             found.append(
                 f"sms: budget of {self.config.sms_max_per_hour} per hour spent: SMS sends paused until "
                 f"{resets} or `verifyctl sms resume` (SMS pumping? docs/deploy.md)"
+            )
+        elif percent is not None and percent >= 100 * SMS_BUDGET_WARN:
+            found.append(
+                f"sms: {percent:.0f} % of this hour's budget ({self.sms_budget_used} of {self.sms_budget_total}) "
+                f"used; SMS sends pause when it is spent, until {resets} (docs/deploy.md, sizing SMS_MAX_PER_HOUR)"
             )
         age = self.channels[0].reconciler_watermark_age_seconds if self.channels else None
         if age is None:
@@ -130,11 +166,15 @@ class Signals:
             "channels": {c.channel: {k: v for k, v in asdict(c).items() if k != "channel"} for c in self.channels},
             "sms_budget": {
                 "max_per_hour": self.config.sms_max_per_hour,
+                "granted": self.sms_budget_granted,
+                "used": self.sms_budget_used,
+                "used_percent": self.sms_budget_used_percent,
                 "left": self.sms_budget_left,
                 "paused": self.sms_paused,
                 "resets_at": rfc3339_or_none(self.sms_budget_resets_at),
             },
             "wrong_codes_last_day": self.wrong_codes_last_day,
+            "fanout_live": self.fanout_live,
             "alerts": self.alerts(),
             "workers": self.workers,
         }
@@ -176,6 +216,8 @@ def compute(
                 delivery_latency_p50_seconds=_rounded(row["delivery_latency_p50_seconds"]),
                 delivery_latency_p95_seconds=_rounded(row["delivery_latency_p95_seconds"]),
                 sender_faults=row["sender_faults"],
+                slowed_seconds=round(row["slowed_seconds"], 3),
+                drain_seconds=drain_seconds(row["ready_count"], attempts["attempting"], config.window_seconds),
             )
         )
     first = rows[0]
@@ -190,7 +232,18 @@ def compute(
         first["sms_budget_left"],
         first["sms_budget_resets_at"],
         first["wrong_codes_last_day"],
+        first["sms_budget_granted"],
+        first["fanout_live"],
     )
+
+
+def drain_seconds(ready: int, begun_in_window: int, window_seconds: float) -> float | None:
+    """The ready backlog at the rate sends began over the window (None: nothing began to measure)."""
+    if ready <= 0:
+        return 0.0
+    if begun_in_window <= 0:
+        return None
+    return round(ready * window_seconds / begun_in_window, 1)
 
 
 def workers(db: Database) -> list[dict[str, Any]]:
@@ -232,11 +285,18 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         # a run of sender or account faults holds the channel (infra/alerts.tf pages on channel_held)
         "channel_held": channel.held,
         "sender_faults": (channel.sender_faults or {}).get("faults", 0),
+        # the backlog against the link TTL, and a provider's slow-down (infra/alerts.tf pages on drain_seconds)
+        "drain_seconds": channel.drain_seconds,
+        "slowed_seconds": channel.slowed_seconds,
     }
     fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
     fields.update({f"fallback_{reason}": n for reason, n in channel.fallbacks.items()})
-    if channel.channel == "sms":  # infra/metrics.tf counts records with sms_budget_paused = true
-        fields.update(sms_budget_left=signals.sms_budget_left, sms_budget_paused=signals.sms_paused)
+    if channel.channel == "sms":  # infra/metrics.tf counts records with sms_budget_paused = true, and at 80 %
+        fields.update(
+            sms_budget_left=signals.sms_budget_left,
+            sms_budget_paused=signals.sms_paused,
+            sms_budget_used_percent=signals.sms_budget_used_percent,
+        )
     return fields
 
 
@@ -254,6 +314,7 @@ def emit(
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
         late = late or (channel.channel == "sms" and signals.sms_paused) or channel.held
+        late = late or (channel.drain_seconds or 0.0) > signals.config.ttl_seconds
         level = logging.WARNING if late else logging.INFO if live(channel) else logging.DEBUG
         logger.log(
             level,

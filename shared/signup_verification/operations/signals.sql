@@ -41,7 +41,7 @@ ready AS (
     ) AS a
      GROUP BY channel
 ), fallbacks AS (
-    -- issue 14: fallback intents whose sending began in the window, by why they became due
+    -- fallback intents whose sending began in the window, by why they became due
     -- (timer, primary_failed, at_once), and those suppressed in the window (never sent: the
     -- verification was confirmed, superseded, expired or locked first)
     SELECT channel, jsonb_object_agg(reason, n) AS by_reason FROM (
@@ -61,7 +61,7 @@ ready AS (
     ) AS f
      GROUP BY channel
 ), reports AS (
-    -- issue 13: accepted deliveries still without the provider's delivered report (accepted in the last
+    -- accepted deliveries still without the provider's delivered report (accepted in the last
     -- day: a report lost for good stops counting after a day), on delivery_intents_awaiting_report
     SELECT channel, count(*) AS n, min(completed_at) AS oldest
       FROM delivery_intents
@@ -69,7 +69,7 @@ ready AS (
        AND channel IN ('email', 'sms')
      GROUP BY channel
 ), delivered AS (
-    -- issue 13: deliveries reported delivered in the window, and accepted -> delivered latency
+    -- deliveries reported delivered in the window, and accepted -> delivered latency
     SELECT channel, count(*) AS n,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(extract(epoch FROM delivered_at - completed_at), 0)) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY greatest(extract(epoch FROM delivered_at - completed_at), 0)) AS p95
@@ -77,7 +77,7 @@ ready AS (
      WHERE delivered_at > now() - make_interval(secs => :window_seconds) AND channel IN ('email', 'sms')
      GROUP BY channel
 ), wrong_codes AS (
-    -- wrong SMS codes typed in the last day (issue 15, item 7: the per-destination budget);
+    -- wrong SMS codes typed in the last day (the per-destination budget);
     -- on verifications_wrong_codes (sql/015): only verifications a wrong code was typed for
     SELECT coalesce(sum(confirm_failures), 0)::integer AS n
       FROM verifications
@@ -89,6 +89,11 @@ ready AS (
            CASE WHEN held_until > now() THEN held_until END AS held_until,
            last_fault_at > now() - make_interval(secs => :window_seconds) AS recent
       FROM channel_holds
+), pacing AS (
+    -- a provider's 429 slowed the channel: no claim takes its intents until then (sql/definitions/23)
+    SELECT channel, extract(epoch FROM slow_until - now())::float8 AS seconds_left
+      FROM channel_pacing
+     WHERE slow_until > now()
 ), heartbeats AS (
     SELECT (SELECT last_claim_at FROM worker_heartbeats WHERE name = 'dispatch:' || :deployment) AS last_claim_at,
            (SELECT (watermark ->> 'covered_through')::timestamptz FROM worker_heartbeats
@@ -114,9 +119,14 @@ SELECT c.channel,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
        h.covered_through AS reconciler_watermark,
        extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds,
-       -- the global SMS budget (issue 15, sql/definitions/07): 0 = SMS sends paused
+       -- the global SMS budget (sql/definitions/07): 0 = SMS sends paused
        sms_budget_left(CAST(:sms_max AS integer)) AS sms_budget_left,
        date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at,
+       coalesce((SELECT extra FROM sms_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)::integer
+           AS sms_budget_granted,
+       coalesce(pc.seconds_left, 0)::float8 AS slowed_seconds,
+       (SELECT count(*) FROM dispatch_invocations WHERE deployment = :deployment AND until > now())::integer
+           AS fanout_live,
        w.n AS wrong_codes_last_day,
        CASE WHEN hd.held_until IS NOT NULL OR hd.recent THEN jsonb_build_object(
            'held_until', rfc3339(hd.held_until), 'held_at', rfc3339(hd.held_at), 'faults', hd.faults,
@@ -134,6 +144,7 @@ SELECT c.channel,
   LEFT JOIN reports AS rp USING (channel)
   LEFT JOIN delivered AS dl USING (channel)
   LEFT JOIN holds AS hd USING (channel)
+  LEFT JOIN pacing AS pc USING (channel)
  CROSS JOIN heartbeats AS h
  CROSS JOIN wrong_codes AS w
  ORDER BY c.channel

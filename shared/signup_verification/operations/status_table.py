@@ -54,6 +54,7 @@ def render(s: Signals) -> str:
             "ambiguous",
             "oscillating",
             f"begun/accepted/retryable/ambiguous/failed ({window})",
+            "drains in",
         ],
         [
             [
@@ -67,11 +68,13 @@ def render(s: Signals) -> str:
                 c.ambiguous_count,
                 c.oscillating_count,
                 "/".join(str(c.attempts[k]) for k in ("attempting", "accepted", "retryable", "ambiguous", "failed")),
+                _drain(c.drain_seconds, c.ready_count, s.config.ttl_seconds),
             ]
             for c in s.channels
         ],
     )
-    # issue 14: only when a channel policy sent or suppressed a fallback in the window
+    lines += _delivery_limits(s)
+    # only when a channel policy sent or suppressed a fallback in the window
     for c in s.channels:
         f = c.fallbacks
         if any(f.values()):
@@ -109,6 +112,31 @@ def render(s: Signals) -> str:
     alerts = s.alerts()
     lines += ["", "alerts: none" if not alerts else "ALERTS"] + [f"  - {a}" for a in alerts]
     return "\n".join(lines)
+
+
+def _drain(seconds: float | None, ready: int, ttl: float) -> str:
+    """The ready backlog at the measured rate, flagged when links would expire before it drains."""
+    if not ready:
+        return "-"
+    if seconds is None:
+        return "no sends in window"
+    return _age(seconds) + (" > TTL" if seconds > ttl else "")
+
+
+def _delivery_limits(s: Signals) -> list[str]:
+    """The SMS budget's use this hour, a provider's slow-down, the fan-out: when there is something to say."""
+    lines = []
+    total, used = s.sms_budget_total, s.sms_budget_used
+    if total is not None and used is not None:
+        resets = f", resets {s.sms_budget_resets_at:%H:%M} UTC" if s.sms_budget_resets_at else ""
+        state = "  PAUSED" if s.sms_paused else ""
+        lines.append(f"sms budget: {used} of {total} this hour ({s.sms_budget_used_percent:.0f} %){resets}{state}")
+    for c in s.channels:
+        if c.slowed_seconds > 0:
+            lines.append(f"{c.channel}: the provider asked us to slow down: no claims for {c.slowed_seconds:.0f} s")
+    if s.fanout_live:
+        lines.append(f"fan-out: {s.fanout_live} more dispatch invocation(s) live")
+    return lines
 
 
 def _ago(seconds: float | None) -> str:

@@ -1,4 +1,4 @@
--- claim: eligible -> claimed, or with :begin straight to attempting (the fused claim, issue 18).
+-- claim: eligible -> claimed, or with :begin straight to attempting (the fused claim).
 -- One short transaction, committed before any network call.
 -- Reads the shared eligibility view (SMS capped by the global budget); SKIP LOCKED lets concurrent workers take disjoint batches.
 -- Returns what the worker needs to render and to fence its later writes (lease_version), nothing
@@ -15,21 +15,27 @@
 -- ClaimedIntent.dead_reason calls dead.
 -- One ordered range of the eligible index (channel, next_attempt_at, id) per channel, merged in
 -- claim order: a branch per channel of the delivery_intents channel CHECK (a new channel adds one).
--- A held message channel (a run of sender or account faults, sql/definitions/19-20) is not taken at
--- all: its intents stay eligible, none is failed or charged an attempt.
+-- Each branch takes at most its channel's own limit (the worker sizes it from the channel's latency,
+-- its sends in flight and its provider rate: delivery/batch_sizing.py); :limit bounds the merged batch.
+-- A held message channel (a run of sender or account faults, sql/definitions/19-20) or a slowed one
+-- (its provider answered 429, sql/definitions/23) is not taken at all: its intents stay eligible,
+-- none is failed or charged an attempt.
 WITH email AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'email'
-     ORDER BY next_attempt_at, id LIMIT CASE WHEN channel_held('email') THEN 0 ELSE :limit END
+     ORDER BY next_attempt_at, id
+     LIMIT CASE WHEN channel_held('email') OR channel_slowed('email') THEN 0 ELSE :email_limit END
        FOR UPDATE SKIP LOCKED
 ), webhook AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'webhook'
-     ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED
+     ORDER BY next_attempt_at, id LIMIT CASE WHEN channel_slowed('webhook') THEN 0 ELSE :webhook_limit END
+       FOR UPDATE SKIP LOCKED
 ), sms AS (
     -- SMS within the global budget (SMS_MAX_PER_HOUR, sql/definitions/07): past it, SMS intents
     -- are not taken at all, so they stay eligible and no attempt is charged.
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'sms'
      ORDER BY next_attempt_at, id
-     LIMIT CASE WHEN channel_held('sms') THEN 0 ELSE least(:limit, sms_budget_left(CAST(:sms_max AS integer))) END
+     LIMIT CASE WHEN channel_held('sms') OR channel_slowed('sms') THEN 0
+                ELSE least(:sms_limit, sms_budget_left(CAST(:sms_max AS integer))) END
        FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE delivery_intents AS i
@@ -57,8 +63,8 @@ WITH email AS (
 )
 SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attempts,
        c.ambiguous_count, c.lease_version, c.lease_until, c.created_at,
-       -- issue 14: a fallback intent carries its own destination (NULL once redacted, like the verification's);
-       -- issue 12: a webhook event never carries one to the worker: not its to send, not its to log
+       -- a fallback intent carries its own destination (NULL once redacted, like the verification's);
+       -- a webhook event never carries one to the worker: not its to send, not its to log
        CASE WHEN c.role = 'fallback' THEN c.destination WHEN c.role = 'event' THEN NULL ELSE v.destination END
            AS destination,
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,

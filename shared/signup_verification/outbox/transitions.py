@@ -21,7 +21,7 @@ statements per batch stay constant whatever the batch size.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -159,16 +159,22 @@ def claim(
     *,
     begin: bool = False,
     dead_within: float = 0.0,
+    limits: Mapping[str, int] | None = None,
 ) -> list[ClaimedIntent]:
     """`sms_max_per_hour`: the global SMS budget (None: none); past it SMS intents are left eligible.
     `begin`: the fused claim: intents whose link lives `dead_within` seconds more are begun too
-    (`begun`; their sends are handed over later with `start`, or they are `release`d)."""
+    (`begun`; their sends are handed over later with `start`, or they are `release`d).
+    `limits`: at most this many of each channel (a channel not named: up to `limit`)."""
     if limit <= 0:
         return []
+    per_channel = {c: min(limit, (limits or {}).get(c, limit)) for c in ("email", "sms", "webhook")}
     rows = db.rows(
         load_sql(__file__, "claim.sql"),
         owner=owner,
         limit=limit,
+        email_limit=per_channel["email"],
+        sms_limit=per_channel["sms"],
+        webhook_limit=per_channel["webhook"],
         lease_seconds=lease_seconds,
         sms_max=sms_max_per_hour,
         begin=begin,

@@ -21,6 +21,12 @@ TWILIO_FROM = Setting(
 # is no account's number: twilio.com/docs/iam/test-credentials). So TWILIO_FROM set to it is how the
 # service knows it runs on test credentials, with no setting of its own that could be left on.
 TWILIO_TEST_SENDER = "+15005550006"
+VERIFICATION_TTL = Setting(
+    "VERIFICATION_TTL_SECONDS",
+    600,
+    minimum=30,
+    help="link/code lifetime (ASVS 5.0 6.5.5: ≤ 10 min for out-of-band codes)",
+)
 CODE_DIGITS = Setting("SMS_CODE_DIGITS", 6, minimum=6, help="digits of an SMS code")
 PRODUCT_NAME = Setting(
     "PRODUCT_NAME",
@@ -154,12 +160,7 @@ class AbuseConfig:
 @dataclass(frozen=True)
 class CreateConfig:
     code_digits: int = CODE_DIGITS.field()
-    ttl_seconds: int = setting(
-        "VERIFICATION_TTL_SECONDS",
-        600,
-        minimum=30,
-        help="link/code lifetime (ASVS 5.0 6.5.5: ≤ 10 min for out-of-band codes)",
-    )
+    ttl_seconds: int = VERIFICATION_TTL.field()
     max_confirm_attempts: int = setting(
         "MAX_CONFIRM_ATTEMPTS", 5, minimum=1, help="wrong SMS codes before the verification locks"
     )

@@ -300,6 +300,9 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
     probe = load_sql(outbox.__file__, "idle_probe.sql")
     for name, value in (
         ("owner", "'w'"),
+        ("email_limit", "10"),
+        ("sms_limit", "10"),
+        ("webhook_limit", "10"),
         ("limit", "10"),
         ("lease_seconds", "30"),
         ("sms_max", "NULL"),

@@ -31,7 +31,7 @@ def _webhook(config: ChannelsConfig) -> Channel:
     from .http import HttpClient
     from .webhook import WebhookChannel
 
-    client = HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency)
+    client = HttpClient(timeout=config.send_timeout_seconds, pool_size=config.pool_size("webhook"))
     return WebhookChannel(config.webhook.url or "", config.webhook.secrets, client)
 
 
@@ -70,7 +70,7 @@ def _email(config: ChannelsConfig, ssl_context: ssl.SSLContext | None) -> Channe
         return SendGridChannel(
             config.sendgrid.api_key or "",
             config.sendgrid.url,
-            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
+            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.pool_size("email")),
         )
     return _console(config, "email")
 
@@ -86,7 +86,7 @@ def _sms(config: ChannelsConfig) -> Channel:
             twilio.auth_token or "",
             twilio.sender or "",
             twilio.api_url,
-            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.send_concurrency),
+            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.pool_size("sms")),
             status_callback=twilio.status_callback,  # delivery reports
         )
     return _console(config, "sms")

@@ -1,0 +1,73 @@
+"""What one dispatch invocation did: the counts it answers (the dispatch target's JSON) and the
+`dispatch_summary` record it logs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, assert_never
+
+from ..outbox.states import IntentStatus
+from .sending import SendOutcome
+
+_log = logging.getLogger("signup_verification.delivery.dispatcher")
+
+
+@dataclass
+class DispatchReport:
+    claimed: int = 0
+    accepted: int = 0
+    retryable: int = 0
+    failed: int = 0
+    ambiguous: int = 0
+    suppressed: int = 0
+    released: int = 0
+    stale_writes: int = 0
+    batches: int = 0
+    elapsed_ms: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def count(self, settled: IntentStatus) -> None:
+        """One settled intent, by the status settle.sql left."""
+        match settled:
+            case IntentStatus.ACCEPTED:
+                self.accepted += 1
+            case IntentStatus.RETRYABLE:
+                self.retryable += 1
+            case IntentStatus.AMBIGUOUS:
+                self.ambiguous += 1
+            case IntentStatus.FAILED:
+                self.failed += 1
+            case IntentStatus.READY | IntentStatus.CLAIMED | IntentStatus.ATTEMPTING | IntentStatus.SUPPRESSED:
+                raise ValueError(f"settle never leaves an intent {settled}")
+            case _:
+                assert_never(settled)
+
+    def tally(self, outcomes: Sequence[SendOutcome], applied: Mapping[int, str]) -> None:
+        """Count a settled batch by the status settle.sql left; an outcome that did not apply is stale."""
+        self.stale_writes += len(outcomes) - len(applied)
+        for outcome in outcomes:
+            status = applied.get(outcome.intent.id)
+            if status is not None:
+                self.count(IntentStatus(status))
+            else:
+                _log.warning(
+                    "stale write: intent %s was taken over before its %s outcome was recorded",
+                    outcome.intent.id,
+                    outcome.result.outcome,
+                    extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
+                )
+
+    def log(self, extra_fields: dict[str, Any], moved_otherwise: bool) -> None:
+        """The `dispatch_summary` record: INFO when anything moved, DEBUG for an idle tick."""
+        fields = {"event": "dispatch_summary", **self.as_dict(), **extra_fields}
+        moved = self.claimed or self.released or self.suppressed or self.stale_writes or moved_otherwise
+        _log.log(
+            logging.INFO if moved else logging.DEBUG,
+            "dispatch: %s",
+            " ".join(f"{k}={v}" for k, v in self.as_dict().items()),
+            extra={"json_fields": fields},
+        )
