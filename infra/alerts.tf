@@ -3,8 +3,9 @@
 # Every threshold page has the same shape, so they are one map (local.threshold_alerts, with
 # entries from reports.tf and webhooks.tf); the absence page is the one of another shape.
 locals {
-  metric_type = { for k, m in google_logging_metric.signal : k => "logging.googleapis.com/user/${m.name}" }
-  run_filter  = "resource.type=\"cloud_run_revision\""
+  metric_type      = { for k, m in google_logging_metric.signal : k => "logging.googleapis.com/user/${m.name}" }
+  condition_metric = { for k, m in google_logging_metric.condition : k => "logging.googleapis.com/user/${m.name}" }
+  run_filter       = "resource.type=\"cloud_run_revision\""
   # A page that fires on any record counting a condition in the last 5 minutes.
   any_record = { threshold = 0, duration = "0s", period = "300s", aligner = "ALIGN_SUM", reducer = "REDUCE_SUM" }
   # A page on the p99 of an age over one minute, held for a minute.
@@ -41,7 +42,7 @@ locals {
         display_name = "${var.name}: deliveries oscillating between ambiguous and retry"
         severity     = "WARNING"
         condition    = "records reporting oscillating intents"
-        filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.oscillating_records.name}\" AND ${local.run_filter}"
+        filter       = "metric.type=\"${local.condition_metric["oscillating"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.channel", "metric.label.deployment"]
         text         = "Some deliveries keep ending with an unknown outcome and being retried: the provider is timing out after (perhaps) accepting, so people may receive duplicates. Check the provider's status page and delivery attempts by outcome; consider switching the channel's ambiguity policy to hold."
       })
@@ -49,7 +50,7 @@ locals {
         display_name = "${var.name}: SMS budget spent, SMS sends paused"
         severity     = "CRITICAL"
         condition    = "records reporting the SMS budget spent"
-        filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_paused_records.name}\" AND ${local.run_filter}"
+        filter       = "metric.type=\"${local.condition_metric["sms_budget_paused"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.deployment"]
         text         = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour."
       })
@@ -57,9 +58,25 @@ locals {
         display_name = "${var.name}: SMS budget 80 % used this hour"
         severity     = "WARNING"
         condition    = "records reporting 80 % of the SMS budget used"
-        filter       = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sms_budget_warning_records.name}\" AND ${local.run_filter}"
+        filter       = "metric.type=\"${local.condition_metric["sms_budget_warning"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.deployment"]
         text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${var.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping)."
+      })
+      channel_held = merge(local.any_record, {
+        display_name = "${var.name}: a channel is held (our sender or account is refused)"
+        severity     = "CRITICAL"
+        condition    = "records reporting a held channel"
+        filter       = "metric.type=\"${local.condition_metric["channel_held"]}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.channel", "metric.label.deployment"]
+        text         = "A provider refused several sends for a fault of ours, not the recipients' (credentials, a sender number that is not registered or not SMS-capable, a trial account, carrier filtering of our content, an exhausted quota), so the channel is held: its deliveries wait, none fails, no destination is suppressed. `verifyctl status` names the provider's code and since when. Fix the cause, then `verifyctl channel resume <email|sms>`; otherwise the hold lapses by itself after CHANNEL_HOLD_SECONDS. docs/runbook.md, \"A channel is held\"."
+      })
+      sender_faults = merge(local.any_record, {
+        display_name = "${var.name}: a provider refused our sender or account"
+        severity     = "WARNING"
+        condition    = "records reporting failures of our sender or account"
+        filter       = "metric.type=\"${local.condition_metric["sender_faults"]}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.channel", "metric.label.deployment"]
+        text         = "A provider refused a send for a fault of our sender or account (docs/channels.md lists the codes). The delivery was not failed and the recipient not suppressed; a few more within CHANNEL_HOLD_WINDOW_SECONDS hold the channel. `verifyctl status` names the code. docs/runbook.md, \"A channel is held\"."
       })
       backlog_drain = merge(local.age_over, {
         display_name = "${var.name}: backlog drains slower than links live (> ${local.drain_threshold}s)"

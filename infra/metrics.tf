@@ -120,66 +120,71 @@ resource "google_logging_metric" "signal_records" {
   depends_on       = [google_project_service.api]
 }
 
-# Records that report at least one intent oscillating between ambiguous and retryable.
-resource "google_logging_metric" "oscillating_records" {
-  name        = "${var.name}/oscillating_records"
-  description = "Signal records with oscillating_count > 0: deliveries stuck flipping between ambiguous outcomes and retries."
-  filter      = "${local.signals_filter} AND jsonPayload.oscillating_count>0"
+# Records that report a condition, counted: each metric is one page's input (alerts.tf). The
+# labels are the record fields the page groups by.
+locals {
+  condition_records = {
+    oscillating = {
+      condition   = "jsonPayload.oscillating_count>0"
+      labels      = ["channel", "deployment"]
+      description = "Signal records with oscillating_count > 0: deliveries stuck flipping between ambiguous outcomes and retries."
+    }
+    sms_budget_warning = {
+      condition   = "jsonPayload.sms_budget_used_percent>=80"
+      labels      = ["deployment"]
+      description = "Signal records with sms_budget_used_percent >= 80: most of this hour's SMS budget is spent (SMS_MAX_PER_HOUR)."
+    }
+    sms_budget_paused = {
+      condition   = "jsonPayload.sms_budget_paused=true"
+      labels      = ["deployment"]
+      description = "Signal records with sms_budget_paused = true: the hourly SMS budget is spent and SMS sends are paused (SMS pumping?)."
+    }
+    channel_held = {
+      condition   = "jsonPayload.channel_held=true"
+      labels      = ["channel", "deployment"]
+      description = "Signal records with channel_held = true: failures of our sender or account hold the channel; its deliveries wait."
+    }
+    sender_faults = {
+      condition   = "jsonPayload.sender_faults>0"
+      labels      = ["channel", "deployment"]
+      description = "Signal records with sender_faults > 0: a provider refused a send for a fault of our sender or account."
+    }
+  }
+}
+
+resource "google_logging_metric" "condition" {
+  for_each    = local.condition_records
+  name        = "${var.name}/${each.key}_records"
+  description = each.value.description
+  filter      = "${local.signals_filter} AND ${each.value.condition}"
 
   metric_descriptor {
     metric_kind  = "DELTA"
     value_type   = "INT64"
     unit         = "1"
-    display_name = "${var.name} oscillating records"
-    labels {
-      key        = "channel"
-      value_type = "STRING"
-    }
-    labels {
-      key        = "deployment"
-      value_type = "STRING"
+    display_name = "${var.name} ${replace(each.key, "_", " ")} records"
+    dynamic "labels" {
+      for_each = each.value.labels
+      content {
+        key        = labels.value
+        value_type = "STRING"
+      }
     }
   }
-  label_extractors = local.channel_labels
+  label_extractors = { for label in each.value.labels : label => "EXTRACT(jsonPayload.${label})" }
   depends_on       = [google_project_service.api]
 }
 
-# Records that report 80 % or more of this hour's SMS budget used: the warning before it pauses SMS.
-resource "google_logging_metric" "sms_budget_warning_records" {
-  name        = "${var.name}/sms_budget_warning_records"
-  description = "Signal records with sms_budget_used_percent >= 80: most of this hour's SMS budget is spent (SMS_MAX_PER_HOUR)."
-  filter      = "${local.signals_filter} AND jsonPayload.sms_budget_used_percent>=80"
-
-  metric_descriptor {
-    metric_kind  = "DELTA"
-    value_type   = "INT64"
-    unit         = "1"
-    display_name = "${var.name} SMS budget warning records"
-    labels {
-      key        = "deployment"
-      value_type = "STRING"
-    }
-  }
-  label_extractors = { deployment = "EXTRACT(jsonPayload.deployment)" }
-  depends_on       = [google_project_service.api]
+# The counted conditions were one resource each before the map: keep them, do not recreate them.
+moved {
+  from = google_logging_metric.oscillating_records
+  to   = google_logging_metric.condition["oscillating"]
 }
-
-# Records that report the global SMS budget spent (SMS_MAX_PER_HOUR): SMS sends paused.
-resource "google_logging_metric" "sms_budget_paused_records" {
-  name        = "${var.name}/sms_budget_paused_records"
-  description = "Signal records with sms_budget_paused = true: the hourly SMS budget is spent and SMS sends are paused (SMS pumping?)."
-  filter      = "${local.signals_filter} AND jsonPayload.sms_budget_paused=true"
-
-  metric_descriptor {
-    metric_kind  = "DELTA"
-    value_type   = "INT64"
-    unit         = "1"
-    display_name = "${var.name} SMS budget paused records"
-    labels {
-      key        = "deployment"
-      value_type = "STRING"
-    }
-  }
-  label_extractors = { deployment = "EXTRACT(jsonPayload.deployment)" }
-  depends_on       = [google_project_service.api]
+moved {
+  from = google_logging_metric.sms_budget_warning_records
+  to   = google_logging_metric.condition["sms_budget_warning"]
+}
+moved {
+  from = google_logging_metric.sms_budget_paused_records
+  to   = google_logging_metric.condition["sms_budget_paused"]
 }

@@ -24,12 +24,8 @@ resource "time_sleep" "metrics" {
   triggers = {
     metrics = join(",", concat(
       [for m in google_logging_metric.signal : m.name],
-      [
-        google_logging_metric.signal_records.name,
-        google_logging_metric.oscillating_records.name,
-        google_logging_metric.sms_budget_paused_records.name,
-        google_logging_metric.sms_budget_warning_records.name,
-      ],
+      [for m in google_logging_metric.condition : m.name],
+      [google_logging_metric.signal_records.name],
     ))
   }
 }

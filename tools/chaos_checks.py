@@ -80,7 +80,7 @@ def check(
     _no_intent_lost(found, ledger, verifications, intents, attempts, by_verification, policy)
     _no_unexplained_duplicate(found, intents, attempts, by_verification)
     _no_dead_token_delivered(found, ledger, verifications, intents, attempts, by_verification)
-    _state_explained_by_attempts(found, intents, attempts)
+    state_explained_by_attempts(found, intents, attempts)
     _no_stale_lease_write(found, attempts)
     _no_secret_stored(found, db, verifications, intents, keyring, code_digits)
     found.figures["final_status"] = dict(Counter(i["status"] for i in intents.values()))
@@ -216,7 +216,8 @@ def _no_dead_token_delivered(found, ledger: Ledger, verifications, intents, atte
     found.figures["sends_in_flight_when_superseded"] = in_flight
 
 
-def _state_explained_by_attempts(found, intents, attempts) -> None:
+def state_explained_by_attempts(found, intents, attempts) -> None:
+    """Every intent's status and attempt count follow from its attempt-log rows (shared with chaos_webhooks)."""
     for intent in intents.values():
         rows = attempts[intent["id"]]
         by_attempt: dict[str, list[dict]] = defaultdict(list)

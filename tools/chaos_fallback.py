@@ -1,4 +1,4 @@
-"""The channel policy under chaos (issue 14): mixed policies in the chaos run (tools/chaos.py).
+"""The channel policy under chaos: mixed policies in the chaos run (tools/chaos.py).
 
 A share of the run's verifications is created with a fallback on the other channel: after a few
 seconds (policy `fallback`) or at once (`both`). Some of their primary destinations are ones the
@@ -128,7 +128,7 @@ SELECT f.id, f.verification_id, f.channel, f.status, f.attempts, f.ambiguous_cou
        f.destination, f.policy, f.after_seconds, f.brought_forward_at,
        extract(epoch FROM f.created_at + make_interval(secs => f.after_seconds))::float8 AS due_epoch,
        extract(epoch FROM f.brought_forward_at)::float8 AS brought_forward_epoch,
-       p.status AS primary_status, extract(epoch FROM p.completed_at)::float8 AS primary_completed_epoch,
+       p.status AS primary_status, extract(epoch FROM p.failed_at)::float8 AS primary_failed_epoch,
        v.status AS verification_status, v.key_id, v.token_nonce,
        extract(epoch FROM v.verified_at)::float8 AS verified_epoch,
        extract(epoch FROM v.expires_at)::float8 AS expires_epoch
@@ -171,9 +171,10 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
     for f in rows:
         label = f"fallback intent {f['id']} ({f['policy']}, {f['status']})"
         messages = fallback_deliveries.get(f["id"], [])
+        # when the primary failed for good: at its last attempt, or later when a report said it never arrived
         verified, failed_at = (
             f["verified_epoch"],
-            f["primary_completed_epoch"] if f["primary_status"] == "failed" else None,
+            f["primary_failed_epoch"] if f["primary_status"] == "failed" else None,
         )
         figures[f"fallback_final_{f['status']}"] += 1
         if f["status"] == "suppressed":

@@ -47,7 +47,7 @@ class FaultRates:
     reset_before: float = 0.02  # connection reset before the message was taken
     throttle: float = 0.05  # Twilio 429 + Retry-After / SMTP 421: never processed, retryable
     server_error: float = 0.04  # Twilio 5xx (half of them sent anyway): ambiguous; SMTP 451: retryable
-    echo_url: float = 0.02  # SMTP only: 451 quoting the message's first URL (issue 15, item 12): retryable
+    echo_url: float = 0.02  # SMTP only: 451 quoting the message's first URL: retryable
     permanent_every: int = 250  # one destination in N is refused for good (Twilio 21211 / SMTP 550 5.1.1)
 
 

@@ -91,9 +91,8 @@ class Injections(RunState):
         settled in between, it is resumed at once and another moment is tried."""
         # One holding a batch claimed ahead: on resume its start is fenced and refused (stale) for sure, where
         # sends still in flight past the deadline would be left to the reconciler without a write.
-        pids = self._lease_holders(
-            db, ahead_only=True
-        )  # issue 18: the fused claim's batch is 'attempting', not started
+        # the fused claim's batch is 'attempting' from the claim on, not from its start
+        pids = self._lease_holders(db, ahead_only=True)
         with self.lock:
             slot = next(
                 (

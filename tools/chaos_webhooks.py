@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from chaos_checks import Findings, _state_explained_by_attempts  # noqa: E402
+from chaos_checks import Findings, state_explained_by_attempts  # noqa: E402
 from chaos_faults import Faults  # noqa: E402
 from signup_verification.delivery.config import WebhookConfig  # noqa: E402
 from signup_verification.delivery.events import webhook_id  # noqa: E402
@@ -185,7 +185,7 @@ def check(db: Database, receiver: FakeWebhookReceiver, found: Findings) -> None:
     ):
         attempts[row["intent_id"]].append(row)
     # the same state-vs-attempt-log invariant as the messages' (chaos_checks.py), over the events
-    _state_explained_by_attempts(found, {e["id"]: e for e in events}, attempts)
+    state_explained_by_attempts(found, {e["id"]: e for e in events}, attempts)
     ambiguous = Counter(
         r[0]
         for r in db.run("SELECT intent_id FROM delivery_attempts WHERE channel = 'webhook' AND outcome = 'ambiguous'")

@@ -308,7 +308,7 @@ def test_checkov_passes():
 
 
 def test_metric_filters_match_the_signal_records_the_code_emits(db):
-    """Every jsonPayload field a log-based metric reads is in signals.emit's records, as a number."""
+    """Every jsonPayload field a log-based metric reads is in signals.emit's records, of the type it compares."""
     import logging
 
     from signup_verification.operations import signals
@@ -316,9 +316,9 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     infra = load_infra()
     fields = {spec["field"] for spec in infra.locals["distributions"].values()}
     fields |= {f"attempts_{o}" for o in infra.locals["attempt_outcomes"]}
-    fields |= set(
-        re.findall(r"jsonPayload\.(\w+)>", infra.resource("google_logging_metric", "oscillating_records")["filter"])
-    )
+    conditions = [c["condition"] for c in infra.locals["condition_records"].values()]
+    counted = dict(re.fullmatch(r"jsonPayload\.(\w+)(?:>=?|=)(\w+)", c).groups() for c in conditions)  # type: ignore[union-attr]
+    assert len(counted) == len(conditions)
     assert re.findall(r'jsonPayload\.(\w+)=\\?"', infra.locals["signals_filter"]) == ["event", "deployment"]
 
     records: list[logging.LogRecord] = []
@@ -338,6 +338,11 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
         for field in fields:
             assert field in payload, f"metric reads jsonPayload.{field}, signals.emit does not write it"
             assert payload[field] is None or isinstance(payload[field], (int, float)), field
+        for field, value in counted.items():  # a counted condition tests a boolean or compares a number
+            if field.startswith("sms_") and payload["channel"] != "sms":
+                continue  # the SMS budget is on the SMS record only
+            assert field in payload, f"a metric counts jsonPayload.{field}, signals.emit does not write it"
+            assert isinstance(payload[field], bool if value == "true" else (int, float)), field
 
 
 def test_confirm_request_urls_with_tokens_are_kept_out_of_cloud_logging():

@@ -61,8 +61,10 @@ def test_the_fanout_and_pacing_settings_reach_the_dispatch_service_only():
 
 def test_the_sms_budget_warns_at_80_percent_and_the_backlog_pages_against_the_ttl():
     infra = load_infra()
-    metric = infra.resource("google_logging_metric", "sms_budget_warning_records")
-    assert metric["filter"].endswith("jsonPayload.sms_budget_used_percent>=80")
+    assert (
+        infra.locals["condition_records"]["sms_budget_warning"]["condition"]
+        == "jsonPayload.sms_budget_used_percent>=80"
+    )
     alerts = infra.locals["threshold_alerts"]
     for name in ("sms_budget_warning", "backlog_drain", "sms_budget", "oldest_ready"):
         assert f"{name} = merge(" in alerts.replace("\n", " "), name

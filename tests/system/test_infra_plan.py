@@ -112,6 +112,20 @@ def test_the_example_variables_plan_every_function_and_wait(plan_text: str):
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", plan_text, re.MULTILINE)
 
 
+def test_a_held_channel_pages_and_a_sender_fault_warns_per_channel(plan_text: str):
+    """The signals record's channel_held and sender_faults each feed a planned metric and a page."""
+    for key, severity in (("channel_held", "CRITICAL"), ("sender_faults", "WARNING")):
+        metric = _planned_block(plan_text, f'google_logging_metric.condition["{key}"]')
+        assert f"jsonPayload.{key}{'=true' if key == 'channel_held' else '>0'}" in metric, key
+        assert '"channel"    = "EXTRACT(jsonPayload.channel)"' in metric, key
+        page = _planned_block(plan_text, f'google_monitoring_alert_policy.threshold["{key}"]')
+        assert f'severity              = "{severity}"' in page, key
+        assert f"/{key}_records" in page and "metric.label.channel" in page, key
+    assert "verifyctl channel resume" in _planned_block(
+        plan_text, 'google_monitoring_alert_policy.threshold["channel_held"]'
+    )
+
+
 def test_the_default_plan_binds_no_allusers_member(plan_text: str):
     """Domain Restricted Sharing (the default in organisations since 2024-05-03) accepts it: the
     public services turn the invoker check off instead, the private ones keep it."""

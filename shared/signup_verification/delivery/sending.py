@@ -44,6 +44,7 @@ NOT_SENT = "not_sent"
 CHANNEL_STOPPED = "channel_stopped"
 RATE_LIMITED = "rate_limited"  # the provider's 429 / Twilio 20429: refused before processing
 # retryable outcomes that spend no attempt: never handed to a provider, or refused unprocessed
+# never handed to the provider: not charged an attempt, nor a place in the SMS budget (sql/definitions/07)
 NOT_ATTEMPTED = frozenset({NOT_SENT, CHANNEL_STOPPED, RATE_LIMITED})
 
 

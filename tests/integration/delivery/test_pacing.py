@@ -90,6 +90,8 @@ def test_a_twilio_20429_without_retry_after_slows_sms_for_the_default_wait(db, t
         assert row["status"] == "retryable" and row["max_attempts"] - row["attempts"] == 5
     assert 0 < slowed(db, "sms") <= 1.0  # pacing.SLOW_DOWN_DEFAULT_SECONDS
     assert [a[2] for a in attempts(db, ids[0])] == [None, "rate_limited"]
+    # neither message reached Twilio: the hour's SMS budget is whole
+    assert db.one("SELECT sms_budget_left(10) AS left")["left"] == 10
 
 
 def test_a_429_during_a_batch_pauses_the_senders_of_that_invocation_at_once(db, sendgrid):

@@ -4,14 +4,20 @@ failing or charging any intent, email keeps flowing, the signals alert, and an o
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
 from signup_verification import cli
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.delivery.sending import NOT_ATTEMPTED
 from signup_verification.operations import signals
 from signup_verification.operations.config import SignalsConfig
 from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.fakes.seed import seed_intents
+
+DEFINITION = Path(__file__).parents[3] / "sql" / "definitions" / "07_sms_budget_left.sql"
 
 
 def create(db, settings, channel: str, n: int) -> list[uuid.UUID]:
@@ -80,3 +86,29 @@ def test_the_budget_renews_at_the_next_hour(db, smtp, twilio):
 
 def test_without_a_budget_nothing_pauses(db):
     assert signals.compute(db, "test", SignalsConfig(sms_max_per_hour=None)).sms_budget_left is None
+
+
+def _append_attempt(db, intent_id: int, outcome: str, error_class: str | None = None) -> None:
+    db.run(
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,"
+        " error_class) SELECT id || ':1', id, 1, channel, template_version, :outcome, :error_class"
+        " FROM delivery_intents WHERE id = :id",
+        id=intent_id,
+        outcome=outcome,
+        error_class=error_class,
+    )
+
+
+def test_attempts_that_never_reached_the_provider_give_their_place_back(db):
+    """The budget counts messages: begun attempts, less those that ended unsent (released claims
+    and the error classes the sender marks as never handed to the provider)."""
+    listed = re.search(r"error_class IN \(([^)]*)\)", DEFINITION.read_text())
+    assert listed is not None and set(re.findall(r"'(\w+)'", listed.group(1))) == set(NOT_ATTEMPTED)
+    ids = seed_intents(db, 3, sms_every=1)
+    for intent_id in ids:
+        _append_attempt(db, intent_id, "attempting")
+    assert db.one("SELECT sms_budget_left(10) AS left")["left"] == 7
+    _append_attempt(db, ids[0], "released")
+    _append_attempt(db, ids[1], "retryable", "rate_limited")
+    _append_attempt(db, ids[2], "retryable", "timeout")  # may have been sent: still spent
+    assert db.one("SELECT sms_budget_left(10) AS left")["left"] == 9
