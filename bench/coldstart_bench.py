@@ -212,7 +212,7 @@ def report(m: dict, machine_line: str) -> str:
         f"{m['connector_ms']:.0f} ms to import, is imported only when INSTANCE_CONNECTION_NAME is set (every "
         "deployed target dials Cloud SQL through it, so there it is on the path of the first database call); "
         "Secret Manager only for `sm://` values (infra injects secrets as environment variables). "
-        "Each target imports only its own modules (functions/main.py `TARGET_MODULES`, pinned by "
+        "Each target imports only its own modules (the edge module functions/main.py `EDGES` names for it, pinned by "
         "tests/unit/test_function_startup.py): create_verification never loads cryptography, urllib3, "
         "phonenumbers, the dispatcher or the reconciler, nor (config/ reads each concern's settings from a "
         "light module of its own) the renderer, the channel adapters, smtplib, the outbox transitions, the "

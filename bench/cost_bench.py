@@ -93,6 +93,7 @@ def one_round(params: ConnectionParams, n: int) -> dict[str, Cost]:
         rate_limit_country_per_hour=1_000_000,  # all +1: the country limit reads every SMS create of the hour
         rate_limit_client_per_hour=1_000_000,
         sms_max_per_hour=1_000_000,
+        **common.UNPACED,
     )
     common.fresh_database(params, name).close()
     # create and confirm on a connection set up as their targets' are (runtime.session_settings: generic plans)

@@ -150,6 +150,7 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
         function_timeout_seconds=scenario.timeout,
         email_from="Signup <no-reply@example.org>",
         sms_max_per_hour=BENCH_SMS_MAX,  # every seeded SMS within the global budget (still counted per claim)
+        **common.UNPACED,
     )
     channels = {
         "email": BenchSender("email", scenario.latency, scenario.mime),

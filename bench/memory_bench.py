@@ -21,7 +21,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
-from common import fresh_database, log, machine, median, server, write_section
+from common import UNPACED, fresh_database, log, machine, median, server, write_section
 
 SECTION = "memory-bench"
 TARGET_MB = 150
@@ -50,6 +50,7 @@ def child(url: str, intents: int, batch: int, sendgrid: str = "", inflight: int 
         function_timeout_seconds=3600,
         email_from="Signup <no-reply@example.org>",
         send_concurrency_max_email=inflight or None,
+        **UNPACED,
         **http,
     )
     channels = (

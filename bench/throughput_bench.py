@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import dispatch_bench
 import pgqueuer_bench
 import raw_sql_bench
-from common import load, log, machine, median, server, write_section
+from common import UNPACED, load, log, machine, median, server, write_section
 
 SECTION = "throughput-bench"
 
@@ -70,6 +70,7 @@ def _invocation(url: str, batch: int, ready, go, out) -> None:
         function_timeout_seconds=3600,
         email_from="Signup <no-reply@example.org>",
         sms_max_per_hour=dispatch_bench.BENCH_SMS_MAX,  # every seeded SMS within the global budget (still counted per claim)
+        **UNPACED,
     )
     channels = {c: dispatch_bench.BenchSender(c, 0.0) for c in ("email", "sms")}
     estimator = LatencyEstimator()

@@ -116,6 +116,7 @@ def run_one(params, row: Row, n: int, receiver_url: str) -> float:
         dispatch_max_batch=500,
         function_timeout_seconds=3600,
         email_from="Signup <no-reply@example.org>",
+        **common.UNPACED,
     )
     if row.kind == "email":
         channels = {"email": BenchSender("email", 0.0)}
