@@ -33,7 +33,6 @@ import threading
 import time
 import uuid
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,10 @@ import chaos_fallback  # noqa: E402  (mixed channel policies)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_fanout import Fanout  # noqa: E402  (fan-out invocations as processes of their own)
-from chaos_faults import ChaosSmtp, ChaosTwilio, FaultRates, Faults  # noqa: E402
+from chaos_faults import ChaosSmtp, ChaosTwilio, Faults  # noqa: E402
 from chaos_injections import Injections  # noqa: E402  (kills, the freeze, the restart)
 from chaos_reports import Reports  # noqa: E402  (provider reports, duplicated, reordered, late)
+from chaos_state import ChaosConfig  # noqa: E402  (the run's sizes, rates and timings)
 from chaos_webhooks import Webhooks  # noqa: E402  (the receiver, the confirmer, their checks)
 from chaos_workers import Workers  # noqa: E402  (the supervised dispatch slots, the reconciler)
 from signup_verification.api import create as verifications  # noqa: E402
@@ -56,35 +56,6 @@ from signup_verification.platform import migrations  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications.config import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
-
-
-@dataclass(frozen=True)
-class ChaosConfig:
-    intents: int = 5000
-    workers: int = 4
-    seed: int = 20261129
-    sms_share: float = 0.2
-    supersede_share: float = 0.05
-    short_ttl_share: float = 0.05  # created with the shortest TTL (30 s): some expire while the run is faulty
-    chaos_seconds: float = 90.0  # kills, provider faults and the restart happen within this
-    kill_every: tuple[float, float] = (1.0, 4.0)
-    fault_launch_share: float = (
-        0.12  # dispatch launches that kill themselves at a fault point (tools/fault_dispatch.py)
-    )
-    pg_restart_at: float = 0.3  # fraction of the chaos phase
-    pg_outage_seconds: float = 2.0
-    pause_at: float = 0.45  # one worker frozen past its lease (stale writes on resume)
-    reconcile_every: float = 2.0
-    send_timeout: float = 1.5
-    max_seconds: float = 600.0  # the whole run, draining included: after that it stops and reports
-    rates: FaultRates = field(default_factory=FaultRates)
-    fallback_share: float = 0.25  # created with a fallback channel (tools/chaos_fallback.py)
-
-    @classmethod
-    def quick(cls, **overrides) -> ChaosConfig:
-        return dataclasses.replace(
-            cls(intents=400, chaos_seconds=20.0, kill_every=(1.0, 3.0), max_seconds=150.0), **overrides
-        )
 
 
 class Run(Workers, Injections, Fanout):

@@ -133,7 +133,7 @@ class Signals:
                     f"rate, longer than a link lives ({self.config.ttl_seconds / 60:g} min): links will expire "
                     "unsent (docs/runbook.md, Backlog against the TTL)"
                 )
-        resets = self.sms_budget_resets_at.strftime("%H:%M UTC") if self.sms_budget_resets_at else "the next hour"
+        resets = rfc3339(self.sms_budget_resets_at) if self.sms_budget_resets_at else "the next hour"
         percent = self.sms_budget_used_percent
         if self.sms_paused:
             found.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..platform.timestamps import rfc3339
 from .signals import Signals
 
 
@@ -38,7 +39,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 def render(s: Signals) -> str:
     window = f"{s.config.window_seconds / 60:g} min"
     lines = [
-        f"deployment {s.deployment}   measured {s.measured_at:%Y-%m-%d %H:%M:%S}Z   "
+        f"deployment {s.deployment}   measured {rfc3339(s.measured_at)}   "
         f"page when oldest ready > {s.config.ready_age_alert_seconds:g} s",
         "",
     ]
@@ -128,7 +129,7 @@ def _delivery_limits(s: Signals) -> list[str]:
     lines = []
     total, used = s.sms_budget_total, s.sms_budget_used
     if total is not None and used is not None:
-        resets = f", resets {s.sms_budget_resets_at:%H:%M} UTC" if s.sms_budget_resets_at else ""
+        resets = f", resets {rfc3339(s.sms_budget_resets_at)}" if s.sms_budget_resets_at else ""
         state = "  PAUSED" if s.sms_paused else ""
         lines.append(f"sms budget: {used} of {total} this hour ({s.sms_budget_used_percent:.0f} %){resets}{state}")
     for c in s.channels:

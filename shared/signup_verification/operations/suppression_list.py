@@ -62,8 +62,8 @@ def clear(db: Database, channel: str, key: bytes, cleared_by: str) -> bool:
 def render(found: list[Suppression]) -> str:
     if not found:
         return "no destination is suppressed"
-    lines = [f"{'channel':<8} {'key':<14} {'since':<20} {'until':<20} reason"]
+    lines = [f"{'channel':<8} {'key':<14} {'since':<24} {'until':<24} reason"]
     for s in found:
-        until = s.expires_at.strftime("%Y-%m-%d %H:%M") if s.expires_at else "cleared by operator"
-        lines.append(f"{s.channel:<8} {s.key[:12]:<14} {s.created_at:%Y-%m-%d %H:%M}     {until:<20} {s.reason}")
+        until = rfc3339(s.expires_at) if s.expires_at else "cleared by operator"
+        lines.append(f"{s.channel:<8} {s.key[:12]:<14} {rfc3339(s.created_at):<24} {until:<24} {s.reason}")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime
 
 from ..platform.database import Database, load_sql
+from ..platform.timestamps import rfc3339
 
 
 def events(db: Database, verification_id: uuid.UUID) -> list[tuple[datetime, str, str]]:
@@ -22,7 +23,7 @@ def events(db: Database, verification_id: uuid.UUID) -> list[tuple[datetime, str
             + (f" code {o['error_code']}" if o["error_code"] is not None else "")
         )
         effect = ": undeliverable, destination suppressed" if o["permanent"] else ""
-        late = "" if o["provider_at"] is None else f", received {o['received_at']:%H:%M:%S}"
+        late = "" if o["provider_at"] is None else f", received {rfc3339(o['received_at'])}"
         found.append(
             (
                 o["provider_at"] or o["received_at"],

@@ -22,6 +22,7 @@ from pathlib import Path
 from .config import MigrationConfig
 from .database import Database, DatabaseError, UnavailableError, load_sql
 from .migration_files import Definition, Migration, Source, discover, discover_definitions, split_statements
+from .timestamps import rfc3339
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -260,7 +261,7 @@ class Status:
 
 
 def _line(entry: Entry) -> str:
-    when = f"  {entry.applied_at:%Y-%m-%d %H:%M:%S}Z" if entry.applied_at else ""
+    when = f"  {rfc3339(entry.applied_at)}" if entry.applied_at else ""
     return f"  {entry.state:<8} {entry.name}{when}"
 
 
