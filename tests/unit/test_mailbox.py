@@ -18,19 +18,26 @@ from signup_verification.local.scheduler import Job, Scheduler
 SID, AUTH = "AC" + "1" * 32, "secret-token"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """n distinct free ports: each socket stays bound until all are chosen, so none repeats."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @pytest.fixture
 def server():
     runs: list[int] = []
+    smtp_port, web_port = _free_ports(2)
     box = MailboxServer(
         "127.0.0.1",
-        _free_port(),
-        _free_port(),
+        smtp_port,
+        web_port,
         twilio_account_sid=SID,
         twilio_auth_token=AUTH,
         on_run_now=lambda: runs.append(1),

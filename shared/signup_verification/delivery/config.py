@@ -209,7 +209,7 @@ class SendLimit:
         aliases=("SEND_CONCURRENCY",),
         help="the most {key} provider calls in flight in one invocation (each batch runs as many as it holds, up "
         "to this and to what the provider's rate can use); `SEND_CONCURRENCY` sets every channel's (a per-channel "
-        "variable wins). A send in flight costs ~67 KB (docs/benchmarks.md)",
+        "variable wins). A send in flight costs ~0.1 MB (docs/benchmarks.md)",
     )
 
 

@@ -3,24 +3,17 @@ nothing written (no verification, no intent, no idempotency record, no create ev
 
 from __future__ import annotations
 
-import pytest
+import functools
 
-from signup_verification import runtime
+import pytest
 
 SMS = {"account_id": "acct-1", "channel": "sms", "destination": "+14155550100"}
 
 
 @pytest.fixture
-def create(app_client, service_env, monkeypatch):
+def create(configured_app):
     """create(**settings) -> a create_verification client configured with those variables."""
-
-    def make(**settings: str):
-        for name, value in settings.items():
-            monkeypatch.setenv(name, value)
-        runtime.reset()
-        return app_client("create_verification")
-
-    return make
+    return functools.partial(configured_app, "create_verification")
 
 
 def post(client, body: dict, key: str):

@@ -4,12 +4,12 @@ fingerprint, and bad input is a problem+json that writes nothing."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
 import pytest
 
-from signup_verification import runtime
 from signup_verification.api.create import fingerprint
 from signup_verification.api.models import CreateVerificationRequest
 
@@ -22,14 +22,9 @@ EMAIL_FIRST = {
 
 
 @pytest.fixture
-def create(app_client, service_env, monkeypatch):
-    def make(**settings: str):
-        for name, value in settings.items():
-            monkeypatch.setenv(name, value)
-        runtime.reset()
-        return app_client("create_verification")
-
-    return make
+def create(configured_app):
+    """create(**settings) -> a create_verification client configured with those variables."""
+    return functools.partial(configured_app, "create_verification")
 
 
 def post(client, body: dict, key: str):

@@ -4,6 +4,7 @@ become observations with their effects; unsigned, forged or stale ones change no
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -240,8 +241,10 @@ def test_inspect_shows_the_reports_in_the_timeline(client, db):
                            sendgrid_event(sent["intent_id"], sent["attempt_id"])])  # fmt: skip
     found = timeline.timeline(db, sent["verification_id"])
     reported = [e.detail for e in found.events if e.kind == "reported"]
-    assert reported == [f"sendgrid says deferred for attempt {sent['attempt_id']}, received " + reported[0][-8:],
-                        f"sendgrid says delivered for attempt {sent['attempt_id']}, received " + reported[1][-8:]]  # fmt: skip
+    received = [r.rsplit(", received ", 1)[-1] for r in reported]  # the report's arrival, in the one format
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at) for at in received), received
+    assert reported == [f"sendgrid says deferred for attempt {sent['attempt_id']}, received {received[0]}",
+                        f"sendgrid says delivered for attempt {sent['attempt_id']}, received {received[1]}"]  # fmt: skip
     assert "someone@example.com" not in timeline.render(found)
 
 
