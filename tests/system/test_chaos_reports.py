@@ -78,7 +78,7 @@ def test_each_report_check_catches_its_violation(db):
 
 
 def _checked_attempts(db) -> Findings:
-    from chaos_checks import _no_stale_lease_write, _state_explained_by_attempts
+    from chaos_checks import _no_stale_lease_write, state_explained_by_attempts
 
     intents = {r["id"]: r for r in db.rows(
         "SELECT id, status, attempts, ambiguous_count, undeliverable_reason FROM delivery_intents")}  # fmt: skip
@@ -86,7 +86,7 @@ def _checked_attempts(db) -> Findings:
     for row in db.rows("SELECT * FROM delivery_attempts ORDER BY id"):
         attempts[row["intent_id"]].append(row)
     found = Findings()
-    _state_explained_by_attempts(found, intents, attempts)
+    state_explained_by_attempts(found, intents, attempts)
     _no_stale_lease_write(found, attempts)
     return found
 
