@@ -16,7 +16,6 @@ server listens.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -28,7 +27,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import ROOT, fresh_database, log, machine, median, quiet_only, quiet_round, server, write_section
+import common
+from common import ROOT, fresh_database, log, machine, median, quiet_only, quiet_round, server
 from create_bench import free_port
 from support.paths import TEST_TOKEN_KEYS
 
@@ -223,16 +223,12 @@ def report(m: dict, machine_line: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--write-docs", action="store_true")
+    parser = common.arguments(__doc__)
     args = parser.parse_args(argv)
     params = server()
     m = measure(params, 2 if args.quick else 5)
     section = report(m, machine(params))
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 

@@ -3,6 +3,7 @@ medians and the docs sections each script owns (between <!-- NAME:start --> and 
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -146,3 +147,19 @@ def write_section(name: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block
     DOC.write_text(text)
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The options every benchmark takes (its own are added to the parser): --quick, tiny sizes that
+    keep the script working (CI); --write-docs, rewrite its section of docs/benchmarks.md."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--write-docs", action="store_true")
+    return parser
+
+
+def publish(name: str, section: str, write_docs: bool) -> None:
+    """Print a benchmark's section; with --write-docs also write it to docs/benchmarks.md."""
+    print(section)
+    if write_docs:
+        write_section(name, section)

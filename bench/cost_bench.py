@@ -17,7 +17,6 @@ Median of the rounds, field by field. Embedded server only for the per-type WAL 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import statistics
@@ -30,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 import common
 import history_bench
 import pgqueuer_bench
-from common import log, quiet_round, server, write_section
+from common import log, quiet_round, server
 from pgcost import Cost, Meter, flush_stats
 from signup_verification import runtime
 from signup_verification.api import create as create_edge
@@ -330,10 +329,8 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = common.arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=0)
-    parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     n = 100 if args.quick else 2_000
     rounds = args.rounds or (1 if args.quick else 3)
@@ -370,9 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         common.machine(params),
         f"1 process × {consumers} consumers × batch {batch}",
     )
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 

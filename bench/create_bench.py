@@ -12,7 +12,6 @@ create has its own account, destination and Idempotency-Key, so none is rate lim
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -23,7 +22,8 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from common import ROOT, fresh_database, load, log, machine, median, server, write_section
+import common
+from common import ROOT, fresh_database, load, log, machine, median, server
 from support.paths import TEST_TOKEN_KEYS
 
 SECTION = "create-bench"
@@ -137,10 +137,8 @@ def trips(port: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = common.arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     requests_total, rounds = (64, 1) if args.quick else (1_600, args.rounds)
     params = server()
@@ -172,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.terminate()
         proc.wait(10)
     section = report(figures, per_create, machine(params), rounds, requests_total)
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 

@@ -24,7 +24,6 @@ in .local/bench-pg (or BENCH_DATABASE_URL's server), one fresh database per scen
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -38,7 +37,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 import common  # noqa: E402
-from common import write_section  # noqa: E402
 from signup_verification.delivery.batch_sizing import LatencyEstimator, invocation_seconds  # noqa: E402
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
@@ -226,9 +224,7 @@ def scenarios(quick: bool) -> list[Scenario]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--write-docs", action="store_true")
+    parser = common.arguments(__doc__)
     args = parser.parse_args(argv)
     params = server()
     results = []
@@ -244,9 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     import dispatch_e2e  # here: bench/memory_bench.py imports this module and measures what it imports
 
     section += "\n".join(dispatch_e2e.report(dispatch_e2e.run(params, args.quick))) + "\n"
-    print(section)
-    if args.write_docs:
-        write_section("dispatch-bench", section)
+    common.publish("dispatch-bench", section, args.write_docs)
     return 0
 
 

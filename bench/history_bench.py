@@ -20,7 +20,6 @@ EXPLAIN then checks that no statement reads a history table with a sequential sc
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
@@ -425,11 +424,9 @@ def write_docs(section: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--sizes", default="10000,1000000")
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--quick", action="store_true", help="1k vs 5k, 2 repeats")
-    parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     sizes = [1000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]
     repeat = 2 if args.quick else args.repeat

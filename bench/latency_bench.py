@@ -15,14 +15,14 @@ when the provider accepted).
 
 from __future__ import annotations
 
-import argparse
 import random
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 
-from common import fresh_database, load, log, machine, quiet_round, server, write_section
+import common
+from common import fresh_database, load, log, machine, quiet_round, server
 from create_bench import free_port
 from provider_http import serve
 from signup_verification.api.create import create_verification
@@ -104,10 +104,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = common.arguments(__doc__)
     parser.add_argument("--seconds", type=float, default=180)
-    parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     # (label, idle wait, scheduler jobs, FUNCTION_TIMEOUT_SECONDS, DISPATCH_SAFETY_MARGIN_SECONDS): the
     # deployment (infra: two jobs, 75 s, hand-over), the previous one (one job, 59 s), no idle wait.
@@ -161,9 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{p50:.2f} s | **{p95:.2f} s** | {p99:.2f} s | {worst:.2f} s | {'ok' if p95 <= 0.5 else 'MISSED'} |"
         )
     section = "\n".join(lines) + "\n"
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 

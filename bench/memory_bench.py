@@ -14,14 +14,14 @@ in flight (SEND_CONCURRENCY_MAX_EMAIL); the slope of peak RSS over in-flight sen
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import subprocess
 import sys
 from datetime import UTC, datetime
 
-from common import UNPACED, fresh_database, log, machine, median, server, write_section
+import common
+from common import UNPACED, fresh_database, log, machine, median, server
 
 SECTION = "memory-bench"
 TARGET_MB = 150
@@ -107,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--write-docs", action="store_true")
+    parser = common.arguments(__doc__)
     args = parser.parse_args(argv)
     intents, runs = (500, 1) if args.quick else (5_000, 3)
     params = server()
@@ -148,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "a sender thread's touched stack, its connection and buffers, the rendered message.",
     ]
     section = "\n".join(lines) + "\n"
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 

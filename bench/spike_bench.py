@@ -20,7 +20,6 @@ invocation is not enough, and the fan-out has to carry it.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import threading
@@ -28,7 +27,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from common import fresh_database, log, machine, quiet_round, server, write_section
+import common
+from common import fresh_database, log, machine, quiet_round, server
 from create_bench import free_port
 from provider_http import TimedSendGrid, plain_client, serve, service_env, stop
 from signup_verification.local.scheduler import Job, Scheduler
@@ -220,9 +220,7 @@ def report(spikes: list[Spike], machine_line: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--write-docs", action="store_true")
+    parser = common.arguments(__doc__)
     args = parser.parse_args(argv)
     signups, rate, client = (600, 100.0, 600) if args.quick else (10_000, 200.0, 5_000)
     scenarios = [("the defaults", {})]
@@ -239,9 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         spikes.append(spike)
     section = report(spikes, machine(params))
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0 if all(s.expired_unsent == 0 and s.duplicates == 0 for s in spikes) else 1
 
 

@@ -10,15 +10,15 @@ round, then the median taken. Zero-latency in-process sender, attempt rows writt
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import common
 import dispatch_bench
 import pgqueuer_bench
 import raw_sql_bench
-from common import UNPACED, load, log, machine, median, server, write_section
+from common import UNPACED, load, log, machine, median, server
 
 SECTION = "throughput-bench"
 
@@ -123,11 +123,9 @@ def profile(params, n: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = common.arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--intents", type=int, default=20_000)
-    parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--profile", action="store_true", help="print a pyinstrument profile of one run")
     args = parser.parse_args(argv)
     n, rounds = (1_000, 1) if args.quick else (args.intents, args.rounds)
@@ -144,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         print(profile(params, n))
     section = report(rates, n, rounds, machine(params), loads, missing)
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 

@@ -16,7 +16,6 @@ Figures are medians over the rounds; the load average is recorded beside them (t
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import sys
@@ -31,7 +30,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import common  # noqa: E402
-from common import load, log, machine, median, server, write_section  # noqa: E402
+from common import load, log, machine, median, server  # noqa: E402
 from dispatch_bench import KEYRING, BenchSender, CountingDatabase  # noqa: E402
 from signup_verification.delivery.batch_sizing import LatencyEstimator  # noqa: E402
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
@@ -137,11 +136,9 @@ def run_one(params, row: Row, n: int, receiver_url: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser = common.arguments(__doc__)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--intents", type=int)
-    parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     n = args.intents or (1000 if args.quick else 10_000)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -164,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         receiver.terminate()
         receiver.join(5)
     section = report(rates, n, rounds, machine(params), loads)
-    print(section)
-    if args.write_docs:
-        write_section(SECTION, section)
+    common.publish(SECTION, section, args.write_docs)
     return 0
 
 
