@@ -46,7 +46,10 @@ NOT_FOR_CREATE = (
 )
 
 
-def _import_main(target: str, probe: str = "", **settings: str) -> subprocess.CompletedProcess[str]:
+_MODULES = "import json, os, sys, main; print(json.dumps(sorted(sys.modules))); sys.stdout.flush(); os._exit(0)"
+
+
+def _import_main(target: str, probe: str = _MODULES, **settings: str) -> subprocess.CompletedProcess[str]:
     """`import main` in a fresh interpreter as a deployed instance of `target` starts (then `probe`)."""
     env = {
         **os.environ,
@@ -57,7 +60,6 @@ def _import_main(target: str, probe: str = "", **settings: str) -> subprocess.Co
         "LOG_FORMAT": "json",
         **settings,
     }
-    probe = probe or "import json, os, sys, main; print(json.dumps(sorted(sys.modules))); sys.stdout.flush(); os._exit(0)"
     return subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT / "functions", env=env, capture_output=True, text=True, timeout=60
     )
