@@ -61,12 +61,16 @@ class DispatchReport:
                     extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
                 )
 
+    @property
+    def moved(self) -> bool:
+        """Whether this run changed anything: an idle tick claims, releases and suppresses nothing."""
+        return bool(self.claimed or self.released or self.suppressed or self.stale_writes)
+
     def log(self, extra_fields: dict[str, Any], moved_otherwise: bool) -> None:
         """The `dispatch_summary` record: INFO when anything moved, DEBUG for an idle tick."""
         fields = {"event": "dispatch_summary", **self.as_dict(), **extra_fields}
-        moved = self.claimed or self.released or self.suppressed or self.stale_writes or moved_otherwise
         _log.log(
-            logging.INFO if moved else logging.DEBUG,
+            logging.INFO if self.moved or moved_otherwise else logging.DEBUG,
             "dispatch: %s",
             " ".join(f"{k}={v}" for k, v in self.as_dict().items()),
             extra={"json_fields": fields},
