@@ -12,6 +12,8 @@ from ..outbox.states import IntentStatus
 from .sending import SendOutcome
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
+# What became of the claimed intents, in the order a person reads them.
+_OUTCOMES = ("accepted", "retryable", "failed", "ambiguous", "suppressed", "released")
 
 
 @dataclass
@@ -29,6 +31,16 @@ class DispatchReport:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    def summary(self) -> str:
+        """The report for a person (`verifyctl dispatch`; its --json is as_dict())."""
+        if not self.moved:
+            return f"dispatch: nothing was ready to send ({self.elapsed_ms} ms)"
+        outcomes = ", ".join(f"{n} {name}" for name, n in self.as_dict().items() if name in _OUTCOMES and n)
+        line = f"dispatch: claimed {self.claimed} in {self.batches} batch(es), {self.elapsed_ms} ms: {outcomes or 'none settled'}"
+        if self.stale_writes:
+            line += f"; {self.stale_writes} outcome(s) not recorded: another worker had taken the intent over"
+        return line
 
     def count(self, settled: IntentStatus) -> None:
         """One settled intent, by the status settle.sql left."""

@@ -70,6 +70,20 @@ class ReconcileReport:
         """Anything to tell: something moved or was scrubbed, work is overdue, a backlog is left."""
         return bool(any(self.moves.values()) or sum(o.count for o in self.overdue) or not self.drained)
 
+    def summary(self) -> str:
+        """The report for a person (`verifyctl reconcile`; its --json is as_json())."""
+        if self.skipped:
+            return f"reconcile skipped: {self.skipped}"
+        if not self.busy:
+            return f"reconcile: nothing to do ({self.elapsed_ms} ms)"
+        moved = ", ".join(f"{name} {n}" for name, n in self.moves.items() if n and name != "suppressed")
+        line = f"reconcile: {self.moved} row(s) moved in {self.elapsed_ms} ms" + (f": {moved}" if moved else "")
+        for o in self.overdue:
+            line += f"; {o.channel}: {o.count} overdue (oldest {o.oldest_seconds:.0f} s)"
+        if not self.drained:
+            line += f"; left for the next run: {', '.join(self.watermark.get('backlog') or [])}"
+        return line
+
     def as_json(self) -> dict[str, Any]:
         if self.skipped:
             return {"skipped": self.skipped, "deployment": self.deployment}
