@@ -16,7 +16,7 @@ from __future__ import annotations
 def without_control_socket() -> None:
     """Turn gunicorn's control socket off for every server this process builds from now on."""
     try:
-        from gunicorn.config import ControlSocketDisable  # type: ignore[attr-defined]
+        from gunicorn.config import ControlSocketDisable
     except ImportError:  # no gunicorn here, or one without a control socket (before 25.1)
         return
     ControlSocketDisable.default = True
