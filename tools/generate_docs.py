@@ -37,6 +37,7 @@ from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, 
 from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
     K_SERVICE,
+    STATE_HOME,
     DatabaseConfig,
     LoggingConfig,
     MigrationConfig,
@@ -95,6 +96,7 @@ def smtp_codes() -> str:
 SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
     "settings": (
         Config,
+        STATE_HOME,
         DatabaseConfig,
         TokenConfig,
         CreateConfig,

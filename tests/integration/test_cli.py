@@ -230,7 +230,7 @@ def test_global_options_are_accepted_before_or_after_the_command(monkeypatch, ca
     assert code == 0 and not out.startswith("{")  # without it, the table
 
 
-def test_verifyctl_says_when_it_starts_the_embedded_database_and_dev_py_stop_stops_it(tmp_path):
+def test_only_migrate_creates_the_embedded_database_each_start_is_said_and_dev_py_stop_stops_it(tmp_path):
     import subprocess
     import sys
 
@@ -245,18 +245,30 @@ def test_verifyctl_says_when_it_starts_the_embedded_database_and_dev_py_stop_sto
         command = [sys.executable, "-m", "signup_verification.cli", *argv]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
+    def dev_py_stop() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(ROOT / "dev.py"), "stop"], env=env, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
     assert "embedded" not in verifyctl("new-key").stderr  # a command without a database starts none
+    refused = verifyctl("status")  # no database there yet: said, and none is made
+    assert refused.returncode == 1 and "verifyctl: no database: DATABASE_URL is unset" in _one_line(refused.stderr)
+    assert not (local / "pg").exists()
     try:
-        first = verifyctl("status")
-        assert f"verifyctl: starting the embedded PostgreSQL in {local / 'pg'}" in first.stderr
-        assert "`python3 dev.py stop` stops it" in first.stderr and "Traceback" not in first.stderr
+        created = verifyctl("migrate")
+        assert created.returncode == 0 and "Traceback" not in created.stderr
+        assert f"verifyctl: creating an embedded PostgreSQL in {local / 'pg'}" in created.stderr
+        assert f"`python3 dev.py stop` in {ROOT} stops it" in created.stderr
         assert embedded.running(local / "pg")
-        second = verifyctl("migrate")
-        assert second.returncode == 0 and "starting the embedded" not in second.stderr  # it was running
-        stopped = subprocess.run([sys.executable, str(ROOT / "dev.py"), "stop"], env=env, capture_output=True,
-                                 text=True, timeout=60)  # fmt: skip
+        again = verifyctl("status")
+        assert again.returncode == 0 and again.stderr == ""  # it was running, where VERIFY_LOCAL_DIR says
+        stopped = dev_py_stop()
         assert stopped.returncode == 0 and f"stopped the embedded database server in {local / 'pg'}" in stopped.stdout
         assert not embedded.running(local / "pg")
+        restarted = verifyctl("status")
+        assert restarted.returncode == 0 and f"verifyctl: starting the embedded PostgreSQL in {local / 'pg'}" in (
+            restarted.stderr
+        )
+        assert dev_py_stop().returncode == 0 and not embedded.running(local / "pg")
     finally:
         from support.dev_process import stop_servers_under
 
