@@ -53,14 +53,7 @@ def entries(db: Database, limit: int = 200) -> list[Suppression]:
 def clear(db: Database, channel: str, key: bytes, cleared_by: str) -> bool:
     """Remove one entry; True when it existed. Logged with who cleared it (never the destination)."""
     removed = bool(db.run(load_sql(__file__, "suppression_list_clear.sql"), channel=channel, key=key))
-    _log.info("suppression %s", "cleared" if removed else "not found",
-              extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": key.hex()[:12],
-                                     "cleared": removed, "by": cleared_by}})  # fmt: skip
-    return removed
-
-
-# An entry without an expiry (SUPPRESSION_DAYS unset or 0) blocks until `verifyctl suppression clear`.
-UNTIL_CLEARED = "until cleared (no expiry)"
+    return _logged(channel, key.hex(), removed, cleared_by)
 
 
 class AmbiguousKey(ValueError):
@@ -75,11 +68,18 @@ def clear_key(db: Database, channel: str, prefix: str, cleared_by: str) -> bool:
         raise AmbiguousKey(
             f"--key {prefix} starts {row['matched']} keys: give more of its digits (`--json` shows them whole)"
         )
-    removed = bool(row["removed"])
+    return _logged(channel, prefix, bool(row["removed"]), cleared_by)
+
+
+def _logged(channel: str, key_hex: str, removed: bool, cleared_by: str) -> bool:
     _log.info("suppression %s", "cleared" if removed else "not found",
-              extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": prefix[:12],
+              extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": key_hex[:12].lower(),
                                      "cleared": removed, "by": cleared_by}})  # fmt: skip
     return removed
+
+
+# An entry without an expiry (SUPPRESSION_DAYS unset or 0) blocks until `verifyctl suppression clear`.
+UNTIL_CLEARED = "until cleared (no expiry)"
 
 
 def render(found: list[Suppression]) -> str:
