@@ -46,6 +46,12 @@ def test_the_local_dir_is_the_checkouts_or_the_users_whatever_the_working_direct
     users = Path.home() / ".local" / "state" / "signup-verification"
     assert load({}).local_dir == users
     assert load({"XDG_STATE_HOME": "relative/state"}).local_dir == users  # invalid by the XDG spec: ignored
+
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", homeless)  # no HOME, no passwd entry: a container's arbitrary user
+    assert load({}).local_dir == tmp_path / ".local"
     assert load({"VERIFY_LOCAL_DIR": str(tmp_path / "mine")}).local_dir == tmp_path / "mine"
 
 

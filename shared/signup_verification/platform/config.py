@@ -59,7 +59,12 @@ def default_local_dir(state_home: Path | None) -> Path:
     checkout = source_checkout()
     if checkout is not None:
         return checkout / ".local"
-    return ((state_home or Path.home() / ".local" / "state") / STATE_FOLDER).resolve()
+    if state_home is None:
+        try:
+            state_home = Path.home() / ".local" / "state"
+        except RuntimeError:  # no HOME and no passwd entry (a container's arbitrary user): nothing per user
+            return (Path.cwd() / ".local").resolve()
+    return (state_home / STATE_FOLDER).resolve()
 
 
 LOCAL_DIR = Setting(
