@@ -19,7 +19,6 @@ _AS_JSON = "the report as the target's JSON answer instead of a line"
 def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
     """One dispatch invocation (what Cloud Scheduler triggers), its report on stdout, then the signal
     records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
-    from ...local import devenv
     from ...platform import logs as service_logging
     from ...platform import shutdown
 
@@ -38,9 +37,12 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
         )  # fmt: skip
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
-    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
-    if note:  # where the messages went, when that was a local choice
-        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
+    if not config.is_production:  # where the messages went, when that was a local choice
+        from ...local import devenv  # the laptop's emulation: never loaded in production
+
+        note = devenv.transport_note(config, getattr(args, "mailbox", None))
+        if note:
+            print(f"verifyctl: {note}", file=sys.stderr, flush=True)
     print(json.dumps(report.as_dict()) if args.json else report.summary(), flush=True)
     return 0
 
