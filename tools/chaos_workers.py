@@ -36,7 +36,7 @@ class Workers(RunState):
                 command = (
                     [sys.executable, str(ROOT / "tools" / "fault_dispatch.py"), fault]
                     if fault
-                    else [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+                    else [sys.executable, "-m", "signup_verification.cli", "dispatch", "--json"]
                 )
                 with self.lock:
                     if self.stopping.is_set():
@@ -94,7 +94,7 @@ class Workers(RunState):
     def _reconciler(self) -> None:
         while not self.stopping.wait(self.config.reconcile_every):
             done = subprocess.run(
-                [sys.executable, "-m", "signup_verification.cli", "reconcile"],
+                [sys.executable, "-m", "signup_verification.cli", "reconcile", "--json"],
                 env=self.env,
                 cwd=ROOT,
                 capture_output=True,

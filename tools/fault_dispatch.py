@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in FAULT_POINTS:
         print(f"usage: fault_dispatch.py {'|'.join(FAULT_POINTS)}", file=sys.stderr)
         return 2
-    return cli.main(["dispatch"], fault=kill_at(argv[0]))
+    return cli.main(["dispatch", "--json"], fault=kill_at(argv[0]))
 
 
 if __name__ == "__main__":

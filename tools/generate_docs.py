@@ -1,6 +1,7 @@
 """Write the documentation sections that the code defines, so they are never typed twice: the
-providers' classification tables (docs/channels.md) and the settings tables (README.md, from each
-setting's declaration: platform/settings.py).
+providers' classification tables (docs/channels.md), the problem types (docs/problems.md, from
+api/problem_types.py) and the settings tables (README.md, from each setting's declaration:
+platform/settings.py).
 
     python tools/generate_docs.py          rewrite them in place
     python tools/generate_docs.py --check  exit 1 naming each section that is not current (a test runs it)
@@ -37,6 +38,7 @@ from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, 
 from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
     K_SERVICE,
+    STATE_HOME,
     DatabaseConfig,
     LoggingConfig,
     MigrationConfig,
@@ -95,6 +97,7 @@ def smtp_codes() -> str:
 SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
     "settings": (
         Config,
+        STATE_HOME,
         DatabaseConfig,
         TokenConfig,
         CreateConfig,
@@ -165,8 +168,20 @@ def transitions() -> str:
     return "\n".join(lines)
 
 
+def problem_types() -> str:
+    """Every problem type an answer can carry (api/problem_types.py), as docs/problems.md lists them."""
+    from signup_verification.api.problem_types import TYPES
+
+    lines = ["| `type` | status | title | what it means, what to do |", "|---|---|---|---|"]
+    for t in TYPES.values():
+        statuses = ", ".join(str(s) for s in t.statuses)
+        lines.append(f'| <a id="{t.slug}"></a>`{t.uri}` | {statuses} | {t.title} | {t.meaning} |')
+    return "\n".join(lines)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "transitions": ("docs/state-model.md", transitions),
+    "problem-types": ("docs/problems.md", problem_types),
     "twilio-errors": ("docs/channels.md", twilio_errors),
     "sendgrid-submission": ("docs/channels.md", sendgrid_submission),
     "sendgrid-events": ("docs/channels.md", sendgrid_events),

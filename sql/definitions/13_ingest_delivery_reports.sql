@@ -1,8 +1,9 @@
 -- ingest_delivery_reports: one verified batch of provider reports in one round trip and one
 -- transaction. p_events: a JSON array the edge (api/delivery_reports.py) built from the provider's
 -- batch, each {dedup_key, intent_id, attempt_id, provider_ref, event, detail, error_code, permanent,
--- fault, category, code, holds, provider_at}: the report and its verdict (delivery/classification/,
--- which this function never re-derives). Each event is linked to its attempt (SendGrid: custom_args
+-- fault, category, code, holds, provider_at, provider}: the report and its verdict (delivery/classification/,
+-- which this function never re-derives; `provider`: the one the reason names, the sending one, else
+-- p_provider, the reporting one). Each event is linked to its attempt (SendGrid: custom_args
 -- intent_id + attempt_id, else sg_message_id's X-Message-Id; Twilio: MessageSid = the attempt's
 -- provider_ref), appended to delivery_observations once (a repeat is a duplicate), and only new rows
 -- have effects:
@@ -83,7 +84,7 @@ BEGIN
                (array_agg(left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200)
                           ORDER BY o.id) FILTER (WHERE o.permanent))[1] AS failure,
                (array_agg(jsonb_build_object('category', coalesce(o.category, 'unknown'), 'code', r.code,
-                                             'provider', p_provider,
+                                             'provider', coalesce(r.provider, p_provider),
                                              'fault', coalesce(o.fault, 'transient_or_unknown'))
                           ORDER BY o.id) FILTER (WHERE o.permanent))[1] AS reason,
                (SELECT i0.status FROM delivery_intents AS i0 WHERE i0.id = o.intent_id) AS old_status
@@ -121,7 +122,7 @@ BEGIN
                                    THEN left(p.reason ->> 'code', 64) ELSE i.failure_code END,
                failure_provider = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
                                             AND i.delivered_at IS NULL
-                                       THEN p_provider ELSE i.failure_provider END,
+                                       THEN p.reason ->> 'provider' ELSE i.failure_provider END,
                failure_fault = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
                                          AND i.delivered_at IS NULL
                                     THEN p.reason ->> 'fault' ELSE i.failure_fault END,

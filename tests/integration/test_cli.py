@@ -4,8 +4,10 @@ name the cause and the next step, --version, --json and help on every subcommand
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import socket
 import uuid
 
@@ -129,7 +131,7 @@ def test_dispatch_logs_like_the_functions_and_status_shows_its_last_run(service_
     assert "last dispatch run (test): none completed" in capsys.readouterr().out
     assert cli.main(["dispatch"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["accepted"] == 1
+    assert re.fullmatch(r"dispatch: claimed 1 in 1 batch\(es\), \d+ ms: 1 accepted\n", out), out  # a line, not JSON
     # The functions' text format and redaction, on stderr: the summary line, never the address.
     assert "INFO    signup_verification.delivery.dispatcher: dispatch: claimed=1" in err
     assert "user0.acct@example.com" not in err and "console transport" in err
@@ -143,8 +145,42 @@ def test_dispatch_logs_like_the_functions_and_status_shows_its_last_run(service_
 def test_an_idle_dispatch_logs_nothing_but_its_report(service_env, monkeypatch, capsys):
     assert cli.main(["dispatch"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["claimed"] == 0
+    assert out.startswith("dispatch: nothing was ready to send (") and out.count("\n") == 1
     assert [line for line in err.splitlines() if not line.startswith("verifyctl: ")] == []
+    assert cli.main(["dispatch", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["claimed"] == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["status"], ["inspect", "{vid}"], ["dispatch"], ["reconcile"], ["suppression", "list"], ["migrate", "--list"],
+     ["new-key"], ["sms", "resume"], ["channel", "resume", "email"], ["webhooks", "replay", "--since", "1h"]],
+)  # fmt: skip
+def test_every_command_prints_text_and_json_only_when_asked(service_env, db, capsys, monkeypatch, argv):
+    monkeypatch.setenv("WEBHOOK_URL", "http://127.0.0.1:9/hooks")  # replay refuses without a receiver
+    monkeypatch.setenv("WEBHOOK_SECRET", "whsec_" + base64.b64encode(b"s" * 24).decode())
+    [vid] = make_verifications(db, 1)
+    argv = [a.format(vid=vid) for a in argv]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.strip() and not text.lstrip().startswith(("{", "[")), text
+    assert cli.main([*argv, "--json"]) == 0
+    json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv", [["reconcile"], ["--json", "reconcile"]])
+def test_reconcile_prints_a_line_or_with_json_the_targets_answer(service_env, db, capsys, argv):
+    make_verifications(db, 1)
+    db.run("UPDATE delivery_intents SET status = 'claimed', lease_owner = 'gone', lease_until = now() - interval '1 s', "
+           "lease_version = 1")  # fmt: skip
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    if "--json" in argv:
+        assert json.loads(out)["moves"]["claims_expired"] == 1
+    else:
+        assert re.fullmatch(r"reconcile: 1 row\(s\) moved in \d+ ms: claims_expired 1\n", out), out
+        assert cli.main(argv) == 0
+        assert capsys.readouterr().out.startswith("reconcile: nothing to do (")
 
 
 def test_dispatch_beside_a_running_dev_sends_to_its_mailbox(service_env, db, monkeypatch, capsys, tmp_path):
@@ -164,7 +200,7 @@ def test_dispatch_beside_a_running_dev_sends_to_its_mailbox(service_env, db, mon
         finally:
             devenv.withdraw(tmp_path / "local")
         out, err = capsys.readouterr()
-        assert json.loads(out)["accepted"] == 1
+        assert out.startswith("dispatch: claimed 1 ") and out.endswith(": 1 accepted\n")
         assert f"sending through the running `verifyctl dev`: mailbox {mailbox.web_url}/" in err
         assert [m.recipients for m in mailbox.mailbox.messages()] == [["user0.acct@example.com"]]
     assert not (tmp_path / "local" / devenv.STATE_FILE).exists()
@@ -194,7 +230,7 @@ def test_global_options_are_accepted_before_or_after_the_command(monkeypatch, ca
     assert code == 0 and not out.startswith("{")  # without it, the table
 
 
-def test_verifyctl_says_when_it_starts_the_embedded_database_and_dev_py_stop_stops_it(tmp_path):
+def test_only_migrate_creates_the_embedded_database_each_start_is_said_and_dev_py_stop_stops_it(tmp_path):
     import subprocess
     import sys
 
@@ -209,18 +245,30 @@ def test_verifyctl_says_when_it_starts_the_embedded_database_and_dev_py_stop_sto
         command = [sys.executable, "-m", "signup_verification.cli", *argv]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
+    def dev_py_stop() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(ROOT / "dev.py"), "stop"], env=env, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
     assert "embedded" not in verifyctl("new-key").stderr  # a command without a database starts none
+    refused = verifyctl("status")  # no database there yet: said, and none is made
+    assert refused.returncode == 1 and "verifyctl: no database: DATABASE_URL is unset" in _one_line(refused.stderr)
+    assert not (local / "pg").exists()
     try:
-        first = verifyctl("status")
-        assert f"verifyctl: starting the embedded PostgreSQL in {local / 'pg'}" in first.stderr
-        assert "`python3 dev.py stop` stops it" in first.stderr and "Traceback" not in first.stderr
+        created = verifyctl("migrate")
+        assert created.returncode == 0 and "Traceback" not in created.stderr
+        assert f"verifyctl: creating an embedded PostgreSQL in {local / 'pg'}" in created.stderr
+        assert f"`python3 dev.py stop` in {ROOT} stops it" in created.stderr
         assert embedded.running(local / "pg")
-        second = verifyctl("migrate")
-        assert second.returncode == 0 and "starting the embedded" not in second.stderr  # it was running
-        stopped = subprocess.run([sys.executable, str(ROOT / "dev.py"), "stop"], env=env, capture_output=True,
-                                 text=True, timeout=60)  # fmt: skip
+        again = verifyctl("status")
+        assert again.returncode == 0 and again.stderr == ""  # it was running, where VERIFY_LOCAL_DIR says
+        stopped = dev_py_stop()
         assert stopped.returncode == 0 and f"stopped the embedded database server in {local / 'pg'}" in stopped.stdout
         assert not embedded.running(local / "pg")
+        restarted = verifyctl("status")
+        assert restarted.returncode == 0 and f"verifyctl: starting the embedded PostgreSQL in {local / 'pg'}" in (
+            restarted.stderr
+        )
+        assert dev_py_stop().returncode == 0 and not embedded.running(local / "pg")
     finally:
         from support.dev_process import stop_servers_under
 

@@ -28,7 +28,7 @@ def _other_shapes(text: str) -> list[str]:
 def test_every_json_output_of_verifyctl_has_one_timestamp_format(service_env, db, capsys):
     [vid] = make_verifications(db, 1)
     outputs = []
-    for argv in (["dispatch"], ["reconcile"], ["--json", "status"], ["--json", "inspect", str(vid)],
+    for argv in (["dispatch", "--json"], ["reconcile", "--json"], ["--json", "status"], ["--json", "inspect", str(vid)],
                  ["--json", "migrate", "--list"], ["--json", "suppression", "list"]):  # fmt: skip
         assert cli.main(argv) == 0, argv
         outputs.append(capsys.readouterr().out)

@@ -81,16 +81,23 @@ def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, m
     pg_server.with_database("postgres").connect().close()
 
 
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True)
+    return path
+
+
 @pytest.mark.slow
 def test_a_port_taken_at_the_same_instant_is_the_same_one_line(tmp_path, capsys, monkeypatch, database_url):
     """Another program takes the confirm port between the check and the bind: gunicorn's five seconds
-    of retry lines are held back, and nothing is left running."""
+    of retry lines are held back, and nothing is left running. The other targets' servers open no
+    control socket, so none of them adds its `Control server error: [Errno 98]` line."""
     import os
 
     from support.dev_process import free_ports
 
     found = free_ports()
     monkeypatch.setenv("VERIFY_LOCAL_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(_private_dir(tmp_path / "run")))  # where gunicorn's socket would go
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("TOKEN_KEYS", TEST_TOKEN_KEYS)
     taken = found["base"] + 1  # confirm_verification's
@@ -115,12 +122,15 @@ def test_a_port_taken_at_the_same_instant_is_the_same_one_line(tmp_path, capsys,
 
 @pytest.mark.slow
 def test_dev_serves_everything_and_ctrl_c_leaves_no_process_behind(tmp_path):
-    local = tmp_path / "local"
-    env = {"VERIFY_LOCAL_DIR": str(local), "DATABASE_URL": "", "TOKEN_KEYS": TEST_TOKEN_KEYS}
+    local, runtime_dir = tmp_path / "local", _private_dir(tmp_path / "run")
+    env = {"VERIFY_LOCAL_DIR": str(local), "DATABASE_URL": "", "TOKEN_KEYS": TEST_TOKEN_KEYS,
+           "XDG_RUNTIME_DIR": str(runtime_dir)}  # fmt: skip
     dev = DevProcess(env, "--fast")
     with dev:
         output = "\n".join(dev.lines)
         assert "database ready" in output and str(local / "pg") in output
+        # every function's gunicorn is up: none opened a control socket (they would all share this one)
+        assert not (runtime_dir / "gunicorn.ctl").exists() and "Control server" not in output
         for target, offset in (("create_verification", 0), ("confirm_verification", 1)):
             assert f"{target:<22} {dev.url(offset)}" in output
         assert f"mailbox                {dev.mailbox_url}/" in output

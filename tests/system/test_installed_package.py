@@ -87,6 +87,14 @@ def test_installed_verifyctl_migrate_creates_every_table_from_any_directory(
     assert no_migrations.returncode == 1 and no_migrations.stdout == ""
     assert no_migrations.stderr == f"verifyctl: no migration files (NNN_name.sql) found in {elsewhere}\n"
 
+    # Nothing names a database: its local dir is the user's state directory, not the working
+    # directory; it holds none, and only `migrate` (or `dev`) would make one: said, nothing started.
+    state = tmp_path / "state"
+    alone = verifyctl(installed, elsewhere, "status", XDG_STATE_HOME=str(state))
+    assert alone.returncode == 1 and alone.stderr.count("\n") == 1, alone.stderr
+    assert alone.stderr.startswith("verifyctl: no database: DATABASE_URL is unset, no `verifyctl dev` runs for ")
+    assert str(state / "signup-verification") in alone.stderr and not state.exists()
+
     # `verifyctl dev` needs functions/main.py, which a wheel does not carry: it says so in one line.
     dev = verifyctl(installed, elsewhere, "dev", "--no-scheduler", DATABASE_URL=empty_url)
     assert dev.returncode == 1 and "Traceback" not in dev.stderr and dev.stderr.count("\n") == 1

@@ -100,3 +100,4 @@ def test_the_walkthrough_as_written(dev):
             assert "verified" in done.stdout and "ada@example.com" not in done.stdout
         if command.split()[1] == "dispatch":
             assert "sending through the running `verifyctl dev`" in done.stderr
+            assert done.stdout.startswith("dispatch: ") and done.stdout.count("\n") == 1  # a line, not JSON

@@ -269,3 +269,10 @@ def test_a_target_that_does_not_send_needs_no_provider_credentials():
     assert load({**env, "FUNCTION_TARGET": "create_verification"}).channels.email_transport == "sendgrid"
     with pytest.raises(ConfigError, match="WEBHOOK_URL needs WEBHOOK_SECRET"):
         load({**env, "FUNCTION_TARGET": "dispatch"})
+
+
+@pytest.mark.parametrize(("transport", "named"), [("smtp", "smtp"), ("sendgrid", "sendgrid"), ("console", "sendgrid")])
+def test_an_email_reports_reason_names_the_provider_the_mail_went_out_through(transport, named):
+    """SendGrid's Event Webhook reports on mail relayed over SMTP too (the local mailbox does the same):
+    such a bounce names smtp, as a refusal at send time would."""
+    assert load({"EMAIL_TRANSPORT": transport}).reports.email_provider == named

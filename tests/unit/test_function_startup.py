@@ -46,8 +46,11 @@ NOT_FOR_CREATE = (
 )
 
 
-def _import_main(target: str, **settings: str) -> subprocess.CompletedProcess[str]:
-    """`import main` in a fresh interpreter as a deployed instance of `target` starts."""
+_MODULES = "import json, os, sys, main; print(json.dumps(sorted(sys.modules))); sys.stdout.flush(); os._exit(0)"
+
+
+def _import_main(target: str, probe: str = _MODULES, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`import main` in a fresh interpreter as a deployed instance of `target` starts (then `probe`)."""
     env = {
         **os.environ,
         "FUNCTION_TARGET": target,
@@ -57,7 +60,6 @@ def _import_main(target: str, **settings: str) -> subprocess.CompletedProcess[st
         "LOG_FORMAT": "json",
         **settings,
     }
-    probe = "import json, os, sys, main; print(json.dumps(sorted(sys.modules))); sys.stdout.flush(); os._exit(0)"
     return subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT / "functions", env=env, capture_output=True, text=True, timeout=60
     )
@@ -94,6 +96,25 @@ def test_each_target_preloads_its_own_modules_and_not_the_others(target, own, fo
     modules = _modules(target)
     assert _loaded(modules, own)
     assert not _loaded(modules, foreign)
+
+
+# The server functions-framework builds once main.py is imported: does it open gunicorn's control socket?
+_SERVER_PROBE = (
+    "import os, sys, flask{main}\n"
+    "from functions_framework._http.gunicorn import GunicornApplication\n"
+    "server = GunicornApplication(flask.Flask('probe'), '127.0.0.1', 0, False)\n"
+    "print(server.cfg.control_socket_disable); sys.stdout.flush(); os._exit(0)"
+)
+
+
+def test_the_server_of_every_function_opens_no_control_socket():
+    """Every function on one machine would bind gunicorn's one control-socket path, the later ones
+    logging `Control server error: [Errno 98]` (platform/serving.py): main.py turns it off."""
+    plain = _import_main("dispatch", _SERVER_PROBE.format(main=""))
+    assert (plain.returncode, plain.stdout) == (0, "False\n"), plain.stderr[-2000:]  # gunicorn's own default: on
+    for target in ("create_verification", "dispatch"):
+        served = _import_main(target, _SERVER_PROBE.format(main=", main"))
+        assert (served.returncode, served.stdout) == (0, "True\n"), served.stderr[-2000:]
 
 
 def test_a_bad_setting_of_another_concern_still_fails_the_start_with_every_problem():

@@ -34,9 +34,7 @@ ALL = [
 ENV = {"TOKEN_KEYS": TEST_TOKEN_KEYS}
 
 
-def render(
-    channel, version_ref="signup/v1", locale="en", *, left=timedelta(minutes=10, seconds=30), to=None, settings=None
-):
+def render(channel, version_ref="signup/v1", locale="en", *, left=timedelta(minutes=10), to=None, settings=None):
     settings = settings or MessageConfig(email_from="Signup <no-reply@mail.example.org>")
     to = to or ("ada@example.com" if channel == "email" else "+14155550100")
     intent = sample_intent(channel, version_ref, locale, destination=to, key_id="test-k1", expires_at=NOW + left)
@@ -86,9 +84,10 @@ def test_a_non_ascii_address_gets_raw_utf8_headers():
     "left,text",
     [
         (timedelta(seconds=61), "expires in 1 minute."),
-        (timedelta(seconds=119), "expires in 1 minute."),
-        (timedelta(seconds=120), "expires in 2 minutes."),
+        (timedelta(seconds=89), "expires in 1 minute."),
+        (timedelta(seconds=90), "expires in 2 minutes."),
         (timedelta(minutes=10, seconds=5), "expires in 10 minutes."),
+        (timedelta(minutes=9, seconds=59), "expires in 10 minutes."),  # a fresh 10-minute link, a second later
     ],
 )
 def test_english_minutes_take_the_plural_form_for_the_count(left, text):
@@ -96,8 +95,12 @@ def test_english_minutes_take_the_plural_form_for_the_count(left, text):
     assert text in content.text and text in content.html and "1 minutes" not in content.text + content.html
 
 
+def test_a_fresh_ten_minute_code_says_ten_minutes():
+    assert "It expires in 10 min." in render("sms", left=timedelta(minutes=9, seconds=58)).body
+
+
 def test_japanese_has_one_form_for_every_count():
-    assert "1 分後" in render("email", locale="ja", left=timedelta(seconds=90)).text
+    assert "1 分後" in render("email", locale="ja", left=timedelta(seconds=89)).text
     assert "5 分後" in render("email", locale="ja", left=timedelta(minutes=5, seconds=1)).text
 
 

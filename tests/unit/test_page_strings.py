@@ -77,6 +77,20 @@ def test_choose_locale(verification, header, expected):
     assert pages.choose_locale(verification, header) == expected
 
 
+@pytest.mark.parametrize(
+    ("left", "said"),
+    [
+        (timedelta(minutes=9, seconds=59), "expires in about 10 minutes"),  # a fresh 10-minute link, opened at once
+        (timedelta(minutes=9, seconds=29), "expires in about 9 minutes"),
+        (timedelta(seconds=89), "expires in about 1 minute."),
+        (timedelta(seconds=10), "expires in about 1 minute."),
+    ],
+)
+def test_the_confirm_page_states_the_minutes_left_as_the_message_does(left, said):
+    outcome = Outcome(Result.PENDING, expires_at=datetime.now(UTC) + left, destination_hint="a***@example.com")
+    assert said in pages.outcome_page("confirm.html", 200, outcome, "t" * 43, "Shop", "en")[0]
+
+
 def test_a_hint_is_escaped():
     outcome = Outcome(Result.VERIFIED, destination_hint="<script>x</script>")
     html = pages.outcome_page("verified.html", 200, outcome, locale="ja")[0]

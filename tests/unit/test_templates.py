@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from signup_verification.delivery import messages, mime, sms, templates
+from signup_verification.delivery import mime, sms, templates
 from signup_verification.delivery.config import MessageConfig
 from signup_verification.delivery.messages import Renderer, RenderError, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
+from signup_verification.platform import timestamps
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
@@ -37,7 +38,7 @@ def render(channel, version_ref, locale, *, settings=None, attempt=1, destinatio
         locale,
         destination=destination,
         key_id="test-k1",
-        expires_at=NOW + timedelta(minutes=minutes, seconds=30),
+        expires_at=NOW + timedelta(minutes=minutes),
         intent_id=intent_id,
     )
     content = Renderer(settings, KEYRING).render(
@@ -189,7 +190,17 @@ def test_mime_refuses_header_injection_and_encodes_non_ascii():
 
 @pytest.mark.parametrize(
     "left,shown",
-    [(timedelta(minutes=10, seconds=30), 10), (timedelta(seconds=59), 1), (timedelta(minutes=4, seconds=1), 4)],
+    [
+        (timedelta(minutes=10), 10),
+        (timedelta(minutes=9, seconds=59, milliseconds=500), 10),  # a fresh 10-minute link, rendered at once
+        (timedelta(minutes=9, seconds=30), 10),  # half a minute rounds up
+        (timedelta(minutes=9, seconds=29, milliseconds=999), 9),
+        (timedelta(minutes=4, seconds=1), 4),
+        (timedelta(seconds=90), 2),
+        (timedelta(seconds=89), 1),
+        (timedelta(seconds=29), 1),  # never "0 minutes"
+        (timedelta(seconds=1), 1),
+    ],
 )
-def test_the_message_states_the_minutes_really_left(left, shown):
-    assert messages.minutes_left(NOW + left, NOW) == shown
+def test_the_message_states_the_minutes_left_rounded_to_the_nearest(left, shown):
+    assert timestamps.minutes_left(NOW + left, NOW) == shown

@@ -366,7 +366,10 @@ export interface components {
         };
         /** @description RFC 9457 problem details. */
         Problem: {
-            /** Format: uri */
+            /**
+             * Format: uri-reference
+             * @description `/problems/<slug>`, resolved against the URL called: that target serves the type's documentation there (docs/problems.md lists them all). Branch on the slug.
+             */
             type: string;
             title: string;
             status: number;

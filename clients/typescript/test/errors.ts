@@ -6,7 +6,7 @@ import * as svc from "../src/index.js";
 import { offline } from "./support.js";
 
 const problem = (slug: string, status: number, extra: object = {}) => ({
-  type: `https://signup-verification.dev/problems/${slug}`,
+  type: `/problems/${slug}`,
   title: "t",
   status,
   ...extra,

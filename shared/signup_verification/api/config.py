@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..delivery.config import DELIVERY_REPORTS_URL, TWILIO_AUTH_TOKEN, twilio_status_callback
+from ..delivery.config import DELIVERY_REPORTS_URL, EMAIL_TRANSPORT, TWILIO_AUTH_TOKEN, twilio_status_callback
 from ..outbox.config import FailurePolicy
 from ..platform.config import production_flag
 from ..platform.errors import ConfigError
@@ -165,6 +165,14 @@ class DeliveryReportsConfig:
         help="the target's body limit (a 1,000-event SendGrid batch is about 400 KB)",
     )
     failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds
+    email_transport: str = EMAIL_TRANSPORT.field()  # how the reported mail went out
+
+    @property
+    def email_provider(self) -> str:
+        """The provider an email report's reason names: the one the mail went out through, as the
+        reasons of this deployment's send failures name it. SendGrid's Event Webhook reports on mail
+        relayed over SMTP too (its SMTP relay, or the local mailbox): that is `smtp`."""
+        return "smtp" if self.email_transport == "smtp" else "sendgrid"
 
     @property
     def status_callback(self) -> str | None:

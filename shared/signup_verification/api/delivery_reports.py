@@ -69,7 +69,7 @@ def _sendgrid(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -
     if not signatures.sendgrid_valid(config.sendgrid_key, signature, timestamp, incoming.body):
         raise _forged("The signature does not match the body.")
     try:
-        batch = reports.sendgrid_events(incoming.body)
+        batch = reports.sendgrid_events(incoming.body, config.email_provider)
     except reports.MalformedReport as exc:
         raise bad_request(str(exc)) from None
     return reports.ingest(db, "sendgrid", batch.observations, config.failures, batch.ignored, batch.malformed)

@@ -1,8 +1,9 @@
 """The Flask app functions-framework builds around each target: the body limit, checked before
 any handler runs (`http.read_body`: a body of MAX_BODY_BYTES or more is answered 413 and nothing
 acts on it), our own answers for the two paths functions-framework reserves (/robots.txt,
-/favicon.ico), and problem+json for Flask's own HTTP errors, every one with the security headers
-the pages send."""
+/favicon.ico), the documentation of the problem types at /problems/ (where every problem's `type`
+points: api/problem_types.py), and problem+json for Flask's own HTTP errors, every one with the
+security headers the pages send."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 import flask
 from werkzeug.exceptions import HTTPException
 
-from . import problems
+from . import problem_types, problems
 from .config import DeliveryReportsConfig, HttpConfig
 from .http import read_body
 from .page_headers import SECURITY_HEADERS
@@ -62,9 +63,16 @@ def after_first_response(app: flask.Flask, callback: Callable[[], None]) -> None
 
 
 def _reserved_paths() -> flask.Response | None:
-    if flask.request.path == "/robots.txt":
+    path = flask.request.path
+    if (path + "/").startswith(problem_types.BASE) and flask.request.method in ("GET", "HEAD"):
+        found = problem_types.page(path.removeprefix(problem_types.BASE.rstrip("/")).strip("/"))
+        if found is None:
+            body, status, headers = problems.Problem(404, "http-error", "Not Found", "No such problem type.").response()
+            return flask.Response(body, status, headers)
+        return flask.Response(found[0], found[1], found[2])
+    if path == "/robots.txt":
         return flask.Response(ROBOTS, 200, {"Content-Type": "text/plain; charset=utf-8"})
-    if flask.request.path == "/favicon.ico":
+    if path == "/favicon.ico":
         return flask.Response(b"", 204)  # no icon; a 204 keeps browsers from asking again and again
     return None
 

@@ -1,6 +1,7 @@
 """RFC 9457 problem details for every HTTP error: a stable type URI, a title, and per-field errors.
 
-Error bodies never carry exception text, tokens, codes or destinations.
+The type is `/problems/<slug>`, documented there by every target and in docs/problems.md
+(api/problem_types.py). Error bodies never carry exception text, tokens, codes or destinations.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-PROBLEM_BASE = "https://signup-verification.dev/problems/"
+from .problem_types import BASE as PROBLEM_BASE
+
 PROBLEM_JSON = "application/problem+json"
 
 

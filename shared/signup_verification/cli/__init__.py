@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None =
     runtime: Runtime | None = None
     try:
         runtime = Runtime(_load(args), application_name="verifyctl")
-        _say_when_starting_the_embedded_database(args, runtime.config)
+        _say_where_the_database_is(args, runtime.config)
         return args.func(args, runtime)
     except UnavailableError as exc:
         print(f"verifyctl: {explain_unavailable(exc, runtime)}", file=sys.stderr)
@@ -52,32 +52,30 @@ def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None =
 def _load(args: argparse.Namespace) -> configuration.Config:
     """The configuration; beside a running `verifyctl dev` (same local dir), with its transports and
     database under the environment's own settings (local/devenv.py)."""
-    from ..local import devenv
-
     config = configuration.load()
     args.mailbox = None
     if args.command != "dev" and not config.is_production:
+        from ..local import devenv, place  # the laptop's emulation: never loaded in production
+
         found = devenv.environment(config.local_dir)
         if found is not None:
             env, args.mailbox = found
             config = configuration.load(env)
+            _say(place.dev_note(config, devenv.running(config.local_dir)))
     return config
 
 
-def _say_when_starting_the_embedded_database(args: argparse.Namespace, config: configuration.Config) -> None:
-    """Without DATABASE_URL a command connects to the embedded server in the local dir, starting it
-    when it is not running: say so, since it keeps running after the command (the next one starts
-    in milliseconds) until `python3 dev.py stop`."""
+def _say_where_the_database_is(args: argparse.Namespace, config: configuration.Config) -> None:
+    """Without DATABASE_URL a command uses the embedded server of the local dir (local/place.py): say
+    so when it starts one, refuse when there is none to use."""
     database = config.database
     if not args.database or config.is_production or database.url or database.instance_connection_name:
         return
-    from ..local import embedded
+    from ..local import place
 
-    data_dir = config.local_dir / "pg"
-    if not embedded.running(data_dir):
-        print(
-            f"verifyctl: starting the embedded PostgreSQL in {data_dir} (DATABASE_URL is unset); it keeps "
-            "running for the next command: `python3 dev.py stop` stops it",
-            file=sys.stderr,
-            flush=True,
-        )
+    _say(place.embedded_note(config, args.command))
+
+
+def _say(note: str | None) -> None:
+    if note:
+        print(f"verifyctl: {note}", file=sys.stderr, flush=True)

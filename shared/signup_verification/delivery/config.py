@@ -262,14 +262,17 @@ class TwilioConfig:
     status_callback: str | None = DELIVERY_REPORTS_URL.field(view=twilio_status_callback)
 
 
+EMAIL_TRANSPORT = Setting(
+    "EMAIL_TRANSPORT",
+    "console",
+    choices=("smtp", "sendgrid", "console"),
+    help="`smtp`, `sendgrid` or `console` (refused in production: sends fail as configuration errors)",
+)
+
+
 @dataclass(frozen=True)
 class ChannelsConfig:
-    email_transport: str = setting(
-        "EMAIL_TRANSPORT",
-        "console",
-        choices=("smtp", "sendgrid", "console"),
-        help="`smtp`, `sendgrid` or `console` (refused in production: sends fail as configuration errors)",
-    )
+    email_transport: str = EMAIL_TRANSPORT.field()
     sms_transport: str = SMS_TRANSPORT.field()
     smtp: SmtpConfig = part(SmtpConfig)
     smtp_ca_file: str | None = setting(

@@ -12,6 +12,8 @@ from ..outbox.states import IntentStatus
 from .sending import SendOutcome
 
 _log = logging.getLogger("signup_verification.delivery.dispatcher")
+# What became of the claimed intents, in the order a person reads them.
+_OUTCOMES = ("accepted", "retryable", "failed", "ambiguous", "suppressed", "released")
 
 
 @dataclass
@@ -29,6 +31,16 @@ class DispatchReport:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    def summary(self) -> str:
+        """The report for a person (`verifyctl dispatch`; its --json is as_dict())."""
+        if not self.moved:
+            return f"dispatch: nothing was ready to send ({self.elapsed_ms} ms)"
+        outcomes = ", ".join(f"{n} {name}" for name, n in self.as_dict().items() if name in _OUTCOMES and n)
+        line = f"dispatch: claimed {self.claimed} in {self.batches} batch(es), {self.elapsed_ms} ms: {outcomes or 'none settled'}"
+        if self.stale_writes:
+            line += f"; {self.stale_writes} outcome(s) not recorded: another worker had taken the intent over"
+        return line
 
     def count(self, settled: IntentStatus) -> None:
         """One settled intent, by the status settle.sql left."""
@@ -61,12 +73,16 @@ class DispatchReport:
                     extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
                 )
 
+    @property
+    def moved(self) -> bool:
+        """Whether this run changed anything: an idle tick claims, releases and suppresses nothing."""
+        return bool(self.claimed or self.released or self.suppressed or self.stale_writes)
+
     def log(self, extra_fields: dict[str, Any], moved_otherwise: bool) -> None:
         """The `dispatch_summary` record: INFO when anything moved, DEBUG for an idle tick."""
         fields = {"event": "dispatch_summary", **self.as_dict(), **extra_fields}
-        moved = self.claimed or self.released or self.suppressed or self.stale_writes or moved_otherwise
         _log.log(
-            logging.INFO if moved else logging.DEBUG,
+            logging.INFO if self.moved or moved_otherwise else logging.DEBUG,
             "dispatch: %s",
             " ".join(f"{k}={v}" for k, v in self.as_dict().items()),
             extra={"json_fields": fields},

@@ -12,7 +12,6 @@ stay quiet. SMS: GSM-7 or UCS-2 with the segment count recorded on the attempt.
 
 from __future__ import annotations
 
-import math
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ import jinja2
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
+from ..platform.timestamps import minutes_left
 from ..verifications.tokens import Keyring, with_verification_id
 from . import mime, sms, templates
 from .classification import Category, Fault, Verdict, configuration, ours
@@ -111,11 +111,6 @@ def render_part(
 
 
 # -- the renderer -----------------------------------------------------------------------------------
-def minutes_left(expires_at: datetime, now: datetime) -> int:
-    """Whole minutes the link still works, as the message states it (never 0: dead ones are not sent)."""
-    return max(1, math.floor((expires_at - now).total_seconds() / 60))
-
-
 def link_for(base: str, token: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}token={token}"
 

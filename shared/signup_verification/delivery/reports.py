@@ -76,6 +76,7 @@ class Observation:
     code: str | None = None  # the reason's provider code
     holds: bool = False  # a channel-wide sender or account fault
     provider_at: str | None = None  # ISO-8601 UTC
+    provider: str | None = None  # the reason's provider (the sending one); None: the reporting one
 
     @classmethod
     def classified(cls, verdict: Verdict | None, **fields: Any) -> Observation:
@@ -119,8 +120,9 @@ class SendGridBatch:
     malformed: int
 
 
-def sendgrid_events(body: bytes) -> SendGridBatch:
-    """The batch's observations; MalformedReport if the body is not a JSON array."""
+def sendgrid_events(body: bytes, sent_through: str = "sendgrid") -> SendGridBatch:
+    """The batch's observations; MalformedReport if the body is not a JSON array. `sent_through`: the
+    provider their reasons name, `smtp` for mail relayed over SMTP (DeliveryReportsConfig.email_provider)."""
     try:
         events = json.loads(body.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
@@ -134,11 +136,11 @@ def sendgrid_events(body: bytes) -> SendGridBatch:
         elif event["event"] not in SENDGRID_EVENTS:
             ignored += 1
         else:
-            kept.append(sendgrid_observation(event))
+            kept.append(sendgrid_observation(event, sent_through))
     return SendGridBatch(kept, ignored, malformed)
 
 
-def sendgrid_observation(event: Mapping[str, Any]) -> Observation:
+def sendgrid_observation(event: Mapping[str, Any], sent_through: str = "sendgrid") -> Observation:
     name = str(event["event"])
     detail: str | None = None
     status = str(event.get("status") or "")
@@ -168,6 +170,7 @@ def sendgrid_observation(event: Mapping[str, Any]) -> Observation:
         provider_ref=provider_ref,
         detail=detail,
         provider_at=_unix(event.get("timestamp")),
+        provider=sent_through,
     )
 
 

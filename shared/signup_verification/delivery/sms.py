@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..platform.errors import ConfigError
+from ..platform.timestamps import stated_minutes
 
 if TYPE_CHECKING:
     from .config import MessageConfig
@@ -87,7 +88,7 @@ def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
     such as '™' turns a GSM-7 SMS into UCS-2 and doubles its segments and its cost)."""
     from . import templates  # the catalogue (jinja2): config/checks.py calls this at every target's start
 
-    code, minutes = "0" * config.code_digits, max(1, ttl_seconds // 60)
+    code, minutes = "0" * config.code_digits, stated_minutes(ttl_seconds)
     over = []
     for purpose in templates.purposes():
         for version in templates.versions(purpose):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..platform import migrations
+from ..platform.config import source_checkout
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
 from . import banner, demo_site, devenv, embedded, provider_reports
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
     from ..config import Config
 
-# The checkout this package runs from, when it does (`pip install -e .`): shared/signup_verification/local/.
-_CHECKOUT = Path(__file__).resolve().parents[3]
 # target -> port offset from --base-port; targets not listed here get the next free offsets.
 PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch": 2, "reconcile": 3, "status": 4}
 SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
@@ -113,7 +112,9 @@ def functions_main(explicit: Path | None = None) -> Path:
         if not explicit.is_file():
             raise DevError(f"--source {explicit}: no such file")
         return explicit
-    for candidate in (_CHECKOUT / "functions" / "main.py", Path.cwd() / "functions" / "main.py"):
+    checkout = source_checkout()
+    candidates = [checkout / "functions" / "main.py"] if checkout else []
+    for candidate in [*candidates, Path.cwd() / "functions" / "main.py"]:
         if candidate.is_file():
             return candidate
     raise DevError(

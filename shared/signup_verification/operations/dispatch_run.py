@@ -50,5 +50,5 @@ def run(
         if stop.is_set():
             close_channels()
     heartbeats.complete_dispatch(db, config.deployment)
-    signals.emit(db, config.deployment, source="dispatch", config=signals_config)
+    signals.emit(db, config.deployment, source="dispatch", config=signals_config, moved=report.moved)
     return report

@@ -307,15 +307,21 @@ def emit(
     *,
     source: str = "dispatch",
     config: SignalsConfig | None = None,
+    moved: bool = True,
 ) -> Signals:
-    """Compute and log one `event="signals"` record per channel; returns what it logged."""
+    """Compute and log one `event="signals"` record per channel; returns what it logged.
+
+    Its level: WARNING when the channel is late (an alert condition), INFO when the run that emits
+    it (`source`) moved something and the channel has work, else DEBUG. A tick that moved nothing
+    prints nothing in text below LOG_LEVEL=DEBUG, even while work waits (a fallback's timer, a
+    retry's backoff); in JSON every record is written whatever its level (platform/logs.py)."""
     logger = logger or _log
     signals = compute(db, deployment, config)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
         late = late or (channel.channel == "sms" and signals.sms_paused) or channel.held
         late = late or (channel.drain_seconds or 0.0) > signals.config.ttl_seconds
-        level = logging.WARNING if late else logging.INFO if live(channel) else logging.DEBUG
+        level = logging.WARNING if late else logging.INFO if moved and live(channel) else logging.DEBUG
         logger.log(
             level,
             "signals %s: %d ready (oldest %.0f s), %d ambiguous, %d oscillating",

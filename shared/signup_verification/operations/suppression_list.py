@@ -53,17 +53,45 @@ def entries(db: Database, limit: int = 200) -> list[Suppression]:
 def clear(db: Database, channel: str, key: bytes, cleared_by: str) -> bool:
     """Remove one entry; True when it existed. Logged with who cleared it (never the destination)."""
     removed = bool(db.run(load_sql(__file__, "suppression_list_clear.sql"), channel=channel, key=key))
+    return _logged(channel, key.hex(), removed, cleared_by)
+
+
+class AmbiguousKey(ValueError):
+    """A key prefix that more than one entry of the channel starts with."""
+
+
+def clear_key(db: Database, channel: str, prefix: str, cleared_by: str) -> bool:
+    """Remove the entry whose key starts with `prefix` (hex digits, as the list shows them); True
+    when one was removed, AmbiguousKey when several start so (none is removed)."""
+    row = db.rows(load_sql(__file__, "suppression_list_clear_key.sql"), channel=channel, prefix=prefix.lower())[0]
+    if row["matched"] > 1:
+        raise AmbiguousKey(
+            f"--key {prefix} starts {row['matched']} keys: give more of its digits (`--json` shows them whole)"
+        )
+    return _logged(channel, prefix, bool(row["removed"]), cleared_by)
+
+
+def _logged(channel: str, key_hex: str, removed: bool, cleared_by: str) -> bool:
     _log.info("suppression %s", "cleared" if removed else "not found",
-              extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": key.hex()[:12],
+              extra={"json_fields": {"event": "suppression_clear", "channel": channel, "key": key_hex[:12].lower(),
                                      "cleared": removed, "by": cleared_by}})  # fmt: skip
     return removed
 
 
+# An entry without an expiry (SUPPRESSION_DAYS unset or 0) blocks until `verifyctl suppression clear`.
+UNTIL_CLEARED = "until cleared (no expiry)"
+
+
 def render(found: list[Suppression]) -> str:
+    """Every entry in force: create refuses its destination from `since` until `refused until`."""
     if not found:
         return "no destination is suppressed"
-    lines = [f"{'channel':<8} {'key':<14} {'since':<24} {'until':<24} reason"]
+    lines = [
+        f"{len(found)} destination(s) refused by create (422 destination-suppressed), newest first:",
+        f"{'channel':<8} {'key':<14} {'since':<25} {'refused until':<25} reason",
+    ]
     for s in found:
-        until = rfc3339(s.expires_at) if s.expires_at else "cleared by operator"
-        lines.append(f"{s.channel:<8} {s.key[:12]:<14} {rfc3339(s.created_at):<24} {until:<24} {s.reason}")
+        until = rfc3339(s.expires_at) if s.expires_at else UNTIL_CLEARED
+        lines.append(f"{s.channel:<8} {s.key[:12]:<14} {rfc3339(s.created_at):<25} {until:<25} {s.reason}")
+    lines.append("`verifyctl suppression clear <destination>` (or `--key KEY --channel CHANNEL`) lifts one now")
     return "\n".join(lines)

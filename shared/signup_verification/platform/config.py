@@ -26,13 +26,56 @@ FUNCTION_TARGET = Setting(
     None,
     help="set by Cloud Run: the entry point this instance serves (what production requires depends on it)",
 )
+STATE_FOLDER = "signup-verification"  # in the user's state directory: an installed package's local dir
+
+
+def _absolute(raw: str, env: Any) -> Path | None:
+    """The XDG Base Directory spec: a relative path is invalid, and ignored."""
+    return Path(raw) if Path(raw).is_absolute() else None
+
+
+STATE_HOME = Setting(
+    "XDG_STATE_HOME",
+    None,
+    parse=_absolute,
+    shown_default="`~/.local/state`",
+    help=f"outside a checkout, the local dir (`VERIFY_LOCAL_DIR`) is `{STATE_FOLDER}` in it (the XDG Base "
+    "Directory spec's state directory; a relative path is ignored)",
+)
+
+
+def source_checkout() -> Path | None:
+    """The repository checkout this package runs from (dev.py's `pip install -e .`), or None when it
+    is installed (site-packages) or bundled: shared/signup_verification/platform/config.py."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "dev.py").is_file() and (root / "shared" / "signup_verification").is_dir() else None
+
+
+def default_local_dir(state_home: Path | None) -> Path:
+    """One place per checkout, or per user, whatever the working directory: the checkout's `.local`
+    (where dev.py keeps it), else `signup-verification` in the user's state directory. A command
+    run from another directory then finds the same database and the same running `verifyctl dev` as
+    one run beside them, instead of making a `.local` of its own there."""
+    checkout = source_checkout()
+    if checkout is not None:
+        return checkout / ".local"
+    if state_home is None:
+        try:
+            state_home = Path.home() / ".local" / "state"
+        except RuntimeError:  # no HOME and no passwd entry (a container's arbitrary user): nothing per user
+            return (Path.cwd() / ".local").resolve()
+    return (state_home / STATE_FOLDER).resolve()
+
+
 LOCAL_DIR = Setting(
     "VERIFY_LOCAL_DIR",
     Path(".local"),
     parse=resolved_path,
-    default_for=lambda env: (Path.cwd() / ".local").resolve(),  # dev.py runs from the checkout
-    shown_default="`.local` in the working directory (never beside an installed package)",
-    help="outside production: the development token key, the console outbox and the embedded database",
+    default_for=lambda env: default_local_dir(env(STATE_HOME)),
+    shown_default="the checkout's `.local` (from any working directory); installed: "
+    "`$XDG_STATE_HOME/signup-verification` (`~/.local/state/signup-verification`)",
+    help="outside production: the development token key, the console outbox, the embedded database and the "
+    "state of a running `verifyctl dev` (which the other commands read)",
 )
 K_SERVICE = Setting("K_SERVICE", None, help="set by Cloud Run (the service's name): logs default to JSON there")
 FUNCTION_TIMEOUT = Setting(

@@ -13,8 +13,9 @@ Format: LOG_FORMAT=json|text; default json on Cloud Run (K_SERVICE is set there)
 Level: LOG_LEVEL (default INFO). Trace ids are prefixed `projects/<id>/traces/` when
 GOOGLE_CLOUD_PROJECT (or GCP_PROJECT) is set, which Cloud Logging needs to link them to Cloud Trace.
 
-Idle runs are quiet: a dispatch or reconcile run that moved nothing, and the signals of a channel
-with nothing live (operations/signals.py), log DEBUG records. In JSON they are still written
+Idle runs are quiet: a dispatch or reconcile run that moved nothing logs its summary and its
+signals at DEBUG, even while work waits (operations/signals.py), and so do the signals of a channel
+with nothing live. In JSON they are still written
 (the log-based metrics and the absence alert count every `event="signals"` record, whatever its
 severity); in text, below LOG_LEVEL=DEBUG, they are not shown.
 

@@ -92,7 +92,7 @@ def test_verifyctl_dispatch_says_quit_when_it_is_done(db, database_url, smtp, tm
         "RATE_LIMIT_PER_HOUR": "1000",
     }.items():
         monkeypatch.setenv(name, value)
-    assert cli.main(["dispatch"]) == 0
+    assert cli.main(["dispatch", "--json"]) == 0
     assert '"accepted": 2' in capsys.readouterr().out
     assert len(smtp.received) == 2 and smtp.quits == 1
 

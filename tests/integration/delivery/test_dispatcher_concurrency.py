@@ -26,7 +26,7 @@ def test_four_workers_deliver_each_intent_exactly_once(db, database_url, tmp_pat
         env = worker_env(database_url, smtp, twilio, tmp_path, SEND_CONCURRENCY="4", DISPATCH_MAX_BATCH="100")
         workers = [
             subprocess.Popen(
-                [sys.executable, "-m", "signup_verification.cli", "dispatch"],
+                [sys.executable, "-m", "signup_verification.cli", "dispatch", "--json"],
                 env=env,
                 cwd=ROOT,
                 stdout=subprocess.PIPE,

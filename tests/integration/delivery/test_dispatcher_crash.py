@@ -34,7 +34,7 @@ def dispatch_process(env: dict[str, str], timeout: float = 60, fault: str | None
     command = (
         [sys.executable, "tools/fault_dispatch.py", fault]
         if fault
-        else [sys.executable, "-m", "signup_verification.cli", "dispatch"]
+        else [sys.executable, "-m", "signup_verification.cli", "dispatch", "--json"]
     )
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
@@ -134,7 +134,7 @@ def test_sigterm_mid_run_finishes_in_flight_sends_and_leaves_nothing_leased(db, 
     seed_intents(db, 40, sms_every=1)
     env = worker_env(database_url, smtp, twilio, tmp_path, SEND_CONCURRENCY="4", DISPATCH_BATCH_SECONDS="20")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "signup_verification.cli", "dispatch"],
+        [sys.executable, "-m", "signup_verification.cli", "dispatch", "--json"],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

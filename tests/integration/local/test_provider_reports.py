@@ -43,6 +43,7 @@ def stack(service_env, db, tmp_path, monkeypatch):
             "WEBHOOK_SECRET": WEBHOOK_SECRET,
             "RATE_LIMIT_SPACING_SECONDS": "0",  # a second create to one address at once: not a 429
             "TWILIO_FROM": "+15005550006",  # Twilio's test sender, as `verifyctl dev` configures it
+            "EMAIL_TRANSPORT": "smtp",  # as `verifyctl dev` runs every target: mail goes out over SMTP
         }
         for name, value in settings.items():
             monkeypatch.setenv(name, value)
@@ -169,6 +170,8 @@ def test_the_failing_test_number_ends_failed_undeliverable_and_suppressed(stack,
     shown = _wait_state(s, message, "failed")
     assert shown.delivery_note == "Twilio failed: 200 received 1, stored 1, undeliverable 1, suppressed 1"
     assert _intent(db, vid)["undeliverable_reason"] == "failed invalid_destination code 30005"
+    [delivery] = requests.get(s.urls["create_verification"] + str(vid), timeout=30).json()["deliveries"]
+    assert delivery["reason"]["provider"] == "twilio" and delivery["reason"]["code"] == "30005"
     assert _create(s, "sms", "+12025550111").status_code == 422
 
 
@@ -241,6 +244,11 @@ def test_sandbox_addresses_bounce_and_report_spam_by_themselves(stack, db):
     bounced, message = _sent(s, "email", "bounce+signup-1@example.com")
     _wait_state(s, message, "bounced")
     assert _failure(db, bounced) == ("failed", "bounced", "5.1.1", "recipient")
+    # The mail went out over SMTP: its reason names smtp, as a refusal at send time would, though the
+    # report came in SendGrid's format (the provider its SMTP relay reports through).
+    read = requests.get(s.urls["create_verification"] + str(bounced), timeout=30).json()
+    [delivery] = read["deliveries"]
+    assert delivery["reason"] == {"category": "bounced", "code": "5.1.1", "provider": "smtp", "fault": "recipient"}
     assert _create(s, "email", "bounce+signup-1@example.com").status_code == 422  # suppressed, that exact address
     _sent(s, "email", "bounce+signup-2@example.com")  # a fresh one for the next test is accepted
 

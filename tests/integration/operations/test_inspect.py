@@ -74,7 +74,7 @@ def test_verifyctl_inspect_status_and_reconcile(service_env, db, capsys):
     assert "no verification" in capsys.readouterr().err
     assert cli.main(["inspect", "nope"]) == 1
 
-    assert cli.main(["reconcile"]) == 0
+    assert cli.main(["reconcile", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["drained"] is True and report["moves"]["claims_expired"] == 0
 

@@ -145,6 +145,26 @@ def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     assert sms["oldest_ready_verification_seconds"] == 0
 
 
+def test_a_tick_that_moved_nothing_logs_its_signals_at_debug_while_work_waits(app_client, db, log_lines, monkeypatch):
+    """A waiting fallback or backoff is no news every tick: the records of a dispatch that claimed
+    nothing are DEBUG (hidden in text, README), those of one that sent are INFO."""
+    make_verifications(db, 2)
+    db.run("UPDATE delivery_intents SET next_attempt_at = now() + interval '10 minutes'")  # both scheduled
+    monkeypatch.setenv("LOG_FORMAT", "json")  # main.py configures logging at import: JSON, into the sink
+    dispatch = app_client("dispatch")
+    assert dispatch.post("/").get_json()["claimed"] == 0
+
+    def email_records():
+        return [r for r in log_lines.events("signals") if r["channel"] == "email" and r["source"] == "dispatch"]
+
+    [idle] = email_records()
+    assert idle["scheduled_count"] == 2 and idle["severity"] == "DEBUG"
+    db.run("UPDATE delivery_intents SET next_attempt_at = now() WHERE id = 1")
+    assert dispatch.post("/").get_json()["claimed"] == 1
+    [_, busy] = email_records()
+    assert busy["scheduled_count"] == 1 and busy["severity"] == "INFO"
+
+
 def test_status_target_answers_json(app_client, db):
     make_verifications(db, 1)
     client = app_client("status")

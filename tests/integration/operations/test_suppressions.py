@@ -67,13 +67,51 @@ def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
     )
 
 
+def test_the_list_says_until_when_each_entry_refuses_and_its_key_clears_it(service_env, db, capsys):
+    """An entry in force reads as in force: its end (SUPPRESSION_DAYS) or "until cleared"; the key the
+    text shows (its first 12 digits) is the one `clear --key` takes."""
+    create(db, "forever@example.com", "k1")
+    bounce(db)
+    create(db, "aweek@example.com", "k2")
+    bounce(db, suppress_days=7)
+    code, out, _ = verifyctl(service_env, capsys, "suppression", "list")
+    lines = out.strip().splitlines()  # (log records may share stdout after other tests)
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("2 destination(s) refused by create")) :]
+    assert code == 0 and "refused until" in lines[1]
+    week, forever = lines[2], lines[3]  # newest first
+    listed = json.loads(verifyctl(service_env, capsys, "--json", "suppression", "list")[1].strip().splitlines()[-1])
+    [expires] = [e["expires_at"] for e in listed if e["expires_at"]]
+    assert expires in week and "until cleared (no expiry)" in forever
+    assert "cleared by" not in out  # nothing here was cleared: both still refuse
+    key = forever.split()[1]
+    assert len(key) == 12
+    code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "--key", key, "--channel", "email")
+    assert code == 0 and "cleared: the destination" in out
+    assert create(db, "forever@example.com", "k3").status == 201
+    with pytest.raises(Problem):
+        create(db, "aweek@example.com", "k4")
+
+
+def test_a_key_prefix_two_entries_share_clears_neither(service_env, db, capsys):
+    for last in ("01", "02"):
+        db.run("INSERT INTO destination_suppressions (channel, destination_key, reason) "
+               "VALUES ('sms', decode(:key, 'hex'), 'invalid_destination 30005')", key="aabbccdd" + "00" * 27 + last)  # fmt: skip
+    code, _, err = verifyctl(service_env, capsys, "suppression", "clear", "--key", "AABBCCDD", "--channel", "sms")
+    assert code == 1 and "starts 2 keys: give more of its digits" in err and err.count("\n") == 1
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 2
+    code, _, _ = verifyctl(service_env, capsys, "suppression", "clear", "--key", "aabbccdd" + "00" * 27 + "02",
+                           "--channel", "sms")  # fmt: skip
+    assert code == 0 and db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 1
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
         (["suppression", "clear"], "give the destination"),
         (["suppression", "clear", "not-an-address@"], "not a valid email destination"),
         (["suppression", "clear", "--key", "zz", "--channel", "sms"], "--key must be the hex key"),
-        (["suppression", "clear", "--key", "00ff"], "--key needs --channel"),
+        (["suppression", "clear", "--key", "00ff", "--channel", "sms"], "at least 8 of its digits"),
+        (["suppression", "clear", "--key", "00ff00ff"], "--key needs --channel"),
     ],
 )
 def test_bad_input_is_one_line(service_env, db, capsys, argv, message):

@@ -8,7 +8,6 @@ posting back here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from markupsafe import Markup, escape
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
+from ...platform import timestamps
 from ...platform.database import UnavailableError
 from ...verifications.confirm import Outcome, Result
 from .. import problems
@@ -78,8 +78,7 @@ def outcome_page(
     """The page api/confirm.py's rendering of this outcome names."""
     minutes_left = None
     if outcome.result == Result.PENDING and outcome.expires_at is not None:
-        seconds = (outcome.expires_at - datetime.now(UTC)).total_seconds()
-        minutes_left = max(1, math.floor(seconds / 60))  # as the message counts them
+        minutes_left = timestamps.minutes_left(outcome.expires_at, datetime.now(UTC))  # as the message says
     return render(
         template,
         status,

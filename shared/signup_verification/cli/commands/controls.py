@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import Any
 
 from ...runtime import Runtime
@@ -44,15 +45,31 @@ def cmd_suppression_clear(args: argparse.Namespace, runtime: Runtime) -> int:
     """Let a destination receive messages again: by destination (normalised as create does) or --key."""
     from ...operations import suppression_list
 
-    channel, keys = _suppression_keys(args, runtime)
-    cleared = any(
-        [suppression_list.clear(runtime.db, channel, k, operator()) for k in keys]
-    )  # every one, not the first
+    if args.key:
+        channel, prefix = _key_prefix(args)
+        cleared = suppression_list.clear_key(runtime.db, channel, prefix, operator())
+    else:
+        channel, keys = _suppression_keys(args, runtime)
+        cleared = any(
+            [suppression_list.clear(runtime.db, channel, k, operator()) for k in keys]
+        )  # every one, not the first
     if args.json:
         print(json.dumps({"cleared": cleared}))
     else:
         print("cleared: the destination may receive messages again" if cleared else "no such suppression")
     return 0 if cleared else 1
+
+
+_KEY_PREFIX = re.compile(r"^[0-9a-fA-F]{8,64}$")
+
+
+def _key_prefix(args: argparse.Namespace) -> tuple[str, str]:
+    """--key: the hex key `suppression list` shows (its first 12 digits, or the whole of --json's)."""
+    if not _KEY_PREFIX.match(args.key):
+        raise ValueError("--key must be the hex key `verifyctl suppression list` shows (at least 8 of its digits)")
+    if args.channel is None:
+        raise ValueError("--key needs --channel email|sms")
+    return args.channel, args.key
 
 
 def _suppression_keys(args: argparse.Namespace, runtime: Runtime) -> tuple[str, list[bytes]]:
@@ -61,14 +78,6 @@ def _suppression_keys(args: argparse.Namespace, runtime: Runtime) -> tuple[str, 
     from ...api.models import CreateVerificationRequest
     from ...verifications import abuse
 
-    if args.key:
-        try:
-            keys, channel = [bytes.fromhex(args.key)], args.channel
-        except ValueError:
-            raise ValueError("--key must be the hex key `verifyctl suppression list` shows") from None
-        if channel is None:
-            raise ValueError("--key needs --channel email|sms")
-        return channel, keys
     if not args.destination:
         raise ValueError("give the destination to clear, or --key HEX --channel email|sms")
     channel = args.channel or ("email" if "@" in args.destination else "sms")

@@ -1,5 +1,6 @@
-"""One worker run now, as Cloud Scheduler triggers it: `dispatch`, `reconcile`. The report is JSON
-on stdout, the log records on stderr (the functions' own logging configuration)."""
+"""One worker run now, as Cloud Scheduler triggers it: `dispatch`, `reconcile`. The report on stdout
+(one line, or with --json the target's JSON answer), the log records on stderr (the functions' own
+logging configuration)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ from ...platform.errors import ConfigError
 from ...runtime import Runtime
 from . import add_command
 
-_ALWAYS_JSON = "the report is always JSON (accepted for uniformity)"
+_AS_JSON = "the report as the target's JSON answer instead of a line"
 
 
 def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
-    """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout, then
-    the signal records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
-    from ...local import devenv
+    """One dispatch invocation (what Cloud Scheduler triggers), its report on stdout, then the signal
+    records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
     from ...platform import logs as service_logging
     from ...platform import shutdown
 
@@ -37,21 +37,24 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
         )  # fmt: skip
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
-    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
-    if note:  # where the messages went, when that was a local choice
-        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
-    print(json.dumps(report.as_dict()), flush=True)
+    if not config.is_production:  # where the messages went, when that was a local choice
+        from ...local import devenv  # the laptop's emulation: never loaded in production
+
+        note = devenv.transport_note(config, getattr(args, "mailbox", None))
+        if note:
+            print(f"verifyctl: {note}", file=sys.stderr, flush=True)
+    print(json.dumps(report.as_dict()) if args.json else report.summary(), flush=True)
     return 0
 
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
-    """One reconcile run now (what Cloud Scheduler triggers), its report as JSON on stdout."""
+    """One reconcile run now (what Cloud Scheduler triggers), its report on stdout."""
     from ...operations import reconciler
     from ...platform import logs as service_logging
 
     service_logging.configure(runtime.config.logging, stderr=True)  # its log records on stderr, the report on stdout
     report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
-    print(json.dumps(report.as_json()), flush=True)
+    print(json.dumps(report.as_json()) if args.json else report.summary(), flush=True)
     return 0
 
 
@@ -61,10 +64,10 @@ def add_dispatch(sub: Any) -> None:
         "dispatch",
         "run one delivery-worker invocation now (prints its report)",
         "One dispatch invocation, as Cloud Scheduler triggers it: claim ready deliveries, send them "
-        "through this environment's transports, settle the outcomes. The report is JSON on stdout, "
-        "log records on stderr.",
+        "through this environment's transports, settle the outcomes. The report is one line on stdout "
+        "(the target's JSON with --json), log records on stderr.",
         cmd_dispatch,
-        json_help=_ALWAYS_JSON,
+        json_help=_AS_JSON,
     )
 
 
@@ -74,7 +77,7 @@ def add_reconcile(sub: Any) -> None:
         "reconcile",
         "run one reconcile sweep now (prints its report)",
         "One reconcile sweep, as Cloud Scheduler triggers it: expired leases, ambiguous attempts, "
-        "retention. The report is JSON on stdout, log records on stderr.",
+        "retention. The report is one line on stdout (the target's JSON with --json), log records on stderr.",
         cmd_reconcile,
-        json_help=_ALWAYS_JSON,
+        json_help=_AS_JSON,
     )

@@ -22,7 +22,13 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 def cmd_webhooks_test(args: argparse.Namespace, runtime: Runtime) -> int:
     from ...operations import webhook_probe
 
-    channels = runtime.config.channels
+    config = runtime.config
+    channels = config.channels
+    if not channels.webhook.url and not config.is_production:  # nothing set, and no `verifyctl dev` found
+        raise ConfigError(
+            f"WEBHOOK_URL is unset and no `verifyctl dev` runs for {config.local_dir}: set it to your endpoint, "
+            "or start `python3 dev.py run` (its demo site's receiver, or yours with WEBHOOK_URL)"
+        )
     answer = webhook_probe.probe(channels.webhook, channels.send_timeout_seconds)
     print(json.dumps(answer.as_json()) if args.json else answer.render())
     return 0 if answer.outcome == "accepted" else 1

@@ -60,6 +60,30 @@ class ReconcileReport:
     def drained(self) -> bool:
         return all(d.drained for d in self.duties)
 
+    @property
+    def moved(self) -> int:
+        """Rows moved through a transition (the suppressions' total and scrubbed texts aside)."""
+        return sum(v for k, v in self.moves.items() if not k.startswith("suppressed_") and k != "error_texts_scrubbed")
+
+    @property
+    def busy(self) -> bool:
+        """Anything to tell: something moved or was scrubbed, work is overdue, a backlog is left."""
+        return bool(any(self.moves.values()) or sum(o.count for o in self.overdue) or not self.drained)
+
+    def summary(self) -> str:
+        """The report for a person (`verifyctl reconcile`; its --json is as_json())."""
+        if self.skipped:
+            return f"reconcile skipped: {self.skipped}"
+        if not self.busy:
+            return f"reconcile: nothing to do ({self.elapsed_ms} ms)"
+        moved = ", ".join(f"{name} {n}" for name, n in self.moves.items() if n and name != "suppressed")
+        line = f"reconcile: {self.moved} row(s) moved in {self.elapsed_ms} ms" + (f": {moved}" if moved else "")
+        for o in self.overdue:
+            line += f"; {o.channel}: {o.count} overdue (oldest {o.oldest_seconds:.0f} s)"
+        if not self.drained:
+            line += f"; left for the next run: {', '.join(self.watermark.get('backlog') or [])}"
+        return line
+
     def as_json(self) -> dict[str, Any]:
         if self.skipped:
             return {"skipped": self.skipped, "deployment": self.deployment}
@@ -113,7 +137,7 @@ def reconcile(
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
     _log_run(report)
     if emit_signals:
-        signals.emit(db, config.deployment, source="reconcile", config=signals_config)
+        signals.emit(db, config.deployment, source="reconcile", config=signals_config, moved=report.busy)
     return report
 
 
@@ -128,7 +152,6 @@ def _cutoffs(started_at: datetime, config: ReconcilerConfig) -> dict[str, str]:
 
 def _log_run(report: ReconcileReport) -> None:
     moves = report.moves
-    moved = sum(v for k, v in moves.items() if not k.startswith("suppressed_") and k != "error_texts_scrubbed")
     fields: dict[str, Any] = {
         "event": "reconcile",
         "deployment": report.deployment,
@@ -139,11 +162,10 @@ def _log_run(report: ReconcileReport) -> None:
         "watermark_covered_through": report.watermark.get("covered_through"),
         "elapsed_ms": report.elapsed_ms,
     }
-    busy = moved or fields["overdue_count"] or not report.drained or any(moves.values())
     _log.log(
-        logging.INFO if busy else logging.DEBUG,  # an idle run is quiet
+        logging.INFO if report.busy else logging.DEBUG,  # an idle run is quiet
         "reconcile: %d row(s) moved in %d ms%s",
-        moved,
+        report.moved,
         report.elapsed_ms,
         "" if report.drained else " (backlog left for the next run)",
         extra={"json_fields": fields},

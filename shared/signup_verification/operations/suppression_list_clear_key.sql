@@ -1,0 +1,13 @@
+-- verifyctl suppression clear --key: the channel's entry whose key's hex digits start with :prefix
+-- (the list shows the first 12; --json the whole key), removed only when it is the one entry that
+-- does. Answers how many matched and how many were removed (0 or 1).
+WITH matched AS (
+    SELECT destination_key FROM destination_suppressions
+     WHERE channel = :channel AND starts_with(encode(destination_key, 'hex'), :prefix)
+), removed AS (
+    DELETE FROM destination_suppressions
+     WHERE channel = :channel AND destination_key IN (SELECT destination_key FROM matched)
+       AND (SELECT count(*) FROM matched) = 1
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM matched) AS matched, (SELECT count(*) FROM removed) AS removed
