@@ -18,7 +18,6 @@ _ALWAYS_JSON = "the report is always JSON (accepted for uniformity)"
 def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
     """One dispatch invocation (what Cloud Scheduler triggers), its report as JSON on stdout, then
     the signal records. `args.fault` is a fault hook only tools/fault_dispatch.py sets (tests, chaos)."""
-    from ...local import devenv
     from ...platform import logs as service_logging
     from ...platform import shutdown
 
@@ -37,11 +36,20 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
         )  # fmt: skip
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
-    note = devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
+    note = _transport_note(args, runtime)
     if note:  # where the messages went, when that was a local choice
         print(f"verifyctl: {note}", file=sys.stderr, flush=True)
     print(json.dumps(report.as_dict()), flush=True)
     return 0
+
+
+def _transport_note(args: argparse.Namespace, runtime: Runtime) -> str | None:
+    """Outside production only: where the messages went (the laptop's mailbox or console outbox)."""
+    if runtime.config.is_production:
+        return None  # a deployed job or an operator's run: the transports are the deployment's own
+    from ...local import devenv
+
+    return devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
 
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
