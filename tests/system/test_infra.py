@@ -57,7 +57,7 @@ def test_each_function_is_a_cloud_run_service_of_the_bundles_image():
     assert "${local.bundle_sha}" in infra.resource("google_storage_bucket_object", "source")["name"]
     repo = infra.resource("google_artifact_registry_repository", "functions")
     assert first(repo["docker_config"])["immutable_tags"] is True
-    # The build config builds on Python 3.11: the interpreter the bundle's pins and bytecode are for.
+    # The build config builds on Python 3.11: the interpreter the bundle's pins are resolved for.
     build = yaml.safe_load((INFRA / "deploy" / "cloudbuild.yaml").read_text())
     assert "--env=GOOGLE_PYTHON_VERSION=3.11.x" in build["steps"][-1]["args"]
     assert build["options"]["logging"] == "CLOUD_LOGGING_ONLY" and build["images"] == ["${_IMAGE}"]
