@@ -255,7 +255,11 @@ def test_function_users_log_in_with_iam_and_hold_no_password():
     users = load_infra().resource("google_sql_user", "function")
     assert users["type"] == "CLOUD_IAM_SERVICE_ACCOUNT"
     assert "password" not in users and "password_wo" not in users
-    assert 'trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")' in users["name"]
+    # A service account's IAM database user is its email (ACCOUNT_ID@PROJECT.iam.gserviceaccount.com, as
+    # Google assigns it) without ".gserviceaccount.com": written from account_id, so the plan knows it.
+    assert users["name"] == "${google_service_account.function[each.key].account_id}@${var.project_id}.iam"
+    migrator = load_infra().resource("google_sql_user", "migrator")
+    assert migrator["name"] == "${google_service_account.migrator.account_id}@${var.project_id}.iam"
 
 
 def test_every_variable_is_described():
