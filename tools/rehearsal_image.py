@@ -65,6 +65,18 @@ class Image:
             **settings,
         }
 
+    def run(self, argv: list[str], settings: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+        """One process in the image: the application directory, the launch environment, output captured."""
+        return subprocess.run(
+            argv,
+            cwd=self.app,
+            env=self.environment(settings),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
     def argv(self, container: Container) -> list[str]:
         """What the launcher runs for this container."""
         if container.command == (LAUNCHER,):
@@ -118,14 +130,7 @@ def virtualenv(requirements: Path, cache: Path, log=print) -> Path:
         if done_pip.returncode != 0:
             shutil.rmtree(env_dir, ignore_errors=True)
             raise ImageError(f"pip install -r requirements.txt failed: {done_pip.stderr.strip()[-400:]}")
-        site = Path(
-            subprocess.run(
-                [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        )
+        [site] = env_dir.glob("lib/python3*/site-packages")
         shutil.copyfile(CONNECTOR, site / CONNECTOR.name)
         (site / "rehearsal-connector.pth").write_text("import rehearsal_connector\n")
         done.touch()
@@ -138,15 +143,7 @@ def build(bundle: Path, work: Path, cache: Path, default_target: str, log=print)
     unpack(bundle, app)
     env_dir = virtualenv(app / "requirements.txt", cache, log)
     image = Image(app, env_dir, default_target)
-    compiled = subprocess.run(
-        [str(image.python), "-m", "compileall", "-f", "-q", "."],
-        cwd=app,
-        env=image.environment({}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    compiled = image.run([str(image.python), "-m", "compileall", "-f", "-q", "."], {}, timeout=300)
     if compiled.returncode != 0:
         raise ImageError(f"image build: compileall failed: {(compiled.stdout + compiled.stderr).strip()[-400:]}")
     _check_isolated(image)
@@ -167,15 +164,7 @@ print(json.dumps({"package": signup_verification.__file__, "path": sys.path, "in
 
 def _check_isolated(image: Image) -> None:
     """The application imports from the bundle alone: not from the checkout, not as an installed package."""
-    probe = subprocess.run(
-        [str(image.python), "-c", _PROBE],
-        cwd=image.app,
-        env=image.environment({"ENVIRONMENT": "production"}),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    probe = image.run([str(image.python), "-c", _PROBE], {"ENVIRONMENT": "production"}, timeout=120)
     if probe.returncode != 0:
         raise ImageError(f"image: main.py does not import: {probe.stderr.strip().splitlines()[-1:]}")
     found = json.loads(probe.stdout.strip().splitlines()[-1])

@@ -17,14 +17,18 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rehearsal_image import Image
-from rehearsal_plan import Container
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from rehearsal_image import Image  # noqa: E402
+from rehearsal_plan import Container  # noqa: E402
+from support.fakes.smtp import free_port  # noqa: E402
 
 STOP_GRACE_SECONDS = 10  # Cloud Run's SIGTERM-to-SIGKILL grace
 START_TIMEOUT_SECONDS = 60
@@ -35,12 +39,6 @@ _ERROR = re.compile(r'"severity": "(ERROR|CRITICAL|ALERT|EMERGENCY)"|^Traceback'
 
 class ServiceError(RuntimeError):
     """A service did not start, answered wrongly or lacked a privilege; one line naming it."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

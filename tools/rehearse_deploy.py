@@ -156,29 +156,19 @@ class Rehearsal:
     def run_job(self, job: Container, instance: Instance, run: int) -> str:
         """One execution of a job's one task, as Cloud Run runs it; its stdout."""
         _, image = self.ready()
-        env = image.environment(
-            self.settings(
-                job,
-                instance,
-                {
-                    "CLOUD_RUN_JOB": job.name,
-                    "CLOUD_RUN_EXECUTION": f"{job.name}-rehearsal-{run}",
-                    "CLOUD_RUN_TASK_INDEX": "0",
-                    "CLOUD_RUN_TASK_ATTEMPT": "0",
-                    "CLOUD_RUN_TASK_COUNT": "1",
-                },
-            )
+        settings = self.settings(
+            job,
+            instance,
+            {
+                "CLOUD_RUN_JOB": job.name,
+                "CLOUD_RUN_EXECUTION": f"{job.name}-rehearsal-{run}",
+                "CLOUD_RUN_TASK_INDEX": "0",
+                "CLOUD_RUN_TASK_ATTEMPT": "0",
+                "CLOUD_RUN_TASK_COUNT": "1",
+            },
         )
         try:
-            done = subprocess.run(
-                image.argv(job),
-                cwd=image.app,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=job.timeout_seconds,
-                check=False,
-            )
+            done = image.run(image.argv(job), settings, timeout=job.timeout_seconds)
         except subprocess.TimeoutExpired as exc:
             raise RehearsalError(f"{job.label()} (run {run}): still running after its timeout") from exc
         if done.returncode != 0:
@@ -251,26 +241,15 @@ class Rehearsal:
     def verifyctl(self, plan: Plan, instance: Instance, user: str, *argv: str) -> subprocess.CompletedProcess:
         """verifyctl as an operator runs it (docs/runbook.md): through the connector, as their own IAM user."""
         _, image = self.ready()
-        job = plan.jobs[0]
-        env = image.environment(
-            {
-                "ENVIRONMENT": "production",
-                "INSTANCE_CONNECTION_NAME": plan.instance_connection_name,
-                "DB_NAME": plan.database,
-                "DB_USER": user,
-                "DEPLOYMENT": job.env.get("DEPLOYMENT", ""),
-                "REHEARSAL_CLOUDSQL": instance.connector_setting(self.work / "connections.jsonl"),
-            }
-        )
-        return subprocess.run(
-            [str(image.python), "-m", "signup_verification.cli", *argv],
-            cwd=image.app,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        settings = {
+            "ENVIRONMENT": "production",
+            "INSTANCE_CONNECTION_NAME": plan.instance_connection_name,
+            "DB_NAME": plan.database,
+            "DB_USER": user,
+            "DEPLOYMENT": plan.jobs[0].env.get("DEPLOYMENT", ""),
+            "REHEARSAL_CLOUDSQL": instance.connector_setting(self.work / "connections.jsonl"),
+        }
+        return image.run([str(image.python), "-m", "signup_verification.cli", *argv], settings, timeout=120)
 
     def operators(self, plan: Plan, instance: Instance, ids: dict[str, str]) -> None:
         """A reader looks and is refused a write; an operator writes. Roles as the grant job's args give them."""
