@@ -1,6 +1,6 @@
 """One Cloud SQL for PostgreSQL instance, emulated on a private embedded PostgreSQL with Cloud SQL's
 role model, as the plan's google_sql_database and google_sql_user resources make it
-(/work/shared/REFERENCE.md §13; the rehearsal's, tools/rehearse_deploy.py):
+(the rehearsal's, tools/rehearse_deploy.py):
 
 - `cloudsqlsuperuser`: NOLOGIN, CREATEROLE, CREATEDB, not a superuser; it owns every database the
   API creates (and so, through pg_database_owner, its public schema);

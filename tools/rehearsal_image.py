@@ -1,5 +1,5 @@
 """The functions' image as Google Cloud's buildpacks make it, on this machine (the rehearsal's,
-tools/rehearse_deploy.py; /work/shared/REFERENCE.md §13):
+tools/rehearse_deploy.py):
 
 - the application: the bundle unpacked, the working directory of every process;
 - its dependencies: a fresh virtualenv holding the bundle's `requirements.txt` and nothing else

@@ -172,8 +172,7 @@ class Rehearsal:
         except subprocess.TimeoutExpired as exc:
             raise RehearsalError(f"{job.label()} (run {run}): still running after its timeout") from exc
         if done.returncode != 0:
-            last = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()[-1]
-            raise RehearsalError(f"{job.label()} (run {run}) exited {done.returncode}: {last}")
+            raise RehearsalError(f"{job.label()} (run {run}) exited {done.returncode}: {_last(done)}")
         return done.stdout.strip()
 
     def run_jobs(self, plan: Plan, instance: Instance, runs: int = 2) -> None:
@@ -265,7 +264,7 @@ class Rehearsal:
             for argv in (["status"], ["inspect", ids["email"]], ["suppression", "list"], ["migrate", "--list"]):
                 done = self.verifyctl(plan, instance, reader, *argv)
                 if done.returncode != 0:
-                    raise RehearsalError(f"operator {reader} (reader): verifyctl {argv[0]}: {done.stderr.strip()}")
+                    raise RehearsalError(f"operator {reader} (reader): verifyctl {' '.join(argv)}: {_last(done)}")
             refused = self.verifyctl(plan, instance, reader, "channel", "resume", "email")
             if refused.returncode != 1 or "permission denied" not in refused.stderr or refused.stderr.count("\n") != 1:
                 raise RehearsalError(
@@ -275,7 +274,7 @@ class Rehearsal:
         for operator in operators:
             done = self.verifyctl(plan, instance, operator, "channel", "resume", "email")
             if done.returncode != 0:
-                raise RehearsalError(f"operator {operator}: verifyctl channel resume: {done.stderr.strip()}")
+                raise RehearsalError(f"operator {operator}: verifyctl channel resume: {_last(done)}")
         self.log(
             f"operators: {', '.join(readers)} (through the group) ran status, inspect, suppression list and "
             "migrate --list and was refused a write; "
@@ -293,6 +292,11 @@ class Rehearsal:
             got = seen.get(container.name, set())
             if got != {want}:
                 raise RehearsalError(f"{container.label()}: connected as {sorted(got) or 'nobody'}, not only as {want}")
+
+
+def _last(done: subprocess.CompletedProcess) -> str:
+    """The line a failed process ended with (a traceback's last line names its exception)."""
+    return (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()[-1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""`verifyctl grant` under Cloud SQL's role model (REFERENCE §13), on a private embedded PostgreSQL
+"""`verifyctl grant` under Cloud SQL's role model, on a private embedded PostgreSQL
 playing the instance (tools/rehearsal_cloudsql.py, the rehearsal's own): cloudsqlsuperuser (NOLOGIN,
 CREATEROLE, CREATEDB) owns the database; the migrator is an IAM-named login role that is only a
 member of it; the functions' and the operators' IAM users have no privileges until the grant.
