@@ -18,6 +18,7 @@ the real connector can do only with that principal's credentials.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ import pg8000.native
 from rehearsal_plan import DatabaseUser
 from signup_verification.local import embedded
 
+RUNTIME = Path(__file__).resolve().parents[1] / ".local" / "run"
 SUPERUSER_ROLE = "cloudsqlsuperuser"
 LOGIN_TYPES = {"CLOUD_IAM_SERVICE_ACCOUNT", "CLOUD_IAM_USER"}
 GROUP_TYPE = "CLOUD_IAM_GROUP"
@@ -45,6 +47,13 @@ class Instance:
     machine may close pytest's shared temporary root to other users at any time."""
 
     def __init__(self, connection_name: str):
+        current = os.environ.get("XDG_RUNTIME_DIR")
+        if not current or not Path(current).is_dir() or Path(current).stat().st_mode & 0o077:
+            # pgserver's lock (local/embedded.py): in the checkout's .local, not beside the data, which
+            # goes when the instance stops
+            RUNTIME.mkdir(parents=True, exist_ok=True)
+            RUNTIME.chmod(0o700)
+            os.environ["XDG_RUNTIME_DIR"] = str(RUNTIME)
         self.home = Path(tempfile.mkdtemp(prefix="cloudsql-"))
         self.data_dir = self.home / "pg"
         self.connection_name = connection_name
