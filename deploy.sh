@@ -11,8 +11,7 @@
 # Secret values are taken up front: --secret-file, DEPLOY_SECRET_<SETTING> (e.g.
 # DEPLOY_SECRET_SENDGRID_API_KEY), a generated TOKEN_KEYS, or a hidden prompt in a terminal.
 # Environment: TF_STATE_BUCKET (default PROJECT-tfstate; created when missing), DEPLOY_BUILD_DIR
-# (default build/), VERIFY_PYTHON (python with the project installed; default .venv via dev.py),
-# DEPLOY_POLL_SECONDS (image build polling, default 10), DEPLOY_SKIP_CHECKS (e.g. "quota": those
+# (default build/), DEPLOY_POLL_SECONDS (image build polling, default 10), DEPLOY_SKIP_CHECKS (e.g. "quota": those
 # preflights' failures become notes).
 #
 # Order (docs/deploy.md, "Order of operations"): 1. Cloud SQL, identities, grants, secret
@@ -84,16 +83,12 @@ check_migration_path
 check_signup_site
 report_failures
 
-if [[ -z "${VERIFY_PYTHON:-}" ]]; then
-  python3 "$ROOT/dev.py" setup >&2
-  VERIFY_PYTHON="$ROOT/.venv/bin/python"
-fi
-read -r -a VERIFYCTL_CMD <<<"${VERIFYCTL:-$VERIFY_PYTHON -m signup_verification.cli}"
-
 # ---- the bundle, and Terraform's state -------------------------------------------------------
+# Python's standard library is all this machine needs (-I -S: no site-packages, no environment):
+# nothing is installed to build the zip or to make a token key.
 step "building the function bundle"
 mkdir -p "$BUILD"
-BUNDLE_SHA="$("$VERIFY_PYTHON" "$ROOT/tools/build_bundle.py" --out "$BUNDLE" | awk '{print $2}')"
+BUNDLE_SHA="$("$PY" -I -S "$ROOT/tools/build_bundle.py" --out "$BUNDLE" | awk '{print $2}')"
 [[ -n "$BUNDLE_SHA" ]] || die "tools/build_bundle.py printed no hash"
 TF_VARS=(-input=false "-var-file=$VAR_FILE" "-var=source_archive=$BUNDLE")
 STATE_BUCKET="${TF_STATE_BUCKET:-$PROJECT-tfstate}"

@@ -5,6 +5,8 @@
     python3 dev.py test [pytest args] # the full test suite (fast subset: .venv/bin/pytest tests/unit tests/integration -x -q)
     python3 dev.py stop               # stop a running `dev.py run` and the embedded database verifyctl starts (.local/pg)
     python3 dev.py stop-test-db       # stop the test database server the tests leave running (.local/test-pg)
+    python3 dev.py rehearse [--keep]  # the deployment rehearsed: every job and service of the plan from the bundle
+                                      # (tools/rehearse_deploy.py; needs terraform and ../shared/tools/terraform-offline)
     python3 dev.py setup              # only create or refresh .venv
 
 Creates .venv on first use, and again when the lock changes: every distribution from
@@ -124,7 +126,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in {"-h", "--help", "help"}:
         print(__doc__.strip())
         return 0
-    if not argv or argv[0] not in {"run", "test", "setup", "stop", "stop-test-db"}:
+    if not argv or argv[0] not in {"run", "test", "setup", "stop", "stop-test-db", "rehearse"}:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     if argv[0] == "stop-test-db":
@@ -137,6 +139,8 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "run":
         args = [str(BIN / "verifyctl"), "dev", *rest]
+    elif command == "rehearse":
+        args = [str(BIN / "python"), str(ROOT / "tools" / "rehearse_deploy.py"), *rest]
     else:
         args = [str(BIN / "python"), "-m", "pytest", "--run-slow", "-q", *rest]
     os.chdir(ROOT)

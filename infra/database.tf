@@ -2,6 +2,9 @@
 # certificates) with IAM database authentication: no password exists for any application user.
 locals {
   instance_name = "${var.name}-pg" # named before it exists: the IAM conditions (service_accounts.tf) name it
+  # Known before anything exists (a postcondition below holds the instance to it), so the plan shows
+  # the exact settings of every job and service: tools/rehearse_deploy.py runs them as planned.
+  instance_connection_name = "${var.project_id}:${var.region}:${local.instance_name}"
 }
 
 resource "google_sql_database_instance" "main" {
@@ -116,6 +119,10 @@ resource "google_sql_database_instance" "main" {
   }
 
   lifecycle {
+    postcondition {
+      condition     = self.connection_name == local.instance_connection_name
+      error_message = "The instance's connection name is not PROJECT:REGION:INSTANCE, which the jobs' and services' INSTANCE_CONNECTION_NAME assume."
+    }
     precondition {
       condition     = local.peak_connections + var.db_reserved_connections <= var.db_max_connections
       error_message = "Connection budget exceeded: sum(max_instances x concurrency) + db_reserved_connections > db_max_connections. Lower max_instances or raise db_max_connections (and the tier)."
@@ -130,20 +137,33 @@ resource "google_sql_database" "main" {
   instance = google_sql_database_instance.main.name
 }
 
-# IAM database users: a service account's user name is its email without ".gserviceaccount.com".
+# IAM database users. A service account's user name is its email without ".gserviceaccount.com",
+# written out from its account_id so that it is known at plan time (and the plan shows DB_USER).
 resource "google_sql_user" "function" {
   for_each = local.function_specs
-  name     = trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")
+  name     = "${google_service_account.function[each.key].account_id}@${var.project_id}.iam"
   instance = google_sql_database_instance.main.name
   type     = "CLOUD_IAM_SERVICE_ACCOUNT"
   # Table privileges come from the grant job (migrations.tf) once the migrations created the tables.
 }
 
-# The migration job's identity (migrations.tf). cloudsqlsuperuser owns the database's public
-# schema: migrations create tables there, and create the pgaudit extension.
+# The migration job's identity (migrations.tf): a member of cloudsqlsuperuser, which owns the
+# database and its public schema. Migrations create the tables as this user (their owner, always
+# the same one); the grant job takes cloudsqlsuperuser's role attributes with SET ROLE, since
+# PostgreSQL never passes CREATEROLE through membership (platform/grants.py).
 resource "google_sql_user" "migrator" {
-  name           = trimsuffix(google_service_account.migrator.email, ".gserviceaccount.com")
+  name           = "${google_service_account.migrator.account_id}@${var.project_id}.iam"
   instance       = google_sql_database_instance.main.name
   type           = "CLOUD_IAM_SERVICE_ACCOUNT"
   database_roles = ["cloudsqlsuperuser"]
+}
+
+# People (and other principals) who run verifyctl against the instance (variables_access.tf): one
+# IAM database user each, privileges from the grant job. A group's members log in as themselves
+# (Cloud SQL IAM group authentication) and hold what the group's role holds.
+resource "google_sql_user" "operator" {
+  for_each = local.database_people
+  name     = each.value.user
+  instance = google_sql_database_instance.main.name
+  type     = each.value.type
 }

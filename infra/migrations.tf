@@ -8,9 +8,11 @@ locals {
   verifyctl = ["python3", "-m", "signup_verification.cli"]
   schema_jobs = {
     migrate = ["migrate"]
-    grant = concat(["grant"], [
-      for key, spec in local.function_specs : "--${spec.db_role}=${google_sql_user.function[key].name}"
-    ])
+    grant = concat(
+      ["grant"],
+      [for key, spec in local.function_specs : "--${spec.db_role}=${google_sql_user.function[key].name}"],
+      [for member, person in local.database_people : "--${person.role}=${google_sql_user.operator[member].name}"],
+    )
   }
 }
 
@@ -44,7 +46,7 @@ resource "google_cloud_run_v2_job" "schema" {
         }
         env {
           name  = "INSTANCE_CONNECTION_NAME"
-          value = google_sql_database_instance.main.connection_name
+          value = local.instance_connection_name
         }
         env {
           name  = "DB_NAME"
@@ -52,7 +54,7 @@ resource "google_cloud_run_v2_job" "schema" {
         }
         env {
           name  = "DB_USER"
-          value = google_service_account.migrator.email
+          value = google_sql_user.migrator.name
         }
         env {
           name  = "DEPLOYMENT"

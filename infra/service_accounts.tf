@@ -38,12 +38,13 @@ resource "google_service_account" "signup_site" {
 locals {
   signup_site_email = var.signup_site_service_account != "" ? var.signup_site_service_account : google_service_account.signup_site[0].email
 
-  # Who connects to the database: each function and the migrator, with Cloud SQL's client and IAM
-  # login roles bound to this instance only (an IAM condition), so no identity here can reach
-  # another instance in the project. Logs need no role: Cloud Run collects stdout itself.
+  # Who connects to the database: each function, the migrator and the operators, with Cloud SQL's
+  # client and IAM login roles bound to this instance only (an IAM condition), so no identity here
+  # can reach another instance in the project. Logs need no role: Cloud Run collects stdout itself.
   database_clients = merge(
     { for key in keys(local.function_specs) : key => google_service_account.function[key].member },
     { migrator = google_service_account.migrator.member },
+    { for member in keys(local.database_people) : member => member }, # operators' verifyctl (variables_access.tf)
   )
   database_client_grants = merge([
     for who, member in local.database_clients : {

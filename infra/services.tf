@@ -73,9 +73,9 @@ locals {
       ALLOWED_INVOKERS = local.allowed_invokers[key]
     }) : name => value if value != "" },
     {
-      INSTANCE_CONNECTION_NAME = google_sql_database_instance.main.connection_name
+      INSTANCE_CONNECTION_NAME = local.instance_connection_name
       DB_NAME                  = google_sql_database.main.name
-      DB_USER                  = google_service_account.function[key].email
+      DB_USER                  = google_sql_user.function[key].name # its IAM database user
     },
   ) }
 }

@@ -1,36 +1,36 @@
 #!/usr/bin/env python3
 """Build the functions' source bundle: what Cloud Build turns into the image every target runs.
 
-    .venv/bin/python tools/build_bundle.py [--out build/function-source.zip]
+    python3 tools/build_bundle.py [--out build/function-source.zip]
 
-The zip holds `main.py` (functions/main.py) at its root, the `signup_verification` package without
+Standard library only (deploy.sh runs it with a bare python3 >= 3.11, no virtualenv).
+
+The zip is the image's whole application: everything any entry point of the image reaches, the six
+functions (functions-framework serves `main.py`) and the migrate and grant jobs (`python3 -m
+signup_verification.cli`). It holds `main.py` (functions/main.py) at its root, the
+`signup_verification` package laid out as pyproject.toml's `package-dir` lays out the wheel (the
+migrations of sql/ as `signup_verification/sql`; the templates and pages are package files) without
 its laptop emulation (`local/`: the embedded database, the mailbox, the scheduler; no deployed code
-imports it, tests/unit/test_layers.py checks that), and a
-`requirements.txt` that is requirements/runtime.txt: every runtime distribution pinned with its
-hashes, resolved from pyproject's `[project].dependencies` alone (tools/lock.py), the same pins
-requirements/dev.txt gives the test suite; the `local`/`test` extras (pgserver, aiosmtpd, pytest)
-never reach production. The archive is
-byte-for-byte reproducible (sorted entries, fixed timestamps), so its SHA-256 names the bucket
-object and an unchanged tree redeploys nothing. Prints `<path> <sha256>`.
+imports it, tests/unit/test_layers.py checks that), and a `requirements.txt` that is
+requirements/runtime.txt: every runtime distribution pinned with its hashes, resolved from
+pyproject's `[project].dependencies` alone (tools/lock.py), the same pins requirements/dev.txt gives
+the test suite; the `local`/`test` extras (pgserver, aiosmtpd, pytest) never reach production.
 
-Bytecode ships with the source, for cold starts: every module compiled by this interpreter into
-`__pycache__/<name>.<tag>.pyc` with hash-based invalidation (the source's hash is in the .pyc, not
-its mtime, which the zip does not keep), so a new instance does not compile the package before its
-first answer (~30 ms). The runtime uses them when its tag matches (Python 3.11 in
-infra/deploy/cloudbuild.yaml: build with Python 3.11); any other interpreter ignores them and compiles as before.
+No bytecode: Google's buildpacks run `compileall -f` over the application when they build the image,
+which would overwrite any shipped. The archive is byte-for-byte reproducible (sorted entries, fixed
+timestamps), so its SHA-256 names the bucket object and an unchanged tree redeploys nothing. Prints
+`<path> <sha256>`. tools/rehearse_deploy.py runs every job and service of the plan from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import re
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
-
-from packaging.utils import canonicalize_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lock as lock_tool  # noqa: E402  (tools/ beside this file)
@@ -42,7 +42,8 @@ PACKAGE = "signup_verification"
 # Development-only distributions: their presence in a bundle would be a packaging mistake.
 FORBIDDEN = {"pgserver", "aiosmtpd", "pytest", "hypothesis", "signup-verification"}
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
-LAPTOP_ONLY = {"local"}  # the package's laptop emulation never reaches a deployed instance
+LAPTOP_ONLY = f"{PACKAGE}.local"  # the package's laptop emulation never reaches a deployed instance
+SKIPPED = {"__pycache__", ".pytest_cache"}  # and no .pyc: see above
 
 
 class BundleError(RuntimeError):
@@ -58,7 +59,7 @@ def locked_requirements(lock: Path = LOCK) -> str:
     if not lock.exists():
         raise BundleError(f"{_shown(lock)} is missing: run tools/lock.py")
     text = lock.read_text()
-    names = {canonicalize_name(m.group(1)) for m in PIN.finditer(text)}
+    names = {_canonical(m.group(1)) for m in PIN.finditer(text)}
     if not names:
         raise BundleError(f"{_shown(lock)} pins nothing")
     leaked = FORBIDDEN & names
@@ -69,42 +70,45 @@ def locked_requirements(lock: Path = LOCK) -> str:
     return text
 
 
+def _canonical(name: str) -> str:
+    """A distribution's normalized name (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _setuptools(root: Path) -> dict:
+    with (root / "pyproject.toml").open("rb") as handle:
+        return tomllib.load(handle)["tool"]["setuptools"]
+
+
+def package_sources(root: Path = ROOT) -> dict[str, Path]:
+    """Archive folder -> the checkout's folder, as pyproject's `package-dir` lays out the wheel:
+    `signup_verification` from shared/, `signup_verification/sql` from sql/."""
+    mapped = _setuptools(root).get("package-dir", {})
+    sources = {PACKAGE: root / mapped.get("", ".") / PACKAGE}
+    sources.update({name: root / folder for name, folder in mapped.items() if name.startswith(PACKAGE + ".")})
+    return {name.replace(".", "/"): folder for name, folder in sources.items()}
+
+
 def bundle_files(root: Path = ROOT) -> dict[str, bytes]:
     """Archive name -> content."""
     files = {
         "main.py": (root / "functions" / "main.py").read_bytes(),
         "requirements.txt": locked_requirements(root / "requirements" / "runtime.txt").encode(),
     }
-    package_dir = root / "shared" / PACKAGE
-    for path in sorted(package_dir.rglob("*")):
-        relative = path.relative_to(package_dir)
-        if relative.parts[0] in LAPTOP_ONLY or "__pycache__" in relative.parts or path.suffix in {".pyc", ".pyo"}:
-            continue
-        if path.is_file():
-            files[f"{PACKAGE}/{relative.as_posix()}"] = path.read_bytes()
-    for name in [n for n in files if n.endswith(".py")]:
-        files[_cached(name)] = bytecode(name, files[name])
+    laptop = LAPTOP_ONLY.replace(".", "/") + "/"
+    for prefix, folder in package_sources(root).items():
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(folder)
+            name = f"{prefix}/{relative.as_posix()}"
+            if path.is_file() and not SKIPPED & set(relative.parts) and not name.startswith(laptop):
+                files[name] = path.read_bytes()
+    # Every package the wheel has, but the laptop's, is in the bundle (a mapping missed here is a job
+    # that fails on import in Google Cloud, after the database exists).
+    for package in _setuptools(root)["packages"]:
+        init = package.replace(".", "/") + "/__init__.py"
+        if init not in files and not (package + ".").startswith(LAPTOP_ONLY + "."):
+            raise BundleError(f"package {package} (pyproject.toml) is missing from the bundle")
     return files
-
-
-def _cached(name: str) -> str:
-    """Where the import system looks for a module's bytecode: `a/__pycache__/b.cpython-311.pyc`."""
-    return Path(importlib.util.cache_from_source(name)).as_posix()
-
-
-def bytecode(name: str, source: bytes) -> bytes:
-    """The .pyc of one module, checked by the source's hash (reproducible: no timestamp in it)."""
-    code = compile(source, name, "exec", dont_inherit=True)
-    flags = 0b11  # hash-based, checked (PEP 552)
-    return (
-        importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + importlib.util.source_hash(source) + _marshal(code)
-    )
-
-
-def _marshal(code) -> bytes:
-    import marshal
-
-    return marshal.dumps(code)
 
 
 def write_zip(files: dict[str, bytes], out: Path) -> str:

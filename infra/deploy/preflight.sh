@@ -16,7 +16,7 @@ check_tools() {
     fi
   fi
   if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    fail_check "tools: python3 must be 3.11 or newer (the bundle's bytecode and pins are for 3.11)"
+    fail_check "tools: python3 must be 3.11 or newer (tools/build_bundle.py reads pyproject.toml with tomllib)"
   fi
 }
 

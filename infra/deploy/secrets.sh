@@ -3,7 +3,7 @@
 # (the plan's required_secrets) that has no enabled version yet, the value comes from, in order:
 #   --secret-file SETTING=PATH        the file's content (one trailing newline dropped)
 #   DEPLOY_SECRET_<SETTING>           an environment variable
-#   TOKEN_KEYS only: generated        `verifyctl new-key`, never shown
+#   TOKEN_KEYS only: generated        as `verifyctl new-key` makes it (new_key_spec), never shown
 #   a prompt                          when stdin is a terminal; the input is not echoed
 # Values stay in this shell's memory until they are piped to `gcloud secrets versions add` on
 # stdin: never on a command line, in a file of ours, in Terraform state or in a log.
@@ -16,6 +16,14 @@ add_secret_file() {
   local spec="$1"
   [[ "$spec" == *=* && -n "${spec%%=*}" ]] || die "--secret-file takes SETTING=PATH (e.g. TWILIO_AUTH_TOKEN=twilio.txt), got '$spec'"
   SECRET_FILES["${spec%%=*}"]="${spec#*=}"
+}
+
+# A fresh TOKEN_KEYS entry from the package's own new_key_spec (standard library only; no install).
+new_token_key() {
+  "$PY" -I -S -c 'import sys
+sys.path.insert(0, sys.argv[1])
+from signup_verification.verifications.tokens import new_key_spec
+print(new_key_spec())' "$ROOT/shared"
 }
 
 secret_has_version() {
@@ -49,7 +57,7 @@ collect_secrets() {
       value="${!env_name}"
     elif [[ "$setting" == TOKEN_KEYS ]]; then
       [[ "$mode" == check ]] && continue # generated when the run needs it
-      value="$("${VERIFYCTL_CMD[@]}" new-key)" || die "verifyctl new-key failed: TOKEN_KEYS could not be generated"
+      value="$(new_token_key)" || die "TOKEN_KEYS could not be generated (shared/signup_verification/verifications/tokens.py)"
     elif [[ "$interactive" == true && "$mode" == run ]]; then
       read -rs -p "deploy.sh: value of $setting (secret $id; input hidden): " value
       echo >&2

@@ -119,7 +119,6 @@ class World:
             "DEPLOY_VAR_FILE": str(self.var_file),
             "DEPLOY_BUILD_DIR": str(tmp / "build"),
             "DEPLOY_POLL_SECONDS": "0",
-            "VERIFY_PYTHON": sys.executable,
             "DEPLOY_SECRET_SENDGRID_API_KEY": "SG.test-sendgrid-value",
             "DEPLOY_SECRET_TWILIO_AUTH_TOKEN": "twilio-test-token-value",
         }

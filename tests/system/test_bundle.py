@@ -1,30 +1,19 @@
 """The deployable bundle (tools/build_bundle.py): what Cloud Build receives and installs.
 
-Fast tests check its contents and serve every Terraform target from the bundle's own main.py;
-the slow one does what Cloud Build does: a fresh virtualenv from the bundle's requirements.txt
-alone, then every target under functions-framework (gunicorn), answering over HTTP against the
-embedded database.
+These tests check its contents and serve every Terraform target from the bundle's own main.py.
+What Cloud Build and Cloud Run then do with it (a fresh virtualenv from its requirements.txt alone,
+every job and service of the plan, against Cloud SQL's role model) is tests/system/test_rehearsal.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import socket
-import subprocess
+import shutil
 import sys
-import time
-import urllib.error
-import urllib.request
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from support.auth import cloud_run_identity
-from support.paths import TEST_TOKEN_KEYS
 from support.terraform_model import load_infra
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,35 +70,41 @@ def test_bundle_layout_is_what_cloud_functions_expects(bundle: Path):
     assert not any("main_test" in n for n in names)
     # the laptop emulation (embedded database, mailbox, scheduler) never reaches a deployed instance
     assert not any(n.startswith("signup_verification/local/") for n in names)
-    # each module's bytecode beside it, for the interpreter that built it, and nothing else
-    sources = {n for n in names if n.endswith(".py")}
-    compiled = {n for n in names if n.endswith(".pyc")}
-    assert compiled == {Path(importlib.util.cache_from_source(n)).as_posix() for n in sources}
+    # no bytecode: the buildpack's `compileall -f` writes the image's own
+    assert not any(n.endswith((".pyc", ".pyo")) or "__pycache__" in n for n in names)
 
 
-def test_the_bundled_bytecode_is_what_the_import_system_uses_and_is_checked_by_hash(bundle: Path, tmp_path: Path):
-    """A new instance imports the shipped .pyc (no compile before its first answer); a source that
-    no longer matches its .pyc is compiled afresh rather than run stale (hash-checked, PEP 552)."""
-    source_dir = tmp_path / "source"
-    with zipfile.ZipFile(bundle) as archive:
-        archive.extractall(source_dir)
-    probe = "import signup_verification.runtime"
-    env = {**os.environ, "PYTHONPATH": str(source_dir), "PYTHONDONTWRITEBYTECODE": "1"}
-    verbose = subprocess.run(
-        [sys.executable, "-v", "-c", probe], cwd=source_dir, env=env, capture_output=True, text=True
-    )
-    assert verbose.returncode == 0, verbose.stderr[-2000:]
-    assert "runtime.cpython" in verbose.stderr and "matches" in verbose.stderr.split("runtime.cpython")[1][:200]
-    module = source_dir / "signup_verification" / "runtime.py"
-    module.write_text(module.read_text() + "\nSTALE_CHECK = 1\n")
-    changed = subprocess.run(
-        [sys.executable, "-c", probe + "; print(signup_verification.runtime.STALE_CHECK)"],
-        cwd=source_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert changed.returncode == 0 and changed.stdout.strip() == "1", changed.stderr[-2000:]
+def test_the_migrations_ship_inside_the_package_as_the_wheel_has_them(bundle: Path):
+    """The migrate job runs `python3 -m signup_verification.cli migrate` from the bundle: sql/ is the
+    package's `signup_verification.sql` (pyproject's package-dir), every migration and definition."""
+    names = set(zipfile.ZipFile(bundle).namelist())
+    sql = ROOT / "sql"
+    expected = {f"signup_verification/sql/{p.relative_to(sql).as_posix()}" for p in sql.rglob("*") if p.is_file()}
+    expected = {n for n in expected if "__pycache__" not in n}
+    assert {"signup_verification/sql/__init__.py", "signup_verification/sql/001_schema.sql"} <= expected <= names
+    assert any(n.startswith("signup_verification/sql/definitions/") for n in names)
+    # and every page and template the package holds
+    for folder in ("api/pages", "delivery/templates"):
+        here = ROOT / "shared" / "signup_verification" / folder
+        files = {
+            f"signup_verification/{folder}/{p.relative_to(here).as_posix()}" for p in here.rglob("*") if p.is_file()
+        }
+        assert {n for n in files if "__pycache__" not in n} <= names, folder
+
+
+def test_a_package_the_bundle_would_miss_is_a_clear_error(tmp_path: Path):
+    """sql/ reaches the package only through pyproject's package-dir: without that mapping the build stops."""
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "functions" / "main.py").write_text("")
+    shutil.copytree(ROOT / "requirements", tmp_path / "requirements")
+    shutil.copytree(ROOT / "shared", tmp_path / "shared", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"signup_verification.sql" = "sql"\n' in pyproject
+    (tmp_path / "pyproject.toml").write_text(pyproject.replace('"signup_verification.sql" = "sql"\n', ""))
+    with pytest.raises(
+        build_bundle.BundleError, match=r"package signup_verification\.sql .* is missing from the bundle"
+    ):
+        build_bundle.bundle_files(tmp_path)
 
 
 def test_requirements_are_pinned_and_production_only(bundle: Path):
@@ -166,121 +161,3 @@ def test_every_target_answers_from_the_bundle_source(target, source_dir: Path, s
     method, path, body, headers, _ = REQUESTS[target]
     response = client.open(path, method=method, json=body, headers=headers)
     _check_answer(target, response.status_code, response.get_data())
-
-
-# ---- what Cloud Build does ----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fresh_venv(source_dir: Path, tmp_path_factory) -> Path:
-    """A new virtualenv with nothing but the bundle's requirements.txt installed."""
-    env_dir = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "-r",
-            str(source_dir / "requirements.txt"),
-        ],
-        check=True,
-        timeout=900,
-    )
-    return env_dir
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _request(port: int, target: str) -> tuple[int, bytes]:
-    method, path, body, headers, _ = REQUESTS[target]
-    headers = {"Authorization": cloud_run_identity(), **headers}  # ENVIRONMENT=production below (auth.py)
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}",
-        data=data,
-        method=method,
-        headers={**headers, **({"Content-Type": "application/json"} if data else {})},
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
-        except (ConnectionError, urllib.error.URLError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-@pytest.mark.slow
-def test_fresh_install_imports_nothing_from_this_repository(fresh_venv: Path, source_dir: Path):
-    probe = subprocess.run(
-        [
-            str(fresh_venv / "bin" / "python"),
-            "-c",
-            "import signup_verification, google.cloud.sql.connector, main; print(signup_verification.__file__)",
-        ],
-        cwd=source_dir,
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert probe.returncode == 0, probe.stderr
-    assert Path(probe.stdout.strip()).is_relative_to(source_dir)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("target", TARGETS)
-def test_every_target_serves_from_a_fresh_install(target, fresh_venv: Path, source_dir: Path, database_url: str):
-    port = _free_port()
-    env = {
-        "PATH": f"{fresh_venv / 'bin'}:/usr/bin:/bin",
-        "HOME": str(source_dir.parent),
-        "DATABASE_URL": database_url,
-        "TOKEN_KEYS": TEST_TOKEN_KEYS,
-        "ENVIRONMENT": "production",
-        "SMS_ALLOWED_COUNTRIES": "US",
-        "DEPLOYMENT": "bundle-test",
-        "VERIFY_LINK_BASE": "https://verify.example.com/confirm/",
-        "EMAIL_TRANSPORT": "console",
-        "SMS_TRANSPORT": "console",
-        "WORKERS": "1",
-        "THREADS": "1",
-        "FUNCTION_TIMEOUT_SECONDS": "20",
-    }
-    server = subprocess.Popen(
-        [
-            str(fresh_venv / "bin" / "functions-framework"),
-            "--target",
-            target,
-            "--source",
-            "main.py",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=source_dir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        status, body = _request(port, target)
-        _check_answer(target, status, body)
-    finally:
-        server.terminate()
-        output = server.communicate(timeout=30)[0].decode(errors="replace")
-    assert "Traceback" not in output, output[-3000:]

@@ -10,11 +10,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from support.deploy_run import DEPLOY, ROOT, SECRETS, World
 from support.terraform_model import planned_addresses, tf_offline
+
+sys.path.insert(0, str(ROOT / "tools"))
+import build_bundle  # noqa: E402
 
 TOKEN_KEYS_ENTRY = re.compile(r"^[A-Za-z0-9_-]{2,}:[A-Za-z0-9_-]{43}$")
 
@@ -33,6 +37,21 @@ def test_shellcheck_is_clean():
     # -x follows the sourced parts (infra/deploy/*.sh), checked as deploy.sh uses them.
     result = subprocess.run([shellcheck, "-x", str(DEPLOY)], capture_output=True, text=True, cwd="/")
     assert result.returncode == 0, result.stdout
+
+
+def test_the_deployers_machine_needs_pythons_standard_library_only(tmp_path):
+    """No virtualenv, no install: deploy.sh builds the zip and makes the token key with `python3 -I -S`
+    (the stand-in world's python3 runs with -S too, so every run below proves it)."""
+    script = DEPLOY.read_text() + (ROOT / "infra" / "deploy" / "secrets.sh").read_text()
+    assert "dev.py" not in script and ".venv" not in script and "pip " not in script
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(ROOT / "tools" / "build_bundle.py"), "--out", str(tmp_path / "b.zip")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(tmp_path / "b.zip"), build_bundle.build(tmp_path / "again.zip")]
 
 
 def test_one_run_deploys_an_empty_project_in_order(world):

@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from signup_verification import cli
+from signup_verification.cli.commands import dev as dev_command
 from signup_verification.local import devserver
 from support.dev_process import DevProcess, descendants, process_table
 from support.paths import TEST_TOKEN_KEYS
@@ -55,13 +56,15 @@ def test_children_get_the_mailbox_as_smtp_and_twilio_and_links_to_the_confirm_po
 
 def test_the_schedule_interval_has_a_flag_an_env_var_and_a_cloud_scheduler_default(monkeypatch):
     parser = argparse.ArgumentParser()
-    devserver.add_arguments(parser)
-    assert parser.parse_args([]).schedule_seconds == 60
-    assert parser.parse_args(["--schedule-seconds", "1.5"]).schedule_seconds == 1.5
+    dev_command.add_arguments(parser)
+    monkeypatch.delenv("VERIFY_DEV_SCHEDULE_SECONDS", raising=False)
+    assert devserver.schedule_seconds(parser.parse_args([])) == 60
+    assert devserver.schedule_seconds(parser.parse_args(["--schedule-seconds", "1.5"])) == 1.5
+    assert devserver.schedule_seconds(parser.parse_args(["--fast"])) == dev_command.FAST_INTERVAL_SECONDS
+    assert devserver.schedule_seconds(parser.parse_args(["--no-scheduler"])) == 0
     monkeypatch.setenv("VERIFY_DEV_SCHEDULE_SECONDS", "3")
-    parser = argparse.ArgumentParser()
-    devserver.add_arguments(parser)
-    assert parser.parse_args([]).schedule_seconds == 3
+    assert devserver.schedule_seconds(parser.parse_args([])) == 3
+    assert devserver.schedule_seconds(parser.parse_args(["--schedule-seconds", "1.5"])) == 1.5
 
 
 def test_a_busy_port_is_a_clear_error_before_anything_starts(tmp_path, capsys, monkeypatch, pg_server):

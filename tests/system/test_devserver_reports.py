@@ -82,10 +82,10 @@ def test_dev_reports_delivered_and_bounce_this_refuses_the_address(tmp_path):
 def test_report_delay_is_a_number_of_seconds():
     import argparse
 
-    from signup_verification.local import devserver
+    from signup_verification.cli.commands import dev as dev_command
 
     parser = argparse.ArgumentParser()
-    devserver.add_arguments(parser)
+    dev_command.add_arguments(parser)
     assert parser.parse_args([]).report_delay == 10.0
     assert parser.parse_args(["--report-delay", "0"]).report_delay == 0.0
     for bad in ("-1", "soon", "nan"):

@@ -57,7 +57,7 @@ def test_each_function_is_a_cloud_run_service_of_the_bundles_image():
     assert "${local.bundle_sha}" in infra.resource("google_storage_bucket_object", "source")["name"]
     repo = infra.resource("google_artifact_registry_repository", "functions")
     assert first(repo["docker_config"])["immutable_tags"] is True
-    # The build config builds on Python 3.11: the interpreter the bundle's pins and bytecode are for.
+    # The build config builds on Python 3.11: the interpreter the bundle's pins are resolved for.
     build = yaml.safe_load((INFRA / "deploy" / "cloudbuild.yaml").read_text())
     assert "--env=GOOGLE_PYTHON_VERSION=3.11.x" in build["steps"][-1]["args"]
     assert build["options"]["logging"] == "CLOUD_LOGGING_ONLY" and build["images"] == ["${_IMAGE}"]
@@ -255,7 +255,11 @@ def test_function_users_log_in_with_iam_and_hold_no_password():
     users = load_infra().resource("google_sql_user", "function")
     assert users["type"] == "CLOUD_IAM_SERVICE_ACCOUNT"
     assert "password" not in users and "password_wo" not in users
-    assert 'trimsuffix(google_service_account.function[each.key].email, ".gserviceaccount.com")' in users["name"]
+    # A service account's IAM database user is its email (ACCOUNT_ID@PROJECT.iam.gserviceaccount.com, as
+    # Google assigns it) without ".gserviceaccount.com": written from account_id, so the plan knows it.
+    assert users["name"] == "${google_service_account.function[each.key].account_id}@${var.project_id}.iam"
+    migrator = load_infra().resource("google_sql_user", "migrator")
+    assert migrator["name"] == "${google_service_account.migrator.account_id}@${var.project_id}.iam"
 
 
 def test_every_variable_is_described():

@@ -61,7 +61,7 @@ def test_migrations_and_grants_run_in_google_cloud_as_the_migrator():
     assert container["args"] == "${concat(local.verifyctl, each.value)}"
     assert infra.locals["verifyctl"] == ["python3", "-m", "signup_verification.cli"]
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["DB_USER"] == "${google_service_account.migrator.email}" and env["ENVIRONMENT"] == "production"
+    assert env["DB_USER"] == "${google_sql_user.migrator.name}" and env["ENVIRONMENT"] == "production"
     jobs = infra.locals["schema_jobs"]
     assert (
         jobs["migrate"] == ["migrate"] and '"--${spec.db_role}=${google_sql_user.function[key].name}"' in jobs["grant"]

@@ -163,6 +163,18 @@ def test_every_commented_block_of_the_example_plans_when_uncommented(tmp_path: P
     assert "SUPPRESSION_DAYS" in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["reports"]')
     assert "SUPPRESSION_DAYS" not in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
     assert re.search(r"\+ peak_database_connections\s+= 84$", result.stdout, re.MULTILINE)
+    # operators' database access: an IAM database user each (a group as a group), Cloud SQL's two
+    # roles on the instance, and their database role from the grant job.
+    assert {
+        'google_sql_user.operator["group:oncall@example.com"]',
+        'google_sql_user.operator["user:lead@example.com"]',
+        'google_project_iam_member.database_client["group:oncall@example.com/roles/cloudsql.instanceUser"]',
+        'google_project_iam_member.database_client["user:lead@example.com/roles/cloudsql.client"]',
+    } <= addresses
+    group = _planned_block(result.stdout, 'google_sql_user.operator["group:oncall@example.com"]')
+    assert re.search(r'type += "CLOUD_IAM_GROUP"', group) and re.search(r'name += "oncall@example.com"', group)
+    grant = _planned_block(result.stdout, 'google_cloud_run_v2_job.schema["grant"]')
+    assert '"--reader=oncall@example.com"' in grant and '"--operator=lead@example.com"' in grant
 
 
 def test_the_docs_state_what_the_plan_deploys(plan_text: str):

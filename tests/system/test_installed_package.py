@@ -17,6 +17,9 @@ import pytest
 from signup_verification.platform.database import Database
 from support.paths import ROOT
 
+sys.path.insert(0, str(ROOT / "tools"))
+import build_bundle  # noqa: E402
+
 
 def test_pyproject_lists_every_package_folder_and_maps_sql():
     """setuptools' package list is explicit (sql/ is mapped in from outside shared/): a new
@@ -100,3 +103,18 @@ def test_installed_verifyctl_migrate_creates_every_table_from_any_directory(
     assert dev.returncode == 1 and "Traceback" not in dev.stderr and dev.stderr.count("\n") == 1
     assert dev.stderr.startswith("verifyctl: verifyctl dev serves the targets of functions/main.py")
     assert list(elsewhere.iterdir()) == [] and not (site.parent / ".local").exists()
+
+
+@pytest.mark.slow
+def test_the_deploy_bundle_holds_what_the_wheel_holds_but_the_laptop_emulation(installed):
+    """Two layouts of one package (pyproject's package-dir): a file the wheel ships and the bundle
+    lacks would fail a job or a service in Google Cloud, after the database exists."""
+    site = next(installed.parent.glob("lib/python3*/site-packages")) / "signup_verification"
+    wheel = {
+        f"signup_verification/{p.relative_to(site).as_posix()}"
+        for p in site.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.relative_to(site).parts[0] != "local"
+    }
+    bundle = {name for name in build_bundle.bundle_files() if name.startswith("signup_verification/")}
+    assert wheel - bundle == set()
+    assert bundle - wheel == set()  # and nothing the wheel would not ship

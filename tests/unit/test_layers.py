@@ -2,43 +2,63 @@
 
 platform < outbox < verifications < delivery < operations < api, then the composition root
 (config, runtime, cli) on top. local/ (the laptop emulation) may use everything and nothing in production
-code imports it; the composition root reaches the embedded database only on the local path.
+code imports it. The composition root, verifyctl included, reaches it only inside the functions of
+LOCAL_PATHS, each on the laptop's path: never when a module is imported, never while verifyctl's
+parser is built. The deploy bundle leaves local/ out, and the migrate and grant jobs run verifyctl
+from it.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import signup_verification
 
 PACKAGE = Path(signup_verification.__file__).resolve().parent
+ROOT = PACKAGE.parents[1]
 LAYERS = ["platform", "outbox", "verifications", "delivery", "operations", "api"]
 ROOT_MODULES = {"config", "runtime", "cli", "__init__"}  # the composition root and the package itself
 KNOWN: list[str] = []  # the flat package's upward imports are gone; keep it empty
+# Where the composition root imports local/, and why that function runs on the laptop only.
+LOCAL_PATHS = {
+    "runtime.py:database_params": "neither DATABASE_URL nor INSTANCE_CONNECTION_NAME, outside production",
+    "cli/__init__.py:_load": "outside production: beside a running `verifyctl dev`",
+    "cli/__init__.py:_say_where_the_database_is": "where the embedded database is, outside production",
+    "cli/commands/runs.py:_transport_note": "outside production: where the laptop's messages went",
+    "cli/commands/dev.py:cmd_dev": "running `verifyctl dev` itself",
+}
+
+
+def _targets(node: ast.AST, package: list[str]) -> set[str]:
+    """Top-level package parts (layer names) one import statement names."""
+    targets: list[list[str]] = []
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            module = base + (node.module.split(".") if node.module else [])
+            targets = [module + [alias.name] if not node.module else module for alias in node.names]
+        elif node.module and node.module.split(".")[0] == "signup_verification":
+            module = node.module.split(".")[1:]
+            targets = [module + [alias.name] if not module else module for alias in node.names]
+    elif isinstance(node, ast.Import):
+        targets = [a.name.split(".")[1:] for a in node.names if a.name.startswith("signup_verification.")]
+    return {t[0] for t in targets if t}
+
+
+def _package_of(path: Path, package_dir: Path) -> list[str]:
+    return list(path.relative_to(package_dir).with_suffix("").parts[:-1])
 
 
 def _imports(path: Path, package_dir: Path) -> set[str]:
     """Top-level package parts (layer names) this module imports, nested imports included."""
-    tree = ast.parse(path.read_text())
-    parts = path.relative_to(package_dir).with_suffix("").parts
-    package = list(parts[:-1]) if parts[-1] != "__init__" else list(parts[:-1])
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        targets: list[list[str]] = []
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-                module = base + (node.module.split(".") if node.module else [])
-                targets = [module + [alias.name] if not node.module else module for alias in node.names]
-            elif node.module and node.module.split(".")[0] == "signup_verification":
-                module = node.module.split(".")[1:]
-                targets = [module + [alias.name] if not module else module for alias in node.names]
-        elif isinstance(node, ast.Import):
-            targets = [a.name.split(".")[1:] for a in node.names if a.name.startswith("signup_verification.")]
-        found.update(t[0] for t in targets if t)
-    return found
+    package = _package_of(path, package_dir)
+    return {target for node in ast.walk(ast.parse(path.read_text())) for target in _targets(node, package)}
 
 
 def violations(package_dir: Path = PACKAGE) -> list[str]:
@@ -53,6 +73,25 @@ def violations(package_dir: Path = PACKAGE) -> list[str]:
                 found.append(f"{path.relative_to(package_dir)} -> {target}")
             elif target in LAYERS and LAYERS.index(target) > rank:
                 found.append(f"{path.relative_to(package_dir)} -> {target}")
+    return found
+
+
+def local_imports(package_dir: Path = PACKAGE) -> set[str]:
+    """`module:function` of every import of local/ in the composition root (`module:<module>` at top level)."""
+    found = set()
+    for path in sorted(package_dir.rglob("*.py")):
+        if path.relative_to(package_dir).with_suffix("").parts[0] not in ROOT_MODULES:
+            continue
+        tree, package = ast.parse(path.read_text()), _package_of(path, package_dir)
+        owner = {
+            id(inner): function.name
+            for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+            for inner in ast.walk(function)
+        }  # the innermost function names it: ast.walk meets the outer one first
+        for node in ast.walk(tree):
+            if "local" in _targets(node, package):
+                found.add(f"{path.relative_to(package_dir).as_posix()}:{owner.get(id(node), '<module>')}")
     return found
 
 
@@ -73,3 +112,67 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     target = copy / "platform" / "database.py"
     target.write_text(target.read_text() + "\nfrom ..api import problems  # planted\n")
     assert "platform/database.py -> api" in violations(copy)
+
+
+def test_the_composition_root_reaches_local_only_on_the_laptops_path():
+    assert local_imports() == set(LOCAL_PATHS)
+
+
+def test_the_checker_sees_local_imported_where_the_parser_is_built(tmp_path):
+    """The defect that stopped every first deploy: the parser importing the laptop emulation."""
+    copy = tmp_path / "signup_verification"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "cli" / "commands" / "dev.py"
+    text = target.read_text().replace(
+        "def add_dev(sub: Any) -> None:\n",
+        "def add_dev(sub: Any) -> None:\n    from ...local import devserver  # planted\n",
+    )
+    target.write_text(text + "\nfrom ...local import embedded  # planted\n")
+    assert {"cli/commands/dev.py:add_dev", "cli/commands/dev.py:<module>"} <= local_imports(copy)
+
+
+# What the deployed image runs, without local/: the parser of every command, each command's help,
+# the functions' entry points, and the commands that need no database, in production.
+_WITHOUT_LOCAL = """
+import contextlib, io, json, runpy, sys
+
+class LaptopOnly:
+    def find_spec(self, name, path=None, target=None):
+        if name == "signup_verification.local" or name.startswith("signup_verification.local."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, LaptopOnly())
+from signup_verification.cli import build_parser, main
+
+parser = build_parser()
+commands = parser._subparsers._group_actions[0].choices
+for name, command in commands.items():
+    command.format_help()
+    for action in command._actions:
+        if getattr(action, "choices", None) and hasattr(action.choices, "items"):
+            for sub in action.choices.values():
+                sub.format_help()
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["new-key"]) == 0
+runpy.run_path(sys.argv[1])
+assert main(["dev"]) == 1
+print(json.dumps(sorted(commands)))
+"""
+
+
+def test_verifyctl_and_the_functions_run_without_the_laptop_emulation():
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "VERIFY_LOCAL_DIR"}},
+        "ENVIRONMENT": "production",
+        "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",  # never reached: no command here connects
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_LOCAL, str(ROOT / "functions" / "main.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {"migrate", "grant", "status", "dev"} <= set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "verifyctl: verifyctl dev needs the laptop emulation" in done.stderr

@@ -50,12 +50,13 @@ def main(argv: list[str] | None = None, *, fault: Callable[[str], None] | None =
 
 
 def _load(args: argparse.Namespace) -> configuration.Config:
-    """The configuration; beside a running `verifyctl dev` (same local dir), with its transports and
-    database under the environment's own settings (local/devenv.py)."""
+    """The configuration; outside production and beside a running `verifyctl dev` (same local dir),
+    with its transports and database under the environment's own settings (local/devenv.py). In
+    production the laptop emulation is never imported: the deploy bundle does not ship it."""
     config = configuration.load()
     args.mailbox = None
     if args.command != "dev" and not config.is_production:
-        from ..local import devenv, place  # the laptop's emulation: never loaded in production
+        from ..local import devenv, place
 
         found = devenv.environment(config.local_dir)
         if found is not None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cli.commands.dev import FAST_INTERVAL_SECONDS
 from ..platform import migrations
 from ..platform.config import source_checkout
 from ..platform.database import Database
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 # target -> port offset from --base-port; targets not listed here get the next free offsets.
 PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch": 2, "reconcile": 3, "status": 4}
 SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
-FAST_INTERVAL_SECONDS = 2.0
 # Dummy Twilio credentials the dev children send and the mailbox's fake Twilio API checks.
 DEV_TWILIO = {
     "TWILIO_ACCOUNT_SID": "AC" + "0" * 32,
@@ -53,56 +53,16 @@ class _Stop(Exception):
     """SIGTERM: stop like Ctrl-C."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument(
-        "--base-port",
-        type=int,
-        default=8081,
-        help="create_verification's port; confirm, dispatch, reconcile and status follow (8081-8085)",
-    )
-    parser.add_argument("--smtp-port", type=int, default=None, help="the mailbox's SMTP port (default SMTP_PORT, 8025)")
-    parser.add_argument("--mailbox-port", type=int, default=8090, help="the mailbox web page and fake Twilio API")
-    parser.add_argument(
-        "--site-port",
-        type=int,
-        default=8089,
-        help="the demo signup site: its form, webhooks and account pages (not started when WEBHOOK_URL points elsewhere)",
-    )
-    parser.add_argument(
-        "--schedule-seconds",
-        type=float,
-        default=float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60),
-        help="how often the scheduler emulation calls dispatch and reconcile (default 60, "
-        "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)",
-    )
-    parser.add_argument("--fast", action="store_true", help=f"call them every {FAST_INTERVAL_SECONDS:g} s")
-    parser.add_argument(
-        "--no-scheduler",
-        action="store_true",
-        help="never call them on a schedule (the mailbox's Run dispatch now button still runs both once)",
-    )
-    parser.add_argument(
-        "--report-delay",
-        type=_seconds,
-        default=10.0,
-        help="seconds before the mailbox reports an email delivered or an SMS queued/sent/delivered to "
-        "delivery_reports (default 10: time to press Bounce this; a message's Report now posts at once)",
-    )
-    parser.add_argument(
-        "--source", type=Path, default=None, help="the functions' main.py (default: functions/main.py of the checkout)"
-    )
-
-
-def _seconds(value: str) -> float:
-    """A non-negative number of seconds, or argparse's one-line usage error."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= 86400:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds between 0 and 86400")
-    return seconds
+def schedule_seconds(args: argparse.Namespace) -> float:
+    """How often the scheduler emulation ticks: 0 (never) with --no-scheduler, --fast's interval,
+    --schedule-seconds, else VERIFY_DEV_SCHEDULE_SECONDS, else Cloud Scheduler's minute."""
+    if args.no_scheduler:
+        return 0.0
+    if args.fast:
+        return FAST_INTERVAL_SECONDS
+    if args.schedule_seconds is not None:
+        return float(args.schedule_seconds)
+    return float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60)
 
 
 def functions_main(explicit: Path | None = None) -> Path:
@@ -261,7 +221,7 @@ def _serve(
     for child in started:
         child.wait_listening(host)
 
-    interval = 0.0 if args.no_scheduler else (FAST_INTERVAL_SECONDS if args.fast else args.schedule_seconds)
+    interval = schedule_seconds(args)
     # With no schedule (interval 0) the jobs still run once on demand: the mailbox's button.
     jobs = [Job(t, f"http://{host}:{ports[t]}/", interval) for t in SCHEDULED if t in ports]
     scheduler = Scheduler(jobs, report=out)

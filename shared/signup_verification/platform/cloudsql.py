@@ -5,9 +5,10 @@ and the connector gives mTLS with ephemeral certificates plus IAM login (no pass
 `refresh_strategy="lazy"` because a serverless instance's CPU is throttled between requests, so
 a background refresh would stall. One Connector per process, built on first use.
 
-Used when INSTANCE_CONNECTION_NAME (`project:region:instance`) is set; DB_USER is the IAM
-principal (a service account's full email is fine: the connector trims `.gserviceaccount.com`)
-and DB_NAME the database. The connector is reached through a seam that tests fill with a stand-in.
+Used when INSTANCE_CONNECTION_NAME (`project:region:instance`) is set; DB_USER is the IAM database
+user (a person's email as it is, an operator's verifyctl; a service account's email with or without
+`.gserviceaccount.com`, which the connector trims) and DB_NAME the database. The connector is
+reached through a seam (`use_factory`) that tests and the deployment rehearsal fill with a stand-in.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def connection_params(config: DatabaseConfig) -> ConnectionParams:
     if not _INSTANCE.match(name):
         raise ConfigError(f"INSTANCE_CONNECTION_NAME must look like project:region:instance, got {name!r}")
     if not config.user:
-        raise ConfigError("DB_USER (the IAM principal's email) is required with INSTANCE_CONNECTION_NAME")
+        raise ConfigError(
+            "DB_USER (the IAM database user: a person's or a service account's email) is required with INSTANCE_CONNECTION_NAME"
+        )
     return ConnectionParams(user=config.user, database=config.name, host=name)
 
 

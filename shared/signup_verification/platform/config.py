@@ -113,7 +113,12 @@ class DatabaseConfig:
         help="`project:region:instance`: connect through the Cloud SQL Python Connector (IAM login, lazy "
         "refresh) instead of `DATABASE_URL`",
     )
-    user: str | None = setting("DB_USER", None, help="with `INSTANCE_CONNECTION_NAME`: the IAM principal's email")
+    user: str | None = setting(
+        "DB_USER",
+        None,
+        help="with `INSTANCE_CONNECTION_NAME`: the IAM database user, a person's email or a service account's "
+        "(with or without `.gserviceaccount.com`); the credentials the connector finds must be that principal's",
+    )
     name: str = setting("DB_NAME", "verification", help="with `INSTANCE_CONNECTION_NAME`: the database")
     statement_timeout_ms: int = setting(
         "DATABASE_STATEMENT_TIMEOUT_MS",

@@ -1,10 +1,17 @@
-"""Database privileges for the functions' IAM users, applied after every migration run.
+"""Database privileges for the functions' and the operators' IAM users, applied after every migration run.
 
-Cloud SQL creates IAM database users with no privileges. Two NOLOGIN group roles carry them:
-`verification_app` (read and write the service's tables) and `verification_reader` (read only,
-for the operator status function). Each function's IAM user is made a member of one of them.
-Run by `verifyctl grant` as the migrating identity (a `cloudsqlsuperuser` member, which owns the
-tables); every statement is idempotent, so deploy.sh runs it on every deploy.
+Cloud SQL creates IAM database users with no privileges. Three NOLOGIN group roles carry them:
+`verification_app` (read and write the service's tables: the writing functions),
+`verification_reader` (read only: the status function, and operators who only look) and
+`verification_operator` (an operator's verifyctl: the functions' own privileges, through
+verification_app). Each user named is made a member of one of them.
+
+Run by `verifyctl grant` (the grant job, infra/migrations.tf) as the migrating identity, which owns
+every table. On Cloud SQL that identity is a member of `cloudsqlsuperuser` without its CREATEROLE
+(membership never passes a role attribute), so the roles and memberships are made under
+`SET ROLE cloudsqlsuperuser` (grants_admin.sql decides), and the table privileges and default
+privileges by the session's own role, the tables' owner, so that a table a later migration creates
+is covered with no re-grant. Every statement is idempotent: deploy.sh runs it on every deploy.
 """
 
 from __future__ import annotations
@@ -13,10 +20,11 @@ import re
 
 from .database import Database, load_sql
 
-# Named in grants_roles.sql too (a static file: these are ours, not input).
+# Named in grants_roles.sql and grants_privileges.sql too (static files: these are ours, not input).
 APP_ROLE = "verification_app"
 READER_ROLE = "verification_reader"
-# IAM database user names: `sa@project.iam` or a person's email; PostgreSQL identifiers end at 63 bytes.
+OPERATOR_ROLE = "verification_operator"
+# IAM database user names: `sa@project.iam` or a person's or group's email; PostgreSQL identifiers end at 63 bytes.
 _USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._+-]{0,62}$")
 
 
@@ -26,26 +34,29 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def ensure_roles(db: Database) -> None:
-    """Both group roles with privileges on every current table and sequence, and on future ones."""
-    db.execute_script(load_sql(__file__, "grants_roles.sql"))
-
-
-def grant(db: Database, writers: list[str], readers: list[str]) -> list[str]:
+def grant(
+    db: Database, writers: list[str], readers: list[str], operators: list[str] | tuple[str, ...] = ()
+) -> list[str]:
     """Create/refresh the group roles and add each user to one; returns what was granted."""
     member = load_sql(__file__, "grants_member.sql")
-    statements = [
+    memberships = [
         (user, role, member.format(role=quote_identifier(role), member=quote_identifier(user)))
-        for role, users in ((APP_ROLE, writers), (READER_ROLE, readers))
+        for role, users in ((APP_ROLE, writers), (READER_ROLE, readers), (OPERATOR_ROLE, operators))
         for user in users
     ]
-    missing = [row[0] for row in db.run(load_sql(__file__, "grants_missing_users.sql"), users=[*writers, *readers])]
+    named = [*writers, *readers, *operators]
+    missing = [row[0] for row in db.run(load_sql(__file__, "grants_missing_users.sql"), users=named)]
     if missing:
         raise RuntimeError(f"database user(s) not found (terraform creates them): {', '.join(missing)}")
     done = []
     with db.transaction():
-        ensure_roles(db)
-        for user, role, statement in statements:
+        admin = db.single(load_sql(__file__, "grants_admin.sql"))["admin"]
+        if admin:
+            db.execute_script(load_sql(__file__, "grants_set_role.sql").format(role=quote_identifier(admin)))
+        db.execute_script(load_sql(__file__, "grants_roles.sql"))
+        for user, role, statement in memberships:
             db.execute_script(statement)
             done.append(f"{user}: {role}")
+        db.execute_script(load_sql(__file__, "grants_reset_role.sql"))
+        db.execute_script(load_sql(__file__, "grants_privileges.sql"))
     return done

@@ -1,5 +1,6 @@
--- The two NOLOGIN group roles (grants.APP_ROLE, grants.READER_ROLE) with privileges on every current table
--- and sequence, and on future ones. Idempotent: deploy.sh runs it on every deploy.
+-- The three NOLOGIN group roles (grants.ROLES) and their use of the schema, created by the role that
+-- may manage roles (grants_admin.sql: cloudsqlsuperuser on Cloud SQL, which then holds ADMIN OPTION
+-- on them and owns the schema). Idempotent: deploy.sh runs it on every deploy.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'verification_app') THEN
@@ -8,12 +9,10 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'verification_reader') THEN
         CREATE ROLE verification_reader NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'verification_operator') THEN
+        CREATE ROLE verification_operator NOLOGIN;
+    END IF;
 END $$;
+-- Operators act with the functions' own statements (verifyctl channel resume, sms resume, dispatch, ...).
+GRANT verification_app TO verification_operator;
 GRANT USAGE ON SCHEMA public TO verification_app, verification_reader;
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO verification_app;
-GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO verification_app;
-GRANT SELECT ON ALL TABLES IN SCHEMA public TO verification_reader;
--- Tables a later migration creates (as this same identity) are covered without a re-run.
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO verification_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO verification_app;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO verification_reader;

@@ -37,14 +37,20 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
         )  # fmt: skip
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
-    if not config.is_production:  # where the messages went, when that was a local choice
-        from ...local import devenv  # the laptop's emulation: never loaded in production
-
-        note = devenv.transport_note(config, getattr(args, "mailbox", None))
-        if note:
-            print(f"verifyctl: {note}", file=sys.stderr, flush=True)
+    note = _transport_note(args, runtime)
+    if note:  # where the messages went, when that was a local choice
+        print(f"verifyctl: {note}", file=sys.stderr, flush=True)
     print(json.dumps(report.as_dict()) if args.json else report.summary(), flush=True)
     return 0
+
+
+def _transport_note(args: argparse.Namespace, runtime: Runtime) -> str | None:
+    """Outside production only: where the messages went (the laptop's mailbox or console outbox)."""
+    if runtime.config.is_production:
+        return None  # a deployed job or an operator's run: the transports are the deployment's own
+    from ...local import devenv
+
+    return devenv.transport_note(runtime.config, getattr(args, "mailbox", None))
 
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:

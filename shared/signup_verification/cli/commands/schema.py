@@ -26,7 +26,7 @@ def cmd_migrate(args: argparse.Namespace, runtime: Runtime) -> int:
 def cmd_grant(args: argparse.Namespace, runtime: Runtime) -> int:
     from ...platform import grants as db_access
 
-    granted = list(db_access.grant(runtime.db, args.writer, args.reader))
+    granted = list(db_access.grant(runtime.db, args.writer, args.reader, args.operator))
     if args.json:
         print(json.dumps({"granted": granted}))
     for line in [] if args.json else granted:
@@ -62,12 +62,19 @@ def add_grant(sub: Any) -> None:
     grant = add_command(
         sub,
         "grant",
-        "give the functions' database users their privileges (after migrate)",
-        "Create the group roles and add each named database user to one (terraform creates the users).",
+        "give the functions' and the operators' database users their privileges (after migrate)",
+        "Create the group roles and add each named database user to one (terraform creates the users; "
+        "the grant job passes them). Run as the identity that ran the migrations, the tables' owner.",
         cmd_grant,
     )
     grant.add_argument("--writer", action="append", default=[], help="database user that reads and writes")
     grant.add_argument("--reader", action="append", default=[], help="database user that only reads")
+    grant.add_argument(
+        "--operator",
+        action="append",
+        default=[],
+        help="database user of an operator: reads, and acts as the functions do",
+    )
 
 
 def add_new_key(sub: Any) -> None:
