@@ -6,8 +6,10 @@ and the connector gives mTLS with ephemeral certificates plus IAM login (no pass
 a background refresh would stall. One Connector per process, built on first use.
 
 Used when INSTANCE_CONNECTION_NAME (`project:region:instance`) is set; DB_USER is the IAM
-principal (a service account's full email is fine: the connector trims `.gserviceaccount.com`)
-and DB_NAME the database. The connector is reached through a seam that tests fill with a stand-in.
+principal (a service account's full email is fine: the connector trims `.gserviceaccount.com`),
+DB_NAME the database and DB_IP_TYPE the instance's address to dial (`public`, or `private` where
+the instance has no public IP and the service reaches its VPC). The connector is reached through a
+seam that tests fill with a stand-in.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ def connector_for(
                 user=params.user,
                 db=params.database,
                 enable_iam_auth=True,
+                ip_type=config.ip_type,
                 application_name=application_name,
                 **({"startup_params": dict(settings)} if settings else {}),
             )
