@@ -26,7 +26,7 @@ check_tools() {
 # What the example marks EXAMPLE: plans fine, fails (or sends from a domain nobody owns) when applied.
 PLACEHOLDERS='@example\.com|"my-signup-prod"|AC0{32}|\+15005550006'
 
-# placeholder_defaults: "name=default" for each variable of infra/*.tf that the var file does not
+# placeholder_defaults: "name (default)" for each variable of infra/*.tf that the var file does not
 # set and whose default holds a placeholder (the default expression only, never its description).
 placeholder_defaults() {
   "$PY" - "$VAR_FILE" "$INFRA" "$PLACEHOLDERS" <<'PY'
