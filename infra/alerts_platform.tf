@@ -7,7 +7,7 @@ locals {
   # Every page goes to the required email channel, and to any channel var.notification_channels adds.
   notification_channels = concat([google_monitoring_notification_channel.email.name], var.notification_channels)
 
-  # The services that answer requests, with their instance limits. dispatch and reconcile are left
+  # The services that answer requests. dispatch and reconcile are left
   # out of the latency and saturation pages: their invocations run for most of their timeout by
   # design (outbox/idle.py), reconcile has one instance, and dispatch at its cap is the fan-out at its
   # bound, which the backlog page covers with what it means for people.
