@@ -14,10 +14,11 @@
 # (default build/), DEPLOY_POLL_SECONDS (image build polling, default 10), DEPLOY_SKIP_CHECKS (e.g. "quota": those
 # preflights' failures become notes).
 #
-# Order (docs/deploy.md, "Order of operations"): 1. Cloud SQL, identities, grants, secret
-# containers, log-based metrics, the bundle and its registry, with their waits; then the secret
-# versions and the image; 2. the migration and grant jobs, run; 3. everything else. Every step
-# converges, so a second run changes nothing and an interrupted run picks up where it stopped.
+# Order (docs/deploy.md, "Order of operations"): 1. the APIs and the service agents; Cloud SQL,
+# identities, grants, secret containers, log-based metrics, the bundle and its registry, with their
+# waits; then the secret versions and the image; 2. the migration and grant jobs, run; 3. everything
+# else. Every step converges, so a second run changes nothing and an interrupted run picks up where
+# it stopped.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +38,8 @@ source "$INFRA/deploy/preflight.sh"
 source "$INFRA/deploy/secrets.sh"
 # shellcheck source=infra/deploy/image.sh
 source "$INFRA/deploy/image.sh"
+# shellcheck source=infra/deploy/agents.sh
+source "$INFRA/deploy/agents.sh"
 
 CHECK=false
 VAR_FILE="${DEPLOY_VAR_FILE:-$INFRA/terraform.tfvars}"
@@ -47,7 +50,7 @@ while (($#)); do
     --secret-file=*) add_secret_file "${1#*=}" ;;
     --var-file) (($# >= 2)) || die "--var-file needs a path"; VAR_FILE="$2"; shift ;;
     --var-file=*) VAR_FILE="${1#*=}" ;;
-    -h | --help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1 (try --help)" ;;
   esac
   shift
@@ -57,11 +60,12 @@ done
 check_tools
 report_failures
 [[ -f "$VAR_FILE" ]] && VAR_FILE="$(cd "$(dirname "$VAR_FILE")" && pwd)/$(basename "$VAR_FILE")"
-PROJECT="" REGION="" PUBLIC_ACCESS=""
+PROJECT="" REGION="" PUBLIC_ACCESS="" DB_CONNECTIVITY="" PUBLIC_IP_FORBIDDEN=false
 if [[ -f "$VAR_FILE" ]]; then
   PROJECT="$(var_setting project_id)"
   REGION="$(var_setting region)"
   PUBLIC_ACCESS="$(var_setting public_access)"
+  DB_CONNECTIVITY="$(var_setting db_connectivity)"
 fi
 REGION="${REGION:-europe-west1}"
 PUBLIC_ACCESS="${PUBLIC_ACCESS:-invoker_iam_disabled}"
@@ -117,11 +121,14 @@ else
     || die "terraform init failed (the error is above)"
 fi
 
+choose_db_connectivity
+
 # ---- the whole plan, and the checks that need it ---------------------------------------------
 step "terraform plan (everything this run would change)"
 tf_plan "$BUILD/tfplan"
 WHOLE_PLAN_CHANGES="$PLAN_CHANGES"
 REQUIRED_SECRETS="$(plan_output "$BUILD/tfplan" required_secrets)"
+SERVICE_AGENTS="$(plan_output "$BUILD/tfplan" service_agents)"
 collect_secrets "$REQUIRED_SECRETS" "$([[ "$CHECK" == true ]] && echo check || echo run)"
 check_quotas "$(plan_output "$BUILD/tfplan" run_capacity)"
 report_failures
@@ -140,6 +147,11 @@ PHASE1=(
   -target=google_project_iam_member.database_client -target=time_sleep.iam_grants -target=time_sleep.metrics
 )
 if [[ "$WHOLE_PLAN_CHANGES" == true ]]; then
+  # The APIs and the wait for them first, then the agents of the services the rest relies on.
+  step "1. APIs (and the wait until they answer), the service agents"
+  tf_plan "$BUILD/apis.tfplan" -target=time_sleep.apis
+  if [[ "$PLAN_CHANGES" == true ]]; then tf apply -input=false "$BUILD/apis.tfplan" || apply_failed "phase 1 (APIs)"; fi
+  ensure_service_agents "$SERVICE_AGENTS"
   step "1. database, identities, grants, secret containers, metrics, bundle (first run: ~15 min)"
   tf_plan "$BUILD/phase1.tfplan" "${PHASE1[@]}"
   if [[ "$PLAN_CHANGES" == true ]]; then tf apply -input=false "$BUILD/phase1.tfplan" || apply_failed "phase 1"; fi

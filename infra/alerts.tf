@@ -27,7 +27,7 @@ locals {
         filter    = "metric.type=\"${local.metric_type["oldest_ready_seconds"]}\" AND ${local.run_filter} AND metric.label.channel != \"webhook\""
         threshold = local.oldest_ready_threshold
         group_by  = ["metric.label.channel", "metric.label.deployment"]
-        text      = "Eligible verification messages of one channel are waiting longer than ${local.oldest_ready_threshold}s: people are not getting their link or code. Check, in order: the dispatch function's logs and errors, the ready count (growing = arrivals outpace sends), delivery attempts by outcome (provider rejecting?), the reconciler watermark. docs/deploy.md, Runbook."
+        text      = "Eligible verification messages of one channel are waiting longer than ${local.oldest_ready_threshold}s: people are not getting their link or code. Check, in order: the dispatch function's logs and errors, the ready count (growing = arrivals outpace sends), delivery attempts by outcome (provider rejecting?), the reconciler watermark. docs/runbook.md, \"Verifications are waiting\"."
       })
       watermark_stale = merge(local.age_over, {
         display_name = "${var.name}: reconciler watermark older than ${var.watermark_stale_threshold_seconds}s"
@@ -36,7 +36,7 @@ locals {
         filter       = "metric.type=\"${local.metric_type["reconciler_watermark_age_seconds"]}\" AND ${local.run_filter}"
         threshold    = var.watermark_stale_threshold_seconds
         group_by     = ["metric.label.deployment"]
-        text         = "The reconciler has not completed a sweep for ${var.watermark_stale_threshold_seconds}s: expired leases are not recovered and ambiguous attempts are not settled. Check the reconcile function's logs (timeouts, statement timeouts, lock waits)."
+        text         = "The reconciler has not completed a sweep for ${var.watermark_stale_threshold_seconds}s: expired leases are not recovered and ambiguous attempts are not settled. Check the reconcile function's logs (timeouts, statement timeouts, lock waits). docs/runbook.md, \"The watermark is stale\"."
       })
       oscillation = merge(local.any_record, {
         display_name = "${var.name}: deliveries oscillating between ambiguous and retry"
@@ -44,7 +44,7 @@ locals {
         condition    = "records reporting oscillating intents"
         filter       = "metric.type=\"${local.condition_metric["oscillating"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.channel", "metric.label.deployment"]
-        text         = "Some deliveries keep ending with an unknown outcome and being retried: the provider is timing out after (perhaps) accepting, so people may receive duplicates. Check the provider's status page and delivery attempts by outcome; consider switching the channel's ambiguity policy to hold."
+        text         = "Some deliveries keep ending with an unknown outcome and being retried: the provider is timing out after (perhaps) accepting, so people may receive duplicates. Check the provider's status page and delivery attempts by outcome; consider switching the channel's ambiguity policy to hold. docs/runbook.md, \"Deliveries oscillate\"."
       })
       sms_budget = merge(local.any_record, {
         display_name = "${var.name}: SMS budget spent, SMS sends paused"
@@ -52,7 +52,7 @@ locals {
         condition    = "records reporting the SMS budget spent"
         filter       = "metric.type=\"${local.condition_metric["sms_budget_paused"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.deployment"]
-        text         = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour."
+        text         = "More SMS were sent this hour than SMS_MAX_PER_HOUR allows, so SMS sends are paused (intents wait, none fails; email is unaffected). Likely SMS pumping: check create's 429s and the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). If the traffic is genuine, `verifyctl sms resume` grants another hour's budget; otherwise sending resumes by itself at the next hour. docs/runbook.md, \"The SMS budget is spent\"."
       })
       sms_budget_warning = merge(local.any_record, {
         display_name = "${var.name}: SMS budget 80 % used this hour"
@@ -60,7 +60,7 @@ locals {
         condition    = "records reporting 80 % of the SMS budget used"
         filter       = "metric.type=\"${local.condition_metric["sms_budget_warning"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.deployment"]
-        text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${var.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping)."
+        text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${var.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). docs/runbook.md, \"The SMS budget is 80 % used\"."
       })
       channel_held = merge(local.any_record, {
         display_name = "${var.name}: a channel is held (our sender or account is refused)"
@@ -68,7 +68,7 @@ locals {
         condition    = "records reporting a held channel"
         filter       = "metric.type=\"${local.condition_metric["channel_held"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.channel", "metric.label.deployment"]
-        text         = "A provider refused several sends for a fault of ours, not the recipients' (credentials, a sender number that is not registered or not SMS-capable, a trial account, carrier filtering of our content, an exhausted quota), so the channel is held: its deliveries wait, none fails, no destination is suppressed. `verifyctl status` names the provider's code and since when. Fix the cause, then `verifyctl channel resume <email|sms>`; otherwise the hold lapses by itself after CHANNEL_HOLD_SECONDS. docs/runbook.md, \"A channel is held\"."
+        text         = "A provider refused several sends for a fault of ours, not the recipients' (credentials, a sender number that is not registered or not SMS-capable, a trial account, carrier filtering of our content, an exhausted quota), so the channel is held: its deliveries wait, none fails, no destination is suppressed. `verifyctl status` names the provider's code and since when. Fix the cause, then `verifyctl channel resume <email|sms>`; otherwise the hold lapses by itself after CHANNEL_HOLD_SECONDS. docs/runbook.md, \"A channel is held, or a sender fault was reported\"."
       })
       sender_faults = merge(local.any_record, {
         display_name = "${var.name}: a provider refused our sender or account"
@@ -76,7 +76,7 @@ locals {
         condition    = "records reporting failures of our sender or account"
         filter       = "metric.type=\"${local.condition_metric["sender_faults"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.channel", "metric.label.deployment"]
-        text         = "A provider refused a send for a fault of our sender or account (docs/channels.md lists the codes). The delivery was not failed and the recipient not suppressed; a few more within CHANNEL_HOLD_WINDOW_SECONDS hold the channel. `verifyctl status` names the code. docs/runbook.md, \"A channel is held\"."
+        text         = "A provider refused a send for a fault of our sender or account (docs/channels.md lists the codes). The delivery was not failed and the recipient not suppressed; a few more within CHANNEL_HOLD_WINDOW_SECONDS hold the channel. `verifyctl status` names the code. docs/runbook.md, \"A channel is held, or a sender fault was reported\"."
       })
       backlog_drain = merge(local.age_over, {
         display_name = "${var.name}: backlog drains slower than links live (> ${local.drain_threshold}s)"
@@ -90,6 +90,7 @@ locals {
     },
     local.report_alerts,
     local.webhook_alerts,
+    local.platform_alerts,
   )
 }
 
@@ -98,7 +99,7 @@ resource "google_monitoring_alert_policy" "threshold" {
   display_name          = each.value.display_name
   combiner              = "OR"
   severity              = each.value.severity
-  notification_channels = var.notification_channels
+  notification_channels = local.notification_channels
   depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
@@ -130,7 +131,7 @@ resource "google_monitoring_alert_policy" "signals_absent" {
   display_name          = "${var.name}: no signal records for 10 minutes"
   combiner              = "OR"
   severity              = "CRITICAL"
-  notification_channels = var.notification_channels
+  notification_channels = local.notification_channels
   depends_on            = [time_sleep.metrics] # the metric must be visible first (waits.tf)
 
   conditions {
@@ -152,7 +153,7 @@ resource "google_monitoring_alert_policy" "signals_absent" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "dispatch or reconcile has logged no signal record for 10 minutes: nobody is watching the queue, so the age alert cannot fire either. Check the Cloud Scheduler job (paused? failing with 401/403/429?), then the function's logs (crashing at start: a secret or the database?)."
+    content   = "dispatch or reconcile has logged no signal record for 10 minutes: nobody is watching the queue, so the age alert cannot fire either. Check the Cloud Scheduler job (paused? failing with 401/403/429?), then the function's logs (crashing at start: a secret or the database?). docs/runbook.md, \"No signal records\"."
   }
 }
 

@@ -9,7 +9,7 @@ locals {
 
 resource "google_sql_database_instance" "main" {
   #checkov:skip=CKV_GCP_79:PostgreSQL 16 is the version the service is built and tested against (the embedded test server is 16); a major upgrade is a deliberate, tested change.
-  #checkov:skip=CKV_GCP_60:The public IP has no authorized networks and connector_enforcement=REQUIRED: only the Cloud SQL connectors (mTLS + IAM) can reach it. A private IP would need a VPC, Direct VPC egress on every function and a bastion for migrations (docs/deploy.md, "Private IP instead").
+  #checkov:skip=CKV_GCP_60:With the default db_connectivity = "public_ip" the public IP has no authorized networks and connector_enforcement=REQUIRED: only the Cloud SQL connectors (mTLS + IAM) can reach it. db_connectivity = "private_ip" turns it off (network.tf); checkov reads the default.
   #checkov:skip=CKV2_GCP_13:log_duration is off on purpose: one log line per statement at our query rate costs more than it tells; Query Insights records latency instead.
   name                = local.instance_name
   database_version    = "POSTGRES_16"
@@ -27,7 +27,10 @@ resource "google_sql_database_instance" "main" {
     user_labels                 = { service = "signup-verification", deployment = var.name }
 
     ip_configuration {
-      ipv4_enabled = true
+      # public_ip: an address only the connectors can use; private_ip: an address in this
+      # deployment's VPC only, through private services access (network.tf).
+      ipv4_enabled    = !local.private_ip
+      private_network = local.private_ip ? google_compute_network.private[0].id : null
       # Connectors present a client certificate; nothing else is accepted, and never in clear.
       ssl_mode = "TRUSTED_CLIENT_CERTIFICATE_REQUIRED"
     }
@@ -129,7 +132,8 @@ resource "google_sql_database_instance" "main" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  # private_ip: the peering must exist before the instance can take an address in it.
+  depends_on = [time_sleep.apis, google_service_networking_connection.sql]
 }
 
 resource "google_sql_database" "main" {

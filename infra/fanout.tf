@@ -43,7 +43,7 @@ resource "google_cloud_tasks_queue" "dispatch_fanout" {
     sampling_ratio = 1.0
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [time_sleep.apis]
 }
 
 # The identity the tasks' OIDC tokens carry: it may invoke the dispatch service (invokers.tf) and
@@ -52,7 +52,7 @@ resource "google_service_account" "fanout" {
   count        = local.fanout_on ? 1 : 0
   account_id   = "${var.name}-fanout"
   display_name = "signup verification: dispatch fan-out tasks (OIDC identity)"
-  depends_on   = [google_project_service.api]
+  depends_on   = [time_sleep.apis]
 }
 
 # dispatch (its own account) may enqueue into this queue only, and mint tokens as the fan-out

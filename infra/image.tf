@@ -38,7 +38,7 @@ resource "google_artifact_registry_repository" "functions" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [time_sleep.apis]
 }
 
 # The build account reads the bundle from its bucket only (source.tf) and pushes to this

@@ -97,7 +97,7 @@ resource "google_logging_metric" "signal" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [time_sleep.apis]
 }
 
 # Counts every signal record, per function: its absence means dispatch or reconcile stopped.
@@ -117,7 +117,7 @@ resource "google_logging_metric" "signal_records" {
     }
   }
   label_extractors = { service_name = "EXTRACT(resource.labels.service_name)" }
-  depends_on       = [google_project_service.api]
+  depends_on       = [time_sleep.apis]
 }
 
 # Records that report a condition, counted: each metric is one page's input (alerts.tf). The
@@ -172,7 +172,7 @@ resource "google_logging_metric" "condition" {
     }
   }
   label_extractors = { for label in each.value.labels : label => "EXTRACT(jsonPayload.${label})" }
-  depends_on       = [google_project_service.api]
+  depends_on       = [time_sleep.apis]
 }
 
 # The counted conditions were one resource each before the map: keep them, do not recreate them.

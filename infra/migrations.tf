@@ -32,6 +32,18 @@ resource "google_cloud_run_v2_job" "schema" {
       # are safe to repeat (one transaction under an advisory lock; idempotent grants).
       max_retries = 3
 
+      # db_connectivity = "private_ip": the jobs reach the private IP the way the services do.
+      dynamic "vpc_access" {
+        for_each = local.vpc_egress
+        content {
+          egress = "PRIVATE_RANGES_ONLY"
+          network_interfaces {
+            network    = vpc_access.value.network
+            subnetwork = vpc_access.value.subnetwork
+          }
+        }
+      }
+
       containers {
         image = local.image
         # The buildpacks launcher sets up the image's Python and installed packages, then runs verifyctl.
@@ -59,6 +71,13 @@ resource "google_cloud_run_v2_job" "schema" {
         env {
           name  = "DEPLOYMENT"
           value = var.name
+        }
+        dynamic "env" {
+          for_each = local.private_ip ? { DB_IP_TYPE = "private" } : {}
+          content {
+            name  = env.key
+            value = env.value
+          }
         }
       }
     }

@@ -33,7 +33,8 @@ resource "google_cloud_scheduler_job" "tick" {
     }
   }
 
-  depends_on = [google_cloud_run_v2_service_iam_member.invoker]
+  # The invoker grants must have propagated before the first tick (waits.tf).
+  depends_on = [time_sleep.invokers]
 }
 
 moved {

@@ -14,7 +14,7 @@ resource "google_secret_manager_secret" "secret" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [time_sleep.apis]
 }
 
 # Each function reads exactly the secrets its settings name (local.function_secrets).

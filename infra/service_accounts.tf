@@ -5,19 +5,19 @@ resource "google_service_account" "function" {
   for_each     = local.function_specs
   account_id   = "${var.name}-${each.key}"
   display_name = "signup verification: ${each.value.entry_point}"
-  depends_on   = [google_project_service.api]
+  depends_on   = [time_sleep.apis]
 }
 
 resource "google_service_account" "scheduler" {
   account_id   = "${var.name}-scheduler"
   display_name = "signup verification: Cloud Scheduler caller of dispatch and reconcile"
-  depends_on   = [google_project_service.api]
+  depends_on   = [time_sleep.apis]
 }
 
 resource "google_service_account" "build" {
   account_id   = "${var.name}-build"
   display_name = "signup verification: Cloud Build of the functions' image"
-  depends_on   = [google_project_service.api]
+  depends_on   = [time_sleep.apis]
 }
 
 # Runs the migrations and the database grants (migrations.tf): the owner of every table, always
@@ -25,14 +25,14 @@ resource "google_service_account" "build" {
 resource "google_service_account" "migrator" {
   account_id   = "${var.name}-migrator"
   display_name = "signup verification: database migrations and grants (Cloud Run job)"
-  depends_on   = [google_project_service.api]
+  depends_on   = [time_sleep.apis]
 }
 
 resource "google_service_account" "signup_site" {
   count        = var.signup_site_service_account == "" ? 1 : 0
   account_id   = "${var.name}-signup-site"
   display_name = "signup verification: the signup site, sole caller of create_verification"
-  depends_on   = [google_project_service.api]
+  depends_on   = [time_sleep.apis]
 }
 
 locals {

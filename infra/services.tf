@@ -51,6 +51,9 @@ locals {
     # dispatch sets Twilio's StatusCallback from it; delivery_reports verifies Twilio's signature over it.
     DELIVERY_REPORTS_URL        = local.reports_url
     SENDGRID_WEBHOOK_PUBLIC_KEY = var.sendgrid_webhook_public_key # public by design: verifies, cannot sign
+    # db_connectivity = "private_ip": the connector dials the instance's private IP through the
+    # service's Direct VPC egress (network.tf); empty (left out) means the default, its public IP.
+    DB_IP_TYPE = local.private_ip ? "private" : ""
     # One gunicorn worker with as many threads as concurrent requests: Runtime.db opens one
     # connection per thread, so connections per instance = concurrency (the budget's assumption).
     WORKERS = "1"
@@ -102,6 +105,19 @@ resource "google_cloud_run_v2_service" "function" {
     scaling {
       min_instance_count = local.functions[each.key].min_instances
       max_instance_count = local.instance_limits[each.key] # dispatch: its scheduled ones + the fan-out's
+    }
+
+    # db_connectivity = "private_ip": private ranges (Cloud SQL's private IP) through the VPC,
+    # everything else (Google APIs, the providers) on Cloud Run's own egress (network.tf).
+    dynamic "vpc_access" {
+      for_each = local.vpc_egress
+      content {
+        egress = "PRIVATE_RANGES_ONLY"
+        network_interfaces {
+          network    = vpc_access.value.network
+          subnetwork = vpc_access.value.subnetwork
+        }
+      }
     }
 
     containers {

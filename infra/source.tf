@@ -28,7 +28,7 @@ resource "google_storage_bucket" "source" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_storage_bucket_object" "source" {

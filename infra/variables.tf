@@ -198,7 +198,11 @@ variable "secret_versions" {
 }
 
 variable "builder" {
-  description = "The Google Cloud buildpacks builder that turns the bundle into the functions' image (the builder Cloud Run functions' own source deploys use)."
+  description = "The Google Cloud buildpacks builder that turns the bundle into the functions' image (the builder Cloud Run functions' own source deploys use), pinned by digest so that the same bundle always builds with the same toolchain: google-22 (Ubuntu 22.04), the newest that still ships Python 3.11. A new digest is a deliberate change (docs/deploy.md, \"The image\")."
   type        = string
-  default     = "gcr.io/buildpacks/builder:google-22"
+  default     = "gcr.io/buildpacks/builder:google-22@sha256:8201b9de682ba74cd5552128b81940e233d3afaec27412d14dd8a8d2dc572368"
+  validation {
+    condition     = can(regex("@sha256:[0-9a-f]{64}$", var.builder))
+    error_message = "builder must be pinned by digest (IMAGE[:TAG]@sha256:<64 hex digits>): a tag can move between two builds of the same bundle."
+  }
 }

@@ -30,9 +30,9 @@ variable "sms_allowed_countries" {
 }
 
 variable "sms_max_per_hour" {
-  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and a page fires; a warning at 80 %. Size it from the peak hour's SMS signups (docs/deploy.md, Sizing)."
+  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and a page fires; a warning at 80 %. Size it from the peak hour's SMS signups (docs/deploy.md, Sizing). The default carries the documented load (docs/capacity.md: 100 verifications/s at peak, 20 % SMS = 72,000 SMS an hour, x 1.3 headroom); a smaller deployment lowers it to cap what SMS pumping can cost."
   type        = number
-  default     = 500
+  default     = 94000
   validation {
     condition     = var.sms_max_per_hour >= 1
     error_message = "sms_max_per_hour must be at least 1."
@@ -121,7 +121,7 @@ variable "twilio_from" {
 # ---- Monitoring ----------------------------------------------------------------------------
 
 variable "notification_channels" {
-  description = "Cloud Monitoring notification channel IDs (projects/P/notificationChannels/N) that alerts page."
+  description = "Further Cloud Monitoring notification channels (projects/P/notificationChannels/N: Slack, PagerDuty, SMS) every alert pages, beside the notification_email channel Terraform creates."
   type        = list(string)
   default     = []
 }

@@ -1,6 +1,18 @@
 # Google's APIs accept a new IAM grant or log-based metric before every part of Google sees it.
 # These waits run in deploy.sh's first phase, beside the ~10 minute Cloud SQL creation, so a
-# first deploy pays nothing extra; later runs wait only when their inputs change.
+# first deploy pays nothing extra; later runs wait only when their inputs change. Two do not fit
+# beside it: the API wait comes before everything, and the invokers' wait after the services.
+
+# `services enable` returns when the API is on for Service Usage, but its first calls may still be
+# refused for a minute or two ("... API has not been used in project ... or it is disabled. ...
+# wait a few minutes"). Everything that calls an API this enables waits for this, not for
+# google_project_service.api itself. An API added later (db_connectivity) waits again.
+resource "time_sleep" "apis" {
+  create_duration = "90s"
+  triggers = {
+    apis = join(",", sort([for api in google_project_service.api : api.service]))
+  }
+}
 
 # The image build runs as the build account, the migration job as the migrator, and a new revision
 # starts only if the function's own account can read its secrets: those grants must have
@@ -26,6 +38,21 @@ resource "time_sleep" "metrics" {
       [for m in google_logging_metric.signal : m.name],
       [for m in google_logging_metric.condition : m.name],
       [google_logging_metric.signal_records.name],
+    ))
+  }
+}
+
+# Cloud Scheduler ticks dispatch and reconcile from the moment its jobs exist, with the scheduler's
+# token, which Cloud Run admits only once the invoker grants (invokers.tf) have propagated; the
+# fan-out's tasks need theirs (fanout.tf) the same way. Without this wait the first minutes of
+# ticks answer 403, and the absence page's window starts with a failure.
+resource "time_sleep" "invokers" {
+  create_duration = "60s"
+  triggers = {
+    scheduled = join(",", sort([for key, grant in google_cloud_run_v2_service_iam_member.invoker : grant.id if endswith(key, "/scheduler") || key == "dispatch/fanout"]))
+    fanout = join(",", concat(
+      [for grant in google_cloud_tasks_queue_iam_member.dispatch_enqueues : grant.id],
+      [for grant in google_service_account_iam_member.dispatch_acts_as_fanout : grant.id],
     ))
   }
 }

@@ -5,6 +5,9 @@
 check_tools() {
   if ! command -v gcloud >/dev/null 2>&1; then
     fail_check "tools: gcloud is not installed or not on PATH: https://cloud.google.com/sdk/docs/install"
+  elif ! CLOUDSDK_CORE_DISABLE_PROMPTS=1 gcloud beta services identity create --help >/dev/null 2>&1; then
+    # The service agents are created with it (ensure_service_agents): no GA command or resource does.
+    fail_check "tools: gcloud has no beta commands (gcloud beta services identity create): gcloud components install beta"
   fi
   if ! command -v terraform >/dev/null 2>&1; then
     fail_check "tools: terraform is not installed or not on PATH: Terraform >= 1.11 from https://developer.hashicorp.com/terraform/install"
@@ -20,6 +23,35 @@ check_tools() {
   fi
 }
 
+# What the example marks EXAMPLE: plans fine, fails (or sends from a domain nobody owns) when applied.
+PLACEHOLDERS='@example\.com|"my-signup-prod"|AC0{32}|\+15005550006'
+
+# placeholder_defaults: "name (default)" for each variable of infra/*.tf that the var file does not
+# set and whose default holds a placeholder (the default expression only, never its description).
+placeholder_defaults() {
+  "$PY" - "$VAR_FILE" "$INFRA" "$PLACEHOLDERS" <<'PY'
+import pathlib, re, sys
+var_file, infra, pattern = sys.argv[1], pathlib.Path(sys.argv[2]), re.compile(sys.argv[3])
+text = re.sub(r"#.*", "", pathlib.Path(var_file).read_text(encoding="utf-8"))
+assigned = set(re.findall(r"^\s*([a-z_][a-z0-9_]*)\s*=", text, re.M))
+found = []
+for path in sorted(infra.glob("*.tf")):
+    for name, body in re.findall(r'^variable "(\w+)" \{\n(.*?)^\}', path.read_text(encoding="utf-8"), re.M | re.S):
+        default = re.search(r"^  default\s*=\s*(.*)$", body, re.M)
+        if name in assigned or not default:
+            continue
+        lines, depth = [], 0
+        for line in body[default.start(1):].splitlines():  # until its brackets balance
+            lines.append(line)
+            depth += sum(line.count(c) for c in "{[(") - sum(line.count(c) for c in "}])")
+            if depth <= 0:
+                break
+        if pattern.search(" ".join(lines)):
+            found.append(f"{name} ({' '.join(lines).strip()})")
+print(" ".join(found))
+PY
+}
+
 check_var_file() {
   if [[ ! -f "$VAR_FILE" ]]; then
     fail_check "variables: $VAR_FILE not found: copy infra/terraform.tfvars.example to it and fill it in (docs/deploy.md, step 2)"
@@ -27,9 +59,14 @@ check_var_file() {
   fi
   # The example's placeholders plan fine but fail when applied (no such project or principal).
   local found
-  found="$(sed 's/#.*//' "$VAR_FILE" | grep -Eo '@example\.com|"my-signup-prod"|AC0{32}|\+15005550006' | sort -u | tr '\n' ' ' || true)"
+  found="$(sed 's/#.*//' "$VAR_FILE" | grep -Eo "$PLACEHOLDERS" | sort -u | tr '\n' ' ' || true)"
   if [[ -n "$found" ]]; then
     fail_check "variables: $VAR_FILE still holds example values (${found% }): replace them (docs/deploy.md, step 2)"
+  fi
+  # The same placeholders as the defaults of variables the file leaves unset (email_from's sender).
+  found="$(placeholder_defaults)"
+  if [[ -n "$found" ]]; then
+    fail_check "variables: $VAR_FILE leaves ${found% } at a default of infra/ that is an example value: set each in $VAR_FILE (docs/deploy.md, step 2)"
   fi
   if [[ -z "$PROJECT" ]]; then
     fail_check "variables: $VAR_FILE sets no project_id: add project_id = \"your-project\""
@@ -100,7 +137,10 @@ check_org_policies() {
   state="$(policy_state sql.restrictPublicIp)"
   [[ "$state" == unknown ]] && unknown+=(sql.restrictPublicIp)
   if [[ "$state" == enforced ]]; then
-    fail_check "org policy: sql.restrictPublicIp forbids the instance's connector-only public IP: ask for an exception on $PROJECT, or switch to a private IP (docs/deploy.md, \"Private IP instead\")"
+    PUBLIC_IP_FORBIDDEN=true
+    if [[ "$DB_CONNECTIVITY" == public_ip ]]; then
+      fail_check "org policy: sql.restrictPublicIp forbids the instance's connector-only public IP: remove db_connectivity = \"public_ip\" from $VAR_FILE (deploy.sh then deploys \"private_ip\"), or ask for an exception on $PROJECT"
+    fi
   fi
   state="$(policy_state run.allowedIngress)"
   [[ "$state" == unknown ]] && unknown+=(run.allowedIngress)
@@ -172,5 +212,29 @@ PY
     ok) ;;
     none) note "no Cloud Run CPU quota for $REGION in $PROJECT's quota list, not checked" ;;
     short:*) fail_check "quota: Cloud Run in $REGION: ${verdict#short: }: request more (console: IAM & Admin > Quotas, service run.googleapis.com) or lower functions.*.max_instances in $VAR_FILE" ;;
+  esac
+}
+
+# db_connectivity (infra/network.tf) when the var file does not set it: the deployment's own (its
+# state), so that no later run flips an instance between public and private IP; for a new one,
+# "private_ip" where sql.restrictPublicIp forbids the public IP (check_org_policies); else the
+# default. Needs terraform init (the state) first; appends to TF_VARS.
+choose_db_connectivity() {
+  [[ -n "$DB_CONNECTIVITY" ]] && return 0
+  local deployed
+  deployed="$(tf output -raw db_connectivity 2>/dev/null || true)"
+  case "$deployed" in
+    public_ip | private_ip)
+      TF_VARS+=("-var=db_connectivity=$deployed")
+      if [[ "$deployed" == public_ip && "$PUBLIC_IP_FORBIDDEN" == true ]]; then
+        note "sql.restrictPublicIp is now enforced, but this deployment's instance has its public IP (the policy does not act on what exists): set db_connectivity = \"private_ip\" in $VAR_FILE to move it"
+      fi
+      ;;
+    *)
+      if [[ "$PUBLIC_IP_FORBIDDEN" == true ]]; then
+        note "sql.restrictPublicIp is enforced: deploying with db_connectivity = \"private_ip\" (no public IP; a VPC with Direct VPC egress, docs/deploy.md, \"Private IP\"). Set it in $VAR_FILE to say so there too."
+        TF_VARS+=("-var=db_connectivity=private_ip")
+      fi
+      ;;
   esac
 }

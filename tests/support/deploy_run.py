@@ -34,6 +34,7 @@ MUTATING = (
 VAR_FILE = f"""project_id = "{PROJECT}"
 region     = "europe-west1"
 email_from = "Signup <no-reply@corp.test>"
+notification_email = "oncall@corp.test"
 sms_allowed_countries = ["US"]
 twilio_account_sid = "AC1234567890abcdef1234567890abcdef"
 twilio_from = "+15551230000"
@@ -61,11 +62,17 @@ def empty_project() -> dict[str, Any]:
                 "service_account": f"projects/{PROJECT}/serviceAccounts/verify-build@{PROJECT}.iam.gserviceaccount.com",
                 "bucket": f"{PROJECT}-verify-function-source",
                 "object": "function-source-abc.zip",
-                "builder": "gcr.io/buildpacks/builder:google-22",
+                "builder": "gcr.io/buildpacks/builder:google-22@sha256:" + "8" * 64,
                 "function_target": "status",
             },
             "image": f"europe-west1-docker.pkg.dev/{PROJECT}/verify-functions/functions:abc",
             "schema_jobs": ["verify-migrate", "verify-grant"],
+            "service_agents": [
+                "run.googleapis.com",
+                "cloudbuild.googleapis.com",
+                "cloudscheduler.googleapis.com",
+                "cloudtasks.googleapis.com",
+            ],
             "function_urls": {"confirm": "https://verify-confirm-123456789.europe-west1.run.app"},
         },
     }

@@ -24,6 +24,7 @@ from typing import Any
 
 PHASE1_MARK = "google_sql_database.main"
 JOBS_MARK = "google_cloud_run_v2_job.schema"
+APIS_MARK = "time_sleep.apis"
 
 
 class Fail(Exception):
@@ -147,6 +148,19 @@ def gcloud(args: list[str], state: dict[str, Any]) -> str:
         case ["run", "jobs", "execute", job]:
             state.setdefault("executions", []).append(job)
             return ""
+        case ["beta", "services", "identity", "create"]:
+            if "--help" in args:
+                if state.get("no_beta"):
+                    raise Fail("Invalid choice: 'beta'. The beta component is not installed")
+                return "NAME\n    gcloud beta services identity create"
+            service = flag(args, "service") or ""
+            if service not in state.get("enabled_apis", []):
+                raise Fail(f"Service {service} is not enabled for consumer project {project}")
+            agents = state.setdefault("service_agents_created", [])
+            if service not in agents:
+                agents.append(service)
+            number = state["projects"][project]["number"]
+            return f"service-{number}@gcp-sa-{service.split('.')[0]}.iam.gserviceaccount.com"
     raise Fail(f"fake gcloud: unsupported command: {' '.join(args)}", code=2)
 
 
@@ -157,7 +171,14 @@ def phase_of(args: list[str]) -> str:
     targets = [a.removeprefix("-target=") for a in args if a.startswith("-target=")]
     if not targets:
         return "all"
+    if targets == [APIS_MARK]:
+        return "apis"
     return "phase2" if JOBS_MARK in targets else "phase1" if PHASE1_MARK in targets else "+".join(targets)
+
+
+def variables(args: list[str]) -> dict[str, str]:
+    """The -var=NAME=VALUE settings of a plan (deploy.sh's own, beside its var file)."""
+    return dict(a.removeprefix("-var=").split("=", 1) for a in args if a.startswith("-var="))
 
 
 def terraform(args: list[str], state: dict[str, Any], entry: dict[str, Any]) -> tuple[str, int]:
@@ -185,7 +206,7 @@ def terraform(args: list[str], state: dict[str, Any], entry: dict[str, Any]) -> 
                 if run.returncode != 0:
                     return entry["plan"], 1
             out = next(a.removeprefix("-out=") for a in args if a.startswith("-out="))
-            Path(out).write_text(json.dumps({"phase": phase, "changes": changes}))
+            Path(out).write_text(json.dumps({"phase": phase, "changes": changes, "vars": variables(args)}))
             return f"Plan: {'changes' if changes else 'No changes'} ({phase})", 2 if changes else 0
         case ["show"]:
             outputs = {k: {"value": v} for k, v in state["outputs"].items()}
@@ -194,6 +215,9 @@ def terraform(args: list[str], state: dict[str, Any], entry: dict[str, Any]) -> 
             plan = json.loads(Path(args[-1]).read_text())
             injected(state, f"terraform apply {plan['phase']}")
             applied.append(plan["phase"])
+            if plan["phase"] == "apis":  # what google_project_service.api enables (infra/apis.tf)
+                state.setdefault("enabled_apis", []).extend(state["outputs"]["service_agents"])
+            state["outputs"]["db_connectivity"] = plan["vars"].get("db_connectivity", "public_ip")
             if plan["phase"] in ("phase1", "all"):
                 for secret in state["outputs"]["required_secrets"].values():
                     state.setdefault("secrets", {}).setdefault(secret, [])
@@ -202,6 +226,8 @@ def terraform(args: list[str], state: dict[str, Any], entry: dict[str, Any]) -> 
             if not applied:
                 raise Fail("No outputs found")
             name = args[-1]
+            if name not in state["outputs"]:
+                raise Fail(f'Output "{name}" not found')
             value = state["outputs"][name]
             return (value if "-raw" in args else json.dumps(value)), 0
     raise Fail(f"fake terraform: unsupported command: {' '.join(args)}", code=2)

@@ -62,7 +62,9 @@ def test_one_run_deploys_an_empty_project_in_order(world):
     order = [
         c["tool"] + " " + " ".join(a for a in c["argv"] if not a.startswith("-"))
         for c in run.calls
-        if c["tool"] == "terraform" or c["argv"][:2] in (["secrets", "versions"], ["builds", "submit"], ["run", "jobs"])
+        if c["tool"] == "terraform"
+        or c["argv"][:2] in (["secrets", "versions"], ["builds", "submit"], ["run", "jobs"])
+        or (c["argv"][:4] == ["beta", "services", "identity", "create"] and "--help" not in c["argv"])
     ]
     order = [
         o
@@ -71,15 +73,19 @@ def test_one_run_deploys_an_empty_project_in_order(world):
     ]
     applies = [i for i, o in enumerate(order) if o.startswith("terraform apply")]
     adds = [i for i, o in enumerate(order) if o.startswith("gcloud secrets versions add")]
+    agents = [i for i, o in enumerate(order) if o.startswith("gcloud beta services identity create")]
     build = order.index("gcloud builds submit")
     migrate, grant = (
         order.index("gcloud run jobs execute verify-migrate"),
         order.index("gcloud run jobs execute verify-grant"),
     )
+    # the APIs (and their wait), then their service agents, before anything that relies on them;
     # secret containers, then values; the image; migrations and grants before any code deploys.
-    assert len(applies) == 3 and len(adds) == 3
-    assert applies[0] < min(adds) and max(adds) < build < applies[1] < migrate < grant < applies[2]
-    assert world.state["applied"] == ["phase1", "phase2", "all"]
+    assert len(applies) == 4 and len(adds) == 3 and len(agents) == 4
+    assert applies[0] < min(agents) and max(agents) < applies[1]
+    assert applies[1] < min(adds) and max(adds) < build < applies[2] < migrate < grant < applies[3]
+    assert world.state["applied"] == ["apis", "phase1", "phase2", "all"]
+    assert world.state["service_agents_created"] == world.state["outputs"]["service_agents"]
     assert world.state["images"] == [world.state["outputs"]["image"]]
     assert "https://verify-confirm-123456789.europe-west1.run.app" in run.stdout
     # One identity: every terraform call carries gcloud's own token, never ADC.
@@ -217,10 +223,11 @@ def test_unknown_arguments_and_help(world):
     assert helped.returncode == 0 and "--check" in helped.stdout and "--secret-file" in helped.stdout
 
 
-@pytest.mark.slow  # ~40 s: the bundle, and four plans by the real terraform
+@pytest.mark.slow  # ~45 s: the bundle, and five plans by the real terraform
 def test_the_runs_plans_by_the_real_terraform_bind_no_allusers_and_order_the_phases(world, tmp_path):
     """deploy.sh's own plans, run by the real terraform (tf-offline: the providers' real schemas) on
-    infra/ with the example variables filled in, in an organisation with Domain Restricted Sharing."""
+    infra/ with the example variables filled in, in an organisation with Google's secure-by-default
+    policies: Domain Restricted Sharing, and sql.restrictPublicIp (deploy.sh takes private_ip)."""
     tool, reason = tf_offline()
     if tool is None:
         pytest.skip(reason)
@@ -235,6 +242,7 @@ def test_the_runs_plans_by_the_real_terraform_bind_no_allusers_and_order_the_pha
     world.state["org_policies"]["iam.allowedPolicyMemberDomains"] = {
         "spec": {"rules": [{"values": {"allowedValues": ["C0abc123"]}}]}
     }
+    world.state["org_policies"]["sql.restrictPublicIp"] = {"spec": {"rules": [{"enforce": True}]}}
     world.env.update(
         FAKE_TF_OFFLINE=tool,
         TF_OFFLINE_TERRAFORM=os.environ.get("TF_OFFLINE_TERRAFORM") or shutil.which("terraform") or "",
@@ -243,9 +251,14 @@ def test_the_runs_plans_by_the_real_terraform_bind_no_allusers_and_order_the_pha
     run = world.run(timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     plans = [c["plan"] for c in run.calls if "plan" in c]
-    assert len(plans) == 4  # the whole plan, phase 1, phase 2, the rest
+    assert len(plans) == 5  # the whole plan, the APIs, phase 1, phase 2, the rest
     assert not any("allUsers" in p for p in plans)  # Domain Restricted Sharing accepts every binding
-    whole, phase1, phase2, _ = (set(planned_addresses(p)) for p in plans)
+    whole, apis, phase1, phase2, _ = (set(planned_addresses(p)) for p in plans)
+    assert apis == {"time_sleep.apis"} | {a for a in whole if a.startswith("google_project_service.api[")}
+    assert 'google_project_service.api["servicenetworking.googleapis.com"]' in apis
+    # sql.restrictPublicIp: no public IP; the peering before the instance; every service and job in the VPC.
+    assert re.search(r"ipv4_enabled\s+= false", plans[0]) and "google_service_networking_connection.sql[0]" in phase1
+    assert len(re.findall(r'egress\s+= "PRIVATE_RANGES_ONLY"', plans[0])) == 6 + 2
     services = {a for a in whole if a.startswith("google_cloud_run_v2_service.function[")}
     assert len(services) == 6
     assert len(re.findall(r"invoker_iam_disabled\s+= true", plans[0])) == 2  # confirm and reports, no binding

@@ -59,6 +59,22 @@ def no_public_ip(world: World) -> None:
     enforce(world, "sql.restrictPublicIp")
 
 
+def public_ip_chosen_where_forbidden(world: World) -> None:
+    no_public_ip(world)
+    world.var_file.write_text(world.var_file.read_text() + 'db_connectivity = "public_ip"\n')
+
+
+def default_placeholder(world: World) -> None:
+    """The var file leaves email_from unset: infra/'s default sender is @example.com."""
+    world.var_file.write_text(
+        "".join(line for line in world.var_file.read_text().splitlines(True) if not line.startswith("email_from"))
+    )
+
+
+def no_beta_commands(world: World) -> None:
+    world.state["no_beta"] = True
+
+
 def internal_ingress_only(world: World) -> None:
     allow_only(world, "run.allowedIngress", "internal")
 
@@ -94,12 +110,14 @@ PREFLIGHTS = [
     (old_terraform, "tools: terraform 1.9.8 is older than 1.11", "install Terraform >= 1.11"),
     (no_var_file, "variables:", "copy infra/terraform.tfvars.example"),
     (placeholders, "still holds example values (@example.com)", "replace them"),
+    (default_placeholder, 'leaves email_from ("Signup <no-reply@example.com>") at a default', "set each in"),
+    (no_beta_commands, "tools: gcloud has no beta commands", "gcloud components install beta"),
     (logged_out, "auth: gcloud has no usable account", "gcloud auth login"),
     (no_project, f"project: {PROJECT} does not exist", "check project_id"),
     (no_billing, "billing is not enabled", f"gcloud billing projects link {PROJECT}"),
     (invoker_iam_required, "run.managed.requireInvokerIam", "exception"),
     (all_users_under_drs, "iam.allowedPolicyMemberDomains", 'remove public_access = "allUsers"'),
-    (no_public_ip, "sql.restrictPublicIp", "Private IP instead"),
+    (public_ip_chosen_where_forbidden, "sql.restrictPublicIp", 'remove db_connectivity = "public_ip"'),
     (internal_ingress_only, "run.allowedIngress", "exception"),
     (other_locations, "gcp.resourceLocations does not allow europe-west1", "set region"),
     (private_pools_only, "migrations: cloudbuild.allowedWorkerPools", "exception"),
@@ -156,7 +174,7 @@ def kinds(run) -> list[str]:
 def test_every_failing_check_of_a_stage_is_reported_at_once(tmp_path: Path):
     """One run names every fix of its stage (the policies; then what the plan tells), not one per run."""
     world = World(tmp_path)
-    no_public_ip(world)
+    invoker_iam_required(world)
     internal_ingress_only(world)
     assert kinds(world.run("--check")) == ["org policy", "org policy"]
     world.state["org_policies"] = {}
@@ -202,3 +220,37 @@ def test_a_check_named_in_deploy_skip_checks_becomes_a_note(tmp_path: Path):
     run = world.run("--check")
     assert run.returncode == 0 and run.failures() == []
     assert "skipped by DEPLOY_SKIP_CHECKS: quota: Cloud Run in europe-west1" in run.stderr
+
+
+def planned_vars(run) -> list[list[str]]:
+    return [[a for a in c["argv"] if a.startswith("-var=db_connectivity")] for c in run.calls if "plan" in c["argv"]]
+
+
+def test_where_public_ip_is_forbidden_the_deploy_takes_private_ip_and_keeps_it(tmp_path: Path):
+    """sql.restrictPublicIp (secure-by-default organisations): no failure, the private_ip mode, said
+    in a note; a later run that cannot read the policy keeps the deployment's mode (its state), and
+    a var file that insists on the public IP is refused there."""
+    world = World(tmp_path)
+    no_public_ip(world)
+    run = world.run()
+    assert run.returncode == 0 and run.failures() == [], run.stderr
+    assert 'deploying with db_connectivity = "private_ip"' in run.stderr
+    assert {tuple(v) for v in planned_vars(run)} == {("-var=db_connectivity=private_ip",)}  # every plan of the run
+    assert world.state["outputs"]["db_connectivity"] == "private_ip"
+    # The deployer of a later run may not read organisation policies: the state decides.
+    world.state["unreadable_policies"] = ["sql.restrictPublicIp"]
+    again = world.run()
+    assert again.returncode == 0, again.stderr
+    assert planned_vars(again) == [["-var=db_connectivity=private_ip"]]  # the whole plan: nothing to change
+    # A var file that insists on the public IP is refused while the policy is readable.
+    world.state["unreadable_policies"] = []
+    public_ip_chosen_where_forbidden(world)
+    refused = world.run("--check")
+    assert refused.returncode == 1 and "sql.restrictPublicIp" in refused.failures()[0]
+
+
+def test_without_the_policy_nothing_is_added_to_the_plan(tmp_path: Path):
+    world = World(tmp_path)
+    run = world.run("--check")
+    assert run.returncode == 0 and planned_vars(run) == [[]]
+    assert "db_connectivity" not in run.stderr

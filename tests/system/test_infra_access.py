@@ -116,7 +116,31 @@ def test_the_first_apply_waits_for_propagated_grants_and_visible_metrics():
     for name in infra.resources("google_logging_metric"):
         assert f"google_logging_metric.{name}" in metrics["triggers"]["metrics"], name
     for name, policy in infra.resources("google_monitoring_alert_policy").items():
+        if all("condition_matched_log" in c for c in policy["conditions"]):
+            continue  # a log-match page reads the log itself, no metric
         assert policy.get("depends_on") == ["${time_sleep.metrics}"], name
+
+
+def test_nothing_calls_a_new_api_before_it_answers_and_no_tick_precedes_its_grant():
+    """A first apply on an empty project: the APIs just enabled refuse calls for a minute or two,
+    and Cloud Scheduler ticks as soon as its jobs exist."""
+    infra = load_infra()
+    apis = infra.resource("time_sleep", "apis")
+    assert int(apis["create_duration"].removesuffix("s")) >= 60
+    assert "google_project_service.api" in apis["triggers"]["apis"]
+    text = "\n".join(p.read_text() for p in INFRA.glob("*.tf"))
+    # Everything waits for the wait, never for the enablement itself.
+    assert not re.search(r"depends_on\s*=\s*\[[^\]]*google_project_service\.api\b", text)
+    assert len(re.findall(r"depends_on\s*=\s*\[[^\]]*time_sleep\.apis", text)) >= 10
+    invokers = infra.resource("time_sleep", "invokers")
+    assert int(invokers["create_duration"].removesuffix("s")) >= 60
+    assert "google_cloud_run_v2_service_iam_member.invoker" in invokers["triggers"]["scheduled"]
+    assert 'endswith(key, "/scheduler")' in invokers["triggers"]["scheduled"]
+    assert infra.resource("google_cloud_scheduler_job", "tick")["depends_on"] == ["${time_sleep.invokers}"]
+    # The service agents deploy.sh creates between the APIs and phase 1 (infra/deploy/agents.sh).
+    agents = infra.locals["service_agents"]
+    for api in ("run", "cloudbuild", "cloudscheduler", "cloudtasks", "servicenetworking"):
+        assert f'"{api}.googleapis.com"' in agents, api
 
 
 def test_the_functions_variable_and_its_validation_name_every_target():

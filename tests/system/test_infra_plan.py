@@ -9,61 +9,26 @@ noisy (the dashboard fields it drops). What else the real API or provider normal
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from support.deploy_docs import DOCS, blocks
-from support.terraform_model import INFRA, planned_addresses, tf_offline
-from support.tfvars_example import commented_blocks, uncommented
+from support.infra_plans import EXAMPLE, copy_infra, plan_of, planned_block, run_tool
+from support.terraform_model import INFRA, planned_addresses
+from support.tfvars_example import commented_blocks
 
 ROOT = INFRA.parent
-EXAMPLE = INFRA / "terraform.tfvars.example"
-
-
-def run_tool(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    tool, reason = tf_offline()
-    if tool is None:
-        pytest.skip(reason)
-    return subprocess.run(
-        ["bash", tool, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, "NO_COLOR": "1"}
-    )
-
-
-# Values terraform renders structurally in a plan (JSON strings) come out verbatim when wrapped.
-PROBE_OUTPUTS = """
-output "probe_dashboard_json_b64" {
-  value = base64encode(google_monitoring_dashboard.signals.dashboard_json)
-}
-"""
-
-
-def copy_infra(dest: Path, extra: str = "") -> Path:
-    dest.mkdir()
-    for path in INFRA.glob("*.tf"):
-        (dest / path.name).write_text(path.read_text())
-    if extra:
-        (dest / "zz_probe.tf").write_text(extra)
-    return dest
 
 
 @pytest.fixture(scope="module")
-def plan_run(tmp_path_factory) -> tuple[str, list[str]]:
+def plan_run() -> tuple[str, list[str]]:
     """The CI step's plan (infra/ with the example variables; a placeholder bundle, only its hash
     counts), of a copy that also outputs the dashboard JSON base64-encoded. (plan text, plan args)"""
-    tmp = tmp_path_factory.mktemp("plan")
-    bundle = tmp / "function-source.zip"
-    bundle.write_bytes(b"placeholder")
-    args = [f"-var-file={EXAMPLE}", f"-var=source_archive={bundle}"]
-    copy = copy_infra(tmp / "infra", PROBE_OUTPUTS)
-    result = run_tool("plan", str(copy), *args)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    return result.stdout, [str(copy), *args]
+    plan = plan_of("example")
+    return plan.text, plan.args
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +37,8 @@ def plan_text(plan_run) -> str:
 
 
 @pytest.fixture(scope="module")
-def dashboard_json(plan_text: str) -> dict:
-    encoded = re.search(r'\+ probe_dashboard_json_b64\s+= "([A-Za-z0-9+/=]+)"', plan_text).group(1)
-    return json.loads(base64.b64decode(encoded))
+def dashboard_json() -> dict:
+    return plan_of("example").probe("dashboard_json")
 
 
 def test_terraform_formats_and_validates_infra():
@@ -108,20 +72,20 @@ def test_the_example_variables_plan_every_function_and_wait(plan_text: str):
         for k in ("create", "confirm", "dispatch", "reconcile", "status", "reports")
     }
     assert {'google_cloud_run_v2_job.schema["migrate"]', 'google_cloud_run_v2_job.schema["grant"]'} <= set(addresses)
-    assert {"time_sleep.iam_grants", "time_sleep.metrics"} <= set(addresses)
+    assert {"time_sleep.iam_grants", "time_sleep.metrics", "time_sleep.apis", "time_sleep.invokers"} <= set(addresses)
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", plan_text, re.MULTILINE)
 
 
 def test_a_held_channel_pages_and_a_sender_fault_warns_per_channel(plan_text: str):
     """The signals record's channel_held and sender_faults each feed a planned metric and a page."""
     for key, severity in (("channel_held", "CRITICAL"), ("sender_faults", "WARNING")):
-        metric = _planned_block(plan_text, f'google_logging_metric.condition["{key}"]')
+        metric = planned_block(plan_text, f'google_logging_metric.condition["{key}"]')
         assert f"jsonPayload.{key}{'=true' if key == 'channel_held' else '>0'}" in metric, key
         assert '"channel"    = "EXTRACT(jsonPayload.channel)"' in metric, key
-        page = _planned_block(plan_text, f'google_monitoring_alert_policy.threshold["{key}"]')
+        page = planned_block(plan_text, f'google_monitoring_alert_policy.threshold["{key}"]')
         assert f'severity              = "{severity}"' in page, key
         assert f"/{key}_records" in page and "metric.label.channel" in page, key
-    assert "verifyctl channel resume" in _planned_block(
+    assert "verifyctl channel resume" in planned_block(
         plan_text, 'google_monitoring_alert_policy.threshold["channel_held"]'
     )
 
@@ -131,7 +95,7 @@ def test_the_default_plan_binds_no_allusers_member(plan_text: str):
     public services turn the invoker check off instead, the private ones keep it."""
     assert "allUsers" not in plan_text and "allAuthenticatedUsers" not in plan_text
     for key in ("create", "confirm", "dispatch", "reconcile", "status", "reports"):
-        block = _planned_block(plan_text, f'google_cloud_run_v2_service.function["{key}"]')
+        block = planned_block(plan_text, f'google_cloud_run_v2_service.function["{key}"]')
         disabled = re.search(r"invoker_iam_disabled\s+= (\w+)", block).group(1)
         assert disabled == ("true" if key in ("confirm", "reports") else "false"), key
     assert not [
@@ -139,16 +103,12 @@ def test_the_default_plan_binds_no_allusers_member(plan_text: str):
     ]
 
 
-def test_every_commented_block_of_the_example_plans_when_uncommented(tmp_path: Path, plan_run):
+def test_every_commented_block_of_the_example_plans_when_uncommented():
     """What .ci/run plans besides the example as it is: each optional block the example offers."""
     example = EXAMPLE.read_text()
     assert len(commented_blocks(example)) >= 6  # the blocks the example documents (the parser finds them)
-    var_file = tmp_path / "all-blocks.tfvars"
-    var_file.write_text(uncommented(example))
-    _, (copy, _example_arg, bundle_arg) = plan_run
-    result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    addresses = set(planned_addresses(result.stdout))
+    result = plan_of("all-blocks")
+    addresses = set(planned_addresses(result.text))
     # public_access = "allUsers" binds the two public services and only them.
     assert {a for a in addresses if a.startswith("google_cloud_run_v2_service_iam_member.public")} == {
         'google_cloud_run_v2_service_iam_member.public["confirm"]',
@@ -157,12 +117,12 @@ def test_every_commented_block_of_the_example_plans_when_uncommented(tmp_path: P
     # webhook_url turns on the webhook page and the WEBHOOK_SECRET secret.
     assert 'google_monitoring_alert_policy.threshold["webhook_oldest_ready"]' in addresses
     assert 'google_secret_manager_secret.secret["webhook_secret"]' in addresses
-    page = _planned_block(result.stdout, 'google_monitoring_alert_policy.threshold["webhook_oldest_ready"]')
+    page = planned_block(result.text, 'google_monitoring_alert_policy.threshold["webhook_oldest_ready"]')
     assert 'metric.label.channel = \\"webhook\\"' in page
     # a function's own setting (reports' env) reaches that function only.
-    assert "SUPPRESSION_DAYS" in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["reports"]')
-    assert "SUPPRESSION_DAYS" not in _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
-    assert re.search(r"\+ peak_database_connections\s+= 84$", result.stdout, re.MULTILINE)
+    assert "SUPPRESSION_DAYS" in planned_block(result.text, 'google_cloud_run_v2_service.function["reports"]')
+    assert "SUPPRESSION_DAYS" not in planned_block(result.text, 'google_cloud_run_v2_service.function["create"]')
+    assert re.search(r"\+ peak_database_connections\s+= 84$", result.text, re.MULTILINE)
     # operators' database access: an IAM database user each (a group as a group), Cloud SQL's two
     # roles on the instance, and their database role from the grant job.
     assert {
@@ -171,9 +131,9 @@ def test_every_commented_block_of_the_example_plans_when_uncommented(tmp_path: P
         'google_project_iam_member.database_client["group:oncall@example.com/roles/cloudsql.instanceUser"]',
         'google_project_iam_member.database_client["user:lead@example.com/roles/cloudsql.client"]',
     } <= addresses
-    group = _planned_block(result.stdout, 'google_sql_user.operator["group:oncall@example.com"]')
+    group = planned_block(result.text, 'google_sql_user.operator["group:oncall@example.com"]')
     assert re.search(r'type += "CLOUD_IAM_GROUP"', group) and re.search(r'name += "oncall@example.com"', group)
-    grant = _planned_block(result.stdout, 'google_cloud_run_v2_job.schema["grant"]')
+    grant = planned_block(result.text, 'google_cloud_run_v2_job.schema["grant"]')
     assert '"--reader=oncall@example.com"' in grant and '"--operator=lead@example.com"' in grant
 
 
@@ -199,16 +159,16 @@ def test_a_partial_functions_map_overrides_only_what_it_names(tmp_path: Path, pl
     result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\+ peak_database_connections\s+= 64$", result.stdout, re.MULTILINE)  # 84 - 20
-    create = _planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
+    create = planned_block(result.stdout, 'google_cloud_run_v2_service.function["create"]')
     assert re.search(r"max_instance_count\s+= 20", create) and 'timeout                          = "30s"' in create
 
 
 def test_the_plan_bounds_the_fanout_queue_and_counts_its_connections(plan_text: str, tmp_path: Path, plan_run):
     """The example plans the queue at dispatch_max_parallel (4) and 4 more dispatch instances and
     connections; with dispatch_max_parallel = 0 there is no queue, no fan-out identity, no setting."""
-    queue = _planned_block(plan_text, "google_cloud_tasks_queue.dispatch_fanout[0]")
+    queue = planned_block(plan_text, "google_cloud_tasks_queue.dispatch_fanout[0]")
     assert re.search(r"max_concurrent_dispatches\s+= 4", queue)
-    dispatch = _planned_block(plan_text, 'google_cloud_run_v2_service.function["dispatch"]')
+    dispatch = planned_block(plan_text, 'google_cloud_run_v2_service.function["dispatch"]')
     assert re.search(r"max_instance_count\s+= 6", dispatch) and "DISPATCH_FANOUT_QUEUE" in dispatch
     assert re.search(r"\+ dispatch_fanout\s+= 4$", plan_text, re.MULTILINE)  # the budget's own entry
     var_file = tmp_path / "no-fanout.tfvars"
@@ -227,12 +187,6 @@ def test_a_budget_the_database_cannot_hold_fails_the_plan(tmp_path: Path, plan_r
     _, (copy, _example_arg, bundle_arg) = plan_run
     result = run_tool("plan", copy, f"-var-file={var_file}", bundle_arg)
     assert result.returncode == 1 and "Connection budget exceeded" in result.stdout + result.stderr
-
-
-def _planned_block(plan_text: str, address: str) -> str:
-    start = plan_text.index(f"  # {address} will be created")
-    end = plan_text.find("\n  # ", start + 1)
-    return plan_text[start:end]
 
 
 def api_read_back(value):
@@ -347,7 +301,7 @@ def _state_resource(rtype: str, name: str, attributes: dict) -> dict:
 
 
 def test_replaced_bundles_expire_and_the_live_one_stays(plan_text: str):
-    bucket = _planned_block(plan_text, "google_storage_bucket.source")
+    bucket = planned_block(plan_text, "google_storage_bucket.source")
     condition = re.search(r"\+ condition \{(.*?)\}", bucket, re.DOTALL).group(1)
     assert re.search(r"days_since_noncurrent_time\s+= 30", condition)
     assert re.search(r'with_state\s+= "ARCHIVED"', condition)

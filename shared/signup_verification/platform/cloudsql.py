@@ -7,8 +7,10 @@ a background refresh would stall. One Connector per process, built on first use.
 
 Used when INSTANCE_CONNECTION_NAME (`project:region:instance`) is set; DB_USER is the IAM database
 user (a person's email as it is, an operator's verifyctl; a service account's email with or without
-`.gserviceaccount.com`, which the connector trims) and DB_NAME the database. The connector is
-reached through a seam (`use_factory`) that tests and the deployment rehearsal fill with a stand-in.
+`.gserviceaccount.com`, which the connector trims), DB_NAME the database and DB_IP_TYPE the
+instance's address to dial (`public`, or `private` where the instance has no public IP and the
+service reaches its VPC). The connector is reached through a seam (`use_factory`) that tests and the
+deployment rehearsal fill with a stand-in.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ def connector_for(
                 user=params.user,
                 db=params.database,
                 enable_iam_auth=True,
+                ip_type=config.ip_type,
                 application_name=application_name,
                 **({"startup_params": dict(settings)} if settings else {}),
             )

@@ -119,6 +119,15 @@ class DatabaseConfig:
         help="with `INSTANCE_CONNECTION_NAME`: the IAM database user, a person's email or a service account's "
         "(with or without `.gserviceaccount.com`); the credentials the connector finds must be that principal's",
     )
+    ip_type: str = setting(
+        "DB_IP_TYPE",
+        "public",
+        parse=plain(str.lower),
+        choices=("public", "private"),
+        help="with `INSTANCE_CONNECTION_NAME`: the instance address the connector dials: `public` (its "
+        "connector-only public IP) or `private` (its private IP, through the service's VPC egress; infra's "
+        '`db_connectivity = "private_ip"`)',
+    )
     name: str = setting("DB_NAME", "verification", help="with `INSTANCE_CONNECTION_NAME`: the database")
     statement_timeout_ms: int = setting(
         "DATABASE_STATEMENT_TIMEOUT_MS",

@@ -5,6 +5,7 @@ socket is the production path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from signup_verification.platform import grants as db_access
 from signup_verification.platform.config import DatabaseConfig
 from signup_verification.platform.database import ConnectionParams, Database, UnavailableError
 from signup_verification.platform.errors import ConfigError
+from signup_verification.platform.settings import SETTING
 
 INSTANCE = "my-proj:europe-west1:verify-pg"
 
@@ -95,6 +97,7 @@ def test_database_runs_through_the_connector_with_iam_auth(local_connector, data
     assert kwargs["enable_iam_auth"] is True
     assert kwargs["user"] == "verify-create@my-proj.iam.gserviceaccount.com"  # the connector trims the suffix
     assert kwargs["db"] == database
+    assert kwargs["ip_type"] == "public"  # the default: the instance's connector-only public IP
 
 
 def test_a_dropped_connection_is_reopened_through_the_connector(local_connector, database_url, pg_server):
@@ -140,9 +143,29 @@ def test_runtime_uses_the_connector_when_instance_connection_name_is_set(
     monkeypatch.setenv("INSTANCE_CONNECTION_NAME", INSTANCE)
     monkeypatch.setenv("DB_USER", "verify-dispatch@my-proj.iam.gserviceaccount.com")
     monkeypatch.setenv("DB_NAME", ConnectionParams.from_url(database_url).database)
+    monkeypatch.setenv("DB_IP_TYPE", "private")  # what infra sets with db_connectivity = "private_ip"
     runtime.reset()
     assert runtime.get_runtime().db.run("SELECT count(*) FROM verifications") == [[0]]
     assert local_connector.calls[0][2]["user"] == "verify-dispatch@my-proj.iam.gserviceaccount.com"
+    assert local_connector.calls[0][2]["ip_type"] == "private"
+
+
+def test_every_ip_type_the_setting_allows_is_one_the_real_connector_dials():
+    """DB_IP_TYPE's words go to Connector.connect(ip_type=...) as they are: the connector must know them."""
+    from google.cloud.sql.connector.enums import IPTypes
+
+    field = next(f for f in dataclasses.fields(DatabaseConfig) if f.name == "ip_type")
+    allowed = field.metadata[SETTING].choices
+    assert {IPTypes._from_str(word) for word in allowed} == {IPTypes.PUBLIC, IPTypes.PRIVATE}
+
+
+def test_an_unknown_ip_type_is_refused_at_start(service_env, monkeypatch):
+    monkeypatch.setenv("INSTANCE_CONNECTION_NAME", INSTANCE)
+    monkeypatch.setenv("DB_USER", "verify-dispatch@my-proj.iam.gserviceaccount.com")
+    monkeypatch.setenv("DB_IP_TYPE", "psc-please")
+    runtime.reset()
+    with pytest.raises(ConfigError, match="DB_IP_TYPE"):
+        runtime.get_runtime()
 
 
 @pytest.mark.parametrize(
