@@ -46,7 +46,7 @@ class Instance:
     system user (when we are root), which must reach it, and a pytest session elsewhere on the
     machine may close pytest's shared temporary root to other users at any time."""
 
-    def __init__(self, connection_name: str):
+    def __init__(self, connection_name: str, ip_types: tuple[str, ...] = ("public",)):
         current = os.environ.get("XDG_RUNTIME_DIR")
         if not current or not Path(current).is_dir() or Path(current).stat().st_mode & 0o077:
             # pgserver's lock (local/embedded.py): in the checkout's .local, not beside the data, which
@@ -57,6 +57,7 @@ class Instance:
         self.home = Path(tempfile.mkdtemp(prefix="cloudsql-"))
         self.data_dir = self.home / "pg"
         self.connection_name = connection_name
+        self.ip_types = ip_types
         self.admin = embedded.start(
             self.data_dir, stop_at_exit=False, settings={"fsync": "off", "synchronous_commit": "off"}
         )  # the built-in superuser: Cloud SQL's own, which no client of the instance ever is
@@ -107,7 +108,9 @@ class Instance:
 
     def connector_setting(self, log: Path) -> str:
         """REHEARSAL_CLOUDSQL for the processes that reach this instance (rehearsal_connector.py)."""
-        return json.dumps({"instance": self.connection_name, "socket": self.socket, "log": str(log)})
+        return json.dumps(
+            {"instance": self.connection_name, "ip_types": list(self.ip_types), "socket": self.socket, "log": str(log)}
+        )
 
     def stop(self) -> None:
         embedded.stop(self.data_dir)

@@ -2,13 +2,15 @@
 
 tools/rehearse_deploy.py copies this file into the rehearsal venv's site-packages with a `.pth` line
 that imports it at interpreter start. It does nothing unless REHEARSAL_CLOUDSQL names an emulated
-instance (`{"instance": "project:region:name", "socket": "...", "log": "..."}`, rehearsal_cloudsql.py).
+instance (`{"instance": "project:region:name", "ip_types": [...], "socket": "...", "log": "..."}`,
+rehearsal_cloudsql.py).
 Then, as soon as the bundle's `signup_verification.platform.cloudsql` is imported, it fills that
 module's seam (`use_factory`) with a connector that answers the call the real one answers:
 `connect(instance, "pg8000", user=..., db=..., enable_iam_auth=True, ...)`, the user name formatted by
 the real library's own `format_database_user` (a service account's email loses
 ".gserviceaccount.com"; a person's stays whole), a pg8000 DB-API connection back. It refuses what
-Cloud SQL would refuse here: another instance, another driver, a login without IAM authentication.
+Cloud SQL would refuse here: another instance, another driver, a login without IAM authentication,
+an address the instance does not have (`ip_type`, read with the real library's `IPTypes`).
 Each connection is logged (process, Cloud Run service or job, user) for the rehearsal's checks.
 Standard library, pg8000 and the connector's utils only: what the bundle's requirements install.
 """
@@ -42,6 +44,11 @@ class Connector:
             raise ValueError(f"driver {driver!r}: the bundle's connector dials with pg8000")
         if not kwargs.pop("enable_iam_auth", False):
             raise PermissionError("the instance accepts IAM database authentication only (no passwords exist)")
+        from google.cloud.sql.connector import IPTypes
+
+        ip_type = IPTypes._from_str(kwargs.pop("ip_type", "public")).name.lower()
+        if ip_type not in self.setting["ip_types"]:
+            raise ConnectionError(f"instance {instance_connection_string!r} has no {ip_type} IP address")
         user = format_database_user(DATABASE_VERSION, kwargs.pop("user"))
         who = os.environ.get("K_SERVICE") or os.environ.get("CLOUD_RUN_JOB") or "verifyctl"
         with self._lock, open(self.setting["log"], "a", encoding="utf-8") as log:

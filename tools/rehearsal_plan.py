@@ -62,6 +62,7 @@ class Plan:
     database: str
     instance_connection_name: str
     users: list[DatabaseUser]
+    ip_types: tuple[str, ...] = ("public",)  # the instance's addresses the connector may dial
     outputs: dict[str, Any] = field(default_factory=dict)
 
     def service(self, key: str) -> Container:
@@ -157,6 +158,7 @@ def read_plan(shown: dict[str, Any]) -> Plan:
         for r in sorted(by_type.get("google_cloud_run_v2_service", []), key=lambda r: str(r.get("index")))
     ]
     [database] = by_type["google_sql_database"]
+    [instance] = by_type["google_sql_database_instance"]
     users = [
         DatabaseUser(u["values"]["name"], u["values"]["type"], tuple(u["values"].get("database_roles") or ()))
         for u in by_type.get("google_sql_user", [])
@@ -176,5 +178,15 @@ def read_plan(shown: dict[str, Any]) -> Plan:
         database=database["values"]["name"],
         instance_connection_name=connections.pop() or "",
         users=users,
+        ip_types=_ip_types(instance),
         outputs=outputs,
     )
+
+
+def _ip_types(instance: dict[str, Any]) -> tuple[str, ...]:
+    """`public` when the instance has a public IPv4 address, `private` when it joins a VPC (its
+    `private_network` is set, or known only after apply, which leaves it out of the planned values)."""
+    [ip] = instance["values"]["settings"][0]["ip_configuration"]
+    private = ip.get("private_network", "known after apply")
+    kinds = (["public"] if ip.get("ipv4_enabled") else []) + (["private"] if private else [])
+    return tuple(kinds)

@@ -148,7 +148,7 @@ class Rehearsal:
 
     def instance(self, plan: Plan) -> Instance:
         """A new instance with the plan's database and IAM users, nothing else."""
-        instance = Instance(plan.instance_connection_name)
+        instance = Instance(plan.instance_connection_name, plan.ip_types)
         instance.create(plan.database, plan.users, GROUP_MEMBERS)
         (self.work / "connections.jsonl").write_text("")
         return instance
