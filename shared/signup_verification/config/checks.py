@@ -21,6 +21,7 @@ def across(config: Config, reading: Reading) -> Config:
     """`config` as the combinations of its settings leave it, problems recorded in `reading`."""
     _sender(config, reading)
     _sms_budget(config, reading)
+    _dispatch_identities(config, reading)
     if config.function_target == SENDING_TARGET:
         for problem in config.channels.missing():  # here with the rest, not at the first send
             reading.fail(problem)
@@ -34,6 +35,25 @@ def _sender(config: Config, reading: Reading) -> None:
     domain = parseaddr(email_from)[1].rpartition("@")[2].lower().rstrip(".")
     if config.is_production and config.channels.email_transport != "console" and domain in ("localhost", ""):
         reading.fail(f"EMAIL_FROM must be a real sender address in production, not {email_from!r}")
+
+
+def _dispatch_identities(config: Config, reading: Reading) -> None:
+    """In production the fan-out identity starts fan-out invocations only (api/dispatch.py): the
+    scheduled path needs ALLOWED_INVOKERS, without it (else anyone Cloud Run admitted, the fan-out
+    identity too, could start scheduled invocations)."""
+    identity = config.dispatch.fanout.service_account
+    if not (config.is_production and config.function_target == SENDING_TARGET and identity):
+        return
+    if not config.auth.allowed_invokers:
+        reading.fail(
+            "ALLOWED_INVOKERS must name the scheduler's service account when DISPATCH_FANOUT_SERVICE_ACCOUNT is "
+            "set in production: the scheduled path accepts the scheduler only"
+        )
+    elif identity.lower() in config.auth.allowed_invokers:
+        reading.fail(
+            "ALLOWED_INVOKERS must not name DISPATCH_FANOUT_SERVICE_ACCOUNT: the fan-out identity may start "
+            "fan-out invocations only"
+        )
 
 
 def _sms_budget(config: Config, reading: Reading) -> None:
