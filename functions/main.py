@@ -16,7 +16,7 @@ import functions_framework
 
 from signup_verification.api import edge
 from signup_verification.platform import logs as service_logging
-from signup_verification.platform import shutdown
+from signup_verification.platform import serving, shutdown
 from signup_verification.runtime import get_runtime
 
 EDGES = {
@@ -37,6 +37,9 @@ if _startup.function_target in EDGES:
     importlib.import_module(EDGES[_startup.function_target])
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
+# functions-framework builds its gunicorn server after importing this module: with the request-line
+# and header limits and the read deadline (platform/serving.py), in the image as on a laptop.
+serving.install(_startup.http.read_timeout_seconds)
 
 # functions-framework runs this module inside its Flask app's context: limits and reserved paths there.
 if flask.has_app_context():

@@ -1,0 +1,58 @@
+"""How every target is served: functions-framework's gunicorn, with limits on a request's head and
+a deadline on reading a request.
+
+functions-framework serves a target with gunicorn (`functions-framework --target …`: the web process
+Google's buildpack gives the deployed image, and each child of `verifyctl dev`). It builds gunicorn's
+configuration in code from its own options only (GunicornApplication is a gunicorn BaseApplication:
+neither GUNICORN_CMD_ARGS nor a gunicorn.conf.py is read), with no request-line limit
+(`limit_request_line=0`) and no deadline on a request's head: a 2 MB request line was accepted, and
+a client sending its headers a byte at a time held a thread for as long as it liked. Its CLI imports
+the target's source (functions/main.py) before it builds the server, so main.py calls install():
+the server class functions-framework looks up when it builds the server (HTTPServer) is replaced by
+one whose gunicorn application adds these settings (platform/gunicorn_worker.py, imported only then,
+so nothing here costs a cold start anything):
+
+    request line        at most 8,190 bytes (gunicorn's most)     414 problem+json
+    header fields       at most 100, each at most 8,190 bytes     431 problem+json
+    the whole head      at most HEAD_BYTES                        431 problem+json
+    reading the head    whole within HTTP_READ_TIMEOUT_SECONDS of its first byte   408 problem+json
+    reading the body    within HTTP_READ_TIMEOUT_SECONDS again    400 (the body cannot be read)
+
+Every answer is refused before any target code runs, writes nothing, and logs one WARNING record
+(`event="request_refused"`) that never holds the request itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HEAD_BYTES = 64 * 1024  # a request line and headers; ours (a JWT, traceparent, Idempotency-Key) are ~3 KB
+LIMITS: dict[str, Any] = {
+    "limit_request_line": 8190,
+    "limit_request_fields": 100,
+    "limit_request_field_size": 8190,
+}
+
+
+def install(read_timeout_seconds: float) -> None:
+    """From functions/main.py at import: the server functions-framework builds next gets the limits."""
+    try:
+        from functions_framework import _http
+    except ImportError:  # not served by functions-framework (a test's own WSGI server)
+        return
+    if getattr(_http.HTTPServer, "limited", False):
+        return
+
+    class LimitedServer(_http.HTTPServer):
+        """functions-framework's server choice, with gunicorn's application given the limits."""
+
+        limited = True
+
+        def __init__(self, app: Any, debug: bool, **options: Any) -> None:
+            super().__init__(app, debug, **options)
+            if getattr(self.server_class, "__name__", "") == "GunicornApplication":
+                from . import gunicorn_worker
+
+                self.server_class = gunicorn_worker.limited(self.server_class, read_timeout_seconds)  # type: ignore[assignment]
+
+    _http.HTTPServer = LimitedServer  # type: ignore[misc]
