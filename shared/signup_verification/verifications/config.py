@@ -21,6 +21,9 @@ TWILIO_FROM = Setting(
 # is no account's number: twilio.com/docs/iam/test-credentials). So TWILIO_FROM set to it is how the
 # service knows it runs on test credentials, with no setting of its own that could be left on.
 TWILIO_TEST_SENDER = "+15005550006"
+# Every `From` number Twilio's test credentials answer (twilio.com/docs/iam/test-credentials): the test
+# sender and three that fail on purpose. None is a live account's number: production refuses them all.
+TWILIO_MAGIC_SENDERS = frozenset({TWILIO_TEST_SENDER, "+15005550001", "+15005550007", "+15005550008"})
 VERIFICATION_TTL = Setting(
     "VERIFICATION_TTL_SECONDS",
     600,
