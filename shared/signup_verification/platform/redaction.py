@@ -63,8 +63,9 @@ EMAIL = re.compile(
 # Any `local@domain`, with or without a top-level domain: what a provider's text about a message
 # may hold (`<ada@localhost>` in an SMTP reply).
 ADDRESS = re.compile(rf"(?<![^{_NOT_LOCAL}])[^{_NOT_LOCAL}]+@[^{_NOT_LABEL}]+(?:{_DOT}[^{_NOT_LABEL}]+)*")
-# A number: `+` (or `%2B`, or `00`) and digits, or digits alone, in groups joined by at most two of
-# space, no-break space, `.`, `-`, `/`, `(`, `)`; not inside a longer token. is_number decides.
+# A number: `+` (or `%2B`) and digits, or digits alone (a `00` prefix is digits like the rest), in
+# groups joined by at most two of space, no-break space, `.`, `-`, `/`, `(`, `)`; not inside a
+# longer token. is_number decides.
 NUMBER = re.compile(
     r"(?:(?<![\w+])(?:\+|%2[Bb])|(?<![\w+.\-/]))"
     r"\(?\d(?:[ \u00a0.\-/()]{0,2}\d)+\)?(?![\w]|[.\-/]\d)"
