@@ -52,9 +52,9 @@ def _twilio_test_sender(config: Config, reading: Reading) -> None:
 
 
 def _dispatch_identities(config: Config, reading: Reading) -> None:
-    """In production the fan-out identity starts fan-out invocations only (api/dispatch.py): the
-    scheduled path needs ALLOWED_INVOKERS, without it (else anyone Cloud Run admitted, the fan-out
-    identity too, could start scheduled invocations)."""
+    """In production the fan-out identity starts fan-out invocations only (api/dispatch.py), so the
+    scheduled path needs ALLOWED_INVOKERS set, and set without it: unset, any identity Cloud Run
+    admitted (the fan-out's too) could start scheduled invocations."""
     identity = config.dispatch.fanout.service_account
     if not (config.is_production and config.function_target == SENDING_TARGET and identity):
         return

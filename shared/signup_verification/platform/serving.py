@@ -38,7 +38,7 @@ def install(read_timeout_seconds: float) -> None:
     """From functions/main.py at import: the server functions-framework builds next gets the limits."""
     try:
         from functions_framework import _http
-    except ImportError:  # not served by functions-framework (a test's own WSGI server)
+    except ImportError:  # a functions-framework without its server module: nothing to configure
         return
     if getattr(_http.HTTPServer, "limited", False):
         return
