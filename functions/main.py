@@ -37,8 +37,10 @@ if _startup.function_target in EDGES:
     importlib.import_module(EDGES[_startup.function_target])
 # SIGTERM -> shutdown.STOP: dispatch stops claiming, lets in-flight sends finish, releases the rest.
 shutdown.install(exit_after=_startup.shutdown.grace_seconds)
-# No gunicorn control socket: every function on one machine would bind its one path.
-serving.without_control_socket()
+# functions-framework builds its gunicorn server after importing this module: with the request-line
+# and header limits, the read deadline and no control socket (platform/serving.py), in the image as
+# on a laptop.
+serving.install(_startup.http.read_timeout_seconds)
 
 # functions-framework runs this module inside its Flask app's context: limits and reserved paths there.
 if flask.has_app_context():

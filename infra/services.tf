@@ -7,6 +7,8 @@
 locals {
   # Emails the in-app identity check accepts per target (auth.py, ALLOWED_INVOKERS); empty = any
   # identity IAM let through (the public targets; groups and domains cannot be matched by email).
+  # dispatch: its scheduled path only; its fan-out path accepts the fan-out identity alone
+  # (DISPATCH_FANOUT_SERVICE_ACCOUNT, fanout.tf), though IAM admits both to the service.
   operator_emails = [for m in var.operators : split(":", m)[1] if can(regex("^(user|serviceAccount):", m))]
   # Emails as Google assigns them (ID@PROJECT.iam.gserviceaccount.com), known at plan time, so
   # the settings below are too (service_accounts.tf creates these accounts).
@@ -15,7 +17,7 @@ locals {
     create    = var.signup_site_service_account != "" ? var.signup_site_service_account : "${var.name}-signup-site@${var.project_id}.iam.gserviceaccount.com"
     confirm   = ""
     reports   = "" # public: the providers' signatures are its guard
-    dispatch  = local.fanout_on ? "${local.scheduler_email},${local.fanout_email}" : local.scheduler_email
+    dispatch  = local.scheduler_email
     reconcile = local.scheduler_email
     status    = length(local.operator_emails) == length(var.operators) ? join(",", local.operator_emails) : ""
   }

@@ -2,7 +2,15 @@
 invocations through the fan-out's local stand-in (platform/tasks.py), which POSTs each task here,
 as Cloud Tasks would to the dispatch service; each task becomes a `tools/chaos_sibling.py` process
 in a slot of its own, so the injections kill (SIGKILL) fan-out invocations mid-batch as they kill
-the scheduled ones. Every dispatch report is checked against the budget: no invocation overruns."""
+the scheduled ones. Every dispatch report is checked against the budget: no invocation overruns.
+
+Tasks are also delivered as Cloud Tasks may deliver them, and forged: the first task twice at once
+(at-least-once delivery), every task whose invocation was killed or met the database down once more
+(Cloud Tasks retries an invocation that never answered 2xx, up to its max_attempts), and one made-up
+slot. A slot runs at most once: of a pair delivered
+at once one runs; a redelivery of a slot its killed invocation had claimed runs nothing; a made-up
+slot runs nothing (delivery/fanout.py claims each slot in one statement). Those extra deliveries are
+never the injections' kill targets, so each one's answer is checked every run."""
 
 from __future__ import annotations
 
@@ -11,13 +19,16 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from chaos_state import RunState
 from signup_verification.delivery.batch_sizing import invocation_seconds
+from signup_verification.platform.database import Database, UnavailableError
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_DELIVERIES = 3  # the dispatch fan-out queue's retry_config.max_attempts (infra/fanout.tf)
 
 
 class Fanout(RunState):
@@ -34,10 +45,16 @@ class Fanout(RunState):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 started = run._start_sibling(body)
+                if started and not run.figures["fanout_duplicated"]:
+                    run.figures["fanout_duplicated"] += 1  # the first task delivered twice at once
+                    run._start_sibling(body, "duplicate")
+                    run._start_sibling(json.dumps({"fanout": {"slot": "chaos:forged/1"}}).encode(), "forged")
                 self.send_response(200 if started else 503)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
+        self.slot_runs: Counter[str] = Counter()  # fan-out slot -> its invocations that ran it to the end
+        self.deliveries: Counter[str] = Counter()  # fan-out slot -> its deliveries that got no 2xx
         self.fanout_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.fanout_server.daemon_threads = True
         threading.Thread(target=self.fanout_server.serve_forever, name="fanout-receiver", daemon=True).start()
@@ -52,7 +69,9 @@ class Fanout(RunState):
         self.fanout_server.shutdown()
         self.fanout_server.server_close()
 
-    def _start_sibling(self, body: bytes) -> bool:
+    def _start_sibling(self, body: bytes, kind: str = "task", expect: str | None = None) -> bool:
+        """A process for the task `body`: `kind` task (as enqueued), duplicate, redelivery or forged;
+        `expect`: what it must answer (`claimed`: it must run nothing)."""
         try:
             slot = json.loads(body)["fanout"]["slot"]
         except (ValueError, KeyError, TypeError):
@@ -70,9 +89,9 @@ class Fanout(RunState):
                 stderr=log,
                 text=True,
             )
-            slot_state = {"proc": proc, "paused": False, "fanout": True}
+            slot_state = {"proc": proc, "paused": False, "fanout": True, "body": body, "kind": kind, "expect": expect}
             self.slots.append(slot_state)
-            self.figures["fanout_invocations"] += 1
+            self.figures["fanout_invocations" if kind == "task" else f"fanout_{kind}_deliveries"] += 1
         threading.Thread(target=self._wait_sibling, args=(slot_state, log), daemon=True).start()
         return True
 
@@ -84,12 +103,61 @@ class Fanout(RunState):
             self.slots.remove(slot)
             killed = slot.pop("killed", False)
         if code == 0:
-            self.figures["fanout_completed"] += 1
-            self.check_budget(out, frozen=False)
+            self._answered(slot, out)
         elif code == -signal.SIGKILL:
             self.figures["fanout_killed_sigkill" if killed else "fanout_exit_sigkill"] += 1
+            self._redeliver(slot)
         else:
             self.figures[f"fanout_exit_{code}"] += 1
+            if code == 1:  # the database was down (its restart): answered 503, which Cloud Tasks retries
+                self._redeliver(slot)
+
+    def _redeliver(self, slot: dict) -> None:
+        """The task of an invocation that never answered 2xx, delivered again (Cloud Tasks' retries:
+        at most MAX_DELIVERIES in all); it must run nothing if that invocation had claimed the slot."""
+        name = json.loads(slot["body"])["fanout"]["slot"]
+        with self.lock:
+            self.deliveries[name] += 1
+            again = slot["kind"] != "forged" and self.deliveries[name] < MAX_DELIVERIES
+        if again and not self.stopping.is_set():
+            self._start_sibling(slot["body"], "redelivery", self._slot_state(slot["body"]))
+
+    def _answered(self, slot: dict, out: str) -> None:
+        """A sibling that exited: it ran its slot (a report) or ran nothing (`not_claimed`)."""
+        last = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        name = json.loads(slot["body"])["fanout"]["slot"]
+        if "not_claimed" in last:
+            self.figures[f"fanout_{slot['kind']}_not_claimed"] += 1
+            return
+        self.figures["fanout_completed"] += 1
+        self.check_budget(out, frozen=False)
+        with self.lock:
+            self.slot_runs[name] += 1
+            runs = self.slot_runs[name]
+        if slot["kind"] == "forged":
+            self.errors.append(f"the made-up fan-out slot {name} ran")
+        elif slot["expect"] == "claimed":
+            self.errors.append(f"a redelivered task ran slot {name}, which its killed invocation had claimed")
+        elif runs > 1:
+            self.errors.append(f"fan-out slot {name} ran {runs} times")
+
+    def _slot_state(self, body: bytes) -> str | None:
+        """`claimed` when the slot's first invocation had claimed it (then a redelivery must run
+        nothing); None when it had not yet, or the database cannot tell now (its restart)."""
+        try:
+            db = Database(self.pg.params, application_name="chaos-fanout")
+        except UnavailableError:
+            return None
+        try:
+            rows = db.run(
+                "SELECT 1 FROM dispatch_invocations WHERE slot = :slot AND claimed_by IS NOT NULL",
+                slot=json.loads(body)["fanout"]["slot"],
+            )
+        except UnavailableError:
+            return None
+        finally:
+            db.close()
+        return "claimed" if rows else None
 
     def check_budget(self, out: str, frozen: bool) -> None:
         """An invocation's report: within FUNCTION_TIMEOUT_SECONDS minus its margin, or an overrun."""

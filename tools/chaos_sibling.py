@@ -5,7 +5,9 @@ service, for the chaos run (tools/chaos_fanout.py starts one per task it receive
     python tools/chaos_sibling.py SLOT
 
 The same run as `verifyctl dispatch` (operations/dispatch_run.py), as the fan-out invocation of
-the reserved SLOT: it starts none and does not wait idle. Its report as JSON on stdout."""
+the reserved SLOT: it starts none and does not wait idle. Its report as JSON on stdout; a slot it
+could not claim (a replayed or made-up task: delivery/fanout.py) runs nothing and prints
+`{"not_claimed": <what the slot was>}`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import json
 import sys
 
 from signup_verification.config import load
-from signup_verification.delivery.fanout import Invocation
+from signup_verification.delivery.fanout import Invocation, SlotNotClaimed
 from signup_verification.operations import dispatch_run
 from signup_verification.platform import logs as service_logging
 from signup_verification.platform import shutdown
@@ -37,6 +39,9 @@ def main(argv: list[str]) -> int:
     except UnavailableError as exc:
         print(f"chaos_sibling: {exc}", file=sys.stderr)
         return 1
+    except SlotNotClaimed as refused:
+        print(json.dumps({"not_claimed": refused.was}), flush=True)
+        return 0
     finally:
         runtime.close()
     print(json.dumps(report.as_dict()), flush=True)

@@ -3,9 +3,11 @@
 --                             verification = the created verification's fields (ISO timestamps)
 --   outcome 'replayed'     -> the first request with this key was created; verification = its fields
 --   outcome 'mismatch'     -> the key was used with a different request
---   outcome 'rate_limited' -> nothing kept (so the same key may be retried later); retry_after in s
+--   outcome 'rate_limited' -> nothing kept (so the same key may be retried later) but, when the limit
+--                             was not the caller's own, the refusal's count; retry_after in s
 --   outcome 'suppressed'   -> the destination (or the fallback's) is on the suppression list and
---                             p_suppressed_answer is 'refuse': nothing kept. With 'silent' the
+--                             p_suppressed_answer is 'refuse': nothing kept but the refusal's count
+--                             (count_refused_create, sql/definitions/15). With 'silent' the
 --                             verification is created and the suppressed destination's delivery is
 --                             failed at once (reason `suppressed`), never sent: delivery_failed
 --                             brings the fallback forward and records the events.
@@ -57,6 +59,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     existing idempotency_keys%ROWTYPE;
     wait_seconds integer := 0;
+    wait_reason text;
+    fallback_reason text;
     created verifications%ROWTYPE;
     fields jsonb;
     superseded_ids uuid[];
@@ -124,22 +128,31 @@ BEGIN
           FROM (VALUES (p_channel, p_destination_key), (p_fallback_channel, p_fallback_destination_key)) AS t(c, k)
          WHERE k IS NOT NULL ORDER BY 1) AS d;
     PERFORM pg_advisory_xact_lock(hashtextextended('account:' || p_account_id, 0));
-    SELECT l.wait_seconds INTO wait_seconds FROM create_limit_wait(
+    SELECT l.wait_seconds, l.reason INTO wait_seconds, wait_reason FROM create_limit_wait(
         p_channel, p_account_id, p_destination_key, p_prefix_key, p_country, p_client_key,
         p_rate_window, p_rate_spacing, p_rate_limit, p_per_account, p_per_prefix, p_per_country,
         p_per_client) l;
     -- The fallback destination's own limits (destination, prefix, country); the account and client
     -- limits count creations and were checked above.
     IF p_fallback_channel IS NOT NULL THEN
-        SELECT l.wait_seconds INTO fallback_wait FROM create_limit_wait(
+        SELECT l.wait_seconds, l.reason INTO fallback_wait, fallback_reason FROM create_limit_wait(
             p_fallback_channel, p_account_id, p_fallback_destination_key, p_fallback_prefix_key,
             p_fallback_country, NULL, p_rate_window, p_rate_spacing, p_rate_limit, NULL, p_per_prefix,
             p_per_country, NULL) l;
-        wait_seconds := greatest(wait_seconds, fallback_wait);
+        IF fallback_wait > wait_seconds THEN
+            wait_seconds := fallback_wait;
+            wait_reason := 'fallback ' || fallback_reason;
+        END IF;
     END IF;
     IF wait_seconds > 0 THEN
         -- Not stored against the key: the same request may be retried once the wait is over.
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        -- A refusal that tells the caller about someone else (this address or number, its prefix,
+        -- its country asked recently) costs the caller one create of its own limits; one by its own
+        -- account or client limit tells it nothing new and is not counted again.
+        IF wait_reason NOT IN ('account', 'client') THEN
+            PERFORM count_refused_create(p_id, p_account_id, p_channel, p_client_key);
+        END IF;
         RETURN QUERY SELECT 'rate_limited'::text, NULL::jsonb, wait_seconds;
         RETURN;
     END IF;
@@ -159,6 +172,9 @@ BEGIN
     END IF;
     IF (primary_suppressed OR fallback_suppressed) AND coalesce(p_suppressed_answer, 'refuse') <> 'silent' THEN
         DELETE FROM idempotency_keys WHERE scope = p_scope AND key = p_key;
+        -- The answer tells whether an address bounced before: each one costs the caller a create of
+        -- its account and client limits, so the list cannot be read out faster than they allow.
+        PERFORM count_refused_create(p_id, p_account_id, p_channel, p_client_key);
         RETURN QUERY SELECT 'suppressed'::text,
                jsonb_build_object('field', CASE WHEN primary_suppressed THEN 'destination' ELSE 'fallback' END),
                NULL::integer;

@@ -26,7 +26,7 @@ BEGIN
                   ORDER BY created_at DESC LIMIT p_per_destination),
            ARRAY(SELECT created_at FROM create_events
                   WHERE account_id = p_account_id AND created_at > now() - p_window
-                    AND role = 'primary'  -- a fallback destination is not another creation
+                    AND role <> 'fallback'  -- a fallback destination is not another creation
                   ORDER BY created_at DESC LIMIT p_per_account),
            CASE WHEN p_prefix_key IS NOT NULL THEN ARRAY(SELECT created_at FROM create_events
                   WHERE prefix_key = p_prefix_key AND created_at > now() - p_window

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 from signup_verification.config import Config
+from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels import build_channels
 from signup_verification.delivery.dispatcher import Dispatcher, DispatchReport
 from signup_verification.verifications.tokens import Keyring
@@ -85,3 +88,52 @@ def worker_env(database_url, smtp, twilio, tmp_path, **extra) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+# -- the fan-out's tests (tests/integration/delivery/test_fanout*.py) -----------------------------------
+class Recorded:
+    """The platform seam, recording the bodies it was asked to start."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+
+    def start(self, bodies) -> None:
+        self.bodies += [json.loads(b) for b in bodies]
+
+
+class Slow:
+    """An email adapter that takes `latency` seconds to accept each message."""
+
+    channel, transport = "email", "slow"
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.sent: list[str] = []
+
+    def send(self, message, deadline):
+        from signup_verification.delivery.channels.base import SendResult
+
+        time.sleep(self.latency)
+        self.sent.append(message.to)
+        return SendResult.accepted()
+
+    def close(self) -> None:
+        pass
+
+
+def fanout_settings(**overrides):
+    settings = dict(
+        dispatch_fanout_url="http://127.0.0.1:9/",  # never called: the recording seam stands in
+        dispatch_max_parallel=3,
+        dispatch_fanout_drain_seconds=1,
+        send_concurrency_max_email=4,
+        function_timeout_seconds=8,
+        dispatch_safety_margin_seconds=2,
+    )
+    return provider_settings(**{**settings, **overrides})
+
+
+def warm(latency: float) -> LatencyEstimator:
+    estimator = LatencyEstimator()
+    estimator.seed({"email": latency})
+    return estimator

@@ -59,6 +59,10 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("fanout")
     if not f.get("fanout_killed_mid_batch"):
         missed.append("fanout_kill")
+    if not f.get("fanout_redelivery_not_claimed"):
+        missed.append("fanout_redelivery")  # the task of the invocation killed mid-batch, delivered again
+    if f.get("fanout_forged_not_claimed") != 1 or f.get("fanout_duplicate_deliveries") != 1:
+        missed.append("fanout_forged_and_duplicate")
     return missed
 
 

@@ -35,9 +35,12 @@ def test_only_dispatch_enqueues_only_as_the_fanout_identity_which_may_only_invok
     assert act_as["member"] == '${google_service_account.function["dispatch"].member}'
     invokers = infra.locals["private_invokers"]
     assert '"dispatch/fanout" => {function = "dispatch", member = a.member}' in invokers
-    # the identity check in the code admits the fan-out's tokens as the scheduler's (auth.py)
+    # the identity check in the code gives each path its own caller (api/dispatch.py): the scheduled
+    # path the scheduler's (ALLOWED_INVOKERS), the fan-out path the fan-out's, never each other's
     services = (infra.files["services.tf"]["locals"][0]["allowed_invokers"])["dispatch"]
-    assert "local.fanout_email" in services and "local.scheduler_email" in services
+    assert services == "${local.scheduler_email}"
+    fanout_identity = infra.locals["dispatch_env"]["DISPATCH_FANOUT_SERVICE_ACCOUNT"]
+    assert fanout_identity == '${local.fanout_on ? local.fanout_email : ""}'
     # nothing project-wide for it
     assert not any("fanout" in r["member"] for r in infra.resources("google_project_iam_member").values())
 

@@ -81,7 +81,7 @@ def _until(check, what: str, timeout: float = 60.0):
 
 def _walk(dev: DevProcess, port: int, tag: str) -> None:
     site = f"http://localhost:{port}"
-    address = f"ada+{tag}@example.com"
+    address = f"ada@{tag}.example.com"  # a fresh domain per walk: the +tags of one mailbox share its allowance
     signed_up = requests.post(site + "/signup", json={"email": address}, timeout=30)
     assert signed_up.status_code == 201, signed_up.text
     account = signed_up.json()["account_id"]
@@ -103,7 +103,7 @@ def _walk(dev: DevProcess, port: int, tag: str) -> None:
     shown = _until(verified, "the site never heard verification.verified")
     assert shown["phone_verified"] is False and shown["verification_id"] == signed_up.json()["verification_id"]
 
-    bounced = requests.post(site + "/signup", json={"email": f"bounce+{tag}@example.com"}, timeout=30).json()
+    bounced = requests.post(site + "/signup", json={"email": f"bounce@{tag}.example.com"}, timeout=30).json()
 
     def problem():
         return requests.get(f"{site}/accounts/{bounced['account_id']}", timeout=10).json()["problem"]

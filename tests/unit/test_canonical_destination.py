@@ -7,29 +7,60 @@ import pytest
 from signup_verification.config import load
 from signup_verification.platform.errors import ConfigError
 from signup_verification.verifications import abuse
-from signup_verification.verifications.config import DEFAULT_PLUS_TAG_DOMAINS, LOCAL_SMS_COUNTRIES, AbuseConfig
-
-DEFAULT = DEFAULT_PLUS_TAG_DOMAINS
+from signup_verification.verifications.config import LOCAL_SMS_COUNTRIES, AbuseConfig
 
 
+# Spellings that can reach one inbox share one counting key; the exact key merges none of them.
 @pytest.mark.parametrize(
     "address, canonical",
     [
         ("Victim@Gmail.com", "victim@gmail.com"),
         ("v.i.c.t.i.m+promo@googlemail.com", "victim@gmail.com"),
         ("victim+1@outlook.com", "victim@outlook.com"),
+        ("victim+1@contoso-corp.com", "victim@contoso-corp.com"),  # any domain: +tag folds everywhere
+        ("Victim+a+b@Contoso-Corp.COM", "victim@contoso-corp.com"),
         ("first.last@outlook.com", "first.last@outlook.com"),  # only Gmail ignores dots
-        ("ada+tag@example.org", "ada+tag@example.org"),  # unknown domains may route +tag elsewhere
+        ("first.last+x@example.org", "first.last@example.org"),
         ("+only@gmail.com", "+only@gmail.com"),  # never an empty local part
+        ("...@gmail.com", "...@gmail.com"),
         ("STRASSE@gmail.com", "strasse@gmail.com"),
+        ("straße@example.com", "strasse@example.com"),  # case-folded as Unicode folds it
+        ("ＡＤＡ@example.com", "ada@example.com"),  # NFKC: fullwidth letters
+        ("José@example.com", "josé@example.com"),
+        ("Jose\u0301@example.com", "josé@example.com"),  # decomposed é (NFD) is the same local part
+        ("ada+x@Bücher.DE", "ada@xn--bcher-kva.de"),  # IDN domain: its IDNA form
+        ("ada+y@xn--bcher-kva.de", "ada@xn--bcher-kva.de"),
+        ("用户+tag@例子.广告", "用户@xn--fsqu00a.xn--4rr70v"),
+        ("ada@example.com.", "ada@example.com"),  # the root's dot
+        ("newsletter@ada.fastmail.com", "ada@fastmail.com"),  # Fastmail's subdomain addressing
+        ("ada+newsletter@fastmail.com", "ada@fastmail.com"),
+        ("ada@cs.example.edu", "ada@cs.example.edu"),  # elsewhere a subdomain is another mail domain
     ],
 )
-def test_canonical_email_with_the_default_domains(address, canonical):
-    assert abuse.canonical_email(address, DEFAULT) == canonical
+def test_canonical_email_folds_what_may_reach_one_inbox(address, canonical):
+    assert abuse.canonical_email(address) == canonical
 
 
-def test_plus_tags_stripped_everywhere_when_all_domains_are_listed():
-    assert abuse.canonical_email("ada+tag@example.org", None) == "ada@example.org"
+@pytest.mark.parametrize(
+    "address, exact",
+    [
+        ("Victim+1@Gmail.com", "Victim+1@gmail.com"),
+        ("v.ictim@gmail.com", "v.ictim@gmail.com"),
+        ("ada+x@Bücher.DE", "ada+x@xn--bcher-kva.de"),
+        ("Jose\u0301@example.com", "José@example.com"),
+    ],
+)
+def test_the_exact_key_keeps_the_local_part_as_given(address, exact):
+    assert abuse.exact_email(address) == exact
+
+
+def test_plus_tag_domains_narrow_the_fold_to_the_listed_domains():
+    listed = load({"PLUS_TAG_DOMAINS": "gmail.com, Bücher.de"}).create.abuse.plus_tag_domains
+    assert listed == frozenset({"gmail.com", "xn--bcher-kva.de"})
+    assert abuse.canonical_email("ada+tag@example.org", listed) == "ada+tag@example.org"
+    assert abuse.canonical_email("ada+tag@bücher.de", listed) == "ada@xn--bcher-kva.de"
+    assert load({}).create.abuse.plus_tag_domains is None  # the default: every domain
+    assert load({"PLUS_TAG_DOMAINS": "*"}).create.abuse.plus_tag_domains is None
 
 
 @pytest.mark.parametrize(

@@ -90,16 +90,98 @@ def test_twilio_published_example_computes_and_verifies():
     assert sig.twilio_valid(TW_TOKEN, TW_URL, TW_PARAMS, "RSOYDt4T1cUTdK1PDd93/VVr8B8=")
 
 
-def test_twilio_published_example_with_repeated_parameters():
-    params = [("Sid", "CA123"), ("SidAccount", "AC123"), ("Digits", "5678"), ("Digits", "1234")]
+@pytest.mark.parametrize(
+    "params",
+    [
+        [("Sid", "CA123"), ("SidAccount", "AC123"), ("Digits", "5678"), ("Digits", "1234")],
+        # "Ensure duplicates are removed": a value repeated under one name is signed once
+        [("Sid", "CA123"), ("SidAccount", "AC123"), ("Digits", "5678"), ("Digits", "1234"), ("Digits", "1234")],
+        [("Digits", "1234"), ("Digits", "5678"), ("Digits", "1234"), ("SidAccount", "AC123"), ("Sid", "CA123")],
+    ],
+)
+def test_twilio_published_example_with_repeated_parameters(params):
     assert sig.twilio_signature(TW_TOKEN, TW_URL, params) == "IK+Dwps556ElfBT0I3Rgjkr1wJU="
+    assert sig.twilio_valid(TW_TOKEN, TW_URL, params, "IK+Dwps556ElfBT0I3Rgjkr1wJU=")
 
 
-def test_twilio_published_port_variants():
-    # Twilio signs with or without the default port: "kvajT1..." is the example URL with :443.
-    assert sig.twilio_valid(TW_TOKEN, TW_URL, TW_PARAMS, "kvajT1Ptam85bY51eRf/AJRuM3w=")
-    http = TW_URL.replace("https", "http")
-    assert sig.twilio_valid(TW_TOKEN, http, TW_PARAMS, "0ZXoZLH/DfblKGATFgpif+LLRf4=")
+@pytest.mark.parametrize(
+    "url, signature",
+    [
+        (TW_URL, "kvajT1Ptam85bY51eRf/AJRuM3w="),  # signed with :443 added
+        (TW_URL.replace("https", "http"), "0ZXoZLH/DfblKGATFgpif+LLRf4="),  # with :80 added
+        (TW_URL.replace(".com", ".com:1234"), "RSOYDt4T1cUTdK1PDd93/VVr8B8="),  # a port removed, any port
+        (TW_URL.replace(".com", ".com:1234").replace("https", "http"), "Zmvh+3yNM1Phv2jhDCwEM3q5ebU="),  # kept
+    ],
+)
+def test_twilio_published_port_variants(url, signature):
+    """twilio-python's own vectors (test_validation_adds_port_on_*, test_validation_removes_port_on_*)."""
+    assert sig.twilio_valid(TW_TOKEN, url, TW_PARAMS, signature)
+
+
+def documented(token: str, url: str, params: list[tuple[str, str]]) -> str:
+    """Twilio's algorithm as twilio.com/docs/usage/security describes it, written out apart from ours:
+    the URL, then every POST field's name and value sorted by name, HMAC-SHA1 under the auth token."""
+    import base64
+    import hashlib
+    import hmac
+
+    data = url + "".join(name + value for name, value in sorted(params))
+    return base64.b64encode(hmac.new(token.encode(), data.encode(), hashlib.sha1).digest()).decode()
+
+
+USER_INFO_URL = "https://user:pass@reports.example.com/delivery_reports/twilio"
+
+
+@pytest.mark.parametrize(
+    "signed_url, accepted",
+    [
+        (USER_INFO_URL, True),  # the StatusCallback as configured, credentials and all
+        ("https://user:pass@reports.example.com:443/delivery_reports/twilio", True),  # with the default port
+        ("https://reports.example.com/delivery_reports/twilio", False),  # not the URL RequestValidator is given
+        ("https://user:pass@reports.example.com:8443/delivery_reports/twilio", False),
+    ],
+)
+def test_twilio_user_info_in_the_url_is_part_of_what_is_signed(signed_url, accepted):
+    params = [("MessageSid", "SM1"), ("MessageStatus", "delivered")]
+    assert sig.twilio_valid(TW_TOKEN, USER_INFO_URL, params, documented(TW_TOKEN, signed_url, params)) is accepted
+
+
+def test_twilio_a_port_is_removed_as_requestvalidator_removes_it_even_after_user_info():
+    """remove_port keeps what comes before the netloc's first ':' (the user name, with user-info and
+    a port): RequestValidator accepts a signature of that URL, and so do we: exactly its answers."""
+    url = "https://user:pass@reports.example.com:8443/twilio"
+    params = [("MessageSid", "SM1")]
+    assert sig.twilio_valid(TW_TOKEN, url, params, documented(TW_TOKEN, url, params))
+    assert sig.twilio_valid(TW_TOKEN, url, params, documented(TW_TOKEN, "https://user/twilio", params))
+    assert not sig.twilio_valid(
+        TW_TOKEN, url, params, documented(TW_TOKEN, "https://reports.example.com/twilio", params)
+    )
+
+
+@pytest.mark.parametrize(
+    "body, params",
+    [
+        (b"MessageSid=SM1&MessageStatus=sent", [("MessageSid", "SM1"), ("MessageStatus", "sent")]),
+        (b"A=&B=1", [("A", ""), ("B", "1")]),  # a blank value is signed (name only)
+        (b"A&B=1", [("A", ""), ("B", "1")]),  # a name without '=': Flask's form holds it blank
+        (b"A=1&&B=2", [("A", "1"), ("B", "2")]),  # an empty field is nothing
+        (b"Body=a+b%2Bc", [("Body", "a b+c")]),  # '+' is a space, %2B a plus
+        (b"Body=%FF%41", [("Body", "%FFA")]),  # an escape that is no UTF-8 stays as written
+        (b"To=%2B14155550123&To=%2B14155550123", [("To", "+14155550123"), ("To", "+14155550123")]),
+        ("Body=h\u00e9".encode(), [("Body", "hé")]),  # raw UTF-8 in the body
+    ],
+)
+def test_twilio_forms_are_read_as_flask_hands_them_to_requestvalidator(body, params):
+    assert sig.twilio_form(body, "application/x-www-form-urlencoded") == params
+    assert sig.twilio_valid(TW_TOKEN, TW_URL, sig.twilio_form(body, "application/x-www-form-urlencoded") or [],
+                            documented(TW_TOKEN, TW_URL, sorted(set(params))))  # fmt: skip
+
+
+def test_twilio_forms_flask_would_not_parse():
+    assert sig.twilio_form(b"\xff=1", "application/x-www-form-urlencoded") is None  # not UTF-8: Flask refuses
+    assert sig.twilio_form(b"MessageSid=SM1", "application/json") == []  # not a form: request.form is empty
+    many = "&".join(f"f{n}=1" for n in range(101)).encode()
+    assert sig.twilio_form(many, "application/x-www-form-urlencoded") is None  # our one bound
 
 
 @pytest.mark.parametrize(

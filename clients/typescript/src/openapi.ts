@@ -95,7 +95,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** One delivery-worker invocation (Cloud Scheduler, every minute). Any body is ignored. */
+        /**
+         * One delivery-worker invocation (Cloud Scheduler, every minute), or a fan-out task's.
+         * @description No body (or a JSON object without `fanout`): the scheduled invocation, for the scheduler's identity. `{"fanout": {"slot": "..."}}`: a fan-out task, for the fan-out identity; it runs only if it claims that reserved slot, else it runs nothing and answers the `fanout-slot-not-claimed` problem with a 2xx (Cloud Tasks retries any other answer).
+         */
         post: operations["dispatch"];
         delete?: never;
         options?: never;
@@ -591,6 +594,20 @@ export interface components {
             batches: number;
             elapsed_ms: number;
         };
+        /** @description RFC 9457 problem details with a 2xx status: a fan-out task whose slot is not there to claim ran nothing, and never will, so Cloud Tasks must not retry it (it retries any other answer). */
+        FanoutSlotNotClaimed: {
+            /** @constant */
+            type: "https://signup-verification.dev/problems/fanout-slot-not-claimed";
+            title: string;
+            /** @constant */
+            status: 200;
+            detail?: string;
+            /**
+             * @description `claimed`: another invocation claimed it (a replay); `expired`: its reservation lapsed; `unknown`: no such slot
+             * @enum {string}
+             */
+            slot_was: "unknown" | "claimed" | "expired";
+        };
         Counts: {
             [key: string]: number;
         };
@@ -1069,17 +1086,27 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    fanout?: {
+                        slot: string;
+                    };
+                };
+            };
+        };
         responses: {
-            /** @description What this invocation did. */
+            /** @description What this invocation did; or, for a fan-out slot it could not claim, why it ran nothing. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["DispatchReport"];
+                    "application/problem+json": components["schemas"]["FanoutSlotNotClaimed"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             503: components["responses"]["Unavailable"];
         };

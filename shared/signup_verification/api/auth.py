@@ -105,12 +105,15 @@ def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
     )
 
 
-def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: float | None = None) -> str | None:
+def platform_principal(
+    config: AuthConfig, headers: Mapping[str, str], now: float | None = None, invokers: frozenset[str] | None = None
+) -> str | None:
     """The principal of the ID token Cloud Run verified and passed on, or None.
 
     X-Serverless-Authorization wins over Authorization (Cloud Run authorizes with it when both are
     sent). The signature was checked by the platform and removed; the claims are read, not trusted
-    beyond what the platform guarantees: Google issuer, not expired, an allowed principal."""
+    beyond what the platform guarantees: Google issuer, not expired, an allowed principal: one of
+    `invokers` when the caller names them (an empty set: nobody), else of ALLOWED_INVOKERS (unset: any)."""
     value = headers.get("X-Serverless-Authorization") or headers.get("Authorization") or ""
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or token.count(".") not in (1, 2):
@@ -129,6 +132,8 @@ def platform_principal(config: AuthConfig, headers: Mapping[str, str], now: floa
     principal = claims.get("email") or claims.get("sub")
     if not isinstance(principal, str) or not principal:
         return None
+    if invokers is not None:
+        return principal if principal.lower() in invokers else None
     if config.allowed_invokers and principal.lower() not in config.allowed_invokers:
         return None
     return principal
@@ -185,9 +190,17 @@ def _signed(config: AuthConfig, target: str, request: Incoming, first_use: First
     return "legacy-signature", ""
 
 
-def authorize(config: AuthConfig, target: str, request: Incoming, first_use: FirstUse | None = None) -> str:
+def authorize(
+    config: AuthConfig,
+    target: str,
+    request: Incoming,
+    first_use: FirstUse | None = None,
+    invokers: frozenset[str] | None = None,
+) -> str:
     """How the caller was accepted ('signature', 'signature-v1', 'legacy-signature', 'platform' or
-    'open'); raises a 401 Problem otherwise."""
+    'open'); raises a 401 Problem otherwise. `invokers`: the principals this request's path accepts,
+    instead of ALLOWED_INVOKERS (dispatch: the scheduler's on the scheduled path, the fan-out's on
+    the fan-out path)."""
     if target not in GUARDED_TARGETS:
         return "open"
     if target in config.signed_targets:
@@ -209,7 +222,7 @@ def authorize(config: AuthConfig, target: str, request: Incoming, first_use: Fir
         raise _unauthenticated(detail, SIGNATURE_HEADER)
     if not config.production:
         return "open"
-    if platform_principal(config, request.headers) is not None:
+    if platform_principal(config, request.headers, invokers=invokers) is not None:
         return "platform"
     _log.warning(
         "refused %s: no accepted platform identity",

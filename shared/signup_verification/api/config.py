@@ -30,6 +30,14 @@ class HttpConfig:
         help="a body of this many bytes or more (declared or chunked) answers 413 before any handler runs "
         '(docs/security.md "Request bodies at the edge")',
     )
+    read_timeout_seconds: float = setting(
+        "HTTP_READ_TIMEOUT_SECONDS",
+        10.0,
+        minimum=1,
+        maximum=120,
+        help="a request's head must arrive whole within this of its first byte (else `408`), and its body "
+        "within it again; with the request-line and header limits (platform/serving.py)",
+    )
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,17 @@
 is spent (operations/dispatch_run.py), and answers its report: {claimed, accepted, retryable,
 failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}.
 
-Cloud Scheduler's POST (body `{}`, or none) is a scheduled invocation: it may start more
-(delivery/fanout.py). A fan-out task's POST carries `{"fanout": {"slot": "<its reservation>"}}`:
-that invocation claims like any other, starts none, and does not wait idle. Both callers are
-checked the same way (IAM and the identity check: ALLOWED_INVOKERS)."""
+Two paths, told apart by the body, each with its own caller:
+- scheduled: Cloud Scheduler's POST (body `{}`, or none). It may start more (delivery/fanout.py).
+  In production only the identities of ALLOWED_INVOKERS (the scheduler's) are accepted here, never
+  the fan-out's (config/checks.py refuses to start otherwise).
+- fan-out: a task's POST carrying `{"fanout": {"slot": "<its reservation>"}}`. Only the fan-out
+  identity (DISPATCH_FANOUT_SERVICE_ACCOUNT, whose OIDC token the tasks carry) is accepted here. The
+  invocation runs only if it claims that slot (reserved, live, never claimed); a made-up, replayed or
+  lapsed slot runs nothing and answers so with a 2xx problem (`fanout-slot-not-claimed`): Cloud Tasks
+  retries every other answer, and such a task can never run. A claimed one starts none and does not
+  wait idle.
+Signed requests (REQUEST_SIGNING_KEYS, SIGNED_TARGETS) are accepted on both paths."""
 
 from __future__ import annotations
 
@@ -13,34 +20,61 @@ import json
 
 import flask
 
-from ..delivery.fanout import Invocation
+from ..delivery.fanout import FANOUT, Invocation, SlotNotClaimed
 from ..operations import dispatch_run
 from ..platform import shutdown
-from . import problems
-from .http import Incoming, Response, endpoint, json_response, require_method
-from .services import Services, accept
+from . import auth, problems, replay
+from .http import Incoming, Response, endpoint, json_response, read_request, require_method
+from .services import EdgeConfig, Services
 
 MAX_SLOT = 200
 
 
 @endpoint
 def handle(request: flask.Request, services: Services) -> Response:
-    incoming = accept(request, services, "dispatch")
-    require_method(incoming, "POST")
-    invocation = invocation_of(incoming)
     config = services.config
-    report = dispatch_run.run(
-        services.db,
-        config.dispatch,
-        config.retry,
-        config.signals,
-        services.keyring,
-        services.channels,
-        stop=shutdown.STOP,
-        close_channels=services.close_channels,
-        invocation=invocation,
-    )
+    incoming = read_request(request, config.http.max_body_bytes)
+    invocation = invocation_of(incoming)
+    auth.authorize(config.auth, "dispatch", incoming, replay.first_use(services.db), invokers(config, invocation))
+    require_method(incoming, "POST")
+    try:
+        report = dispatch_run.run(
+            services.db,
+            config.dispatch,
+            config.retry,
+            config.signals,
+            services.keyring,
+            services.channels,
+            stop=shutdown.STOP,
+            close_channels=services.close_channels,
+            invocation=invocation,
+        )
+    except SlotNotClaimed as refused:
+        return not_claimed(refused).response()
     return json_response(report.as_dict())
+
+
+def invokers(config: EdgeConfig, invocation: Invocation) -> frozenset[str] | None:
+    """The identities this path accepts: the fan-out's alone on the fan-out path (none when fan-out
+    has no identity), ALLOWED_INVOKERS on the scheduled one."""
+    if invocation.role != FANOUT:
+        return None
+    identity = config.dispatch.fanout.service_account
+    return frozenset({identity.lower()}) if identity else frozenset()
+
+
+def not_claimed(refused: SlotNotClaimed) -> problems.Problem:
+    """2xx, so Cloud Tasks does not retry what can never run; a problem, so nobody reads it as a run."""
+    return problems.Problem(
+        200,
+        "fanout-slot-not-claimed",
+        "This fan-out slot was not claimed: nothing ran",
+        {
+            "claimed": "Another invocation claimed this slot already (a replayed or repeated task).",
+            "expired": "The slot's reservation lapsed before this task arrived.",
+        }.get(refused.was, "No such slot is reserved for this deployment (made up, or its invocation ended)."),
+        extensions={"slot_was": refused.was},
+    )
 
 
 def invocation_of(request: Incoming) -> Invocation:

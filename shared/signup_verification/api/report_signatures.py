@@ -6,9 +6,13 @@
   than `tolerance` seconds off (a captured batch cannot be replayed later; within the window a
   replay is one row per event anyway: ingest is idempotent).
 * Twilio's X-Twilio-Signature: base64 HMAC-SHA1 under the auth token of the full URL, then each
-  POST parameter's name and value in name order (a repeated name: its values sorted), as
-  twilio.com/docs/usage/security documents. The URL is the configured public one, never the Host
-  header; Twilio may sign it with or without the scheme's default port, so both are accepted.
+  POST parameter's name and value in name order, as twilio.com/docs/usage/security documents. The
+  URL is the configured public one, never the Host header. Accepted is exactly what twilio-python's
+  RequestValidator.validate accepts for that URL and the form as Flask parses it (twilio_form):
+  a name's values sorted and each distinct value signed once; the URL as urlparse gives it back,
+  user-info included, with its port removed (everything after the netloc's first ':', as
+  remove_port does) or, when it has none, the scheme's default port added. The only difference: a
+  form of more than 100 fields is refused unread (Twilio's callbacks carry about 15).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import ParseResult, parse_qsl, urlparse
+
+import werkzeug.urls  # noqa: F401  (registers the "werkzeug.url_quote" codec error handler Flask's forms use)
 
 # cryptography (~30 ms): this module is imported by the delivery_reports target's edge, and by the
 # configuration only where SENDGRID_WEBHOOK_PUBLIC_KEY is set
@@ -59,34 +65,53 @@ def sendgrid_fresh(timestamp: str, now: float, tolerance: int) -> bool:
     )
 
 
+TWILIO_MAX_FIELDS = 100
+
+
+def twilio_form(body: bytes, mimetype: str) -> list[tuple[str, str]] | None:
+    """The POST parameters as Flask's `request.form` holds them (what RequestValidator is given):
+    a form body parsed as werkzeug parses it (blank values kept, a name without `=` a blank value, an
+    escape that is not UTF-8 kept as written), nothing for any other content type; None when the body
+    is not UTF-8 (Flask refuses it) or holds more than TWILIO_MAX_FIELDS fields."""
+    if mimetype != "application/x-www-form-urlencoded":
+        return []
+    try:
+        text = body.decode("utf-8")
+        return parse_qsl(text, keep_blank_values=True, errors="werkzeug.url_quote", max_num_fields=TWILIO_MAX_FIELDS)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
 def twilio_signature(auth_token: str, url: str, params: Sequence[tuple[str, str]]) -> str:
-    """Twilio's X-Twilio-Signature of a form POST to `url` (twilio-python's RequestValidator)."""
-    values: dict[str, list[str]] = {}
+    """Twilio's X-Twilio-Signature of a form POST to `url`: the URL, then each name in order with
+    each of its distinct values in order (RequestValidator.compute_signature)."""
+    values: dict[str, set[str]] = {}
     for name, value in params:
-        values.setdefault(name, []).append(value)
+        values.setdefault(name, set()).add(value)
     signed = url + "".join(name + value for name in sorted(values) for value in sorted(values[name]))
     digest = hmac.new(auth_token.encode("utf-8"), signed.encode("utf-8"), hashlib.sha1).digest()
     return base64.b64encode(digest).decode("ascii")
 
 
 def twilio_valid(auth_token: str, url: str, params: Sequence[tuple[str, str]], signature: str) -> bool:
-    """Constant-time check against the URL as configured, with and without its default port."""
-    return any(
-        hmac.compare_digest(twilio_signature(auth_token, candidate, params).encode(), signature.encode("utf-8"))
-        for candidate in _port_variants(url)
-    )
+    """Constant-time check against the URL as configured, without its port and with one (as
+    RequestValidator.validate: remove_port, add_port)."""
+    try:
+        parsed = urlparse(url)
+        candidates = (_without_port(parsed), _with_port(parsed))
+    except ValueError:  # a port that is no number: RequestValidator raises, nothing is accepted
+        return False
+    expected = signature.encode("utf-8")
+    return any(hmac.compare_digest(twilio_signature(auth_token, c, params).encode(), expected) for c in candidates)
 
 
-def _port_variants(url: str) -> list[str]:
-    parts = urlsplit(url)
-    default = {"https": 443, "http": 80}.get(parts.scheme)
-    host = parts.hostname or ""
-    if default is None or not host:
-        return [url]
-    if parts.port is None:
-        other = parts._replace(netloc=f"{host}:{default}")
-    elif parts.port == default:
-        other = parts._replace(netloc=host)
-    else:
-        return [url]
-    return [url, urlunsplit(other)]
+def _without_port(uri: ParseResult) -> str:
+    if not uri.port:
+        return uri.geturl()
+    return uri._replace(netloc=uri.netloc.split(":")[0]).geturl()
+
+
+def _with_port(uri: ParseResult) -> str:
+    if uri.port:
+        return uri.geturl()
+    return uri._replace(netloc=uri.netloc + ":" + ("443" if uri.scheme == "https" else "80")).geturl()

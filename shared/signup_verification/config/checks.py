@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..api.config import SIGNED_TARGETS, AuthConfig
 from ..platform.errors import ConfigError
+from ..verifications.config import TWILIO_MAGIC_SENDERS
 from .loader import Reading
 
 if TYPE_CHECKING:
@@ -20,7 +21,9 @@ SENDING_TARGET = "dispatch"  # the one target that sends
 def across(config: Config, reading: Reading) -> Config:
     """`config` as the combinations of its settings leave it, problems recorded in `reading`."""
     _sender(config, reading)
+    _twilio_test_sender(config, reading)
     _sms_budget(config, reading)
+    _dispatch_identities(config, reading)
     if config.function_target == SENDING_TARGET:
         for problem in config.channels.missing():  # here with the rest, not at the first send
             reading.fail(problem)
@@ -34,6 +37,37 @@ def _sender(config: Config, reading: Reading) -> None:
     domain = parseaddr(email_from)[1].rpartition("@")[2].lower().rstrip(".")
     if config.is_production and config.channels.email_transport != "console" and domain in ("localhost", ""):
         reading.fail(f"EMAIL_FROM must be a real sender address in production, not {email_from!r}")
+
+
+def _twilio_test_sender(config: Config, reading: Reading) -> None:
+    """Twilio's test sender and its other magic `From` numbers exist only on test credentials, and with
+    the test sender create accepts Twilio's magic `To` numbers (verifications/abuse.py): never in
+    production, on any target."""
+    sender = config.channels.twilio.sender
+    if config.is_production and sender in TWILIO_MAGIC_SENDERS:
+        reading.fail(
+            f"TWILIO_FROM={sender} is one of Twilio's test-credential numbers (it accepts Twilio's magic test "
+            "numbers at create): refused in production; set your own number or Messaging Service SID"
+        )
+
+
+def _dispatch_identities(config: Config, reading: Reading) -> None:
+    """In production the fan-out identity starts fan-out invocations only (api/dispatch.py), so the
+    scheduled path needs ALLOWED_INVOKERS set, and set without it: unset, any identity Cloud Run
+    admitted (the fan-out's too) could start scheduled invocations."""
+    identity = config.dispatch.fanout.service_account
+    if not (config.is_production and config.function_target == SENDING_TARGET and identity):
+        return
+    if not config.auth.allowed_invokers:
+        reading.fail(
+            "ALLOWED_INVOKERS must name the scheduler's service account when DISPATCH_FANOUT_SERVICE_ACCOUNT is "
+            "set in production: the scheduled path accepts the scheduler only"
+        )
+    elif identity.lower() in config.auth.allowed_invokers:
+        reading.fail(
+            "ALLOWED_INVOKERS must not name DISPATCH_FANOUT_SERVICE_ACCOUNT: the fan-out identity may start "
+            "fan-out invocations only"
+        )
 
 
 def _sms_budget(config: Config, reading: Reading) -> None:

@@ -60,6 +60,10 @@ def _reports_url(raw: str, env: Env) -> str:
         raise ValueError(f"must be an http(s) URL, got {raw!r}")
     if env.production and not raw.startswith("https://"):  # the providers post (and Twilio signs) to it
         raise ValueError(f"must be https in production, got {raw!r}")
+    try:
+        _ = urlparse(raw).port  # Twilio's signature is checked with and without it (api/report_signatures.py)
+    except ValueError:
+        raise ValueError(f"has a port that is not a number, got {raw!r}") from None
     return raw
 
 

@@ -130,6 +130,8 @@ class Dispatcher:
     def run(self) -> DispatchReport:
         o = self.config
         self.deadline = Deadline(self.budget_seconds, self.clock)
+        # A fan-out invocation runs only the slot it claims: SlotNotClaimed before anything ran.
+        self.fanout.begin()
         workers = sum(o.concurrency(channel) for channel in self.channels)  # threads start as sends need them
         pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="send")
         self.sender = BatchSender(
@@ -144,7 +146,6 @@ class Dispatcher:
         )
         try:
             self.estimator.seed(heartbeats.start_dispatch(self.db, o.deployment))
-            self.fanout.begin()
             self._loop()
             if self.report.batches:
                 heartbeats.save_latency(self.db, o.deployment, self.estimator.snapshot())

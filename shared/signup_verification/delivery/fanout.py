@@ -14,8 +14,12 @@ sends fewer than its senders could). The connection budget is infra's: each fan-
 one connection, and the plan checks DISPATCH_MAX_PARALLEL of them in the sum (infra/locals.tf).
 The slots are reserved in the database first (sql/definitions/24, under a lock: two scheduled
 invocations at the hand-over cannot both take the last), then enqueued through the platform seam
-(platform/tasks.py: Cloud Tasks, or the local stand-in). Each fan-out invocation claims its own
-leased batches (SKIP LOCKED; every later write fenced), so racing invocations never share one.
+(platform/tasks.py: Cloud Tasks, or the local stand-in). A task's invocation runs only if it claims
+its slot, in one statement: reserved for this deployment, still live, never claimed (fanout_begin.sql).
+A made-up slot, a replayed task (Cloud Tasks delivers at least once) or one whose reservation lapsed
+claims nothing, runs nothing (SlotNotClaimed) and frees nothing: the end deletes only its own claim.
+Each fan-out invocation claims its own leased batches (SKIP LOCKED; every later write fenced), so
+racing invocations never share one.
 
 Every invocation sending at once takes an equal share of each provider rate (pacing.Pacer.share):
 1 + the fan-out invocations live, refreshed every SHARE_SECONDS while there are any.
@@ -61,6 +65,16 @@ class Invocation:
 
     def task_body(self) -> bytes:
         return json.dumps({"fanout": {"slot": self.slot}}).encode()
+
+
+class SlotNotClaimed(Exception):
+    """A fan-out invocation whose slot was not there to claim: it ran nothing. `was`: `claimed` (a
+    replay, or a second delivery of its task), `expired` (its reservation lapsed: another may hold
+    its place), `unknown` (made up, of another deployment, or already ended)."""
+
+    def __init__(self, slot: str, was: str):
+        super().__init__(f"fan-out slot not claimed: {was}")
+        self.slot, self.was = slot, was
 
 
 def invocations_wanted(
@@ -112,27 +126,43 @@ class Fanout:
         self._shared_at = clock()
         self._full_since: tuple[float, int] | None = None  # (when, claimed so far) since claims came back full
         self._claimed = 0
+        self._slot_claimed = False
 
     @property
     def fanned_out(self) -> bool:
         return self.invocation.role == FANOUT
 
     def begin(self) -> None:
-        """A fan-out invocation takes its slot until its own deadline, and its share of the rates."""
-        if self.invocation.slot is None:
+        """A fan-out invocation claims its slot until its own deadline, and takes its share of the
+        rates; SlotNotClaimed when the slot is not there to claim (nothing else has run yet)."""
+        slot = self.invocation.slot
+        if slot is None:
             return
-        [[live]] = self.db.run(
+        [[claimed, was, live]] = self.db.run(
             load_sql(__file__, "fanout_begin.sql"),
-            slot=self.invocation.slot,
+            slot=slot,
             deployment=self.config.deployment,
+            owner=self.owner,
             until_seconds=self.budget_seconds,
         )
+        if not claimed:
+            _log.warning(
+                "fan-out slot not claimed (%s): this invocation runs nothing",
+                was or "unknown",
+                extra={"json_fields": {"event": "fanout_slot_refused", "was": was or "unknown"}},
+            )
+            raise SlotNotClaimed(slot, was or "unknown")
+        self._slot_claimed = True
         self._share(live)
 
     def end(self) -> None:
-        if self.invocation.slot is not None:
+        """The claimed slot is freed (only this invocation's claim: a refused one frees nothing)."""
+        if self._slot_claimed:
             self.db.run(
-                load_sql(__file__, "fanout_end.sql"), slot=self.invocation.slot, deployment=self.config.deployment
+                load_sql(__file__, "fanout_end.sql"),
+                slot=self.invocation.slot,
+                deployment=self.config.deployment,
+                owner=self.owner,
             )
 
     def consider(self, claimed: int, claim_full: bool, budgets: Mapping[str, ChannelBudget]) -> None:

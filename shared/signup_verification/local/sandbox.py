@@ -5,10 +5,11 @@ fake Twilio API and its status callbacks). Outside production only: production n
 One table, read by the emulators (mailbox.py, provider_reports.py, fake_twilio.py) and listed in
 docs/integrate.md ("Testing against the sandbox"; tests/unit/test_sandbox_docs.py holds the two equal).
 
-- Email: the local part before any `+tag` decides, on any domain (`bounce+signup-7@example.com`),
-  so a site's tests can use a fresh address each time (a bounced or spam-reported address is
-  suppressed: create answers 422 destination-suppressed to that exact address afterwards). Any
-  other address is delivered.
+- Email: the local part before any `+tag` decides, on any domain (`bounce@run-7.example.com`), so a
+  site's tests can use a fresh address each time (a bounced or spam-reported address is suppressed:
+  create answers 422 destination-suppressed to that exact address afterwards; the `+tag` aliases of
+  one mailbox share its rate limit, so a fresh domain rather than a fresh tag). Any other address
+  is delivered.
 - SMS: fixed numbers (fictional 555-01xx, mobile enough for create). Any other number is delivered.
 - Twilio's own magic test numbers (+15005550001 ...) answer their documented errors; create accepts
   them when the configured Twilio sender is Twilio's test sender (verifications/abuse.py).

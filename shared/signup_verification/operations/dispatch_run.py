@@ -6,7 +6,9 @@ the next invocation reuses their connections.
 
 An invocation the scheduler started may start more (delivery/fanout.py) through `tasks`, the
 platform seam (platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_*
-(none when fan-out is off). A fan-out invocation (`invocation`, from its task's body) starts none."""
+(none when fan-out is off). A fan-out invocation (`invocation`, from its task's body) starts none;
+one whose slot it cannot claim raises fanout.SlotNotClaimed before anything ran, and writes no
+heartbeat and no signals either."""
 
 from __future__ import annotations
 

@@ -21,10 +21,11 @@ severity); in text, below LOG_LEVEL=DEBUG, they are not shown.
 
 Redaction is a safety net, not the policy: code never logs a token, a code or a destination. The
 filter (RedactionFilter, with platform/redaction.py's patterns) still masks anything shaped like
-an email address or an E.164 number, any `token=` / `code=` value, anything shaped like a link
-token, and the query string of the request URL that the structured handler would otherwise copy
-into `httpRequest.requestUrl` (`?token=...`); the `httpRequest.userAgent` it copies keeps only its
-redacted product tokens.
+an email address (any script, IDN domains) or a phone number (E.164 or national), any `token=` /
+`code=` value, anything shaped like a link token, and in the request URL that the structured handler
+would otherwise copy into `httpRequest.requestUrl` as sent, the query string (`?token=...`) and what
+its path holds (`/ada%40example.com`); the `httpRequest.userAgent` it copies keeps only its redacted
+product tokens.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, TextIO
 
 from .config import LoggingConfig
 from .log_handoff import DeferredHandler, request_context
-from .redaction import redact_text, redact_value, user_agent, without_query
+from .redaction import redact_text, redact_url, redact_value, user_agent
 
 __all__ = [
     "configure",
@@ -115,16 +116,17 @@ class RedactionFilter(logging.Filter):
     @staticmethod
     def _request_without_query(record: logging.LogRecord) -> None:
         """The structured handler copies the Flask request into httpRequest: the URL and referer
-        without their query, the User-Agent without its comments and redacted."""
+        with their path redacted and without their query, the User-Agent without its comments and
+        redacted."""
         if hasattr(record, "http_request"):
             request = record.http_request
         else:  # the library's own view of the Flask request, without importing the library (cold start)
             request = (request_context(None) or {}).get("http_request")
         if isinstance(request, Mapping):
             request = dict(request)
-            request["requestUrl"] = without_query(request.get("requestUrl"))
+            request["requestUrl"] = redact_url(request.get("requestUrl"))
             if request.get("referer"):
-                request["referer"] = without_query(request["referer"])
+                request["referer"] = redact_url(request["referer"])
             if request.get("userAgent"):
                 request["userAgent"] = user_agent(request["userAgent"])
         record.http_request = request

@@ -8,11 +8,12 @@ mobile and fixed-line-or-mobile). The limits themselves run in SQL (sql/definiti
 module computes what they count: keyed digests of the canonical destination, the number prefix
 and the caller-supplied client network, so the create_events table reveals none of them.
 
-Two forms of an address, for two questions. Counting (the rate limits) folds every alias of one
-inbox together (`canonical_email`: `+tag`, Gmail's dots, googlemail.com), so aliases cannot
-multiply the allowance. Blame (the suppression list) names one exact mailbox (`exact_email`:
-only what never merges two mailboxes, NFC and the domain lower-cased in its IDNA form), so
-nobody can get `victim@gmail.com` refused by bouncing `victim+x@gmail.com`.
+Two forms of an address, for two questions. Counting (the rate limits) folds every spelling that
+may reach one inbox together (`canonical_email`), so aliases cannot multiply the allowance; a fold
+that merges two real mailboxes only makes them share one allowance, so counting folds generously.
+Blame (the suppression list) names one exact mailbox (`exact_email`: only what never merges two
+mailboxes, NFC and the domain lower-cased in its IDNA form), so nobody can get `victim@gmail.com`
+refused by bouncing `victim+x@gmail.com`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ from dataclasses import dataclass
 
 from .config import AbuseConfig
 
-DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part
+DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part (only Gmail does)
 DOMAIN_ALIASES = {"googlemail.com": "gmail.com"}
+# Fastmail's subdomain addressing: `anything@user.fastmail.com` is delivered to `user@fastmail.com`
+# (fastmail.help, "Plus addressing and subdomain addressing"). Only on its own domains: elsewhere a
+# subdomain is another mail domain (`ada@cs.example.edu` is not `cs@example.edu`).
+SUBDOMAIN_ADDRESSING = frozenset({"fastmail.com", "fastmail.fm"})
 COARSE_SECONDS = 900
 # The `To` numbers Twilio answers with a documented error under test credentials (21211, 21612, 21408,
 # 21610, 21614). NANP 500 numbers are personal numbers, refused by type unless the sender is the test one.
@@ -80,28 +85,42 @@ def check_sms_number(config: AbuseConfig, e164: str) -> str:
     return country
 
 
-def canonical_email(address: str, plus_tag_domains: frozenset[str] | None) -> str:
-    """One key per inbox: casefold, alias domains merged, +tag stripped, Gmail's dots dropped."""
-    local, _, domain = address.casefold().rpartition("@")
+def canonical_email(address: str, plus_tag_domains: frozenset[str] | None = None) -> str:
+    """One counting key per inbox: the local part case-folded (NFKC, as Unicode folds identifiers:
+    mail systems match it without case), the domain in its IDNA form without a trailing dot, alias
+    domains merged, `+tag` stripped (every domain unless `plus_tag_domains` lists some), Gmail's dots
+    dropped on Gmail only, Fastmail's subdomain addresses folded into the plus form first."""
+    local, _, domain = unicodedata.normalize("NFC", address).rpartition("@")
+    local = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", local).casefold())
+    domain = ascii_domain(domain).rstrip(".")
     domain = DOMAIN_ALIASES.get(domain, domain)
+    user, _, parent = domain.partition(".")
+    if parent in SUBDOMAIN_ADDRESSING and user:
+        local, domain = f"{user}+{local}", parent
     if plus_tag_domains is None or domain in plus_tag_domains:
         local = local.split("+", 1)[0] or local
     if domain in DOTLESS_DOMAINS:
-        local = local.replace(".", "")
+        local = local.replace(".", "") or local
     return f"{local}@{domain}"
 
 
 def exact_email(address: str) -> str:
     """One key per mailbox, merging nothing else: NFC, the domain lower-cased in its IDNA (ASCII)
     form; the local part as given (`+tag`, dots and case kept: they may name another mailbox)."""
+    local, _, domain = unicodedata.normalize("NFC", address).rpartition("@")
+    return f"{local}@{ascii_domain(domain)}"
+
+
+def ascii_domain(domain: str) -> str:
+    """The domain lower-cased in its IDNA (UTS 46) ASCII form: `Bücher.de` and `xn--bcher-kva.de`
+    are one domain."""
     import idna  # email_validator's own dependency, loaded already where an address was validated
 
-    local, _, domain = unicodedata.normalize("NFC", address).rpartition("@")
     try:
         domain = idna.encode(domain, uts46=True).decode("ascii")
     except (idna.IDNAError, UnicodeError, ValueError):
-        domain = domain.lower()
-    return f"{local}@{domain.lower()}"
+        pass
+    return domain.lower()
 
 
 def client_network(client_ip: str) -> str:

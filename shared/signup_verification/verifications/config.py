@@ -21,6 +21,9 @@ TWILIO_FROM = Setting(
 # is no account's number: twilio.com/docs/iam/test-credentials). So TWILIO_FROM set to it is how the
 # service knows it runs on test credentials, with no setting of its own that could be left on.
 TWILIO_TEST_SENDER = "+15005550006"
+# Every `From` number Twilio's test credentials answer (twilio.com/docs/iam/test-credentials): the test
+# sender and three that fail on purpose. None is a live account's number: production refuses them all.
+TWILIO_MAGIC_SENDERS = frozenset({TWILIO_TEST_SENDER, "+15005550001", "+15005550007", "+15005550008"})
 VERIFICATION_TTL = Setting(
     "VERIFICATION_TTL_SECONDS",
     600,
@@ -57,28 +60,6 @@ NUMBER_TYPES = frozenset(
     )
 )
 DEFAULT_NUMBER_TYPES = frozenset({"mobile", "fixed_line_or_mobile"})
-# Providers known to deliver `local+tag@domain` to `local@domain` (PLUS_TAG_DOMAINS, or `*` for all).
-DEFAULT_PLUS_TAG_DOMAINS = frozenset(
-    {
-        "gmail.com",
-        "outlook.com",
-        "hotmail.com",
-        "live.com",
-        "msn.com",
-        "icloud.com",
-        "me.com",
-        "mac.com",
-        "yahoo.com",
-        "proton.me",
-        "protonmail.com",
-        "pm.me",
-        "fastmail.com",
-        "gmx.com",
-        "gmx.de",
-        "yandex.ru",
-        "zoho.com",
-    }
-)
 
 
 def _countries(raw: str, env: Env) -> frozenset[str]:
@@ -96,7 +77,12 @@ def _number_types(raw: str, env: Env) -> frozenset[str]:
 
 
 def _plus_tag_domains(raw: str, env: Env) -> frozenset[str] | None:
-    return None if raw.strip() == "*" else words()(raw, env)
+    """`*`: every domain; else only these (lower case, IDNA form, as the counting key writes them)."""
+    if raw.strip() == "*":
+        return None
+    from .abuse import ascii_domain  # idna: imported where an address is checked, not at every start
+
+    return frozenset(ascii_domain(domain) for domain in words()(raw, env))
 
 
 @dataclass(frozen=True)
@@ -118,7 +104,11 @@ class AbuseConfig:
         "`sms-number-type-not-allowed`",
     )
     per_account_per_hour: int = setting(
-        "RATE_LIMIT_ACCOUNT_PER_HOUR", 10, minimum=1, help="creates per `account_id`, all channels"
+        "RATE_LIMIT_ACCOUNT_PER_HOUR",
+        10,
+        minimum=1,
+        help="creates per `account_id`, all channels; a create refused with an answer about another destination "
+        "(`422 destination-suppressed`, its `429`) counts too",
     )
     per_prefix_per_hour: int = setting(
         "RATE_LIMIT_PREFIX_PER_HOUR",
@@ -130,14 +120,18 @@ class AbuseConfig:
         "RATE_LIMIT_COUNTRY_PER_HOUR", 1000, minimum=1, help="SMS per destination country"
     )
     per_client_per_hour: int = setting(
-        "RATE_LIMIT_CLIENT_PER_HOUR", 20, minimum=1, help="creates per caller-supplied `client_ip` (IPv6: per /64)"
+        "RATE_LIMIT_CLIENT_PER_HOUR",
+        20,
+        minimum=1,
+        help="creates per caller-supplied `client_ip` (IPv6: per /64), the refusals the account limit counts too",
     )
     plus_tag_domains: frozenset[str] | None = setting(
         "PLUS_TAG_DOMAINS",
-        DEFAULT_PLUS_TAG_DOMAINS,
+        None,
         parse=_plus_tag_domains,
-        shown_default="the large providers (`verifications/config.py`)",
-        help="email domains whose `+tag` is stripped for the limit; `*` = every domain",
+        shown_default="`*` (every domain)",
+        help="email domains whose `+tag` the limits fold (`victim+1@…` and `victim+2@…` share `victim@…`'s "
+        "allowance; the suppression list keeps the exact address); a list narrows it to those domains",
     )
     coarse_retry_after: bool = setting(
         "RATE_LIMIT_RETRY_AFTER",

@@ -1,11 +1,16 @@
-"""Attacks against create, rerun through the HTTP stack: each gets its 4xx and leaves
-nothing written (no verification, no intent, no idempotency record, no create event)."""
+"""Attacks against create, rerun through the HTTP stack: each gets its 4xx and leaves nothing
+written (no verification, no intent, no idempotency record, no create event); a refusal that tells
+about someone else leaves only its count against the caller (`refused`)."""
 
 from __future__ import annotations
 
 import functools
 
 import pytest
+
+from signup_verification.delivery import reports
+from signup_verification.outbox.config import FailurePolicy
+from support.factories import deliver
 
 SMS = {"account_id": "acct-1", "channel": "sms", "destination": "+14155550100"}
 
@@ -24,7 +29,8 @@ def written(db) -> tuple[int, ...]:
     return tuple(
         db.run(
             "SELECT (SELECT count(*) FROM verifications)::int, (SELECT count(*) FROM delivery_intents)::int,"
-            " (SELECT count(*) FROM idempotency_keys)::int, (SELECT count(*) FROM create_events)::int"
+            " (SELECT count(*) FROM idempotency_keys)::int,"
+            " (SELECT count(*) FROM create_events WHERE role <> 'refused')::int"
         )[0]
     )
 
@@ -71,15 +77,38 @@ def test_plus_tags_dots_and_googlemail_share_one_allowance(create, db, variant):
     assert written(db) == (1, 1, 1, 1)
 
 
-def test_plus_tags_count_only_on_listed_domains_unless_all(create, db):
+@pytest.mark.parametrize(
+    "first, alias",
+    [
+        ("victim+1@contoso-corp.com", "victim+2@contoso-corp.com"),  # a Microsoft 365 domain, on no list
+        ("Victim@contoso-corp.com", "victim+news@CONTOSO-CORP.com"),
+        ("ada+a@bücher.de", "ADA+b@xn--bcher-kva.de"),  # an IDN domain, in either of its forms
+    ],
+)
+def test_two_plus_tag_aliases_of_one_mailbox_on_any_domain_share_its_allowance(create, db, first, alias):
     client = create(RATE_LIMIT_SPACING_SECONDS="0", RATE_LIMIT_PER_HOUR="1")
+    body = {"account_id": "a", "channel": "email", "destination": first}
+    assert post(client, body, "k1").status_code == 201
+    assert_refused(post(client, {**body, "account_id": "b", "destination": alias}, "k2"), 429, "rate-limited")
+    assert post(client, {**body, "account_id": "c", "destination": "victim2@contoso-corp.com"}, "k3").status_code == 201
+
+
+def test_twelve_tagged_creates_to_one_corporate_mailbox_are_not_twelve_allowances(create, db):
+    client = create(RATE_LIMIT_SPACING_SECONDS="0")  # 5 per hour per mailbox (the default)
+    answers = [
+        post(
+            client, {"account_id": f"a{n}", "channel": "email", "destination": f"victim+{n}@contoso-corp.com"}, f"k{n}"
+        )
+        for n in range(12)
+    ]
+    assert [a.status_code for a in answers] == [201] * 5 + [429] * 7
+
+
+def test_plus_tag_domains_narrows_the_fold(create, db):
+    client = create(RATE_LIMIT_SPACING_SECONDS="0", RATE_LIMIT_PER_HOUR="1", PLUS_TAG_DOMAINS="gmail.com")
     first = {"account_id": "a", "channel": "email", "destination": "ada@example.org"}
     assert post(client, first, "k1").status_code == 201
     assert post(client, {**first, "account_id": "b", "destination": "ada+x@example.org"}, "k2").status_code == 201
-    client = create(RATE_LIMIT_SPACING_SECONDS="0", RATE_LIMIT_PER_HOUR="1", PLUS_TAG_DOMAINS="*")
-    assert_refused(
-        post(client, {**first, "account_id": "c", "destination": "ada+y@example.org"}, "k3"), 429, "rate-limited"
-    )
 
 
 def test_the_destination_key_is_a_keyed_digest_on_an_index(create, db):
@@ -179,3 +208,67 @@ def test_format_and_separator_characters_in_account_id_are_refused(create, db, a
 def test_a_malformed_client_ip_is_refused(create, db, client_ip):
     assert_refused(post(create(), {**SMS, "client_ip": client_ip}, "k1"), 400, "invalid-request")
     assert written(db) == (0, 0, 0, 0)
+
+
+# -- refusals that tell about someone else cost the caller ------------------------------------------
+def _bounced(db, client, *addresses: str) -> None:
+    """Each address created by its owner, sent, and hard-bounced: on the suppression list."""
+    for n, address in enumerate(addresses):
+        body = {"account_id": f"owner-{n}", "channel": "email", "destination": address}
+        assert post(client, body, f"owner-{n}").status_code == 201
+    for intent_id in deliver(db):
+        bounce = reports.Observation(dedup_key=f"ev-{intent_id}", event="bounce", intent_id=intent_id,
+                                     attempt_id=f"{intent_id}:1", detail="bounce 5.1.1", permanent=True,
+                                     fault="recipient", category="bounced", code="5.1.1")  # fmt: skip
+        assert reports.ingest(db, "sendgrid", [bounce], FailurePolicy()).suppressed == 1
+
+
+def refused_counts(db) -> list[tuple]:
+    return [tuple(r) for r in db.run(
+        "SELECT account_id, client_key IS NOT NULL, destination_key IS NULL AND prefix_key IS NULL AND country IS NULL"
+        " FROM create_events WHERE role = 'refused' ORDER BY created_at"
+    )]  # fmt: skip
+
+
+def test_probing_the_suppression_list_spends_the_callers_own_allowance(create, db):
+    """Each `422 destination-suppressed` costs the asking client a create: after its allowance it
+    hears 429 whatever it asks about, so the list cannot be read out faster than the limits allow."""
+    client = create(RATE_LIMIT_CLIENT_PER_HOUR="3", RATE_LIMIT_SPACING_SECONDS="0")
+    _bounced(db, client, "gone1@example.com", "gone2@example.com", "gone3@example.com", "gone4@example.com")
+    probe = {"channel": "email", "client_ip": "198.51.100.7"}
+    answers = [
+        post(client, {**probe, "account_id": f"probe-{n}", "destination": f"gone{n}@example.com"}, f"p{n}")
+        for n in (1, 2, 3, 4)
+    ]
+    assert [a.status_code for a in answers] == [422, 422, 422, 429]
+    assert answers[3].get_json()["type"].endswith("/rate-limited")  # gone4 bounced too: not told
+    assert refused_counts(db) == [(f"probe-{n}", True, True) for n in (1, 2, 3)]  # no destination kept
+    fresh = post(client, {**probe, "account_id": "probe-5", "destination": "new@example.com"}, "p5")
+    assert fresh.status_code == 429  # the client's allowance is spent on the probes
+    other = post(client, {**probe, "client_ip": "203.0.113.1", "account_id": "x", "destination": "n@example.com"}, "o")
+    assert other.status_code == 201  # another client's is not
+
+
+def test_the_suppression_answers_count_against_the_account_too(create, db):
+    client = create(RATE_LIMIT_ACCOUNT_PER_HOUR="2", RATE_LIMIT_SPACING_SECONDS="0")
+    _bounced(db, client, "gone1@example.com", "gone2@example.com")
+    probe = {"account_id": "prober", "channel": "email"}
+    codes = [post(client, {**probe, "destination": f"gone{n}@example.com"}, f"p{n}").status_code for n in (1, 2, 1)]
+    assert codes == [422, 422, 429]
+    assert len(refused_counts(db)) == 2  # the 429 of its own limit is not counted again
+
+
+def test_a_429_about_another_destination_costs_the_caller_and_its_own_429_does_not(create, db):
+    client = create(RATE_LIMIT_CLIENT_PER_HOUR="3")  # the victim's address: 60 s between creates
+    assert (
+        post(client, {"account_id": "victim", "channel": "email", "destination": "v@example.com"}, "v").status_code
+        == 201
+    )
+    probe = {"channel": "email", "client_ip": "198.51.100.7"}
+    asked = post(client, {**probe, "account_id": "p0", "destination": "v@example.com"}, "p0")
+    assert asked.status_code == 429  # "this address asked within the minute": an answer about the victim
+    assert [
+        post(client, {**probe, "account_id": f"p{n}", "destination": f"mine{n}@example.com"}, f"p{n}").status_code
+        for n in (1, 2, 3)
+    ] == [201, 201, 429]  # the probe took one of the client's three creates
+    assert refused_counts(db) == [("p0", True, True)]

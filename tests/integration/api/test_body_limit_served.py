@@ -1,11 +1,16 @@
-"""The body limit through functions-framework's own server (gunicorn, keep-alive, its drain after
-each answer), on every target: a body of MAX_BODY_BYTES or more, declared or chunked, is answered
-413 problem+json before any handler runs; nothing is created, consumed or run; no 5xx follows on
-the same connection; and a body that ends before its Content-Length is a 400, never acted on."""
+"""The edge through functions-framework's own server (gunicorn, keep-alive, its drain after each
+answer), as it serves every target in the image (platform/serving.py): a body of MAX_BODY_BYTES or
+more, declared or chunked, is answered 413 problem+json before any handler runs; nothing is created,
+consumed or run; no 5xx follows on the same connection; a body that ends before its Content-Length
+is a 400, never acted on. A 2 MB request line is a 414, over-large headers a 431, a head that does
+not arrive in time a 408 and a body that trickles a 400, each before any target code runs, and the
+threads they held serve others again."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 
 import pytest
@@ -26,6 +31,7 @@ ENV = {
     "DISPATCH_IDLE_WAIT": "0",
     "RATE_LIMIT_SPACING_SECONDS": "0",
     "DELIVERY_REPORTS_MAX_BODY_BYTES": "32768",  # its own limit, unlike the others'
+    "HTTP_READ_TIMEOUT_SECONDS": "2",  # the slow clients below wait this long, not the default 10 s
     "LOG_FORMAT": "text",
 }
 LIMIT = load(ENV).http.max_body_bytes
@@ -213,4 +219,107 @@ def test_a_chunked_body_over_the_limit_is_refused_not_cut_and_processed(served: 
     account = json.loads(data)["account_id"]
     with Connection(served.urls["create_verification"]) as connection:
         _refused(connection.exchange(_request("create_verification", padded(data, 20_000), chunked=True)))
+    assert mdb.run("SELECT count(*) FROM verifications WHERE account_id = :a", a=account) == [[0]]
+
+
+# -- the request's head: its limits and a read deadline ------------------------------------------------
+def _send_quietly(connection: Connection, data: bytes) -> threading.Thread:
+    """Send from a thread: the server answers and closes long before 2 MB are sent (EPIPE, reset)."""
+
+    def send() -> None:
+        try:
+            connection.send(data)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_2mb_request_line_is_refused_414_and_the_server_serves_on(served: Served, mdb, target):
+    before = mdb.run(STATE)
+    line = b"GET /?token=" + b"a" * (2 * 1024 * 1024) + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with Connection(served.urls[target], timeout=10) as connection:
+        sender = _send_quietly(connection, line)
+        _refused(connection.answer(), 414)
+        assert connection.answer() is None  # and the connection is closed
+        sender.join(10)
+    assert mdb.run(STATE) == before
+    with Connection(served.urls[target]) as connection:
+        answer = connection.exchange(_ordinary(target))
+        assert answer is not None and answer.status < 500
+    assert "aaaaaaaa" not in served.output(target) and "request_refused" in served.output(target)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Big": "b" * 9000},  # one field over 8,190 bytes
+        {f"X-Many-{n}": "m" for n in range(101)},  # over 100 fields
+        {f"X-Wide-{n}": "w" * 8000 for n in range(10)},  # each within its limit, 80 KB in all
+    ],
+    ids=["field", "fields", "head"],
+)
+def test_over_large_headers_are_refused_431(served: Served, mdb, headers):
+    before = mdb.run(STATE)
+    with Connection(served.urls["confirm_verification"]) as connection:
+        _refused(connection.exchange(request_bytes("GET", "/", headers)), 431)
+    assert mdb.run(STATE) == before
+
+
+def test_a_head_sent_a_line_at_a_time_is_refused_408_and_frees_its_thread(served: Served, mdb):
+    """Two slow-header clients hold both of the server's threads (THREADS=2): until the deadline
+    drops them, an ordinary request waits; once it has, it is served."""
+    url = served.urls["create_verification"]
+    before = mdb.run("SELECT count(*) FROM verifications")[0][0]
+    slow = [Connection(url, timeout=10) for _ in range(2)]
+    stop = threading.Event()
+
+    def trickle(connection: Connection) -> None:
+        try:
+            connection.send(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            while not stop.wait(0.3):
+                connection.send(b"X-Slow: 1\r\n")
+        except OSError:
+            pass  # the server closed it
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=trickle, args=(c,), daemon=True) for c in slow]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.5)  # both heads begun
+        with Connection(url, timeout=10) as ordinary:
+            answer = ordinary.exchange(_ordinary("create_verification"))
+            assert answer is not None and answer.status == 201
+            served_after = time.monotonic() - started
+        answers = [c.answer() for c in slow]
+    finally:
+        stop.set()
+        for connection in slow:
+            connection.close()
+    for answer in answers:
+        _refused(answer, 408)
+    assert served_after < 2 + 3  # the 2 s deadline plus slack: not held while the heads trickle on
+    assert mdb.run("SELECT count(*) FROM verifications") == [[before + 1]]  # the ordinary one alone
+
+
+def test_a_body_that_trickles_is_refused_before_it_is_acted_on(served: Served, mdb):
+    body = _create_body()
+    account = json.loads(body)["account_id"]
+    with Connection(served.urls["create_verification"], timeout=10) as connection:
+        head = request_bytes("POST", "/", {**JSON, "Idempotency-Key": uuid.uuid4().hex}, b"", content_length=len(body))
+        connection.send(head + body[:10])
+        started = time.monotonic()
+        for byte in body[10:20]:
+            time.sleep(0.3)
+            try:
+                connection.send(bytes([byte]))
+            except OSError:
+                break
+        answer = connection.answer()
+    _refused(answer, 400)
+    assert time.monotonic() - started < 2 + 3
     assert mdb.run("SELECT count(*) FROM verifications WHERE account_id = :a", a=account) == [[0]]

@@ -14,6 +14,7 @@ from signup_verification.api.models import CreateVerificationRequest
 from support.factories import KEYRING, SETTINGS
 from support.reports import (
     SIGNING_KEY,
+    TWILIO_TOKEN,
     accepted,
     post_sendgrid,
     reports_env,
@@ -200,6 +201,29 @@ def test_twilio_forged_callbacks_change_nothing(client, db, signed_url, token, s
     body, headers = twilio_post(twilio_form(sent["ref"], "delivered"), **kwargs)
     response = client.post("/twilio", data=body, headers={**headers, "Host": "evil.example"})
     assert response.status_code == status and observations(db) == []
+
+
+def test_twilio_callbacks_are_accepted_exactly_as_twilios_requestvalidator_accepts_them(configured_app, db):
+    """The StatusCallback configured with user-info (basic auth for the callback) and a callback
+    repeating a field with one value: signed over the URL with its default port added and the value
+    once, as twilio-python's RequestValidator checks it (tests/unit/test_report_signatures.py)."""
+    import base64
+    import hashlib
+    import hmac
+    from urllib.parse import urlencode
+
+    url = "https://cb:secret@reports.example.com/delivery_reports"
+    client = configured_app("delivery_reports", **{**reports_env(), "DELIVERY_REPORTS_URL": url})
+    [sent] = accepted(db, channel="sms")
+    form = [*twilio_form(sent["ref"], "delivered").items(), ("ApiVersion", "2010-04-01"), ("ApiVersion", "2010-04-01")]
+    data = "https://cb:secret@reports.example.com:443/delivery_reports/twilio" + "".join(
+        k + v for k, v in sorted(set(form))
+    )
+    signature = base64.b64encode(hmac.new(TWILIO_TOKEN.encode(), data.encode(), hashlib.sha1).digest()).decode()
+    headers = {"X-Twilio-Signature": signature, "Content-Type": "application/x-www-form-urlencoded"}
+    answer = client.post("/twilio", data=urlencode(form).encode(), headers=headers)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert answer.get_json()["delivered"] == 1
 
 
 def test_twilio_unsigned_and_malformed(client, db):

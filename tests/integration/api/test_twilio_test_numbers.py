@@ -1,14 +1,18 @@
 """Twilio's magic test numbers at create: refused by type (NANP 500 numbers are personal numbers)
 unless the configured sender is Twilio's test sender, +15005550006, which only Twilio's test
 credentials can send from; then they are accepted, as a primary or as a fallback, and Twilio answers
-each with its documented error (tests/integration/local/test_provider_reports.py sends them)."""
+each with its documented error (tests/integration/local/test_provider_reports.py sends them). In
+production no target starts with any of Twilio's test-credential senders."""
 
 from __future__ import annotations
 
 import pytest
 
+from signup_verification.config import load
+from signup_verification.platform.errors import ConfigError
 from signup_verification.verifications import abuse
-from signup_verification.verifications.config import TWILIO_TEST_SENDER
+from signup_verification.verifications.config import TWILIO_MAGIC_SENDERS, TWILIO_TEST_SENDER
+from support.paths import TEST_TOKEN_KEYS
 
 MAGIC = sorted(abuse.TWILIO_TEST_RECIPIENTS)
 
@@ -48,3 +52,40 @@ def test_the_fake_twilio_answers_exactly_these_numbers_with_their_errors():
 
     assert set(fake_twilio.MAGIC_NUMBERS) == abuse.TWILIO_TEST_RECIPIENTS
     assert TWILIO_TEST_SENDER not in fake_twilio.MAGIC_SENDERS
+
+
+@pytest.mark.parametrize("sender", sorted(TWILIO_MAGIC_SENDERS))
+@pytest.mark.parametrize(
+    "target", ["create_verification", "dispatch", "reconcile", "confirm_verification", "status", None]
+)
+def test_production_refuses_to_start_with_a_twilio_test_number_as_the_sender(sender, target):
+    env = {
+        "ENVIRONMENT": "production",
+        "TWILIO_FROM": sender,
+        "SMS_ALLOWED_COUNTRIES": "US",
+        "TOKEN_KEYS": TEST_TOKEN_KEYS,
+    }
+    if target:
+        env["FUNCTION_TARGET"] = target
+    with pytest.raises(ConfigError, match=rf"TWILIO_FROM=\{sender} is one of Twilio's test-credential numbers"):
+        load(env)
+    assert not load({**env, "TWILIO_FROM": "+14155550199"}).create.abuse.twilio_test_numbers
+    assert load({"TWILIO_FROM": sender}).channels.twilio.sender == sender  # outside production: the sandbox
+
+
+def test_production_with_twilio_test_numbers_allowed_by_type_still_cannot_start():
+    """Even with personal numbers allowed (the NANP 500 range), production never runs on the test sender."""
+    with pytest.raises(ConfigError):
+        load(
+            {
+                "ENVIRONMENT": "production",
+                "TWILIO_FROM": TWILIO_TEST_SENDER,
+                "SMS_ALLOWED_NUMBER_TYPES": "personal_number",
+            }
+        )
+
+
+def test_the_fake_twilio_answers_exactly_the_magic_senders_production_refuses():
+    from signup_verification.local import fake_twilio
+
+    assert set(fake_twilio.MAGIC_SENDERS) | {TWILIO_TEST_SENDER} == TWILIO_MAGIC_SENDERS

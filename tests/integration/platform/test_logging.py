@@ -136,6 +136,24 @@ def test_a_target_logs_no_token_shaped_user_agent(app_client, db, log_lines, mon
     assert UA_TOKEN not in log_lines.text()
 
 
+def test_a_target_logs_no_destination_or_code_from_the_path_or_user_agent_as_sent(
+    app_client, db, log_lines, monkeypatch
+):
+    """What an outsider controls, planted where the structured handler copies it: the path as sent
+    (percent-encoded), an apostrophe-quoted code in the User-Agent, an IDN address and a national number."""
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    client = app_client("confirm_verification")
+    path = "/ada.lovelace%40b%C3%BCcher.de/%2B14155550123/07700%20900123"
+    agent = "Scanner/1.0 code='123456' token='c2hvcnQ' josé@bücher.de (415) 555-0123"
+    answer = client.post(path + "?token=" + UA_TOKEN, json={"token": "x" * 43}, headers={"User-Agent": agent})
+    assert answer.status_code == 404  # an unknown link: refused, and logged while serving the request
+    text = log_lines.text()
+    for planted in ("ada.lovelace", "4155550123", "900123", "123456", "c2hvcnQ", "josé", "555-0123", UA_TOKEN):
+        assert planted not in text, planted
+    urls = [r["httpRequest"]["requestUrl"] for r in log_lines.records() if "requestUrl" in r.get("httpRequest", {})]
+    assert urls and all(u.endswith("?[redacted]") and "***@" in u for u in urls), urls
+
+
 # -- the safety net ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "raw, masked",

@@ -7,6 +7,7 @@ most one transition per intent:
   lose_leases            attempting with an expired lease -> ambiguous (held: resolved by a later run)
   count_overdue          eligible work older than the polling horizon: counted and logged (moves nothing)
   reap_idempotency_keys  expired idempotency keys deleted
+  reap_refused_creates   refused creates past the limits' window deleted
   redact                 destinations of finished, old verifications removed
   purge                  redacted histories past retention deleted (only after redaction drained)
 """
@@ -20,6 +21,7 @@ from . import (
     lose_leases,
     purge,
     reap_idempotency_keys,
+    reap_refused_creates,
     redact,
     resolve_ambiguous,
     suppress_dead,
@@ -34,6 +36,7 @@ DUTIES: tuple[Duty, ...] = (
     lose_leases.DUTY,
     count_overdue.DUTY,
     reap_idempotency_keys.DUTY,
+    reap_refused_creates.DUTY,
     redact.DUTY,
     purge.DUTY,
 )

@@ -92,6 +92,7 @@ def test_reconcile_target_answers_counts_and_never_sends(app_client, db):
         "expire_claims",
         "lose_leases",
         "reap_idempotency_keys",
+        "reap_refused_creates",
         "redact_destinations",
         "purge_history",
     }
@@ -134,6 +135,7 @@ def test_a_quiet_run_answers_every_move_name_at_zero_and_its_duties_in_sweep_ord
             "claims_expired",
             "leases_lost",
             "idempotency_keys_reaped",
+            "refused_creates_reaped",
             "destinations_redacted",
             "error_texts_scrubbed",
             "verifications_purged",
@@ -148,6 +150,7 @@ def test_a_quiet_run_answers_every_move_name_at_zero_and_its_duties_in_sweep_ord
         "expire_claims",
         "lose_leases",
         "reap_idempotency_keys",
+        "reap_refused_creates",
         "redact_destinations",
         "purge_history",
     ]

@@ -1,0 +1,24 @@
+"""Duty: refused creates past every limit window are deleted.
+
+A create refused with an answer about someone else (the suppression list's 422, another
+destination's 429) leaves a `refused` create_events row that counts against the caller's account
+and client limits for their one-hour window (sql/definitions/15 count_refused_create). Nothing else
+reads those rows, so once they are past the window they go, in bounded batches on their own index.
+"""
+
+from __future__ import annotations
+
+from ...platform.database import load_sql
+from .batches import Batch, DutyReport, drain
+from .duty import Duty, SweepContext
+
+
+def sweep(context: SweepContext) -> DutyReport:
+    def batch(limit: int) -> Batch:
+        reaped = len(context.db.run(load_sql(__file__, "reap_refused_creates.sql"), limit=limit))
+        return Batch({"refused_creates_reaped": reaped}, full=reaped >= limit)
+
+    return drain(DUTY.name, batch, context)
+
+
+DUTY = Duty("reap_refused_creates", sweep, moves=("refused_creates_reaped",), recovery=False)
