@@ -41,6 +41,17 @@ def _calls(name: str) -> list[tuple[str, ast.expr]]:
     return found
 
 
+def served_refusals() -> set[str]:
+    """The slugs of the refusals gunicorn answers before any target code runs (platform/serving.py)."""
+    from gunicorn.http.errors import LimitRequestHeaders, LimitRequestLine
+
+    from signup_verification.platform import gunicorn_worker
+
+    assert gunicorn_worker.PROBLEM_BASE == problem_types.BASE
+    refusals = [gunicorn_worker.RequestTimeout("head"), LimitRequestLine(9000, 8190), LimitRequestHeaders("many")]
+    return {gunicorn_worker._refusal(exc)[2] for exc in refusals}  # type: ignore[index]
+
+
 def emitted() -> set[str]:
     refused = {a.value for _, a in _calls("Refused") if isinstance(a, ast.Constant)}
     slugs: set[str] = set()
@@ -50,7 +61,7 @@ def emitted() -> set[str]:
             continue
         assert module in DYNAMIC, f"{module}: a slug that is no literal: name what can arrive there in DYNAMIC"
         slugs |= refused if DYNAMIC[module] == "Refused" else set(DYNAMIC[module])
-    return slugs
+    return slugs | served_refusals()
 
 
 def test_every_type_the_code_can_emit_is_documented_and_every_documented_one_is_emitted():

@@ -597,7 +597,7 @@ export interface components {
         /** @description RFC 9457 problem details with a 2xx status: a fan-out task whose slot is not there to claim ran nothing, and never will, so Cloud Tasks must not retry it (it retries any other answer). */
         FanoutSlotNotClaimed: {
             /** @constant */
-            type: "https://signup-verification.dev/problems/fanout-slot-not-claimed";
+            type: "/problems/fanout-slot-not-claimed";
             title: string;
             /** @constant */
             status: 200;

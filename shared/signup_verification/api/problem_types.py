@@ -56,6 +56,14 @@ TYPES = _types(
     ProblemType("http-error", (404, 405), "HTTP error",
                 "The web server's own refusal, before any target code ran (a path or method of its reserved "
                 "routes); `title` is the HTTP reason."),
+    ProblemType("request-timeout", (408,), "The request did not arrive in time",
+                "The request's head (or its body) was not received within `HTTP_READ_TIMEOUT_SECONDS` of its "
+                "first byte; the server refused it before any target code ran. Send it again, whole."),
+    ProblemType("request-line-too-long", (414,), "The request line is too long",
+                "The method, path and query must fit in 8,190 bytes; nothing was read past that."),
+    ProblemType("request-headers-too-large", (431,), "The request's headers are too large",
+                "At most 100 header fields of at most 8,190 bytes each, 64 KiB in all; the request was refused "
+                "before any target code ran."),
     # -- create_verification
     ProblemType("idempotency-key-reused", (422,), "Idempotency-Key reused with a different request",
                 "This `Idempotency-Key` was first used with another body. Use a new key for a new request; the "
@@ -89,6 +97,10 @@ TYPES = _types(
                 "the read API says which. A wrong code still counts against the limits."),
     ProblemType("code-incorrect", (422,), "The code is not correct",
                 "`remaining_attempts` says how many tries are left before the verification locks."),
+    # -- dispatch
+    ProblemType("fanout-slot-not-claimed", (200,), "This fan-out slot was not claimed: nothing ran",
+                "A fan-out task named a slot that is not reserved, was claimed already (a replayed or repeated "
+                "task), or lapsed. Nothing ran; the answer is 2xx so that Cloud Tasks does not retry it."),
     # -- delivery_reports
     ProblemType("report-unsigned", (401,), "The report is not signed",
                 "A provider's report without its signature headers; nothing was stored."),

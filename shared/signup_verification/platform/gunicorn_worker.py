@@ -23,7 +23,7 @@ from gunicorn.workers.gthread import ThreadWorker
 from .serving import HEAD_BYTES, LIMITS
 
 _log = logging.getLogger("signup_verification.platform.serving")
-PROBLEM_BASE = "https://signup-verification.dev/problems/"  # api/problems.py's; platform cannot import it
+PROBLEM_BASE = "/problems/"  # api/problem_types.py's BASE (platform cannot import it): served by every target
 
 
 class RequestTimeout(Exception):
