@@ -17,9 +17,13 @@
 -- claim order: a branch per channel of the delivery_intents channel CHECK (a new channel adds one).
 -- Each branch takes at most its channel's own limit (the worker sizes it from the channel's latency,
 -- its sends in flight and its provider rate: delivery/batch_sizing.py); :limit bounds the merged batch.
--- A held message channel (a run of sender or account faults, sql/definitions/19-20) or a slowed one
--- (its provider answered 429, sql/definitions/23) is not taken at all: its intents stay eligible,
--- none is failed or charged an attempt.
+-- A held message channel (a run of account faults, sql/definitions/19-20) or a slowed one (its
+-- provider answered 429, sql/definitions/23) is not taken at all: its intents stay eligible, none is
+-- failed or charged an attempt. A held route (route faults from several destinations: one SMS
+-- destination country, one email receiving domain) is narrower than the claim's ranges: while any
+-- route is held (one look for the whole statement), each claimed intent carries when its route's
+-- hold ends, and the worker leaves it unsent until then (delivery/sending.py). Otherwise no route is
+-- looked up.
 WITH email AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'email'
      ORDER BY next_attempt_at, id
@@ -70,7 +74,8 @@ SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attem
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
        v.link_by_digest,  -- sql/016: an old-style link (the token alone) during its grace day
        c.role, c.event_type, c.event_subject, c.payload,
-       c.status = 'attempting' AS begun
+       c.status = 'attempting' AS begun,
+       CASE WHEN (SELECT routes_held()) AND c.role <> 'event' THEN route_held_until(c.id) END AS route_held_until
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status, link_by_digest FROM verifications
                       WHERE id = c.verification_id OFFSET 0) AS v
