@@ -53,6 +53,12 @@ _SCOPES = {
 }
 
 
+def _scope(rule: Rule) -> str:
+    if rule.scope is Scope.ACCOUNT and not rule.final:
+        return "**account**: slows the channel"
+    return _SCOPES[rule.scope]
+
+
 def _rule_table(first: str, rows: Iterable[tuple[str, Rule]]) -> str:
     lines = [
         f"| {first} | meaning | final | whose fault | reason | scope | source |",
@@ -61,7 +67,7 @@ def _rule_table(first: str, rows: Iterable[tuple[str, Rule]]) -> str:
     for key, rule in rows:
         lines.append(
             f"| `{key}` | {rule.meaning} | {'yes' if rule.final else 'no'} | {_FAULTS[rule.fault]} | "
-            f"`{rule.category.value}` | {_SCOPES[rule.scope]} | [docs]({rule.source}) |"
+            f"`{rule.category.value}` | {_scope(rule)} | [docs]({rule.source}) |"
         )
     return "\n".join(lines)
 
