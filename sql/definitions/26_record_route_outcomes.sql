@@ -14,8 +14,11 @@
 -- for p_hold_for once its run's faults came from at least p_min_destinations distinct destinations
 -- and as many distinct accounts, and make up at least p_min_share of the route's recent sends: the
 -- greatest of the sends counted since the run started, the SMS verifications created for that
--- country within p_window (create_events, on its country index) and the faults themselves. Faults
--- from one destination or one account never hold anything; a hold never stops more than its route.
+-- country within p_window (create_events, on its country index) and the faults themselves. An email
+-- route has no such index of its recent creates (the domain is not kept apart), so its run is judged
+-- only once it has counted the domain's sends for a tenth of p_window: faults reported in a burst
+-- about sends made before the run started cannot outweigh the domain's traffic unseen. Faults from
+-- one destination or one account never hold anything; a hold never stops more than its route.
 -- Runs of routes that are over and not held are forgotten first: a route's name is kept no longer
 -- than it serves. Returns how many route holds this call started.
 CREATE OR REPLACE FUNCTION record_route_outcomes(p_outcomes jsonb, p_min_destinations integer, p_min_share float8,
@@ -90,6 +93,7 @@ BEGIN
      WHERE h.route <> '' AND h.channel || ':' || h.route = ANY (touched)
        AND (h.held_until IS NULL OR h.held_until <= now())
        AND cardinality(h.destinations) >= p_min_destinations AND cardinality(h.accounts) >= p_min_destinations
+       AND (h.channel = 'sms' OR h.window_started_at <= now() - p_window / 10)
        AND h.faults >= p_min_share * greatest(
                h.attempts, h.faults,
                CASE WHEN h.channel = 'sms'

@@ -21,6 +21,7 @@ A failure for good (docs/channels.md, "Whose fault" and "What a fault may hold")
                        within the same window; the route alone is held for `hold_seconds` once its
                        faults came from `route_min_destinations` distinct destinations and as many
                        accounts and make up `route_min_share` of the route's recent sends
+                       (sql/definitions/26_record_route_outcomes.sql says how they are counted)
   a message fault      nothing beyond its own delivery
 The statements that record failures (outbox/settle.sql, the reports' ingest) apply them, in the
 transaction of the failure, with these values as parameters.

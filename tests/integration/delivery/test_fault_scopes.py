@@ -168,10 +168,38 @@ def test_relay_echoes_from_a_chosen_domain_never_delay_another_user(db, smtp):
     assert (report.accepted, report.failed, report.retryable) == (3, 3, 0)
     assert all(intent(db, i)["status"] == "accepted" and intent(db, i)["attempts"] == 1 for i in genuine)
     assert all(intent(db, i)["failure_category"] == "blocked" for i in attackers)
+    # an email route is judged once its run has counted the domain's sends a while (a tenth of the window)
+    assert holds(db) == {("email", "evil.example"): False}
+    db.run("UPDATE channel_holds SET window_started_at = now() - interval '61 seconds'")
+    create(db, settings, "victim9@evil.example")
+    run_dispatch(db, settings)
     assert holds(db) == {("email", "evil.example"): True}  # the attacker's own domain, nothing else
     later = create(db, settings, "ada@example.com")
     assert run_dispatch(db, settings).accepted == 1 and intent(db, later)["status"] == "accepted"
     assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
+
+
+def test_a_burst_of_blocked_reports_cannot_outweigh_a_domains_traffic(db, smtp):
+    """SendGrid-style `blocked` reports (a route fault of the domain) about sends made before the run
+    started: the domain's sends counted meanwhile decide, not the burst."""
+    from signup_verification.delivery.classification import sendgrid as sendgrid_table
+
+    settings = provider_settings(smtp, send_concurrency=2, route_hold_min_destinations=3, **SETTINGS)
+    early = [create(db, settings, f"early{n}@example.com") for n in range(4)]
+    run_dispatch(db, settings)
+    blocked = sendgrid_table.event_verdict("bounce", "5.7.1", bounce_type="blocked")
+    burst = [
+        reports.Observation.classified(blocked, dedup_key=f"b-{i}", event="blocked", intent_id=i, attempt_id=f"{i}:1")
+        for i in early
+    ]
+    assert reports.ingest(db, "sendgrid", burst[:2], settings.dispatch.failures).route_faults == 2
+    for n in range(20):  # the domain's traffic goes on, counted by the open run
+        create(db, settings, f"later{n}@example.com")
+    run_dispatch(db, settings)
+    assert db.one("SELECT attempts FROM channel_holds WHERE route = 'example.com'")["attempts"] == 20
+    db.run("UPDATE channel_holds SET window_started_at = now() - interval '61 seconds'")
+    assert reports.ingest(db, "sendgrid", burst[2:], settings.dispatch.failures).routes_held == 0  # 4 of 20
+    assert holds(db) == {("email", "example.com"): False}
 
 
 def test_bad_credentials_still_hold_the_channel_after_a_handful_of_attempts(db, twilio):
