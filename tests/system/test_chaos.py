@@ -59,6 +59,11 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("fanout")
     if not f.get("fanout_killed_mid_batch"):
         missed.append("fanout_kill")
+    # the attacker's signups met their answers: 21606, the relay's echo, and 30007 reports (tools/chaos_attack.py)
+    if not (injected.get("sms_attack_refused_21606") and injected.get("email_attack_relay_echo")):
+        missed.append("attack_answers")
+    if not f.get("reports_route_faults"):
+        missed.append("attack_reports")
     return missed
 
 
