@@ -2,7 +2,7 @@
 -- meet it), `route` (our sender towards one route: an SMS destination country, an email receiving
 -- domain) or `message` (holds nothing). channel_holds keeps a run of faults and a hold for each
 -- scope that can hold anything: the whole channel (`route` '') for account faults, and one route of
--- it for route faults (sql/definitions/19 and 20 for the channel, 25 and 26 for a route).
+-- it for route faults (sql/definitions/19 and 20 for the channel; 26 and outbox/claim.sql for a route).
 --   route         '' for the whole channel; else an SMS destination's ISO country ('FR') or an email
 --                 receiving domain ('example.com'): never a whole destination
 --   scope         'account' for the whole channel, 'route' for one route (derived from `route`)

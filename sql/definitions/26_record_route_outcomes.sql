@@ -40,7 +40,7 @@ BEGIN
         SELECT r.channel, r.route, coalesce(o.sent, false) AS sent, coalesce(o.fault, false) AS fault,
                o.category, o.code, o.provider, r.destination_key, r.account_key
           FROM input AS o
-          JOIN delivery_routes(ARRAY(SELECT intent_id FROM input)) AS r ON r.intent_id = o.intent_id
+         CROSS JOIN LATERAL (SELECT * FROM delivery_route(o.intent_id) OFFSET 0) AS r  -- primary-key probes per row
          WHERE r.route IS NOT NULL
     ), per_route AS (
         SELECT channel, route, count(*) FILTER (WHERE fault)::integer AS faults,

@@ -6,7 +6,7 @@ returns a `SendOutcome` per intent, so one malformed destination or one failing 
 only its own intent. A send is not started once shutdown began or when too little time is left
 before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
 intent is settled `retryable` with error_class `not_sent` and no delay; one whose route is held
-(sql/definitions/25_route_held_until.sql: the claim says until when) is `not_sent` until its hold ends.
+(outbox/claim.sql says until when) is `not_sent` until its hold ends.
 A send skipped because its channel met an account fault earlier in the invocation (bad credentials,
 a suspended account: delivery/classification/) is `channel_stopped`, with the backoff; a route or
 message fault stops nothing else and changes no other intent's backoff. None of these was

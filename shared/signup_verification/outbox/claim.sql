@@ -57,6 +57,14 @@ WITH email AS (
                                               UNION ALL SELECT * FROM sms) AS pick
                               ORDER BY next_attempt_at, id LIMIT :limit))
     RETURNING i.*
+), route_held AS (
+    -- while any route is held (one look for the statement, a one-time filter), each claimed intent's
+    -- route: delivery_route inlined per row, three primary-key probes
+    SELECT r.intent_id, h.held_until
+      FROM claimed AS c
+     CROSS JOIN LATERAL (SELECT * FROM delivery_route(c.id) OFFSET 0) AS r
+      JOIN channel_holds AS h ON h.channel = r.channel AND h.route = r.route
+     WHERE (SELECT routes_held()) AND h.held_until > now()
 ), begun AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,
                                    lease_owner, lease_version, outcome, claimed_at, attempted_at)
@@ -74,9 +82,9 @@ SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attem
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
        v.link_by_digest,  -- sql/016: an old-style link (the token alone) during its grace day
        c.role, c.event_type, c.event_subject, c.payload,
-       c.status = 'attempting' AS begun,
-       CASE WHEN (SELECT routes_held()) AND c.role <> 'event' THEN route_held_until(c.id) END AS route_held_until
+       c.status = 'attempting' AS begun, rh.held_until AS route_held_until
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status, link_by_digest FROM verifications
                       WHERE id = c.verification_id OFFSET 0) AS v
+  LEFT JOIN route_held AS rh ON rh.intent_id = c.id
  ORDER BY c.next_attempt_at, c.id

@@ -55,7 +55,7 @@ class ClaimedIntent:
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
     link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
-    route_held_until: datetime | None = None  # its route is held until then (sql/definitions/25): not to be sent
+    route_held_until: datetime | None = None  # its route is held until then (claim.sql): not to be sent
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
