@@ -31,6 +31,9 @@ BEGIN
     IF p_outcomes IS NULL OR jsonb_array_length(p_outcomes) = 0 THEN
         RETURN 0;
     END IF;
+    -- Concurrent settles and report batches touch several routes' rows each, in no common order: one
+    -- at a time here (until commit), so they can never deadlock. Only while a route has faults.
+    PERFORM pg_advisory_xact_lock(hashtextextended('record_route_outcomes', 0));
     DELETE FROM channel_holds
      WHERE route <> '' AND window_started_at <= now() - p_window AND (held_until IS NULL OR held_until <= now());
     WITH input AS (

@@ -162,7 +162,7 @@ def test_every_row_of_each_table_is_exercised_here():
 # A relay that verifies the recipient (Postfix reject_unverified_recipient, an Exim callout) passes the
 # remote server's words on, and an outsider runs that server: none of these may speak for our account.
 _ECHOES = [
-    # the remote's phrase no longer overrides the relay's own enhanced code
+    # the remote's phrase never overrides the relay's own enhanced code
     ("550 5.1.1 <ada@evil.example>: Recipient address rejected: undeliverable address: host mx.evil.example"
      "[192.0.2.7] said: 550 5.7.1 Sender address rejected: Relay access denied", "bounced", Scope.MESSAGE),
     ("550 5.7.1 <ada@evil.example>: Recipient address rejected: Client host rejected: Helo command rejected",

@@ -171,8 +171,8 @@ class FailurePolicy:
         0.5,
         above=0,
         maximum=1,
-        help="...and make up at least this share of the route's recent sends (so a few chosen destinations "
-        "cannot hold a route that works for everyone else)",
+        help="a route is held only when its faults also make up at least this share of its recent sends (a few "
+        "destinations someone chose cannot hold a route that works for everyone else)",
     )
 
     @property
