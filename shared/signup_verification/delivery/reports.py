@@ -148,9 +148,9 @@ def sendgrid_observation(event: Mapping[str, Any]) -> Observation:
     status = status if _SMTP_STATUS.match(status) else ""
     kind = classification = None
     if name == "bounce":
-        kind = str(event["type"]) if event.get("type") in sendgrid_table.BOUNCE_TYPES else "bounce"
-        listed = event.get("bounce_classification")
-        classification = listed if listed in sendgrid_table.BOUNCE_CLASSIFICATIONS else None
+        given, listed = event.get("type"), event.get("bounce_classification")  # any JSON value: never trusted
+        kind = given if isinstance(given, str) and given in sendgrid_table.BOUNCE_TYPES else "bounce"
+        classification = listed if isinstance(listed, str) and listed in sendgrid_table.BOUNCE_CLASSIFICATIONS else None
         detail = " ".join(p for p in (kind, status, classification and _WORDS.sub("_", classification.lower())) if p)
     drop_reason = event.get("reason") if name == "dropped" and isinstance(event.get("reason"), str) else None
     verdict = sendgrid_table.event_verdict(
