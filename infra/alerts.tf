@@ -63,20 +63,28 @@ locals {
         text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${var.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). docs/runbook.md, \"The SMS budget is 80 % used\"."
       })
       channel_held = merge(local.any_record, {
-        display_name = "${var.name}: a channel is held (our sender or account is refused)"
+        display_name = "${var.name}: a channel is held (our account is refused)"
         severity     = "CRITICAL"
         condition    = "records reporting a held channel"
         filter       = "metric.type=\"${local.condition_metric["channel_held"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.channel", "metric.label.deployment"]
-        text         = "A provider refused several sends for a fault of ours, not the recipients' (credentials, a sender number that is not registered or not SMS-capable, a trial account, carrier filtering of our content, an exhausted quota), so the channel is held: its deliveries wait, none fails, no destination is suppressed. `verifyctl status` names the provider's code and since when. Fix the cause, then `verifyctl channel resume <email|sms>`; otherwise the hold lapses by itself after CHANNEL_HOLD_SECONDS. docs/runbook.md, \"A channel is held, or a sender fault was reported\"."
+        text         = "A provider refused several sends for a fault of our account, not the recipients' (credentials, a suspended account, a From number that is not ours or not SMS-capable, an exhausted quota or daily limit), so the whole channel is held (scope account): its deliveries wait, none fails, no destination is suppressed. `verifyctl status` names the provider's code and since when. Fix the cause, then `verifyctl channel resume <email|sms>`; otherwise the hold lapses by itself after CHANNEL_HOLD_SECONDS. docs/runbook.md, \"A channel or a route is held\"."
+      })
+      route_held = merge(local.any_record, {
+        display_name = "${var.name}: a route of a channel is held (one country or receiving domain)"
+        severity     = "WARNING"
+        condition    = "records reporting a held route"
+        filter       = "metric.type=\"${local.condition_metric["route_held"]}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.channel", "metric.label.deployment"]
+        text         = "Sends towards one route (an SMS destination country, an email receiving domain) failed for a fault of our sender there (not registered or not allowed for that country, carrier filtering, a domain refusing our reputation), from several destinations and most of that route's sends, so that route alone is held (scope route): its deliveries wait, everything else sends. `verifyctl status` names the route, the code and since when. A country you serve: fix the registration or content, then `verifyctl channel resume sms:<COUNTRY>` (or `email:<domain>`); a domain nobody else uses: let it lapse after CHANNEL_HOLD_SECONDS. docs/runbook.md, \"A channel or a route is held\"."
       })
       sender_faults = merge(local.any_record, {
-        display_name = "${var.name}: a provider refused our sender or account"
+        display_name = "${var.name}: a provider refused our account"
         severity     = "WARNING"
         condition    = "records reporting failures of our sender or account"
         filter       = "metric.type=\"${local.condition_metric["sender_faults"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.channel", "metric.label.deployment"]
-        text         = "A provider refused a send for a fault of our sender or account (docs/channels.md lists the codes). The delivery was not failed and the recipient not suppressed; a few more within CHANNEL_HOLD_WINDOW_SECONDS hold the channel. `verifyctl status` names the code. docs/runbook.md, \"A channel is held, or a sender fault was reported\"."
+        text         = "A provider refused a send for a fault of our account (scope account: docs/channels.md lists the codes). The recipient was not suppressed; a few more within CHANNEL_HOLD_WINDOW_SECONDS hold the channel. `verifyctl status` names the code. docs/runbook.md, \"A channel or a route is held\"."
       })
       backlog_drain = merge(local.age_over, {
         display_name = "${var.name}: backlog drains slower than links live (> ${local.drain_threshold}s)"

@@ -142,12 +142,17 @@ locals {
     channel_held = {
       condition   = "jsonPayload.channel_held=true"
       labels      = ["channel", "deployment"]
-      description = "Signal records with channel_held = true: failures of our sender or account hold the channel; its deliveries wait."
+      description = "Signal records with channel_held = true: faults of our account (scope account) hold the whole channel; its deliveries wait."
     }
     sender_faults = {
       condition   = "jsonPayload.sender_faults>0"
       labels      = ["channel", "deployment"]
-      description = "Signal records with sender_faults > 0: a provider refused a send for a fault of our sender or account."
+      description = "Signal records with sender_faults > 0: a provider refused a send for a fault of our account."
+    }
+    route_held = {
+      condition   = "jsonPayload.routes_held>0"
+      labels      = ["channel", "deployment"]
+      description = "Signal records with routes_held > 0: route faults (one SMS destination country, one email receiving domain) hold that route; only its deliveries wait."
     }
   }
 }

@@ -15,8 +15,12 @@ While the chaos phase lasts, workers are SIGKILLed at random moments (fan-out in
 them, at least one mid-batch), some launches run tools/fault_dispatch.py (kill after the claim,
 after begin, after the provider accepted and before settle), one worker holding attempts is frozen
 (SIGSTOP) past its lease and resumed, the PostgreSQL server is stopped and started once, and
-verifications are superseded and expire mid-run. No invocation may run past its budget. Then the faults stop, the run drains, and tools/chaos_checks.py
-checks the invariants. Exit status 0 when every invariant held. docs/reliability.md has the figures.
+verifications are superseded and expire mid-run. No invocation may run past its budget. Beside the
+genuine users, an attacker signs up destinations it chose (tools/chaos_attack.py): French numbers
+Twilio refuses for this sender (21606) or reports filtered (30007), addresses at its own domain that
+our relay refuses quoting that domain's server; none of it may make a genuine user's message wait.
+Then the faults stop, the run drains, and tools/chaos_checks.py checks the invariants. Exit status 0
+when every invariant held. docs/reliability.md has the figures.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chaos_fallback  # noqa: E402  (mixed channel policies)
+from chaos_attack import Attack  # noqa: E402  (an attacker's signups to destinations it chose)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_fanout import Fanout  # noqa: E402  (fan-out invocations as processes of their own)
@@ -92,6 +97,7 @@ class Run(Workers, Injections, Fanout):
         self.fallback = chaos_fallback.Traffic(self.faults, self.keyring, self.config.seed, share)
         self.webhooks = Webhooks(self)
         self.reports = Reports(self)
+        self.attack = Attack(self)
         # fallback confirmations go through a connection set up as the confirm API's (webhooks on)
         self.fallback.confirm_db = Database(
             self.pg.params,
@@ -131,15 +137,28 @@ class Run(Workers, Injections, Fanout):
                 "SHUTDOWN_GRACE_SECONDS": "3",
                 "RECONCILE_SAFETY_MARGIN_SECONDS": "2",
                 "DATABASE_STATEMENT_TIMEOUT_MS": "5000",
-                # Short backoff and holds so the run converges in minutes (production: 60,300,900 and 300 s).
+                # Short backoff and holds so the run converges in minutes (production: 60,300,900 and 300 s;
+                # a channel's or route's hold 1800 s: the attacker's route may be held, each send after
+                # the hold lapses holds it again, and its own signups must end before the drain does).
                 "RETRY_BACKOFF_SECONDS": "1,2,4",
                 "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2",
                 "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
+                "CHANNEL_HOLD_SECONDS": "2",
                 **self.webhooks.env(),
                 **self.start_fanout(),
             }
         )
         self.settings = load(self.env)
+        # The velocity limits would refuse the run's own load (its SMS numbers share one prefix): off.
+        unlimited = dataclasses.replace(
+            self.settings.create.abuse,
+            per_account_per_hour=10**6,
+            per_prefix_per_hour=10**6,
+            per_country_per_hour=10**6,
+        )
+        self.create_settings = dataclasses.replace(
+            self.settings.create, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0, abuse=unlimited
+        )
 
     # -- the run ----------------------------------------------------------------------------------------
     def run(self) -> Findings:
@@ -148,10 +167,12 @@ class Run(Workers, Injections, Fanout):
         self.chaos_on.set()
         threads = [threading.Thread(target=self._create_all, name="creator")]
         threads += [threading.Thread(target=self._slot, args=(n,), name=f"slot{n}") for n in range(c.workers)]
+        attackers = self.attack.threads()
         threads += [
             threading.Thread(target=self._reconciler, name="reconciler"),
             *self.webhooks.threads(),
             *self.reports.threads(),
+            *attackers,
             threading.Thread(target=self._chaos, name="chaos"),
         ]
         for t in threads:
@@ -159,6 +180,8 @@ class Run(Workers, Injections, Fanout):
         try:
             threads[-1].join()  # the chaos phase, restart and pause included
             threads[0].join()
+            for t in attackers:
+                t.join()
             self.faults.enabled = False
             self.chaos_on.clear()
             self.figures["chaos_phase_seconds"] = round(time.monotonic() - self.started, 1)
@@ -185,6 +208,7 @@ class Run(Workers, Injections, Fanout):
             findings.figures.update(self.fallback.figures)
             self.webhooks.check(db, findings)
             self.reports.check(db, findings)
+            self.attack.check(db, findings)
         finally:
             db.close()
         if not drained:
@@ -239,16 +263,7 @@ class Run(Workers, Injections, Fanout):
         for i in rng.sample(range(c.intents), int(c.intents * c.supersede_share)):
             plan.append((rng.uniform(c.chaos_seconds * 0.1, c.chaos_seconds * 0.8), i, True))
         plan.sort()
-        # The velocity limits would refuse the run's own load (its SMS numbers share one prefix): off.
-        unlimited = dataclasses.replace(
-            self.settings.create.abuse,
-            per_account_per_hour=10**6,
-            per_prefix_per_hour=10**6,
-            per_country_per_hour=10**6,
-        )
-        normal = dataclasses.replace(
-            self.settings.create, rate_limit_per_hour=10**6, rate_limit_spacing_seconds=0, abuse=unlimited
-        )
+        normal = self.create_settings
         short = dataclasses.replace(normal, ttl_seconds=30)
         done: set[int] = set()
         db = Database(self.pg.params, application_name="chaos-creator")

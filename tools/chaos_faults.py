@@ -27,6 +27,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.fakes.http import Answer, FakeTwilio  # noqa: E402
 from support.fakes.smtp import FakeSmtpServer, _Handler  # noqa: E402
 
+# The attacker's destinations (tools/chaos_attack.py) and what the providers answer for them, whether
+# the run's random faults are on or off: Twilio refuses one range of French numbers for this sender
+# (21606), takes another and reports it filtered later (30007, tools/chaos_reports.py); our relay
+# refuses the attacker's domain at RCPT, quoting that domain's own server.
+REFUSED_PREFIX, FILTERED_PREFIX, ECHO_DOMAIN = "+3361234", "+3361235", "evil.example"
+REFUSED_21606 = FakeTwilio.error(
+    400,
+    21606,
+    "The 'From' phone number provided is not a valid message-capable Twilio phone number for this destination",
+)
+RELAY_ECHO = (
+    "550 5.7.1 <{to}>: Recipient address rejected: undeliverable address: host mx.evil.example[192.0.2.66] said: "
+    "554 5.7.1 <no-reply@example.org>: Sender address rejected: Relay access denied; Client host rejected"
+)
 # the link's secret: the 43-character token, after the verification id a link carries (sql/016)
 _LINK_TOKEN = re.compile(r"token=(?:[A-Za-z0-9_-]{22})?([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])")
 _SMS_CODE = re.compile(r"\b(\d{6})\b")
@@ -126,6 +140,11 @@ class _Chaotic(dict):
 
     def get(self, destination, default=None):
         f = self.faults
+        if destination.startswith(REFUSED_PREFIX):
+            f.count("sms_attack_refused_21606")
+            return REFUSED_21606
+        if destination.startswith(FILTERED_PREFIX):
+            return default  # taken: its carrier filters it (the report says so later)
         if f.permanent(destination):
             f.count("sms_permanent")
             return FakeTwilio.error(400, 21211, "The 'To' number is not a valid phone number.")
@@ -174,6 +193,9 @@ class _ChaosSmtpHandler(_Handler):
         self.faults = server.faults
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.endswith("@" + ECHO_DOMAIN):
+            self.faults.count("email_attack_relay_echo")
+            return RELAY_ECHO.format(to=address)
         if self.faults.permanent(address):
             self.faults.count("email_permanent")
             return "550 5.1.1 No such user"

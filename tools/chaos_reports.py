@@ -29,13 +29,18 @@ import uuid
 from collections import Counter, defaultdict
 
 from chaos_checks import Findings
+from chaos_faults import FILTERED_PREFIX
 from signup_verification.delivery import reports
 from signup_verification.outbox.config import FailurePolicy
 from signup_verification.platform.database import Database, UnavailableError
 
 _ACCEPTED = """
-SELECT id, attempt_id, intent_id, channel, provider_ref FROM delivery_attempts
- WHERE outcome = 'accepted' AND channel IN ('email', 'sms') AND id > :after ORDER BY id LIMIT 500
+SELECT a.id, a.attempt_id, a.intent_id, a.channel, a.provider_ref,
+       CASE WHEN i.role = 'fallback' THEN i.destination ELSE v.destination END AS destination
+  FROM delivery_attempts AS a
+  JOIN delivery_intents AS i ON i.id = a.intent_id
+  JOIN verifications AS v ON v.id = i.verification_id
+ WHERE a.outcome = 'accepted' AND a.channel IN ('email', 'sms') AND a.id > :after ORDER BY a.id LIMIT 500
 """
 _LAST_ACCEPTED = (
     "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted' AND channel IN ('email', 'sms')"
@@ -50,8 +55,10 @@ class Reports:
     # sms: 30005 unknown number (the recipient's), 30003 handset off (nobody's), 30007 filtered (ours)
     failed_share, undelivered_share, filtered_share = 0.04, 0.03, 0.01
     duplicate_share, reorder_share, late_share = 0.15, 0.3, 0.2
-    # Sender faults are reported, counted and never suppress; the run never holds a channel for them
-    # (a hold would stop its sends until an operator resumed it: tests cover holds).
+    # Faults of our account (the quota drops) are reported, counted and never suppress; the run never
+    # holds the channel for them (a hold would stop its sends until an operator resumed it: tests cover
+    # holds). Route faults (blocks, carrier filtering) count as in production: the genuine users' never
+    # reach a hold, the attacker's may hold its own route only (tools/chaos_attack.py checks both).
     failures = FailurePolicy(hold_after=10**9)
 
     def __init__(self, run):
@@ -138,8 +145,10 @@ class Reports:
             return []
         else:
             roll = rng.random()
+            filtered = (attempt["destination"] or "").startswith(FILTERED_PREFIX)  # the attacker's (chaos_attack.py)
             final_status, code = (
-                ("failed", "30005") if roll < self.failed_share
+                ("undelivered", "30007") if filtered
+                else ("failed", "30005") if roll < self.failed_share
                 else ("undelivered", "30003") if roll < self.failed_share + self.undelivered_share
                 else ("undelivered", "30007") if roll < self.failed_share + self.undelivered_share + self.filtered_share
                 else ("delivered", None)
@@ -206,6 +215,7 @@ class Reports:
         self.figures["reports_duplicates_answered"] += result.duplicates
         self.figures["reports_unknown"] += result.unknown
         self.figures["reports_sender_faults"] += result.sender_faults
+        self.figures["reports_route_faults"] += result.route_faults
         with self.lock:
             for o in observations:
                 self.acknowledged.setdefault((provider, o.dedup_key), o.intent_id or 0)

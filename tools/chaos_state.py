@@ -36,6 +36,7 @@ class ChaosConfig:
     max_seconds: float = 600.0  # the whole run, draining included: after that it stops and reports
     rates: FaultRates = field(default_factory=FaultRates)
     fallback_share: float = 0.25  # created with a fallback channel (tools/chaos_fallback.py)
+    attack_share: float = 0.04  # more signups, an attacker's, to destinations it chose (tools/chaos_attack.py)
 
     @classmethod
     def quick(cls, **overrides) -> ChaosConfig:

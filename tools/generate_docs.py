@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 from signup_verification.api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig  # noqa: E402
 from signup_verification.config import Config  # noqa: E402
-from signup_verification.delivery.classification import Fault, Rule, sendgrid, smtp, twilio  # noqa: E402
+from signup_verification.delivery.classification import Fault, Rule, Scope, sendgrid, smtp, twilio  # noqa: E402
 from signup_verification.delivery.config import (  # noqa: E402
     ChannelsConfig,
     MessageConfig,
@@ -48,17 +48,28 @@ from signup_verification.platform.settings import VIEW, Setting, settings_of  # 
 from signup_verification.verifications.config import AbuseConfig, ConfirmConfig, CreateConfig, TokenConfig  # noqa: E402
 
 _FAULTS = {Fault.RECIPIENT: "recipient", Fault.SENDER_OR_ACCOUNT: "sender or account", Fault.TRANSIENT_OR_UNKNOWN: "-"}
+_SCOPES = {
+    Scope.ACCOUNT: "**account**: holds the channel",
+    Scope.ROUTE: "route: may hold its route",
+    Scope.MESSAGE: "-",
+}
+
+
+def _scope(rule: Rule) -> str:
+    if rule.scope is Scope.ACCOUNT and not rule.final:
+        return "**account**: slows the channel"
+    return _SCOPES[rule.scope]
 
 
 def _rule_table(first: str, rows: Iterable[tuple[str, Rule]]) -> str:
     lines = [
-        f"| {first} | meaning | final | whose fault | reason | holds the channel | source |",
+        f"| {first} | meaning | final | whose fault | reason | scope | source |",
         "|---|---|---|---|---|---|---|",
     ]
     for key, rule in rows:
         lines.append(
             f"| `{key}` | {rule.meaning} | {'yes' if rule.final else 'no'} | {_FAULTS[rule.fault]} | "
-            f"`{rule.category.value}` | {'yes' if rule.holds_channel else ''} | [docs]({rule.source}) |"
+            f"`{rule.category.value}` | {_scope(rule)} | [docs]({rule.source}) |"
         )
     return "\n".join(lines)
 
@@ -73,7 +84,9 @@ def sendgrid_submission() -> str:
 
 
 def sendgrid_events() -> str:
-    rows = [(event, rule) for event, rule in sendgrid.EVENTS.items()]
+    rows = [(f"bounce: bounce_classification {name}", rule) for name, rule in sendgrid.BOUNCE_CLASSIFICATIONS.items()]
+    rows += [(f"bounce: type {kind}", rule) for kind, rule in sendgrid.BOUNCE_TYPES.items()]
+    rows += [(event, rule) for event, rule in sendgrid.EVENTS.items()]
     rows += [(f"dropped: {reason}", rule) for reason, (_, rule) in sendgrid.DROP_REASONS.items()]
     return _rule_table("event", [*rows, ("dropped: other", sendgrid.DROPPED_OTHER)])
 
@@ -82,7 +95,8 @@ def smtp_codes() -> str:
     rows = [(code, rule) for code, rule in smtp.ENHANCED.items()]
     rows += [(f"{subject}.x", rule) for subject, rule in smtp.SUBJECTS.items()]
     rows += [
-        ("5yz refusing us", smtp.REFUSES_US),
+        ("5yz to the session or MAIL", smtp.REFUSES_US),
+        ("530 at RCPT or DATA", smtp.AUTHENTICATION_REQUIRED),
         ("550/553 at RCPT", smtp.NO_SUCH_MAILBOX),
         ("5yz at DATA", smtp.MESSAGE_REFUSED),
         ("other 5yz", smtp.OTHER),

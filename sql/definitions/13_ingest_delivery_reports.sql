@@ -1,9 +1,9 @@
 -- ingest_delivery_reports: one verified batch of provider reports in one round trip and one
 -- transaction. p_events: a JSON array the edge (api/delivery_reports.py) built from the provider's
 -- batch, each {dedup_key, intent_id, attempt_id, provider_ref, event, detail, error_code, permanent,
--- fault, category, code, holds, provider_at, provider}: the report and its verdict (delivery/classification/,
--- which this function never re-derives; `provider`: the one the reason names, the sending one, else
--- p_provider, the reporting one). Each event is linked to its attempt (SendGrid: custom_args
+-- fault, category, code, scope, provider_at, provider}: the report and its verdict
+-- (delivery/classification/, which this function never re-derives; `provider`: the one the reason
+-- names, the sending one, else p_provider, the reporting one). Each event is linked to its attempt (SendGrid: custom_args
 -- intent_id + attempt_id, else sg_message_id's X-Message-Id; Twilio: MessageSid = the attempt's
 -- provider_ref), appended to delivery_observations once (a repeat is a duplicate), and only new rows
 -- have effects:
@@ -15,19 +15,25 @@
 --                       (undeliverable), and delivery_failed() (sql/definitions/08) runs for it;
 --   fault recipient  -> the exact destination goes on destination_suppressions for p_suppress_for
 --                       (NULL: until an operator clears it), final or not (a spam report);
---   holds            -> a channel-wide sender or account fault: counted towards holding the channel
+--   scope account    -> a fault of our account: counted towards holding the channel
 --                       (record_sender_faults, sql/definitions/19); it never suppresses;
+--   scope route      -> a fault of our sender towards the intent's route (its destination's country,
+--                       its receiving domain): counted towards holding that route only
+--                       (record_route_outcomes, sql/definitions/26); it never suppresses;
 --   anything else    -> the observation only (deferred, sent, queued, ...).
 -- Out-of-order reports are fine: the first terminal fact wins (a delivered intent is never made
 -- undeliverable later; an undeliverable one never delivered), and the log keeps every report.
 -- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 -- The verdicts' codes beside the new rows: report_verdicts (sql/definitions/22).
 DROP FUNCTION IF EXISTS ingest_delivery_reports(text, jsonb, interval);
+DROP FUNCTION IF EXISTS ingest_delivery_reports(text, jsonb, interval, integer, interval, interval);
 CREATE OR REPLACE FUNCTION ingest_delivery_reports(p_provider text, p_events jsonb, p_suppress_for interval,
                                                    p_hold_after integer, p_hold_window interval,
-                                                   p_hold_for interval)
+                                                   p_hold_for interval, p_route_min_destinations integer,
+                                                   p_route_min_share float8)
 RETURNS TABLE (received integer, stored integer, duplicates integer, unknown integer,
-               delivered integer, undeliverable integer, suppressed integer, sender_faults integer, held integer)
+               delivered integer, undeliverable integer, suppressed integer, sender_faults integer, held integer,
+               route_faults integer, routes_held integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_channel text := CASE p_provider WHEN 'sendgrid' THEN 'email' ELSE 'sms' END;
@@ -38,6 +44,9 @@ DECLARE
     n_suppressed integer;
     n_sender integer;
     n_held integer := 0;
+    n_route integer;
+    n_routes_held integer := 0;
+    v_route_faults jsonb;
     v_category text;
     v_code text;
     failed_ids bigint[];
@@ -178,17 +187,30 @@ BEGIN
       LEFT JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key
      WHERE o.id = ANY (new_ids) AND o.fault = 'recipient';
 
-    -- channel-wide sender or account faults: they count towards holding the channel, never suppress
+    -- faults of our account: they count towards holding the channel, never suppress
     SELECT count(*), min(o.category), min(r.code) INTO n_sender, v_category, v_code
       FROM delivery_observations AS o
-      JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key AND r.holds
+      JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key AND r.scope = 'account'
      WHERE o.id = ANY (new_ids);
     IF n_sender > 0 THEN
         n_held := record_sender_faults(v_channel, n_sender, v_category, v_code, p_provider, p_hold_after,
                                        p_hold_window, p_hold_for)::integer;
     END IF;
 
+    -- faults of our sender towards one route: they count towards holding that route, never suppress
+    -- (their sends were counted when settled, if a run of the route was open then)
+    SELECT count(*), jsonb_agg(jsonb_build_object('intent_id', o.intent_id, 'sent', false, 'fault', true,
+                                                  'category', o.category, 'code', r.code, 'provider', p_provider))
+      INTO n_route, v_route_faults
+      FROM delivery_observations AS o
+      JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key AND r.scope = 'route'
+     WHERE o.id = ANY (new_ids);
+    IF n_route > 0 THEN
+        n_routes_held := record_route_outcomes(v_route_faults, p_route_min_destinations, p_route_min_share,
+                                               p_hold_window, p_hold_for);
+    END IF;
+
     RETURN QUERY SELECT n_received, n_stored, n_linked - n_stored, n_received - n_linked, n_delivered,
                         coalesce(cardinality(failed_ids), 0), coalesce(n_suppressed, 0), coalesce(n_sender, 0),
-                        coalesce(n_held, 0);
+                        coalesce(n_held, 0), coalesce(n_route, 0), coalesce(n_routes_held, 0);
 END $$;

@@ -230,6 +230,26 @@ def test_global_options_are_accepted_before_or_after_the_command(monkeypatch, ca
     assert code == 0 and not out.startswith("{")  # without it, the table
 
 
+def test_status_names_each_holds_scope_and_resume_takes_one(monkeypatch, capsys, tmp_path, database_url, db):
+    db.run(
+        "INSERT INTO channel_holds (channel, route, faults, window_started_at, last_fault_at, category, code, "
+        "provider, held_at, held_until, destinations, accounts) VALUES ('sms', 'FR', 6, now(), now(), "
+        "'sender_misconfigured', '21606', 'twilio', now(), now() + interval '30 minutes', "
+        "ARRAY[sha256('a'), sha256('b')], ARRAY[1, 2]::bigint[])"
+    )
+    env = {"DATABASE_URL": database_url, "TOKEN_KEYS": TEST_TOKEN_KEYS, "VERIFY_LOCAL_DIR": str(tmp_path)}
+    code, out, _ = run(monkeypatch, capsys, env, "status")
+    assert code == 0 and "sms:FR" in out and "route" in out and "verifyctl channel resume sms:FR" in out
+    code, out, _ = run(monkeypatch, capsys, env, "--json", "channel", "resume", "sms")  # the channel: not held
+    assert code == 0 and json.loads(out) == {"channel": "sms", "scope": "account", "route": None, "was_held": False}
+    code, out, _ = run(monkeypatch, capsys, env, "channel", "resume", "sms:fr")
+    assert code == 0 and out.strip() == "sms:FR resumed: sends start at the next dispatch"
+    assert db.one("SELECT held_until FROM channel_holds WHERE route = 'FR'")["held_until"] is None
+    with pytest.raises(SystemExit) as usage:  # argparse: a usage error, one line, no traceback
+        run(monkeypatch, capsys, env, "channel", "resume", "sms:France")
+    assert usage.value.code == 2 and "two-letter ISO code" in capsys.readouterr().err
+
+
 def test_only_migrate_creates_the_embedded_database_each_start_is_said_and_dev_py_stop_stops_it(tmp_path):
     import subprocess
     import sys

@@ -76,18 +76,24 @@ def test_the_example_variables_plan_every_function_and_wait(plan_text: str):
     assert re.search(r"^Plan: \d+ to add, 0 to change, 0 to destroy\.$", plan_text, re.MULTILINE)
 
 
-def test_a_held_channel_pages_and_a_sender_fault_warns_per_channel(plan_text: str):
-    """The signals record's channel_held and sender_faults each feed a planned metric and a page."""
-    for key, severity in (("channel_held", "CRITICAL"), ("sender_faults", "WARNING")):
+def test_a_held_channel_pages_and_a_held_route_or_an_account_fault_warns_per_channel(plan_text: str):
+    """The signals record's channel_held (scope account), routes_held (scope route) and sender_faults
+    each feed a planned metric and a page; only the whole channel's hold is critical."""
+    for key, field, severity in (
+        ("channel_held", "channel_held=true", "CRITICAL"),
+        ("route_held", "routes_held>0", "WARNING"),
+        ("sender_faults", "sender_faults>0", "WARNING"),
+    ):
         metric = planned_block(plan_text, f'google_logging_metric.condition["{key}"]')
-        assert f"jsonPayload.{key}{'=true' if key == 'channel_held' else '>0'}" in metric, key
+        assert f"jsonPayload.{field}" in metric, key
         assert '"channel"    = "EXTRACT(jsonPayload.channel)"' in metric, key
         page = planned_block(plan_text, f'google_monitoring_alert_policy.threshold["{key}"]')
         assert f'severity              = "{severity}"' in page, key
         assert f"/{key}_records" in page and "metric.label.channel" in page, key
-    assert "verifyctl channel resume" in planned_block(
-        plan_text, 'google_monitoring_alert_policy.threshold["channel_held"]'
-    )
+    for key, scope in (("channel_held", "<email|sms>"), ("route_held", "sms:<COUNTRY>")):
+        assert f"verifyctl channel resume {scope}" in planned_block(
+            plan_text, f'google_monitoring_alert_policy.threshold["{key}"]'
+        )
 
 
 def test_the_default_plan_binds_no_allusers_member(plan_text: str):

@@ -198,13 +198,14 @@ def test_twilio_messaging_service_sender(twilio):
                 400, 21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"
             ),
             "failed",
-            "configuration",
+            "sender_misconfigured",  # a route fault: never the channel's configuration
         ),
         (
             FakeTwilio.error(400, 21606, "The From phone number is not a valid, SMS-capable number"),
             "failed",
-            "configuration",
+            "sender_misconfigured",
         ),
+        (FakeTwilio.error(400, 21661, "'From' number is not SMS-capable"), "failed", "configuration"),
         (
             FakeTwilio.error(400, 21408, "Permission to send an SMS has not been enabled for the region"),
             "failed",

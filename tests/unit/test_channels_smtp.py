@@ -83,19 +83,34 @@ def test_a_leading_dot_line_survives_dot_stuffing(server):
         ("550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown", "failed", "bounced"),
         ("553 5.1.3 bad address syntax", "failed", "invalid_destination"),
         ("552 5.2.2 mailbox full", "failed", "mailbox_full"),
-        ("554 5.7.1 Relay access denied", "failed", "configuration"),
+        # 5.7.x at RCPT is policy towards the receiving domain (a route), whatever its words: a relay may
+        # quote an outsider's server there, so phrases never make it a fault of our account
+        ("554 5.7.1 Relay access denied", "failed", "blocked"),
         ("450 4.2.1 mailbox busy, try later", "retryable", "smtp_transient"),
-        # Postfix's smtpd_delay_reject=yes: refusals of our sender, HELO name or IP arrive at RCPT.
+        # Postfix's smtpd_delay_reject=yes: refusals of our sender arrive at RCPT; their enhanced code says so
         ("550 5.1.8 <no-reply@example.org>: Sender address rejected: Domain not found", "failed", "configuration"),
         (
             "553 5.1.7 <no-reply@example.org>: Sender address rejected: bad sender mailbox syntax",
             "failed",
             "configuration",
         ),
-        ("554 5.7.1 <no-reply@example.org>: Sender address rejected: Access denied", "failed", "configuration"),
-        ("504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", "failed", "configuration"),
-        ("554 5.7.1 <unknown[192.0.2.1]>: Client host rejected: Access denied", "failed", "configuration"),
+        ("554 5.7.1 <no-reply@example.org>: Sender address rejected: Access denied", "failed", "blocked"),
+        ("504 5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname", "failed", "unknown"),
+        ("554 5.7.1 <unknown[192.0.2.1]>: Client host rejected: Access denied", "failed", "blocked"),
         ("554 5.7.1 <ada@example.com>: Recipient address rejected: Access denied", "failed", "blocked"),
+        # a relay verifying the recipient quotes the remote server: its words are the outsider's
+        (
+            "550 5.1.1 <ada@example.com>: Recipient address rejected: undeliverable address: host "
+            "mx.example.com[192.0.2.7] said: 550 5.7.1 Sender address rejected: relay denied",
+            "failed",
+            "bounced",
+        ),
+        (
+            "550 5.7.8 <ada@example.com>: Recipient address rejected: host mx.example.com[192.0.2.7] said: "
+            "535 5.7.8 authentication credentials invalid",
+            "failed",
+            "sender_misconfigured",
+        ),
         ("452 4.5.3 too many recipients", "retryable", "smtp_transient"),
     ],
 )

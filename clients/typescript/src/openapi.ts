@@ -464,8 +464,9 @@ export interface components {
          *     its user (docs/webhooks.md): `bounced` (the mailbox does not exist, a hard bounce),
          *     `invalid_destination` (a malformed or non-existent address or number), `blocked` (the
          *     receiving server or carrier refused it: policy or reputation), `unreachable` (the handset is
-         *     off or out of coverage), `carrier_filtered`, `unsubscribed` (the recipient opted out: STOP,
-         *     unsubscribe), `spam_reported`, `not_mobile` (a landline or a number that cannot receive SMS),
+         *     off or out of coverage, or the mailbox is disabled for now), `carrier_filtered`, `unsubscribed`
+         *     (the recipient opted out: STOP, unsubscribe), `spam_reported`, `not_mobile` (a landline or a
+         *     number that cannot receive SMS),
          *     `mailbox_full`, `region_not_permitted`, `sender_misconfigured` (our sender, credentials or
          *     account), `quota_exceeded` (our account's quota), `message_rejected` (the content or payload
          *     was refused), `attempts_exhausted`, `expired` (the verification expired before it could be

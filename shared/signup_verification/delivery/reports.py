@@ -56,6 +56,7 @@ _SMTP_STATUS = re.compile(r"^[245]\.\d{1,3}\.\d{1,3}$")
 _SID = re.compile(r"^(SM|MM)[0-9a-fA-F]{32}$")
 _ATTEMPT_ID = re.compile(r"^(\d{1,18}):\d{1,9}$")
 _WORD = re.compile(r"^[a-z_]{1,32}$")
+_WORDS = re.compile(r"[^a-z]+")
 _UNREPRESENTABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: PostgreSQL text refuses both
 
 
@@ -74,7 +75,7 @@ class Observation:
     fault: str | None = None  # recipient | sender_or_account | transient_or_unknown (None: no failure)
     category: str | None = None
     code: str | None = None  # the reason's provider code
-    holds: bool = False  # a channel-wide sender or account fault
+    scope: str | None = None  # account | route | message: what the fault may hold (None: no failure)
     provider_at: str | None = None  # ISO-8601 UTC
     provider: str | None = None  # the reason's provider (the sending one); None: the reporting one
 
@@ -83,7 +84,7 @@ class Observation:
         if verdict is None:
             return cls(**fields)
         return cls(**fields, permanent=verdict.final, fault=verdict.fault.value, category=verdict.category.value,
-                   code=verdict.code, holds=verdict.holds_channel)  # fmt: skip
+                   code=verdict.code, scope=verdict.scope.value)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,10 @@ class IngestResult:
     delivered: int
     undeliverable: int
     suppressed: int
-    sender_faults: int = 0  # channel-wide sender or account faults reported (they page)
+    sender_faults: int = 0  # faults of our account reported (they page)
     held: int = 0  # channels this batch put on hold
+    route_faults: int = 0  # faults of our sender towards one route (a country, a receiving domain)
+    routes_held: int = 0  # routes this batch put on hold
     ignored: int = 0  # events we do not keep (engagement events)
     malformed: int = 0  # events that could not be read: skipped, the rest stored
 
@@ -145,12 +148,18 @@ def sendgrid_observation(event: Mapping[str, Any], sent_through: str = "sendgrid
     detail: str | None = None
     status = str(event.get("status") or "")
     status = status if _SMTP_STATUS.match(status) else ""
+    kind = classification = None
     if name == "bounce":
-        kind = str(event["type"]) if event.get("type") in ("bounce", "blocked") else "bounce"
-        detail = kind + (f" {status}" if status else "")
-        name = "blocked" if kind == "blocked" else "bounce"
+        given, listed = event.get("type"), event.get("bounce_classification")  # any JSON value: never trusted
+        kind = given if isinstance(given, str) and given in sendgrid_table.BOUNCE_TYPES else "bounce"
+        classification = listed if isinstance(listed, str) and listed in sendgrid_table.BOUNCE_CLASSIFICATIONS else None
+        detail = " ".join(p for p in (kind, status, classification and _WORDS.sub("_", classification.lower())) if p)
     drop_reason = event.get("reason") if name == "dropped" and isinstance(event.get("reason"), str) else None
-    verdict = sendgrid_table.event_verdict(name, status or None, drop_reason)
+    verdict = sendgrid_table.event_verdict(
+        name, status or None, drop_reason, bounce_type=kind, classification=classification
+    )
+    if kind == "blocked":
+        name = "blocked"
     if name == "dropped" and verdict is not None:
         detail = verdict.code
     intent_id, attempt_id = _custom_args(event)

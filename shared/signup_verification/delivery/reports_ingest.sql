@@ -1,8 +1,10 @@
 -- One verified batch of provider reports: stored, linked and applied in one round trip and one
 -- transaction (sql/definitions/13_ingest_delivery_reports.sql). suppress_seconds NULL: a
--- suppression lasts until an operator clears it; the hold thresholds are outbox/failure_policy.py's.
-SELECT received, stored, duplicates, unknown, delivered, undeliverable, suppressed, sender_faults, held
+-- suppression lasts until an operator clears it; the hold thresholds are outbox/config.py's FailurePolicy.
+SELECT received, stored, duplicates, unknown, delivered, undeliverable, suppressed, sender_faults, held,
+       route_faults, routes_held
   FROM ingest_delivery_reports(:provider, CAST(:events AS jsonb),
                                make_interval(secs => CAST(:suppress_seconds AS float8)),
                                CAST(:hold_after AS integer), make_interval(secs => CAST(:hold_window AS float8)),
-                               make_interval(secs => CAST(:hold_seconds AS float8)))
+                               make_interval(secs => CAST(:hold_seconds AS float8)),
+                               CAST(:route_min_destinations AS integer), CAST(:route_min_share AS float8))

@@ -5,9 +5,12 @@ back into the dispatcher: they read the shared deadline and the stop flag, nothi
 returns a `SendOutcome` per intent, so one malformed destination or one failing render affects
 only its own intent. A send is not started once shutdown began or when too little time is left
 before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
-intent is settled `retryable` with error_class `not_sent` and no delay. A send skipped because its
-channel failed its configuration earlier in the invocation is `channel_stopped`, with the backoff.
-Neither was attempted, so neither spends one of the intent's attempts (outbox/settle.sql).
+intent is settled `retryable` with error_class `not_sent` and no delay; one whose route is held
+(outbox/claim.sql says until when) is `not_sent` until its hold ends.
+A send skipped because its channel met an account fault earlier in the invocation (bad credentials,
+a suspended account: delivery/classification/) is `channel_stopped`, with the backoff; a route or
+message fault stops nothing else and changes no other intent's backoff. None of these was
+attempted, so none spends one of the intent's attempts (outbox/settle.sql).
 
 Each channel's sends run from its own queue, as many at once as the batch plan gave it
 (delivery/batch_sizing.py), and each takes its turn from the provider pacing first
@@ -81,7 +84,7 @@ class SendOutcome:
             code=verdict.code if verdict else None,
             provider=verdict.provider if verdict else None,
             fault=verdict.fault.value if verdict else None,
-            holds_channel=bool(verdict and verdict.holds_channel),
+            scope=verdict.scope.value if verdict else None,
         )
 
     @property
@@ -132,7 +135,7 @@ class BatchSender:
         self.estimator = estimator
         self.stop = stop  # only read here: once set, no send starts (the dispatch loop owns the shutdown)
         self.send_timeout = send_timeout
-        self.broken: set[str] = set()  # channels that reported a configuration error this invocation
+        self.broken: set[str] = set()  # channels that met an account fault (or a provider's block) this invocation
         self._broken_lock = threading.Lock()
 
     def start(self, work: Sequence[tuple[ClaimedIntent, BegunAttempt]], inflight: Mapping[str, int]) -> InFlight:
@@ -179,6 +182,10 @@ class BatchSender:
             return SendOutcome(
                 intent, attempt, SendResult.retryable(NOT_SENT, "the link expires before a send could finish")
             )
+        hold_left = intent.route_held_for()
+        if hold_left is not None:  # its route is held (route faults from several destinations): wait, unsent
+            detail = "not sent: the route of its destination is held"
+            return SendOutcome(intent, attempt, SendResult.retryable(NOT_SENT, detail, retry_after=hold_left))
         channel = self.channels.get(intent.channel)
         if channel is None:
             return SendOutcome(
@@ -191,8 +198,8 @@ class BatchSender:
                 attempt,
                 SendResult.retryable(
                     CHANNEL_STOPPED,
-                    f"not attempted: the {channel.transport} transport failed its "
-                    "configuration earlier in this invocation",
+                    f"not attempted: the {channel.transport} transport met a fault of our account "
+                    "earlier in this invocation",
                 ),
             )
         try:

@@ -1,31 +1,73 @@
-"""Channel holds for operators: `verifyctl channel resume`, and what `status` says about them.
+"""Holds for operators: `verifyctl channel resume`, and the scope a hold names.
 
-A channel is held after a run of sender or account faults (outbox/config.py): the claim
-takes none of its intents until the hold's time passes or an operator, having fixed the cause,
-resumes it. Resuming also starts the fault count afresh.
+A hold has a scope (delivery/classification/): the whole channel (`sms`), held after a run of
+account faults (outbox/config.py FailurePolicy), or one route of it (`sms:FR`, an SMS destination
+country; `email:example.com`, an email receiving domain), held after route faults from several
+destinations that make up a share of that route's sends. The claim takes none of a held channel's
+intents, and leaves a held route's unsent, until the hold's time passes or an operator, having
+fixed the cause, resumes that scope. Resuming also starts its fault count afresh.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from dataclasses import dataclass
 
 from ..platform.database import Database, load_sql
 
 _log = logging.getLogger("signup_verification.operations.channel_holds")
 CHANNELS = ("email", "sms")
+_COUNTRY = re.compile(r"^[A-Za-z]{2}$")
+_DOMAIN = re.compile(r"^[^@\s:/]{1,253}$")
 
 
-def resume(db: Database, channel: str, resumed_by: str) -> bool:
-    """Lift the channel's hold (and forget its fault run); True when it was held."""
-    if channel not in CHANNELS:
-        raise ValueError(f"channel must be one of {', '.join(CHANNELS)}")
-    rows = db.run(load_sql(__file__, "channel_holds_resume.sql"), channel=channel)
+@dataclass(frozen=True)
+class HoldScope:
+    channel: str
+    route: str = ""  # '' for the whole channel; an ISO country (sms) or a receiving domain (email)
+
+    @property
+    def scope(self) -> str:
+        return "route" if self.route else "account"
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.route}" if self.route else self.channel
+
+    @classmethod
+    def parse(cls, text: str) -> HoldScope:
+        """`sms` (the whole channel), `sms:FR` (SMS to one country), `email:example.com` (one domain)."""
+        channel, _, route = text.strip().partition(":")
+        if channel not in CHANNELS:
+            raise ValueError(f"a scope is CHANNEL or CHANNEL:ROUTE with CHANNEL one of {', '.join(CHANNELS)}")
+        if not route:
+            return cls(channel)
+        if channel == "sms" and not _COUNTRY.match(route):
+            raise ValueError("an SMS route is a destination country's two-letter ISO code, e.g. sms:FR")
+        if channel == "email" and not _DOMAIN.match(route):
+            raise ValueError("an email route is a receiving domain, e.g. email:example.com")
+        return cls(channel, route.upper() if channel == "sms" else route.lower())
+
+
+def resume(db: Database, scope: HoldScope | str, resumed_by: str) -> bool:
+    """Lift the hold of this scope (and forget its fault run); True when it was held."""
+    held_scope = scope if isinstance(scope, HoldScope) else HoldScope.parse(scope)
+    rows = db.run(load_sql(__file__, "channel_holds_resume.sql"), channel=held_scope.channel, route=held_scope.route)
     held = bool(rows and rows[0][0])
     _log.warning(
-        "channel %s %s by %s",
-        channel,
+        "%s %s by %s",
+        held_scope,
         "resumed" if held else "was not held; its fault count was reset",
         resumed_by,
-        extra={"json_fields": {"event": "channel_resumed", "channel": channel, "was_held": held, "by": resumed_by}},
+        extra={
+            "json_fields": {
+                "event": "channel_resumed",
+                "channel": held_scope.channel,
+                "scope": held_scope.scope,
+                "route": str(held_scope) if held_scope.route else None,
+                "was_held": held,
+                "by": resumed_by,
+            }
+        },
     )
     return held

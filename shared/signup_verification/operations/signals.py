@@ -58,8 +58,11 @@ class ChannelSignals:
     oldest_awaiting_report_seconds: float = 0.0
     delivery_latency_p50_seconds: float | None = None
     delivery_latency_p95_seconds: float | None = None
-    # the channel's run of sender or account faults (held_until set while held), when recent or held
+    # the channel's run of account faults (scope account; held_until set while held), when recent or held
     sender_faults: dict[str, Any] | None = None
+    # runs of route faults (scope route: one SMS destination country, one email receiving domain),
+    # held or recent: [{route: 'sms:FR', held_until, faults, sends, destinations, accounts, reason, ...}]
+    route_holds: list[dict[str, Any]] = field(default_factory=list)
     slowed_seconds: float = 0.0  # a provider's 429 keeps the claim off the channel this much longer
     # the ready backlog at the rate sends began over the window: 0 when nothing is ready, None when
     # something is but nothing began (no rate to measure: stalled, held, or just started)
@@ -67,7 +70,13 @@ class ChannelSignals:
 
     @property
     def held(self) -> bool:
+        """The whole channel is held (account faults)."""
         return bool(self.sender_faults and self.sender_faults.get("held_until"))
+
+    @property
+    def held_routes(self) -> list[str]:
+        """The routes of the channel held now ('sms:FR', 'email:example.com')."""
+        return [run["route"] for run in self.route_holds if run.get("held_until")]
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,7 @@ class Signals:
                 )
             if c.sender_faults:
                 found.append(_sender_fault_alert(c.channel, c.sender_faults, c.held))
+            found += [_route_hold_alert(run) for run in c.route_holds if run.get("held_until")]
             if c.drain_seconds is not None and c.drain_seconds > self.config.ttl_seconds:
                 found.append(
                     f"{c.channel}: {c.ready_count} ready drain in ~{c.drain_seconds / 60:.0f} min at the measured "
@@ -216,6 +226,7 @@ def compute(
                 delivery_latency_p50_seconds=_rounded(row["delivery_latency_p50_seconds"]),
                 delivery_latency_p95_seconds=_rounded(row["delivery_latency_p95_seconds"]),
                 sender_faults=row["sender_faults"],
+                route_holds=list(row["route_holds"] or []),
                 slowed_seconds=round(row["slowed_seconds"], 3),
                 drain_seconds=drain_seconds(row["ready_count"], attempts["attempting"], config.window_seconds),
             )
@@ -282,9 +293,12 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "oldest_awaiting_report_seconds": channel.oldest_awaiting_report_seconds,
         "delivery_latency_p50_seconds": channel.delivery_latency_p50_seconds,
         "delivery_latency_p95_seconds": channel.delivery_latency_p95_seconds,
-        # a run of sender or account faults holds the channel (infra/alerts.tf pages on channel_held)
+        # a run of account faults holds the channel (scope account: infra/alerts.tf pages on channel_held);
+        # route faults from several destinations hold one route (scope route: it warns on routes_held)
         "channel_held": channel.held,
         "sender_faults": (channel.sender_faults or {}).get("faults", 0),
+        "routes_held": len(channel.held_routes),
+        "held_routes": channel.held_routes,
         # the backlog against the link TTL, and a provider's slow-down (infra/alerts.tf pages on drain_seconds)
         "drain_seconds": channel.drain_seconds,
         "slowed_seconds": channel.slowed_seconds,
@@ -319,7 +333,7 @@ def emit(
     signals = compute(db, deployment, config)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
-        late = late or (channel.channel == "sms" and signals.sms_paused) or channel.held
+        late = late or (channel.channel == "sms" and signals.sms_paused) or channel.held or bool(channel.held_routes)
         late = late or (channel.drain_seconds or 0.0) > signals.config.ttl_seconds
         level = logging.WARNING if late else logging.INFO if moved and live(channel) else logging.DEBUG
         logger.log(
@@ -370,17 +384,30 @@ def resume_sms(db: Database, config: SignalsConfig, granted_by: str) -> int:
     return int(row["sms_budget_left"])
 
 
-def _sender_fault_alert(channel: str, run: dict[str, Any], held: bool) -> str:
+def _cause(run: dict[str, Any]) -> str:
     reason = run.get("reason") or {}
-    cause = " ".join(str(p) for p in (reason.get("category"), reason.get("provider"), reason.get("code")) if p)
+    return " ".join(str(p) for p in (reason.get("category"), reason.get("provider"), reason.get("code")) if p)
+
+
+def _sender_fault_alert(channel: str, run: dict[str, Any], held: bool) -> str:
     if held:
         return (
-            f"{channel}: held after {run['faults']} failure(s) of our sender or account ({cause}) since "
+            f"{channel}: held (scope account) after {run['faults']} fault(s) of our account ({_cause(run)}) since "
             f"{run['since']}: sends stopped until {run['held_until']}; fix it, then `verifyctl channel resume {channel}`"
         )
     return (
-        f"{channel}: {run['faults']} failure(s) of our sender or account ({cause}), the last at "
+        f"{channel}: {run['faults']} fault(s) of our account ({_cause(run)}), the last at "
         f"{run['last_fault_at']}: no destination was suppressed (docs/runbook.md)"
+    )
+
+
+def _route_hold_alert(run: dict[str, Any]) -> str:
+    route = run["route"]
+    return (
+        f"{route}: route held (scope route) after {run['faults']} fault(s) of our sender towards it ({_cause(run)}) "
+        f"from at least {run['destinations']} destinations since {run['since']}: its sends wait until "
+        f"{run['held_until']}, the rest of the channel sends; fix it, then "
+        f"`verifyctl channel resume {route}`"
     )
 
 

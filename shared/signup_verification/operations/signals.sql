@@ -84,11 +84,27 @@ ready AS (
      WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'
        AND (channel = 'sms' OR fallback_channel = 'sms') AND confirm_failures > 0
 ), holds AS (
-    -- channels held after a run of sender or account faults, and the latest run (sql/definitions/19)
+    -- channels held after a run of account faults, and the latest run (sql/definitions/19)
     SELECT channel, faults, window_started_at, last_fault_at, category, code, provider, held_at,
            CASE WHEN held_until > now() THEN held_until END AS held_until,
            last_fault_at > now() - make_interval(secs => :window_seconds) AS recent
       FROM channel_holds
+     WHERE route = ''
+), route_holds AS (
+    -- routes held after route faults from several destinations, and recent runs of route faults
+    -- (a handful of rows at most: a route's row is forgotten once its run is over and it is not held)
+    SELECT channel,
+           jsonb_agg(jsonb_build_object(
+               'scope', scope, 'route', channel || ':' || route,
+               'held_until', CASE WHEN held_until > now() THEN rfc3339(held_until) END, 'held_at', rfc3339(held_at),
+               'faults', faults, 'sends', attempts, 'destinations', cardinality(destinations),
+               'accounts', cardinality(accounts), 'since', rfc3339(window_started_at),
+               'last_fault_at', rfc3339(last_fault_at),
+               'reason', jsonb_build_object('category', category, 'code', code, 'provider', provider))
+               ORDER BY held_until > now() DESC NULLS LAST, last_fault_at DESC) AS runs
+      FROM channel_holds
+     WHERE route <> '' AND (held_until > now() OR last_fault_at > now() - make_interval(secs => :window_seconds))
+     GROUP BY channel
 ), pacing AS (
     -- a provider's 429 slowed the channel: no claim takes its intents until then (sql/definitions/23)
     SELECT channel, extract(epoch FROM slow_until - now())::float8 AS seconds_left
@@ -131,8 +147,10 @@ SELECT c.channel,
        CASE WHEN hd.held_until IS NOT NULL OR hd.recent THEN jsonb_build_object(
            'held_until', rfc3339(hd.held_until), 'held_at', rfc3339(hd.held_at), 'faults', hd.faults,
            'since', rfc3339(hd.window_started_at), 'last_fault_at', rfc3339(hd.last_fault_at),
+           'scope', 'account',
            'reason', jsonb_build_object('category', hd.category, 'code', hd.code, 'provider', hd.provider,
-                                        'fault', 'sender_or_account')) END AS sender_faults
+                                        'fault', 'sender_or_account')) END AS sender_faults,
+       coalesce(rh.runs, '[]'::jsonb) AS route_holds
   FROM channels AS c
   LEFT JOIN ready AS r USING (channel)
   LEFT JOIN scheduled AS s USING (channel)
@@ -144,6 +162,7 @@ SELECT c.channel,
   LEFT JOIN reports AS rp USING (channel)
   LEFT JOIN delivered AS dl USING (channel)
   LEFT JOIN holds AS hd USING (channel)
+  LEFT JOIN route_holds AS rh USING (channel)
   LEFT JOIN pacing AS pc USING (channel)
  CROSS JOIN heartbeats AS h
  CROSS JOIN wrong_codes AS w

@@ -75,6 +75,7 @@ def render(s: Signals) -> str:
         ],
     )
     lines += _delivery_limits(s)
+    lines += _holds(s)
     # only when a channel policy sent or suppressed a fallback in the window
     for c in s.channels:
         f = c.fallbacks
@@ -138,6 +139,32 @@ def _delivery_limits(s: Signals) -> list[str]:
     if s.fanout_live:
         lines.append(f"fan-out: {s.fanout_live} more dispatch invocation(s) live")
     return lines
+
+
+def _holds(s: Signals) -> list[str]:
+    """Each hold and run of faults of our side by its scope: the whole channel (account) or one route."""
+    rows = []
+    for c in s.channels:
+        runs = (
+            [{**c.sender_faults, "route": c.channel, "scope": "account"}] if c.sender_faults else []
+        ) + c.route_holds
+        for run in runs:
+            reason = run.get("reason") or {}
+            rows.append(
+                [
+                    run["route"],
+                    run["scope"],
+                    f"until {run['held_until']}" if run.get("held_until") else "not held",
+                    run["faults"],
+                    run.get("destinations", "-"),
+                    " ".join(str(p) for p in (reason.get("category"), reason.get("provider"), reason.get("code")) if p),
+                ]
+            )
+    if not rows:
+        return []
+    return ["", "holds (faults of our side)"] + table(
+        ["held", "scope", "state", "faults", "destinations", "reason"], rows
+    )
 
 
 def _ago(seconds: float | None) -> str:

@@ -17,9 +17,13 @@
 -- claim order: a branch per channel of the delivery_intents channel CHECK (a new channel adds one).
 -- Each branch takes at most its channel's own limit (the worker sizes it from the channel's latency,
 -- its sends in flight and its provider rate: delivery/batch_sizing.py); :limit bounds the merged batch.
--- A held message channel (a run of sender or account faults, sql/definitions/19-20) or a slowed one
--- (its provider answered 429, sql/definitions/23) is not taken at all: its intents stay eligible,
--- none is failed or charged an attempt.
+-- A held message channel (a run of account faults, sql/definitions/19-20) or a slowed one (its
+-- provider answered 429, sql/definitions/23) is not taken at all: its intents stay eligible, none is
+-- failed or charged an attempt. A held route (route faults from several destinations: one SMS
+-- destination country, one email receiving domain) is narrower than the claim's ranges: while any
+-- route is held (one look for the whole statement), each claimed intent carries when its route's
+-- hold ends, and the worker leaves it unsent until then (delivery/sending.py). Otherwise no route is
+-- looked up.
 WITH email AS (
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'email'
      ORDER BY next_attempt_at, id
@@ -53,6 +57,14 @@ WITH email AS (
                                               UNION ALL SELECT * FROM sms) AS pick
                               ORDER BY next_attempt_at, id LIMIT :limit))
     RETURNING i.*
+), route_held AS (
+    -- while any route is held (one look for the statement, a one-time filter), each claimed intent's
+    -- route: delivery_route inlined per row, three primary-key probes
+    SELECT r.intent_id, h.held_until
+      FROM claimed AS c
+     CROSS JOIN LATERAL (SELECT * FROM delivery_route(c.id) OFFSET 0) AS r
+      JOIN channel_holds AS h ON h.channel = r.channel AND h.route = r.route
+     WHERE (SELECT routes_held()) AND h.held_until > now()
 ), begun AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,
                                    lease_owner, lease_version, outcome, claimed_at, attempted_at)
@@ -70,8 +82,9 @@ SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attem
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
        v.link_by_digest,  -- sql/016: an old-style link (the token alone) during its grace day
        c.role, c.event_type, c.event_subject, c.payload,
-       c.status = 'attempting' AS begun
+       c.status = 'attempting' AS begun, rh.held_until AS route_held_until
   FROM claimed AS c
  CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status, link_by_digest FROM verifications
                       WHERE id = c.verification_id OFFSET 0) AS v
+  LEFT JOIN route_held AS rh ON rh.intent_id = c.id
  ORDER BY c.next_attempt_at, c.id

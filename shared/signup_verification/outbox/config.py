@@ -10,14 +10,20 @@ once, nor before a Retry-After the provider gave:
           reaches a phone);
   fail  - after `hold` seconds, give up.
 
-A failure for good (docs/channels.md, "Whose fault"):
-  a recipient's fault        the exact destination goes on the suppression list for `suppress_days`
-                             (None: until an operator clears it: `verifyctl suppression clear`)
-  a channel-wide sender or   counted per channel; `hold_after` of them within `hold_window_seconds`
-  account fault              hold the channel: the claim takes none of its intents (they wait, none
-                             fails) until `hold_seconds` pass or an operator resumes it
-                             (`verifyctl channel resume`), and `status` pages
-The statements that record failures (outbox/settle.sql, the reports' ingest) apply both, in the
+A failure for good (docs/channels.md, "Whose fault" and "What a fault may hold"):
+  a recipient's fault  the exact destination goes on the suppression list for `suppress_days`
+                       (None: until an operator clears it: `verifyctl suppression clear`)
+  an account fault     counted per channel; `hold_after` of them within `hold_window_seconds` hold
+                       the channel: the claim takes none of its intents (they wait, none fails)
+                       until `hold_seconds` pass or an operator resumes it (`verifyctl channel
+                       resume`), and `status` pages
+  a route fault        counted per route (an SMS destination country, an email receiving domain)
+                       within the same window; the route alone is held for `hold_seconds` once its
+                       faults came from `route_min_destinations` distinct destinations and as many
+                       accounts and make up `route_min_share` of the route's recent sends
+                       (sql/definitions/26_record_route_outcomes.sql says how they are counted)
+  a message fault      nothing beyond its own delivery
+The statements that record failures (outbox/settle.sql, the reports' ingest) apply them, in the
 transaction of the failure, with these values as parameters.
 """
 
@@ -141,14 +147,32 @@ class FailurePolicy:
         "CHANNEL_HOLD_AFTER_FAULTS",
         3,
         minimum=1,
-        help="that many failures of our sender or account within `CHANNEL_HOLD_WINDOW_SECONDS` hold the channel "
-        "(its deliveries wait, none fails; `status` alerts)",
+        help="that many faults of our account (credentials, suspension, quota) within `CHANNEL_HOLD_WINDOW_SECONDS` "
+        "hold the channel (its deliveries wait, none fails; `status` alerts)",
     )
     hold_window_seconds: float = setting(
-        "CHANNEL_HOLD_WINDOW_SECONDS", 600.0, above=0, help="the window those failures are counted in"
+        "CHANNEL_HOLD_WINDOW_SECONDS", 600.0, above=0, help="the window a channel's or a route's faults are counted in"
     )
     hold_seconds: float = setting(
-        "CHANNEL_HOLD_SECONDS", 1800.0, above=0, help="how long a hold lasts, unless `verifyctl channel resume` ends it"
+        "CHANNEL_HOLD_SECONDS",
+        1800.0,
+        above=0,
+        help="how long a hold of a channel or a route lasts, unless `verifyctl channel resume` ends it",
+    )
+    route_min_destinations: int = setting(
+        "ROUTE_HOLD_MIN_DESTINATIONS",
+        5,
+        minimum=2,
+        help="a route (an SMS destination country, an email receiving domain) is held only when its faults within "
+        "`CHANNEL_HOLD_WINDOW_SECONDS` came from at least this many distinct destinations, and as many accounts",
+    )
+    route_min_share: float = setting(
+        "ROUTE_HOLD_MIN_SHARE",
+        0.5,
+        above=0,
+        maximum=1,
+        help="a route is held only when its faults also make up at least this share of its recent sends (a few "
+        "destinations someone chose cannot hold a route that works for everyone else)",
     )
 
     @property
@@ -162,4 +186,6 @@ class FailurePolicy:
             "hold_after": self.hold_after,
             "hold_window": self.hold_window_seconds,
             "hold_seconds": self.hold_seconds,
+            "route_min_destinations": self.route_min_destinations,
+            "route_min_share": self.route_min_share,
         }

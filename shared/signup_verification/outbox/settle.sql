@@ -11,19 +11,21 @@
 -- and it is never `exhausted`.
 -- A failure carries its verdict (delivery/classification/): the reason (category, code, provider,
 -- fault) is recorded on the intent, and what it sets off beyond the delivery runs here too: a
--- recipient's fault suppresses the exact destination, a channel-wide sender or account fault counts
--- towards holding the channel (sql/definitions/18-19), and delivery_failed (sql/definitions/08) brings
--- a fallback forward and records the events.
+-- recipient's fault suppresses the exact destination, an account fault counts towards holding the
+-- channel, a route fault towards holding its route only (sql/definitions/18, 19, 26), and delivery_failed
+-- (sql/definitions/08) brings a fallback forward and records the events. While a run of route faults
+-- is open on a channel, its sends settled here count in their routes' runs (the share a route hold
+-- needs); otherwise no route is even looked up.
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :versions::bigint[], :outcomes::text[], :delays::float8[],
                          :error_classes::text[], :error_details::text[], :provider_refs::text[],
                          :segments::integer[], :attempted::boolean[], :categories::text[], :codes::text[],
-                         :providers::text[], :faults::text[], :holds::boolean[])
+                         :providers::text[], :faults::text[], :scopes::text[])
         AS t(id, lease_version, outcome, delay_seconds, error_class, error_detail, provider_ref, segments, attempted,
-             category, code, provider, fault, holds)
+             category, code, provider, fault, scope)
 ), decided AS (
     SELECT t.id, t.lease_version, t.outcome, t.delay_seconds, t.error_class, t.error_detail, t.provider_ref,
-           t.segments, t.attempted, t.holds AND NOT e.exhausted AS holds, e.exhausted,
+           t.segments, t.attempted, CASE WHEN e.exhausted THEN NULL ELSE t.scope END AS scope, e.exhausted,
            CASE WHEN e.exhausted THEN 'failed' ELSE t.outcome END AS status,
            CASE WHEN e.exhausted THEN 'attempts_exhausted' ELSE t.category END AS category,
            CASE WHEN e.exhausted THEN t.error_class ELSE t.code END AS code,
@@ -57,7 +59,7 @@ WITH input AS (
        AND i.status = 'attempting' AND i.sending_at IS NOT NULL AND i.lease_until > now()
     RETURNING i.id, i.attempts, i.channel, i.template_version, i.lease_version, i.last_claimed_at,
               d.outcome, d.status, d.error_class, d.error_detail, d.provider_ref, d.segments,
-              i.failure_category, i.failure_code, i.failure_provider, i.failure_fault, d.holds
+              i.failure_category, i.failure_code, i.failure_provider, i.failure_fault, d.scope, d.attempted
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                    lease_version, outcome, error_class, error_detail, provider_ref, segments,
@@ -68,7 +70,7 @@ WITH input AS (
              WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
 ), failures AS MATERIALIZED (
-    SELECT s.id, s.channel, s.failure_fault, s.holds,
+    SELECT s.id, s.channel, s.failure_fault, s.scope,
            jsonb_build_object('intent_id', s.id, 'category', s.failure_category, 'code', s.failure_code,
                               'provider', s.failure_provider, 'fault', s.failure_fault) AS reason
       FROM settled AS s
@@ -85,6 +87,20 @@ WITH input AS (
                                             CAST(:hold_after AS integer),
                                             make_interval(secs => CAST(:hold_window AS float8)),
                                             make_interval(secs => CAST(:hold_seconds AS float8)))
-                  FROM failures AS f WHERE f.holds GROUP BY f.channel) AS h) AS holds
+                  FROM failures AS f WHERE f.scope = 'account' GROUP BY f.channel) AS h) AS holds,
+           record_route_outcomes(
+               (SELECT jsonb_agg(jsonb_build_object('intent_id', s.id, 'sent', true,
+                                                    'fault', s.status = 'failed' AND s.scope = 'route',
+                                                    'category', s.failure_category, 'code', s.failure_code,
+                                                    'provider', s.failure_provider))
+                  FROM settled AS s
+                 WHERE s.attempted AND s.channel IN ('email', 'sms')
+                   AND ((s.status = 'failed' AND s.scope = 'route')
+                        OR s.channel IN (SELECT h.channel FROM channel_holds AS h
+                                          WHERE h.route <> ''
+                                            AND h.window_started_at > now() - make_interval(secs => CAST(:hold_window AS float8))))),
+               CAST(:route_min_destinations AS integer), CAST(:route_min_share AS float8),
+               make_interval(secs => CAST(:hold_window AS float8)),
+               make_interval(secs => CAST(:hold_seconds AS float8))) AS route_holds
 )
 SELECT s.id AS intent_id, s.status FROM settled AS s, followed

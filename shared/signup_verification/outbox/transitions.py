@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ..platform.database import Database, load_sql
@@ -55,6 +55,7 @@ class ClaimedIntent:
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
     link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
+    route_held_until: datetime | None = None  # its route is held until then (claim.sql): not to be sent
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
@@ -71,6 +72,13 @@ class ClaimedIntent:
     def attempt(self) -> BegunAttempt:
         """The attempt the fused claim began (only when `begun`)."""
         return BegunAttempt(self.id, f"{self.id}:{self.attempts}", self.attempts)
+
+    def route_held_for(self) -> float | None:
+        """Seconds until its route's hold ends, or None when its route is not held."""
+        if self.route_held_until is None:
+            return None
+        left = (self.route_held_until - datetime.now(UTC)).total_seconds()
+        return left if left > 0 else None
 
     def dead_reason(self, now: datetime) -> str | None:
         """Why this intent must not be sent (its link would be dead), or None. A webhook event carries
@@ -109,7 +117,7 @@ class Settlement:
     code: str | None = None
     provider: str | None = None
     fault: str | None = None
-    holds_channel: bool = False
+    scope: str | None = None  # account | route | message: what the failure may hold (classification/)
 
     def __post_init__(self) -> None:
         if self.outcome not in SEND_OUTCOMES:
@@ -205,7 +213,7 @@ def settle(
 ) -> dict[int, str]:
     """Record outcomes; returns intent id -> the status settle.sql left (a retryable outcome on the
     last attempt is `failed` there) for each settlement that applied (the rest were stale).
-    `failures`: what a failure for good sets off (suppression, channel holds)."""
+    `failures`: what a failure for good sets off (suppression, channel and route holds)."""
     if not settlements:
         return {}
     rows = db.run(
@@ -224,7 +232,7 @@ def settle(
         codes=_text_array([s.code for s in settlements]),
         providers=_text_array([s.provider for s in settlements]),
         faults=_text_array([s.fault for s in settlements]),
-        holds=_array([s.holds_channel for s in settlements]),
+        scopes=_text_array([s.scope for s in settlements]),
         **(failures or FailurePolicy()).parameters(),
     )
     return {row[0]: row[1] for row in rows}

@@ -168,10 +168,10 @@ def test_twilio_callbacks_delivered_out_of_order(client, db):
 
 def test_twilio_undelivered_with_a_permanent_code_suppresses_the_number(client, db):
     [sent] = accepted(db, channel="sms")
-    body, headers = twilio_post(twilio_form(sent["ref"], "undelivered", ErrorCode="30006"))
+    body, headers = twilio_post(twilio_form(sent["ref"], "undelivered", ErrorCode="30005"))
     assert client.post("/twilio", data=body, headers=headers).get_json()["undeliverable"] == 1
     row = intent(db, sent["intent_id"])
-    assert row["status"] == "failed" and "30006" in row["undeliverable_reason"]
+    assert row["status"] == "failed" and "30005" in row["undeliverable_reason"]
     assert db.run("SELECT channel FROM destination_suppressions")[0][0] == "sms"
 
 

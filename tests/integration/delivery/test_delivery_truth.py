@@ -106,7 +106,7 @@ def test_a_sendgrid_quota_drop_suppresses_nobody_and_alerts(db, caplog, app_clie
     assert (answer["undeliverable"], answer["suppressed"], answer["sender_faults"]) == (1, 0, 1)
     assert any(getattr(r, "json_fields", {}).get("alert") == "sender_or_account" for r in caplog.records)
     alerts = signals.compute(db, "test").alerts()
-    assert any("email: 1 failure(s) of our sender or account (quota_exceeded sendgrid over_quota)" in a for a in alerts)
+    assert any("email: 1 fault(s) of our account (quota_exceeded sendgrid over_quota)" in a for a in alerts)
     assert db.one("SELECT count(*) AS n FROM destination_suppressions")["n"] == 0
     assert create_edge.create_verification(db, settings.create, KEYRING, request, "q2").status == 201
 
@@ -129,7 +129,10 @@ def test_a_run_of_sender_faults_holds_the_channel_until_resumed(db, smtp):
     assert reports.ingest(db, "sendgrid", drops).held == 1  # the third fault of the run holds email
     status = signals.compute(db, "test")
     assert status.channel("email").held
-    assert any("email: held after 3 failure(s)" in a and "verifyctl channel resume email" in a for a in status.alerts())
+    assert any(
+        "email: held (scope account) after 3 fault(s)" in a and "verifyctl channel resume email" in a
+        for a in status.alerts()
+    )
     assert run_dispatch(db, settings).claimed == 0 and not smtp.received  # the fourth waits: not failed
     assert (
         intents(db, db.one("SELECT id FROM verifications WHERE account_id = 'acct-h3'")["id"])["primary"]["status"]

@@ -27,49 +27,63 @@ def destination(db, intent_id: int) -> str:
     )["destination"]
 
 
-def test_a_region_not_enabled_fails_only_that_message(db, twilio, caplog):
-    """21408: the account may not send to that number's country. One user's foreign number fails its
-    own message and blames nobody's number; the channel goes on and nobody is paged."""
-    ids = seed_intents(db, 4, sms_every=1)
-    region = "Permission to send an SMS has not been enabled for the region indicated by the 'To' number"
-    twilio.by_destination[destination(db, ids[0])] = FakeTwilio.error(400, 21408, region)
-    settings = provider_settings(twilio=twilio, send_concurrency=1)
-    with caplog.at_level(logging.WARNING, logger="signup_verification.dispatcher"):
-        report = run_dispatch(db, settings)
-    assert (report.failed, report.accepted) == (1, 3) and twilio.requests == 4
-    failed = intent(db, ids[0])
-    assert (failed["status"], failed["failure_category"], failed["failure_fault"]) == (
-        "failed", "region_not_permitted", "sender_or_account")  # fmt: skip
-    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
-    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]  # no operator alert
-
-
 @pytest.mark.parametrize(
     "code,message",
     [
+        (21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number"),
         (
             21606,
             "The 'From' phone number provided is not a valid message-capable Twilio phone number for this destination",
         ),
         (21659, "The 'From' number is not a Twilio phone number or Twilio does not support messaging to that country"),
         (21608, "The number is unverified. Trial accounts cannot send messages to unverified numbers"),
+        (21612, "The message cannot be sent with the current combination of 'To' and/or 'From' parameters"),
     ],
 )
-def test_a_sender_that_cannot_send_stops_the_channel_and_alerts(db, twilio, caplog, code, message):
-    """When the sender or the account itself cannot send, every SMS would fail for good: the first
-    refusal fails its message (never suppressing the number), stops the channel for the invocation
-    (the rest wait, not charged) and pages, as refused credentials do."""
+def test_a_route_fault_fails_only_its_message_and_delays_no_other(db, twilio, caplog, code, message):
+    """Refusals that depend on the destination (its country, its carrier): one user's chosen number
+    fails its own message and blames nobody's number; the invocation's other sends go out at once,
+    nobody else's backoff changes, and nobody is paged."""
     ids = seed_intents(db, 4, sms_every=1)
     twilio.by_destination[destination(db, ids[0])] = FakeTwilio.error(400, code, message)
     settings = provider_settings(twilio=twilio, send_concurrency=1)
-    with caplog.at_level(logging.WARNING, logger="signup_verification.dispatcher"):
+    with caplog.at_level(logging.WARNING, logger="signup_verification.delivery"):
+        report = run_dispatch(db, settings)
+    assert (report.failed, report.accepted, report.retryable) == (1, 3, 0) and twilio.requests == 4
+    failed = intent(db, ids[0])
+    assert (failed["status"], failed["failure_code"], failed["failure_fault"]) == (
+        "failed", str(code), "sender_or_account")  # fmt: skip
+    assert all(intent(db, i)["status"] == "accepted" for i in ids[1:])
+    assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
+    assert db.run("SELECT count(*) FROM channel_holds WHERE route = ''")[0][0] == 0  # the channel's run: untouched
+    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]  # no operator alert
+
+
+@pytest.mark.parametrize(
+    "code,message",
+    [
+        (21661, "'From' number is not SMS-capable"),
+        (21660, "Mismatch between the 'From' number and the account"),
+        (63038, "Account exceeded the daily messages limit"),
+        (30002, "Account suspended"),
+    ],
+)
+def test_a_sender_that_cannot_send_stops_the_channel_and_alerts(db, twilio, caplog, code, message):
+    """When the account itself cannot send, every SMS would fail for good: the first refusal fails its
+    message (never suppressing the number), stops the channel for the invocation (the rest wait,
+    not charged) and pages, as refused credentials do."""
+    ids = seed_intents(db, 4, sms_every=1)
+    twilio.by_destination[destination(db, ids[0])] = FakeTwilio.error(400, code, message)
+    settings = provider_settings(twilio=twilio, send_concurrency=1)
+    with caplog.at_level(logging.WARNING, logger="signup_verification.delivery"):
         report = run_dispatch(db, settings)
     assert (report.failed, report.retryable) == (1, 3) and twilio.requests == 1
     failed = intent(db, ids[0])
-    assert (failed["status"], failed["failure_category"], failed["failure_code"], failed["failure_fault"]) == (
-        "failed", "sender_misconfigured", str(code), "sender_or_account")  # fmt: skip
+    assert (failed["status"], failed["failure_code"], failed["failure_fault"]) == (
+        "failed", str(code), "sender_or_account")  # fmt: skip
     assert db.run("SELECT count(*) FROM destination_suppressions")[0][0] == 0
-    assert [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert") == "channel_configuration"]
+    assert db.run("SELECT faults FROM channel_holds WHERE channel = 'sms' AND route = ''")[0][0] == 1
+    assert [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]
 
 
 def test_a_stopped_channel_charges_no_attempt_to_the_sends_it_skipped(db, twilio):

@@ -1,4 +1,4 @@
-"""The operator's levers: the SMS budget, a held channel, the suppression list."""
+"""The operator's levers: the SMS budget, a held channel or route, the suppression list."""
 
 from __future__ import annotations
 
@@ -21,15 +21,26 @@ def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
 
 
 def cmd_channel_resume(args: argparse.Namespace, runtime: Runtime) -> int:
-    """Lift a channel's hold after a run of sender or account faults, once the cause is fixed."""
+    """Lift a hold (the whole channel, or one route of it) once its cause is fixed."""
     from ...operations import channel_holds
 
-    held = channel_holds.resume(runtime.db, args.channel, operator())
+    scope = args.scope
+    held = channel_holds.resume(runtime.db, scope, operator())
     if args.json:
-        print(json.dumps({"channel": args.channel, "was_held": held}))
+        print(json.dumps({"channel": scope.channel, "scope": scope.scope, "route": str(scope) if scope.route else None,
+                          "was_held": held}))  # fmt: skip
     else:
-        print(f"{args.channel} resumed: sends start at the next dispatch" if held else f"{args.channel} was not held")
+        print(f"{scope} resumed: sends start at the next dispatch" if held else f"{scope} was not held")
     return 0
+
+
+def _hold_scope(text: str):
+    from ...operations.channel_holds import HoldScope
+
+    try:
+        return HoldScope.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_suppression_list(args: argparse.Namespace, runtime: Runtime) -> int:
@@ -115,19 +126,23 @@ def add_channel(sub: Any) -> None:
     actions = add_group(
         sub,
         "channel",
-        "a channel held after a run of sender or account faults",
-        "A run of failures of our sender or account (credentials, an unregistered sender, an "
-        "exhausted quota) holds the channel: its deliveries wait, none fails. `status` shows it.",
+        "a channel, or one route of it, held after a run of faults of our side",
+        "A run of faults of our account (credentials, a suspended account, an exhausted quota) holds "
+        "the channel; route faults (our sender towards one SMS destination country or one email "
+        "receiving domain) from several destinations hold that route only. Held deliveries wait, none "
+        "fails. `status` shows each hold and its scope.",
         "channel_command",
     )
     resume = add_command(
         actions,
         "resume",
-        "let a held channel send again once its cause is fixed",
-        "Lift the channel's hold and start its fault count afresh (recorded with who asked).",
+        "let a held channel or route send again once its cause is fixed",
+        "Lift the hold of one scope and start its fault count afresh (recorded with who asked): "
+        "`sms` or `email` for the whole channel, `sms:FR` for SMS to one country, "
+        "`email:example.com` for one receiving domain.",
         cmd_channel_resume,
     )
-    resume.add_argument("channel", choices=("email", "sms"))
+    resume.add_argument("scope", type=_hold_scope, metavar="SCOPE", help="email | sms | sms:<COUNTRY> | email:<domain>")
 
 
 def add_suppression(sub: Any) -> None:

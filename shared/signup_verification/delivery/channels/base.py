@@ -79,12 +79,13 @@ class SendResult:
 
     @property
     def holds_channel(self) -> bool:
-        """A refusal for good that every message of the channel would meet (a sender or account fault)."""
+        """A refusal for good that every message of the channel would meet (an account fault)."""
         return self.outcome is AttemptOutcome.FAILED and self.verdict is not None and self.verdict.holds_channel
 
     @property
     def stops_channel(self) -> bool:
-        """Every later send of this channel would meet the same answer: stop it and alert."""
+        """Every later send of this channel would meet the same answer (an account fault, or the
+        provider blocking our account): stop it and alert. A route or message fault never does."""
         return self.holds_channel or (self.outcome is AttemptOutcome.RETRYABLE and self.error_class == BLOCKED)
 
 

@@ -28,7 +28,6 @@ _ENHANCED = re.compile(rb"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 _DOT_LINE = re.compile(rb"(?m)^\.")
 # The queue id in a 250 after the end of data: Postfix 'queued as 4069127A943', Exim 'id=1rAbCd-0001Xy-2Z'.
 _QUEUE_ID = re.compile(rb"(?:queued as|\bid=)\s*([0-9A-Za-z][0-9A-Za-z._-]{2,63})", re.IGNORECASE)
-AUTH_CODES = {530, 534, 535, 538}
 
 
 class _Failed(Exception):
@@ -38,9 +37,10 @@ class _Failed(Exception):
         self.result = result
 
 
-def classify_reply(stage: str, code: int, text: bytes | str) -> SendResult:
+def classify_reply(stage: str, code: int, text: bytes | str, recipient: str | None = None) -> SendResult:
     """An SMTP reply that is not the success expected at `stage`
-    (connect = the greeting | ehlo | helo | auth | mail | rcpt | data | end)."""
+    (connect = the greeting | ehlo | helo | auth | mail | rcpt | data | end); `recipient`: the
+    address RCPT named, so a reply that echoes it is told apart (classification/smtp.py)."""
     if isinstance(text, str):  # smtplib's exceptions carry either
         text = text.encode("utf-8", "replace")
     match = _ENHANCED.match(text or b"")
@@ -48,10 +48,10 @@ def classify_reply(stage: str, code: int, text: bytes | str) -> SendResult:
     detail = f"smtp {code}{' ' + enhanced if enhanced else ''} at {stage}: {scrub(text, 160)}"
     if code == 421 or 400 <= code < 500:
         return SendResult.retryable("smtp_transient", detail)
-    if code in AUTH_CODES or stage == "auth":
-        return SendResult.configuration(detail, table.PROVIDER)
     if 500 <= code < 600:
-        return SendResult.refused(table.reply_verdict(stage, code, enhanced, text), detail)
+        return SendResult.refused(table.reply_verdict(stage, code, enhanced, text, recipient), detail)
+    if stage == "auth":  # neither success nor a refusal to our login
+        return SendResult.configuration(detail, table.PROVIDER)
     return (
         SendResult.ambiguous("smtp_unexpected", detail)
         if stage == "end"
@@ -244,11 +244,11 @@ class SmtpChannel:
             self._step(conn, deadline)
             code, text = conn.rcpt(message.to)
             if code not in (250, 251):
-                return self._rset(conn, deadline, classify_reply("rcpt", code, text))
+                return self._rset(conn, deadline, classify_reply("rcpt", code, text, message.to))
             self._step(conn, deadline)
             code, text = conn.docmd("data")
             if code != 354:
-                return self._rset(conn, deadline, classify_reply("data", code, text))
+                return self._rset(conn, deadline, classify_reply("data", code, text, message.to))
             self._step(conn, deadline)
             stuffed = _DOT_LINE.sub(b"..", payload)
             conn.send(stuffed + (b".\r\n" if stuffed.endswith(b"\r\n") else b"\r\n.\r\n"))
@@ -261,9 +261,9 @@ class SmtpChannel:
             return SendResult.retryable(
                 "connection_lost", f"SMTP connection failed before the end of data: {type(exc).__name__}"
             )
-        return self._finish(conn, deadline)
+        return self._finish(conn, deadline, message.to)
 
-    def _finish(self, conn: smtplib.SMTP, deadline: float) -> SendResult:
+    def _finish(self, conn: smtplib.SMTP, deadline: float, recipient: str) -> SendResult:
         """Waiting for the reply to the end of data: the one moment a failure is ambiguous."""
         try:
             if conn.sock is None:  # the server hung up after the data was sent: nothing to wait for
@@ -279,7 +279,7 @@ class SmtpChannel:
             self._release(conn)
             return SendResult.accepted(provider_reference(text))
         self._discard(conn) if code == 421 else self._release(conn)
-        return classify_reply("end", code, text)
+        return classify_reply("end", code, text, recipient)
 
     def _rset(self, conn: smtplib.SMTP, deadline: float, result: SendResult) -> SendResult:
         """After a refused transaction: RSET and pool the connection if it is still healthy."""

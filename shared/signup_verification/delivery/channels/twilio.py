@@ -3,10 +3,12 @@ HTTP Basic with the account SID and auth token).
 
 Twilio has no idempotency key on message create, so an ambiguous SMS is held by default
 (outbox/config.py): a duplicate code reaches a phone. A refusal's error code is classified by
-delivery/classification/twilio.py (whose fault, which reason; docs/channels.md): a recipient's
-(21211 invalid To, 21610 STOP, 21614 not a mobile, ...) suppresses the number; a sender's or the
-account's that every message meets (20003 credentials, 21606 From not SMS-capable, 21608 trial
-account, ...) stops the channel and alerts; 21408 (a region not enabled) fails that message only.
+delivery/classification/twilio.py (whose fault, which reason, its scope; docs/channels.md): a
+recipient's (21211 invalid To, 21610 STOP, 21614 not a mobile, ...) suppresses the number; an
+account fault that every message meets (20003 credentials, 21661 From not SMS-capable, 63038 the
+daily limit, ...) stops the channel and alerts; a route fault (21606, 21612, 21408: our sender
+towards the destination's country) fails that message and counts towards holding that route only;
+21611 (the sender's queue is full) slows the channel down like a 429.
 Without a listed code: HTTP 401/403/404 are our configuration; 20429 / HTTP 429 "never processed"
 is retryable, honouring Retry-After; 5xx are ambiguous (Twilio does not say the message was not
 created), and a 503's Retry-After holds the retry at least that long.
@@ -77,11 +79,14 @@ class TwilioChannel:
         detail = (
             f"twilio {answer.status}{f' code {code}' if code else ''}: {scrub(str(error.get('message') or ''), 160)}"
         )
+        wait = http_retry_after(answer.headers.get("Retry-After"))
         if code is not None and code in table.ERRORS:
-            return SendResult.refused(table.verdict(code), detail)
+            found = table.verdict(code)
+            if not found.final:  # 21611: the sender's queue is full; never created: slow down, retry later
+                return SendResult.retryable("rate_limited", detail, wait)
+            return SendResult.refused(found, detail)
         if answer.status in (401, 403, 404):  # credentials, or a wrong TWILIO_API_URL or account
             return SendResult.configuration(detail, table.PROVIDER)
-        wait = http_retry_after(answer.headers.get("Retry-After"))
         if code == 20429 or answer.status == 429:  # "never processed": safe to retry
             return SendResult.retryable("rate_limited", detail, wait)
         if answer.status >= 500:

@@ -7,21 +7,38 @@ gives a `Verdict`:
              forward, and `delivery.failed` is sent once no channel is left
   fault      whose fault it is:
                recipient             the destination: it goes on the suppression list
-               sender_or_account     our configuration, quota, payload or sender: never suppresses;
-                                     a channel-wide one (`holds_channel`) counts towards holding
-                                     the channel and pages, as bad credentials do
+               sender_or_account     our configuration, quota, payload or sender: never suppresses
                transient_or_unknown  neither
+  scope      what else the same answer would stop (`Scope`), and so what a hold may stop:
+               account  every message of the channel would meet it (credentials, suspension, quota,
+                        a sender that reaches no destination): counts towards holding the whole
+                        channel, and stops the invocation's other sends of the channel at once
+               route    the sender towards one route only: an SMS destination country (Twilio's
+                        answers name no carrier or number type, so the country is the finest route
+                        they give) or an email receiving domain; counts towards holding that route,
+                        and only when several destinations and accounts fail and make up a share of
+                        the route's recent sends (sql/definitions/26_record_route_outcomes.sql)
+               message  this message or this destination only (or a passing condition): holds nothing
+             A route or message fault never stops another send nor changes another intent's backoff.
   category   the documented reason vocabulary the site reads (`Category`), plus the provider's code
 
 One table per provider (twilio.py, sendgrid.py, smtp.py), each row citing the provider's
 documentation. The SQL never re-derives any of it: the statements that record a failure act on the
-verdict's fields (outbox/settle.sql, sql/definitions/13_ingest_delivery_reports.sql).
+verdict's fields (outbox/settle.sql, sql/definitions/13_ingest_delivery_reports.sql); the same scope
+names are the values the SQL reads (`channel_holds.scope`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
+
+
+class Scope(StrEnum):
+    ACCOUNT = "account"  # every message of the channel: may hold the channel
+    ROUTE = "route"  # the sender towards one destination country or receiving domain: may hold that route
+    MESSAGE = "message"  # this message or destination only: holds nothing
 
 
 class Fault(StrEnum):
@@ -36,7 +53,7 @@ class Category(StrEnum):
     BOUNCED = "bounced"  # the mailbox does not exist (a hard bounce)
     INVALID_DESTINATION = "invalid_destination"  # malformed or non-existent address or number
     BLOCKED = "blocked"  # the receiving server or carrier refused it (policy, reputation)
-    UNREACHABLE = "unreachable"  # the handset is off or out of coverage
+    UNREACHABLE = "unreachable"  # the handset is off or out of coverage, or the mailbox is disabled for now
     CARRIER_FILTERED = "carrier_filtered"  # the carrier filtered the content
     UNSUBSCRIBED = "unsubscribed"  # the recipient opted out (STOP, unsubscribe)
     SPAM_REPORTED = "spam_reported"  # the recipient reported the message as spam
@@ -63,7 +80,11 @@ class Rule:
     category: Category
     source: str  # where the provider documents it
     meaning: str = ""  # the provider's own words, shortened (docs/channels.md prints them)
-    holds_channel: bool = False  # a sender/account fault every message of the channel would meet
+    scope: Scope = Scope.MESSAGE  # what else the same answer would stop (what a hold may stop)
+
+    @property
+    def holds_channel(self) -> bool:
+        return self.scope is Scope.ACCOUNT
 
 
 @dataclass(frozen=True)
@@ -75,12 +96,17 @@ class Verdict:
     category: Category
     provider: str | None
     code: str | None = None
-    holds_channel: bool = False
+    scope: Scope = Scope.MESSAGE
 
     @classmethod
     def of(cls, rule: Rule, provider: str | None, code: str | int | None) -> Verdict:
         return cls(rule.final, rule.fault, rule.category, provider, None if code is None else str(code)[:64],
-                   rule.holds_channel)  # fmt: skip
+                   rule.scope)  # fmt: skip
+
+    @property
+    def holds_channel(self) -> bool:
+        """An account fault: every message of the channel would meet it."""
+        return self.scope is Scope.ACCOUNT
 
     @property
     def suppresses(self) -> bool:
@@ -94,23 +120,32 @@ class Verdict:
 
 
 def rule(
-    final: bool, fault: Fault, category: Category, source: str, meaning: str = "", *, holds_channel: bool = False
+    final: bool, fault: Fault, category: Category, source: str, meaning: str = "", *, scope: Scope = Scope.MESSAGE
 ) -> Rule:
-    if holds_channel and fault is not Fault.SENDER_OR_ACCOUNT:
-        raise ValueError("only a sender or account fault holds a channel")
-    return Rule(final, fault, category, source, meaning, holds_channel)
+    if scope is Scope.ACCOUNT and fault is not Fault.SENDER_OR_ACCOUNT:
+        raise ValueError("only a fault of our sender or account holds a channel")
+    if fault is Fault.RECIPIENT and scope is not Scope.MESSAGE:
+        raise ValueError("a recipient's fault is one destination's: it holds nothing")
+    return Rule(final, fault, category, source, meaning, scope)
 
 
-def ours(category: Category, provider: str | None = None, *, holds_channel: bool = False) -> Verdict:
+def at_most(found: Rule, scope: Scope) -> Rule:
+    """The row, its scope narrowed to `scope` (a report or a quoted reply cannot speak for the account)."""
+    order = (Scope.MESSAGE, Scope.ROUTE, Scope.ACCOUNT)
+    narrower = min(found.scope, scope, key=order.index)
+    return found if narrower is found.scope else dataclasses.replace(found, scope=narrower)
+
+
+def ours(category: Category, provider: str | None = None, *, scope: Scope = Scope.MESSAGE) -> Verdict:
     """A failure for good on our side, found before or beside the provider (a message that cannot be
     rendered or written, a relay that cannot carry it): never the recipient's fault."""
-    return Verdict(True, Fault.SENDER_OR_ACCOUNT, category, provider, None, holds_channel)
+    return Verdict(True, Fault.SENDER_OR_ACCOUNT, category, provider, None, scope)
 
 
 def configuration(provider: str | None = None) -> Verdict:
     """Our configuration is wrong (credentials, the sender, TLS trust, a missing key or adapter):
     every message of the channel meets it, so it holds the channel and alerts."""
-    return ours(Category.SENDER_MISCONFIGURED, provider, holds_channel=True)
+    return ours(Category.SENDER_MISCONFIGURED, provider, scope=Scope.ACCOUNT)
 
 
 def unexplained(provider: str | None, code: str | int | None = None) -> Verdict:

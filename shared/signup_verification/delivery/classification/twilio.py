@@ -1,57 +1,87 @@
 """Twilio's error codes: at submission (the Messages API's 400 answers) and in status callbacks
 (`undelivered` / `failed` with `ErrorCode`). One table for both: Twilio uses the same codes in
-either place, and a failed message never arrives (Twilio does not retry it).
+either place, and a failed message never arrives (Twilio does not retry it). A row that is not
+final (21611: the sender's queue is full) is retried later at submission and only observed in a
+callback.
 
-Each row cites twilio.com/docs/api/errors/<code>. A code that is not here, on an undelivered or
-failed callback, is final with an unknown cause: never the recipient's fault, so never suppressed.
+Each row cites twilio.com/docs/api/errors/<code>, and has a scope (classification/__init__.py):
+- account: credentials, the account (suspended, its daily limit), a From number that is not ours or
+  cannot send at all: every message meets it;
+- route: our sender towards the destination's country (21606, 21659: a sender or short code that
+  cannot reach this destination; 21612: this combination of To and From; 21408: a region not
+  enabled; 21608: a trial account's unverified destinations; 30007: carrier filtering, which one
+  carrier applies and another does not; 30024: a sender not provisioned on the carrier; 30023,
+  30032, 30034: US (T-Mobile) registration and caps; 30450: pumping protection on that
+  destination). Twilio's answers name no carrier, so the country is the finest route they give;
+- message: the recipient (21211, 21610, 21614, 21635, 30005, ...), the content, or a passing
+  condition (30003 handset off, 30410 provider timeout, 30036 the validity period ran out). 30004
+  and 30006 are not always the recipient's (carrier filtering; a short code that cannot reach the
+  carrier): nobody's we can name, so nothing is suppressed for them.
+A code that is not here, on an undelivered or failed callback, is final with an unknown cause:
+never the recipient's fault, so never suppressed, and holding nothing.
 """
 
 from __future__ import annotations
 
-from . import Category, Fault, Rule, Verdict, rule
+from . import Category, Fault, Rule, Scope, Verdict, rule
 
 PROVIDER = "twilio"
 _DOCS = "https://www.twilio.com/docs/api/errors/"
 R, S, T = Fault.RECIPIENT, Fault.SENDER_OR_ACCOUNT, Fault.TRANSIENT_OR_UNKNOWN
 C = Category
+ACCOUNT, ROUTE, MESSAGE = Scope.ACCOUNT, Scope.ROUTE, Scope.MESSAGE
 
 
-def _row(code: int, fault: Fault, category: Category, meaning: str, *, holds_channel: bool = False) -> tuple[int, Rule]:
-    return code, rule(True, fault, category, f"{_DOCS}{code}", meaning, holds_channel=holds_channel)
+def _row(
+    code: int, fault: Fault, category: Category, meaning: str, scope: Scope = MESSAGE, *, final: bool = True
+) -> tuple[int, Rule]:
+    return code, rule(final, fault, category, f"{_DOCS}{code}", meaning, scope=scope)
 
 
 ERRORS: dict[int, Rule] = dict(
     [
         # credentials and the account: every message fails
-        _row(20003, S, C.SENDER_MISCONFIGURED, "Authentication Error", holds_channel=True),
-        _row(20404, S, C.SENDER_MISCONFIGURED, "The requested resource was not found", holds_channel=True),
+        _row(20003, S, C.SENDER_MISCONFIGURED, "Authentication Error", ACCOUNT),
+        _row(20404, S, C.SENDER_MISCONFIGURED, "The requested resource was not found", ACCOUNT),
         # the request: To, From, Body
         _row(21211, R, C.INVALID_DESTINATION, "Invalid 'To' Phone Number"),
-        _row(21212, S, C.SENDER_MISCONFIGURED, "Invalid 'From' Phone Number", holds_channel=True),
-        _row(21408, S, C.REGION_NOT_PERMITTED, "Permission to send an SMS has not been enabled for the region"),
-        _row(21603, S, C.SENDER_MISCONFIGURED, "'From' phone number is required", holds_channel=True),
-        _row(21604, S, C.MESSAGE_REJECTED, "'To' phone number is required", holds_channel=True),
-        _row(21606, S, C.SENDER_MISCONFIGURED, "'From' number is not SMS-capable", holds_channel=True),
-        _row(21608, S, C.SENDER_MISCONFIGURED, "Trial account: number is unverified", holds_channel=True),
+        _row(21212, S, C.SENDER_MISCONFIGURED, "Invalid 'From' Phone Number", ACCOUNT),
+        _row(21265, R, C.INVALID_DESTINATION, "'To' number cannot be a Short Code"),
+        _row(21266, R, C.INVALID_DESTINATION, "'To' and 'From' numbers cannot be the same"),
+        _row(21408, S, C.REGION_NOT_PERMITTED, "Permission to send an SMS not enabled for the region", ROUTE),
+        _row(21603, S, C.SENDER_MISCONFIGURED, "'From' phone number is required", ACCOUNT),
+        _row(21604, S, C.MESSAGE_REJECTED, "'To' number is required (or the request is not form-encoded)", ACCOUNT),
+        _row(21606, S, C.SENDER_MISCONFIGURED, "'From' is not a message-capable number for this destination", ROUTE),
+        _row(21608, S, C.SENDER_MISCONFIGURED, "Trial account: the 'To' number is not verified", ROUTE),
         _row(21610, R, C.UNSUBSCRIBED, "Attempt to send to unsubscribed recipient (replied STOP)"),
-        _row(21612, R, C.NOT_MOBILE, "The 'To' phone number is not currently reachable via SMS"),
+        _row(
+            21611, S, C.RATE_LIMITED, "'From' exceeded its queue (10 h of messages): retry later", ACCOUNT, final=False
+        ),
+        _row(21612, S, C.SENDER_MISCONFIGURED, "Not sendable with this combination of 'To' and 'From'", ROUTE),
         _row(21614, R, C.NOT_MOBILE, "'To' number is not a valid mobile number"),
         _row(21617, S, C.MESSAGE_REJECTED, "The concatenated message body exceeds the 1600 character limit"),
         _row(21635, R, C.NOT_MOBILE, "'To' number cannot be a landline"),
-        _row(21659, S, C.SENDER_MISCONFIGURED, "Source number is not a Twilio number", holds_channel=True),
+        _row(21659, S, C.SENDER_MISCONFIGURED, "'From' is not a Twilio number, or short code country mismatch", ROUTE),
+        _row(21660, S, C.SENDER_MISCONFIGURED, "Mismatch between the 'From' number and the account", ACCOUNT),
+        _row(21661, S, C.SENDER_MISCONFIGURED, "'From' number is not SMS-capable", ACCOUNT),
         # delivery (status callbacks)
         _row(30001, S, C.RATE_LIMITED, "Queue overflow: sent faster than the sender's rate"),
-        _row(30002, S, C.SENDER_MISCONFIGURED, "Account suspended", holds_channel=True),
+        _row(30002, S, C.SENDER_MISCONFIGURED, "Account suspended", ACCOUNT),
         _row(30003, T, C.UNREACHABLE, "Unreachable destination handset (off, no signal): not the number's fault"),
-        _row(30004, R, C.BLOCKED, "Message blocked (by the recipient or their carrier for this number)"),
+        _row(30004, T, C.BLOCKED, "Message blocked: opted out, or carrier or compliance filtering"),
         _row(30005, R, C.INVALID_DESTINATION, "Unknown destination handset (inactive number)"),
-        _row(30006, R, C.NOT_MOBILE, "Landline or unreachable carrier"),
-        _row(30007, S, C.CARRIER_FILTERED, "Message filtered: our content or sender", holds_channel=True),
+        _row(30006, T, C.NOT_MOBILE, "Landline, or a carrier the sender (a short code) cannot reach"),
+        _row(30007, S, C.CARRIER_FILTERED, "Message filtered by Twilio or the carrier: our content or sender", ROUTE),
         _row(30008, T, C.UNKNOWN, "Unknown error"),
         _row(30022, S, C.RATE_LIMITED, "US A2P 10DLC: rate limits exceeded"),
-        _row(30023, S, C.QUOTA_EXCEEDED, "US A2P 10DLC: daily message cap reached", holds_channel=True),
-        _row(30032, S, C.SENDER_MISCONFIGURED, "Toll-free number has not been verified", holds_channel=True),
-        _row(30034, S, C.SENDER_MISCONFIGURED, "US A2P 10DLC: message from an unregistered number", holds_channel=True),
+        _row(30023, S, C.QUOTA_EXCEEDED, "US A2P 10DLC: daily message cap reached (T-Mobile, per brand)", ROUTE),
+        _row(30024, S, C.SENDER_MISCONFIGURED, "Numeric Sender ID not provisioned on the carrier", ROUTE),
+        _row(30032, S, C.SENDER_MISCONFIGURED, "Toll-free number has not been verified (US and Canada)", ROUTE),
+        _row(30034, S, C.SENDER_MISCONFIGURED, "US A2P 10DLC: message from an unregistered number", ROUTE),
+        _row(30036, S, C.RATE_LIMITED, "Validity period expired: it waited in Twilio's queue too long"),
+        _row(30410, T, C.UNKNOWN, "Provider timeout: failed and not retried by Twilio; send again later"),
+        _row(30450, T, C.BLOCKED, "Delivery blocked: SMS pumping protection on this destination", ROUTE),
+        _row(63038, S, C.QUOTA_EXCEEDED, "Account exceeded the daily messages limit", ACCOUNT),
     ]
 )
 UNKNOWN = rule(
