@@ -113,9 +113,13 @@ variable "twilio_account_sid" {
 }
 
 variable "twilio_from" {
-  description = "Twilio sender: an E.164 number or a Messaging Service SID."
+  description = "Twilio sender: an E.164 number or a Messaging Service SID. Twilio's test-credential senders (+15005550006 and the other +1500555000x) are refused: every function refuses them in production."
   type        = string
   default     = ""
+  validation {
+    condition     = !contains(["+15005550001", "+15005550006", "+15005550007", "+15005550008"], var.twilio_from)
+    error_message = "twilio_from is one of Twilio's test-credential senders: set your own number or Messaging Service SID."
+  }
 }
 
 # ---- Monitoring ----------------------------------------------------------------------------

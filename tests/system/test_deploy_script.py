@@ -237,7 +237,7 @@ def test_the_runs_plans_by_the_real_terraform_bind_no_allusers_and_order_the_pha
         .replace("@example.com", "@corp.test")
         .replace("my-signup-prod", "signup-prod-1")
         .replace("AC00000000000000000000000000000000", "AC1234567890abcdef1234567890abcdef")
-        .replace("+15005550006", "+15551230000")
+        .replace("+14155550100", "+15551230000")
     )
     world.state["org_policies"]["iam.allowedPolicyMemberDomains"] = {
         "spec": {"rules": [{"values": {"allowedValues": ["C0abc123"]}}]}

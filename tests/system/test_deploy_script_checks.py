@@ -204,7 +204,7 @@ def test_the_example_filled_in_passes_though_its_comments_keep_the_placeholders(
         .replace("my-signup-prod", PROJECT)
         .replace("@example.com", "@corp.test")
         .replace("AC00000000000000000000000000000000", "AC1234567890abcdef1234567890abcdef")
-        .replace("+15005550006", "+15551230000")
+        .replace("+14155550100", "+15551230000")
         for line in example.splitlines()
     )
     assert "@example.com" in filled and "my-signup-prod" in filled  # in the comments

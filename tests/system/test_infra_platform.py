@@ -148,3 +148,12 @@ def test_the_build_runs_only_images_pinned_by_digest():
     builder = load_infra().variables["builder"]
     assert digest.search(builder["default"]) and "google-22" in builder["default"]  # Python 3.11's builder
     assert first(builder["validation"])["condition"] == '${can(regex("@sha256:[0-9a-f]{64}$", var.builder))}'
+
+
+def test_twilios_test_sender_fails_the_plan(tmp_path):
+    """Every function refuses Twilio's test-credential sender in production: the plan says so first."""
+    plan = plan_of("example")
+    var_file = tmp_path / "test-sender.tfvars"
+    var_file.write_text(EXAMPLE.read_text().replace('"+14155550100"', '"+15005550006"'))
+    result = run_tool("plan", plan.copy, f"-var-file={var_file}", plan.bundle_arg)
+    assert result.returncode == 1 and "Twilio's test-credential senders" in result.stdout + result.stderr
