@@ -183,8 +183,8 @@ class WebhookConfig:
         "WEBHOOK_URL",
         None,
         parse=lambda raw, env: check_url(raw, env.production),
-        help="the signup site's endpoint for signed events (`verification.verified`, `.expired`, `.locked`, "
-        "`delivery.failed`; docs/webhooks.md). Unset: webhooks off, no event is written. Set it on every function "
+        help="the signup site's endpoint for signed events (`verification.verified`, `.proved`, `.expired`, "
+        "`.locked`, `delivery.failed`; docs/webhooks.md). Unset: webhooks off, no event is written. Set it on every function "
         "that changes a verification (confirm, dispatch, reconcile, delivery_reports); `https` in production",
     )
     secrets: tuple[bytes, ...] = setting(
