@@ -170,8 +170,8 @@ def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)
     if found["consumed"]:
-        return _proved(presented_by(_consumed(found, found, "new_"), "email"))
-    row = presented_by(found, "email")
+        return _proved(_seen(_consumed(found, found, "new_"), "email"))
+    row = _seen(found, "email")  # the statement found the row by its email digest
     known = from_state(row)
     if known.result == PENDING:  # it could prove in this statement's snapshot: a concurrent one won
         return _restate(db, row)
@@ -253,7 +253,7 @@ def confirm_entry(db: Database, keyring: Keyring, handle: str | None, code: str,
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     consumed = db.one(_CONSUME, id=row["id"], digest=digest)
     if consumed is not None:
-        return _proved(presented_by(_consumed(row, consumed), "sms"))
+        return _proved(_seen(_consumed(row, consumed), "sms"))
     restated = _restate(db, row)
     if restated.result in (ALREADY_VERIFIED, PENDING):
         return restated
@@ -296,6 +296,14 @@ def presented_by(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
     else:
         return None
     return {**row, "presented": channel, "presented_digest": digest}
+
+
+def _seen(row: dict[str, Any], channel: str) -> dict[str, Any]:
+    """presented_by for a row the statement that returned it found by that channel's digest."""
+    seen = presented_by(row, channel)
+    if seen is None:
+        raise ValueError(f"verification {row['id']} has no {channel} channel")
+    return seen
 
 
 def from_state(row: dict[str, Any]) -> Outcome:
