@@ -411,7 +411,7 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
         # The database cannot be stopped under the shared dev server: the unavailable page as the
         # endpoint renders it (same headers, same CSP), served at a local address.
         html, status, headers = page_renderer.render(
-            "unavailable.html", 503, {"Retry-After": "5"}, locale=locale, token="A" * 43, method="post"
+            "unavailable.html", 503, {"Retry-After": "5"}, locale=locale, field="token", value="A" * 43, method="post"
         )
         page.route(
             "http://localhost:1/unavailable", lambda route: route.fulfill(status=status, headers=headers, body=html)
