@@ -187,8 +187,8 @@ def page_answer(
     template = rendering.page
     if kind == "code" and outcome.result == Result.PENDING:
         template, error = "code.html", error if error == "malformed" else None
-    elif kind == "code" and outcome.result == Result.WRONG_CODE:
-        template = "code.html" if outcome.remaining_attempts else "locked.html"
+    elif kind == "code" and outcome.result == Result.WRONG_CODE:  # the last try of a verified one: locked
+        template, status = ("code.html", status) if outcome.remaining_attempts else ("locked.html", 410)
     else:
         error = None
     locale = pages.choose_locale(outcome.locale, request.headers.get("Accept-Language"))

@@ -20,7 +20,7 @@ whose row is read by primary key; the token's digest under the key that row name
 (compared in SQL to consume, in constant time to show the page). An old-style link (the token alone)
 is found by its digest under every key of the ring, in rotation order. A code is compared under
 every key, without stopping at the first match. The hosted code-entry page names its verification by a
-handle only the keyring makes (tokens.py, code_entry.py), and confirms through `confirm_code`.
+handle only the keyring makes (tokens.py), and confirms through `confirm_code`.
 """
 
 from __future__ import annotations
@@ -138,16 +138,19 @@ def _link_target(db: Database, keyring: Keyring, link: str | None) -> tuple[uuid
 def preview_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
     """What the link's page shows (GET): never writes."""
     target = _link_target(db, keyring, link)
-    state = db.one(_STATE, id=target[0]) if target is not None else None
+    if target is None:
+        return Outcome(INVALID)
+    verification_id, token = target
+    state = db.one(_STATE, id=verification_id)
     row = presented_by(state, "email") if state is not None else None  # the email may be the fallback
-    if target is None or row is None:
+    if row is None:
         return Outcome(INVALID)
     try:
         key = keyring.get(row["key_id"])
     except ConfigError:
         _log.error("verification %s names token key %r, which is no longer configured", row["id"], row["key_id"])
         return Outcome(INVALID)
-    if not hmac.compare_digest(key.link_digest(target[1]), bytes(row["presented_digest"])):
+    if not hmac.compare_digest(key.link_digest(token), bytes(row["presented_digest"])):
         return Outcome(INVALID)
     return from_state(row)
 
@@ -314,7 +317,7 @@ def from_state(row: dict[str, Any]) -> Outcome:
     if status == "verified":
         if proved_at(row, presented) is not None:
             result = ALREADY_VERIFIED
-        elif row["verified_channel"] is None or not unexpired:  # another secret proved it: this one expired
+        elif row["verified_channel"] is None or not unexpired:  # expired, or verified before proofs were kept
             result = EXPIRED
         else:
             result = LOCKED if tries_spent else PENDING  # this one can still prove its destination
