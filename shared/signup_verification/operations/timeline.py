@@ -188,10 +188,10 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
     if row["verified_at"]:
         proof = _PROOFS.get((row["verified_channel"], row["verified_via"]), "the link or code (which was not recorded)")
         events.append(Event(row["verified_at"], "verified", f"confirmed with {proof}"))
-    if row["second_proof_at"]:
-        second = next(p for p in proofs(row) if p.channel != row["verified_channel"])
-        phrase = _PROOFS[(second.channel, second.via)]
-        events.append(Event(row["second_proof_at"], "proved", f"{second.destination} proved too, with {phrase}"))
+        if row["second_proof_at"]:  # the other channel's secret, later
+            second = next(p for p in proofs(row) if p.channel != row["verified_channel"])
+            phrase = _PROOFS[(second.channel, second.via)]
+            events.append(Event(row["second_proof_at"], "proved", f"{second.destination} proved too, with {phrase}"))
     elif row["status"] in ("expired", "superseded", "locked"):
         detail = {
             "expired": "the link or code expired",
