@@ -346,11 +346,36 @@ def _axe_violations(page, axe_script: str) -> list[str]:
     return found
 
 
+class _AxeWalk:
+    """A phone-sized page in one locale that checks each page it is shown: its language, its heading
+    (`seen`, by name: the pages must be distinct) and axe's violations in both colour schemes."""
+
+    def __init__(self, browser, locale: str):
+        self.locale, self.axe_script = locale, _axe_script()
+        self.context = browser.new_context(viewport=PHONE, extra_http_headers={"Accept-Language": locale})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.seen: dict[str, str] = {}
+        self.violations: list[str] = []
+
+    def check(self, name: str, status: int | None, url: str | None = None) -> None:
+        if url is not None:
+            response = self.page.goto(url)
+            assert response.status == status, name
+        assert self.page.evaluate("document.documentElement.lang") == self.locale, name
+        alert = " (alert)" if self.page.get_by_role("alert").count() else ""
+        self.seen[name] = self.page.get_by_role("heading", level=1).inner_text() + alert
+        self.violations.extend(_axe_violations(self.page, self.axe_script))
+
+    def assert_clean(self, pages: int) -> None:
+        assert len(set(self.seen.values())) == len(self.seen) == pages, self.seen  # that many distinct pages
+        assert self.violations == [], "\n".join(self.violations)
+
+
 @pytest.mark.parametrize("locale", ["en", "ja"])
 def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, locale):
     from signup_verification.api import pages as page_renderer
 
-    axe_script = _axe_script()
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
 
     def new_link(account: str | None = None) -> tuple[str, str]:
@@ -375,21 +400,8 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
     def set_status(verification_id: str, sql: str) -> None:
         e2e_db.run(f"UPDATE verifications SET {sql} WHERE id = :id", id=uuid.UUID(verification_id))
 
-    context = browser.new_context(viewport=PHONE, extra_http_headers={"Accept-Language": locale})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    heading = page.get_by_role("heading", level=1)
-    seen: dict[str, str] = {}
-    violations: list[str] = []
-
-    def check(name: str, status: int | None, url: str | None = None) -> None:
-        if url is not None:
-            response = page.goto(url)
-            assert response.status == status, name
-        assert page.evaluate("document.documentElement.lang") == locale, name
-        seen[name] = heading.inner_text()
-        violations.extend(_axe_violations(page, axe_script))
-
+    walk = _AxeWalk(browser, locale)
+    check, page = walk.check, walk.page
     try:
         _, link = new_link()
         check("confirm", 200, link)
@@ -418,16 +430,14 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
         )
         check("unavailable", 503, "http://localhost:1/unavailable")
     finally:
-        context.close()
-    assert len(set(seen.values())) == len(seen) == 8, seen  # eight distinct pages were checked
-    assert violations == [], "\n".join(violations)
+        walk.context.close()
+    walk.assert_clean(pages=8)
 
 
 @pytest.mark.parametrize("locale", ["en", "ja"])
 def test_every_code_entry_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, locale):
     """The code-entry page and every page it ends on, with the code's words: the form, the form after a
     wrong code, confirmed, already, expired, locked, replaced and not valid."""
-    axe_script = _axe_script()
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
 
     def new_page_url(account: str | None = None, phone: str | None = None) -> tuple[str, str]:
@@ -441,20 +451,8 @@ def test_every_code_entry_page_passes_axe_in_both_colour_schemes(dev, browser, e
         row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
         return keyring.get(row["key_id"]).sms_code(uuid.UUID(verification_id), bytes(row["token_nonce"]), 6)
 
-    context = browser.new_context(viewport=PHONE, extra_http_headers={"Accept-Language": locale})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    heading = page.get_by_role("heading", level=1)
-    seen: dict[str, str] = {}
-    violations: list[str] = []
-
-    def check(name: str, status: int | None, url: str | None = None) -> None:
-        if url is not None:
-            response = page.goto(url)
-            assert response.status == status, name
-        assert page.evaluate("document.documentElement.lang") == locale, name
-        seen[name] = heading.inner_text() + (" (alert)" if page.get_by_role("alert").count() else "")
-        violations.extend(_axe_violations(page, axe_script))
+    walk = _AxeWalk(browser, locale)
+    check, page = walk.check, walk.page
 
     def submit(code: str) -> None:
         page.locator("#code").fill(code)
@@ -488,6 +486,5 @@ def test_every_code_entry_page_passes_axe_in_both_colour_schemes(dev, browser, e
         check("superseded", 410, old)
         check("invalid", 404, f"{dev.confirm_url}?entry={'A' * 44}")
     finally:
-        context.close()
-    assert len(set(seen.values())) == len(seen) == 8, seen  # eight distinct pages were checked
-    assert violations == [], "\n".join(violations)
+        walk.context.close()
+    walk.assert_clean(pages=8)
