@@ -92,7 +92,7 @@ def test_create_answers_201_with_the_public_fields_and_writes_one_row_set(client
     assert verification["status"] == "pending" and verification["key_id"] == "test-k1"
     intent = db.one("SELECT * FROM delivery_intents")
     assert intent["verification_id"] == verification["id"] and intent["status"] == "ready"
-    assert (intent["template_version"], intent["locale"]) == ("signup/v1", "ja")
+    assert (intent["template_version"], intent["locale"]) == ("signup/v2", "ja")  # the newest version
     key = db.one(STORED_ANSWER, key="signup-42")
     assert key["key"] == "signup-42" and key["outcome"] == "created" and key["answer"] == body  # replayable
 

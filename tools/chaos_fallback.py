@@ -4,8 +4,10 @@ A share of the run's verifications is created with a fallback on the other chann
 seconds (policy `fallback`) or at once (`both`). Some of their primary destinations are ones the
 chaos providers refuse for good (SMTP 550 / Twilio 21211), so their primary fails and must bring
 the fallback forward; some verifications are confirmed (by the primary's secret) before their
-fallback is due. Workers are SIGKILLed at random throughout, so kills land between a primary's
-failure (which brings the fallback forward in the same statement) and the fallback's claim.
+fallback is due; some of those sent both at once are confirmed by both secrets, the primary's then the
+fallback's a moment later (a second proof, sql/027). Workers are SIGKILLed at random throughout, so
+kills land between a primary's failure (which brings the fallback forward in the same statement) and
+the fallback's claim, and the database restarts under the confirmations.
 
 At the end, besides the run's own invariants (which read the primary intents), this checks:
     fallback_sent_after_confirm  a verification confirmed before its fallback was due (and before its
@@ -15,6 +17,9 @@ At the end, besides the run's own invariants (which read the primary intents), t
     fallback_lost                every fallback intent ended terminal (or held ambiguous), explained
     fallback_delivery            every fallback message a provider took belongs to a fallback intent that
                                  began that many attempts, and none was taken after the token expired
+    proofs                       every verified verification has its first proof, at most one second proof
+                                 of its other channel (after the first), one verification.verified event and
+                                 one verification.proved event per proof, of that proof's channel
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class FallbackShare:
     # ...with a timer long enough that the primary fails before it (the backlog at the start takes ~20 s)
     failing_after_seconds: int = 28
     confirm_first_share: float = 0.3  # of those with a timer: confirmed before the fallback is due
+    second_proof_share: float = 0.5  # of those sent both at once: confirmed by both secrets, the primary's first
 
 
 @dataclass
@@ -78,9 +84,18 @@ class Traffic:
         return {**body, "fallback": {"channel": other, "destination": destination, "after_seconds": after}}
 
     def created(self, vid: uuid.UUID, body: dict) -> None:
-        """After the create committed: maybe schedule a confirmation before the fallback is due."""
+        """After the create committed: maybe schedule a confirmation before the fallback is due, or (both
+        at once) one by each secret, the fallback's second."""
         fallback = body.get("fallback")
-        if fallback is None or fallback["after_seconds"] == 0 or self.rng.random() >= self.share.confirm_first_share:
+        if fallback is None:
+            return
+        if fallback["after_seconds"] == 0:
+            if self.rng.random() < self.share.second_proof_share:
+                first = time.time() + self.rng.uniform(2.0, 6.0)  # after the messages went out, mostly
+                heapq.heappush(self._due, (first, vid.int, body["channel"]))
+                heapq.heappush(self._due, (first + self.rng.uniform(0.0, 2.0), vid.int, fallback["channel"]))
+            return
+        if self.rng.random() >= self.share.confirm_first_share:
             return
         at = time.time() + self.rng.uniform(0.2, max(0.3, fallback["after_seconds"] - 2.0))
         heapq.heappush(self._due, (at, vid.int, body["channel"]))
@@ -215,3 +230,39 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
     figures["fallback_intents"] = len(rows)
     figures["fallback_messages_taken"] = sum(len(m) for m in fallback_deliveries.values())
     found.figures.update({k: v for k, v in sorted(figures.items())})
+    check_proofs(db, found)
+
+
+_PROOFS = """
+SELECT v.id, v.channel, v.fallback_channel, v.verified_channel, v.verified_at, v.second_proof_at,
+       (SELECT count(*) FROM delivery_intents AS e
+         WHERE e.verification_id = v.id AND e.event_type = 'verification.verified') AS verified_events,
+       (SELECT coalesce(array_agg(e.event_subject ORDER BY e.id), '{}') FROM delivery_intents AS e
+         WHERE e.verification_id = v.id AND e.event_type = 'verification.proved') AS proved_subjects
+  FROM verifications AS v
+ WHERE v.status = 'verified' AND v.verified_channel IS NOT NULL
+"""
+
+
+def check_proofs(db: Database, found: Findings) -> None:
+    """Every secret proved its own destination at most once, the first verified it, and each proof wrote
+    its event (where its session recorded events at all: chaos_webhooks.py counts those)."""
+    seconds = 0
+    for v in db.rows(_PROOFS):
+        expected = [v["verified_channel"]]
+        if v["second_proof_at"] is not None:
+            seconds += 1
+            other = v["fallback_channel"] if v["verified_channel"] == v["channel"] else v["channel"]
+            expected.append(other)
+            if v["fallback_channel"] is None or v["second_proof_at"] < v["verified_at"]:
+                found.fail(
+                    "proofs", f"verification {v['id']}: a second proof without a second secret, or before the first"
+                )
+        recorded = v["verified_events"] or v["proved_subjects"]  # none: its session had webhooks off
+        if recorded and (v["verified_events"] != 1 or list(v["proved_subjects"]) != expected):
+            found.fail(
+                "proofs",
+                f"verification {v['id']}: {v['verified_events']} verification.verified, proved events for"
+                f" {list(v['proved_subjects'])}, proofs {expected}",
+            )
+    found.figures["proofs_second"] = seconds

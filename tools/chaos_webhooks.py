@@ -175,8 +175,8 @@ class Webhooks:
 def check(db: Database, receiver: FakeWebhookReceiver, found: Findings) -> None:
     verified = {r[0] for r in db.run("SELECT id FROM verifications WHERE status = 'verified'")}
     events = db.rows(
-        "SELECT id, verification_id, event_type, status, attempts, max_attempts, ambiguous_count, suppression_reason,"
-        " lease_owner FROM delivery_intents WHERE role = 'event'"
+        "SELECT id, verification_id, event_type, event_subject, status, attempts, max_attempts, ambiguous_count,"
+        " suppression_reason, lease_owner FROM delivery_intents WHERE role = 'event'"
     )
     attempts: dict[int, list[dict]] = defaultdict(list)
     for row in db.rows(
@@ -190,21 +190,24 @@ def check(db: Database, receiver: FakeWebhookReceiver, found: Findings) -> None:
         r[0]
         for r in db.run("SELECT intent_id FROM delivery_attempts WHERE channel = 'webhook' AND outcome = 'ambiguous'")
     )
-    receipts: dict[tuple[str, str], list[str]] = defaultdict(list)  # (verification id, type) -> webhook-ids
+    # (verification id, type, subject) -> webhook-ids; the subject: the channel a proof proved, or a delivery's
+    receipts: dict[tuple[str, str, str | None], list[str]] = defaultdict(list)
     for d in receiver.deliveries:
-        receipts[(d.request["data"]["verification_id"], d.request["type"])].append(d.destination)
+        data = d.request["data"]
+        subject = (data.get("proof") or data.get("delivery") or {}).get("channel")  # None for the others
+        receipts[(data["verification_id"], d.request["type"], subject)].append(d.destination)
     per_verified = Counter(e["verification_id"] for e in events if e["event_type"] == "verification.verified")
     for vid in verified:
         if per_verified[vid] != 1:
             found.fail("webhook_event_count", f"verified {vid} has {per_verified[vid]} verification.verified events")
     known = set()
     for e in events:
-        key = (str(e["verification_id"]), e["event_type"])
+        key = (str(e["verification_id"]), e["event_type"], e["event_subject"])
         known.add(key)
         got = receipts.get(key, [])
         if e["status"] != "accepted" or not got:
             found.fail("webhook_lost", f"event {e['id']} ({key[1]}) is {e['status']}, received {len(got)} time(s)")
-        if got and set(got) != {webhook_id(e["verification_id"], e["event_type"])}:
+        if got and set(got) != {webhook_id(e["verification_id"], e["event_type"], e["event_subject"])}:
             found.fail("webhook_id_changed", f"event {e['id']} arrived under ids {sorted(set(got))}")
         if len(got) - 1 > ambiguous[e["id"]]:
             found.fail(

@@ -7,11 +7,12 @@
 -- the connection's start-up packet when WEBHOOK_URL is set (platform/database.py session_settings),
 -- so no statement costs an extra round trip and WEBHOOK_URL unset writes no event at all.
 -- `signup_verification.webhook_events` (WEBHOOK_EVENTS: the types the site asked for, comma
--- separated; unset: the verification events and delivery.failed) and
+-- separated; unset: the verification's own events and delivery.failed) and
 -- `signup_verification.webhook_max_attempts` (WEBHOOK_MAX_ATTEMPTS) travel the same way.
 -- p_verification: the row as the calling statement left it (its RETURNING: this function cannot
 -- see the caller's own UPDATE). p_subject: the delivery (its channel) a per-delivery event reports
--- (delivery.delivered, delivery.bounced); NULL for the verification's own events. One logical event
+-- (delivery.delivered, delivery.bounced), or the channel a proof proved (verification.proved); NULL
+-- for the verification's other events. One logical event
 -- per type, verification and subject: a second call is a no-op (the unique index
 -- delivery_intents_per_subject). Returns the rows written (0 or 1).
 -- The data never holds a token, a code or the destination (the receiver is another system).
@@ -27,7 +28,7 @@ BEGIN
     IF p_verification.id IS NULL
        OR coalesce(current_setting('signup_verification.webhooks', true), '') <> 'on'
        OR NOT p_event_type = ANY (string_to_array(coalesce(wanted,
-              'verification.verified,verification.expired,verification.locked,delivery.failed'), ',')) THEN
+              'verification.verified,verification.proved,verification.expired,verification.locked,delivery.failed'), ',')) THEN
         RETURN 0;
     END IF;
     INSERT INTO delivery_intents (verification_id, channel, role, event_type, event_subject, payload, purpose,

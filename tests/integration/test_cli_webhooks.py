@@ -19,12 +19,12 @@ from support.dispatch import KEYRING, run_dispatch
 from support.factories import make_verifications
 from support.fakes.http import Answer
 from support.fakes.webhooks import FakeWebhookReceiver
-from support.webhooks import events, events_database, link_token, webhook_settings
+from support.webhooks import VERIFIED_ONLY, events, events_database, link_token, webhook_settings
 
 
 @pytest.fixture
 def edb(database_url):
-    database = events_database(database_url, max_attempts=1)
+    database = events_database(database_url, max_attempts=1, event_types=VERIFIED_ONLY)  # one event per confirmation
     yield database
     database.close()
 
@@ -182,7 +182,7 @@ def test_two_replays_at_once_move_each_event_once(edb, database_url):
         confirmations.confirm_link(edb, KEYRING, link_token(edb, vid))
     edb.run("UPDATE delivery_intents SET status = 'accepted', completed_at = now() WHERE role = 'event'")
     since, found, start = datetime.now(UTC) - timedelta(minutes=5), [], threading.Barrier(2)
-    second = events_database(database_url)
+    second = events_database(database_url, event_types=VERIFIED_ONLY)
 
     def replay_from(db):
         start.wait()

@@ -22,6 +22,7 @@ from signup_verification.platform.database import ConnectionParams, Database
 from support.dev_process import descendants, kill, process_table, stop_servers_under
 from support.logs import log_lines  # noqa: F401  (a fixture, registered with the others)
 from support.paths import ROOT, TEST_TOKEN_KEYS
+from support.typescript_client import typescript_client_tarball  # noqa: F401  (likewise)
 
 
 def pytest_addoption(parser):

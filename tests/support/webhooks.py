@@ -3,6 +3,7 @@ receiver, the reads the tests assert on, and the events' JSON Schemas from docs/
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from typing import Any
@@ -18,10 +19,18 @@ from support.paths import ROOT
 OPENAPI = ROOT / "docs" / "openapi.yaml"
 
 
-def events_database(url: str, max_attempts: int = 12) -> Database:
-    """What Runtime builds when WEBHOOK_URL is set: the session setting rides in the start-up packet."""
-    settings = WebhookConfig(url="http://receiver.invalid/", max_attempts=max_attempts).session_settings()
-    return Database(ConnectionParams.from_url(url), session_settings=settings)
+def events_database(url: str, max_attempts: int = 12, event_types: tuple[str, ...] | None = None) -> Database:
+    """What Runtime builds when WEBHOOK_URL is set: the session setting rides in the start-up packet.
+    `event_types`: WEBHOOK_EVENTS (the default types unless given)."""
+    config = WebhookConfig(url="http://receiver.invalid/", max_attempts=max_attempts)
+    if event_types is not None:
+        config = dataclasses.replace(config, events=event_types)
+    return Database(ConnectionParams.from_url(url), session_settings=config.session_settings())
+
+
+# For the tests of the channel itself: one event per confirmation (a confirmation also records
+# `verification.proved` by default, which the verification's own tests count).
+VERIFIED_ONLY = ("verification.verified",)
 
 
 def webhook_settings(receiver, **overrides):
@@ -30,7 +39,8 @@ def webhook_settings(receiver, **overrides):
 
 def events(db: Database, verification_id: uuid.UUID | None = None) -> list[dict]:
     sql = (
-        "SELECT id, verification_id, event_type, status, attempts, payload, last_error FROM delivery_intents"
+        "SELECT id, verification_id, event_type, event_subject, status, attempts, payload, last_error"
+        " FROM delivery_intents"
         " WHERE role = 'event'" + (" AND verification_id = :v" if verification_id else "") + " ORDER BY id"
     )
     return db.rows(sql, **({"v": verification_id} if verification_id else {}))

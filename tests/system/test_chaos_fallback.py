@@ -12,6 +12,7 @@ from signup_verification.verifications import confirm
 from support.dispatch import KEYRING, provider_settings
 from support.paths import ROOT
 from support.policy import create_with_fallback
+from support.webhooks import events_database
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -78,3 +79,25 @@ def test_a_failed_primary_whose_fallback_never_went_out_is_caught(db):
     )  # as if the hook had not run
     found = _run_checks(db, [])
     assert "fallback_not_attempted" in found.violations
+
+
+def test_the_proofs_check_passes_a_second_proof_and_catches_a_proof_without_its_event(database_url):
+    edb = events_database(database_url)
+    try:
+        vid = create_with_fallback(edb, provider_settings().create, account="p1", after_seconds=0)
+        link, code = _secrets(edb, vid)
+        assert confirm.confirm_link(edb, KEYRING, link).result == confirm.VERIFIED
+        assert confirm.confirm_code(edb, KEYRING, vid, code).result == confirm.VERIFIED  # the number, too
+        found = Findings()
+        chaos_fallback.check_proofs(edb, found)
+        assert found.ok and found.figures["proofs_second"] == 1, dict(found.violations)
+        edb.run(
+            "DELETE FROM delivery_intents WHERE verification_id = :v AND event_type = 'verification.proved'"
+            " AND event_subject = 'sms'",
+            v=vid,
+        )
+        found = Findings()
+        chaos_fallback.check_proofs(edb, found)
+        assert set(found.violations) == {"proofs"}, dict(found.violations)
+    finally:
+        edb.close()

@@ -32,7 +32,7 @@ def _delivered(edb, receiver, n=2):
     ids = make_verifications(edb, n)
     for vid in ids:
         confirmations.confirm_link(edb, KEYRING, link_token(edb, vid))
-    assert run_dispatch(edb, webhook_settings(receiver)).accepted == n
+    assert run_dispatch(edb, webhook_settings(receiver)).accepted == 2 * n  # verification.verified and .proved
     return ids
 
 
@@ -42,13 +42,14 @@ def test_a_clean_delivery_keeps_every_webhook_invariant(edb):
     found = Findings()
     check(edb, receiver, found)
     assert found.ok, dict(found.violations)
-    assert found.figures["webhook_events"] == {"verification.verified": 2} and found.figures["webhook_receipts"] == 2
+    assert found.figures["webhook_events"] == {"verification.verified": 2, "verification.proved": 2}
+    assert found.figures["webhook_receipts"] == 4
 
 
 def test_each_webhook_check_catches_its_violation(edb, db):
     with FakeWebhookReceiver() as receiver:
         _delivered(edb, receiver)
-    first, second = receiver.deliveries
+    first, second, *_ = receiver.deliveries
     receiver.deliveries.append(first)  # a second receipt without a recorded ambiguous attempt
     receiver.deliveries.append(dataclasses.replace(second, destination="msg_other"))  # another id for one event
     receiver.refused = 1

@@ -53,6 +53,7 @@ def dev(module_database_url, tmp_path_factory):
         "TOKEN_KEYS": TEST_TOKEN_KEYS,
         "VERIFY_LOCAL_DIR": str(tmp_path_factory.mktemp("dev-local")),
         "PRODUCT_NAME": "Example Shop",
+        "RATE_LIMIT_PREFIX_PER_HOUR": "1000",  # the SMS pages' numbers share a prefix (docs/integrate.md: a suite's limits)
     }
     with DevProcess(env, "--schedule-seconds", "1") as process:
         yield process
@@ -201,6 +202,84 @@ def test_sms_code_flow_through_the_api(dev, page, e2e_db, shots):
     assert _status(e2e_db, verification_id) == "verified"
 
 
+NARROW = {"width": 320, "height": 640}  # the narrowest phones in use
+
+
+def _create_with(dev: DevProcess, **body) -> dict:
+    payload = {"account_id": f"acct_{uuid.uuid4().hex[:8]}"} | body
+    response = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex}, json=payload)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _sms_code(dev: DevProcess, phone: str) -> str:
+    return re.search(r"#(\d{6})$", _wait_for_message(dev, phone)["text"].rstrip()).group(1)  # the origin-bound line
+
+
+@needs_dispatch
+def test_the_code_entry_page_confirms_the_code_and_the_email_link_then_proves_the_address(dev, page, e2e_db, shots):
+    """An email verification with an SMS fallback (both at once): the person types the SMS code on
+    the service's page, which ends on "Phone number confirmed" with its way back; the email's link then
+    offers to confirm the address (it was not), and confirming it proves it too."""
+    created = _create_with(
+        dev, channel="email", destination="lin@example.com", return_url=dev.site_url + "/",
+        fallback={"channel": "sms", "destination": "+14155550161", "after_seconds": 0},
+    )  # fmt: skip
+    code = _sms_code(dev, "+14155550161")
+    heading = page.get_by_role("heading", level=1)
+    page.goto(created["code_entry_url"])
+    assert heading.inner_text() == "Enter your code" and page.get_by_text("+1******0161").is_visible()
+    field = page.get_by_label("Code from the text message")
+    assert field.get_attribute("autocomplete") == "one-time-code" and field.get_attribute("inputmode") == "numeric"
+    assert page.evaluate("document.activeElement.id") == "code" and _no_horizontal_scroll(page)
+    _shot(page, shots, "code-entry")
+    field.fill(str((int(code) + 1) % 10**6).zfill(6))
+    page.get_by_role("button", name="Confirm phone number").click()
+    page.wait_for_load_state()
+    assert page.get_by_role("alert").inner_text() == "That code is not right. You can try 4 more times."
+    _shot(page, shots, "code-entry-wrong")
+    page.get_by_label("Code from the text message").fill(f"{code[:3]} {code[3:]}")
+    page.get_by_role("button", name="Confirm phone number").click()
+    page.wait_for_load_state()
+    assert heading.inner_text() == "Phone number confirmed" and page.get_by_text("+1******0161").is_visible()
+    assert page.get_by_role("link", name=re.compile("Continue to")).get_attribute("href") == dev.site_url + "/"
+    _shot(page, shots, "code-verified")
+    link = next(u for u in _wait_for_message(dev, "lin@example.com")["links"] if u.startswith(dev.confirm_url))
+    page.goto(link)
+    assert heading.inner_text() == "Confirm your email address"  # never "Already confirmed": not proved yet
+    page.get_by_role("button", name="Confirm email address").click()
+    page.wait_for_load_state()
+    assert heading.inner_text() == "Email address confirmed"
+    proved = e2e_db.one(
+        "SELECT verified_channel, second_proof_at IS NOT NULL AS both FROM verifications WHERE id = :id",
+        id=uuid.UUID(created["verification_id"]),
+    )
+    assert proved == {"verified_channel": "sms", "both": True}
+
+
+@needs_dispatch
+@pytest.mark.parametrize(
+    ("locale", "viewport", "name"), [("ja", PHONE, "code-entry-ja"), ("en", NARROW, "code-entry-narrow")]
+)
+def test_the_code_entry_page_in_japanese_and_on_a_narrow_screen(dev, browser, locale, viewport, name, shots):
+    phone = "+14155550162" if locale == "ja" else "+14155550163"
+    created = _create_with(dev, channel="sms", destination=phone, locale=locale)
+    code = _sms_code(dev, phone)
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    try:
+        page.goto(created["code_entry_url"])
+        assert page.evaluate("document.documentElement.lang") == locale and _no_horizontal_scroll(page)
+        _shot(page, shots, name)
+        page.locator("#code").fill(code)
+        page.locator("button").click()
+        page.wait_for_load_state()
+        expected = "電話番号を確認しました" if locale == "ja" else "Phone number confirmed"
+        assert page.get_by_role("heading", level=1).inner_text() == expected and _no_horizontal_scroll(page)
+    finally:
+        context.close()
+
+
 def test_result_pages_in_the_browser_with_a_token_from_the_database(dev, page, e2e_db, shots):
     """Independent of the delivery worker: the token is derived from the row, as the worker does."""
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
@@ -267,11 +346,36 @@ def _axe_violations(page, axe_script: str) -> list[str]:
     return found
 
 
+class _AxeWalk:
+    """A phone-sized page in one locale that checks each page it is shown: its language, its heading
+    (`seen`, by name: the pages must be distinct) and axe's violations in both colour schemes."""
+
+    def __init__(self, browser, locale: str):
+        self.locale, self.axe_script = locale, _axe_script()
+        self.context = browser.new_context(viewport=PHONE, extra_http_headers={"Accept-Language": locale})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.seen: dict[str, str] = {}
+        self.violations: list[str] = []
+
+    def check(self, name: str, status: int | None, url: str | None = None) -> None:
+        if url is not None:
+            response = self.page.goto(url)
+            assert response.status == status, name
+        assert self.page.evaluate("document.documentElement.lang") == self.locale, name
+        alert = " (alert)" if self.page.get_by_role("alert").count() else ""
+        self.seen[name] = self.page.get_by_role("heading", level=1).inner_text() + alert
+        self.violations.extend(_axe_violations(self.page, self.axe_script))
+
+    def assert_clean(self, pages: int) -> None:
+        assert len(set(self.seen.values())) == len(self.seen) == pages, self.seen  # that many distinct pages
+        assert self.violations == [], "\n".join(self.violations)
+
+
 @pytest.mark.parametrize("locale", ["en", "ja"])
 def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, locale):
     from signup_verification.api import pages as page_renderer
 
-    axe_script = _axe_script()
     keyring = Keyring.parse(TEST_TOKEN_KEYS)
 
     def new_link(account: str | None = None) -> tuple[str, str]:
@@ -296,21 +400,8 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
     def set_status(verification_id: str, sql: str) -> None:
         e2e_db.run(f"UPDATE verifications SET {sql} WHERE id = :id", id=uuid.UUID(verification_id))
 
-    context = browser.new_context(viewport=PHONE, extra_http_headers={"Accept-Language": locale})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    heading = page.get_by_role("heading", level=1)
-    seen: dict[str, str] = {}
-    violations: list[str] = []
-
-    def check(name: str, status: int | None, url: str | None = None) -> None:
-        if url is not None:
-            response = page.goto(url)
-            assert response.status == status, name
-        assert page.evaluate("document.documentElement.lang") == locale, name
-        seen[name] = heading.inner_text()
-        violations.extend(_axe_violations(page, axe_script))
-
+    walk = _AxeWalk(browser, locale)
+    check, page = walk.check, walk.page
     try:
         _, link = new_link()
         check("confirm", 200, link)
@@ -332,13 +423,68 @@ def test_every_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, loca
         # The database cannot be stopped under the shared dev server: the unavailable page as the
         # endpoint renders it (same headers, same CSP), served at a local address.
         html, status, headers = page_renderer.render(
-            "unavailable.html", 503, {"Retry-After": "5"}, locale=locale, token="A" * 43, method="post"
+            "unavailable.html", 503, {"Retry-After": "5"}, locale=locale, field="token", value="A" * 43, method="post"
         )
         page.route(
             "http://localhost:1/unavailable", lambda route: route.fulfill(status=status, headers=headers, body=html)
         )
         check("unavailable", 503, "http://localhost:1/unavailable")
     finally:
-        context.close()
-    assert len(set(seen.values())) == len(seen) == 8, seen  # eight distinct pages were checked
-    assert violations == [], "\n".join(violations)
+        walk.context.close()
+    walk.assert_clean(pages=8)
+
+
+@pytest.mark.parametrize("locale", ["en", "ja"])
+def test_every_code_entry_page_passes_axe_in_both_colour_schemes(dev, browser, e2e_db, locale):
+    """The code-entry page and every page it ends on, with the code's words: the form, the form after a
+    wrong code, confirmed, already, expired, locked, replaced and not valid."""
+    keyring = Keyring.parse(TEST_TOKEN_KEYS)
+
+    def new_page_url(account: str | None = None, phone: str | None = None) -> tuple[str, str]:
+        created = _create_with(
+            dev, account_id=account or f"acct_{uuid.uuid4().hex[:8]}", channel="sms", locale=locale,
+            destination=phone or f"+1415555{uuid.uuid4().int % 10_000:04d}", return_url=dev.site_url + "/",
+        )  # fmt: skip
+        return created["verification_id"], created["code_entry_url"]
+
+    def code_of(verification_id: str) -> str:
+        row = e2e_db.one("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
+        return keyring.get(row["key_id"]).sms_code(uuid.UUID(verification_id), bytes(row["token_nonce"]), 6)
+
+    walk = _AxeWalk(browser, locale)
+    check, page = walk.check, walk.page
+
+    def submit(code: str) -> None:
+        page.locator("#code").fill(code)
+        page.locator("button").click()
+        page.wait_for_load_state()
+
+    try:
+        verification_id, url = new_page_url()
+        check("form", 200, url)
+        code = code_of(verification_id)
+        submit(str((int(code) + 1) % 10**6).zfill(6))
+        check("wrong", None)
+        submit(code)
+        check("verified", None)
+        check("already", 200, url)
+        expired, url = new_page_url()
+        e2e_db.run(
+            "UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 s'"
+            " WHERE id = :id",
+            id=uuid.UUID(expired),
+        )
+        check("expired", 410, url)
+        locked, url = new_page_url()
+        e2e_db.run(
+            "UPDATE verifications SET status = 'locked', updated_at = now() WHERE id = :id", id=uuid.UUID(locked)
+        )
+        check("locked", 410, url)
+        account = f"acct_{uuid.uuid4().hex[:8]}"
+        _, old = new_page_url(account)
+        new_page_url(account)
+        check("superseded", 410, old)
+        check("invalid", 404, f"{dev.confirm_url}?entry={'A' * 44}")
+    finally:
+        walk.context.close()
+    walk.assert_clean(pages=8)

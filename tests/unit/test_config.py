@@ -118,6 +118,16 @@ def test_a_shared_setting_reaches_every_concern_that_uses_it():
     assert config.logging.format == "json"  # on Cloud Run
 
 
+def test_the_confirm_base_reaches_the_create_answer_and_the_messages_and_is_a_url():
+    config = load({"VERIFY_LINK_BASE": "https://verify.example.org/c", "SMS_APP_HASH": "FA+9qCX9VSu"})
+    assert config.create.link_base == config.dispatch.messages.link_base == "https://verify.example.org/c"
+    assert config.dispatch.messages.autofill("123456") == "FA+9qCX9VSu\n@verify.example.org #123456"
+    for name, raw in (("VERIFY_LINK_BASE", "verify.example.org/c"), ("VERIFY_LINK_BASE", "https:///c"),
+                      ("SMS_APP_HASH", "too-short"), ("SMS_APP_HASH", "FA+9qCX9VS!")):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"^{name} "):
+            load({name: raw})
+
+
 def test_configs_are_frozen():
     config = load({})
     for part in (config, config.dispatch, config.create, config.channels, config.reconciler, config.database):

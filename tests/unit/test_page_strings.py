@@ -35,19 +35,33 @@ def test_every_page_string_exists_in_every_locale_with_the_same_placeholders(loc
         assert STRINGS[locale][key].strip(), key
 
 
-def _render_all(locale: str) -> dict[str, str]:
+def _render_all(locale: str, kind: str = "link") -> dict[str, str]:
+    """Every page, about a link or (`code`) about an SMS code, the code-entry form with both errors."""
     soon = datetime.now(UTC) + timedelta(minutes=5)
+    hint = "a***@example.com" if kind == "link" else "+1******0100"
     out = {}
     for result, rendering in RENDERINGS.items():
-        outcome = Outcome(result, expires_at=soon, destination_hint="a***@example.com")
-        out[rendering.page] = pages.outcome_page(rendering.page, rendering.status, outcome, "t" * 43, "Shop", locale)[0]
-    out["unavailable.html"] = pages.render("unavailable.html", 503, locale=locale, token="", method="post")[0]
+        outcome = Outcome(result, expires_at=soon, destination_hint=hint, remaining_attempts=3)
+        html = pages.outcome_page(rendering.page, rendering.status, outcome, "t" * 43, "Shop", locale, kind=kind)
+        out[rendering.page] = html[0]
+    if kind == "code":
+        pending = Outcome(Result.PENDING, expires_at=soon, destination_hint=hint, remaining_attempts=3)
+        for error in (None, "wrong", "malformed"):
+            html = pages.outcome_page(
+                "code.html", 200, pending, "e" * 44, "Shop", locale, kind=kind, error=error, digits=6
+            )
+            out[f"code.html {error}"] = html[0]
+    unavailable = pages.render(
+        "unavailable.html", 503, locale=locale, kind=kind, field="token", value="", method="post"
+    )
+    out["unavailable.html"] = unavailable[0]
     return out
 
 
+@pytest.mark.parametrize("kind", ["link", "code"])
 @pytest.mark.parametrize("locale", sorted(STRINGS))
-def test_every_page_renders_in_the_locale_with_its_lang(locale):
-    for page, html in _render_all(locale).items():
+def test_every_page_renders_in_the_locale_with_its_lang(locale, kind):
+    for page, html in _render_all(locale, kind).items():
         assert f'<html lang="{locale}">' in html, page
         text = re.sub(r"<style>.*?</style>|<[^>]+>", " ", html, flags=re.S)
         if locale == "ja":
@@ -56,10 +70,30 @@ def test_every_page_renders_in_the_locale_with_its_lang(locale):
 
 
 def test_the_pages_name_no_dead_end_without_a_next_step():
-    html = _render_all("en")
+    html, about_code = _render_all("en"), _render_all("en", "code")
     for page in ("expired.html", "invalid.html", "locked.html"):
         assert "send the confirmation email again" in html[page], page
         assert "go back" not in html[page].lower(), page
+    for page in ("expired.html", "locked.html"):
+        assert "send the code again" in about_code[page] and "email" not in about_code[page], page
+
+
+def test_pages_about_a_code_speak_of_the_code_and_the_phone():
+    html = _render_all("en", "code")
+    assert "Phone number confirmed" in html["verified.html"] and "Email" not in html["verified.html"]
+    assert "already confirmed with this code" in html["already.html"]
+    assert "This code has expired" in html["expired.html"] and "A newer code was sent" in html["superseded.html"]
+    assert "You can try 3 more times" in html["code.html wrong"] and 'aria-invalid="true"' in html["code.html wrong"]
+    assert "Enter the 6-digit code" in html["code.html malformed"]
+    assert 'role="alert"' not in html["code.html None"]
+
+
+def test_the_code_entry_form_is_one_field_the_phone_fills_in():
+    form = _render_all("en", "code")["code.html None"]
+    [field] = re.findall(r"<input id=\"code\"[^>]*>", form)
+    assert 'autocomplete="one-time-code"' in field and 'inputmode="numeric"' in field and "required" in field
+    assert '<label for="code">' in form and 'name="entry" value="' + "e" * 44 + '"' in form
+    assert len(re.findall(r"<input ", form)) == 2  # the code, and the page's handle (hidden)
 
 
 @pytest.mark.parametrize(

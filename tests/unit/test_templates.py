@@ -14,6 +14,7 @@ from signup_verification.delivery.config import MessageConfig
 from signup_verification.delivery.messages import Renderer, RenderError, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.platform import timestamps
+from signup_verification.platform.errors import ConfigError
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
@@ -87,10 +88,17 @@ def test_product_name_is_escaped_in_html():
     assert "Tom & <Jerry>" in content.text
 
 
+# The longest confirm host a deployment gets without a domain of its own (a Cloud Run service URL of the
+# deterministic form), and an app hash: the autofill lines at their longest.
+LONG_BASE = "https://signup-verify-confirm-123456789012.us-central1.run.app/"
+APP_HASH = "FA+9qCX9VSu"
+
+
 @pytest.mark.parametrize("purpose,version_ref,locale", ALL)
 @pytest.mark.parametrize("product", ["Example", "Northwind Traders"])
-def test_every_sms_template_stays_within_its_segment_budget(purpose, version_ref, locale, product):
-    settings = MessageConfig(product_name=product, code_digits=8)  # the longest code allowed in practice
+@pytest.mark.parametrize("autofill", [{}, {"link_base": LONG_BASE, "sms_app_hash": APP_HASH}], ids=["short", "long"])
+def test_every_sms_template_stays_within_its_segment_budget(purpose, version_ref, locale, product, autofill):
+    settings = MessageConfig(product_name=product, code_digits=8, **autofill)  # the longest code allowed in practice
     intent, content = render("sms", version_ref, locale, settings=settings)
     budget = templates.load(version_ref, locale).sms_max_segments
     assert 1 <= content.segments <= budget, (content.encoding, len(content.body))
@@ -102,6 +110,28 @@ def test_every_sms_template_stays_within_its_segment_budget(purpose, version_ref
         assert content.encoding == "UCS-2"
     if locale == "en":
         assert content.encoding == "GSM-7", sms.non_gsm_characters(content.body)
+
+
+@pytest.mark.parametrize("locale", templates.locales(templates.current_version("signup")))
+@pytest.mark.parametrize("app_hash", [None, APP_HASH])
+def test_the_sms_ends_with_the_origin_bound_code_line_and_the_app_hash_before_it(locale, app_hash):
+    settings = MessageConfig(link_base="https://Verify.Example.org:8443/confirm?src=sms", sms_app_hash=app_hash)
+    intent, content = render("sms", templates.current_version("signup"), locale, settings=settings)
+    code = KEYRING.get("test-k1").sms_code(intent.verification_id, intent.token_nonce, 6)
+    lines = content.body.split("\n")
+    assert lines[-1] == f"@verify.example.org #{code}"  # the host alone, as WebOTP and Safari read it
+    assert lines[-2] == app_hash if app_hash else APP_HASH not in content.body
+    assert code in lines[0]  # and the code in the words a person reads
+
+
+def test_a_host_that_pushes_an_sms_past_its_budget_refuses_to_start():
+    long_host = "https://" + "x" * 150 + ".example.org/"
+    with pytest.raises(ConfigError) as refused:
+        sms.check_sms_budget(MessageConfig(link_base=long_host, sms_app_hash=APP_HASH), 600)
+    assert "VERIFY_LINK_BASE's host" in str(refused.value) and "SMS_APP_HASH" in str(refused.value)
+    sms.check_sms_budget(
+        MessageConfig(link_base=LONG_BASE, sms_app_hash=APP_HASH, product_name="Northwind Traders"), 600
+    )
 
 
 @pytest.mark.parametrize(

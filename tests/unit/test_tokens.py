@@ -198,3 +198,42 @@ def test_errors_name_the_key_not_the_secret():
     with pytest.raises(ConfigError) as caught:
         Keyring.parse(bad)
     assert "k-short" in str(caught.value) and "czNjcjN0" not in str(caught.value)
+
+
+# -- the code-entry page's handle ---------------------------------------------------------------------
+
+
+def test_a_code_entry_handle_locates_its_verification_under_any_key_of_the_ring():
+    vid = uuid.uuid4()
+    before, after = ring(OLD), ring(NEW, OLD)  # a rotation: NEW signs, OLD still verifies
+    handle = before.primary.code_entry_handle(vid)
+    assert len(handle) == 44 and handle.replace("-", "").replace("_", "").isalnum()
+    assert handle == before.primary.code_entry_handle(vid) != after.primary.code_entry_handle(vid)
+    assert after.code_entry_target(handle) == vid == after.code_entry_target(after.primary.code_entry_handle(vid))
+    assert ring(NEW).code_entry_target(handle) is None  # its key retired: no page
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda h: h[:22],  # the verification id alone: the site and its webhooks know it
+        lambda h: h[:22] + "A" * 22,
+        lambda h: h[:-1] + ("B" if h[-1] != "B" else "C"),
+        lambda h: h + "A",
+        lambda h: h[:43],
+        lambda h: h[:21] + "!" + h[22:],
+        lambda h: h[:40] + "ｱｲｳｴ",
+        lambda h: "",
+    ],
+)
+def test_only_the_keys_make_a_handle(mangle):
+    keys = ring(NEW)
+    handle = keys.primary.code_entry_handle(uuid.uuid4())
+    assert keys.code_entry_target(mangle(handle)) is None
+    assert keys.code_entry_target(None) is None
+
+
+def test_handles_of_distinct_verifications_are_distinct_and_say_nothing_of_each_other():
+    key = ring(NEW).primary
+    handles = {key.code_entry_handle(uuid.uuid4())[22:] for _ in range(2000)}
+    assert len(handles) == 2000

@@ -21,6 +21,7 @@ from support.webhooks import OPENAPI, event_validators, event_violations
 
 TYPES = {
     "verification.verified",
+    "verification.proved",
     "verification.expired",
     "verification.locked",
     "delivery.failed",
@@ -49,6 +50,14 @@ EXAMPLES = {
         "verified_at": "2026-12-01T21:24:10.000Z",
         "verified_channel": "sms",
         "verified_via": "code",
+    },
+    "verification.proved": {
+        **COMMON,
+        "status": "verified",
+        "verified_at": "2026-12-01T21:24:10.000Z",
+        "verified_channel": "sms",
+        "verified_via": "code",
+        "proof": {"channel": "email", "via": "link", "at": "2026-12-01T21:25:00.000Z"},
     },
     "verification.expired": {**COMMON, "status": "expired"},
     "verification.locked": {**COMMON, "status": "locked"},

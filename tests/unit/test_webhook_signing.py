@@ -122,7 +122,8 @@ def test_webhooks_are_off_without_a_url_and_send_their_settings_when_on():
     assert on.channels.webhook.session_settings() == {
         "signup_verification.webhooks": "on",
         "signup_verification.webhook_max_attempts": "3",
-        "signup_verification.webhook_events": "verification.verified,verification.expired,verification.locked,"
+        "signup_verification.webhook_events": "verification.verified,verification.proved,verification.expired,"
+        "verification.locked,"
         "delivery.failed",
     }
     assert "whsec_" not in repr(on.channels.webhook)

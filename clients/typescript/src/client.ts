@@ -1,11 +1,11 @@
-// The HTTP client: create (idempotent, retried, with an optional fallback), get, confirm a code.
+// The HTTP client: create (idempotent, retried briefly, with an optional fallback), get, confirm a code.
 // Each target of the service is its own deployment with its own URL: `createUrl` serves create and
 // the read (GET /<verification_id>), `confirmUrl` the code confirmation. Redirects are never followed
 // (an answer that moved is an error, not a place to resend a signed body to).
 import { randomUUID } from "node:crypto";
 
 import type { CallerAuth } from "./auth.js";
-import { RateLimited, Unavailable, VerificationError, fromProblem } from "./errors.js";
+import { Unavailable, VerificationError, fromProblem } from "./errors.js";
 import type { Channel, Confirmed, Created, CreatedVerification, Fallback, VerificationState } from "./types.js";
 
 export interface ClientOptions {
@@ -17,9 +17,9 @@ export interface ClientOptions {
   readonly auth?: CallerAuth;
   /** Per request, in milliseconds (10 000). */
   readonly timeoutMs?: number;
-  /** Tries of a create answered 503 or 429 (3). */
+  /** Tries of a create answered 503 or not answered at all (3); a 429 is never tried again. */
   readonly maxAttempts?: number;
-  /** A Retry-After longer than this many seconds (30) is not waited for: the error is thrown. */
+  /** A wait longer than this many seconds (2) is not waited for: the error is thrown with its retryAfter. */
   readonly maxRetryWaitSeconds?: number;
   /** How the client waits between tries (tests replace it). */
   readonly sleep?: (seconds: number) => Promise<void>;
@@ -62,7 +62,7 @@ export class Client {
     this.#auth = options.auth;
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#maxAttempts = Math.max(1, options.maxAttempts ?? 3);
-    this.#maxRetryWait = options.maxRetryWaitSeconds ?? 30;
+    this.#maxRetryWait = options.maxRetryWaitSeconds ?? 2;
     this.#sleep = options.sleep ?? sleepSeconds;
   }
 
@@ -71,6 +71,10 @@ export class Client {
    * too, `after_seconds` later). The key is kept for every retry, so a retried create never sends
    * twice; every VerificationError thrown carries it as `idempotencyKey` (an identity that fails
    * to produce its headers, e.g. without Google credentials, throws before anything is sent).
+   * Made for a request handler: a 503 is retried only while its wait is short (maxRetryWaitSeconds),
+   * and a 429 is thrown at once (RateLimited, with its retryAfter): it means a message went to this
+   * destination moments ago, and creating again after the wait would send another. With an SMS among
+   * the channels the answer's `code_entry_url` is the service's page where the person types the code.
    */
   async create(accountId: string, channel: Channel, destination: string, options: CreateOptions = {}): Promise<Created> {
     const key = options.idempotencyKey ?? randomUUID();
@@ -95,7 +99,7 @@ export class Client {
         const created = expect<CreatedVerification>(answer, "verification_id");
         return { ...created, idempotencyKey: key, replayed: answer.headers.get("idempotent-replayed") === "true" };
       } catch (error) {
-        if (!(error instanceof RateLimited || error instanceof Unavailable)) throw error;
+        if (!(error instanceof Unavailable)) throw error; // a 429 included: see create
         const wait = error.retryAfter ?? attempt;
         if (attempt >= this.#maxAttempts || wait > this.#maxRetryWait) throw error;
         await this.#sleep(Math.max(wait, 1)); // >= 1 s: a re-signed retry in the same second would be a replay
@@ -110,7 +114,11 @@ export class Client {
     return expect<VerificationState>(answer, "verification_id");
   }
 
-  /** Confirm an SMS code the person typed: CodeIncorrect (tries left), VerificationGone, NotFound. */
+  /**
+   * Confirm an SMS code the person typed into your own form (or send them to `code_entry_url`): the
+   * answer's `proof` is what it proved (the number), `proofs` every proof so far. CodeIncorrect (tries
+   * left), VerificationGone (it can no longer prove: `get` says why), NotFound.
+   */
   async confirmCode(verificationId: string, code: string): Promise<Confirmed> {
     if (this.confirmUrl === undefined) {
       throw new Error("confirmCode needs the confirm_verification URL (new Client({confirmUrl}))");

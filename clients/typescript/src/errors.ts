@@ -79,8 +79,10 @@ export class CodeIncorrect extends VerificationError {
 }
 
 /**
- * 429: too many for this destination, account or network. Do not show the wait or the detail to the
- * end user: it tells whether an address asked for a code.
+ * 429: too many for this destination, account or network: a message went there moments ago.
+ * `retryAfter`: seconds until a new create may be let through (the client never waits for it: a
+ * create after the wait sends another message). Tell the user to use the message already sent; do not
+ * show the wait or the detail: it tells whether an address asked for a code.
  */
 export class RateLimited extends VerificationError {
   override readonly name = "RateLimited";

@@ -44,9 +44,10 @@ export interface paths {
          *     (primary, and a fallback when one was queued). The destination is masked; never a token or a
          *     code. Webhook events are not deliveries and do not show. A pending verification past its
          *     expiry reads `expired`. `POST /` stays the create. `channel` is the primary channel
-         *     requested; `verified_channel` and `verified_via` name the secret that confirmed it (read
-         *     them to know what was proved). Each delivery says when it was accepted, delivered or failed,
-         *     and why it failed (`reason`).
+         *     requested; `proofs` lists what each secret proved (the email's link the address, the SMS code
+         *     the number), first first; `verified_channel` and `verified_via` name the first, which made the
+         *     verification verified. Each delivery says when it was accepted, delivered or failed, and why
+         *     it failed (`reason`).
          */
         get: operations["getVerification"];
         put?: never;
@@ -64,20 +65,33 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The page behind the email link. Changes nothing (link scanners fetch links). */
+        /**
+         * The page behind the email link, or the hosted code-entry page. Changes nothing (link scanners fetch links).
+         * @description `?token=` (the email's link): the Confirm page, a button that posts the token back.
+         *     `?entry=` (`code_entry_url`): the code-entry page, one field for the SMS code
+         *     (`autocomplete="one-time-code"`, numeric input) that posts back here. Its handle names the
+         *     verification and proves nothing: only the code confirms, and it is tried with the same limits as
+         *     the API's. Either page says how the verification ended when it can no longer prove (410), and
+         *     "already confirmed" only when this same secret proved its destination before.
+         */
         get: operations["showConfirmPage"];
         put?: never;
         /**
-         * Consume a link token or an SMS code, once.
+         * Prove a destination with a link token or an SMS code, once each.
          * @description JSON `{"token"}` for a link, `{"verification_id", "code"}` for an SMS code (`123 456` and
-         *     `123-456` are accepted) answers JSON; the page's form (`token=...`) answers a page.
-         *     A code tried against a finished verification (verified with another code, expired,
-         *     superseded, locked) answers 410 `verification-finished` whatever the state: the read API is
-         *     where the site learns which. The right code on a verified verification answers 200
-         *     `already_verified: true`. A wrong code counts one try; the try that reaches
-         *     MAX_CONFIRM_ATTEMPTS locks the verification. Links keep their per-state answers
-         *     (`verification-expired`, `verification-superseded`, `verification-locked`).
-         *     The answer names the proof: `verified_channel` and `verified_via`.
+         *     `123-456` are accepted) answers JSON; the pages' forms (`token=...`, or `entry=...&code=...`
+         *     from the code-entry page) answer a page.
+         *     Each secret proves its own destination once: the first proof makes the verification verified;
+         *     the other channel's secret, used later but before expiry, records its proof too (200,
+         *     `already_verified: false`). The same secret again answers 200 `already_verified: true`.
+         *     A code that can no longer prove (the verification expired, superseded or locked, its number
+         *     proved with another code, its tries spent) answers 410 `verification-finished` whatever the
+         *     reason: the read API is where the site learns which. A wrong code counts one try, on a verified
+         *     verification too; the try that reaches MAX_CONFIRM_ATTEMPTS locks a pending verification. Links
+         *     keep their per-state answers (`verification-expired`, `verification-superseded`,
+         *     `verification-locked`). The answer's fields are the read API's: `channel` the primary channel,
+         *     `verified_channel` and `verified_via` the first proof, `proofs` every proof; `proof` is what this
+         *     request's secret proved.
          */
         post: operations["confirmVerification"];
         delete?: never;
@@ -201,12 +215,36 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * The link or the SMS code was confirmed.
+         * The link or the SMS code was confirmed first (the verification is verified).
          * @description `data.verified_channel` and `data.verified_via` say which secret confirmed it: an email-primary
          *     verification confirmed with its SMS fallback's code reads `verified_channel: sms`. Mark as
-         *     verified only what `verified_channel` names.
+         *     verified only what `verified_channel` names; a later proof of the other destination comes as
+         *     `verification.proved`.
          */
         post: operations["verificationVerified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "verification.proved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A secret proved its destination (one event per proof, the first one included).
+         * @description `data.proof` names what was proved: `channel` (`email`: the address, `sms`: the number), `via`
+         *     (`link` | `code`) and when. The first proof comes with `verification.verified` too; a later one,
+         *     the other channel's secret used before expiry, comes alone: it is how a site learns that the
+         *     address (or the number) was proved after the verification. On by default (`WEBHOOK_EVENTS`).
+         */
+        post: operations["verificationProved"];
         delete?: never;
         options?: never;
         head?: never;
@@ -448,12 +486,42 @@ export interface components {
         /** @enum {string} */
         VerificationStatus: "pending" | "verified" | "expired" | "superseded" | "locked";
         /**
-         * @description The channel whose secret confirmed the verification: what the person proved they control.
-         *     `channel` is only the primary channel requested; a site must read this field to know whether
-         *     the email address or the phone number was verified. Null until verified.
+         * @description The channel whose secret confirmed the verification first: what the person proved they
+         *     control then. `channel` is only the primary channel requested; a site must read this field (or
+         *     `proofs`, which also lists a later proof of the other destination) to know whether the email
+         *     address or the phone number was verified. Null until verified.
          * @enum {string|null}
          */
         VerifiedChannel: "email" | "sms" | null;
+        /** @description What one secret proved. Each secret proves its own destination, once. */
+        Proof: {
+            /** @description The destination proved is this channel's: `email` the address, `sms` the number. */
+            channel: components["schemas"]["Channel"];
+            /**
+             * @description `link`: the email's link; `code`: the SMS code.
+             * @enum {string}
+             */
+            via: "link" | "code";
+            /** @description Masked (`a***@example.com`, `+1******0100`); `[redacted]` after retention. */
+            destination: string;
+            at: components["schemas"]["Timestamp"];
+        };
+        /** @description What one secret proved, as an event tells it (never the destination). */
+        EventProof: {
+            channel: components["schemas"]["Channel"];
+            /** @enum {string} */
+            via: "link" | "code";
+            at: components["schemas"]["Timestamp"];
+        };
+        /**
+         * Format: uri
+         * @description The hosted code-entry page (`VERIFY_LINK_BASE?entry=<handle>`, on the confirm target like the
+         *     email's link), given whenever an SMS is among the channels: send the person there to type the
+         *     SMS code. It shows the number masked and nothing else; its handle only locates the
+         *     verification (made with the server's key, so none can be guessed), and codes typed there count
+         *     against the same limits as the API's.
+         */
+        CodeEntryUrl: string;
         /**
          * @description `link`: the email's link token; `code`: the SMS code. Null until verified.
          * @enum {string|null}
@@ -534,6 +602,8 @@ export interface components {
                  */
                 policy: "fallback" | "both";
             };
+            /** @description Present when an SMS is among the channels. */
+            code_entry_url?: components["schemas"]["CodeEntryUrl"];
         };
         VerificationState: {
             /** Format: uuid */
@@ -549,6 +619,10 @@ export interface components {
             verified_at: components["schemas"]["TimestampOrNull"];
             verified_channel: components["schemas"]["VerifiedChannel"];
             verified_via: components["schemas"]["VerifiedVia"];
+            /** @description Every proof, first first (the first made it verified); empty until verified. */
+            proofs: components["schemas"]["Proof"][];
+            /** @description The hosted code-entry page when an SMS is among the channels; null otherwise. */
+            code_entry_url: components["schemas"]["CodeEntryUrl"] | null;
             return_url: string | null;
             deliveries: components["schemas"]["Delivery"][];
         };
@@ -562,22 +636,28 @@ export interface components {
             /** @description SMS_CODE_DIGITS digits; spaces and hyphens are ignored */
             code: string;
         };
+        /** @description The verification as the read API names its fields, and what this request's secret proved. */
         Confirmed: {
             /** Format: uuid */
             verification_id: string;
             account_id: string;
-            /** @description Read `verified_channel` for what was proved. */
+            /** @description The primary channel requested, as in the read API (not what was proved). */
             channel: components["schemas"]["Channel"];
             /** @enum {string} */
             status: "verified";
+            /** @description When the first proof made it verified. */
             verified_at: components["schemas"]["Timestamp"];
             /**
-             * @description The channel whose secret confirmed it.
+             * @description The channel whose secret confirmed it first.
              * @enum {string}
              */
             verified_channel: "email" | "sms";
             /** @enum {string} */
             verified_via: "link" | "code";
+            /** @description What the secret this request presented proved (now, or before when `already_verified`). */
+            proof: components["schemas"]["Proof"];
+            proofs: components["schemas"]["Proof"][];
+            /** @description This same secret had proved its destination before: nothing was recorded now. */
             already_verified: boolean;
         };
         DispatchReport: {
@@ -726,6 +806,25 @@ export interface components {
                 verified_via: "link" | "code";
             };
         };
+        VerificationProvedEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "verification.proved";
+            /** @description When the proof was recorded. */
+            timestamp: components["schemas"]["Timestamp"];
+            data: components["schemas"]["VerificationEventData"] & {
+                /** @constant */
+                status: "verified";
+                verified_at: components["schemas"]["Timestamp"];
+                /** @enum {string} */
+                verified_channel: "email" | "sms";
+                /** @enum {string} */
+                verified_via: "link" | "code";
+                proof: components["schemas"]["EventProof"];
+            };
+        };
         VerificationExpiredEvent: {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -798,7 +897,7 @@ export interface components {
             };
         };
         /** @description Any event the service sends, by its `type`. */
-        WebhookEvent: components["schemas"]["VerificationVerifiedEvent"] | components["schemas"]["VerificationExpiredEvent"] | components["schemas"]["VerificationLockedEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["DeliveryDeliveredEvent"] | components["schemas"]["DeliveryBouncedEvent"] | components["schemas"]["WebhookTestEvent"];
+        WebhookEvent: components["schemas"]["VerificationVerifiedEvent"] | components["schemas"]["VerificationProvedEvent"] | components["schemas"]["VerificationExpiredEvent"] | components["schemas"]["VerificationLockedEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["DeliveryDeliveredEvent"] | components["schemas"]["DeliveryBouncedEvent"] | components["schemas"]["WebhookTestEvent"];
     };
     responses: {
         /** @description The provider's signature headers are missing; nothing was stored. */
@@ -911,7 +1010,10 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Created (or the first answer replayed, with `Idempotent-Replayed`). */
+            /**
+             * @description Created (or the first answer replayed, with `Idempotent-Replayed`). With an SMS among the
+             *     channels, `code_entry_url` is the hosted page where the person can type the SMS code.
+             */
             201: {
                 headers: {
                     /** @description `true` when this is the stored answer of an earlier request with the same key. */
@@ -993,6 +1095,8 @@ export interface operations {
         parameters: {
             query?: {
                 token?: string;
+                /** @description The code-entry page's handle (44 characters, base64url), as `code_entry_url` carries it. */
+                entry?: string;
             };
             header?: never;
             path?: never;
@@ -1018,11 +1122,13 @@ export interface operations {
                 "application/json": components["schemas"]["ConfirmLink"] | components["schemas"]["ConfirmCode"];
                 "application/x-www-form-urlencoded": {
                     token?: string;
+                    entry?: string;
+                    code?: string;
                 };
             };
         };
         responses: {
-            /** @description Confirmed now, or before (`already_verified`); the form's post answers a page. */
+            /** @description Proved now, or before (`already_verified`); a form's post answers a page. */
             200: {
                 headers: {
                     "Cache-Control": components["headers"]["NoStore"];
@@ -1033,8 +1139,17 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            /** @description Unknown or malformed token or id; says nothing about accounts or destinations. */
+            /** @description A malformed body (per-field `errors`, not counted as a try); on the code-entry page, a code that is not N digits shows the form again. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                    "text/html": string;
+                };
+            };
+            /** @description Unknown or malformed token, id or code-entry handle; says nothing about accounts or destinations. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1056,12 +1171,13 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description Wrong SMS code (`code-incorrect`), counted; `remaining_attempts` says how many are left. */
+            /** @description Wrong SMS code (`code-incorrect`), counted; `remaining_attempts` says how many are left. The code-entry page shows its form again, with the tries left. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    "text/html": string;
                     "application/problem+json": components["schemas"]["Problem"] & {
                         remaining_attempts: number;
                     };
@@ -1236,6 +1352,35 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["VerificationVerifiedEvent"];
+            };
+        };
+        responses: {
+            /** @description Accepted. Any other answer is retried or failed as docs/webhooks.md says. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    verificationProved: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description `msg_<32 hex>`: one per event, the same on every resend. Deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this send; refuse one more than 5 minutes from your clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description `v1,<base64 HMAC-SHA256>` per secret of WEBHOOK_SECRET, space-separated (Standard Webhooks). */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerificationProvedEvent"];
             };
         };
         responses: {

@@ -10,8 +10,10 @@ export type CreateVerificationRequest = Schemas["CreateVerificationRequest"];
 export type Fallback = Schemas["Fallback"];
 /** A create's answer as the service sends it. */
 export type CreatedVerification = Schemas["Verification"];
-/** GET /<verification_id>. `channel` is the primary channel requested; `verified_channel` is what was proved. */
+/** GET /<verification_id>. `channel` is the primary channel requested; `proofs` is what was proved. */
 export type VerificationState = Schemas["VerificationState"];
+/** What one secret proved: the email's link the address (`email`, `link`), the SMS code the number (`sms`, `code`). */
+export type Proof = Schemas["Proof"];
 export type Delivery = Schemas["Delivery"];
 export type DeliveryStatus = Schemas["DeliveryStatus"];
 export type DeliveryReason = Schemas["DeliveryReason"];
@@ -24,6 +26,7 @@ export type FieldError = NonNullable<Problem["errors"]>[number];
 export type WebhookEvent = Schemas["WebhookEvent"];
 export type WebhookEventType = WebhookEvent["type"];
 export type VerificationVerifiedEvent = Schemas["VerificationVerifiedEvent"];
+export type VerificationProvedEvent = Schemas["VerificationProvedEvent"];
 export type VerificationExpiredEvent = Schemas["VerificationExpiredEvent"];
 export type VerificationLockedEvent = Schemas["VerificationLockedEvent"];
 export type DeliveryFailedEvent = Schemas["DeliveryFailedEvent"];

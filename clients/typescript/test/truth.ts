@@ -1,5 +1,5 @@
-// What a site acts on, read through the client from the real service (open mode): which secret
-// proved a verification (verified_channel, verified_via), each delivery's truth (failed_at and its
+// What a site acts on, read through the client from the real service (open mode): what each secret
+// proved (proofs; verified_channel and verified_via: the first), each delivery's truth (failed_at and its
 // reason), the one timestamp shape, and the verified event as a receiver gets it, checked with
 // verifyWebhook.
 import assert from "node:assert/strict";
@@ -21,15 +21,22 @@ async function dispatch(): Promise<void> {
   assert.equal(answer.status, 200, await answer.text());
 }
 
-test("an email verification confirmed with its SMS fallback's code names the phone as the proof", open, async () => {
+test("an email verification confirmed with its SMS fallback's code names the phone as the proof, the link then the address", open, async () => {
   const created = await client().create(account(), "email", email(), { fallback: { channel: "sms", destination: "+14155550151", after_seconds: 0 } });
   const before = await client().get(created.verification_id);
-  assert.deepEqual([before.verified_channel, before.verified_via], [null, null]);
+  assert.deepEqual([before.verified_channel, before.verified_via, before.proofs], [null, null, []]);
   const { code } = (await harness(`/sms-code/${created.verification_id}`)) as { code: string };
   const confirmed = await client().confirmCode(created.verification_id, code);
-  assert.deepEqual([confirmed.verified_channel, confirmed.verified_via], ["sms", "code"]);
+  assert.deepEqual([confirmed.channel, confirmed.verified_channel, confirmed.verified_via], ["email", "sms", "code"]);
   const state = await client().get(created.verification_id);
   assert.deepEqual([state.channel, state.status, state.verified_channel, state.verified_via], ["email", "verified", "sms", "code"]);
+  assert.deepEqual(state.proofs.map((p) => p.channel), ["sms"]); // the address is not proved by the code
+  const { token } = (await harness(`/link-token/${created.verification_id}`)) as { token: string };
+  const answer = await fetch(env("SVC_CONFIRM_URL"), { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }) });
+  assert.equal(answer.status, 200, await answer.text());
+  const later = await client().get(created.verification_id);
+  assert.deepEqual(later.proofs.map((p) => [p.channel, p.via]), [["sms", "code"], ["email", "link"]]);
+  for (const proof of later.proofs) assert.match(proof.at, TIMESTAMP);
 });
 
 test("a verification confirmed by its email link names the email", open, async () => {

@@ -1,13 +1,15 @@
 """The confirm_verification target's edge: `GET ?token=` shows the Confirm page and changes nothing
-(link scanners fetch links); `POST` consumes once: the page's form answers a page, JSON `{token}` or
-`{verification_id, code}` answers JSON. ONE rendering per confirm outcome gives both answers, the
-JSON/problem+json one (API callers) and the HTML page (people).
+(link scanners fetch links); `GET ?entry=` shows the hosted code-entry page (`code_entry_url`);
+`POST` proves once: the pages' forms answer a page, JSON `{token}` or `{verification_id, code}`
+answers JSON. ONE rendering per confirm outcome gives both answers, the JSON/problem+json one (API
+callers) and the HTML page (people).
 
 Dead verifications answer 410 Gone: nothing the caller sends can revive them, only a new
-verification helps. A link's page says which way it ended; a code attempt against any finished
-verification hears one answer, 410 `verification-finished` (the read API tells the site which),
-so codes cannot probe the state. A wrong code is 422 with the tries left; an unknown token or id
-is one generic 404 that says nothing about accounts or destinations.
+verification helps. A link's page says which way it ended; a code attempt by the API that can no
+longer prove hears one answer, 410 `verification-finished` (the read API tells the site which), so
+codes cannot probe the state by verification id. The code-entry page, which only its handle's holder
+can open, says which way it ended, as a link's page does. A wrong code is 422 with the tries left;
+an unknown token, id or handle is one generic 404 that says nothing about accounts or destinations.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from typing import Any
 
 import flask
 
+from ..platform.database import Database
 from ..platform.timestamps import rfc3339_or_none
 from ..verifications import confirm as confirmations
+from ..verifications.config import ConfirmConfig
 from ..verifications.confirm import MalformedCode, Outcome, Result, normalise_code
+from ..verifications.tokens import ENTRY_PARAMETER, LINK_PARAMETER, Keyring
 from . import pages, problems
 from .http import Incoming, Response, endpoint, json_body, json_response, require_method
 from .services import Services, accept
@@ -86,10 +91,19 @@ def handle(request: flask.Request, services: Services) -> Response:
     require_method(incoming, "GET", "HEAD", "POST")
     db, keyring, config = services.db, services.keyring, services.config.confirm
     if incoming.method != "POST":
-        token = incoming.args.get("token")
+        entry = incoming.args.get(ENTRY_PARAMETER)
+        if entry is not None:  # the hosted code-entry page
+            return pages.guarded(
+                lambda: page_answer(confirmations.preview_entry(db, keyring, entry), incoming, entry, config, "code"),
+                incoming,
+                "code",
+                entry,
+            )
+        token = incoming.args.get(LINK_PARAMETER)
         return pages.guarded(
-            lambda: page_answer(confirmations.preview_link(db, keyring, token), incoming, token, config.product_name),
+            lambda: page_answer(confirmations.preview_link(db, keyring, token), incoming, token, config),
             incoming,
+            "link",
             token,
         )
     if incoming.mimetype == "application/json":
@@ -99,18 +113,45 @@ def handle(request: flask.Request, services: Services) -> Response:
         verification_id, code = value
         failures = config.destination_failures_per_day
         return json_answer(confirmations.confirm_code(db, keyring, verification_id, code, failures_per_day=failures))
-    form_token = pages.form_token(incoming)
+    form = pages.form_fields(incoming)
+    entry = form.get(ENTRY_PARAMETER, incoming.args.get(ENTRY_PARAMETER))
+    if entry is not None:
+        return pages.guarded(
+            lambda: entry_answer(db, keyring, incoming, entry, form.get("code"), config), incoming, "code", entry
+        )
+    token = form.get(LINK_PARAMETER, incoming.args.get(LINK_PARAMETER))
     return pages.guarded(
-        lambda: page_answer(confirmations.confirm_link(db, keyring, form_token), incoming, product=config.product_name),
+        lambda: page_answer(confirmations.confirm_link(db, keyring, token), incoming, token, config),
         incoming,
-        form_token,
+        "link",
+        token,
     )
 
 
+def entry_answer(
+    db: Database, keyring: Keyring, request: Incoming, entry: str, typed: str | None, config: ConfirmConfig
+) -> Response:
+    """The code-entry form's post: a code of the wrong shape shows the form again, not counted; any
+    other one is tried like the API's (the same tries and budgets) and answers with its page."""
+    try:
+        code = normalise_code(typed or "", config.code_digits)
+    except MalformedCode:
+        shown = confirmations.preview_entry(db, keyring, entry)
+        if shown.result != Result.PENDING:
+            return page_answer(shown, request, entry, config, "code")
+        return page_answer(shown, request, entry, config, "code", status=400, error="malformed")
+    failures = config.destination_failures_per_day
+    outcome = confirmations.confirm_entry(db, keyring, entry, code, failures_per_day=failures)
+    return page_answer(outcome, request, entry, config, "code", error="wrong")
+
+
 def json_answer(outcome: Outcome) -> Response:
-    """200 body for a verified outcome; raises the Problem for every other one."""
+    """200 body for a verified outcome; raises the Problem for every other one. Its fields are the read
+    API's: `channel` the primary channel requested, `verified_*` the first proof, `proofs` every proof;
+    `proof` is what this request's secret proved, and `already_verified` says it had proved it before."""
     rendering = RENDERINGS[outcome.result]
     if rendering.problem is None:
+        proof = outcome.proof
         body = {
             "verification_id": str(outcome.verification_id),
             "account_id": outcome.account_id,
@@ -119,6 +160,8 @@ def json_answer(outcome: Outcome) -> Response:
             "verified_at": rfc3339_or_none(outcome.verified_at),
             "verified_channel": outcome.verified_channel,
             "verified_via": outcome.verified_via,
+            "proof": proof.as_json() if proof else None,
+            "proofs": [p.as_json() for p in outcome.proofs],
             "already_verified": outcome.result == Result.ALREADY_VERIFIED,
         }
         return json_response(body, rendering.status, dict(NO_STORE))
@@ -127,11 +170,39 @@ def json_answer(outcome: Outcome) -> Response:
     raise problems.Problem(rendering.status, slug, title, detail, headers=dict(NO_STORE), extensions=extensions)
 
 
-def page_answer(outcome: Outcome, request: Incoming, token: str | None = None, product: str | None = None) -> Response:
-    """The page in the verification's locale; without a verification, the browser's Accept-Language."""
+def page_answer(
+    outcome: Outcome,
+    request: Incoming,
+    value: str | None,
+    config: ConfirmConfig,
+    kind: str = "link",
+    *,
+    status: int | None = None,
+    error: str | None = None,
+) -> Response:
+    """The page in the verification's locale; without a verification, the browser's Accept-Language.
+    On the code-entry page (`kind` code) the form stays while the code can still prove: a wrong code
+    shows it again with the tries left; the try that spends the last one shows the locked page."""
     rendering = RENDERINGS[outcome.result]
+    template = rendering.page
+    if kind == "code" and outcome.result == Result.PENDING:
+        template, error = "code.html", error if error == "malformed" else None
+    elif kind == "code" and outcome.result == Result.WRONG_CODE:  # the last try of a verified one: locked
+        template, status = ("code.html", status) if outcome.remaining_attempts else ("locked.html", 410)
+    else:
+        error = None
     locale = pages.choose_locale(outcome.locale, request.headers.get("Accept-Language"))
-    return pages.outcome_page(rendering.page, rendering.status, outcome, token, product, locale)
+    return pages.outcome_page(
+        template,
+        status or rendering.status,
+        outcome,
+        value,
+        config.product_name,
+        locale,
+        kind=kind,
+        error=error,
+        digits=config.code_digits,
+    )
 
 
 def parse_json_request(body: dict[str, Any], code_digits: int) -> tuple[str, Any]:

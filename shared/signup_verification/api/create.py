@@ -46,7 +46,7 @@ def handle(request: flask.Request, services: Services) -> Response:
     incoming = accept(request, services, "create_verification")
     if request.path.strip("/"):  # /<verification_id>: the read API
         require_method(incoming, "GET", "HEAD")
-        return read.read_answer(services.db, request.path)
+        return read.read_answer(services.db, services.keyring, services.config.create.link_base, request.path)
     require_method(incoming, "POST")
     key = single_header(incoming, "Idempotency-Key")
     if not valid_idempotency_key(key):
@@ -109,6 +109,8 @@ def _verification_body(v: domain.Verification) -> dict[str, Any]:
     }
     if v.fallback is not None:  # only when asked for
         body["fallback"] = {k: v.fallback[k] for k in ("channel", "after_seconds", "policy")}
+    if v.code_entry_url is not None:  # only when an SMS is among the channels
+        body["code_entry_url"] = v.code_entry_url
     return body
 
 

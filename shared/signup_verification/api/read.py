@@ -12,6 +12,7 @@ import uuid
 
 from ..platform.database import Database
 from ..verifications import read as domain
+from ..verifications.tokens import Keyring
 from .http import Response, json_response
 from .problems import Problem
 
@@ -35,9 +36,9 @@ def parse_id(path: str) -> uuid.UUID | None:
     return uuid.UUID(segment) if _CANONICAL_UUID.fullmatch(segment) else None
 
 
-def read_answer(db: Database, path: str) -> Response:
+def read_answer(db: Database, keyring: Keyring, link_base: str, path: str) -> Response:
     verification_id = parse_id(path)
-    view = domain.read(db, verification_id) if verification_id is not None else None
+    view = domain.read(db, keyring, link_base, verification_id) if verification_id is not None else None
     if view is None:
         raise not_found()
     return json_response(view.as_json(), 200, dict(NO_STORE))

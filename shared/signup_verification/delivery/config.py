@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parseaddr
@@ -20,7 +21,7 @@ from urllib.parse import urlparse
 from ..platform.config import LOCAL_DIR, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, each, part, plain, setting
-from ..verifications.config import CODE_DIGITS, PRODUCT_NAME, TWILIO_FROM
+from ..verifications.config import CODE_DIGITS, PRODUCT_NAME, TWILIO_FROM, VERIFY_LINK_BASE
 
 if TYPE_CHECKING:
     import ssl
@@ -86,24 +87,52 @@ def twilio_status_callback(reports_url: str | None) -> str | None:
     return f"{reports_url.rstrip('/')}/twilio" if reports_url else None
 
 
+def _app_hash(raw: str, env: Env) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9+/]{11}", raw):
+        raise ValueError("must be the 11-character app hash Android's SMS Retriever computes (base64: A-Z a-z 0-9 + /)")
+    return raw
+
+
 @dataclass(frozen=True)
 class MessageConfig:
     product_name: str = PRODUCT_NAME.field()
-    link_base: str = setting(
-        "VERIFY_LINK_BASE",
-        "http://localhost:8082/",
-        help="the confirmation page; the email's link is `VERIFY_LINK_BASE?token=…`",
-    )
+    link_base: str = VERIFY_LINK_BASE.field()
     email_from: str = EMAIL_FROM.field()
     code_digits: int = CODE_DIGITS.field()
+    sms_app_hash: str | None = setting(
+        "SMS_APP_HASH",
+        None,
+        parse=_app_hash,
+        help="your Android app's SMS Retriever hash (11 characters): every SMS then carries it on the line before "
+        "its origin-bound code line, so the app reads the code without asking (docs/channels.md)",
+    )
+
+    @property
+    def code_origin(self) -> str:
+        """The host the SMS binds its code to: the confirm target's, where the hosted code-entry page is."""
+        return urlparse(self.link_base).hostname or "localhost"
+
+    def autofill(self, code: str) -> str:
+        """How every SMS ends (its template's `autofill`): the app hash when set, then the origin-bound
+        one-time code line (`@host #code`, WICG "Origin-bound one-time codes delivered via SMS"), last,
+        as Safari's and Chrome's autofill and the WebOTP API require."""
+        return "\n".join([*([self.sms_app_hash] if self.sms_app_hash else []), f"@{self.code_origin} #{code}"])
 
 
 # -- the webhook channel ---------------------------------------------------------------------------
 SECRET_PREFIX = "whsec_"  # the format's prefix, not a secret  # nosec B105
 # What the outbox records: the verification's own events and delivery.failed by default; the
-# per-delivery ones when the site asks for them (WEBHOOK_EVENTS). `webhook.test` is sent by
-# `verifyctl webhooks test` only, never recorded.
-DEFAULT_EVENT_TYPES = ("verification.verified", "verification.expired", "verification.locked", "delivery.failed")
+# per-delivery ones when the site asks for them (WEBHOOK_EVENTS). `verification.proved` is one of the
+# verification's own (at most one per message channel): the only word a site gets of a proof after the
+# first, so it is on unless a site leaves it out. `webhook.test` is sent by `verifyctl webhooks test`
+# only, never recorded.
+DEFAULT_EVENT_TYPES = (
+    "verification.verified",
+    "verification.proved",
+    "verification.expired",
+    "verification.locked",
+    "delivery.failed",
+)
 EVENT_TYPES = (*DEFAULT_EVENT_TYPES, "delivery.delivered", "delivery.bounced")
 
 
@@ -161,8 +190,8 @@ class WebhookConfig:
         "WEBHOOK_URL",
         None,
         parse=lambda raw, env: check_url(raw, env.production),
-        help="the signup site's endpoint for signed events (`verification.verified`, `.expired`, `.locked`, "
-        "`delivery.failed`; docs/webhooks.md). Unset: webhooks off, no event is written. Set it on every function "
+        help="the signup site's endpoint for signed events (`verification.verified`, `.proved`, `.expired`, "
+        "`.locked`, `delivery.failed`; docs/webhooks.md). Unset: webhooks off, no event is written. Set it on every function "
         "that changes a verification (confirm, dispatch, reconcile, delivery_reports); `https` in production",
     )
     secrets: tuple[bytes, ...] = setting(

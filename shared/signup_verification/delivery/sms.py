@@ -82,10 +82,27 @@ def non_gsm_characters(text: str) -> str:
     return "".join(sorted({ch for ch in text if ch not in GSM7_BASIC and ch not in GSM7_EXTENSION}))
 
 
+def render_body(version_ref: str, locale: str, config: MessageConfig, *, minutes: int, code: str) -> str:
+    """An SMS as sent, ending with its autofill lines (MessageConfig.autofill): what the renderer
+    sends and what the start-up check of the segment budget measures."""
+    from . import templates  # the catalogue (jinja2): loaded where a message is rendered or checked
+
+    return templates.render(
+        version_ref,
+        locale,
+        "sms",
+        product=config.product_name,
+        minutes=minutes,
+        code=code,
+        autofill=config.autofill(code),
+    )
+
+
 def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
-    """At start-up: PRODUCT_NAME in every SMS template x locale, with the longest code and the most
-    minutes a message can state, stays within the template's segment budget (one non-GSM character
-    such as '™' turns a GSM-7 SMS into UCS-2 and doubles its segments and its cost)."""
+    """At start-up: PRODUCT_NAME in every SMS template x locale, with the longest code, the most
+    minutes a message can state and the autofill lines (the app hash, the confirm host), stays within
+    the template's segment budget (one non-GSM character such as '™' turns a GSM-7 SMS into UCS-2 and
+    doubles its segments and its cost; a long host can push a message into a second segment)."""
     from . import templates  # the catalogue (jinja2): config/checks.py calls this at every target's start
 
     code, minutes = "0" * config.code_digits, stated_minutes(ttl_seconds)
@@ -94,15 +111,14 @@ def check_sms_budget(config: MessageConfig, ttl_seconds: int) -> None:
         for version in templates.versions(purpose):
             version_ref = f"{purpose}/{version}"
             for locale in templates.locales(version_ref):
-                body = templates.render(
-                    version_ref, locale, "sms", product=config.product_name, minutes=minutes, code=code
-                )
+                body = render_body(version_ref, locale, config, minutes=minutes, code=code)
                 info, budget = encode_info(body), templates.load(version_ref, locale).sms_max_segments
                 if info.segments > budget:
                     over.append(f"{version_ref}/{locale} {info.segments} {info.name} segments > {budget}")
     if over:
         odd = non_gsm_characters(config.product_name)
         raise ConfigError(
-            f"PRODUCT_NAME={config.product_name!r} makes SMS exceed their segment budget "
-            f"({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}"
+            f"PRODUCT_NAME={config.product_name!r} with the SMS's last line for {config.code_origin!r} "
+            f"(VERIFY_LINK_BASE's host){' and SMS_APP_HASH' if config.sms_app_hash else ''} makes SMS exceed their "
+            f"segment budget ({'; '.join(over)}){f': non-GSM characters {odd!r}' if odd else ''}"
         )

@@ -5,9 +5,11 @@
     attempted  the attempt began (the attempt row was written before the network call)
     observed   an outcome: accepted | retryable | ambiguous | failed (lease_lost: the reconciler)
     suppressed / verified / expired / superseded / redacted   what ended it
+    proved     the other channel's secret proved its destination too, after the verification
 
-The verification says which secret proved it (`verified_channel`, `verified_via`), a failed
-delivery why it failed (its reason: category, code, provider, whose fault). Below it, the
+The verification says which secret proved which destination (its `proofs`: the first, in
+`verified_channel` and `verified_via`, made it verified), a failed delivery why it failed (its
+reason: category, code, provider, whose fault). Below it, the
 verification's webhook events: type, webhook-id, status, and each attempt.
 
 Built from system-owned records only (verifications, delivery_intents, the append-only attempt log).
@@ -26,6 +28,7 @@ from ..delivery.events import webhook_id
 from ..platform.database import Database, load_sql
 from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
+from ..verifications.proofs import proofs
 from . import timeline_fallback, timeline_reports
 from .reasons import failure_reason, render_reason
 from .timeline_fallback import clock as _clock
@@ -89,6 +92,7 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
         )
     }
     verification["destination"] = mask_destination(row["channel"], row["destination"])
+    verification["proofs"] = [p.as_json() for p in proofs(row)]
     intent = None
     attempts: list[dict[str, Any]] = []
     if row["intent_id"] is not None:
@@ -184,6 +188,10 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
     if row["verified_at"]:
         proof = _PROOFS.get((row["verified_channel"], row["verified_via"]), "the link or code (which was not recorded)")
         events.append(Event(row["verified_at"], "verified", f"confirmed with {proof}"))
+        if row["second_proof_at"]:  # the other channel's secret, later
+            second = next(p for p in proofs(row) if p.channel != row["verified_channel"])
+            phrase = _PROOFS[(second.channel, second.via)]
+            events.append(Event(row["second_proof_at"], "proved", f"{second.destination} proved too, with {phrase}"))
     elif row["status"] in ("expired", "superseded", "locked"):
         detail = {
             "expired": "the link or code expired",
@@ -245,8 +253,11 @@ def render(t: Timeline) -> str:
         f"  account {v['account_id']}  purpose {v['purpose']}  locale {v['locale']}  "
         f"expires {_clock(v['expires_at'])}  wrong codes {v['confirm_failures']}",
     ]
-    if v["verified_channel"]:
-        lines.append(f"  proved by {v['verified_channel']} ({v['verified_via']}): primary channel {v['channel']}")
+    for n, p in enumerate(v["proofs"]):  # the first verified it; a second proved the other destination too
+        lines.append(
+            f"  {'proved' if n == 0 else 'also proved'} by {p['channel']} ({p['via']}) {p['destination']} at "
+            f"{p['at']}" + (f": primary channel {v['channel']}" if n == 0 else "")
+        )
     if i:
         lease = f"{i['lease_owner']} until {_clock(i['lease_until'])}" if i["lease_owner"] else "-"
         upcoming = f"  next attempt {_clock(i['next_attempt_at'])}" if i["status"] in _WAITING else ""

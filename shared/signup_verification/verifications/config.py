@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ..platform.config import LOCAL_DIR, production_flag
 from ..platform.errors import ConfigError
@@ -31,6 +32,22 @@ VERIFICATION_TTL = Setting(
     help="link/code lifetime (ASVS 5.0 6.5.5: ≤ 10 min for out-of-band codes)",
 )
 CODE_DIGITS = Setting("SMS_CODE_DIGITS", 6, minimum=6, help="digits of an SMS code")
+
+
+def _link_base(raw: str, env: Env) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.fragment:
+        raise ValueError(f"must be an http(s) URL with a host and no fragment, got {raw!r}")
+    return raw
+
+
+VERIFY_LINK_BASE = Setting(
+    "VERIFY_LINK_BASE",
+    "http://localhost:8082/",
+    parse=_link_base,
+    help="the `confirm_verification` target's public URL: the email's link is `VERIFY_LINK_BASE?token=…`, the "
+    "code-entry page (`code_entry_url`) `VERIFY_LINK_BASE?entry=…`, and every SMS ends with `@<its host> #<code>`",
+)
 PRODUCT_NAME = Setting(
     "PRODUCT_NAME",
     "Example",
@@ -173,6 +190,7 @@ class CreateConfig:
     rate_limit_spacing_seconds: int = setting(
         "RATE_LIMIT_SPACING_SECONDS", 60, minimum=0, help="the least time between two creates for one destination"
     )
+    link_base: str = VERIFY_LINK_BASE.field()  # the confirm target: `code_entry_url` is on it
     abuse: AbuseConfig = part(AbuseConfig)
 
 

@@ -1,20 +1,26 @@
-"""Confirming a verification: the email link's token or the SMS code, consumed once.
+"""Confirming a verification: the email link's token or the SMS code, each proving its own destination once.
 
-Looking a link up never changes anything (mail scanners and link previews fetch links); only
-`confirm_link` / `confirm_code` consume, with one UPDATE that requires the verification pending,
-unexpired and the matched digest (confirm_consume.sql), so two concurrent confirmations verify once.
+Every secret proves its own channel's destination (proofs.py): the link the address, the code the
+number. The first proof makes a pending verification verified; the other channel's secret, used later
+but before expiry, records its proof too. Looking a link up never changes anything (mail scanners and
+link previews fetch links); only `confirm_link` / `confirm_code` consume, with one UPDATE that requires
+the matched digest, an unexpired verification and a secret that has not proved before
+(confirm_link.sql, confirm_consume.sql), so two concurrent confirmations record one proof.
 
-A code attempt against a finished verification (verified, expired, superseded, locked) is answered
-FINISHED whatever the state (the read API is where the site learns which), and a wrong one is
-counted there too, against the verification's and the destination's budgets: guessing after the
-end costs what guessing before it does. Only the right code of a verified verification hears
-ALREADY_VERIFIED.
+What a secret hears is about that secret (`Outcome.presented`): ALREADY_VERIFIED only when this same
+secret proved its destination before; a verification another secret verified leaves this one
+PENDING (it can still prove) until it expires. A code that can no longer prove (the verification
+expired, superseded or locked, or its number proved, or its tries spent) is answered FINISHED whatever
+the reason (the read API is where the site learns which), and a wrong one is counted there too,
+against the verification's and the destination's budgets: guessing after the end costs what guessing
+before it does. Only the right code of a number it proved before hears ALREADY_VERIFIED.
 
 Digests are keyed HMACs (tokens.py). A link names its verification (sql/016: the id, then the token),
 whose row is read by primary key; the token's digest under the key that row names must be the row's
 (compared in SQL to consume, in constant time to show the page). An old-style link (the token alone)
 is found by its digest under every key of the ring, in rotation order. A code is compared under
-every key, without stopping at the first match.
+every key, without stopping at the first match. The hosted code-entry page names its verification by a
+handle only the keyring makes (tokens.py), and confirms through `confirm_code`.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import logging
 import re
 import unicodedata
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -32,6 +38,7 @@ from typing import Any
 from ..platform.database import Database, load_sql
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
+from .proofs import Proof, destination_of, proofs, proved_at
 from .tokens import Keyring, split_link
 
 _log = logging.getLogger("signup_verification.verifications.confirm")
@@ -53,14 +60,14 @@ _CODE_SEPARATORS = re.compile(r"[\s-]")
 class Result(StrEnum):
     """What a look-up or a confirmation found. Outcomes only: api/confirm.py renders each one."""
 
-    PENDING = "pending"  # only from a look-up: the link still works
-    VERIFIED = "verified"  # consumed by this request
-    ALREADY_VERIFIED = "already_verified"  # consumed earlier: the person is done, nothing to fix
+    PENDING = "pending"  # only from a look-up: this secret can still prove its destination
+    VERIFIED = "verified"  # this request's secret proved its destination now
+    ALREADY_VERIFIED = "already_verified"  # this same secret proved it before: the person is done
     EXPIRED = "expired"
     SUPERSEDED = "superseded"  # a newer message replaced this one
     LOCKED = "locked"  # too many wrong codes
     WRONG_CODE = "wrong_code"  # counted; `remaining_attempts` tries remain
-    FINISHED = "finished"  # a code for a verification that ended, whichever way: says nothing more
+    FINISHED = "finished"  # a code that can no longer prove, whichever way: says nothing more
     INVALID = "invalid"  # unknown or malformed (not found): says nothing more
 
 
@@ -74,19 +81,26 @@ class Outcome:
     result: Result
     verification_id: uuid.UUID | None = None
     account_id: str | None = None
-    channel: str | None = None
+    channel: str | None = None  # the primary channel requested, as in the read API
+    presented: str | None = None  # whose secret this request presented: 'email' (the link) or 'sms' (the code)
     verified_at: datetime | None = None
     expires_at: datetime | None = None
-    destination_hint: str | None = None  # masked, for the page the token's holder asked for
+    destination_hint: str | None = None  # masked: the destination this secret proves, for the page
     remaining_attempts: int | None = None
     locale: str | None = None  # the verification's (its message used it): its page follows
     return_url: str | None = None  # the site's page the Continue / back links go to (stored, checked at create)
-    verified_channel: str | None = None  # whose secret proved it: 'email' (the link) or 'sms' (the code)
+    verified_channel: str | None = None  # the first proof, which made it verified: 'email' or 'sms'
     verified_via: str | None = None  # 'link' | 'code'
+    proofs: tuple[Proof, ...] = ()  # every proof so far, first first
 
     @property
     def is_verified(self) -> bool:
         return self.result in (VERIFIED, ALREADY_VERIFIED)
+
+    @property
+    def proof(self) -> Proof | None:
+        """What this request's secret proved (now, or before)."""
+        return next((p for p in self.proofs if p.channel == self.presented), None)
 
 
 class MalformedCode(ValueError):
@@ -121,33 +135,24 @@ def _link_target(db: Database, keyring: Keyring, link: str | None) -> tuple[uuid
     return verification_id, token
 
 
-def _find_link(db: Database, keyring: Keyring, link: str | None) -> tuple[dict[str, Any], bytes] | None:
-    """The verification this link belongs to and its digest, or None. Reads only."""
+def preview_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
+    """What the link's page shows (GET): never writes."""
     target = _link_target(db, keyring, link)
     if target is None:
-        return None
+        return Outcome(INVALID)
     verification_id, token = target
     state = db.one(_STATE, id=verification_id)
-    row = as_channel(state, "email") if state is not None else None  # the email may be the fallback
+    row = presented_by(state, "email") if state is not None else None  # the email may be the fallback
     if row is None:
-        return None
+        return Outcome(INVALID)
     try:
         key = keyring.get(row["key_id"])
     except ConfigError:
         _log.error("verification %s names token key %r, which is no longer configured", row["id"], row["key_id"])
-        return None
-    digest = key.link_digest(token)
-    if hmac.compare_digest(digest, bytes(row["token_digest"])):
-        return row, digest
-    return None
-
-
-def preview_link(db: Database, keyring: Keyring, token: str | None) -> Outcome:
-    """What the link's page shows (GET): never writes."""
-    found = _find_link(db, keyring, token)
-    if found is None:
         return Outcome(INVALID)
-    return _from_state(found[0])
+    if not hmac.compare_digest(key.link_digest(token), bytes(row["presented_digest"])):
+        return Outcome(INVALID)
+    return from_state(row)
 
 
 def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
@@ -167,12 +172,13 @@ def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
     if found is None:
         _log.info("confirmation refused: unknown link", extra={"json_fields": {"event": "confirm", "result": INVALID}})
         return Outcome(INVALID)
-    row = as_channel(found, "email") or found  # the email may be the fallback channel
-    if found["consumed_at"] is not None:
-        return _verified(row, found["id"], found["account_id"], found["consumed_at"], "email", "link")
-    if row["status"] != "pending":  # already dead in this statement's snapshot: nothing raced it
-        return _logged(_from_state(row))
-    return _restate(db, row)
+    if found["consumed"]:
+        return _proved(_seen(_consumed(found, found, "new_"), "email"))
+    row = _seen(found, "email")  # the statement found the row by its email digest
+    known = from_state(row)
+    if known.result == PENDING:  # it could prove in this statement's snapshot: a concurrent one won
+        return _restate(db, row)
+    return _logged(known)
 
 
 # -- SMS codes --------------------------------------------------------------------------------
@@ -183,122 +189,139 @@ def confirm_code(
     `failures_per_day` (> 0): once the destination had that many wrong codes in a day, across all its
     verifications, every code is answered locked, the right one too (else the answer is an oracle)."""
     state = db.one(_STATE, id=verification_id)
-    row = as_channel(state, "sms") if state is not None else None  # the SMS may be the fallback
+    row = presented_by(state, "sms") if state is not None else None  # the SMS may be the fallback
     if row is None:
         _log.info(
             "confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}}
         )
         return Outcome(INVALID)
-    stored = bytes(row["token_digest"])
+    stored = bytes(row["presented_digest"])
     matched: bytes | None = None
     for key in keyring.keys:  # every key, no early exit: the time does not depend on which matched
         digest = key.code_digest(verification_id, code)
         if hmac.compare_digest(digest, stored):
             matched = digest
-    if row["status"] != "pending" or row["expires_at"] <= row["db_now"]:
-        return _logged(_finished(db, row, matched))
+    known = from_state(row)
+    if known.result != PENDING:  # this code can no longer prove: only its own earlier proof is told
+        if matched is not None and known.result == ALREADY_VERIFIED:
+            return _logged(known)
+        if matched is None:
+            db.one(_WRONG_CODE, id=verification_id)
+        return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
     if failures_per_day > 0 and db.single(_DESTINATION_FAILURES, id=verification_id)["failures"] >= failures_per_day:
         _log.warning(
             "confirmation refused: destination over its daily wrong-code budget",
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
+        if row["status"] != "pending":  # verified by the link: it stays verified, the code proves nothing
+            return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
         db.one(_LOCK_DESTINATION, id=verification_id)  # locked for real: the site reads and hears `locked`
-        return Outcome(
-            LOCKED,
-            verification_id,
-            row["account_id"],
-            "sms",
-            expires_at=row["expires_at"],
-            locale=row["locale"],
-            return_url=row.get("return_url"),
-        )
+        return _attempted(LOCKED, row)
     if matched is not None:
         return _consume(db, row, matched)
     failed = db.one(_WRONG_CODE, id=verification_id)
     if failed is None:  # purged between the two statements
         return _logged(Outcome(INVALID))
-    if failed["status"] not in ("pending", "locked"):  # it ended between the two statements
-        return _logged(Outcome(FINISHED, locale=row["locale"]))
-    remaining = failed["max_confirm_failures"] - failed["confirm_failures"]
-    result = LOCKED if failed["status"] == "locked" else WRONG_CODE
-    return _logged(
-        Outcome(
-            result,
-            verification_id,
-            row["account_id"],
-            "sms",
-            expires_at=row["expires_at"],
-            remaining_attempts=max(remaining, 0),
-            locale=row["locale"],
-        )
-    )
+    if failed["status"] not in (row["status"], "locked"):  # it ended between the two statements
+        return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
+    remaining = max(failed["max_confirm_failures"] - failed["confirm_failures"], 0)
+    return _attempted(LOCKED if failed["status"] == "locked" else WRONG_CODE, row, remaining)
+
+
+# -- the hosted code-entry page (api/confirm.py: `?entry=<handle>`) -----------------------------
+def preview_entry(db: Database, keyring: Keyring, handle: str | None) -> Outcome:
+    """What the code-entry page shows (GET): its form while the code can prove, else how it ended.
+    A handle no key of the ring made costs no query. Never writes."""
+    verification_id = keyring.code_entry_target(handle)
+    state = db.one(_STATE, id=verification_id) if verification_id is not None else None
+    row = presented_by(state, "sms") if state is not None else None
+    return from_state(row) if row is not None else Outcome(INVALID)
+
+
+def confirm_entry(db: Database, keyring: Keyring, handle: str | None, code: str, failures_per_day: int = 0) -> Outcome:
+    """The code-entry page's form: the handle names the verification, the code proves (confirm_code,
+    the same tries and limits as the API). A code that can no longer prove is answered with how the
+    verification ended, as the page's GET shows it anyway."""
+    verification_id = keyring.code_entry_target(handle)
+    if verification_id is None:
+        return _logged(Outcome(INVALID))
+    outcome = confirm_code(db, keyring, verification_id, code, failures_per_day)
+    if outcome.result != FINISHED:
+        return outcome
+    shown = preview_entry(db, keyring, handle)
+    return replace(shown, result=LOCKED) if shown.result == PENDING else shown  # over the number's daily budget
 
 
 # -- shared -----------------------------------------------------------------------------------
-def _finished(db: Database, row: dict[str, Any], matched: bytes | None) -> Outcome:
-    """A code for a verification that ended. The right code of a verified one hears that it is done;
-    any other code hears FINISHED, and a wrong one is counted (confirm_wrong_code.sql)."""
-    if matched is not None and row["status"] == "verified":
-        return _from_state(row)
-    if matched is None:
-        db.one(_WRONG_CODE, id=row["id"])
-    return Outcome(FINISHED, locale=row["locale"])
-
-
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     consumed = db.one(_CONSUME, id=row["id"], digest=digest)
     if consumed is not None:
-        return _verified(row, consumed["id"], consumed["account_id"], consumed["verified_at"], "sms", "code")
+        return _proved(_seen(_consumed(row, consumed), "sms"))
     restated = _restate(db, row)
-    return restated if restated.result in (ALREADY_VERIFIED, PENDING) else Outcome(FINISHED, locale=row["locale"])
+    if restated.result in (ALREADY_VERIFIED, PENDING):
+        return restated
+    return Outcome(FINISHED, presented="sms", locale=row["locale"])
 
 
-def _verified(
-    row: dict[str, Any], verification_id: uuid.UUID, account_id: str, verified_at: datetime, channel: str, via: str
-) -> Outcome:
-    return _logged(
-        Outcome(
-            VERIFIED,
-            verification_id,
-            account_id,
-            row["channel"],
-            verified_at=verified_at,
-            expires_at=row["expires_at"],
-            destination_hint=mask_destination(row["channel"], row["destination"]),
-            locale=row["locale"],
-            return_url=row.get("return_url"),
-            verified_channel=channel,
-            verified_via=via,
-        )
-    )
+def _consumed(row: dict[str, Any], after: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The row as the consuming statement left it: its proof columns from `after` (a code's RETURNING,
+    or the link statement's `new_*` columns)."""
+    return {
+        **row,
+        "status": "verified",
+        **{column: after[prefix + column] for column in ("verified_at", "verified_channel", "verified_via")},
+        "second_proof_at": after[prefix + "second_proof_at"],
+    }
+
+
+def _proved(row: dict[str, Any]) -> Outcome:
+    return _logged(_described(VERIFIED, row))
+
+
+def _attempted(result: Result, row: dict[str, Any], remaining: int | None = None) -> Outcome:
+    """A code tried while it could still prove: wrong (counted), or the verification locked."""
+    return _logged(_described(result, row, remaining_attempts=remaining))
 
 
 def _restate(db: Database, row: dict[str, Any]) -> Outcome:
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"])
-    return _logged(_from_state((as_channel(latest, row["channel"]) if latest else None) or row))
+    return _logged(from_state((presented_by(latest, row["presented"]) if latest else None) or row))
 
 
-def as_channel(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
-    """The row as seen from one message channel (its digest and destination), or None when the
-    verification has no such channel. The primary channel's row is the row itself."""
-    if row["channel"] == channel:
-        return row
-    if row.get("fallback_channel") != channel:
+def presented_by(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
+    """The row as seen by one message channel's secret (`presented`: the channel, `presented_digest`:
+    its digest), or None when the verification has no such channel. `channel` stays the primary."""
+    if channel == row["channel"]:
+        digest = row["token_digest"]
+    elif channel == row.get("fallback_channel"):
+        digest = row["fallback_digest"]
+    else:
         return None
-    return {
-        **row,
-        "channel": channel,
-        "destination": row["fallback_destination"],
-        "token_digest": row["fallback_digest"],
-    }
+    return {**row, "presented": channel, "presented_digest": digest}
 
 
-def _from_state(row: dict[str, Any]) -> Outcome:
-    status = row["status"]
+def _seen(row: dict[str, Any], channel: str) -> dict[str, Any]:
+    """presented_by for a row the statement that returned it found by that channel's digest."""
+    seen = presented_by(row, channel)
+    if seen is None:
+        raise ValueError(f"verification {row['id']} has no {channel} channel")
+    return seen
+
+
+def from_state(row: dict[str, Any]) -> Outcome:
+    """What the verification's state means to the secret `row` is seen by (presented_by), without a write."""
+    status, presented = row["status"], row["presented"]
+    unexpired = row["expires_at"] > row["db_now"]
+    tries_spent = presented == "sms" and row["confirm_failures"] >= row["max_confirm_failures"]
     if status == "verified":
-        result = ALREADY_VERIFIED
-    elif status == "pending" and row["expires_at"] > row["db_now"]:
+        if proved_at(row, presented) is not None:
+            result = ALREADY_VERIFIED
+        elif row["verified_channel"] is None or not unexpired:  # expired, or verified before proofs were kept
+            result = EXPIRED
+        else:
+            result = LOCKED if tries_spent else PENDING  # this one can still prove its destination
+    elif status == "pending" and unexpired:
         result = PENDING
     elif status in ("pending", "expired"):  # expires_at is the truth; the status catches up lazily
         result = EXPIRED
@@ -307,19 +330,26 @@ def _from_state(row: dict[str, Any]) -> Outcome:
     else:
         result = LOCKED
     remaining = max(row["max_confirm_failures"] - row["confirm_failures"], 0)
+    return _described(result, row, remaining_attempts=remaining if presented == "sms" else None)
+
+
+def _described(result: Result, row: dict[str, Any], **fields: Any) -> Outcome:
+    presented = row["presented"]
     return Outcome(
         result,
         row["id"],
         row["account_id"],
         row["channel"],
+        presented,
         verified_at=row["verified_at"],
         expires_at=row["expires_at"],
-        destination_hint=mask_destination(row["channel"], row["destination"]),
-        remaining_attempts=remaining if row["channel"] == "sms" else None,
+        destination_hint=mask_destination(presented, destination_of(row, presented)),
         locale=row["locale"],
         return_url=row.get("return_url"),
         verified_channel=row.get("verified_channel"),
         verified_via=row.get("verified_via"),
+        proofs=proofs(row),
+        **fields,
     )
 
 
@@ -331,7 +361,7 @@ def _logged(outcome: Outcome) -> Outcome:
             "json_fields": {
                 "event": "confirm",
                 "result": outcome.result,
-                "channel": outcome.channel,
+                "channel": outcome.presented,
                 "verification_id": str(outcome.verification_id) if outcome.verification_id else None,
             }
         },

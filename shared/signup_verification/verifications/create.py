@@ -10,7 +10,8 @@ resolved template version and locale in `NewVerification`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..platform.database import Database, load_sql
@@ -18,7 +19,7 @@ from ..platform.ids import uuid7
 from . import abuse
 from .channel_policy import Fallback, channel_digest, fallback_parameters
 from .config import CreateConfig
-from .tokens import Keyring, new_nonce
+from .tokens import Keyring, code_entry_url, new_nonce
 
 _log = logging.getLogger("signup_verification.verifications.create")
 
@@ -53,6 +54,7 @@ class Verification:
     expires_at: str
     created_at: str
     fallback: dict[str, Any] | None = None  # {channel, after_seconds, policy}; never the destination
+    code_entry_url: str | None = None  # the hosted code-entry page, when an SMS is among the channels
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Verification:
@@ -172,9 +174,9 @@ def create(
     )[0]
     match outcome_kind:  # sql/definitions/04_create_verification.sql's outcomes
         case "created":
-            outcome = Created(Verification.from_record(data))
+            outcome = Created(_answered(config, keyring, new, data))
         case "replayed":
-            outcome = Replayed(Verification.from_record(data))
+            outcome = Replayed(_answered(config, keyring, new, data))
         case "mismatch":
             outcome = KeyReused()
         case "suppressed":
@@ -186,6 +188,17 @@ def create(
             raise ValueError(f"create_verification answered an unknown outcome {outcome_kind!r}")
     _logged(outcome, new.channel)
     return outcome
+
+
+def _answered(config: CreateConfig, keyring: Keyring, new: NewVerification, data: dict[str, Any]) -> Verification:
+    """The verification as answered: the stored record, and the code-entry page's URL when an SMS is
+    among the channels (a replay is the same request, so the same channels). Under a key rotated in
+    since the first answer, a replay's URL is another handle of the same page: every key opens it."""
+    verification = Verification.from_record(data)
+    if "sms" not in (new.channel, new.fallback.channel if new.fallback else None):
+        return verification
+    url = code_entry_url(config.link_base, keyring.primary, uuid.UUID(verification.verification_id))
+    return replace(verification, code_entry_url=url)
 
 
 def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) -> dict[str, Any]:

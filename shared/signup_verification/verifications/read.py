@@ -1,10 +1,12 @@
 """Reading one verification for the site that created it (GET /<verification_id> on create_verification).
 
-What the site may learn: the verification's state, its timestamps, which secret proved it
+What the site may learn: the verification's state, its timestamps, which secret verified it
 (`verified_channel`, `verified_via`: `channel` is the primary channel requested, not what was
-proved), and its message deliveries (channel, role, status, attempts, the last attempt's outcome,
-when accepted, delivered or failed, and why a failed one failed). The destination only masked;
-never a token, a code, a nonce or a digest; webhook events (role 'event') are not deliveries.
+proved), every proof (`proofs`: each secret proves its own destination, proofs.py), where its person
+can type the SMS code (`code_entry_url`, when an SMS is among its channels), and its message
+deliveries (channel, role, status, attempts, the last attempt's outcome, when accepted, delivered or
+failed, and why a failed one failed). The destination only masked; never a token, a code, a nonce or
+a digest; webhook events (role 'event') are not deliveries.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..platform.database import Database, load_sql
+from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
+from .proofs import Proof, proofs
+from .tokens import Keyring, code_entry_url
 
 _READ = load_sql(__file__, "read.sql")
 
@@ -43,8 +48,10 @@ class VerificationView:
     created_at: str
     expires_at: str
     verified_at: str | None
-    verified_channel: str | None  # whose secret proved it: 'email' (the link) or 'sms' (the code)
+    verified_channel: str | None  # whose secret verified it (the first proof): 'email' (the link) or 'sms' (the code)
     verified_via: str | None  # 'link' | 'code'
+    proofs: tuple[Proof, ...]  # every proof, first first
+    code_entry_url: str | None  # the hosted code-entry page, when an SMS is among the channels
     return_url: str | None
     deliveries: tuple[Delivery, ...]
 
@@ -60,15 +67,20 @@ class VerificationView:
             "verified_at": self.verified_at,
             "verified_channel": self.verified_channel,
             "verified_via": self.verified_via,
+            "proofs": [p.as_json() for p in self.proofs],
+            "code_entry_url": self.code_entry_url,
             "return_url": self.return_url,
             "deliveries": [vars(d) for d in self.deliveries],
         }
 
 
-def read(db: Database, verification_id: uuid.UUID) -> VerificationView | None:
+def read(db: Database, keyring: Keyring, link_base: str, verification_id: uuid.UUID) -> VerificationView | None:
+    """`link_base`: the confirm target's public URL (VERIFY_LINK_BASE), the code-entry page's base."""
     row = db.one(_READ, id=verification_id)
     if row is None:
         return None
+    fallback = next((d for d in row["deliveries"] if d["role"] == "fallback"), None)
+    row["fallback_destination"] = fallback["destination"] if fallback else None
     deliveries = tuple(
         Delivery(
             d["channel"],
@@ -95,6 +107,20 @@ def read(db: Database, verification_id: uuid.UUID) -> VerificationView | None:
         verified_at=row["verified_at"],
         verified_channel=row["verified_channel"],
         verified_via=row["verified_via"],
+        proofs=proofs(row),
+        code_entry_url=_code_entry_url(keyring, link_base, row),
         return_url=row["return_url"],
         deliveries=deliveries,
     )
+
+
+def _code_entry_url(keyring: Keyring, link_base: str, row: dict[str, Any]) -> str | None:
+    """The page's URL under the key the verification was made with (the create answer's), or the
+    ring's first when that key was retired (every key of the ring opens the page)."""
+    if "sms" not in (row["channel"], row["fallback_channel"]):
+        return None
+    try:
+        key = keyring.get(row["key_id"])
+    except ConfigError:
+        key = keyring.primary
+    return code_entry_url(link_base, key, row["id"])

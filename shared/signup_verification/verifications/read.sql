@@ -1,16 +1,18 @@
 -- GET /<verification_id> on create_verification (verifications/read.py): the verification as its site
--- may see it, and its message deliveries, in one statement. Never the nonce, the digest, a token or a
--- code; the destination is masked in Python. Event intents (role 'event', the webhooks to the site
+-- may see it, its proofs (verifications/proofs.py: from the verified_* columns and second_proof_at) and
+-- its message deliveries, in one statement. Never the nonce, the digest, a token or a code (key_id
+-- names the key the code-entry page's handle is made with); the destination is masked in Python. Event intents (role 'event', the webhooks to the site
 -- itself) are not deliveries of the message: they never show here. A pending verification past its
 -- expiry reads as expired: expires_at is the truth, the status catches up at the reconciler's sweep.
 -- A delivery's status is its intent's, told apart where the provider's reports said more:
 -- `delivered` (accepted, then reported delivered) and `undeliverable` (accepted, then reported
 -- failed for good). Its reason is the recorded verdict (failure_*), or `expired` for a delivery whose
 -- link died before it could be sent.
-SELECT v.id, v.account_id, v.channel, v.destination, v.return_url,
+SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel,
        CASE WHEN v.status = 'pending' AND v.expires_at <= now() THEN 'expired' ELSE v.status END AS status,
        rfc3339(v.created_at) AS created_at, rfc3339(v.expires_at) AS expires_at,
        rfc3339(v.verified_at) AS verified_at, v.verified_channel, v.verified_via,
+       rfc3339(v.second_proof_at) AS second_proof_at,
        coalesce((
            SELECT jsonb_agg(jsonb_build_object(
                       'channel', i.channel,

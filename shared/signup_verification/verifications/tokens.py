@@ -30,12 +30,38 @@ NONCE_BYTES = 16
 DEV_KEY_PREFIX = "dev-"
 TOKEN_CHARS = 43  # a 32-byte HMAC in unpadded base64url
 ID_CHARS = 22  # a 16-byte verification id in unpadded base64url
+ENTRY_MAC_BYTES = 16  # a code-entry handle's HMAC, truncated: 128 bits, 22 base64url characters
+ENTRY_MAC_CHARS = 22
+LINK_PARAMETER, ENTRY_PARAMETER = "token", "entry"  # the confirm target's query: an email link, a code-entry page
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes | None:
+    """The bytes of unpadded base64url text in its one canonical spelling, else None."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        return None
+    return raw if _b64(raw) == text else None
+
+
+def page_url(base: str, name: str, value: str) -> str:
+    """`base` (VERIFY_LINK_BASE, which may carry a query of its own) with one more query parameter."""
+    return f"{base}{'&' if '?' in base else '?'}{name}={value}"
+
+
+def code_entry_url(base: str, key: TokenKey, verification_id: uuid.UUID) -> str:
+    """The hosted code-entry page of a verification with an SMS: `VERIFY_LINK_BASE?entry=<handle>`."""
+    return page_url(base, ENTRY_PARAMETER, key.code_entry_handle(verification_id))
 
 
 def with_verification_id(verification_id: uuid.UUID, token: str) -> str:
     """An email link's token as sent since sql/016: the verification id first, so a confirmation finds
     its row by primary key (no index of digests to write). The id is no secret; the token is."""
-    return base64.urlsafe_b64encode(verification_id.bytes).rstrip(b"=").decode() + token
+    return _b64(verification_id.bytes) + token
 
 
 def split_link(link: str) -> tuple[uuid.UUID | None, str]:
@@ -44,8 +70,8 @@ def split_link(link: str) -> tuple[uuid.UUID | None, str]:
     if len(link) != ID_CHARS + TOKEN_CHARS:
         return None, link
     head, token = link[:ID_CHARS], link[ID_CHARS:]
-    raw = base64.urlsafe_b64decode(head + "==")
-    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != head:  # one spelling per id
+    raw = _unb64(head)
+    if raw is None:  # one spelling per id
         return None, ""
     return uuid.UUID(bytes=raw), token
 
@@ -68,8 +94,7 @@ class TokenKey:
     # -- derivation (worker, at render time) -----------------------------------------------
     def link_token(self, verification_id: uuid.UUID, nonce: bytes) -> str:
         """256-bit URL-safe token for the email link (43 characters): the secret part of `link`."""
-        raw = self._mac(b"link-token", verification_id.bytes, nonce)
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        return _b64(self._mac(b"link-token", verification_id.bytes, nonce))
 
     def link(self, verification_id: uuid.UUID, nonce: bytes) -> str:
         """What an email link carries (sql/016): the verification id, then the token."""
@@ -78,6 +103,13 @@ class TokenKey:
     def sms_code(self, verification_id: uuid.UUID, nonce: bytes, digits: int = 6) -> str:
         raw = self._mac(b"sms-code", verification_id.bytes, nonce)
         return str(int.from_bytes(raw, "big") % 10**digits).zfill(digits)
+
+    def code_entry_handle(self, verification_id: uuid.UUID) -> str:
+        """What the hosted code-entry page's URL carries (`code_entry_url`): the verification id, then
+        128 bits of HMAC over it. It locates the verification and proves nothing: only the SMS code
+        confirms. Without the key nobody can make one for another verification, so the page cannot be
+        enumerated, nor a known verification id turned into a page to spend its tries on."""
+        return _b64(verification_id.bytes) + _b64(self._mac(b"code-entry", verification_id.bytes)[:ENTRY_MAC_BYTES])
 
     # -- digests (create stores one, confirm matches one) -----------------------------------
     def link_digest(self, token: str) -> bytes:
@@ -113,6 +145,20 @@ class Keyring:
             raise ConfigError(
                 f"token key {key_id!r} is not in TOKEN_KEYS (removed before its verifications expired?)"
             ) from None
+
+    def code_entry_target(self, handle: str | None) -> uuid.UUID | None:
+        """The verification a code-entry handle names when a key of the ring made it, else None. Every
+        key is compared, without an early exit (a handle made before a rotation still works)."""
+        if not handle or len(handle) != ID_CHARS + ENTRY_MAC_CHARS or not handle.isascii():
+            return None
+        raw_id = _unb64(handle[:ID_CHARS])
+        if raw_id is None or len(raw_id) != 16:
+            return None
+        verification_id = uuid.UUID(bytes=raw_id)
+        found = False
+        for key in self.keys:
+            found |= hmac.compare_digest(key.code_entry_handle(verification_id), handle)
+        return verification_id if found else None
 
     @classmethod
     def parse(cls, spec: str) -> Keyring:

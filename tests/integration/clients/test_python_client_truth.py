@@ -101,12 +101,16 @@ def test_the_key_of_a_failed_create_retries_it_once_the_service_is_back(urls, db
 
 
 # -- the proof is named (needs the service's verified_channel / verified_via) ----------------------
-def test_an_email_verification_confirmed_by_its_sms_fallback_names_the_phone(client, db):
+def test_an_email_verification_confirmed_by_its_sms_fallback_names_the_phone_then_the_link_the_address(
+    client, urls, db
+):
     created = client.create("acct-p1", "email", fresh_email(), fallback=svc.Fallback("sms", PHONE, 0))
+    assert created.code_entry_url and "?entry=" in created.code_entry_url  # an SMS is among the channels
     before = client.get(created.verification_id)
-    assert (before.verified_channel, before.verified_via) == (None, None)
+    assert (before.verified_channel, before.verified_via, before.proofs) == (None, None, ())
     confirmed = client.confirm_code(created.verification_id, sms_code(db, uuid.UUID(created.verification_id)))
-    assert (confirmed.verified_channel, confirmed.verified_via) == ("sms", "code")
+    assert (confirmed.channel, confirmed.verified_channel, confirmed.verified_via) == ("email", "sms", "code")
+    assert confirmed.proof is not None and confirmed.proof.channel == "sms"
     state = client.get(created.verification_id)
     assert (state.channel, state.status, state.verified_channel, state.verified_via) == (
         "email",
@@ -114,7 +118,13 @@ def test_an_email_verification_confirmed_by_its_sms_fallback_names_the_phone(cli
         "sms",
         "code",
     )
-    for stamp in (state.created_at, state.expires_at, state.verified_at, confirmed.verified_at):
+    assert state.proved("sms") and not state.proved("email")  # the address is not proved by the code
+    token = link_token(db, uuid.UUID(created.verification_id))
+    assert requests.post(urls["confirm_verification"], json={"token": token}, timeout=10).status_code == 200
+    later = client.get(created.verification_id)
+    assert [(p.channel, p.via) for p in later.proofs] == [("sms", "code"), ("email", "link")]
+    assert later.verified_channel == "sms"  # the first proof stays the first
+    for stamp in (state.created_at, state.expires_at, state.verified_at, confirmed.verified_at, later.proofs[1].at):
         assert TIMESTAMP.fullmatch(stamp or ""), stamp
 
 
@@ -125,6 +135,7 @@ def test_a_link_confirmed_verification_names_the_email(client, urls, db):
     assert answer.status_code == 200, answer.text
     state = client.get(created.verification_id)
     assert (state.status, state.verified_channel, state.verified_via) == ("verified", "email", "link")
+    assert [p.channel for p in state.proofs] == ["email"] and state.proofs[0].destination.startswith("a***@")
 
 
 # -- the delivery truth (needs the service's delivered_at / failed_at / reason) --------------------

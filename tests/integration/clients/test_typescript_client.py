@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -30,40 +29,14 @@ from support.dev_process import free_ports
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
 from support.fakes.webhooks import new_secret
-from support.paths import ROOT
 from support.served import serve
+from support.typescript_client import PACKAGE, npm, run_npm
 from support.webhooks import link_token, sms_code
 
-PACKAGE = ROOT / "clients" / "typescript"
 SIGNING_KEY = "site1:" + base64.urlsafe_b64encode(b"t" * 32).decode().rstrip("=")
 INVOKER = "site@p.iam.gserviceaccount.com"
 RETURN_ORIGIN = "http://localhost:3000"
 SUMMARY = re.compile(r"^(?:# |ℹ )(tests|pass|fail|cancelled|skipped|todo) (\d+)$", re.M)
-
-
-def _npm() -> str:
-    """npm, with node and the installed packages; a skip (a failure under CI=true) without them."""
-    npm = shutil.which("npm")
-    missing = [name for name in ("node", "npm") if shutil.which(name) is None]
-    if not (PACKAGE / "node_modules").is_dir():
-        missing.append("clients/typescript/node_modules (run `npm ci` there)")
-    if missing or npm is None:
-        message = "the TypeScript client's tests need " + ", ".join(missing)
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return npm
-
-
-def _run_npm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [_npm(), *args],
-        cwd=PACKAGE,
-        env={**os.environ, **(env or {}), "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 # -- the harness --------------------------------------------------------------------------------------
@@ -187,9 +160,9 @@ def _summary(output: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_the_typescript_client_against_the_service(mode, service_env, db, monkeypatch):
-    _npm()
+    npm()
     with MODES[mode](monkeypatch) as urls, served_harness(Harness(db, monkeypatch)) as harness_url:
-        result = _run_npm("test", env={"SVC_MODE": mode, "SVC_HARNESS_URL": harness_url, **urls})
+        result = run_npm("test", env={"SVC_MODE": mode, "SVC_HARNESS_URL": harness_url, **urls})
     output = result.stdout + result.stderr
     counts = _summary(output)
     failed = [line for line in output.splitlines() if line.startswith("not ok")]
@@ -198,7 +171,7 @@ def test_the_typescript_client_against_the_service(mode, service_env, db, monkey
 
 
 def test_the_generated_types_match_docs_openapi_yaml():
-    result = _run_npm("run", "--silent", "check:openapi")
+    result = run_npm("run", "--silent", "check:openapi")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -222,18 +195,16 @@ console.log(JSON.stringify(seen));
 """
 
 
-def test_the_packed_package_installs_and_runs_with_standardwebhooks_alone(tmp_path):
+def test_the_packed_package_installs_and_runs_with_standardwebhooks_alone(tmp_path, typescript_client_tarball):
     """What a site installs: `npm pack`'s tarball (built by prepack), in a project of its own, pulls
     in standardwebhooks and nothing else; without google-auth-library only GoogleIdToken says so."""
-    packed = _run_npm("pack", "--pack-destination", str(tmp_path))
-    assert packed.returncode == 0, packed.stderr
-    [tarball] = tmp_path.glob("signup-verification-client-*.tgz")
+    tarball = typescript_client_tarball
     site = tmp_path / "site"
     site.mkdir()
     (site / "package.json").write_text(json.dumps({"name": "site", "private": True, "type": "module"}))
     (site / "main.mjs").write_text(CONSUMER)
-    npm = _npm()
-    install = [npm, "install", "--prefer-offline", "--no-audit", "--no-fund", str(tarball)]
+    npm_path = npm()
+    install = [npm_path, "install", "--prefer-offline", "--no-audit", "--no-fund", str(tarball)]
     installed = subprocess.run(install, cwd=site, capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr
     installed_names = {p.name for p in (site / "node_modules").iterdir() if not p.name.startswith(".")}

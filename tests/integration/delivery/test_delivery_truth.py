@@ -40,29 +40,36 @@ def verified_event(db, vid: uuid.UUID) -> dict:
 
 @pytest.mark.parametrize("after_seconds", [30, 0], ids=["policy-fallback", "policy-both"])
 @pytest.mark.parametrize("first", ["code", "link"])
-def test_the_proof_is_the_secret_that_confirmed_it(db, after_seconds, first):
+def test_each_secret_proves_its_own_destination_and_the_first_verified_it(db, after_seconds, first):
     settings = provider_settings()
     db.run("SET signup_verification.webhooks = 'on'")
     vid = create_with_fallback(db, settings.create, channel="email", after_seconds=after_seconds)
     link, code = secrets(db, vid)
     if first == "code":
         assert c.confirm_code(db, KEYRING, vid, code).result == c.VERIFIED
-        assert c.confirm_link(db, KEYRING, link).result == c.ALREADY_VERIFIED  # the proof stays the first one
-        proof = ("sms", "code")
+        assert c.preview_link(db, KEYRING, link).result == c.PENDING  # the address is not proved: the page asks
+        assert c.confirm_link(db, KEYRING, link).result == c.VERIFIED  # and now it is
+        assert c.confirm_link(db, KEYRING, link).result == c.ALREADY_VERIFIED
+        proof, order = ("sms", "code"), ["sms", "email"]
     else:
         assert c.confirm_link(db, KEYRING, link).result == c.VERIFIED
+        assert c.confirm_code(db, KEYRING, vid, code).result == c.VERIFIED
         assert c.confirm_code(db, KEYRING, vid, code).result == c.ALREADY_VERIFIED
-        proof = ("email", "link")
-    view = read.read(db, vid)
+        proof, order = ("email", "link"), ["email", "sms"]
+    view = read.read(db, KEYRING, settings.create.link_base, vid)
     assert view is not None
-    assert (view.channel, view.verified_channel, view.verified_via) == ("email", *proof)  # channel: the primary
+    assert (view.channel, view.verified_channel, view.verified_via) == ("email", *proof)  # the first proof
+    assert [p.channel for p in view.proofs] == order
+    assert {p.channel: p.destination for p in view.proofs} == {"email": "a***@example.com", "sms": "+1******0100"}
     event = verified_event(db, vid)
     assert (event["channel"], event["verified_channel"], event["verified_via"]) == ("email", *proof)
     inspected = timeline.timeline(db, vid)
     as_json = json.loads(json.dumps(inspected.as_json()))
     assert (as_json["verification"]["verified_channel"], as_json["verification"]["verified_via"]) == proof
+    assert [p["channel"] for p in as_json["verification"]["proofs"]] == order
     rendered = timeline.render(inspected)
-    assert f"proved by {proof[0]} ({proof[1]}): primary channel email" in rendered
+    assert f"proved by {proof[0]} ({proof[1]}) " in rendered and ": primary channel email" in rendered
+    assert f"also proved by {order[1]}" in rendered
     assert ("confirmed with the SMS code" if first == "code" else "confirmed with the email's link") in rendered
 
 
@@ -78,7 +85,7 @@ def test_an_sms_unreachable_handset_brings_the_email_fallback_forward_and_suppre
     assert (result.undeliverable, result.suppressed) == (1, 0)
     assert run_dispatch(db, settings).accepted == 1
     assert [m.rcpt_tos for m in smtp.received] == [["ada@example.com"]]
-    view = read.read(db, vid)
+    view = read.read(db, KEYRING, settings.create.link_base, vid)
     assert view is not None
     primary = next(d for d in view.deliveries if d.role == "primary")
     assert (primary.status, primary.last_outcome) == ("undeliverable", "accepted") and primary.accepted_at

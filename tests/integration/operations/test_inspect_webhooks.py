@@ -34,23 +34,26 @@ def test_inspect_shows_each_event_and_its_attempts(edb):
         receiver.script(Answer(503, {"error": "maintenance for ada@example.com"}))
         run_dispatch(edb, webhook_settings(receiver))
     found = inspect.timeline(edb, vid)
-    [event] = found.webhook_events
+    event, proved = found.webhook_events
     assert event["type"] == "verification.verified" and event["status"] == "retryable"
     assert event["webhook_id"] == webhook_id(vid, "verification.verified")
     assert [a["outcome"] for a in event["attempt_log"]] == ["attempting", "retryable"]
+    assert (proved["type"], proved["subject"]) == ("verification.proved", "email")  # one per proof, its channel
+    assert proved["webhook_id"] == webhook_id(vid, "verification.proved", "email") != event["webhook_id"]
     assert found.intent["status"] == "suppressed"  # the message intent is still the one shown above
     text = inspect.render(found)
     assert "webhook events" in text and "verification.verified" in text and "receiver_error" in text
+    assert "verification.proved (email)" in text
     assert "ada@example.com" not in text and token not in text
     as_json = json.dumps(found.as_json())
-    assert "ada@example.com" not in as_json and as_json.count("msg_") == 1
+    assert "ada@example.com" not in as_json and as_json.count("msg_") == 2
 
 
 def test_signals_and_status_show_the_webhook_channel(edb, service_env, monkeypatch, capsys):
     [vid] = make_verifications(edb, 1)
     confirmations.confirm_link(edb, KEYRING, link_token(edb, vid))
     webhook = signals.compute(edb, "test").channel("webhook")
-    assert webhook.ready_count == 1
+    assert webhook.ready_count == 2  # verification.verified and verification.proved
     assert cli.main(["status"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("webhook")]
-    assert len(rows) == 1 and rows[0].split()[1] == "1"
+    assert len(rows) == 1 and rows[0].split()[1] == "2"

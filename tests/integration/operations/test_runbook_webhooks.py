@@ -13,7 +13,7 @@ from support.dispatch import KEYRING, run_dispatch
 from support.factories import make_verifications
 from support.fakes.webhooks import FakeWebhookReceiver
 from support.paths import ROOT
-from support.webhooks import events, events_database, link_token, webhook_settings
+from support.webhooks import VERIFIED_ONLY, events, events_database, link_token, webhook_settings
 
 
 def documented_sequence(name: str) -> list[str]:
@@ -24,7 +24,7 @@ def documented_sequence(name: str) -> list[str]:
 
 
 def test_a_failing_receiver_delays_the_event_and_loses_nothing(database_url):
-    db = events_database(database_url)
+    db = events_database(database_url, event_types=VERIFIED_ONLY)  # one event per confirmation
     observed = []
     with FakeWebhookReceiver() as receiver:
         settings = webhook_settings(receiver)

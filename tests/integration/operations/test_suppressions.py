@@ -197,7 +197,7 @@ def test_silent_answer_creates_and_fails_the_suppressed_delivery_at_once(service
     assert answer.status == 201
     import uuid
 
-    view = read.read(db, uuid.UUID(answer.body["verification_id"]))
+    view = read.read(db, KEYRING, SETTINGS.create.link_base, uuid.UUID(answer.body["verification_id"]))
     assert view is not None
     [delivery] = view.deliveries
     assert delivery.status == "failed" and delivery.attempts == 0

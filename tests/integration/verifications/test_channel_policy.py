@@ -1,6 +1,7 @@
-"""One verification, one secret per channel: the email's link and the SMS's code both
-verify it, once; confirming by either suppresses the other channel's undelivered intent in the same
-statement; a newer verification supersedes the older one on every channel it used."""
+"""One verification, one secret per channel: the email's link and the SMS's code each prove their own
+destination, once, and the first verifies it; confirming by either suppresses the other channel's
+undelivered intent in the same statement; a newer verification supersedes the older one on every
+channel it used. (What each proof records: test_proofs.py.)"""
 
 from __future__ import annotations
 
@@ -36,21 +37,24 @@ def status(db, vid) -> str:
 def test_confirming_the_email_link_first_suppresses_the_sms_fallback_as_verified(db):
     vid = create_with_fallback(db, SETTINGS.create)
     outcome = c.confirm_link(db, KEYRING, link(vid, db))
-    assert outcome.result == c.VERIFIED and outcome.channel == "email"
+    assert outcome.result == c.VERIFIED and (outcome.channel, outcome.presented) == ("email", "email")
     assert outcome.destination_hint is not None and "ada" not in outcome.destination_hint[1:]
     fallback = intents(db, vid)["fallback"]
     assert (fallback["status"], fallback["suppression_reason"], fallback["attempts"]) == ("suppressed", "verified", 0)
-    # the SMS code would now only hear "already verified", and verifies nothing twice
+    # the SMS code still proves the number (once), and verifies nothing twice
+    assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.VERIFIED
     assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.ALREADY_VERIFIED
+    assert db.one("SELECT verified_channel FROM verifications WHERE id = :id", id=vid)["verified_channel"] == "email"
 
 
 def test_the_fallback_sms_code_verifies_and_suppresses_the_undelivered_email(db):
     vid = create_with_fallback(db, SETTINGS.create)
     outcome = c.confirm_code(db, KEYRING, vid, code(vid, db))
-    assert outcome.result == c.VERIFIED and outcome.channel == "sms"
+    assert outcome.result == c.VERIFIED and (outcome.channel, outcome.presented) == ("email", "sms")
     assert outcome.destination_hint.endswith("00") and "555" not in outcome.destination_hint
     primary = intents(db, vid)["primary"]
     assert (primary["status"], primary["suppression_reason"]) == ("suppressed", "verified")
+    assert c.confirm_link(db, KEYRING, link(vid, db)).result == c.VERIFIED  # the address, proved now
     assert c.confirm_link(db, KEYRING, link(vid, db)).result == c.ALREADY_VERIFIED
 
 
@@ -89,7 +93,7 @@ def test_wrong_codes_on_the_fallback_count_and_lock_every_channel(db):
     assert c.confirm_link(db, KEYRING, link(vid, db)).result == c.LOCKED
 
 
-def test_concurrent_link_and_code_verify_once(db, database_url):
+def test_concurrent_link_and_code_each_prove_and_verify_once(db, database_url):
     vid = create_with_fallback(db, SETTINGS.create)
     token, sms = link(vid, db), code(vid, db)
     results: list = []
@@ -110,7 +114,9 @@ def test_concurrent_link_and_code_verify_once(db, database_url):
     threads = [threading.Thread(target=by_link), threading.Thread(target=by_code)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    assert sorted(results) == sorted([c.VERIFIED, c.ALREADY_VERIFIED])
+    assert results == [c.VERIFIED, c.VERIFIED]  # each secret proved its own destination
+    row = db.one("SELECT verified_channel, verified_at, second_proof_at FROM verifications WHERE id = :id", id=vid)
+    assert row["verified_channel"] in ("email", "sms") and row["second_proof_at"] >= row["verified_at"]
 
 
 def test_a_newer_verification_supersedes_the_older_on_every_channel_it_used(db):

@@ -80,3 +80,36 @@ def test_confirming_a_link_is_one_round_trip_with_a_cached_generic_plan(db):
     assert plans[0] >= 2, f"generic/custom plans: {plans}"
     again = confirmations.confirm_link(db, keyring, tokens[0])
     assert again.result == confirmations.ALREADY_VERIFIED
+
+
+def test_a_later_proof_costs_the_round_trips_a_first_one_does(db):
+    """After the SMS code verified it, the email's link proves the address in its one statement, and the
+    code after the link in the code's two (its state, then the consuming UPDATE): a proof is no dearer."""
+    from signup_verification.verifications import confirm as confirmations
+    from support.dispatch import KEYRING
+    from support.factories import SETTINGS
+    from support.policy import create_with_fallback
+    from support.webhooks import link_token, sms_code
+
+    def later(first: str, i: int) -> int:
+        vid = create_with_fallback(
+            db,
+            SETTINGS.create,
+            account=f"rt-{i}",
+            email=f"rt{i}@example.com",
+            phone=f"+1415555{i:04d}",
+            after_seconds=0,
+        )
+        token, code = link_token(db, vid), sms_code(db, vid)
+        if first == "code":
+            confirmations.confirm_code(db, KEYRING, vid, code)
+            with count_round_trips() as trips:
+                assert confirmations.confirm_link(db, KEYRING, token).result == confirmations.VERIFIED
+        else:
+            confirmations.confirm_link(db, KEYRING, token)
+            with count_round_trips() as trips:
+                assert confirmations.confirm_code(db, KEYRING, vid, code).result == confirmations.VERIFIED
+        return trips["n"]
+
+    later("code", 0), later("link", 1)  # warm: the statements are prepared
+    assert [later("code", 2), later("link", 3)] == [1, 2]

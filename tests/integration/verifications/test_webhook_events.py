@@ -28,17 +28,19 @@ def test_the_setting_reaches_the_session_without_a_statement(edb, db):
     assert db.single(setting)["on"] is False
 
 
-def test_confirm_writes_one_verified_event_which_suppression_leaves_alone(edb):
+def test_confirm_writes_one_verified_and_one_proved_event_which_suppression_leaves_alone(edb):
     [vid] = make_verifications(edb, 1)
     token = link_token(edb, vid)
     assert confirmations.confirm_link(edb, KEYRING, token).result == "verified"
     assert confirmations.confirm_link(edb, KEYRING, token).result != "verified"  # the second one: no new event
-    [event] = events(edb, vid)
+    event, proved = events(edb, vid)
     assert event["event_type"] == "verification.verified" and event["status"] == "ready"
     data = event["payload"]
     assert data["verification_id"] == str(vid) and data["status"] == "verified" and data["verified_at"]
     assert data["account_id"] == "acct-email-0" and data["channel"] == "email"
-    text = json.dumps(data)
+    assert proved["event_type"] == "verification.proved" and proved["event_subject"] == "email"
+    assert proved["payload"]["proof"] == {"channel": "email", "via": "link", "at": data["verified_at"]}
+    text = json.dumps(data) + json.dumps(proved["payload"])
     assert "example.com" not in text and token not in text  # never the destination or the token
     # the email intent of the verified verification is suppressed; its event is not
     assert (
@@ -47,8 +49,8 @@ def test_confirm_writes_one_verified_event_which_suppression_leaves_alone(edb):
         ]
         == "suppressed"
     )
-    run(edb)  # the reconciler's dead sweep leaves it too, and finishes (it is not taken for dead work)
-    assert events(edb, vid)[0]["status"] == "ready"
+    run(edb)  # the reconciler's dead sweep leaves them too, and finishes (they are not taken for dead work)
+    assert {e["status"] for e in events(edb, vid)} == {"ready"}
 
 
 def test_without_webhook_url_no_event_is_written(db):
@@ -115,10 +117,10 @@ def test_a_failed_event_is_not_a_failed_delivery(edb):
     [vid] = make_verifications(edb, 1)
     confirmations.confirm_link(edb, KEYRING, link_token(edb, vid))
     claimed = t.claim(edb, "w", 10, 30)
-    [event] = [c for c in claimed if c.is_event]
-    t.begin_attempts(edb, "w", [event.fence])
-    t.settle(edb, "w", [Settlement(event.id, event.lease_version, "failed", error_class="rejected")])
-    assert [e["event_type"] for e in events(edb, vid)] == ["verification.verified"]
+    failed = [c for c in claimed if c.is_event]
+    t.begin_attempts(edb, "w", [event.fence for event in failed])
+    t.settle(edb, "w", [Settlement(e.id, e.lease_version, "failed", error_class="rejected") for e in failed])
+    assert [e["event_type"] for e in events(edb, vid)] == ["verification.verified", "verification.proved"]
 
 
 def test_redact_and_purge_handle_a_verification_with_an_event(edb):

@@ -23,6 +23,7 @@ from .models import (
     DeliveryReason,
     Fallback,
     FallbackPolicy,
+    Proof,
     Verification,
     VerificationState,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "InvalidRequest",
     "InvalidWebhook",
     "NotFound",
+    "Proof",
     "RateLimited",
     "SignedRequests",
     "Unauthenticated",

@@ -1,4 +1,4 @@
-"""The HTTP client: create (idempotent, retried, with an optional fallback), get, confirm a code.
+"""The HTTP client: create (idempotent, retried briefly, with an optional fallback), get, confirm a code.
 
 Each target of the service is its own deployment with its own URL: `create_url` serves create and
 the read (`GET /<verification_id>`), `confirm_url` the code confirmation. Redirects are never
@@ -30,10 +30,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class Client:
-    """`auth`: a `GoogleIdToken`, `SignedRequests`, or None (the local emulation needs no identity).
+    """`create_url`: the create_verification target (create and read); `confirm_url`: the
+    confirm_verification target (`confirm_code`). `auth`: a `GoogleIdToken`, `SignedRequests`, or None
+    (the local emulation needs no identity).
 
-    `max_attempts` bounds create's tries on 503/429; a `Retry-After` longer than `max_retry_wait`
-    seconds is not waited for: the typed error is raised with its `retry_after`."""
+    Made to be called inside a request handler, so it never waits long: `create` retries a 503 or an
+    unreachable service up to `max_attempts` times, each wait at most `max_retry_wait` seconds (2: a
+    longer `Retry-After` is not waited for), and never retries a 429. A 429 means this destination (or
+    account, or network) was just sent a message: waiting it out and creating again would send another,
+    the very thing the limit is there to stop. `RateLimited.retry_after` says when to ask again."""
 
     def __init__(
         self,
@@ -43,7 +48,7 @@ class Client:
         auth: CallerAuth | None = None,
         timeout: float = 10.0,
         max_attempts: int = 3,
-        max_retry_wait: float = 30.0,
+        max_retry_wait: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.create_url = create_url.rstrip("/") + "/"
@@ -72,7 +77,7 @@ class Client:
         """Create a verification (its email or SMS is queued; with `fallback`, the other channel's
         message too, `fallback.after_seconds` later). The key is generated unless given and kept for
         every retry, so a retried create never sends twice; every error raised carries it as
-        `idempotency_key`."""
+        `idempotency_key`. `RateLimited` is raised at once, with its `retry_after`."""
         key = idempotency_key or str(uuid.uuid4())
         fields = {"locale": locale, "template": template, "return_url": return_url, "client_ip": client_ip}
         payload: dict[str, Any] = {"account_id": account_id, "channel": channel, "destination": destination}
@@ -90,7 +95,7 @@ class Client:
             try:
                 _, headers, answer = self._send("POST", self.create_url, "create_verification", body, key)
                 return _parsed(models.verification, answer, key, headers.get("idempotent-replayed") == "true")
-            except (errors.RateLimited, errors.Unavailable) as exc:
+            except errors.Unavailable as exc:  # nothing was written, or it is unknown: the same key is safe
                 wait = exc.retry_after if exc.retry_after is not None else float(attempt)
                 if attempt == self.max_attempts or wait > self.max_retry_wait:
                     raise
@@ -103,7 +108,9 @@ class Client:
         return _parsed(models.verification_state, answer)
 
     def confirm_code(self, verification_id: str, code: str) -> Confirmation:
-        """Confirm an SMS code the person typed. `CodeIncorrect` (tries left), `VerificationGone`, `NotFound`."""
+        """Confirm an SMS code the person typed into your own form (or send them to the verification's
+        `code_entry_url` instead): the number is proved (`Confirmation.proof`). `CodeIncorrect` (tries
+        left), `VerificationGone` (it can no longer prove: `get` says why), `NotFound`."""
         if self.confirm_url is None:
             raise ValueError("confirm_code needs the confirm_verification URL (Client(confirm_url=...))")
         body = json.dumps({"verification_id": verification_id, "code": code}).encode()

@@ -65,8 +65,10 @@ class CodeIncorrect(VerificationError):
 
 
 class RateLimited(VerificationError):
-    """429: too many for this destination, account or network; retry after `retry_after` seconds.
-    Do not show the wait or the detail to the end user: it tells whether an address asked for a code."""
+    """429: too many for this destination, account or network: a message went there moments ago.
+    `retry_after`: seconds until a new create may be let through (the client never waits for it: a
+    create after the wait sends another message). Tell the user to use the message already sent; do
+    not show the wait or the detail: it tells whether an address asked for a code."""
 
     def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -38,7 +38,9 @@ class FallbackPolicy:
 
 @dataclass(frozen=True)
 class Verification:
-    """A create's answer, with the Idempotency-Key it was sent under (keep it to retry later)."""
+    """A create's answer, with the Idempotency-Key it was sent under (keep it to retry later).
+    `code_entry_url`: the service's page where the person types the SMS code, when an SMS is among the
+    channels (send them there, or confirm the code from your own form with `Client.confirm_code`)."""
 
     verification_id: str
     account_id: str
@@ -49,6 +51,18 @@ class Verification:
     idempotency_key: str
     replayed: bool = False
     fallback: FallbackPolicy | None = None
+    code_entry_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What one secret proved: the email's link the address (`channel` email, `via` link), the SMS code
+    the number (`sms`, `code`). Each secret proves its own destination, once."""
+
+    channel: str
+    via: str
+    destination: str  # masked
+    at: str
 
 
 @dataclass(frozen=True)
@@ -83,8 +97,9 @@ class Delivery:
 class VerificationState:
     """GET /<verification_id>: the state as the service sees it now.
 
-    `channel` is the primary channel requested; `verified_channel` (email | sms) and `verified_via`
-    (link | code) name the secret that confirmed it: read them to know what the person proved."""
+    `channel` is the primary channel requested; `proofs` lists what the person proved (the address by
+    the email's link, the number by the SMS code), first first; `verified_channel` (email | sms) and
+    `verified_via` (link | code) name the first, which made it verified."""
 
     verification_id: str
     account_id: str
@@ -98,24 +113,39 @@ class VerificationState:
     deliveries: tuple[Delivery, ...]
     verified_channel: str | None = None
     verified_via: str | None = None
+    proofs: tuple[Proof, ...] = ()
+    code_entry_url: str | None = None  # the hosted code-entry page, when an SMS is among the channels
 
     @property
     def is_verified(self) -> bool:
         return self.status == "verified"
 
+    def proved(self, channel: str) -> bool:
+        """Whether the person proved this channel's destination ("email": the address, "sms": the number)."""
+        return any(p.channel == channel for p in self.proofs)
+
 
 @dataclass(frozen=True)
 class Confirmation:
+    """A confirmed code: the verification as the read API names it, and what this code proved
+    (`proof`; `already_verified`: it had proved it before, nothing new was recorded)."""
+
     verification_id: str
     account_id: str
     verified_at: str
     already_verified: bool
-    channel: str | None = None  # the answer's channel: read verified_channel for what was proved
-    verified_channel: str | None = None  # whose secret confirmed it: "sms" for a code
-    verified_via: str | None = None  # "code" for confirm_code
+    channel: str | None = None  # the primary channel requested, as in VerificationState
+    verified_channel: str | None = None  # the first proof's channel, which made it verified
+    verified_via: str | None = None
+    proof: Proof | None = None  # what this request's code proved: channel "sms", via "code"
+    proofs: tuple[Proof, ...] = ()
 
 
 # -- parsing the answers -----------------------------------------------------------------------------
+def proof(item: Mapping[str, Any]) -> Proof:
+    return Proof(item["channel"], item["via"], item["destination"], item["at"])
+
+
 def verification(answer: Mapping[str, Any], key: str, replayed: bool) -> Verification:
     fallback = answer.get("fallback")
     return Verification(
@@ -130,6 +160,7 @@ def verification(answer: Mapping[str, Any], key: str, replayed: bool) -> Verific
         fallback=FallbackPolicy(fallback["channel"], int(fallback["after_seconds"]), fallback["policy"])
         if isinstance(fallback, Mapping)
         else None,
+        code_entry_url=answer.get("code_entry_url"),
     )
 
 
@@ -165,10 +196,13 @@ def verification_state(answer: Mapping[str, Any]) -> VerificationState:
         deliveries=tuple(delivery(d) for d in answer["deliveries"]),
         verified_channel=answer.get("verified_channel"),
         verified_via=answer.get("verified_via"),
+        proofs=tuple(proof(p) for p in answer.get("proofs") or ()),
+        code_entry_url=answer.get("code_entry_url"),
     )
 
 
 def confirmation(answer: Mapping[str, Any]) -> Confirmation:
+    shown = answer.get("proof")
     return Confirmation(
         verification_id=answer["verification_id"],
         account_id=answer["account_id"],
@@ -177,4 +211,6 @@ def confirmation(answer: Mapping[str, Any]) -> Confirmation:
         channel=answer.get("channel"),
         verified_channel=answer.get("verified_channel"),
         verified_via=answer.get("verified_via"),
+        proof=proof(shown) if isinstance(shown, Mapping) else None,
+        proofs=tuple(proof(p) for p in answer.get("proofs") or ()),
     )

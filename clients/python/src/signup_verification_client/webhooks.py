@@ -20,11 +20,14 @@ from .errors import InvalidWebhook
 @dataclass(frozen=True)
 class WebhookEvent:
     id: str  # webhook-id: the same on every resend of this event (the deduplication key)
-    # verification.verified | verification.expired | verification.locked | delivery.failed, and the
-    # opt-in delivery.delivered | delivery.bounced; webhook.test from `verifyctl webhooks test`
+    # verification.verified | verification.proved | verification.expired | verification.locked |
+    # delivery.failed, and the opt-in delivery.delivered | delivery.bounced; webhook.test from
+    # `verifyctl webhooks test`
     type: str
     timestamp: str
-    data: dict[str, Any]  # docs/openapi.yaml's `webhooks` schemas; data["verified_channel"] names what was proved
+    data: dict[
+        str, Any
+    ]  # docs/openapi.yaml's `webhooks` schemas; verification.proved's data["proof"] names what was proved
 
 
 def secrets_of(setting: str | Iterable[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""The HTML pages a person sees when opening a confirmation link: small, accessible, no external assets.
+"""The HTML pages a person sees when opening a confirmation link or the code-entry page: small,
+accessible, no external assets, in the verification's language.
 
 Every page is sent with headers that keep the token where it belongs: not cached (`no-store`), not
 leaked to another site in a Referer (`no-referrer`), not framed (clickjacking the Confirm button),
@@ -22,6 +23,7 @@ from werkzeug.http import parse_accept_header
 from ...platform import timestamps
 from ...platform.database import UnavailableError
 from ...verifications.confirm import Outcome, Result
+from ...verifications.tokens import ENTRY_PARAMETER, LINK_PARAMETER
 from .. import problems
 from ..http import Incoming
 from ..page_headers import SECURITY_HEADERS, STYLE  # shared with api/edge.py's errors
@@ -31,6 +33,7 @@ _DIR = Path(__file__).resolve().parent
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
 
 Response = tuple[str, int, dict[str, str]]
+FIELDS = {"link": LINK_PARAMETER, "code": ENTRY_PARAMETER}  # the query / form field each kind of page carries
 
 
 def choose_locale(verification_locale: str | None, accept_language: str | None) -> str:
@@ -42,7 +45,9 @@ def choose_locale(verification_locale: str | None, accept_language: str | None) 
     return offered.best_match(list(STRINGS), default=DEFAULT) or DEFAULT
 
 
-def _translator(locale: str) -> Callable[..., Markup]:
+def _translator(locale: str, kind: str) -> Callable[..., Markup]:
+    """`t(key, **values)`: the string in the locale; on a page about a code, its `<key>_code` variant
+    where one exists (strings.py: "This code has expired" rather than "This link has expired")."""
     table = STRINGS[locale]
 
     def t(key: str, **values: Any) -> Markup:
@@ -51,19 +56,24 @@ def _translator(locale: str) -> Callable[..., Markup]:
             name: Markup("<strong>{}</strong>").format(value) if name == "hint" else value
             for name, value in values.items()
         }
-        return escape(table[key]).format(**filled)
+        return escape(table.get(f"{key}_{kind}", table[key])).format(**filled)
 
     return t
 
 
 def render(
-    template: str, status: int = 200, headers: dict[str, str] | None = None, locale: str = DEFAULT, **variables: Any
+    template: str,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    locale: str = DEFAULT,
+    kind: str = "link",
+    **variables: Any,
 ) -> Response:
     variables.setdefault("product", None)
     variables.setdefault("return_url", None)
-    t = _translator(locale)
+    t = _translator(locale, kind)
     variables["product_or_site"] = variables["product"] or STRINGS[locale]["the_site"]
-    html = _env.get_template(template).render(style=STYLE, lang=locale, t=t, **variables)
+    html = _env.get_template(template).render(style=STYLE, lang=locale, t=t, kind=kind, **variables)
     return html, status, {**SECURITY_HEADERS, **(headers or {})}
 
 
@@ -71,32 +81,45 @@ def outcome_page(
     template: str,
     status: int,
     outcome: Outcome,
-    token: str | None = None,
+    value: str | None = None,
     product: str | None = None,
     locale: str = DEFAULT,
+    *,
+    kind: str = "link",
+    error: str | None = None,
+    digits: int | None = None,
 ) -> Response:
-    """The page api/confirm.py's rendering of this outcome names."""
+    """The page api/confirm.py's rendering of this outcome names. `kind`: what the person holds, an
+    email's `link` or a text message's `code` (the code-entry page): the words follow it. `value`: the
+    link's token or the code-entry page's handle, for the page's form. `error`: why the code-entry
+    form is shown again (`wrong`: counted, `malformed`: not N digits, not counted)."""
     minutes_left = None
-    if outcome.result == Result.PENDING and outcome.expires_at is not None:
+    if outcome.result in (Result.PENDING, Result.WRONG_CODE) and outcome.expires_at is not None:
         minutes_left = timestamps.minutes_left(outcome.expires_at, datetime.now(UTC))  # as the message says
     return render(
         template,
         status,
-        token=token or "",
+        locale=locale,
+        kind=kind,
+        field=FIELDS[kind],
+        value=value or "",
         destination_hint=outcome.destination_hint,
         minutes_left=minutes_left,
         product=product,
-        locale=locale,
         return_url=outcome.return_url,  # only ever the stored, origin-checked URL
+        error=error,
+        remaining=outcome.remaining_attempts,
+        digits=digits,
     )
 
 
-def guarded(produce: Callable[[], Response], request: Incoming, token: str | None) -> Response:
+def guarded(produce: Callable[[], Response], request: Incoming, kind: str, value: str | None) -> Response:
     """A page even when the database is away: people get words and a retry button, not JSON.
 
     The button repeats what the person did, deliberately: after the form's POST a reload would
     resubmit silently (the browser asks "resend form data?"), so the page offers a labelled
-    button that posts the same token again; after a GET it fetches the same URL again."""
+    button that posts the same token again; after a GET it fetches the same URL again. A code is
+    never written back into a page: after the code-entry form the button opens the form again."""
     try:
         return produce()
     except UnavailableError:
@@ -106,13 +129,15 @@ def guarded(produce: Callable[[], Response], request: Incoming, token: str | Non
             503,
             {"Retry-After": "5"},
             locale=locale,
-            token=token or "",
-            method="post" if request.method == "POST" else "get",
+            kind=kind,
+            field=FIELDS[kind],
+            value=value or "",
+            method="post" if request.method == "POST" and kind == "link" else "get",
         )
 
 
-def form_token(request: Incoming) -> str | None:
-    """The `token` field of the page's form post (urlencoded; the body was read at the edge)."""
+def form_fields(request: Incoming) -> dict[str, str]:
+    """The fields of the page's form post (urlencoded; the body was read at the edge), first values."""
     if request.mimetype != "application/x-www-form-urlencoded":
         raise problems.Problem(
             415,
@@ -124,5 +149,4 @@ def form_token(request: Incoming) -> str | None:
         fields = parse_qs(request.body.decode("utf-8", errors="replace"), max_num_fields=10)
     except ValueError:  # more than 10 fields: parse_qs raises instead of truncating
         raise problems.bad_request("The form has too many fields.") from None
-    values = fields.get("token")
-    return values[0] if values else request.args.get("token")
+    return {name: values[0] for name, values in fields.items()}

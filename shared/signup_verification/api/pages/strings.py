@@ -1,7 +1,9 @@
 """Every word the confirmation pages show, per locale (the locales the message templates have).
 
 Values are trusted markup-free text with `{name}` placeholders; pages/__init__.py escapes the
-values it fills in. tests/unit/test_page_strings.py checks every key exists in every locale.
+values it fills in. A key ending `_code` is what a page about an SMS code (the code-entry page and the
+pages it ends on) says instead of the key without it. tests/unit/test_page_strings.py checks every key
+exists in every locale.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "already_body_plain": "This address was already confirmed with this link. There is nothing more to do.",
         "expired_title": "This link has expired",
         "expired_body": "For your security, confirmation links work only for a short time.",
-        "new_email_steps": "To get a new link: open {product} in this browser, go to the sign-up or sign-in "
+        "new_steps": "To get a new link: open {product} in this browser, go to the sign-up or sign-in "
         "page, and choose to send the confirmation email again. Then use the link in the newest email.",
         "superseded_title": "A newer link was sent",
         "superseded_body": "This link was replaced by a newer one. Open the most recent confirmation email and use its link.",
@@ -47,6 +49,36 @@ STRINGS: dict[str, dict[str, str]] = {
         "try_again": "Try again",
         "continue_to": "Continue to {product}",
         "back_to": "Back to {product}",
+        "new_steps_code": "To get a new code: open {product} in this browser, go to the sign-up or sign-in page, "
+        "and choose to send the code again. Then use the code in the newest text message.",
+        "code_title": "Enter your code",
+        "code_lead": "A text message with a code went to {hint}. Enter the code to confirm your phone number.",
+        "code_lead_product": "{product} sent a text message with a code to {hint}. Enter the code to confirm your "
+        "phone number.",
+        "your_number": "your phone",
+        "code_label": "Code from the text message",
+        "code_button": "Confirm phone number",
+        "works_once_code": "The code works once.",
+        "expires_one_code": "The code works once and expires in about 1 minute.",
+        "expires_other_code": "The code works once and expires in about {minutes} minutes.",
+        "not_you_code": "If you did not sign up, close this page: nothing happens without the code.",
+        "code_wrong_one": "That code is not right. You can try once more.",
+        "code_wrong_other": "That code is not right. You can try {remaining} more times.",
+        "code_malformed": "Enter the {digits}-digit code from the text message.",
+        "verified_title_code": "Phone number confirmed",
+        "verified_body_plain_code": "Thank you. Your phone number is confirmed.",
+        "already_body_code": "{hint} was already confirmed with this code. There is nothing more to do.",
+        "already_body_plain_code": "This phone number was already confirmed with this code. There is nothing more to do.",
+        "expired_title_code": "This code has expired",
+        "expired_body_code": "For your security, codes work only for a short time.",
+        "superseded_title_code": "A newer code was sent",
+        "superseded_body_code": "This code was replaced by a newer one. Use the code in the most recent text message.",
+        "superseded_note_code": "Only the latest code works, so an old message cannot confirm a number by mistake.",
+        "invalid_title_code": "This page is not valid",
+        "invalid_body_code": "The address of this page may be incomplete. Open it again from the site, or copy "
+        "the whole address.",
+        "unavailable_body_code": "We could not check your code just now. Nothing was changed.",
+        "unavailable_retry_get_code": "Wait a few seconds, then press the button and enter the code again.",
     },
     "ja": {
         "the_site": "サイト",
@@ -68,7 +100,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "already_body_plain": "このアドレスはこのリンクで既に確認されています。これ以上の操作は不要です。",
         "expired_title": "このリンクは期限切れです",
         "expired_body": "安全のため、確認リンクは短い時間しか使えません。",
-        "new_email_steps": "新しいリンクを受け取るには、このブラウザで {product} を開き、登録またはログインのページから"
+        "new_steps": "新しいリンクを受け取るには、このブラウザで {product} を開き、登録またはログインのページから"
         "確認メールを再送してください。そのあと最新のメールのリンクを使ってください。",
         "superseded_title": "新しいリンクが送信されました",
         "superseded_body": "このリンクは新しいリンクに置き換えられました。最新の確認メールを開き、そのリンクを使ってください。",
@@ -85,5 +117,34 @@ STRINGS: dict[str, dict[str, str]] = {
         "try_again": "もう一度試す",
         "continue_to": "{product} に進む",
         "back_to": "{product} に戻る",
+        "new_steps_code": "新しいコードを受け取るには、このブラウザで {product} を開き、登録またはログインのページから"
+        "コードを再送してください。そのあと最新のSMSのコードを使ってください。",
+        "code_title": "確認コードの入力",
+        "code_lead": "{hint} にコードをSMSで送信しました。コードを入力して電話番号を確認してください。",
+        "code_lead_product": "{product} から {hint} にコードをSMSで送信しました。コードを入力して電話番号を確認してください。",
+        "your_number": "お使いの電話",
+        "code_label": "SMSに記載されたコード",
+        "code_button": "電話番号を確認する",
+        "works_once_code": "このコードは一度だけ使えます。",
+        "expires_one_code": "このコードは一度だけ使え、約1分で期限が切れます。",
+        "expires_other_code": "このコードは一度だけ使え、約{minutes}分で期限が切れます。",
+        "not_you_code": "登録した覚えがない場合は、このページを閉じてください。コードを入力しなければ何も起こりません。",
+        "code_wrong_one": "コードが正しくありません。あと1回入力できます。",
+        "code_wrong_other": "コードが正しくありません。あと{remaining}回入力できます。",
+        "code_malformed": "SMSに記載された{digits}桁のコードを入力してください。",
+        "verified_title_code": "電話番号を確認しました",
+        "verified_body_plain_code": "ありがとうございます。電話番号の確認が完了しました。",
+        "already_body_code": "{hint} はこのコードで既に確認されています。これ以上の操作は不要です。",
+        "already_body_plain_code": "この電話番号はこのコードで既に確認されています。これ以上の操作は不要です。",
+        "expired_title_code": "このコードは期限切れです",
+        "expired_body_code": "安全のため、確認コードは短い時間しか使えません。",
+        "superseded_title_code": "新しいコードが送信されました",
+        "superseded_body_code": "このコードは新しいコードに置き換えられました。最新のSMSに記載されたコードを使ってください。",
+        "superseded_note_code": "最新のコードだけが有効なので、古いメッセージで誤って確認されることはありません。",
+        "invalid_title_code": "このページは無効です",
+        "invalid_body_code": "ページのアドレスが途中で切れている可能性があります。サイトからもう一度開くか、アドレス全体を"
+        "コピーしてください。",
+        "unavailable_body_code": "現在コードを確認できませんでした。何も変更されていません。",
+        "unavailable_retry_get_code": "数秒待ってから、ボタンを押してもう一度コードを入力してください。",
     },
 }
