@@ -116,7 +116,8 @@ def _table(heading: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("heading", "module"), [("The create API", "api/create.py"), ("Confirming: the link's page and the SMS code", None)]
+    ("heading", "module"),
+    [("The create API", "api/create.py"), ("Confirming: the link's page, the code-entry page and the SMS code", None)],
 )
 def test_the_readmes_tables_name_every_refusal_their_target_can_answer(heading, module):
     if module is None:  # confirm: its renderings of the outcomes
