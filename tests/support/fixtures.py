@@ -7,6 +7,7 @@ migrated per run of the migrations' content, cloned per test with CREATE DATABAS
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -22,7 +23,8 @@ from signup_verification.platform.database import ConnectionParams, Database
 from support.dev_process import descendants, kill, process_table, stop_servers_under
 from support.logs import log_lines  # noqa: F401  (a fixture, registered with the others)
 from support.paths import ROOT, TEST_TOKEN_KEYS
-from support.typescript_client import typescript_client_tarball  # noqa: F401  (likewise)
+from support.typescript_client import typescript_client_built, typescript_client_tarball  # noqa: F401  (likewise)
+from support.webhooks import edb  # noqa: F401  (likewise)
 
 
 def pytest_addoption(parser):
@@ -91,15 +93,18 @@ def template_database(pg_server: ConnectionParams) -> str:
 
 
 class _ClonePool:
-    """Clones the template ahead of the tests that need one: a clone costs ~0.4 s alone but
-    ~75 ms when three are made at once, so a few threads keep a small queue of ready databases."""
+    """Clones the template ahead of the tests that need one, and drops them after, off the tests' path:
+    a clone costs ~0.4 s alone but ~75 ms when three are made at once, so a few threads keep a small
+    queue of ready databases; a finished test's database is handed back and dropped by another thread."""
 
     def __init__(self, server: ConnectionParams, template: str, threads: int = 3, ready: int = 4):
         self.server, self.template = server, template
         self.queue: queue.Queue[str] = queue.Queue(maxsize=ready)
+        self.finished: queue.Queue[str | None] = queue.Queue()
         self.stopping = threading.Event()
         self.workers = [threading.Thread(target=self._fill, daemon=True) for _ in range(threads)]
-        for worker in self.workers:
+        self.dropper = threading.Thread(target=self._drop, daemon=True)
+        for worker in [*self.workers, self.dropper]:
             worker.start()
 
     def _fill(self) -> None:
@@ -119,13 +124,26 @@ class _ClonePool:
         finally:
             admin.close()
 
+    def _drop(self) -> None:
+        admin = self.server.with_database("postgres").connect()
+        try:
+            while (name := self.finished.get()) is not None:
+                admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            admin.close()
+
     def take(self) -> str:
         return self.queue.get(timeout=60)
 
+    def give_back(self, name: str) -> None:
+        """The test is done with it: dropped (its sessions ended) by the dropping thread."""
+        self.finished.put(name)
+
     def close(self) -> None:
         self.stopping.set()
-        for worker in self.workers:
-            worker.join(10)
+        self.finished.put(None)
+        for worker in [*self.workers, self.dropper]:
+            worker.join(30)
         admin = self.server.with_database("postgres").connect()
         try:
             while not self.queue.empty():
@@ -148,9 +166,7 @@ def database_url(pg_server: ConnectionParams, clone_pool: _ClonePool) -> str:
     try:
         yield pg_server.with_database(name).url()
     finally:
-        admin = pg_server.with_database("postgres").connect()
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+        clone_pool.give_back(name)
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +255,12 @@ def configured_app(app_client, service_env, monkeypatch):
         return app_client(target)
 
     return make
+
+
+@pytest.fixture
+def create_app(configured_app):
+    """create_app(**settings): the create_verification target's test client with those variables set."""
+    return functools.partial(configured_app, "create_verification")
 
 
 @pytest.fixture(autouse=True)

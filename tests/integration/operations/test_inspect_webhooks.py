@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from signup_verification import cli
 from signup_verification.delivery.events import webhook_id
 from signup_verification.operations import signals
@@ -16,14 +14,7 @@ from support.dispatch import KEYRING, run_dispatch
 from support.factories import make_verifications
 from support.fakes.http import Answer
 from support.fakes.webhooks import FakeWebhookReceiver
-from support.webhooks import events_database, link_token, webhook_settings
-
-
-@pytest.fixture
-def edb(database_url):
-    database = events_database(database_url)
-    yield database
-    database.close()
+from support.webhooks import link_token, webhook_settings
 
 
 def test_inspect_shows_each_event_and_its_attempts(edb):
