@@ -18,6 +18,7 @@ import pytest
 
 from signup_verification import runtime
 from signup_verification.local import embedded
+from signup_verification.platform import logs as service_logging
 from signup_verification.platform import migration_files, migrations
 from signup_verification.platform.database import ConnectionParams, Database
 from support.dev_process import descendants, kill, process_table, stop_servers_under
@@ -29,6 +30,22 @@ from support.webhooks import edb  # noqa: F401  (likewise)
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject.toml's addopts): two worker processes for a run of whole folders of the fast
+    tiers (the fast signal, `pytest tests/unit tests/integration`), whose tests mostly wait on the
+    database, loopback servers and short commands; none (this process alone) for a run that reaches
+    tests/system (the full suite: its servers, browser, chaos and benchmarks want the cores to
+    themselves) and for named files or tests, where starting workers costs more than it saves.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, or `-n N` on the command line, chooses otherwise."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if chosen:
+        return int(chosen)
+    fast = (ROOT / "tests" / "unit", ROOT / "tests" / "integration")
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    whole_fast_folders = all(path.is_dir() and any(path.is_relative_to(tier) for tier in fast) for path in paths)
+    return 2 if paths and whole_fast_folders else 0
 
 
 def pytest_collection_modifyitems(config, items):
@@ -275,3 +292,14 @@ def _function_target_restored():
         os.environ.pop("FUNCTION_TARGET", None)
     else:
         os.environ["FUNCTION_TARGET"] = before
+
+
+@pytest.fixture(autouse=True)
+def _stdout_is_the_tests(request: pytest.FixtureRequest):
+    """A test that reads stdout (capsys, capfd) reads what its own code writes: the service's log handler
+    an earlier test left on the root logger (an app it loaded configures one, writing to stdout) comes
+    off first, as in a fresh verifyctl process. Which test ran before is not fixed: a worker runs
+    whichever file it is handed next (pyproject.toml's addopts)."""
+    if {"capsys", "capfd"} & set(request.fixturenames):
+        service_logging.remove()
+    yield
