@@ -26,9 +26,11 @@ def test_inspect_shows_each_event_and_its_attempts(edb):
         run_dispatch(edb, webhook_settings(receiver))
     found = inspect.timeline(edb, vid)
     event, proved = found.webhook_events
-    assert event["type"] == "verification.verified" and event["status"] == "retryable"
+    assert event["type"] == "verification.verified"
     assert event["webhook_id"] == webhook_id(vid, "verification.verified")
-    assert [a["outcome"] for a in event["attempt_log"]] == ["attempting", "retryable"]
+    # One batch sends both events at once: the 503 answers whichever request reached the receiver first.
+    [refused] = [e for e in (event, proved) if e["status"] == "retryable"]
+    assert [a["outcome"] for a in refused["attempt_log"]] == ["attempting", "retryable"]
     assert (proved["type"], proved["subject"]) == ("verification.proved", "email")  # one per proof, its channel
     assert proved["webhook_id"] == webhook_id(vid, "verification.proved", "email") != event["webhook_id"]
     assert found.intent["status"] == "suppressed"  # the message intent is still the one shown above
