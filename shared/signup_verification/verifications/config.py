@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..outbox.config import NudgeConfig
 from ..platform.config import LOCAL_DIR, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, setting, words
@@ -174,6 +175,7 @@ class CreateConfig:
         "RATE_LIMIT_SPACING_SECONDS", 60, minimum=0, help="the least time between two creates for one destination"
     )
     abuse: AbuseConfig = part(AbuseConfig)
+    nudge: NudgeConfig = part(NudgeConfig)  # a created verification starts dispatch (outbox/nudge.py)
 
 
 @dataclass(frozen=True)
