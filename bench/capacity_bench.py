@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Requests per second per database connection and per vCPU, for create, confirm and the read path,
 side by side in one run: one request per instance (THREADS=1, one connection), eight at once
-(THREADS=8, a connection per thread) and eight at once sharing a pool of two (DATABASE_POOL_SIZE=2).
+(THREADS=8, a connection per thread), and eight at once sharing a pool of two connections statement by
+statement (a per-instance pool: bench/capacity_app.py, BENCH_POOL_SIZE=2; measured, not shipped).
 docs/capacity.md sizes Cloud Run's concurrency, the instance caps and the connection budget from them.
 
     .venv/bin/python bench/capacity_bench.py [--quick] [--write-docs]
@@ -26,6 +27,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psutil
 
@@ -43,6 +45,7 @@ from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
 
 SECTION = "capacity-bench"
+APP = Path(__file__).resolve().parent / "capacity_app.py"  # functions/main.py's targets, the pool beside
 SHAPES = {  # label -> (THREADS, DATABASE_POOL_SIZE)
     "1 per instance": (1, None),
     "8 per instance": (8, None),
@@ -65,7 +68,7 @@ def settings(database_url: str, deployment: str, threads: int, pool: int | None)
         "RATE_LIMIT_SPACING_SECONDS": "0",
         "RATE_LIMIT_ACCOUNT_PER_HOUR": "1000000",
         "RATE_LIMIT_CLIENT_PER_HOUR": "1000000",
-        "DATABASE_POOL_SIZE": "" if pool is None else str(pool),
+        "BENCH_POOL_SIZE": "" if pool is None else str(pool),
     }
     return env
 
@@ -80,7 +83,9 @@ class Served:
         self.deployments = {target: f"cap{n}-{target[:3]}" for target in set(TARGETS.values())}
         self.ports = {target: free_port() for target in self.deployments}
         self.procs = {
-            target: serve(target, port, settings(database_url, self.deployments[target], self.threads, self.pool))
+            target: serve(
+                target, port, settings(database_url, self.deployments[target], self.threads, self.pool), source=APP
+            )
             for target, port in self.ports.items()
         }
 
@@ -184,6 +189,42 @@ def request_of(path: str, work, key: str, n: int):
     return "GET", f"/{verification_id}", None, {}
 
 
+def idle_ticks(params, ticks: int) -> dict[str, tuple[float, float]]:
+    """The scheduler's tick of dispatch and of reconcile on an empty outbox (what a small deployment
+    runs all month): {target: (median seconds per tick, server CPU seconds per tick)}."""
+    fresh_database(params, "bench_idle").close()
+    env = {
+        **settings(params.with_database("bench_idle").url(), "cap-idle", 1, None),
+        "DISPATCH_IDLE_WAIT": "false",
+        "EMAIL_TRANSPORT": "console",
+        "SMS_TRANSPORT": "console",
+    }
+    found = {}
+    for target in ("dispatch", "reconcile"):
+        port = free_port()
+        proc = serve(target, port, env)
+        try:
+            con = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            seconds, cpu = [], []
+            for n in range(ticks + 2):
+                root = psutil.Process(proc.pid)
+                before = sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)])
+                started = time.perf_counter()
+                con.request("POST", "/", body=b"{}", headers={"Content-Type": "application/json"})
+                answer = con.getresponse()
+                answer.read()
+                if n >= 2:  # the first two warm the instance
+                    seconds.append(time.perf_counter() - started)
+                    cpu.append(sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)]) - before)
+                if answer.status != 200:
+                    raise RuntimeError(f"idle {target} tick answered {answer.status}")
+            found[target] = (median(seconds), sum(cpu) / len(cpu))
+            con.close()
+        finally:
+            stop(proc)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = common.arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
@@ -244,9 +285,25 @@ def main(argv: list[str] | None = None) -> int:
             shape.stop()
         monitor.close()
         db.close()
-    section = report(figures, machine(params), rounds, total, loads)
+    ticks = idle_ticks(params, 4 if args.quick else 60)
+    section = report(figures, machine(params), rounds, total, loads) + tick_lines(ticks)
     common.publish(SECTION, section, args.write_docs)
     return 0
+
+
+def tick_lines(ticks: dict[str, tuple[float, float]]) -> str:
+    """The idle ticks (tools/plan_cost.py bills each at Cloud Run's 100 ms)."""
+    lines = [
+        "",
+        "Idle ticks, one instance (THREADS=1), empty outbox, DISPATCH_IDLE_WAIT off (the small tier's every-minute "
+        "ticks; tools/plan_cost.py bills each at least 100 ms, request-based billing's granularity):",
+        "",
+        "| target | time per tick (median) | server CPU per tick |",
+        "|---|---|---|",
+    ]
+    for target, (seconds, cpu) in ticks.items():
+        lines.append(f"| {target} | {seconds * 1000:.0f} ms | {cpu * 1000:.0f} ms |")
+    return "\n".join(lines) + "\n"
 
 
 def report(figures, machine_line: str, rounds: int, total: int, loads: list[str]) -> str:

@@ -50,11 +50,7 @@ if flask.has_app_context():
 
 
 def _serve(target: str, request: flask.Request) -> flask.typing.ResponseReturnValue:
-    runtime = get_runtime()
-    try:
-        return importlib.import_module(EDGES[target]).handle(request, runtime)
-    finally:
-        runtime.release_db()  # with DATABASE_POOL_SIZE: the connection goes back to the instance's pool
+    return importlib.import_module(EDGES[target]).handle(request, get_runtime())
 
 
 @functions_framework.http

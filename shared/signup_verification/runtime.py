@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from . import config as configuration
 from .config import Config
 from .platform.config import DatabaseConfig
-from .platform.database import ConnectionParams, Database, Pool
+from .platform.database import ConnectionParams, Database
 from .verifications.config import TOKEN_TARGETS
 from .verifications.tokens import Keyring
 
@@ -53,7 +53,6 @@ class Runtime:
         self._params: ConnectionParams | None = None
         self._local = threading.local()
         self._databases: list[Database] = []
-        self._shared: Pool | None = None  # DATABASE_POOL_SIZE's connections
 
     @property
     def keyring(self) -> Keyring:
@@ -75,47 +74,25 @@ class Runtime:
 
     @property
     def db(self) -> Database:
-        """The calling thread's connection, with the statement timeout: its own (one per request thread,
-        as functions-framework serves THREADS of them), or with DATABASE_POOL_SIZE one of the pool's,
-        held until `release_db()` at the end of the request."""
+        """One connection per thread (functions-framework may serve with threads locally), with the
+        statement timeout."""
         db = getattr(self._local, "db", None)
         if db is None:
-            pool = self._pool()
-            db = pool.acquire() if pool is not None else self._new_database()
+            from .platform import cloudsql
+
+            cfg = self.config.database
+            settings = session_settings(self.config)
+            db = Database(
+                self._connection_params(),
+                application_name=self.application_name,
+                statement_timeout_ms=cfg.statement_timeout_ms,
+                connector=cloudsql.connector_for(cfg, self.application_name, settings),
+                session_settings=settings,
+            )
             self._local.db = db
+            with self._lock:
+                self._databases.append(db)
         return db
-
-    def release_db(self) -> None:
-        """The request is over: a pooled connection goes back to the pool (one of its own stays the thread's)."""
-        pool, db = self._pool(), getattr(self._local, "db", None)
-        if pool is not None and db is not None:
-            self._local.db = None
-            pool.release(db)
-
-    def _new_database(self) -> Database:
-        from .platform import cloudsql
-
-        cfg = self.config.database
-        settings = session_settings(self.config)
-        db = Database(
-            self._connection_params(),
-            application_name=self.application_name,
-            statement_timeout_ms=cfg.statement_timeout_ms,
-            connector=cloudsql.connector_for(cfg, self.application_name, settings),
-            session_settings=settings,
-        )
-        with self._lock:
-            self._databases.append(db)
-        return db
-
-    def _pool(self) -> Pool | None:
-        size = self.config.database.pool_size
-        if size is None:
-            return None
-        with self._lock:
-            if self._shared is None:
-                self._shared = Pool(size, self._new_database)
-            return self._shared
 
     def _connection_params(self) -> ConnectionParams:
         with self._lock:
@@ -143,7 +120,6 @@ class Runtime:
             db.close()
         self.close_channels()
         self._local = threading.local()
-        self._shared = None
 
 
 def database_params(config: DatabaseConfig) -> ConnectionParams:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .settings import Setting, integer, plain, resolved_path, setting
+from .settings import Setting, plain, resolved_path, setting
 
 ENVIRONMENT = Setting(
     "ENVIRONMENT",
@@ -136,16 +136,6 @@ class DatabaseConfig:
         '`db_connectivity = "private_ip"`)',
     )
     name: str = setting("DB_NAME", "verification", help="with `INSTANCE_CONNECTION_NAME`: the database")
-    pool_size: int | None = setting(
-        "DATABASE_POOL_SIZE",
-        None,
-        parse=plain(integer),
-        minimum=1,
-        shown_default="unset (one connection per request thread)",
-        help="at most this many connections per instance, shared by its request threads: a request takes one "
-        "for its duration and a thread waits while all are taken (a smaller connection budget than `THREADS`; "
-        "docs/capacity.md says when it pays)",
-    )
     statement_timeout_ms: int = setting(
         "DATABASE_STATEMENT_TIMEOUT_MS",
         15_000,

@@ -7,7 +7,7 @@ prepared statement costs one. Every hot-path query therefore goes through `Datab
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +22,6 @@ from pg8000.exceptions import DatabaseError, InterfaceError
 
 __all__ = [
     "Database",
-    "Pool",
     "DatabaseError",
     "InterfaceError",
     "ConnectionParams",
@@ -249,34 +248,6 @@ class Database:
         else:
             self._in_transaction = False
             self.execute_script("COMMIT")
-
-
-class Pool:
-    """At most `size` connections, made on demand by `make` and shared by the threads that take turns
-    at them: `acquire` hands a free one (or makes one while fewer than `size` exist, or waits), `release`
-    gives it back. A connection that broke closed itself (Database._broken) and reopens on its next use."""
-
-    def __init__(self, size: int, make: Callable[[], Database]):
-        self.size, self._make = size, make
-        self._free: list[Database] = []
-        self._made = 0
-        self._available = threading.Condition()
-
-    def acquire(self) -> Database:
-        with self._available:
-            while not self._free and self._made >= self.size:
-                self._available.wait()
-            if self._free:
-                return self._free.pop()
-            self._made += 1
-        return self._make()
-
-    def release(self, db: Database) -> None:
-        if db._in_transaction:  # a request that ended inside a transaction: never hand it on half done
-            db.close()
-        with self._available:
-            self._free.append(db)
-            self._available.notify()
 
 
 # pg8000 parses timestamptz with strptime (~35 us each); the dispatcher's claim returns four per
