@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .settings import Env
+from .timestamps import rfc3339
 
 _log = logging.getLogger("signup_verification.platform.tasks")
 
@@ -110,9 +111,7 @@ class CloudTasks:
                 raise ValueError(f"not a task id: {name!r}")
             task["name"] = f"{self.queue_name}/tasks/{name}"
         if at is not None:
-            task["scheduleTime"] = (
-                datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            )
+            task["scheduleTime"] = rfc3339(datetime.fromtimestamp(at, UTC))
         return {"task": task}
 
     def start(self, bodies: Sequence[bytes]) -> None:

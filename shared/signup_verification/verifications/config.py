@@ -118,7 +118,12 @@ class AbuseConfig:
         help="SMS per number prefix (the E.164 number without its last 4 digits)",
     )
     per_country_per_hour: int = setting(
-        "RATE_LIMIT_COUNTRY_PER_HOUR", 1000, minimum=1, help="SMS per destination country"
+        "RATE_LIMIT_COUNTRY_PER_HOUR",
+        1000,
+        minimum=0,
+        help="SMS per destination country; `0`: no per-country limit (the allowed countries, the other limits and "
+        "the global `SMS_MAX_PER_HOUR` remain). Each SMS create reads up to this many of the country's creates of "
+        'the hour (docs/capacity.md, "SMS budget and senders"): infra sets it per tier',
     )
     per_client_per_hour: int = setting(
         "RATE_LIMIT_CLIENT_PER_HOUR",
