@@ -49,7 +49,7 @@ def test_provider_limits_default_to_the_documented_ones_and_twilio_by_the_sender
         ({"DISPATCH_FANOUT_QUEUE": QUEUE, "DISPATCH_FANOUT_SERVICE_ACCOUNT": "a@b"}, "need DISPATCH_FANOUT_URL"),
         ({"DISPATCH_NUDGE_URL": "ftp://x"}, "DISPATCH_NUDGE_URL must be an http(s) URL"),
         ({"DISPATCH_NUDGE_URL": "https://d", "DISPATCH_NUDGE_QUEUE": QUEUE}, "needs DISPATCH_NUDGE_SERVICE_ACCOUNT"),
-        ({"DISPATCH_NUDGE_QUEUE": QUEUE, "DISPATCH_NUDGE_SERVICE_ACCOUNT": "a@b"}, "need DISPATCH_NUDGE_URL"),
+        ({"DISPATCH_NUDGE_QUEUE": QUEUE, "DISPATCH_NUDGE_SERVICE_ACCOUNT": "a@b"}, "QUEUE needs DISPATCH_NUDGE_URL"),
         ({"DISPATCH_NUDGE_SECONDS": "0"}, "DISPATCH_NUDGE_SECONDS must be > 0"),
         ({"DISPATCH_NUDGE_SECONDS": "61"}, "DISPATCH_NUDGE_SECONDS must be <= 60"),
     ],

@@ -235,8 +235,8 @@ class NudgeConfig:
 
     def __post_init__(self) -> None:
         problems = []
-        if (self.queue or self.service_account) and not self.url:
-            problems.append("DISPATCH_NUDGE_QUEUE and DISPATCH_NUDGE_SERVICE_ACCOUNT need DISPATCH_NUDGE_URL")
+        if self.queue and not self.url:  # the service account alone: the dispatch target's (whom it accepts)
+            problems.append("DISPATCH_NUDGE_QUEUE needs DISPATCH_NUDGE_URL")
         if self.queue and not self.service_account:
             problems.append("DISPATCH_NUDGE_QUEUE needs DISPATCH_NUDGE_SERVICE_ACCOUNT (the tasks' OIDC identity)")
         if self.production and self.url and not self.queue:

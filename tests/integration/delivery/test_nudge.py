@@ -182,6 +182,10 @@ def test_production_refuses_a_nudge_identity_the_scheduled_path_or_the_fanout_sh
     with pytest.raises(ConfigError, match="must be different identities"):
         load(shared)
     assert load({**base, "ALLOWED_INVOKERS": SCHEDULER}).dispatch.nudge.service_account == NUDGE_IDENTITY
+    # the dispatch target as infra configures it: the identity it accepts, nothing to nudge with
+    alone = {k: v for k, v in base.items() if not k.startswith("DISPATCH_NUDGE_")}
+    nudged = load({**alone, "ALLOWED_INVOKERS": SCHEDULER, "DISPATCH_NUDGE_SERVICE_ACCOUNT": NUDGE_IDENTITY})
+    assert nudged.dispatch.nudge.service_account == NUDGE_IDENTITY and not nudged.dispatch.nudge.enabled
     with pytest.raises(ConfigError, match="DISPATCH_NUDGE_URL must go through DISPATCH_NUDGE_QUEUE"):
         load({**base, "FUNCTION_TARGET": "create_verification", "DISPATCH_NUDGE_QUEUE": "",
               "DISPATCH_NUDGE_SERVICE_ACCOUNT": ""})  # fmt: skip

@@ -25,13 +25,14 @@ from support.auth import cloud_run_identity
 
 
 class TasksApi:
-    def __init__(self, deliver: bool = False):
+    def __init__(self, deliver: bool = False, routes: dict[str, str] | None = None):
         self.tasks: dict[str, dict[str, Any]] = {}  # by full name (named tasks only)
         self.created: list[dict[str, Any]] = []  # every task created, in order
         self.refused: list[str] = []  # names refused as existing
         self.delivered: list[tuple[str, int]] = []  # (task name or "", the target's answer status)
         self.bearer: list[str] = []  # the Authorization headers CreateTask came with
         self._deliver = deliver
+        self.routes = routes or {}  # a task's target URL -> where it is served here (Cloud Run's routing)
         self._due: queue.PriorityQueue[tuple[float, int, dict[str, Any]]] = queue.PriorityQueue()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -109,8 +110,12 @@ class TasksApi:
             identity = (request.get("oidcToken") or {}).get("serviceAccountEmail")
             if identity:
                 headers["Authorization"] = cloud_run_identity(identity)
+            url = request["url"]
+            for planned, served in self.routes.items():
+                if url.startswith(planned):
+                    url = served + url[len(planned) :]
             call = urllib.request.Request(
-                request["url"], data=base64.b64decode(request.get("body") or ""), method="POST", headers=headers
+                url, data=base64.b64decode(request.get("body") or ""), method="POST", headers=headers
             )
             try:
                 with urllib.request.urlopen(call, timeout=120) as answer:  # loopback targets  # nosec B310
