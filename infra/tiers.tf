@@ -67,14 +67,16 @@ locals {
         max_connections      = 400
         reserved_connections = 20
       }
+      # docs/capacity.md, "The large tier": each service's CPU at the design load, at Cloud Run's 60 %
+      # target, x2 for a burst; eight requests per instance (a connection per request thread)
       functions = {
-        create   = { max_instances = 8, min_instances = 1, concurrency = 8 }
-        confirm  = { max_instances = 10, min_instances = 1, concurrency = 8 }
+        create   = { max_instances = 6, min_instances = 1, concurrency = 8 }
+        confirm  = { max_instances = 5, min_instances = 1, concurrency = 8 }
         dispatch = { max_instances = 2 }
         status   = { max_instances = 2 }
-        reports  = { max_instances = 6, concurrency = 8 }
+        reports  = { max_instances = 4, concurrency = 8 }
       }
-      dispatch_max_parallel = 12
+      dispatch_max_parallel = 12 # ~330 sends/s each: 1,000 messages/s and ~2,000 webhook events/s
       start                 = "idle_wait"
       sms_max_per_hour      = 940000 # 1,000/s, 20 % SMS = 720,000 an hour, x 1.3
       sms_country_per_hour  = 0

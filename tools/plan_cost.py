@@ -41,7 +41,7 @@ class Idle:
 
     backup_gb: float = 1.0  # an idle database's retained backups and recovery logs (Cloud SQL bills what is kept)
     # request-based billing rounds each invocation up to 100 ms: an idle tick on an empty outbox takes
-    # 9-12 ms locally (docs/benchmarks.md, "Requests per database connection and per vCPU", idle ticks)
+    # 4-17 ms locally (docs/benchmarks.md, "Requests per database connection and per vCPU", idle ticks)
     tick_seconds: float = 0.1
     # an invocation waiting for work all minute, handed over between two jobs: 1.03 instances always
     # billed (docs/benchmarks.md, "Keeping an invocation open")
@@ -218,12 +218,12 @@ def cloud_run(found: dict[str, list[dict[str, Any]]], by_key: dict[str, Service]
     for function, ticks in sorted(jobs.items()):
         service = by_key[function]
         if service.env.get("DISPATCH_IDLE_WAIT") == "true":
-            seconds, how = HOURS * 3600 * IDLE.open_share, "waiting for work all minute"
+            seconds, how = HOURS * 3600 * IDLE.open_share, "an invocation kept open all minute"
         else:
-            seconds, how = ticks * IDLE.tick_seconds, f"{ticks:,.0f} ticks"
+            seconds, how = ticks * IDLE.tick_seconds, f"{ticks:,.0f} scheduled ticks"
         usd = run_seconds_usd(service, seconds) + ticks / 1e6 * PRICE["run_requests_million"]
         free_cpu += seconds * service.cpu
-        lines.append(Line(f"Cloud Run {function}: scheduled invocations ({how})", f"{seconds:,.0f} s", usd))
+        lines.append(Line(f"Cloud Run {function}: {how}", f"{seconds:,.0f} s", usd))
     if lines:
         allowance = min(free_cpu, FREE["run_cpu_second"][0]) * PRICE["run_cpu_second"]
         lines[-1].free_usd = round(allowance, 2)

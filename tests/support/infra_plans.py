@@ -137,7 +137,9 @@ def plan_of(name: str) -> Plan:
         var_file.write_text(uncommented(EXAMPLE.read_text()))
     elif name in TIERS:
         var_file = tmp / f"{name}.tfvars"
-        var_file.write_text(EXAMPLE.read_text() + f'\ntier = "{name}"\n')
+        text, count = re.subn(r'^tier\s*=.*$', f'tier = "{name}"', EXAMPLE.read_text(), flags=re.MULTILINE)
+        assert count == 1, "the example sets the tier once"
+        var_file.write_text(text)
     copy = copy_infra(tmp / "infra", probes())
     plan = Plan("", str(copy), f"-var=source_archive={bundle}", var_file)
     out = tmp / "tfplan"

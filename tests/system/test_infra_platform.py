@@ -35,11 +35,12 @@ def missing_runbook_sections(texts: dict[str, str], headings: set[str]) -> list[
 
 def test_every_page_names_its_runbook_section_and_the_runbook_has_it():
     """Both plans of .ci/run (the example, and with every optional block: the webhook page, the
-    private-IP mode), every alert policy of each: the on-call opens the section the page names."""
+    private-IP mode) and the other tiers', every alert policy of each: the on-call opens the section
+    the page names."""
     headings = runbook_headings()
-    for name in ("example", "all-blocks"):
+    for name in ("example", "all-blocks", "small", "large"):
         texts = plan_of(name).probe("alerts")
-        assert len(texts) >= 20, name  # the signal pages and the platform's (the probe reads them all)
+        assert len(texts) >= (2 if name == "small" else 20), name  # the small tier: the digest and the absence
         assert missing_runbook_sections(texts, headings) == [], name
     # The check can fail: a page without a section, or naming one the runbook lacks.
     assert missing_runbook_sections({"a": "no reference", "b": 'docs/runbook.md, "Nowhere"'}, headings) == [

@@ -36,7 +36,7 @@ def test_the_small_tier_idles_for_at_most_15_dollars_a_month(priced):
     assert small.idle_usd <= 15.0, plan_cost.render(small)
     items = " | ".join(line.item for line in small.idle)
     assert "Cloud SQL db-f1-micro ZONAL" in items and "warm instance" not in items
-    assert "waiting for work all minute" not in items  # no invocation kept open
+    assert "kept open all minute" not in items  # no invocation kept open
     conditions = next(line for line in small.idle if line.item == "Cloud Monitoring alerting conditions")
     assert conditions.quantity == "2"  # the digest page and the absence page
 
@@ -48,7 +48,7 @@ def test_each_tier_costs_what_its_plan_holds(priced):
     items = {line.item: line.usd for line in standard.idle}
     assert items["Cloud SQL db-custom-1-3840 REGIONAL"] == pytest.approx(730 * (0.0413 + 3.75 * 0.007) * 2, abs=0.01)
     assert items["Cloud Run confirm: 1 warm instance(s)"] == pytest.approx(730 * 3600 * 1.5 * 0.0000025, abs=0.01)
-    assert "Cloud Run dispatch: scheduled invocations (waiting for work all minute)" in items
+    assert "Cloud Run dispatch: an invocation kept open all minute" in items
     # per 1,000 verifications: eight requests per instance (large) bill less than one (standard)
     assert large.per_thousand_usd < standard.per_thousand_usd < priced["small"].per_thousand_usd
     assert standard.messages_per_thousand == pytest.approx(800 * 0.0009 + 200 * (0.0083 + 0.0035))
