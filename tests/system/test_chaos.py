@@ -43,7 +43,7 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("pg_restart")
     if f.get("workers_frozen_past_lease") != 1:
         missed.append("frozen_worker")
-    if f.get("killed_sigkill", 0) < 3:
+    if sum(f.get(k, 0) for k in ("killed_sigkill", "fanout_killed_sigkill", "nudge_killed_sigkill")) < 3:
         missed.append("sigkill")
     missed += [f"fault_{p}" for p in ("after_claim", "after_begin", "after_send") if not f.get(f"killed_by_fault_{p}")]
     injected = f.get("faults_injected", {})
@@ -62,6 +62,8 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("fanout_redelivery")  # the task of the invocation killed mid-batch, delivered again
     if f.get("fanout_forged_not_claimed") != 1 or f.get("fanout_duplicate_deliveries") != 1:
         missed.append("fanout_forged_and_duplicate")
+    if not f.get("nudge_completed") or f.get("nudge_duplicate_deliveries") != 1:
+        missed.append("nudge")  # creates nudged dispatch; the first nudge delivered twice at once
     # the attacker's signups met their answers: 21606, the relay's echo, and 30007 reports (tools/chaos_attack.py)
     if not (injected.get("sms_attack_refused_21606") and injected.get("email_attack_relay_echo")):
         missed.append("attack_answers")
