@@ -5,6 +5,7 @@ not load there, while the configuration is still checked whole at import."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 
+from signup_verification.platform.config import Target
 from support.paths import ROOT, TEST_TOKEN_KEYS
 
 # Never needed by create_verification: each costs start-up time on every one of its cold starts.
@@ -115,6 +117,29 @@ def test_the_server_of_every_function_opens_no_control_socket():
     for target in ("create_verification", "dispatch"):
         served = _import_main(target, _SERVER_PROBE.format(main=", main"))
         assert (served.returncode, served.stdout) == (0, "True\n"), served.stderr[-2000:]
+
+
+def test_each_target_is_one_entry_point_serving_itself():
+    """functions/main.py defines one function per Target, named by it, and each serves its own target."""
+    tree = ast.parse((ROOT / "functions" / "main.py").read_text())
+    served = {
+        node.name: ast.unparse(node.body[-1])
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and [ast.unparse(d) for d in node.decorator_list] == ["functions_framework.http"]
+    }
+    assert served == {t.value: f"return _serve(Target.{t.name}, request)" for t in Target}
+
+
+def test_an_unknown_target_is_refused_at_start_with_one_line():
+    """A FUNCTION_TARGET that names no target (a short name, a typo) stops the instance at import,
+    before functions-framework looks for its function: one line naming the targets there are."""
+    done = _import_main("confirm")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "signup-verification: FUNCTION_TARGET must be one of create_verification, confirm_verification, dispatch, "
+        "reconcile, status, delivery_reports, got 'confirm'"
+    ]
 
 
 def test_a_bad_setting_of_another_concern_still_fails_the_start_with_every_problem():

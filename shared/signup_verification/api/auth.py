@@ -37,6 +37,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from ..platform.config import Target
 from . import problems
 from . import request_signatures as signatures
 from .config import GUARDED_TARGETS, AuthConfig
@@ -192,7 +193,7 @@ def _signed(config: AuthConfig, target: str, request: Incoming, first_use: First
 
 def authorize(
     config: AuthConfig,
-    target: str,
+    target: Target,
     request: Incoming,
     first_use: FirstUse | None = None,
     invokers: frozenset[str] | None = None,

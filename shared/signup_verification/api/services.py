@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import flask
 
+from ..platform.config import Target
 from . import auth, replay
 from .http import Incoming, read_request
 
@@ -66,7 +67,7 @@ class Services(Protocol):
     def close_channels(self) -> None: ...
 
 
-def accept(request: flask.Request, services: Services, target: str) -> Incoming:
+def accept(request: flask.Request, services: Services, target: Target) -> Incoming:
     """The request read once (its body within the limit), its caller checked: in production every
     target but confirm needs a platform identity or a signed request (docs/security.md)."""
     incoming = read_request(request, services.config.http.max_body_bytes)

@@ -30,6 +30,7 @@ from ..platform.config import (
     LoggingConfig,
     MigrationConfig,
     ShutdownConfig,
+    Target,
 )
 from ..platform.errors import ConfigError
 from ..platform.settings import part
@@ -44,7 +45,7 @@ __all__ = ["Config", "ConfigError", "load"]
 class Config:
     environment: str = ENVIRONMENT.field()
     deployment: str = DEPLOYMENT.field()
-    function_target: str | None = FUNCTION_TARGET.field()  # which entry point this instance serves
+    function_target: Target | None = FUNCTION_TARGET.field()  # which entry point this instance serves
     local_dir: Path = LOCAL_DIR.field()
     database: DatabaseConfig = part(DatabaseConfig)
     logging: LoggingConfig = part(LoggingConfig)

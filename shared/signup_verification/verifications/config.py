@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..platform.config import LOCAL_DIR, production_flag
+from ..platform.config import LOCAL_DIR, Target, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, setting, words
 
 # The targets that derive or check tokens (reconcile and status never do: no key secret to grant them).
-TOKEN_TARGETS = frozenset({"create_verification", "confirm_verification", "dispatch"})
+TOKEN_TARGETS = frozenset({Target.CREATE, Target.CONFIRM, Target.DISPATCH})
 TWILIO_FROM = Setting(
     "TWILIO_FROM",
     None,
@@ -108,7 +108,7 @@ class AbuseConfig:
         "SMS_ALLOWED_COUNTRIES",
         LOCAL_SMS_COUNTRIES,
         parse=_countries,
-        required_in_production={"create_verification"},
+        required_in_production={Target.CREATE},
         form="ISO 3166 alpha-2 codes, e.g. US,CA,GB",
         help="ISO 3166 alpha-2 codes SMS may go to; others answer 422 `sms-country-not-allowed`",
     )
