@@ -24,7 +24,7 @@ from ..delivery.fanout import FANOUT, Invocation, SlotNotClaimed
 from ..operations import dispatch_run
 from ..platform import shutdown
 from ..platform.config import Target
-from . import auth, problems, replay
+from . import auth, problems
 from .http import Incoming, Response, endpoint, json_response, read_request, require_method
 from .services import EdgeConfig, Services
 
@@ -36,7 +36,7 @@ def handle(request: flask.Request, services: Services) -> Response:
     config = services.config
     incoming = read_request(request, config.http.max_body_bytes)
     invocation = invocation_of(incoming)
-    auth.authorize(config.auth, Target.DISPATCH, incoming, replay.first_use(services.db), invokers(config, invocation))
+    auth.authorize(config.auth, Target.DISPATCH, incoming, auth.first_use(services.db), invokers(config, invocation))
     require_method(incoming, "POST")
     try:
         report = dispatch_run.run(

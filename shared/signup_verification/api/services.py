@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import flask
 
 from ..platform.config import Target
-from . import auth, replay
+from . import auth
 from .http import Incoming, read_request
 
 if TYPE_CHECKING:
@@ -71,5 +71,5 @@ def accept(request: flask.Request, services: Services, target: Target) -> Incomi
     """The request read once (its body within the limit), its caller checked: in production every
     target but confirm needs a platform identity or a signed request (docs/security.md)."""
     incoming = read_request(request, services.config.http.max_body_bytes)
-    auth.authorize(services.config.auth, target, incoming, replay.first_use(services.db))
+    auth.authorize(services.config.auth, target, incoming, auth.first_use(services.db))
     return incoming
