@@ -14,6 +14,7 @@ from ..outbox.config import FailurePolicy
 from ..platform.config import Target, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, plain, setting, words
+from .return_url import parse_allowed_origins
 
 if TYPE_CHECKING:  # a key is parsed (report_signatures.py) only where SENDGRID_WEBHOOK_PUBLIC_KEY is set
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -129,9 +130,7 @@ class AuthConfig:
 
 
 def _allowed_origins(raw: str, env: Env) -> frozenset[str]:
-    from .return_url import parse_allowed_origins  # the URL rules live with the check that uses them
-
-    return parse_allowed_origins(raw, env.production)
+    return parse_allowed_origins(raw, env.production)  # the URL rules live with the check that uses them
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cli.commands.dev import FAST_INTERVAL_SECONDS
 from ..platform import migrations
 from ..platform.config import Target, source_checkout
 from ..platform.database import Database
@@ -60,12 +59,13 @@ class _Stop(Exception):
 
 
 def schedule_seconds(args: argparse.Namespace) -> float:
-    """How often the scheduler emulation ticks: 0 (never) with --no-scheduler, --fast's interval,
-    --schedule-seconds, else VERIFY_DEV_SCHEDULE_SECONDS, else Cloud Scheduler's minute."""
+    """How often the scheduler emulation ticks: 0 (never) with --no-scheduler, --fast's interval (the
+    parser's: verifyctl dev declares it), --schedule-seconds, else VERIFY_DEV_SCHEDULE_SECONDS, else
+    Cloud Scheduler's minute."""
     if args.no_scheduler:
         return 0.0
     if args.fast:
-        return FAST_INTERVAL_SECONDS
+        return float(args.fast)
     if args.schedule_seconds is not None:
         return float(args.schedule_seconds)
     return float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60)

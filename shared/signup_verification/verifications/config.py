@@ -93,12 +93,22 @@ def _number_types(raw: str, env: Env) -> frozenset[str]:
     return types
 
 
+def ascii_domain(domain: str) -> str:
+    """The domain lower-cased in its IDNA (UTS 46) ASCII form: `Bücher.de` and `xn--bcher-kva.de`
+    are one domain. PLUS_TAG_DOMAINS is read in this form, and abuse.py's keys are written in it."""
+    import idna  # email_validator's own dependency, loaded already where an address was validated
+
+    try:
+        domain = idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError, ValueError):
+        pass
+    return domain.lower()
+
+
 def _plus_tag_domains(raw: str, env: Env) -> frozenset[str] | None:
     """`*`: every domain; else only these (lower case, IDNA form, as the counting key writes them)."""
     if raw.strip() == "*":
         return None
-    from .abuse import ascii_domain  # idna: imported where an address is checked, not at every start
-
     return frozenset(ascii_domain(domain) for domain in words()(raw, env))
 
 

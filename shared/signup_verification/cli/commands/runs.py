@@ -55,11 +55,11 @@ def _transport_note(args: argparse.Namespace, runtime: Runtime) -> str | None:
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     """One reconcile run now (what Cloud Scheduler triggers), its report on stdout."""
-    from ...operations import reconciler
+    from ...operations.reconciler import runner
     from ...platform import logs as service_logging
 
     service_logging.configure(runtime.config.logging, stderr=True)  # its log records on stderr, the report on stdout
-    report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
+    report = runner.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
     print(json.dumps(report.as_json()) if args.json else report.summary(), flush=True)
     return 0
 
