@@ -33,8 +33,14 @@ from signup_verification.delivery.config import (  # noqa: E402
     TwilioConfig,
     WebhookConfig,
 )
-from signup_verification.delivery.dispatch_config import DispatchConfig, FanoutConfig, PacingConfig  # noqa: E402
-from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, SignalsConfig, SmsLookupConfig  # noqa: E402
+from signup_verification.delivery.dispatch_config import FanoutConfig, PacingConfig  # noqa: E402
+from signup_verification.operations.config import (  # noqa: E402
+    SMS_LOOKUP,
+    DispatchConfig,
+    ReconcilerConfig,
+    SignalsConfig,
+    SmsLookupConfig,
+)
 from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
     K_SERVICE,

@@ -25,7 +25,7 @@ NOT_FOR_CREATE = (
     "google.cloud.logging_v2",  # after the first answer (platform/log_handoff.py)
     "google.cloud.sql.connector",  # only with INSTANCE_CONNECTION_NAME
     "signup_verification.api.confirm",
-    "signup_verification.delivery.dispatcher",
+    "signup_verification.operations.dispatcher",
     "signup_verification.delivery.reports",
     "signup_verification.delivery.channels.webhook",
     "signup_verification.operations.reconciler.runner",
@@ -88,10 +88,10 @@ def test_create_verification_imports_only_what_it_needs():
     ("target", "own", "foreign"),
     [
         ("confirm_verification", "signup_verification.api.confirm", "signup_verification.api.models"),
-        ("dispatch", "signup_verification.delivery.dispatcher", "signup_verification.api.create"),
-        ("reconcile", "signup_verification.operations.reconciler.runner", "signup_verification.delivery.dispatcher"),
+        ("dispatch", "signup_verification.operations.dispatcher", "signup_verification.api.create"),
+        ("reconcile", "signup_verification.operations.reconciler.runner", "signup_verification.operations.dispatcher"),
         ("status", "signup_verification.operations.signals", "signup_verification.operations.reconciler.runner"),
-        ("delivery_reports", "cryptography", "signup_verification.delivery.dispatcher"),
+        ("delivery_reports", "cryptography", "signup_verification.operations.dispatcher"),
     ],
 )
 def test_each_target_preloads_its_own_modules_and_not_the_others(target, own, foreign):

@@ -19,9 +19,7 @@ from .http import Incoming, read_request
 
 if TYPE_CHECKING:
     from ..delivery.channels.base import Channel
-    from ..delivery.dispatch_config import DispatchConfig
-    from ..operations.config import ReconcilerConfig, SignalsConfig
-    from ..outbox.config import RetryPolicy
+    from ..operations.config import DispatchConfig, ReconcilerConfig, SignalsConfig
     from ..platform.database import Database
     from ..verifications.config import ConfirmConfig, CreateConfig
     from ..verifications.tokens import Keyring
@@ -47,8 +45,6 @@ class EdgeConfig(Protocol):
     def reports(self) -> DeliveryReportsConfig: ...
     @property
     def dispatch(self) -> DispatchConfig: ...
-    @property
-    def retry(self) -> RetryPolicy: ...
     @property
     def reconciler(self) -> ReconcilerConfig: ...
     @property

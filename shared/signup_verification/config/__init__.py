@@ -18,8 +18,7 @@ from pathlib import Path
 
 from ..api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig
 from ..delivery.config import ChannelsConfig
-from ..delivery.dispatch_config import DispatchConfig
-from ..operations.config import ReconcilerConfig, SignalsConfig
+from ..operations.config import DispatchConfig, ReconcilerConfig, SignalsConfig
 from ..outbox.config import RetryPolicy
 from ..platform.config import (
     DEPLOYMENT,
