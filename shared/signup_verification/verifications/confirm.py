@@ -214,9 +214,8 @@ def confirm_code(
             "confirmation refused: destination over its daily wrong-code budget",
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
-        if (
-            row["status"] != VerificationStatus.PENDING
-        ):  # verified by the link: it stays verified, the code proves nothing
+        # verified by the link: it stays verified, the code proves nothing
+        if row["status"] != VerificationStatus.PENDING:
             return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
         db.one(_LOCK_DESTINATION, id=verification_id)  # locked for real: the site reads and hears `locked`
         return _attempted(LOCKED, row)
