@@ -41,7 +41,7 @@ from signup_verification.operations.config import (  # noqa: E402
     SignalsConfig,
     SmsLookupConfig,
 )
-from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
+from signup_verification.outbox.config import FailurePolicy, NudgeConfig, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
     K_SERVICE,
     STATE_HOME,
@@ -136,6 +136,7 @@ SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
         DispatchConfig,
         PacingConfig,
         FanoutConfig,
+        NudgeConfig,
         ShutdownConfig,
         RetryPolicy,
         WebhookConfig,

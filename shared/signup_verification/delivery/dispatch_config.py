@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..platform.config import production_flag
+from ..platform.config import CLOUD_TASKS_API, production_flag
 from ..platform.errors import ConfigError
-from ..platform.settings import Env, number, plain, setting
+from ..platform.settings import number, plain, setting
+from ..platform.tasks import queue_name, target_url
 from ..verifications.config import TWILIO_FROM
 from .config import SMS_TRANSPORT
 
@@ -71,23 +72,6 @@ class PacingConfig:
         return {"email": self.email_max_per_second, "sms": self.sms_max_per_second}.get(channel)
 
 
-_QUEUE = re.compile(r"^projects/[a-z0-9.:-]+/locations/[a-z0-9-]+/queues/[A-Za-z0-9-]+$")
-
-
-def _fanout_url(raw: str, env: Env) -> str:
-    if not raw.startswith(("https://", "http://")):
-        raise ValueError(f"must be an http(s) URL, got {raw!r}")
-    if env.production and not raw.startswith("https://"):
-        raise ValueError(f"must be https in production, got {raw!r}")
-    return raw
-
-
-def _queue(raw: str, env: Env) -> str:
-    if not _QUEUE.match(raw):
-        raise ValueError(f"must be projects/PROJECT/locations/LOCATION/queues/QUEUE, got {raw!r}")
-    return raw
-
-
 @dataclass(frozen=True)
 class FanoutConfig:
     """More dispatch invocations when one is not enough (delivery/fanout.py, platform/tasks.py)."""
@@ -102,7 +86,7 @@ class FanoutConfig:
     url: str | None = setting(
         "DISPATCH_FANOUT_URL",
         None,
-        parse=_fanout_url,
+        parse=target_url,
         shown_default="unset (`verifyctl dev`: its dispatch target)",
         help="the dispatch target's URL: with it, a scheduled invocation whose backlog is more than it can send in "
         "`DISPATCH_FANOUT_DRAIN_SECONDS` starts more invocations of it (the tasks' target and OIDC audience). "
@@ -111,7 +95,7 @@ class FanoutConfig:
     queue: str | None = setting(
         "DISPATCH_FANOUT_QUEUE",
         None,
-        parse=_queue,
+        parse=queue_name,
         help="`projects/P/locations/L/queues/Q`: start them as Cloud Tasks HTTP tasks (infra sets it)",
     )
     service_account: str | None = setting(
@@ -125,6 +109,7 @@ class FanoutConfig:
         above=0,
         help="fan out when one invocation would take longer than this to send the eligible backlog",
     )
+    api_url: str = CLOUD_TASKS_API.field()
     production: bool = production_flag()  # the local stand-in (no queue) is refused there
 
     def __post_init__(self) -> None:

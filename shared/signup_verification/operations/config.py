@@ -22,7 +22,7 @@ from ..delivery.config import (
     SendLimit,
 )
 from ..delivery.dispatch_config import FanoutConfig, PacingConfig
-from ..outbox.config import FailurePolicy, RetryPolicy
+from ..outbox.config import FailurePolicy, NudgeConfig, RetryPolicy
 from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, each, number, part, setting
@@ -194,6 +194,7 @@ class DispatchConfig:
     failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds
     pacing: PacingConfig = part(PacingConfig)  # the providers' rates
     fanout: FanoutConfig = part(FanoutConfig)  # more invocations for a backlog
+    nudge: NudgeConfig = part(NudgeConfig)  # whose nudges the dispatch target accepts
     retry: RetryPolicy = part(RetryPolicy)  # when a settled intent is tried again
     signals: SignalsConfig = part(SignalsConfig)  # the records the run closes with
 

@@ -1,16 +1,19 @@
 """The delivery worker: one `dispatch` invocation drains eligible intents until its budget is spent.
 
 `dispatch(run)` is the whole invocation, whoever starts it (the dispatch target, `verifyctl
-dispatch`, a fan-out task): its context is one DispatchRun (the instance's connection, config,
-keyring and channel adapters, who started it, the hooks). It runs the pipeline below, then closes
-the run as a reconcile run is closed (reconciler/runner.py): the deployment's heartbeat (its last
-completed run, which `verifyctl status` shows) and one `event="signals"` record per channel (the
-absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP
-says QUIT); otherwise the next invocation reuses their connections. An invocation the scheduler
-started may start more (delivery/fanout.py) through `run.tasks`, the platform seam
+dispatch`, a fan-out or nudge task): its context is one DispatchRun (the instance's connection,
+config, keyring and channel adapters, who started it, the hooks). It runs the pipeline below, then
+closes the run as a reconcile run is closed (reconciler/runner.py): the deployment's heartbeat (its
+last completed run, which `verifyctl status` shows) and one `event="signals"` record per channel
+(the absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP
+says QUIT); otherwise the next invocation reuses their connections. An invocation the scheduler or
+a create's nudge started may start more (delivery/fanout.py) through `run.tasks`, the platform seam
 (platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_* (none when
 fan-out is off). A fan-out invocation starts none; one whose slot it cannot claim raises
-fanout.SlotNotClaimed before anything ran, and writes no heartbeat and no signals either.
+fanout.SlotNotClaimed before anything ran, and writes no heartbeat and no signals either. A nudged
+invocation first asks whether a claim would find anything (one probe of the eligible index,
+outbox/idle.py): on an empty outbox it answers an empty report and writes nothing, so a nudge that
+came late, twice or from a forger costs one read.
 
 A two-slot pipeline, one batch ahead:
     pending   claimed and begun in one statement (the fused claim: leased, fenced, its attempt rows
@@ -62,10 +65,10 @@ from ..delivery.batch_sizing import (
     plan_batch,
 )
 from ..delivery.channels.base import Channel
-from ..delivery.fanout import Fanout, Invocation
+from ..delivery.fanout import SCHEDULED, Fanout, Invocation
 from ..delivery.messages import Renderer
 from ..delivery.sending import BatchSender, InFlight, SendOutcome
-from ..outbox import heartbeats, transitions
+from ..outbox import heartbeats, idle, transitions
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
@@ -114,7 +117,7 @@ class DispatchRun:
     keyring: Keyring
     channels: Mapping[str, Channel]
     stop: threading.Event = dataclasses.field(default_factory=threading.Event)  # set: shut down (SIGTERM)
-    invocation: Invocation = Invocation()  # the scheduler's, or a fan-out task's (its slot)
+    invocation: Invocation = Invocation()  # the scheduler's, a create's nudge, or a fan-out task's (its slot)
     tasks: TaskStarter | None = None  # how the fan-out starts more (dispatch(): the instance's own)
     fault: FaultHook | None = None  # called at each of FAULT_POINTS (the crash tests, the chaos run)
     close_channels: Callable[[], None] | None = None  # the Runtime's: once shutdown began, SMTP says QUIT
@@ -123,7 +126,9 @@ class DispatchRun:
 def dispatch(run: DispatchRun) -> DispatchReport:
     """One invocation, closed with the deployment's heartbeat and its signals records."""
     config = run.config
-    if run.tasks is None and run.invocation.role == fanout.SCHEDULED:
+    if run.invocation.role == fanout.NUDGE and not idle.work_waiting(run.db, config.sms_max_per_hour):
+        return DispatchReport()
+    if run.tasks is None and run.invocation.role in fanout.DECIDING:
         run = dataclasses.replace(run, tasks=fanout.starter(config.fanout, config.function_timeout_seconds))
     try:
         report = Dispatcher(run).run()
@@ -245,10 +250,10 @@ class Dispatcher:
         )
 
     def _wait_for_work(self) -> bool:
-        """The outbox is empty: wait for more (idle_wait.py), unless this is a fan-out invocation (it
-        ends once the work is done) or DISPATCH_IDLE_WAIT is off."""
+        """The outbox is empty: wait for more (idle_wait.py) if the scheduler started this invocation
+        and DISPATCH_IDLE_WAIT is on; a fan-out's or a nudge's ends once the work is done."""
         o = self.config
-        if not o.idle_wait or self.fanout.fanned_out:
+        if not o.idle_wait or self.invocation.role != SCHEDULED:
             return False
         if not self._idle_entered:
             self._idle_entered = True

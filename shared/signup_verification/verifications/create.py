@@ -2,8 +2,9 @@
 
 The whole write is one call of the SQL function `create_verification`
 (sql/definitions/04_create_verification.sql): one round trip, one transaction. This module prepares
-what only Python can (the keyed digest) and returns what happened as an outcome; it knows nothing
-of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
+what only Python can (the keyed digest) and returns what happened as an outcome. Once a verification
+is created (committed), it nudges dispatch (outbox/nudge.py: a named task beside the answer, never in
+its way; a no-op unless DISPATCH_NUDGE_URL is set). It knows nothing of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
 resolved template version and locale in `NewVerification`).
 """
 
@@ -14,6 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..outbox import nudge
 from ..platform.database import Database, load_sql
 from ..platform.ids import uuid7
 from . import abuse
@@ -173,7 +175,8 @@ def create(
         suppressed_answer=config.abuse.suppressed_answer,
     )[0]
     match outcome_kind:  # sql/definitions/04_create_verification.sql's outcomes
-        case "created":
+        case "created":  # committed: its intent is there to claim, so dispatch may start now
+            nudge.after_commit(config.nudge)
             outcome = Created(_answered(config, keyring, new, data))
         case "replayed":
             outcome = Replayed(_answered(config, keyring, new, data))
