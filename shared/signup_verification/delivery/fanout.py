@@ -39,7 +39,7 @@ from typing import Protocol
 from ..platform.database import Database, load_sql
 from ..platform.tasks import CloudTasks, LocalTasks, TaskStarter
 from .batch_sizing import ChannelBudget
-from .dispatch_config import FanoutConfig, PacingConfig
+from .capacity_config import FanoutConfig, PacingConfig
 from .pacing import Pacer
 
 _log = logging.getLogger("signup_verification.delivery.fanout")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..delivery.capacity_config import FanoutConfig, PacingConfig
 from ..delivery.config import (
     DELIVERY_REPORTS_URL,
     SEND_LIMITS,
@@ -21,7 +22,6 @@ from ..delivery.config import (
     MessageConfig,
     SendLimit,
 )
-from ..delivery.dispatch_config import FanoutConfig, PacingConfig
 from ..outbox.config import FailurePolicy, NudgeConfig, RetryPolicy
 from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
 from ..platform.errors import ConfigError

@@ -1,6 +1,6 @@
-"""Delivery's part of the dispatch run's settings: the providers' rates (pacing) and the fan-out to
-more invocations (README "Dispatch"; each declared once, platform/settings.py). The run's own
-settings, with these as parts, are operations/config.py's DispatchConfig.
+"""How fast and how wide delivery sends: the providers' rates (pacing.py) and the fan-out to more
+invocations (fanout.py); README "Dispatch", each declared once (platform/settings.py). Both are parts
+of the dispatch run's settings, operations/config.py's DispatchConfig.
 
 Light on purpose, like config.py beside it. The defaults of the provider limits and the reasons for
 each are in docs/capacity.md ("The dispatcher's ceiling").
