@@ -78,7 +78,7 @@ class Fanout(RunState):
             # A tiny drain target: every backlog the fast fakes leave calls for more invocations.
             "DISPATCH_FANOUT_DRAIN_SECONDS": "0.02",
             "DISPATCH_NUDGE_URL": f"http://127.0.0.1:{self.fanout_server.server_address[1]}/",
-            "DISPATCH_NUDGE_SECONDS": "0.5",
+            "DISPATCH_NUDGE_SECONDS": "2",  # about ten per run: each nudged invocation is a process start
         }
 
     def stop_fanout(self) -> None:
@@ -113,14 +113,15 @@ class Fanout(RunState):
         threading.Thread(target=self._wait_sibling, args=(slot_state, log), daemon=True).start()
         return True
 
-    def _nudge_ended(self, slot: dict, code: int, out: str) -> None:
+    def _nudge_ended(self, code: int, out: str, killed: bool) -> None:
         """A nudged invocation exited: its report within budget; killed or the database down, it is the
         next tick's (Cloud Tasks would retry it; the scheduler is the backbone either way)."""
         if code == 0:
             self.figures["nudge_completed"] += 1
             self.check_budget(out, frozen=False)
         else:
-            self.figures[f"nudge_exit_{'sigkill' if code == -signal.SIGKILL else code}"] += 1
+            ended = "killed_sigkill" if killed else f"exit_{'sigkill' if code == -signal.SIGKILL else code}"
+            self.figures[f"nudge_{ended}"] += 1
 
     def check_nudged(self) -> None:
         """Creates were made with nudging on: at least one nudged invocation must have run."""
@@ -161,7 +162,7 @@ class Fanout(RunState):
             self.slots.remove(slot)
             killed = slot.pop("killed", False)
         if "nudge" in slot:
-            self._nudge_ended(slot, code, out)
+            self._nudge_ended(code, out, killed)
             return
         if code == 0:
             self._answered(slot, out)

@@ -217,7 +217,10 @@ def check(db: Database, receiver: FakeWebhookReceiver, found: Findings) -> None:
     for key in set(receipts) - known:
         found.fail("webhook_unknown", f"received {key[1]} for {key[0]}, which no event intent recorded")
     if receiver.refused:
-        found.fail("webhook_signature", f"{receiver.refused} request(s) failed the standardwebhooks verification")
+        found.fail(
+            "webhook_signature",
+            f"{receiver.refused} request(s) failed the standardwebhooks verification: {receiver.refusals[:3]}",
+        )
     for violation in receiver.schema_violations[:10]:  # docs/openapi.yaml's webhooks section
         found.fail("webhook_schema", violation)
     found.figures["webhook_events"] = dict(Counter(e["event_type"] for e in events))

@@ -44,7 +44,7 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("pg_restart")
     if f.get("workers_frozen_past_lease") != 1:
         missed.append("frozen_worker")
-    if f.get("killed_sigkill", 0) < 3:
+    if sum(f.get(k, 0) for k in ("killed_sigkill", "fanout_killed_sigkill", "nudge_killed_sigkill")) < 3:
         missed.append("sigkill")
     missed += [f"fault_{p}" for p in ("after_claim", "after_begin", "after_send") if not f.get(f"killed_by_fault_{p}")]
     injected = f.get("faults_injected", {})

@@ -125,6 +125,9 @@ class FakeProvider:
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length)
+        if len(raw) < length:  # the client went away mid-body (a sender killed while sending): no request
+            handler.close_connection = True
+            return
         headers = {k: v for k, v in handler.headers.items()}
         with self._lock:
             self.requests += 1

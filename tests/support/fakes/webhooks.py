@@ -33,6 +33,7 @@ class FakeWebhookReceiver(FakeProvider):
         self.secrets = list(secrets) or [new_secret()]
         self.path = path
         self.refused = 0
+        self.refusals: list[str] = []  # why, each time
         self.schema_violations: list[str] = []
         super().__init__()
         self.endpoint = self.url + path
@@ -95,6 +96,7 @@ class FakeWebhookReceiver(FakeProvider):
     def invalid(self, reason: str) -> Answer:
         with self._lock:
             self.refused += 1
+            self.refusals.append(reason)
         return Answer(401, {"error": reason})
 
     def __exit__(self, exc_type, *exc):
