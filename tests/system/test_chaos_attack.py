@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.states import AttemptOutcome
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications.tokens import Keyring
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
