@@ -40,7 +40,7 @@ from pgcost import backend_cpu_us
 from provider_http import serve, stop
 from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.delivery.dispatcher import Dispatcher
+from signup_verification.operations.dispatcher import Dispatcher, DispatchRun
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
 
@@ -138,7 +138,7 @@ def prepare(db, n: int, tag: str) -> list[tuple[uuid.UUID, str]]:
         answer = create_verification(db, config.create, keyring, request, f"{tag}{i}")
         ids[destination] = uuid.UUID(answer.body["verification_id"])
     secrets: dict[str, str] = {}
-    Dispatcher(db, config.dispatch, config.retry, keyring, {"email": CapturingSender("email", secrets)}).run()
+    Dispatcher(DispatchRun(db, config.dispatch, keyring, {"email": CapturingSender("email", secrets)})).run()
     return [(ids[to], secrets[to]) for to in ids if to in secrets]
 
 

@@ -6,7 +6,7 @@ same run, pgqueuer's per-job figures (one enqueue per job, as one web request wo
 
     .venv/bin/python bench/cost_bench.py [--quick] [--rounds N] [--write-docs]
 
-The phases call the domain code the endpoints call (api/create, delivery/dispatcher,
+The phases call the domain code the endpoints call (api/create, operations/dispatcher,
 verifications/confirm): create and confirm on one connection, the dispatcher on a second one (as
 deployed, where it runs in its own instance and switches its session to custom plans); the two
 backends' CPU is read from /proc. A CHECKPOINT runs before each round's create phase: the full-page
@@ -36,7 +36,7 @@ from signup_verification.api import create as create_edge
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
-from signup_verification.delivery.dispatcher import Dispatcher
+from signup_verification.operations.dispatcher import Dispatcher, DispatchRun
 from signup_verification.platform.database import ConnectionParams, Database
 from signup_verification.verifications import confirm as confirmations
 from signup_verification.verifications.tokens import Keyring
@@ -146,7 +146,7 @@ def _phases(
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "sms": 0.0})
     before = meter.snapshot(pids)
-    report = Dispatcher(dispatch_db, config.dispatch, config.retry, KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(DispatchRun(dispatch_db, config.dispatch, KEYRING, channels), estimator=estimator).run()
     flush_stats(dispatch_db)
     costs["deliver"] = meter.since(before, pids)
     assert report.accepted == n, report

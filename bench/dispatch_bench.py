@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 import common  # noqa: E402
 from signup_verification.delivery.batch_sizing import LatencyEstimator, invocation_seconds  # noqa: E402
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
-from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
 from signup_verification.delivery.messages import EmailContent  # noqa: E402
+from signup_verification.operations.dispatcher import Dispatcher, DispatchRun  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 from support.config import make_config  # noqa: E402
@@ -158,7 +158,7 @@ def run(params: ConnectionParams, scenario: Scenario) -> Result:
     estimator.seed({"email": scenario.latency, "sms": scenario.latency})  # a warm instance
     db.statements, db.seconds = 0, 0.0
     started = time.perf_counter()
-    report = Dispatcher(db, settings.dispatch, settings.retry, KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(DispatchRun(db, settings.dispatch, KEYRING, channels), estimator=estimator).run()
     seconds = time.perf_counter() - started
     budget = invocation_seconds(settings.dispatch.function_timeout_seconds, settings.dispatch.safety_margin_seconds)
     assert report.accepted == scenario.intents or scenario.timeout < 3600, report  # short budgets leave work

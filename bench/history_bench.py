@@ -41,8 +41,9 @@ from signup_verification.api.models import CreateVerificationRequest  # noqa: E4
 from signup_verification.config import load  # noqa: E402
 from signup_verification.operations import signals  # noqa: E402
 from signup_verification.operations.config import ReconcilerConfig  # noqa: E402
-from signup_verification.operations.reconciler import reconcile  # noqa: E402
-from signup_verification.outbox import Settlement, transitions  # noqa: E402
+from signup_verification.operations.reconciler.runner import reconcile  # noqa: E402
+from signup_verification.outbox import transitions  # noqa: E402
+from signup_verification.outbox.transitions import Settlement  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 

@@ -34,7 +34,7 @@ def child(url: str, intents: int, batch: int, sendgrid: str = "", inflight: int 
     from provider_http import API_KEY
     from signup_verification.delivery.batch_sizing import LatencyEstimator
     from signup_verification.delivery.channels import build_channels
-    from signup_verification.delivery.dispatcher import Dispatcher
+    from signup_verification.operations.dispatcher import Dispatcher, DispatchRun
     from signup_verification.platform.database import Database
     from support.config import make_config
 
@@ -63,9 +63,7 @@ def child(url: str, intents: int, batch: int, sendgrid: str = "", inflight: int 
     )
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.2 if sendgrid else 0.0, "sms": 0.0})
-    report = Dispatcher(
-        db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator
-    ).run()
+    report = Dispatcher(DispatchRun(db, settings.dispatch, dispatch_bench.KEYRING, channels), estimator=estimator).run()
     assert report.accepted == intents, report
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"imported_mb": imported_kb / 1024, "peak_mb": peak_kb / 1024}))

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from common import fresh_database, log, server  # noqa: E402
 from signup_verification.delivery import reports  # noqa: E402
-from signup_verification.outbox import Settlement  # noqa: E402
 from signup_verification.outbox import transitions as t  # noqa: E402
+from signup_verification.outbox.transitions import Settlement  # noqa: E402
 from support.factories import CountingDatabase  # noqa: E402
 from support.fakes.seed import seed_intents  # noqa: E402
 from support.paths import TEST_TOKEN_KEYS  # noqa: E402

@@ -57,7 +57,7 @@ def run_one(params, c: Contender, n: int) -> float:
 def _invocation(url: str, batch: int, ready, go, out) -> None:
     """One dispatch invocation in its own process (as two function instances would run)."""
     from signup_verification.delivery.batch_sizing import LatencyEstimator
-    from signup_verification.delivery.dispatcher import Dispatcher
+    from signup_verification.operations.dispatcher import Dispatcher, DispatchRun
     from signup_verification.platform.database import Database
     from support.config import make_config
 
@@ -77,9 +77,7 @@ def _invocation(url: str, batch: int, ready, go, out) -> None:
     estimator.seed({"email": 0.0, "sms": 0.0})
     ready.set()
     go.wait(120)
-    report = Dispatcher(
-        db, settings.dispatch, settings.retry, dispatch_bench.KEYRING, channels, estimator=estimator
-    ).run()
+    report = Dispatcher(DispatchRun(db, settings.dispatch, dispatch_bench.KEYRING, channels), estimator=estimator).run()
     out.put((report.accepted, time.time()))
 
 

@@ -37,7 +37,7 @@ from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.channels.http import HttpClient  # noqa: E402
 from signup_verification.delivery.channels.webhook import WebhookChannel  # noqa: E402
 from signup_verification.delivery.config import parse_secrets  # noqa: E402
-from signup_verification.delivery.dispatcher import Dispatcher  # noqa: E402
+from signup_verification.operations.dispatcher import Dispatcher, DispatchRun  # noqa: E402
 from support.config import make_config  # noqa: E402
 from support.fakes.seed import seed_intents  # noqa: E402
 from support.paths import TEST_TOKEN_KEYS  # noqa: E402
@@ -126,7 +126,7 @@ def run_one(params, row: Row, n: int, receiver_url: str) -> float:
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "webhook": 0.001})  # a warm instance
     started = time.perf_counter()
-    report = Dispatcher(db, settings.dispatch, settings.retry, KEYRING, channels, estimator=estimator).run()
+    report = Dispatcher(DispatchRun(db, settings.dispatch, KEYRING, channels), estimator=estimator).run()
     seconds = time.perf_counter() - started
     for channel in channels.values():
         channel.close()

@@ -17,19 +17,25 @@ import functions_framework
 from signup_verification.api import edge
 from signup_verification.platform import logs as service_logging
 from signup_verification.platform import serving, shutdown
+from signup_verification.platform.config import Target
+from signup_verification.platform.errors import ConfigError
 from signup_verification.runtime import get_runtime
 
 EDGES = {
-    "create_verification": "signup_verification.api.create",
-    "confirm_verification": "signup_verification.api.confirm",
-    "dispatch": "signup_verification.api.dispatch",
-    "reconcile": "signup_verification.api.reconcile",
-    "status": "signup_verification.api.status",
-    "delivery_reports": "signup_verification.api.delivery_reports",
+    Target.CREATE: "signup_verification.api.create",
+    Target.CONFIRM: "signup_verification.api.confirm",
+    Target.DISPATCH: "signup_verification.api.dispatch",
+    Target.RECONCILE: "signup_verification.api.reconcile",
+    Target.STATUS: "signup_verification.api.status",
+    Target.DELIVERY_REPORTS: "signup_verification.api.delivery_reports",
 }
 
-# The configuration is read (and checked, every setting at once) at import: a bad one fails the start.
-_startup = get_runtime().config
+# The configuration is read (and checked, every setting at once, FUNCTION_TARGET among them: one of
+# Target's names) at import: a bad one fails the start with one line naming each problem.
+try:
+    _startup = get_runtime().config
+except ConfigError as refused:
+    raise SystemExit(f"signup-verification: {refused}") from None
 # JSON lines with trace ids on Cloud Run, readable text locally; redacted. Deferred: google-cloud-logging
 # is imported after the first answer went out (platform/log_handoff.py; records are held until then).
 service_logging.configure(_startup.logging, defer=True)
@@ -49,7 +55,7 @@ if flask.has_app_context():
     edge.after_first_response(_app, service_logging.first_response_sent)
 
 
-def _serve(target: str, request: flask.Request) -> flask.typing.ResponseReturnValue:
+def _serve(target: Target, request: flask.Request) -> flask.typing.ResponseReturnValue:
     return importlib.import_module(EDGES[target]).handle(request, get_runtime())
 
 
@@ -57,35 +63,35 @@ def _serve(target: str, request: flask.Request) -> flask.typing.ResponseReturnVa
 def create_verification(request: flask.Request) -> flask.typing.ResponseReturnValue:
     """POST {account_id, channel, destination, locale?, template?, return_url?, fallback?} with an
     Idempotency-Key header creates (or replays); GET /<verification_id> reads one."""
-    return _serve("create_verification", request)
+    return _serve(Target.CREATE, request)
 
 
 @functions_framework.http
 def confirm_verification(request: flask.Request) -> flask.typing.ResponseReturnValue:
     """GET ?token= shows the Confirm page; POST consumes once (the page's form, or JSON {token} or
     {verification_id, code})."""
-    return _serve("confirm_verification", request)
+    return _serve(Target.CONFIRM, request)
 
 
 @functions_framework.http
 def dispatch(request: flask.Request) -> flask.typing.ResponseReturnValue:
     """POST (Cloud Scheduler): drain eligible intents until none is left or the time budget is spent."""
-    return _serve("dispatch", request)
+    return _serve(Target.DISPATCH, request)
 
 
 @functions_framework.http
 def reconcile(request: flask.Request) -> flask.typing.ResponseReturnValue:
     """POST (Cloud Scheduler): one bounded sweep through the outbox transitions; never sends."""
-    return _serve("reconcile", request)
+    return _serve(Target.RECONCILE, request)
 
 
 @functions_framework.http
 def status(request: flask.Request) -> flask.typing.ResponseReturnValue:
     """GET: the operator signals per channel, the heartbeats and the alerts they would raise."""
-    return _serve("status", request)
+    return _serve(Target.STATUS, request)
 
 
 @functions_framework.http
 def delivery_reports(request: flask.Request) -> flask.typing.ResponseReturnValue:
     """POST /sendgrid (Signed Event Webhook batch) and POST /twilio (status callback)."""
-    return _serve("delivery_reports", request)
+    return _serve(Target.DELIVERY_REPORTS, request)

@@ -5,7 +5,7 @@ service, for the chaos run (tools/chaos_fanout.py starts one per task it receive
     python tools/chaos_sibling.py SLOT
     python tools/chaos_sibling.py nudge     (a nudged invocation: outbox/nudge.py's task)
 
-The same run as `verifyctl dispatch` (operations/dispatch_run.py), as the fan-out invocation of
+The same run as `verifyctl dispatch` (operations/dispatcher.py), as the fan-out invocation of
 the reserved SLOT: it starts none and does not wait idle. Its report as JSON on stdout; a slot it
 could not claim (a replayed or made-up task: delivery/fanout.py) runs nothing and prints
 `{"not_claimed": <what the slot was>}`."""
@@ -17,7 +17,7 @@ import sys
 
 from signup_verification.config import load
 from signup_verification.delivery.fanout import Invocation, SlotNotClaimed
-from signup_verification.operations import dispatch_run
+from signup_verification.operations.dispatcher import DispatchRun, dispatch
 from signup_verification.platform import logs as service_logging
 from signup_verification.platform import shutdown
 from signup_verification.platform.database import UnavailableError
@@ -33,10 +33,17 @@ def main(argv: list[str]) -> int:
     service_logging.configure(config.logging, stderr=True)
     shutdown.install()
     try:
-        report = dispatch_run.run(
-            runtime.db, config.dispatch, config.retry, config.signals, runtime.keyring, runtime.channels,
-            stop=shutdown.STOP, close_channels=runtime.close_channels, invocation=Invocation.nudged() if argv[0] == "nudge" else Invocation.fanned_out(argv[0]),
-        )  # fmt: skip
+        report = dispatch(
+            DispatchRun(
+                runtime.db,
+                config.dispatch,
+                runtime.keyring,
+                runtime.channels,
+                stop=shutdown.STOP,
+                invocation=Invocation.nudged() if argv[0] == "nudge" else Invocation.fanned_out(argv[0]),
+                close_channels=runtime.close_channels,
+            )
+        )
     except UnavailableError as exc:
         print(f"chaos_sibling: {exc}", file=sys.stderr)
         return 1

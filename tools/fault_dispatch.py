@@ -19,9 +19,9 @@ import sys
 from collections.abc import Callable
 
 from signup_verification import cli
-from signup_verification.delivery.dispatcher import FAULT_POINTS
+from signup_verification.operations.dispatcher import FAULT_POINTS
 
-_log = logging.getLogger("signup_verification.delivery.dispatcher")
+_log = logging.getLogger("signup_verification.operations.dispatcher")
 
 
 def kill_at(point: str) -> Callable[[str], None]:

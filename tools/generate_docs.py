@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 from signup_verification.api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig  # noqa: E402
 from signup_verification.config import Config  # noqa: E402
+from signup_verification.delivery.capacity_config import FanoutConfig, PacingConfig  # noqa: E402
 from signup_verification.delivery.classification import Fault, Rule, Scope, sendgrid, smtp, twilio  # noqa: E402
 from signup_verification.delivery.config import (  # noqa: E402
     ChannelsConfig,
@@ -33,8 +34,13 @@ from signup_verification.delivery.config import (  # noqa: E402
     TwilioConfig,
     WebhookConfig,
 )
-from signup_verification.delivery.dispatch_config import DispatchConfig, FanoutConfig, PacingConfig  # noqa: E402
-from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, SignalsConfig, SmsLookupConfig  # noqa: E402
+from signup_verification.operations.config import (  # noqa: E402
+    SMS_LOOKUP,
+    DispatchConfig,
+    ReconcilerConfig,
+    SignalsConfig,
+    SmsLookupConfig,
+)
 from signup_verification.outbox.config import FailurePolicy, NudgeConfig, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
     K_SERVICE,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import config as configuration
 from .config import Config
-from .platform.config import DatabaseConfig
+from .platform.config import DatabaseConfig, Target
 from .platform.database import ConnectionParams, Database
 from .verifications.config import TOKEN_TARGETS
 from .verifications.tokens import Keyring
@@ -32,7 +32,7 @@ _log = logging.getLogger("signup_verification.runtime")
 # on every call (~250 µs, a third of its CPU). dispatch sets the opposite for its own session (its
 # unnest() joins need the real array sizes); the reconciler and the reports ingest keep auto.
 _GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
-_GENERIC_PLAN_TARGETS = frozenset({"create_verification", "confirm"})
+_GENERIC_PLAN_TARGETS = frozenset({Target.CREATE, Target.CONFIRM})
 
 
 def session_settings(config: Config) -> dict[str, str]:

@@ -132,7 +132,7 @@ def test_dispatch_logs_like_the_functions_and_status_shows_its_last_run(service_
     out, err = capsys.readouterr()
     assert re.fullmatch(r"dispatch: claimed 1 in 1 batch\(es\), \d+ ms: 1 accepted\n", out), out  # a line, not JSON
     # The functions' text format and redaction, on stderr: the summary line, never the address.
-    assert "INFO    signup_verification.delivery.dispatcher: dispatch: claimed=1" in err
+    assert "INFO    signup_verification.operations.dispatcher: dispatch: claimed=1" in err
     assert "user0.acct@example.com" not in err and "console transport" in err
     assert cli.main(["status"]) == 0
     status = capsys.readouterr().out

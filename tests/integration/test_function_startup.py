@@ -5,6 +5,7 @@ not load there, while the configuration is still checked whole at import."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 
+from signup_verification.platform.config import Target
 from support.paths import ROOT, TEST_TOKEN_KEYS
 
 # Never needed by create_verification: each costs start-up time on every one of its cold starts.
@@ -23,7 +25,7 @@ NOT_FOR_CREATE = (
     "google.cloud.logging_v2",  # after the first answer (platform/log_handoff.py)
     "google.cloud.sql.connector",  # only with INSTANCE_CONNECTION_NAME
     "signup_verification.api.confirm",
-    "signup_verification.delivery.dispatcher",
+    "signup_verification.operations.dispatcher",
     "signup_verification.delivery.reports",
     "signup_verification.delivery.channels.webhook",
     "signup_verification.operations.reconciler.runner",
@@ -86,10 +88,10 @@ def test_create_verification_imports_only_what_it_needs():
     ("target", "own", "foreign"),
     [
         ("confirm_verification", "signup_verification.api.confirm", "signup_verification.api.models"),
-        ("dispatch", "signup_verification.delivery.dispatcher", "signup_verification.api.create"),
-        ("reconcile", "signup_verification.operations.reconciler.runner", "signup_verification.delivery.dispatcher"),
+        ("dispatch", "signup_verification.operations.dispatcher", "signup_verification.api.create"),
+        ("reconcile", "signup_verification.operations.reconciler.runner", "signup_verification.operations.dispatcher"),
         ("status", "signup_verification.operations.signals", "signup_verification.operations.reconciler.runner"),
-        ("delivery_reports", "cryptography", "signup_verification.delivery.dispatcher"),
+        ("delivery_reports", "cryptography", "signup_verification.operations.dispatcher"),
     ],
 )
 def test_each_target_preloads_its_own_modules_and_not_the_others(target, own, foreign):
@@ -115,6 +117,29 @@ def test_the_server_of_every_function_opens_no_control_socket():
     for target in ("create_verification", "dispatch"):
         served = _import_main(target, _SERVER_PROBE.format(main=", main"))
         assert (served.returncode, served.stdout) == (0, "True\n"), served.stderr[-2000:]
+
+
+def test_each_target_is_one_entry_point_serving_itself():
+    """functions/main.py defines one function per Target, named by it, and each serves its own target."""
+    tree = ast.parse((ROOT / "functions" / "main.py").read_text())
+    served = {
+        node.name: ast.unparse(node.body[-1])
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and [ast.unparse(d) for d in node.decorator_list] == ["functions_framework.http"]
+    }
+    assert served == {t.value: f"return _serve(Target.{t.name}, request)" for t in Target}
+
+
+def test_an_unknown_target_is_refused_at_start_with_one_line():
+    """A FUNCTION_TARGET that names no target (a short name, a typo) stops the instance at import,
+    before functions-framework looks for its function: one line naming the targets there are."""
+    done = _import_main("confirm")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "signup-verification: FUNCTION_TARGET must be one of create_verification, confirm_verification, dispatch, "
+        "reconcile, status, delivery_reports, got 'confirm'"
+    ]
 
 
 def test_a_bad_setting_of_another_concern_still_fails_the_start_with_every_problem():

@@ -9,7 +9,7 @@ import time
 from signup_verification.config import Config
 from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels import build_channels
-from signup_verification.delivery.dispatcher import Dispatcher, DispatchReport
+from signup_verification.operations.dispatcher import Dispatcher, DispatchReport, DispatchRun
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
@@ -45,10 +45,14 @@ def provider_settings(smtp=None, twilio=None, **overrides) -> Config:
     return make_config(**{**settings, **overrides})
 
 
-def run_dispatch(db, config: Config, *, channels=None, dispatcher_class=Dispatcher, **kwargs) -> DispatchReport:
+def run_dispatch(
+    db, config: Config, *, channels=None, dispatcher_class=Dispatcher, estimator=None, **run
+) -> DispatchReport:
+    """The pipeline alone (no heartbeat nor signals records); `run`: the rest of its DispatchRun
+    (stop, invocation, tasks, fault)."""
     channels = channels or build_channels(config.channels)
     try:
-        return dispatcher_class(db, config.dispatch, config.retry, KEYRING, channels, **kwargs).run()
+        return dispatcher_class(DispatchRun(db, config.dispatch, KEYRING, channels, **run), estimator=estimator).run()
     finally:
         for channel in channels.values():
             channel.close()

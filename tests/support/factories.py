@@ -12,9 +12,9 @@ from signup_verification.api import create as verifications
 from signup_verification.api.create import Answer
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.operations.config import ReconcilerConfig
-from signup_verification.operations.reconciler import reconcile
-from signup_verification.outbox import Settlement
+from signup_verification.operations.reconciler.runner import reconcile
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.database import Database
 from signup_verification.verifications.config import CreateConfig
 from signup_verification.verifications.tokens import Keyring

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from signup_verification.api.report_signatures import twilio_signature
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from support.factories import make_verifications
 
 REPORTS_URL = "https://reports.example.org/delivery_reports"

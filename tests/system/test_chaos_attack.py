@@ -8,9 +8,9 @@ import sys
 import uuid
 from types import SimpleNamespace
 
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.states import AttemptOutcome
+from signup_verification.outbox.transitions import Settlement
 from support.dispatch import provider_settings, run_dispatch
 from support.factories import created
 from support.fakes.http import FakeTwilio

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 import uuid
 
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications import confirm
 from support.dispatch import KEYRING, provider_settings
 from support.paths import ROOT

@@ -94,8 +94,8 @@ def _checked_attempts(db) -> Findings:
 def test_an_ambiguous_sms_resolved_by_the_lookup_is_explained_and_a_stray_outcome_is_not(db):
     """The reconciler's lookup writes the ambiguous attempt's outcome after its ambiguous row:
     the attempt-row invariants accept that resolution, and only that one."""
-    from signup_verification.outbox import Settlement
     from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.transitions import Settlement
     from support.factories import make_verifications
 
     make_verifications(db, 2, "sms", prefix="amb")

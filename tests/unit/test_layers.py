@@ -6,6 +6,10 @@ code imports it. The composition root, verifyctl included, reaches it only insid
 LOCAL_PATHS, each on the laptop's path: never when a module is imported, never while verifyctl's
 parser is built. The deploy bundle leaves local/ out, and the migrate and grant jobs run verifyctl
 from it.
+
+And no import circles: no two modules import each other, directly or around a loop, counting the
+imports inside functions (a deferred import hides a circle from Python at start-up, not from the
+reader) and not the names under `if TYPE_CHECKING:` (never imported when the code runs).
 """
 
 from __future__ import annotations
@@ -72,6 +76,82 @@ def violations(package_dir: Path = PACKAGE) -> list[str]:
     return found
 
 
+def _module(path: Path, package_dir: Path) -> str:
+    """`api.config`; a package is its `__init__.py`: `operations.reconciler`."""
+    parts = path.relative_to(package_dir).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _named(node: ast.AST, package: list[str]) -> list[list[str]]:
+    """The dotted names (as parts, below signup_verification) one import statement names."""
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+            module = base + (node.module.split(".") if node.module else [])
+        elif node.module and node.module.split(".")[0] == "signup_verification":
+            module = node.module.split(".")[1:]
+        else:
+            return []
+        return [module + [alias.name] for alias in node.names]
+    if isinstance(node, ast.Import):
+        return [a.name.split(".")[1:] for a in node.names if a.name.startswith("signup_verification.")]
+    return []
+
+
+def _typing_only(tree: ast.Module) -> set[int]:
+    """The nodes under `if TYPE_CHECKING:`: names for annotations, not imports of the running code."""
+    return {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for statement in block.body
+        for node in ast.walk(statement)
+    }
+
+
+def import_graph(package_dir: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module -> the package's modules it imports when it runs, at the top or in a function.
+    `from .a import b` names the module `a.b` when there is one, else `a`."""
+    paths = {_module(path, package_dir): path for path in package_dir.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree, package = ast.parse(path.read_text()), _package_of(path, package_dir)
+        skipped = _typing_only(tree)
+        imported = set()
+        for node in ast.walk(tree):
+            for parts in [] if id(node) in skipped else _named(node, package):
+                dotted = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+                imported.add(next((module for module in dotted if module in paths), name))
+        graph[name] = imported - {name}
+    return graph
+
+
+def circles(package_dir: Path = PACKAGE) -> list[list[str]]:
+    """The modules that import each other around a loop, each circle sorted (Tarjan's strongly
+    connected components of more than one module)."""
+    graph, order, low, stack, found = import_graph(package_dir), {}, {}, [], []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(found)
+
+
 def local_imports(package_dir: Path = PACKAGE) -> set[str]:
     """`module:function` of every import of local/ in the composition root (`module:<module>` at top level)."""
     found = set()
@@ -108,6 +188,19 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     target = copy / "platform" / "database.py"
     target.write_text(target.read_text() + "\nfrom ..api import problems  # planted\n")
     assert "platform/database.py -> api" in violations(copy)
+
+
+def test_no_import_circles():
+    assert circles() == []
+
+
+def test_the_checker_sees_a_circle_a_deferred_import_hides(tmp_path):
+    """The rule cannot pass vacuously: a function-level import closing a loop in a copy is reported."""
+    copy = tmp_path / "signup_verification"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "api" / "problems.py"  # api/return_url.py imports it
+    target.write_text(target.read_text() + "\n\ndef planted():\n    from . import return_url  # planted\n")
+    assert circles(copy) == [["api.problems", "api.return_url"]]
 
 
 def test_the_composition_root_reaches_local_only_on_the_laptops_path():

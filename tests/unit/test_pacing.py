@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from signup_verification.delivery import pacing
-from signup_verification.delivery.dispatch_config import PacingConfig, documented_sender_mps
+from signup_verification.delivery.capacity_config import PacingConfig, documented_sender_mps
 
 
 class Clock:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from signup_verification.delivery.dispatcher import Dispatcher
+from signup_verification.operations.dispatcher import Dispatcher
 from signup_verification.platform import logs
 
 
@@ -31,9 +31,9 @@ def _summary(claimed: int, fmt: str, level: str = "INFO") -> str:
     logs.configure(fmt=fmt, level=level, stream=out, deployment="test")
     run = Dispatcher.__new__(Dispatcher)  # the summary needs only its report and bookkeeping
     from signup_verification.delivery.batch_sizing import LatencyEstimator
-    from signup_verification.delivery.dispatch_config import DispatchConfig
-    from signup_verification.delivery.dispatcher import DispatchReport
     from signup_verification.delivery.fanout import Invocation
+    from signup_verification.operations.config import DispatchConfig
+    from signup_verification.operations.dispatcher import DispatchReport
 
     run.config, run.owner, run.abandoned, run.estimator = DispatchConfig(), "test:x", 0, LatencyEstimator()
     run.invocation, run.fanout = Invocation(), SimpleNamespace(started=0)
@@ -44,8 +44,8 @@ def _summary(claimed: int, fmt: str, level: str = "INFO") -> str:
 
 def test_text_hides_an_idle_run_unless_debug(restore_logging):
     assert _summary(0, "text") == ""
-    assert "DEBUG   signup_verification.delivery.dispatcher: dispatch: claimed=0" in _summary(0, "text", "DEBUG")
-    assert "INFO    signup_verification.delivery.dispatcher" in _summary(2, "text")
+    assert "DEBUG   signup_verification.operations.dispatcher: dispatch: claimed=0" in _summary(0, "text", "DEBUG")
+    assert "INFO    signup_verification.operations.dispatcher" in _summary(2, "text")
 
 
 def test_json_keeps_an_idle_run_at_debug_severity(restore_logging):

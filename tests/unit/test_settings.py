@@ -33,7 +33,7 @@ class Toy:
     ratio: float = setting("TOY_RATIO", 0.5, above=0, help="a positive number")
     loud: bool = setting("TOY_LOUD", False, default_for=lambda env: env.production, help="a flag")
     name: str | None = setting("TOY_NAME", None, aliases=("OLD_TOY_NAME",), help="optional text")
-    token: str | None = setting("TOY_TOKEN", None, secret=True, required_in_production={"toy"}, help="a secret")
+    token: str | None = setting("TOY_TOKEN", None, secret=True, required_in_production={"status"}, help="a secret")
     tags: frozenset[str] = setting("TOY_TAGS", frozenset({"a"}), parse=words(upper=True), help="a comma list")
     coarse: bool = setting("TOY_ROUNDING", False, choices={"exact": False, "coarse": True}, help="a mapped word")
     keep_seconds: float = setting("TOY_KEEP_DAYS", 2 * 86400.0, unit=86400, minimum=0, help="days, kept in seconds")
@@ -91,8 +91,8 @@ def test_each_kind_reads_its_variable():
 def test_production_defaults_and_requirements():
     production = {"ENVIRONMENT": "production"}
     assert read(production)[0].loud is True  # default_for
-    assert read(production)[1] == []  # TOY_TOKEN is required on the `toy` target only
-    _, problems = read({**production, "FUNCTION_TARGET": "toy"})
+    assert read(production)[1] == []  # TOY_TOKEN is required on the `status` target only
+    _, problems = read({**production, "FUNCTION_TARGET": "status"})
     assert problems == ["TOY_TOKEN is required in production"]
 
 
@@ -137,7 +137,7 @@ def test_the_declarations_are_listed_for_the_docs():
     assert names[:3] == ["TOY_SIZE", "TOY_RATIO", "TOY_LOUD"] and names[-2:] == ["TOY_MODE_EMAIL", "TOY_MODE_SMS"]
     shown = {spec.env: spec.shown() for _, spec in settings_of(Toy)}
     assert shown["TOY_KEEP_DAYS"] == "`2`" and shown["TOY_ROUNDING"] == "`exact`" and shown["TOY_NAME"] == "unset"
-    assert shown["TOY_TOKEN"] == "unset; production: **required** on `toy`"
+    assert shown["TOY_TOKEN"] == "unset; production: **required** on `status`"
     assert shown["TOY_MODE_EMAIL"] == "`on`" and shown["TOY_TAGS"] == "`a`"
 
 

@@ -37,6 +37,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from ..platform.config import Target
+from ..platform.database import Database, load_sql
 from . import problems
 from . import request_signatures as signatures
 from .config import GUARDED_TARGETS, AuthConfig
@@ -140,8 +142,19 @@ def platform_principal(
 
 
 # first_use(request digest, expires_at_unix) -> True the first time a signed request is presented
-# (api/replay.py, signature_replay.sql)
 FirstUse = Callable[[bytes, int], bool]
+
+
+def first_use(db: Database) -> FirstUse:
+    """The replay guard authorize() asks: a signed request is accepted once inside its window (a
+    table, signature_replay.sql, so the window spans instances)."""
+
+    def remember(digest: bytes, expires_at: int) -> bool:
+        """`digest`: the request's name (request_signatures.replay_digest), whichever MAC signed it."""
+        return bool(db.run(load_sql(__file__, "signature_replay.sql"), digest=digest, expires_at=expires_at))
+
+    return remember
+
 
 _REFUSALS = {
     "signature": "missing or invalid request signature",
@@ -192,7 +205,7 @@ def _signed(config: AuthConfig, target: str, request: Incoming, first_use: First
 
 def authorize(
     config: AuthConfig,
-    target: str,
+    target: Target,
     request: Incoming,
     first_use: FirstUse | None = None,
     invokers: frozenset[str] | None = None,

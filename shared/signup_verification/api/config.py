@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..delivery.config import DELIVERY_REPORTS_URL, EMAIL_TRANSPORT, TWILIO_AUTH_TOKEN, twilio_status_callback
 from ..outbox.config import FailurePolicy
-from ..platform.config import production_flag
+from ..platform.config import Target, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, plain, setting, words
+from .return_url import parse_allowed_origins
 
 if TYPE_CHECKING:  # a key is parsed (report_signatures.py) only where SENDGRID_WEBHOOK_PUBLIC_KEY is set
     from cryptography.hazmat.primitives.asymmetric import ec
 
-GUARDED_TARGETS = frozenset({"create_verification", "dispatch", "reconcile", "status"})
+GUARDED_TARGETS = frozenset({Target.CREATE, Target.DISPATCH, Target.RECONCILE, Target.STATUS})
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class HttpConfig:
 
 @dataclass(frozen=True)
 class SigningKey:
-    target: str | None  # None: every signed target; else only this one (`target:key_id:secret`)
+    target: Target | None  # None: every signed target; else only this one (`target:key_id:secret`)
     key_id: str
     secret: bytes = dataclasses.field(repr=False)
 
@@ -56,9 +57,10 @@ def parse_signing_keys(spec: str) -> tuple[SigningKey, ...]:
             continue
         target = None
         if item.count(":") == 2:
-            target, _, item = item.partition(":")
-            if target not in GUARDED_TARGETS:
-                raise ConfigError(f"REQUEST_SIGNING_KEYS entry for {target!r}: not a guarded target")
+            named, _, item = item.partition(":")
+            if named not in GUARDED_TARGETS:
+                raise ConfigError(f"REQUEST_SIGNING_KEYS entry for {named!r}: not a guarded target")
+            target = Target(named)
         key_id, sep, encoded = item.partition(":")
         try:
             secret = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True)
@@ -72,17 +74,17 @@ def parse_signing_keys(spec: str) -> tuple[SigningKey, ...]:
     return tuple(keys)
 
 
-def _signed_targets(raw: str, env: Env) -> frozenset[str]:
-    targets = frozenset(t.strip() for t in raw.split(",") if t.strip())
-    unknown = targets - GUARDED_TARGETS
+def _signed_targets(raw: str, env: Env) -> frozenset[Target]:
+    named = frozenset(t.strip() for t in raw.split(",") if t.strip())
+    unknown = named - GUARDED_TARGETS
     if unknown:
         raise ValueError(f"names unknown or public targets: {', '.join(sorted(unknown))}")
-    return targets
+    return frozenset(Target(t) for t in named)
 
 
 SIGNED_TARGETS = Setting(
     "SIGNED_TARGETS",
-    frozenset({"create_verification"}),
+    frozenset({Target.CREATE}),
     parse=_signed_targets,
     help="which of `create_verification`, `dispatch`, `reconcile`, `status` require `Verify-Signature: "
     't=<unix>,v2=<hex HMAC-SHA256 of the canonical request>` (docs/security.md "Signed requests": the '
@@ -101,7 +103,7 @@ class AuthConfig:
         help="`[target:]key_id:base64url-secret[,…]`: turns on signed requests for `SIGNED_TARGETS` (every key is "
         "accepted: rotation; a `target:` key signs for that target only)",
     )
-    signed_targets: frozenset[str] = SIGNED_TARGETS.field()  # none without a key (config/checks.py)
+    signed_targets: frozenset[Target] = SIGNED_TARGETS.field()  # none without a key (config/checks.py)
     allowed_invokers: frozenset[str] = setting(
         "ALLOWED_INVOKERS",
         frozenset(),
@@ -128,9 +130,7 @@ class AuthConfig:
 
 
 def _allowed_origins(raw: str, env: Env) -> frozenset[str]:
-    from .return_url import parse_allowed_origins  # the URL rules live with the check that uses them
-
-    return parse_allowed_origins(raw, env.production)
+    return parse_allowed_origins(raw, env.production)  # the URL rules live with the check that uses them
 
 
 @dataclass(frozen=True)

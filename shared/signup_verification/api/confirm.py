@@ -20,6 +20,7 @@ from typing import Any
 
 import flask
 
+from ..platform.config import Target
 from ..platform.database import Database
 from ..platform.timestamps import rfc3339_or_none
 from ..verifications import confirm as confirmations
@@ -87,7 +88,7 @@ RENDERINGS: dict[Result, Rendering] = {
 
 @endpoint
 def handle(request: flask.Request, services: Services) -> Response:
-    incoming = accept(request, services, "confirm_verification")
+    incoming = accept(request, services, Target.CONFIRM)
     require_method(incoming, "GET", "HEAD", "POST")
     db, keyring, config = services.db, services.keyring, services.config.confirm
     if incoming.method != "POST":

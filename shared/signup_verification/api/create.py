@@ -21,6 +21,7 @@ import flask
 from pydantic import ValidationError
 
 from ..delivery import templates
+from ..platform.config import Target
 from ..platform.database import Database
 from ..verifications import create as domain
 from ..verifications.channel_policy import Fallback
@@ -43,7 +44,7 @@ class Answer:
 
 @endpoint
 def handle(request: flask.Request, services: Services) -> Response:
-    incoming = accept(request, services, "create_verification")
+    incoming = accept(request, services, Target.CREATE)
     if request.path.strip("/"):  # /<verification_id>: the read API
         require_method(incoming, "GET", "HEAD")
         return read.read_answer(services.db, services.keyring, services.config.create.link_base, request.path)

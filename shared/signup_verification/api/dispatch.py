@@ -1,5 +1,5 @@
 """The dispatch target's edge: `POST` drains eligible intents until none is left or the time budget
-is spent (operations/dispatch_run.py), and answers its report: {claimed, accepted, retryable,
+is spent (operations/dispatcher.py), and answers its report: {claimed, accepted, retryable,
 failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}.
 
 Three paths, told apart by the body, each with its own caller:
@@ -25,9 +25,10 @@ import json
 import flask
 
 from ..delivery.fanout import FANOUT, NUDGE, SCHEDULED, Invocation, SlotNotClaimed
-from ..operations import dispatch_run
+from ..operations.dispatcher import DispatchRun, dispatch
 from ..platform import shutdown
-from . import auth, problems, replay
+from ..platform.config import Target
+from . import auth, problems
 from .http import Incoming, Response, endpoint, json_response, read_request, require_method
 from .services import EdgeConfig, Services
 
@@ -39,19 +40,19 @@ def handle(request: flask.Request, services: Services) -> Response:
     config = services.config
     incoming = read_request(request, config.http.max_body_bytes)
     invocation = invocation_of(incoming)
-    auth.authorize(config.auth, "dispatch", incoming, replay.first_use(services.db), invokers(config, invocation))
+    auth.authorize(config.auth, Target.DISPATCH, incoming, auth.first_use(services.db), invokers(config, invocation))
     require_method(incoming, "POST")
     try:
-        report = dispatch_run.run(
-            services.db,
-            config.dispatch,
-            config.retry,
-            config.signals,
-            services.keyring,
-            services.channels,
-            stop=shutdown.STOP,
-            close_channels=services.close_channels,
-            invocation=invocation,
+        report = dispatch(
+            DispatchRun(
+                services.db,
+                config.dispatch,
+                services.keyring,
+                services.channels,
+                stop=shutdown.STOP,
+                invocation=invocation,
+                close_channels=services.close_channels,
+            )
         )
     except SlotNotClaimed as refused:
         return not_claimed(refused).response()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import flask
 from werkzeug.exceptions import HTTPException
 
+from ..platform.config import Target
 from . import problem_types, problems
 from .config import DeliveryReportsConfig, HttpConfig
 from .http import read_body
@@ -23,9 +24,9 @@ ROBOTS = "User-agent: *\nDisallow: /\n"  # nothing here is for crawlers: confirm
 _HARDENING = {k: v for k, v in SECURITY_HEADERS.items() if k != "Content-Type"}
 
 
-def body_limit(target: str | None, http: HttpConfig, reports: DeliveryReportsConfig) -> int:
+def body_limit(target: Target | None, http: HttpConfig, reports: DeliveryReportsConfig) -> int:
     """delivery_reports takes provider batches (SendGrid posts up to ~1,000 events at once): its own limit."""
-    return reports.max_body_bytes if target == "delivery_reports" else http.max_body_bytes
+    return reports.max_body_bytes if target is Target.DELIVERY_REPORTS else http.max_body_bytes
 
 
 def configure(app: flask.Flask, max_body_bytes: int) -> None:

@@ -13,11 +13,11 @@ characters, a fragment-only trick or an unparseable port.
 from __future__ import annotations
 
 import re
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..platform.errors import ConfigError
 from . import problems
-from .config import ReturnUrlConfig
 
 MAX_LENGTH = 1024  # the model's limit; sql/010_return_url.sql's CHECK allows 2048
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -27,6 +27,15 @@ _SAFE = re.compile(r"[!-~]+")  # printable ASCII, no space: an IRI must arrive p
 
 class InvalidReturnUrl(ValueError):
     """Why the URL is refused, in words that never repeat the URL."""
+
+
+class AllowedOrigins(Protocol):
+    """Where a return URL may point (config.py's ReturnUrlConfig, whose origins parse_allowed_origins reads)."""
+
+    @property
+    def production(self) -> bool: ...
+    @property
+    def allowed_origins(self) -> frozenset[str]: ...
 
 
 def origin_of(url: str, production: bool) -> str:
@@ -50,7 +59,7 @@ def origin_of(url: str, production: bool) -> str:
     return f"{scheme}://{shown_host}{shown_port}"
 
 
-def check(url: str | None, config: ReturnUrlConfig) -> str | None:
+def check(url: str | None, config: AllowedOrigins) -> str | None:
     """The URL to store (as sent), or None; raises InvalidReturnUrl when it may not be stored."""
     if url is None:
         return None
@@ -59,7 +68,7 @@ def check(url: str | None, config: ReturnUrlConfig) -> str | None:
     return url
 
 
-def require_allowed(url: str | None, config: ReturnUrlConfig) -> None:
+def require_allowed(url: str | None, config: AllowedOrigins) -> None:
     """The create edge's check: a 400 field error (never echoing the URL) unless it may be stored."""
     try:
         check(url, config)

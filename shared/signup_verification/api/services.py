@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import flask
 
-from . import auth, replay
+from ..platform.config import Target
+from . import auth
 from .http import Incoming, read_request
 
 if TYPE_CHECKING:
     from ..delivery.channels.base import Channel
-    from ..delivery.dispatch_config import DispatchConfig
-    from ..operations.config import ReconcilerConfig, SignalsConfig
-    from ..outbox.config import RetryPolicy
+    from ..operations.config import DispatchConfig, ReconcilerConfig, SignalsConfig
     from ..platform.database import Database
     from ..verifications.config import ConfirmConfig, CreateConfig
     from ..verifications.tokens import Keyring
@@ -47,8 +46,6 @@ class EdgeConfig(Protocol):
     @property
     def dispatch(self) -> DispatchConfig: ...
     @property
-    def retry(self) -> RetryPolicy: ...
-    @property
     def reconciler(self) -> ReconcilerConfig: ...
     @property
     def signals(self) -> SignalsConfig: ...
@@ -66,9 +63,9 @@ class Services(Protocol):
     def close_channels(self) -> None: ...
 
 
-def accept(request: flask.Request, services: Services, target: str) -> Incoming:
+def accept(request: flask.Request, services: Services, target: Target) -> Incoming:
     """The request read once (its body within the limit), its caller checked: in production every
     target but confirm needs a platform identity or a signed request (docs/security.md)."""
     incoming = read_request(request, services.config.http.max_body_bytes)
-    auth.authorize(services.config.auth, target, incoming, replay.first_use(services.db))
+    auth.authorize(services.config.auth, target, incoming, auth.first_use(services.db))
     return incoming

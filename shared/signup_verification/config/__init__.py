@@ -18,8 +18,7 @@ from pathlib import Path
 
 from ..api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig
 from ..delivery.config import ChannelsConfig
-from ..delivery.dispatch_config import DispatchConfig
-from ..operations.config import ReconcilerConfig, SignalsConfig
+from ..operations.config import DispatchConfig, ReconcilerConfig, SignalsConfig
 from ..outbox.config import RetryPolicy
 from ..platform.config import (
     DEPLOYMENT,
@@ -30,6 +29,7 @@ from ..platform.config import (
     LoggingConfig,
     MigrationConfig,
     ShutdownConfig,
+    Target,
 )
 from ..platform.errors import ConfigError
 from ..platform.settings import part
@@ -44,7 +44,7 @@ __all__ = ["Config", "ConfigError", "load"]
 class Config:
     environment: str = ENVIRONMENT.field()
     deployment: str = DEPLOYMENT.field()
-    function_target: str | None = FUNCTION_TARGET.field()  # which entry point this instance serves
+    function_target: Target | None = FUNCTION_TARGET.field()  # which entry point this instance serves
     local_dir: Path = LOCAL_DIR.field()
     database: DatabaseConfig = part(DatabaseConfig)
     logging: LoggingConfig = part(LoggingConfig)

@@ -8,6 +8,7 @@ from email.utils import parseaddr
 from typing import TYPE_CHECKING
 
 from ..api.config import SIGNED_TARGETS, AuthConfig
+from ..platform.config import Target
 from ..platform.errors import ConfigError
 from ..verifications.config import TWILIO_MAGIC_SENDERS
 from .loader import Reading
@@ -15,7 +16,7 @@ from .loader import Reading
 if TYPE_CHECKING:
     from . import Config
 
-SENDING_TARGET = "dispatch"  # the one target that sends
+SENDING_TARGET = Target.DISPATCH  # the one target that sends
 
 
 def across(config: Config, reading: Reading) -> Config:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from ..platform import secret_manager
-from ..platform.config import ENVIRONMENT, FUNCTION_TARGET
+from ..platform.config import ENVIRONMENT, FUNCTION_TARGET, Target
 from ..platform.errors import ConfigError
 from ..platform.settings import EACH, PART, SETTING, VIEW, WHEN, Setting
 
@@ -33,7 +33,7 @@ class Reading:
         return self(ENVIRONMENT) == "production"
 
     @property
-    def target(self) -> str | None:
+    def target(self) -> Target | None:
         return self(FUNCTION_TARGET)
 
     def __call__(self, setting: Setting[T]) -> T:

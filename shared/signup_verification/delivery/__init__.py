@@ -1,1 +1,2 @@
-"""Delivery: the dispatcher, sending, rendering, MIME, SMS encoding, templates and channel adapters."""
+"""Delivery: what the dispatcher (operations/dispatcher.py) drives: sending, pacing, fan-out,
+rendering, MIME, SMS encoding, templates and channel adapters."""

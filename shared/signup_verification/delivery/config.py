@@ -1,6 +1,7 @@
 """The delivery worker's settings: what the messages say, the channels' transports and providers,
 the webhook channel, the sends in flight per channel (README "Dispatch"; each declared once,
-platform/settings.py). The dispatch loop's own settings are in dispatch_config.py.
+platform/settings.py). The providers' rates and the fan-out are capacity_config.py's; the dispatch
+run's own settings, operations/config.py's DispatchConfig.
 
 Light on purpose: every target reads these at start, and none may load the renderer, the adapters,
 smtplib or the HTTP client for it.

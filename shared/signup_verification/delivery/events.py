@@ -27,7 +27,7 @@ from typing import Any
 from ..outbox.transitions import BegunAttempt, ClaimedIntent
 from ..platform.timestamps import rfc3339
 
-__all__ = ["EventContent", "render_event", "rfc3339", "sign", "webhook_id"]
+__all__ = ["EventContent", "render_event", "sign", "webhook_id"]
 # A fixed namespace: the same verification and event type give the same webhook-id on every instance.
 _ID_NAMESPACE = uuid.UUID("5a3c1f0e-7d52-4f8e-9a7c-2b6f4e1d9c30")
 

@@ -34,11 +34,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from ..platform.database import Database, load_sql
 from ..platform.tasks import CloudTasks, LocalTasks, TaskStarter
 from .batch_sizing import ChannelBudget
-from .dispatch_config import DispatchConfig, FanoutConfig
+from .capacity_config import FanoutConfig, PacingConfig
 from .pacing import Pacer
 
 _log = logging.getLogger("signup_verification.delivery.fanout")
@@ -109,13 +110,26 @@ def siblings_to_start(wanted: int, live: int, max_parallel: int) -> int:
     return max(0, min(wanted - 1 - live, max_parallel - live))
 
 
+class FanoutSettings(Protocol):
+    """What the fan-out reads of its invocation's settings (operations/config.py's DispatchConfig)."""
+
+    @property
+    def deployment(self) -> str: ...
+    @property
+    def sms_max_per_hour(self) -> int | None: ...
+    @property
+    def pacing(self) -> PacingConfig: ...
+    @property
+    def fanout(self) -> FanoutConfig: ...
+
+
 class Fanout:
     """One invocation's part in the fan-out: the decisions (scheduled), its slot (fan-out), the share."""
 
     def __init__(
         self,
         db: Database,
-        config: DispatchConfig,
+        config: FanoutSettings,
         invocation: Invocation,
         owner: str,
         starter: TaskStarter | None,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..platform.database import Database, load_sql
-from .dispatch_config import PacingConfig
+from .capacity_config import PacingConfig
 
 BURST_SECONDS = 2.0
 SLOW_DOWN_DEFAULT_SECONDS = 1.0

@@ -31,10 +31,9 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from ..outbox import Settlement
 from ..outbox.config import RetryPolicy
 from ..outbox.states import AttemptOutcome
-from ..outbox.transitions import BegunAttempt, ClaimedIntent
+from ..outbox.transitions import BegunAttempt, ClaimedIntent, Settlement
 from ..platform.deadline import Deadline
 from ..platform.redaction import mask_destination
 from .batch_sizing import LatencyEstimator, send_by

@@ -28,7 +28,6 @@ GSM7_EXTENSION = frozenset("\f^{}\\[~]|€")
 
 GSM7_SINGLE, GSM7_PART = 160, 153
 UCS2_SINGLE, UCS2_PART = 70, 67
-MAX_BODY_CHARS = 1600  # Twilio refuses longer bodies
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..platform.config import Target
 from .wiring import Wiring
 
 READY = "Ctrl-C stops everything."
-_NOTES = {
-    "confirm_verification": " <- links in emails point here",
-    "delivery_reports": " <- the mailbox posts SendGrid and Twilio reports here",
+_NOTES: dict[str, str] = {
+    Target.CONFIRM: " <- links in emails point here",
+    Target.DELIVERY_REPORTS: " <- the mailbox posts SendGrid and Twilio reports here",
 }
 
 

@@ -26,6 +26,7 @@ import flask
 import jinja2
 from werkzeug.serving import WSGIRequestHandler
 
+from ..platform.config import Target
 from ..platform.timestamps import rfc3339
 from .ports import wsgi_server
 
@@ -200,8 +201,8 @@ def development_webhook_secret(local_dir: Path) -> str:
 
 
 def create_signing_key(env: dict[str, str]) -> str | None:
-    """The first REQUEST_SIGNING_KEYS entry that may sign for create_verification, if any."""
+    """The first REQUEST_SIGNING_KEYS entry that may sign for the create target, if any."""
     for entry in (e.strip() for e in (env.get("REQUEST_SIGNING_KEYS") or "").split(",")):
-        if entry.count(":") == 1 or entry.startswith("create_verification:"):
+        if entry.count(":") == 1 or entry.startswith(f"{Target.CREATE}:"):
             return entry
     return None

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cli.commands.dev import FAST_INTERVAL_SECONDS
 from ..platform import migrations
-from ..platform.config import source_checkout
+from ..platform.config import Target, source_checkout
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
 from . import banner, demo_site, devenv, embedded, provider_reports
@@ -35,8 +34,14 @@ if TYPE_CHECKING:
     from ..config import Config
 
 # target -> port offset from --base-port; targets not listed here get the next free offsets.
-PORT_OFFSETS = {"create_verification": 0, "confirm_verification": 1, "dispatch": 2, "reconcile": 3, "status": 4}
-SCHEDULED = ("dispatch", "reconcile")  # what Cloud Scheduler calls in production (infra/)
+PORT_OFFSETS: dict[str, int] = {
+    Target.CREATE: 0,
+    Target.CONFIRM: 1,
+    Target.DISPATCH: 2,
+    Target.RECONCILE: 3,
+    Target.STATUS: 4,
+}
+SCHEDULED = (Target.DISPATCH, Target.RECONCILE)  # what Cloud Scheduler calls in production (infra/)
 # Dummy Twilio credentials the dev children send and the mailbox's fake Twilio API checks.
 DEV_TWILIO = {
     "TWILIO_ACCOUNT_SID": "AC" + "0" * 32,
@@ -54,12 +59,13 @@ class _Stop(Exception):
 
 
 def schedule_seconds(args: argparse.Namespace) -> float:
-    """How often the scheduler emulation ticks: 0 (never) with --no-scheduler, --fast's interval,
-    --schedule-seconds, else VERIFY_DEV_SCHEDULE_SECONDS, else Cloud Scheduler's minute."""
+    """How often the scheduler emulation ticks: 0 (never) with --no-scheduler, --fast's interval (the
+    parser's: verifyctl dev declares it), --schedule-seconds, else VERIFY_DEV_SCHEDULE_SECONDS, else
+    Cloud Scheduler's minute."""
     if args.no_scheduler:
         return 0.0
     if args.fast:
-        return FAST_INTERVAL_SECONDS
+        return float(args.fast)
     if args.schedule_seconds is not None:
         return float(args.schedule_seconds)
     return float(os.environ.get("VERIFY_DEV_SCHEDULE_SECONDS") or 60)
@@ -126,13 +132,13 @@ def child_environment(
         # the fan-out's local stand-in (platform/tasks.py) starts more invocations of this dispatch target,
         # and create nudges it through the same stand-in (outbox/nudge.py): a message leaves within about
         # a second, not at the scheduler's next tick
-        "DISPATCH_FANOUT_URL": f"http://{host}:{ports['dispatch']}/" if "dispatch" in ports else "",
-        "DISPATCH_NUDGE_URL": f"http://{host}:{ports['dispatch']}/" if "dispatch" in ports else "",
+        "DISPATCH_FANOUT_URL": f"http://{host}:{ports[Target.DISPATCH]}/" if Target.DISPATCH in ports else "",
+        "DISPATCH_NUDGE_URL": f"http://{host}:{ports[Target.DISPATCH]}/" if Target.DISPATCH in ports else "",
     }
     for name in ("SMTP_USERNAME", "SMTP_PASSWORD"):
         env.pop(name, None)
-    if not env.get("VERIFY_LINK_BASE") and "confirm_verification" in ports:
-        env["VERIFY_LINK_BASE"] = f"http://{_browser_host(host)}:{ports['confirm_verification']}/"
+    if not env.get("VERIFY_LINK_BASE") and Target.CONFIRM in ports:
+        env["VERIFY_LINK_BASE"] = f"http://{_browser_host(host)}:{ports[Target.CONFIRM]}/"
     return env
 
 
@@ -188,7 +194,7 @@ def _serve(
         check_free(host, port, target)
     check_free(host, smtp_port, "mailbox SMTP")
     check_free(host, args.mailbox_port, "mailbox web")
-    site_port = getattr(args, "site_port", None) if "create_verification" in ports else None
+    site_port = getattr(args, "site_port", None) if Target.CREATE in ports else None
     demo = Wiring.of(os.environ, host, site_port, _browser_host(host))
     if demo.runs_demo and site_port:
         check_free(host, site_port, "demo site")
@@ -210,8 +216,8 @@ def _serve(
     sendgrid_key = provider_reports.development_sendgrid_key(config.local_dir)  # the mailbox signs with it
 
     env = child_environment(dict(os.environ), url, host, ports, smtp_port, args.mailbox_port)
-    if "delivery_reports" in ports:  # the mailbox is both providers, so its keys verify
-        env.update(reports_settings(host, ports["delivery_reports"], sendgrid_key))
+    if Target.DELIVERY_REPORTS in ports:  # the mailbox is both providers, so its keys verify
+        env.update(reports_settings(host, ports[Target.DELIVERY_REPORTS], sendgrid_key))
     env["VERIFY_LOCAL_DIR"] = str(Path(config.local_dir).resolve())  # the children share this run's key and outbox
     env.update(demo.service_settings(env, config.local_dir))  # webhooks and return URLs: the demo's, or yours
     write = _writer()
@@ -274,14 +280,14 @@ def _demo_site(
     host: str, port: int | None, origin: str, ports: dict[str, int], env: dict[str, str], out: Callable[[str], None]
 ) -> demo_site.DemoSiteServer | None:
     """The demo signup site, calling create through the client library (clients/python)."""
-    if not port or "create_verification" not in ports:
+    if not port or Target.CREATE not in ports:
         return None
     try:
         server = demo_site.build(
             host,
             port,
             origin,
-            f"http://{host}:{ports['create_verification']}/",
+            f"http://{host}:{ports[Target.CREATE]}/",
             env["WEBHOOK_SECRET"],
             demo_site.create_signing_key(env),
         )

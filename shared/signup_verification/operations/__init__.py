@@ -1,1 +1,2 @@
-"""Operations: the reconciler's duties, the signals, the status table and the inspect timeline."""
+"""Operations: the scheduled runs (the dispatcher, the reconciler's duties), the signals, the status
+table and the inspect timeline."""

@@ -1,25 +1,31 @@
-"""The reconciler's and the signals' settings (README "Reconcile, signals and logs"; each declared once,
-platform/settings.py).
+"""The settings of the scheduled runs, dispatch (README "Dispatch") and the reconciler, and of the
+signals they close with (README "Reconcile, signals and logs"); each declared once, platform/settings.py.
 
 River's rescuer model: defaults that are safe for a service nobody has tuned yet, each overridable.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..delivery.capacity_config import FanoutConfig, PacingConfig
 from ..delivery.config import (
     DELIVERY_REPORTS_URL,
+    SEND_LIMITS,
+    SEND_TIMEOUT,
     SMS_MAX_PER_HOUR,
     SMS_TRANSPORT,
     TWILIO_ACCOUNT_SID,
     TWILIO_API_URL,
     TWILIO_AUTH_TOKEN,
+    MessageConfig,
+    SendLimit,
 )
-from ..outbox.config import RetryPolicy
-from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT
+from ..outbox.config import FailurePolicy, NudgeConfig, RetryPolicy
+from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
 from ..platform.errors import ConfigError
-from ..platform.settings import Env, Setting, number, part, setting
+from ..platform.settings import Env, Setting, each, number, part, setting
 from ..verifications.config import TWILIO_FROM, VERIFICATION_TTL
 
 DAY = 86_400
@@ -144,3 +150,55 @@ class SignalsConfig:
         shown_default="`900` with `DELIVERY_REPORTS_URL`, else no alert",
         help="an accepted delivery without a delivered report for longer pages (only where reports are expected)",
     )
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    """One dispatch run's settings (operations/dispatcher.py), every part it reads included."""
+
+    deployment: str = DEPLOYMENT.field()  # names the heartbeat and the lease owners
+    production: bool = production_flag()  # fault injection is never armed in production
+    function_timeout_seconds: float = FUNCTION_TIMEOUT.field()
+    send_limits: Mapping[str, SendLimit] = each(SendLimit, SEND_LIMITS)
+    send_timeout_seconds: float = SEND_TIMEOUT.field()
+    max_batch: int = setting("DISPATCH_MAX_BATCH", 500, minimum=1, help="upper bound on one claim")
+    batch_seconds: float = setting(
+        "DISPATCH_BATCH_SECONDS",
+        2.0,
+        above=0,
+        help="each batch is sized from the measured send latency so its sends take about this long",
+    )
+    safety_margin_seconds: float = setting(
+        "DISPATCH_SAFETY_MARGIN_SECONDS", 5.0, above=0, help="kept free at the end (at most a quarter of the timeout)"
+    )
+    shutdown_grace_seconds: float = SHUTDOWN_GRACE.field()
+    idle_wait: bool = setting(
+        "DISPATCH_IDLE_WAIT",
+        False,
+        default_for=lambda env: env.production,
+        shown_default="`true` in production, else `false`",
+        help="when the outbox is empty, keep polling it until near the deadline instead of returning, so new work "
+        "is sent within about a poll interval rather than at the next minute's tick; costs one instance kept busy "
+        'per deployment (`docs/benchmarks.md`, "Keeping an invocation open"). Works with `verifyctl dev`\'s '
+        "scheduler emulation (each call then lasts about `FUNCTION_TIMEOUT_SECONDS`)",
+    )
+    idle_poll_seconds: float = setting(
+        "DISPATCH_IDLE_POLL_SECONDS",
+        0.25,
+        above=0,
+        help="how often an idle invocation looks for work (an empty claim is one probe of the eligible partial index)",
+    )
+    # Past it the claim takes no SMS intent until the next hour or `verifyctl sms resume`.
+    sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()
+    messages: MessageConfig = part(MessageConfig)  # what the rendered messages say
+    failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds
+    pacing: PacingConfig = part(PacingConfig)  # the providers' rates
+    fanout: FanoutConfig = part(FanoutConfig)  # more invocations for a backlog
+    nudge: NudgeConfig = part(NudgeConfig)  # whose nudges the dispatch target accepts
+    retry: RetryPolicy = part(RetryPolicy)  # when a settled intent is tried again
+    signals: SignalsConfig = part(SignalsConfig)  # the records the run closes with
+
+    def concurrency(self, channel: str) -> int:
+        """The most sends of `channel` in flight in this invocation."""
+        limit = self.send_limits.get(channel)
+        return limit.max_in_flight if limit is not None else 1

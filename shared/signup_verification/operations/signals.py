@@ -228,7 +228,9 @@ def compute(
                 sender_faults=row["sender_faults"],
                 route_holds=list(row["route_holds"] or []),
                 slowed_seconds=round(row["slowed_seconds"], 3),
-                drain_seconds=drain_seconds(row["ready_count"], attempts["attempting"], config.window_seconds),
+                drain_seconds=drain_seconds(
+                    row["ready_count"], attempts[AttemptOutcome.ATTEMPTING], config.window_seconds
+                ),
             )
         )
     first = rows[0]

@@ -8,8 +8,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..outbox.states import AttemptOutcome
 from ..platform.timestamps import rfc3339
 from .signals import Signals
+
+# The attempt-log counts a row shows ('attempting': the attempts begun in the window).
+_ATTEMPTS_SHOWN = (
+    AttemptOutcome.ATTEMPTING,
+    AttemptOutcome.ACCEPTED,
+    AttemptOutcome.RETRYABLE,
+    AttemptOutcome.AMBIGUOUS,
+    AttemptOutcome.FAILED,
+)
 
 
 def _age(seconds: float | None) -> str:
@@ -68,7 +78,7 @@ def render(s: Signals) -> str:
                 c.expired_lease_count,
                 c.ambiguous_count,
                 c.oscillating_count,
-                "/".join(str(c.attempts[k]) for k in ("attempting", "accepted", "retryable", "ambiguous", "failed")),
+                "/".join(str(c.attempts[k]) for k in _ATTEMPTS_SHOWN),
                 _drain(c.drain_seconds, c.ready_count, s.config.ttl_seconds),
             ]
             for c in s.channels

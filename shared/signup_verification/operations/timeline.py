@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from ..delivery.events import webhook_id
+from ..outbox.states import AttemptOutcome, IntentStatus, VerificationStatus
 from ..platform.database import Database, load_sql
 from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
@@ -125,6 +126,12 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
 
 
 _PROOFS = {("email", "link"): "the email's link", ("sms", "code"): "the SMS code"}
+# How a verification ended unverified, as the timeline says it.
+_ENDINGS = {
+    VerificationStatus.EXPIRED: "the link or code expired",
+    VerificationStatus.LOCKED: "too many wrong codes",
+    VerificationStatus.SUPERSEDED: "replaced by verification {superseded_by}",
+}
 
 
 def _webhook_events(db: Database, verification_id: uuid.UUID) -> list[dict[str, Any]]:
@@ -164,7 +171,7 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
     ]
     seen_claims = set()
     for a in attempts:
-        if a["outcome"] == "attempting":
+        if a["outcome"] == AttemptOutcome.ATTEMPTING:
             if a["claimed_at"] is not None and a["claimed_at"] not in seen_claims:
                 seen_claims.add(a["claimed_at"])
                 events.append(
@@ -180,10 +187,14 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
                 last_claim,
                 "claimed",
                 f"latest claim (lease version {row['lease_version']})"
-                + ("" if row["intent_status"] in ("claimed", "attempting") else ", released or expired"),
+                + (
+                    ""
+                    if row["intent_status"] in (IntentStatus.CLAIMED, IntentStatus.ATTEMPTING)
+                    else ", released or expired"
+                ),
             )
         )
-    if row["intent_status"] == "suppressed" and row["completed_at"]:
+    if row["intent_status"] == IntentStatus.SUPPRESSED and row["completed_at"]:
         events.append(Event(row["completed_at"], "suppressed", f"not sent: verification {row['suppression_reason']}"))
     if row["verified_at"]:
         proof = _PROOFS.get((row["verified_channel"], row["verified_via"]), "the link or code (which was not recorded)")
@@ -192,12 +203,8 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
             second = next(p for p in proofs(row) if p.channel != row["verified_channel"])
             phrase = _PROOFS[(second.channel, second.via)]
             events.append(Event(row["second_proof_at"], "proved", f"{second.destination} proved too, with {phrase}"))
-    elif row["status"] in ("expired", "superseded", "locked"):
-        detail = {
-            "expired": "the link or code expired",
-            "locked": "too many wrong codes",
-            "superseded": f"replaced by verification {row['superseded_by']}",
-        }[row["status"]]
+    elif row["status"] in _ENDINGS:
+        detail = _ENDINGS[row["status"]].format(superseded_by=row["superseded_by"])
         events.append(Event(row["updated_at"], row["status"], detail))
     if row["redacted_at"]:
         events.append(Event(row["redacted_at"], "redacted", "destination removed (evidence retention)"))
@@ -216,30 +223,31 @@ def _outcome(a: dict[str, Any]) -> str:
         parts.append(f"{a['error_class']}: {redact_text(a['error_detail'] or '')}".rstrip(": "))
     if a["provider_ref"]:
         parts.append(f"provider ref {redact_text(a['provider_ref'])}")
-    if a["segments"] and a["outcome"] == "accepted":  # what was billed: only a sent message has segments
+    if a["segments"] and a["outcome"] == AttemptOutcome.ACCEPTED:  # what was billed: only a sent message has segments
         parts.append(f"{a['segments']} segment(s)")
     return "; ".join(parts)
 
 
 # Intent states with an attempt still to come: only these have a meaningful next_attempt_at.
-_WAITING = ("ready", "retryable", "ambiguous")
+_WAITING = frozenset({IntentStatus.READY, IntentStatus.RETRYABLE, IntentStatus.AMBIGUOUS})
 
 
 def delivery_note(
     verification: dict[str, Any], intent: dict[str, Any] | None, fallback: dict[str, Any] | None = None
 ) -> str | None:
     """What the bare statuses do not say: a pending verification nobody will receive."""
-    if verification["status"] != "pending" or intent is None:
+    if verification["status"] != VerificationStatus.PENDING or intent is None:
         return None
-    if intent["status"] == "failed" and fallback is not None and fallback["status"] not in ("failed", "suppressed"):
+    ended = (IntentStatus.FAILED, IntentStatus.SUPPRESSED)
+    if intent["status"] == IntentStatus.FAILED and fallback is not None and fallback["status"] not in ended:
         return f"the primary failed for good; the {fallback['channel']} fallback: {fallback['why']}"
-    if intent["status"] == "failed":
+    if intent["status"] == IntentStatus.FAILED:
         return (
             "delivery failed for good: no message was delivered, none will be sent; the user needs a new verification"
         )
-    if intent["status"] == "accepted":
+    if intent["status"] == IntentStatus.ACCEPTED:
         return "sent: the provider accepted it; waiting for the user to confirm"
-    if intent["status"] == "suppressed":
+    if intent["status"] == IntentStatus.SUPPRESSED:
         return f"delivery suppressed ({intent['suppression_reason']}): nothing will be sent"
     return None
 

@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from ..outbox.states import AttemptOutcome, IntentStatus
 from ..platform.database import Database, load_sql
 from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
@@ -51,16 +52,16 @@ def why(intent: dict[str, Any]) -> str:
         "at_once": "policy both (after_seconds 0): sent with the primary",
         "timer": f"{after} s passed without a confirmation",
     }[due_reason(intent)]
-    if status == "suppressed":
+    if status == IntentStatus.SUPPRESSED:
         death = _DEATHS.get(intent["suppression_reason"], intent["suppression_reason"])
         return f"not sent: {death} ({clock(intent['completed_at'])}, it was due {clock(intent['next_attempt_at'])})"
-    if intent["attempts"] == 0 and status == "ready":
+    if intent["attempts"] == 0 and status == IntentStatus.READY:
         if intent["brought_forward_at"] is not None:
             return f"due now: {reason}"
         return f"waiting: due {clock(intent['next_attempt_at'])} ({after} s after create) unless confirmed first"
-    if status == "accepted":
+    if status == IntentStatus.ACCEPTED:
         return f"sent: {reason}"
-    if status == "failed":
+    if status == IntentStatus.FAILED:
         return f"sent and failed for good: {reason}"
     return f"sending ({status}): {reason}"
 
@@ -78,7 +79,7 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
     if intent["brought_forward_at"] is not None:
         found.append((intent["brought_forward_at"], "brought forward", f"{label}: the primary failed for good"))
     for a in attempts:
-        if a["outcome"] == "attempting":
+        if a["outcome"] == AttemptOutcome.ATTEMPTING:
             found.append(
                 (a["attempted_at"] or a["observed_at"], "attempted", f"{label} attempt {a['attempt_number']} began")
             )
@@ -87,7 +88,7 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
             if a["error_class"]:
                 detail += f"; {a['error_class']}: {redact_text(a['error_detail'] or '')}".rstrip(": ")
             found.append((a["observed_at"], "observed", detail))
-    if intent["status"] == "suppressed" and intent["completed_at"]:
+    if intent["status"] == IntentStatus.SUPPRESSED and intent["completed_at"]:
         found.append(
             (intent["completed_at"], "suppressed", f"{label} not sent: verification {intent['suppression_reason']}")
         )

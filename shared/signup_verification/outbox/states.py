@@ -1,8 +1,9 @@
 """The outbox's vocabulary, defined once: what a delivery intent can be, what an attempt-log row
-can say, and every statement that moves an intent from one status to another.
+can say, what the verification it delivers can be, and every statement that moves an intent from
+one status to another.
 
 The database enforces the same sets with CHECK constraints (sql/001_schema.sql, sql/014), and
-tests/integration/outbox/test_state_machine.py holds the two equal. Every statement anywhere that
+tests/integration/outbox/test_state_machine.py holds them equal. Every statement anywhere that
 changes `delivery_intents.status` is listed in TRANSITIONS with the statuses it moves from and to;
 the same test fails when a `.sql` file changes a status without being listed here.
 
@@ -43,12 +44,20 @@ class AttemptOutcome(StrEnum):
     RELEASED = "released"  # a begun attempt whose send never started was given back: not an attempt
 
 
+class VerificationStatus(StrEnum):
+    """A verification's status (docs/state-model.md, "Verification"): the state machine of verifications/,
+    which every intent of the verification follows (an ended one suppresses what is left to send)."""
+
+    PENDING = "pending"  # created: its secrets work until expires_at
+    VERIFIED = "verified"  # a secret proved its destination (the first proof); the other may still prove its own
+    EXPIRED = "expired"  # expires_at passed (the reconciler marks it; expires_at is the truth meanwhile)
+    SUPERSEDED = "superseded"  # a newer verification of the account on its channels replaced it
+    LOCKED = "locked"  # too many wrong SMS codes (per verification, or the number's daily budget)
+
+
 # What a channel adapter's send can end as (delivery/channels/base.py SendResult.outcome).
 SEND_OUTCOMES = frozenset({AttemptOutcome.ACCEPTED, AttemptOutcome.RETRYABLE, AttemptOutcome.AMBIGUOUS,
                            AttemptOutcome.FAILED})  # fmt: skip
-ELIGIBLE = frozenset({IntentStatus.READY, IntentStatus.RETRYABLE})  # sql/definitions/02 says the same
-LEASED = frozenset({IntentStatus.CLAIMED, IntentStatus.ATTEMPTING})
-FINISHED = frozenset({IntentStatus.ACCEPTED, IntentStatus.FAILED, IntentStatus.SUPPRESSED})  # completed_at set
 
 S = IntentStatus
 

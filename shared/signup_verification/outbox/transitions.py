@@ -28,7 +28,7 @@ from typing import Any
 
 from ..platform.database import Database, load_sql
 from .config import FailurePolicy, RetryPolicy
-from .states import SEND_OUTCOMES, AttemptOutcome
+from .states import SEND_OUTCOMES, AttemptOutcome, VerificationStatus
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class ClaimedIntent:
         no link: it reports the verification's end, so it is never dead."""
         if self.is_event:
             return None
-        if self.verification_status != "pending":
+        if self.verification_status != VerificationStatus.PENDING:
             return self.verification_status  # superseded | verified | expired | locked
         if self.expires_at <= now:
             return "expired"

@@ -4,10 +4,11 @@ and migrations (README "Configuration"; each declared once, platform/settings.py
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from .settings import Setting, plain, resolved_path, setting
+from .settings import Env, Setting, plain, resolved_path, setting
 
 ENVIRONMENT = Setting(
     "ENVIRONMENT",
@@ -21,10 +22,34 @@ DEPLOYMENT = Setting(
     "local",
     help="label on every signal and log record; names the heartbeat, the lease owners and the reconciler's watermark",
 )
+
+
+class Target(StrEnum):
+    """The function targets: functions/main.py's entry points, one per deployed service (infra's
+    `entry_point`, Cloud Run's FUNCTION_TARGET). An instance serves one."""
+
+    CREATE = "create_verification"
+    CONFIRM = "confirm_verification"
+    DISPATCH = "dispatch"
+    RECONCILE = "reconcile"
+    STATUS = "status"
+    DELIVERY_REPORTS = "delivery_reports"
+
+
+def _target(raw: str, env: Env) -> Target:
+    try:
+        return Target(raw)
+    except ValueError:
+        raise ValueError(f"must be one of {', '.join(Target)}, got {raw!r}") from None
+
+
 FUNCTION_TARGET = Setting(
     "FUNCTION_TARGET",
     None,
-    help="set by Cloud Run: the entry point this instance serves (what production requires depends on it)",
+    parse=_target,
+    help="set by Cloud Run: the entry point this instance serves, one of "
+    + ", ".join(f"`{t}`" for t in Target)
+    + " (any other is refused at start); what production requires depends on it",
 )
 STATE_FOLDER = "signup-verification"  # in the user's state directory: an installed package's local dir
 

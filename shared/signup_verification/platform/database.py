@@ -6,7 +6,6 @@ prepared statement costs one. Every hot-path query therefore goes through `Datab
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -138,22 +137,10 @@ class Database:
         self._con: pg8000.native.Connection | None = None
         self._prepared: dict[str, Any] = {}
         self._in_transaction = False
-        self._owner = threading.get_ident()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Database:
         return cls(ConnectionParams.from_url(url), **kwargs)
-
-    def sibling(self) -> Database:
-        """A second, independent connection to the same database with the same settings (for a
-        thread that must not share this one); opened lazily, closed by its own `close()`."""
-        return Database(
-            self.params,
-            statement_timeout_ms=self.statement_timeout_ms,
-            application_name=self.application_name,
-            connector=self._connector,
-            session_settings=self.session_settings,
-        )
 
     # -- connection lifecycle -------------------------------------------------------------
     def _connection(self) -> pg8000.native.Connection:

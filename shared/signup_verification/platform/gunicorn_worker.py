@@ -1,5 +1,6 @@
-"""gunicorn's threaded worker with the limits of platform/serving.py: imported when functions-framework
-builds its gunicorn server (never before the first answer's code path needs it).
+"""gunicorn's threaded worker with the limits platform/serving.py describes (LIMITS, HEAD_BYTES):
+imported when functions-framework builds its gunicorn server (never before the first answer's code
+path needs it).
 
 The head's deadline and size are kept by ReadGuard, a proxy of the connection's socket that every
 read of the request goes through: armed for the head when the worker takes a request off the
@@ -20,8 +21,12 @@ from gunicorn.http.errors import LimitRequestHeaders, LimitRequestLine
 from gunicorn.util import write_nonblock
 from gunicorn.workers.gthread import ThreadWorker
 
-from .serving import HEAD_BYTES, LIMITS
-
+HEAD_BYTES = 64 * 1024  # a request line and headers; ours (a JWT, traceparent, Idempotency-Key) are ~3 KB
+LIMITS: dict[str, Any] = {
+    "limit_request_line": 8190,
+    "limit_request_fields": 100,
+    "limit_request_field_size": 8190,
+}
 _log = logging.getLogger("signup_verification.platform.serving")
 PROBLEM_BASE = "/problems/"  # api/problem_types.py's BASE (platform cannot import it): served by every target
 

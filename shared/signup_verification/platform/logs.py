@@ -137,7 +137,7 @@ SIGNALS_LOGGER = "signup_verification.operations.signals"
 # The run summaries: a run that moved nothing logs at DEBUG (the emitter says so: hidden in text below
 # LOG_LEVEL=DEBUG); in JSON they and the signal records are written whatever their severity, because
 # operators read them in Cloud Logging and the log-based metrics count them (the absence alert).
-RUN_LOGGERS = (SIGNALS_LOGGER, "signup_verification.delivery.dispatcher", "signup_verification.operations.reconciler")
+RUN_LOGGERS = (SIGNALS_LOGGER, "signup_verification.operations.dispatcher", "signup_verification.operations.reconciler")
 
 
 # -- formats ---------------------------------------------------------------------------------------

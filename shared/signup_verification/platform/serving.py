@@ -14,7 +14,7 @@ so nothing here costs a cold start anything):
 
     request line        at most 8,190 bytes (gunicorn's most)     414 problem+json
     header fields       at most 100, each at most 8,190 bytes     431 problem+json
-    the whole head      at most HEAD_BYTES                        431 problem+json
+    the whole head      at most 64 KiB                            431 problem+json
     reading the head    whole within HTTP_READ_TIMEOUT_SECONDS of its first byte   408 problem+json
     reading the body    within HTTP_READ_TIMEOUT_SECONDS again    400 (the body cannot be read)
 
@@ -32,13 +32,6 @@ each instance would carry a management interface nothing uses.
 from __future__ import annotations
 
 from typing import Any
-
-HEAD_BYTES = 64 * 1024  # a request line and headers; ours (a JWT, traceparent, Idempotency-Key) are ~3 KB
-LIMITS: dict[str, Any] = {
-    "limit_request_line": 8190,
-    "limit_request_fields": 100,
-    "limit_request_field_size": 8190,
-}
 
 
 def install(read_timeout_seconds: float) -> None:

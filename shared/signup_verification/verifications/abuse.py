@@ -25,7 +25,7 @@ import math
 import unicodedata
 from dataclasses import dataclass
 
-from .config import AbuseConfig
+from .config import AbuseConfig, ascii_domain
 
 DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part (only Gmail does)
 DOMAIN_ALIASES = {"googlemail.com": "gmail.com"}
@@ -109,18 +109,6 @@ def exact_email(address: str) -> str:
     form; the local part as given (`+tag`, dots and case kept: they may name another mailbox)."""
     local, _, domain = unicodedata.normalize("NFC", address).rpartition("@")
     return f"{local}@{ascii_domain(domain)}"
-
-
-def ascii_domain(domain: str) -> str:
-    """The domain lower-cased in its IDNA (UTS 46) ASCII form: `Bücher.de` and `xn--bcher-kva.de`
-    are one domain."""
-    import idna  # email_validator's own dependency, loaded already where an address was validated
-
-    try:
-        domain = idna.encode(domain, uts46=True).decode("ascii")
-    except (idna.IDNAError, UnicodeError, ValueError):
-        pass
-    return domain.lower()
 
 
 def client_network(client_ip: str) -> str:

@@ -5,6 +5,8 @@
               confirmed (or died) first; brought forward at once when the primary fails for good
     both      `after_seconds` 0: both channels at once
 
+The database names the policy from the fallback (channel_policy(), recorded on the intents).
+
 One verification, one secret per channel, both derived from the verification's one nonce
 (tokens.py): the email carries the link, the SMS the code. Only their keyed digests are stored
 (verifications.token_digest for the primary channel, fallback_digest for the fallback's). The
@@ -22,8 +24,6 @@ from . import abuse
 from .config import AbuseConfig
 from .tokens import TokenKey
 
-POLICIES = ("single", "fallback", "both")
-
 
 @dataclass(frozen=True)
 class Fallback:
@@ -35,12 +35,6 @@ class Fallback:
 
     def __repr__(self) -> str:  # never the destination
         return f"Fallback({self.channel!r}, after_seconds={self.after_seconds})"
-
-
-def policy_name(fallback: Fallback | None) -> str:
-    if fallback is None:
-        return "single"
-    return "both" if fallback.after_seconds == 0 else "fallback"
 
 
 def channel_digest(key: TokenKey, channel: str, verification_id: uuid.UUID, nonce: bytes, code_digits: int) -> bytes:

@@ -8,12 +8,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..outbox.config import NudgeConfig
-from ..platform.config import LOCAL_DIR, production_flag
+from ..platform.config import LOCAL_DIR, Target, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, setting, words
 
 # The targets that derive or check tokens (reconcile and status never do: no key secret to grant them).
-TOKEN_TARGETS = frozenset({"create_verification", "confirm_verification", "dispatch"})
+TOKEN_TARGETS = frozenset({Target.CREATE, Target.CONFIRM, Target.DISPATCH})
 TWILIO_FROM = Setting(
     "TWILIO_FROM",
     None,
@@ -94,12 +94,22 @@ def _number_types(raw: str, env: Env) -> frozenset[str]:
     return types
 
 
+def ascii_domain(domain: str) -> str:
+    """The domain lower-cased in its IDNA (UTS 46) ASCII form: `Bücher.de` and `xn--bcher-kva.de`
+    are one domain. PLUS_TAG_DOMAINS is read in this form, and abuse.py's keys are written in it."""
+    import idna  # email_validator's own dependency, loaded already where an address was validated
+
+    try:
+        domain = idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError, ValueError):
+        pass
+    return domain.lower()
+
+
 def _plus_tag_domains(raw: str, env: Env) -> frozenset[str] | None:
     """`*`: every domain; else only these (lower case, IDNA form, as the counting key writes them)."""
     if raw.strip() == "*":
         return None
-    from .abuse import ascii_domain  # idna: imported where an address is checked, not at every start
-
     return frozenset(ascii_domain(domain) for domain in words()(raw, env))
 
 
@@ -109,7 +119,7 @@ class AbuseConfig:
         "SMS_ALLOWED_COUNTRIES",
         LOCAL_SMS_COUNTRIES,
         parse=_countries,
-        required_in_production={"create_verification"},
+        required_in_production={Target.CREATE},
         form="ISO 3166 alpha-2 codes, e.g. US,CA,GB",
         help="ISO 3166 alpha-2 codes SMS may go to; others answer 422 `sms-country-not-allowed`",
     )

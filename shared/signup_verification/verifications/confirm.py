@@ -35,6 +35,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from ..outbox.states import VerificationStatus
 from ..platform.database import Database, load_sql
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
@@ -213,7 +214,8 @@ def confirm_code(
             "confirmation refused: destination over its daily wrong-code budget",
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
-        if row["status"] != "pending":  # verified by the link: it stays verified, the code proves nothing
+        # verified by the link: it stays verified, the code proves nothing
+        if row["status"] != VerificationStatus.PENDING:
             return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
         db.one(_LOCK_DESTINATION, id=verification_id)  # locked for real: the site reads and hears `locked`
         return _attempted(LOCKED, row)
@@ -222,10 +224,10 @@ def confirm_code(
     failed = db.one(_WRONG_CODE, id=verification_id)
     if failed is None:  # purged between the two statements
         return _logged(Outcome(INVALID))
-    if failed["status"] not in (row["status"], "locked"):  # it ended between the two statements
+    if failed["status"] not in (row["status"], VerificationStatus.LOCKED):  # it ended between the two statements
         return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
     remaining = max(failed["max_confirm_failures"] - failed["confirm_failures"], 0)
-    return _attempted(LOCKED if failed["status"] == "locked" else WRONG_CODE, row, remaining)
+    return _attempted(LOCKED if failed["status"] == VerificationStatus.LOCKED else WRONG_CODE, row, remaining)
 
 
 # -- the hosted code-entry page (api/confirm.py: `?entry=<handle>`) -----------------------------
@@ -268,7 +270,7 @@ def _consumed(row: dict[str, Any], after: dict[str, Any], prefix: str = "") -> d
     or the link statement's `new_*` columns)."""
     return {
         **row,
-        "status": "verified",
+        "status": VerificationStatus.VERIFIED,
         **{column: after[prefix + column] for column in ("verified_at", "verified_channel", "verified_via")},
         "second_proof_at": after[prefix + "second_proof_at"],
     }
@@ -314,18 +316,18 @@ def from_state(row: dict[str, Any]) -> Outcome:
     status, presented = row["status"], row["presented"]
     unexpired = row["expires_at"] > row["db_now"]
     tries_spent = presented == "sms" and row["confirm_failures"] >= row["max_confirm_failures"]
-    if status == "verified":
+    if status == VerificationStatus.VERIFIED:
         if proved_at(row, presented) is not None:
             result = ALREADY_VERIFIED
         elif row["verified_channel"] is None or not unexpired:  # expired, or verified before proofs were kept
             result = EXPIRED
         else:
             result = LOCKED if tries_spent else PENDING  # this one can still prove its destination
-    elif status == "pending" and unexpired:
+    elif status == VerificationStatus.PENDING and unexpired:
         result = PENDING
-    elif status in ("pending", "expired"):  # expires_at is the truth; the status catches up lazily
-        result = EXPIRED
-    elif status == "superseded":
+    elif status in (VerificationStatus.PENDING, VerificationStatus.EXPIRED):
+        result = EXPIRED  # expires_at is the truth; the status catches up lazily
+    elif status == VerificationStatus.SUPERSEDED:
         result = SUPERSEDED
     else:
         result = LOCKED

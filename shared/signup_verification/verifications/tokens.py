@@ -19,12 +19,9 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..platform.errors import ConfigError
-
-if TYPE_CHECKING:  # config.py imports this module where a key is set
-    from .config import TokenConfig
 
 NONCE_BYTES = 16
 DEV_KEY_PREFIX = "dev-"
@@ -33,6 +30,18 @@ ID_CHARS = 22  # a 16-byte verification id in unpadded base64url
 ENTRY_MAC_BYTES = 16  # a code-entry handle's HMAC, truncated: 128 bits, 22 base64url characters
 ENTRY_MAC_CHARS = 22
 LINK_PARAMETER, ENTRY_PARAMETER = "token", "entry"  # the confirm target's query: an email link, a code-entry page
+
+
+class KeySettings(Protocol):
+    """What a keyring is built from: TOKEN_KEYS, and where a local run keeps its development key
+    (config.py's TokenConfig, which parses TOKEN_KEYS with this module)."""
+
+    @property
+    def keys(self) -> str | None: ...
+    @property
+    def production(self) -> bool: ...
+    @property
+    def local_dir(self) -> Path: ...
 
 
 def _b64(raw: bytes) -> str:
@@ -180,7 +189,7 @@ class Keyring:
         return cls(keys)
 
     @classmethod
-    def from_config(cls, config: TokenConfig) -> Keyring:
+    def from_config(cls, config: KeySettings) -> Keyring:
         if config.keys:
             ring = cls.parse(config.keys)
         elif config.production:

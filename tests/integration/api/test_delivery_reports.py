@@ -285,8 +285,8 @@ def test_a_delivered_report_that_overtakes_our_settle_is_kept(db):
     """The provider answered, its delivered event arrived before our settle committed (the local
     mailbox reports that fast with --report-delay 0): delivered_at survives the settle."""
     from signup_verification.delivery import reports as report_model
-    from signup_verification.outbox import Settlement
     from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.transitions import Settlement
     from support.factories import make_verifications
 
     make_verifications(db, 1, "email", prefix="early")

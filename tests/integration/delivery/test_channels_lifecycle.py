@@ -15,7 +15,7 @@ from signup_verification.config import ConfigError, load
 from signup_verification.delivery.channels import build_channels
 from signup_verification.delivery.config import MessageConfig
 from signup_verification.delivery.messages import Renderer, sample_intent
-from signup_verification.operations import dispatch_run
+from signup_verification.operations.dispatcher import DispatchRun, dispatch
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.runtime import Runtime
 from support.config import make_config
@@ -57,22 +57,23 @@ def test_the_pooled_smtp_connection_is_kept_between_invocations_and_quit_at_shut
         )
     )
 
-    def dispatch(stop: threading.Event):
+    def invoke(stop: threading.Event):
         """One invocation as the dispatch target runs it, with this instance's adapters."""
-        c = runtime.config
-        return dispatch_run.run(runtime.db, c.dispatch, c.retry, c.signals, runtime.keyring, runtime.channels,
-                                stop=stop, close_channels=runtime.close_channels)  # fmt: skip
+        r = runtime
+        return dispatch(
+            DispatchRun(r.db, r.config.dispatch, r.keyring, r.channels, stop=stop, close_channels=r.close_channels)
+        )
 
     try:
         seed_intents(db, 1)
         stop = threading.Event()
-        assert dispatch(stop).accepted == 1
+        assert invoke(stop).accepted == 1
         assert smtp.quits == 0  # reused by the next invocation of this instance
         seed_intents(db, 1, prefix="second")
-        assert dispatch(stop).accepted == 1
+        assert invoke(stop).accepted == 1
         assert smtp.quits == 0 and len(smtp.received) == 2
         stop.set()  # SIGTERM: the next (last) invocation claims nothing and ends the SMTP session
-        dispatch(stop)
+        invoke(stop)
         assert smtp.quits == 1
     finally:
         runtime.close()

@@ -188,8 +188,8 @@ def test_opt_in_delivery_events_one_per_delivery_and_type(db):
     """WEBHOOK_EVENTS=all: delivery.delivered and delivery.bounced, one per delivery (its channel is
     the event's subject, so each has its own webhook-id), recorded with the report."""
     from signup_verification.delivery.events import webhook_id
-    from signup_verification.outbox import Settlement
     from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.transitions import Settlement
 
     db.run("SET signup_verification.webhooks = 'on'")
     db.run("SET signup_verification.webhook_events = 'delivery.delivered,delivery.bounced,delivery.failed'")

@@ -12,7 +12,7 @@ import pytest
 
 from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.console import ConsoleChannel
-from signup_verification.delivery.dispatcher import Dispatcher
+from signup_verification.operations.dispatcher import Dispatcher, DispatchRun
 from signup_verification.outbox import transitions as t
 from signup_verification.platform.database import Database
 from signup_verification.verifications.tokens import split_link
@@ -82,12 +82,7 @@ def test_claim_records_last_claim_at_and_the_latency_that_seeds_the_next_run(db,
     seed_intents(db, 1, prefix="again")
     estimator = LatencyEstimator()
     Dispatcher(
-        db,
-        settings.dispatch,
-        settings.retry,
-        KEYRING,
-        {"email": ConsoleChannel("email", tmp_path)},
-        estimator=estimator,
+        DispatchRun(db, settings.dispatch, KEYRING, {"email": ConsoleChannel("email", tmp_path)}), estimator=estimator
     ).run()
     assert estimator.snapshot()["email"] < 0.5  # seeded from the row, not the cautious default
     assert db.one("SELECT watermark FROM worker_heartbeats")["watermark"]["other"] == 1  # merged, not overwritten
@@ -196,7 +191,7 @@ def test_oscillating_intent_is_flagged(db, smtp, caplog):
     smtp.behaviour = SmtpBehaviour(drop_after_data=True)
     seed_intents(db, 1)
     db.run("UPDATE delivery_intents SET ambiguous_count = 1, attempts = 1, status = 'retryable'")
-    with caplog.at_level(logging.WARNING, logger="signup_verification.delivery.dispatcher"):
+    with caplog.at_level(logging.WARNING, logger="signup_verification.operations.dispatcher"):
         run_dispatch(db, provider_settings(smtp))
     [flagged] = [r for r in caplog.records if getattr(r, "json_fields", {}).get("flag") == "ambiguous_oscillation"]
     assert flagged.json_fields["ambiguous_count"] == 2 and intent(db, 1)["ambiguous_count"] == 2
@@ -205,7 +200,7 @@ def test_oscillating_intent_is_flagged(db, smtp, caplog):
 def test_bad_credentials_fail_loudly_and_stop_hammering_the_provider(db, twilio, caplog):
     settings = provider_settings(twilio=twilio, twilio_auth_token="wrong", send_concurrency=1)
     seed_intents(db, 4, sms_every=1)
-    with caplog.at_level(logging.ERROR, logger="signup_verification.delivery.dispatcher"):
+    with caplog.at_level(logging.ERROR, logger="signup_verification.operations.dispatcher"):
         report = run_dispatch(db, settings)
     assert (report.failed, report.retryable) == (1, 3) and twilio.requests == 1
     [alert] = [r for r in caplog.records if r.levelno == logging.ERROR]

@@ -12,7 +12,7 @@ import pytest
 from signup_verification.delivery import batch_sizing as budget
 from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.base import SendResult
-from signup_verification.delivery.dispatcher import Dispatcher
+from signup_verification.operations.dispatcher import Dispatcher
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import RetryPolicy
 from signup_verification.platform.database import Database

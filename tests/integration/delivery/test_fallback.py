@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from signup_verification.operations import signals
 from signup_verification.operations.reconciler import redact
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import RetryPolicy
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications import confirm as c
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio

@@ -16,7 +16,7 @@ from google.oauth2.credentials import Credentials
 from signup_verification import runtime
 from signup_verification.config import load
 from signup_verification.delivery.fanout import Invocation
-from signup_verification.operations import dispatch_run
+from signup_verification.operations.dispatcher import DispatchRun, dispatch
 from signup_verification.outbox import nudge
 from signup_verification.outbox.config import NudgeConfig
 from signup_verification.platform.errors import ConfigError
@@ -130,8 +130,7 @@ def test_a_nudged_invocation_drains_the_outbox_and_returns(db):
 
 def run_nudged(db):
     config = provider_settings(dispatch_idle_wait=True, function_timeout_seconds=20)
-    return dispatch_run.run(db, config.dispatch, config.retry, config.signals, KEYRING, {"email": Slow(0.001)},
-                            stop=threading.Event(), close_channels=lambda: None, invocation=Invocation.nudged())  # fmt: skip
+    return dispatch(DispatchRun(db, config.dispatch, KEYRING, {"email": Slow(0.001)}, invocation=Invocation.nudged()))
 
 
 @pytest.fixture

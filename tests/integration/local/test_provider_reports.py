@@ -19,7 +19,7 @@ from signup_verification import cli, runtime
 from signup_verification.local import provider_reports
 from signup_verification.local.mailbox import MailboxServer
 from signup_verification.operations.config import SmsLookupConfig
-from signup_verification.operations.reconciler import reconcile
+from signup_verification.operations.reconciler.runner import reconcile
 from support.dev_process import free_ports
 from support.dispatch import provider_settings, run_dispatch
 from support.served import serve

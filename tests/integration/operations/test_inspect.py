@@ -6,8 +6,8 @@ import json
 
 from signup_verification import cli
 from signup_verification.operations import timeline as inspect
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications.tokens import Keyring
 from support.factories import expire_leases, make_verifications, run
 from support.paths import TEST_TOKEN_KEYS

@@ -6,8 +6,8 @@ import pytest
 
 from signup_verification.operations import signals
 from signup_verification.operations.config import SignalsConfig
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from support.factories import SETTINGS, CountingDatabase, deliver, make_verifications, run
 
 AGREED_FIELDS = {

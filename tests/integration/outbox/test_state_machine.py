@@ -1,12 +1,13 @@
 """The outbox's vocabulary is defined once (outbox/states.py) and the database agrees with it:
-the status and outcome CHECK constraints hold the same sets, and every statement anywhere that
-changes an intent's status is in the transition table, with nothing listed that does not."""
+the status and outcome CHECK constraints (the intents', the attempts', the verifications') hold the
+same sets, and every statement anywhere that changes an intent's status is in the transition table,
+with nothing listed that does not."""
 
 from __future__ import annotations
 
 import re
 
-from signup_verification.outbox.states import TRANSITIONS, AttemptOutcome, IntentStatus
+from signup_verification.outbox.states import TRANSITIONS, AttemptOutcome, IntentStatus, VerificationStatus
 from support.paths import ROOT
 
 _CHECK = "SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE conname = :name"
@@ -20,6 +21,7 @@ def _allowed(db, constraint: str) -> set[str]:
 def test_the_enums_are_the_schemas_check_constraints(db):
     assert _allowed(db, "delivery_intents_status_check") == {s.value for s in IntentStatus}
     assert _allowed(db, "delivery_attempts_outcome_check") == {o.value for o in AttemptOutcome}
+    assert _allowed(db, "verifications_status_check") == {s.value for s in VerificationStatus}
 
 
 _COMMENT = re.compile(r"--[^\n]*")

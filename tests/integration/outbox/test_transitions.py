@@ -8,9 +8,9 @@ import pytest
 
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import RetryPolicy
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS

@@ -14,7 +14,7 @@ import pytest
 from google.oauth2.credentials import Credentials
 
 from signup_verification.delivery import fanout
-from signup_verification.delivery.dispatch_config import FanoutConfig
+from signup_verification.delivery.capacity_config import FanoutConfig
 from signup_verification.platform.tasks import CloudTasks, LocalTasks
 from support.waiting import until
 

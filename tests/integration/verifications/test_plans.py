@@ -3,8 +3,8 @@
 A database with history and statistics, as a deployment's: 20,000 finished verifications, ANALYZE.
 In PostgreSQL's auto plan mode confirm's link statement was planned anew on every call there (its
 array parameter makes the generic plan look dearer), and its consume was planned as a walk over the
-pending index; the create and confirm targets now run generic plans (runtime.py) of statements shaped
-so the generic plan is the index probe."""
+pending index. The create and confirm targets run generic plans (runtime.py; every deployed target's
+session settings are checked here) of statements shaped so the generic plan is the index probe."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ import pytest
 from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load
+from signup_verification.platform.config import Target
 from signup_verification.platform.database import load_sql
-from signup_verification.runtime import Runtime
+from signup_verification.runtime import Runtime, session_settings
 from signup_verification.verifications import confirm as confirm_module
 from signup_verification.verifications import confirm as confirmations
 from support.paths import TEST_TOKEN_KEYS
+from support.terraform_model import load_infra
 
 HISTORY = """
 WITH v AS (
@@ -54,22 +56,29 @@ def history(db):
     return db
 
 
-def test_the_web_targets_run_generic_plans_and_the_dispatcher_does_not(history, database_url, tmp_path):
-    for target, mode in (("create_verification", "force_generic_plan"), ("confirm", "force_generic_plan")):
+# What each target's sessions carry (webhooks off): the web targets plan generically; dispatch (its
+# unnest() joins need the real array sizes), the reconciler, status and the reports ingest keep auto.
+GENERIC = {"plan_cache_mode": "force_generic_plan"}
+INTENDED = {Target.CREATE: GENERIC, Target.CONFIRM: GENERIC}
+
+
+def test_each_deployed_target_gets_the_session_settings_intended(database_url, tmp_path):
+    """Every FUNCTION_TARGET infra deploys (services.tf sets each service's to its entry_point), as an
+    instance of it connects: exactly the settings intended, and the plan mode its sessions run."""
+    deployed = set(load_infra().entry_points.values())
+    assert deployed == set(Target)
+    for target in sorted(deployed):
         runtime = _runtime(database_url, tmp_path, target)
         try:
+            assert session_settings(runtime.config) == INTENDED.get(target, {}), target
+            mode = INTENDED.get(target, {}).get("plan_cache_mode", "auto")
             assert runtime.db.run("SHOW plan_cache_mode") == [[mode]], target
         finally:
             runtime.close()
-    runtime = _runtime(database_url, tmp_path, "dispatch")
-    try:
-        assert runtime.db.run("SHOW plan_cache_mode") == [["auto"]]
-    finally:
-        runtime.close()
 
 
 def test_confirming_links_at_history_scale_plans_once_per_session(history, database_url, tmp_path):
-    runtime = _runtime(database_url, tmp_path, "confirm")
+    runtime = _runtime(database_url, tmp_path, Target.CONFIRM)
     try:
         db, keyring = runtime.db, runtime.keyring
         tokens = []

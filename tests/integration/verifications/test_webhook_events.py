@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications import confirm as confirmations
 from support.dispatch import KEYRING
 from support.factories import make_verifications, run

@@ -66,7 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how often the scheduler emulation calls dispatch and reconcile (default 60, "
         "like Cloud Scheduler; env VERIFY_DEV_SCHEDULE_SECONDS)",
     )
-    parser.add_argument("--fast", action="store_true", help=f"call them every {FAST_INTERVAL_SECONDS:g} s")
+    parser.add_argument(
+        "--fast",
+        action="store_const",
+        const=FAST_INTERVAL_SECONDS,
+        default=None,
+        help=f"call them every {FAST_INTERVAL_SECONDS:g} s",
+    )
     parser.add_argument(
         "--no-scheduler",
         action="store_true",

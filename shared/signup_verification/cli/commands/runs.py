@@ -27,14 +27,19 @@ def cmd_dispatch(args: argparse.Namespace, runtime: Runtime) -> int:
         raise ConfigError("fault injection is refused in production")
     service_logging.configure(runtime.config.logging, stderr=True)  # as the functions log; the report on stdout
     shutdown.install()
-    from ...operations import dispatch_run
+    from ...operations.dispatcher import DispatchRun, dispatch
 
-    config = runtime.config
+    run = DispatchRun(
+        runtime.db,
+        runtime.config.dispatch,
+        runtime.keyring,
+        runtime.channels,
+        stop=shutdown.STOP,
+        fault=fault,
+        close_channels=runtime.close_channels,
+    )
     try:
-        report = dispatch_run.run(
-            runtime.db, config.dispatch, config.retry, config.signals, runtime.keyring, runtime.channels,
-            stop=shutdown.STOP, close_channels=runtime.close_channels, fault=fault,
-        )  # fmt: skip
+        report = dispatch(run)
     finally:
         runtime.close_channels()  # QUIT to the SMTP server: this process sends nothing more
     note = _transport_note(args, runtime)
@@ -55,11 +60,11 @@ def _transport_note(args: argparse.Namespace, runtime: Runtime) -> str | None:
 
 def cmd_reconcile(args: argparse.Namespace, runtime: Runtime) -> int:
     """One reconcile run now (what Cloud Scheduler triggers), its report on stdout."""
-    from ...operations import reconciler
+    from ...operations.reconciler import runner
     from ...platform import logs as service_logging
 
     service_logging.configure(runtime.config.logging, stderr=True)  # its log records on stderr, the report on stdout
-    report = reconciler.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
+    report = runner.reconcile(runtime.db, runtime.config.reconciler, signals_config=runtime.config.signals)
     print(json.dumps(report.as_json()) if args.json else report.summary(), flush=True)
     return 0
 

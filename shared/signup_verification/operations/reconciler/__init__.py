@@ -7,21 +7,3 @@ config with defaults, one `sweep(context)` shape: duty.py):
 duties.py declares them in sweep order; the runner sweeps them, bounds them (batches.py) and records
 the watermark (runner.py, watermark.py).
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .runner import ReconcileReport, reconcile
-
-__all__ = ["ReconcileReport", "reconcile"]
-
-
-def __getattr__(name: str) -> Any:
-    """The runner on first use: the duties import this package, and the runner imports them."""
-    if name in ("ReconcileReport", "reconcile"):
-        from . import runner
-
-        return getattr(runner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ def sweep(context: SweepContext) -> DutyReport:
 
     def batch(limit: int) -> Batch:
         reaped = len(db.run(load_sql(__file__, "reap_idempotency_keys.sql"), limit=limit))
-        # Accepted request signatures past their window (api/replay.py): the same kind of expiring key.
+        # Accepted request signatures past their window (api/auth.py): the same kind of expiring key.
         signatures = len(db.run(load_sql(__file__, "reap_signatures.sql"), limit=limit))
         return Batch({"idempotency_keys_reaped": reaped + signatures}, full=max(reaped, signatures) >= limit)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import RetryPolicy
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.database import Database
 from support.factories import deliver, make_verifications, run
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.database import Database
 from support.factories import CONFIG, deliver, intent, make_verifications, run
 

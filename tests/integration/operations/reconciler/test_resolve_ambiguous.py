@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from signup_verification.outbox import Settlement
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import ChannelPolicy, RetryPolicy
+from signup_verification.outbox.transitions import Settlement
 from support.factories import CONFIG, intent, make_verifications, run
 
 

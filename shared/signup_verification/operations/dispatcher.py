@@ -1,32 +1,48 @@
 """The delivery worker: one `dispatch` invocation drains eligible intents until its budget is spent.
 
+`dispatch(run)` is the whole invocation, whoever starts it (the dispatch target, `verifyctl
+dispatch`, a fan-out or nudge task): its context is one DispatchRun (the instance's connection,
+config, keyring and channel adapters, who started it, the hooks). It runs the pipeline below, then
+closes the run as a reconcile run is closed (reconciler/runner.py): the deployment's heartbeat (its
+last completed run, which `verifyctl status` shows) and one `event="signals"` record per channel
+(the absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP
+says QUIT); otherwise the next invocation reuses their connections. An invocation the scheduler or
+a create's nudge started may start more (delivery/fanout.py) through `run.tasks`, the platform seam
+(platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_* (none when
+fan-out is off). A fan-out invocation starts none; one whose slot it cannot claim raises
+fanout.SlotNotClaimed before anything ran, and writes no heartbeat and no signals either. A nudged
+invocation first asks whether a claim would find anything (one probe of the eligible index,
+outbox/idle.py): on an empty outbox it answers an empty report and writes nothing, so a nudge that
+came late, twice or from a forger costs one read.
+
 A two-slot pipeline, one batch ahead:
     pending   claimed and begun in one statement (the fused claim: leased, fenced, its attempt rows
               written, committed), dead intents suppressed, sends not started: on shutdown it is
               released (a 'released' outcome, not an attempt, eligible again at once);
     running   started (fenced, before any network call: a HOT update of sending_at), its sends in a
-              bounded pool (sending.py).
+              bounded pool.
 Each turn of the loop asks once whether shutdown was requested, then: promote pending to running
 (its sends start), settle the batch that just finished, claim the next pending batch, and wait for
 the running one. So only `start` sits between two batches' sends, and the settle overlaps the
 next batch's sends.
 
-Each batch is sized per channel (batch_sizing.py: its latency, its most sends in flight, its share
-of the provider's rate) and runs as many sends at once as it holds, up to that maximum; the
-senders take their turns from the provider pacing (pacing.py), and a provider's 429 met by one of
-them is written for every invocation's claim while its sends wait.
+Each batch is sized per channel (delivery/batch_sizing.py: its latency, its most sends in flight,
+its share of the provider's rate) and runs as many sends at once as it holds, up to that maximum;
+the senders (delivery/sending.py) take their turns from the provider pacing (delivery/pacing.py),
+and a provider's 429 met by one of them is written for every invocation's claim while its sends wait.
 
 Database work is per batch, not per intent: claim, start and settle are three statements whatever
 the batch size (plus the heartbeat at most every HEARTBEAT_SECONDS, one per suppression reason
-found, one per lease renewal, one per slow-down, and the fan-out's few: fanout.py). The transitions
+found, one per lease renewal, one per slow-down, and the fan-out's few: delivery/fanout.py). The transitions
 live in outbox/transitions.py, the heartbeat in outbox/heartbeats.py; this module only drives them.
 Draining until the deadline (not one batch per scheduler tick), and with DISPATCH_IDLE_WAIT waiting
 on an empty outbox until then (idle_wait.py), is what keeps a fresh verification from waiting for
-the next minute; the fan-out (fanout.py) is what keeps a backlog from waiting for one invocation.
+the next minute; the fan-out is what keeps a backlog from waiting for one invocation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -39,24 +55,31 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..outbox import heartbeats, transitions
-from ..outbox.config import RetryPolicy
+from ..delivery import fanout, pacing
+from ..delivery.batch_sizing import (
+    ChannelBudget,
+    LatencyEstimator,
+    batch_seconds_of,
+    budget,
+    invocation_seconds,
+    plan_batch,
+)
+from ..delivery.channels.base import Channel
+from ..delivery.fanout import SCHEDULED, Fanout, Invocation
+from ..delivery.messages import Renderer
+from ..delivery.sending import BatchSender, InFlight, SendOutcome
+from ..outbox import heartbeats, idle, transitions
 from ..outbox.transitions import ClaimedIntent
 from ..platform.database import Database
 from ..platform.deadline import Deadline
 from ..platform.tasks import TaskStarter
 from ..verifications.tokens import Keyring
-from . import idle_wait, pacing
-from .batch_sizing import ChannelBudget, LatencyEstimator, batch_seconds_of, budget, invocation_seconds, plan_batch
-from .channels.base import Channel
-from .dispatch_config import DispatchConfig
+from . import idle_wait, signals
+from .config import DispatchConfig
 from .dispatch_report import DispatchReport
-from .fanout import SCHEDULED, Fanout, Invocation
-from .messages import Renderer
-from .sending import BatchSender, InFlight, SendOutcome
 
-_log = logging.getLogger("signup_verification.delivery.dispatcher")
-__all__ = ["Dispatcher", "DispatchReport", "FAULT_POINTS", "dispatch", "new_lease_owner"]
+_log = logging.getLogger("signup_verification.operations.dispatcher")
+__all__ = ["DispatchReport", "DispatchRun", "Dispatcher", "FAULT_POINTS", "dispatch", "new_lease_owner"]
 
 # The points a fault hook is called at (the crash tests and tools/chaos.py kill the process there).
 FAULT_POINTS = ("after_claim", "after_begin", "after_send")
@@ -84,36 +107,65 @@ class _Running:
     renew_at: float
 
 
+@dataclass(frozen=True)
+class DispatchRun:
+    """One invocation's context: the instance's connection, config, keyring and channel adapters (the
+    Runtime's, reused across invocations), who started it, and the hooks its callers may set."""
+
+    db: Database
+    config: DispatchConfig
+    keyring: Keyring
+    channels: Mapping[str, Channel]
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)  # set: shut down (SIGTERM)
+    invocation: Invocation = Invocation()  # the scheduler's, a create's nudge, or a fan-out task's (its slot)
+    tasks: TaskStarter | None = None  # how the fan-out starts more (dispatch(): the instance's own)
+    fault: FaultHook | None = None  # called at each of FAULT_POINTS (the crash tests, the chaos run)
+    close_channels: Callable[[], None] | None = None  # the Runtime's: once shutdown began, SMTP says QUIT
+
+
+def dispatch(run: DispatchRun) -> DispatchReport:
+    """One invocation, closed with the deployment's heartbeat and its signals records."""
+    config = run.config
+    if run.invocation.role == fanout.NUDGE and not idle.work_waiting(run.db, config.sms_max_per_hour):
+        return DispatchReport()
+    if run.tasks is None and run.invocation.role in fanout.DECIDING:
+        run = dataclasses.replace(run, tasks=fanout.starter(config.fanout, config.function_timeout_seconds))
+    try:
+        report = Dispatcher(run).run()
+    finally:
+        if run.stop.is_set() and run.close_channels is not None:
+            run.close_channels()
+    heartbeats.complete_dispatch(run.db, config.deployment)
+    signals.emit(run.db, config.deployment, source="dispatch", config=config.signals, moved=report.moved)
+    return report
+
+
 def new_lease_owner(deployment: str) -> str:
     """Unique per invocation: a restarted process or a second invocation never shares a fence."""
     return f"{deployment}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Dispatcher:
+    """The pipeline of one invocation (`dispatch` closes its run). `estimator`: a warm instance's
+    latencies (tests, benches); `clock`: the monotonic clock its deadline and pacing read."""
+
     def __init__(
         self,
-        db: Database,
-        config: DispatchConfig,
-        policy: RetryPolicy,
-        keyring: Keyring,
-        channels: Mapping[str, Channel],
+        run: DispatchRun,
         *,
-        stop: threading.Event | None = None,
         estimator: LatencyEstimator | None = None,
         clock: Callable[[], float] = time.monotonic,
-        fault: FaultHook | None = None,
-        invocation: Invocation | None = None,
-        tasks: TaskStarter | None = None,
     ):
+        db, config = run.db, run.config
         self.db = db
         self.config = config
-        self.policy = policy
-        self.channels = channels
-        self.renderer = Renderer(config.messages, keyring)
-        self.stop = stop or threading.Event()
+        self.policy = config.retry
+        self.channels = run.channels
+        self.renderer = Renderer(config.messages, run.keyring)
+        self.stop = run.stop
         self.estimator = estimator or LatencyEstimator()
         self.clock = clock
-        self.fault = fault
+        self.fault = run.fault
         self.owner = new_lease_owner(self.config.deployment)
         self.report = DispatchReport()
         self.abandoned = 0
@@ -122,9 +174,9 @@ class Dispatcher:
         self._idle_entered = False  # this invocation registered as the deployment's idle waiter (outbox/idle.py)
         self._beat = heartbeats.ClaimBeat(db, self.config.deployment, clock)
         self.pacer = pacing.from_config(config.pacing, clock)
-        self.invocation = invocation or Invocation()
+        self.invocation = run.invocation
         self.budget_seconds = invocation_seconds(config.function_timeout_seconds, config.safety_margin_seconds)
-        self.fanout = Fanout(db, config, self.invocation, self.owner, tasks, self.pacer, self.budget_seconds, clock)
+        self.fanout = Fanout(db, config, self.invocation, self.owner, run.tasks, self.pacer, self.budget_seconds, clock)
 
     # -- the invocation -------------------------------------------------------------------------------
     def run(self) -> DispatchReport:
@@ -364,23 +416,3 @@ class Dispatcher:
             "send_latency_seconds": self.estimator.snapshot(),
         }
         self.report.log(fields, moved_otherwise=bool(self.abandoned))
-
-
-def dispatch(
-    db: Database,
-    config: DispatchConfig,
-    policy: RetryPolicy,
-    keyring: Keyring,
-    channels: Mapping[str, Channel],
-    *,
-    stop: threading.Event | None = None,
-    fault: FaultHook | None = None,
-    invocation: Invocation | None = None,
-    tasks: TaskStarter | None = None,
-) -> DispatchReport:
-    """One invocation of the worker. The caller closes it with the `event="signals"` records
-    (operations.signals.emit: the absence alert reads them); the channel adapters live as long as the
-    instance (Runtime owns them: pooled connections are reused across invocations)."""
-    return Dispatcher(
-        db, config, policy, keyring, channels, stop=stop, fault=fault, invocation=invocation, tasks=tasks
-    ).run()

@@ -12,13 +12,13 @@ import logging
 import threading
 from collections.abc import Callable
 
+from ..delivery.batch_sizing import SETTLE_RESERVE, LatencyEstimator
 from ..outbox import heartbeats, idle
 from ..platform.database import Database
 from ..platform.deadline import Deadline
-from .batch_sizing import SETTLE_RESERVE, LatencyEstimator
-from .dispatch_config import DispatchConfig
+from .config import DispatchConfig
 
-_log = logging.getLogger("signup_verification.delivery.dispatcher")
+_log = logging.getLogger("signup_verification.operations.dispatcher")
 
 
 def enter(db: Database, config: DispatchConfig, owner: str, elapsed_seconds: float) -> None:

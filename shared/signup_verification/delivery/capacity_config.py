@@ -1,5 +1,6 @@
-"""The dispatch loop's settings: batches, the idle wait, the providers' rates (pacing) and the
-fan-out to more invocations (README "Dispatch"; each declared once, platform/settings.py).
+"""How fast and how wide delivery sends: the providers' rates (pacing.py) and the fan-out to more
+invocations (fanout.py); README "Dispatch", each declared once (platform/settings.py). Both are parts
+of the dispatch run's settings, operations/config.py's DispatchConfig.
 
 Light on purpose, like config.py beside it. The defaults of the provider limits and the reasons for
 each are in docs/capacity.md ("The dispatcher's ceiling").
@@ -8,16 +9,14 @@ each are in docs/capacity.md ("The dispatcher's ceiling").
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..outbox.config import FailurePolicy, NudgeConfig
-from ..platform.config import CLOUD_TASKS_API, DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
+from ..platform.config import CLOUD_TASKS_API, production_flag
 from ..platform.errors import ConfigError
-from ..platform.settings import each, number, part, plain, setting
+from ..platform.settings import number, plain, setting
 from ..platform.tasks import queue_name, target_url
 from ..verifications.config import TWILIO_FROM
-from .config import SEND_LIMITS, SEND_TIMEOUT, SMS_MAX_PER_HOUR, SMS_TRANSPORT, MessageConfig, SendLimit
+from .config import SMS_TRANSPORT
 
 # Twilio's documented message segments per second by sender kind (errors 30001 and 21611): a US
 # long code 1, a toll-free number 3, a short code about 100. A Messaging Service sends at the sum of
@@ -127,51 +126,3 @@ class FanoutConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.url) and self.max_parallel > 0
-
-
-@dataclass(frozen=True)
-class DispatchConfig:
-    deployment: str = DEPLOYMENT.field()  # names the heartbeat and the lease owners
-    production: bool = production_flag()  # fault injection is never armed in production
-    function_timeout_seconds: float = FUNCTION_TIMEOUT.field()
-    send_limits: Mapping[str, SendLimit] = each(SendLimit, SEND_LIMITS)
-    send_timeout_seconds: float = SEND_TIMEOUT.field()
-    max_batch: int = setting("DISPATCH_MAX_BATCH", 500, minimum=1, help="upper bound on one claim")
-    batch_seconds: float = setting(
-        "DISPATCH_BATCH_SECONDS",
-        2.0,
-        above=0,
-        help="each batch is sized from the measured send latency so its sends take about this long",
-    )
-    safety_margin_seconds: float = setting(
-        "DISPATCH_SAFETY_MARGIN_SECONDS", 5.0, above=0, help="kept free at the end (at most a quarter of the timeout)"
-    )
-    shutdown_grace_seconds: float = SHUTDOWN_GRACE.field()
-    idle_wait: bool = setting(
-        "DISPATCH_IDLE_WAIT",
-        False,
-        default_for=lambda env: env.production,
-        shown_default="`true` in production, else `false`",
-        help="when the outbox is empty, keep polling it until near the deadline instead of returning, so new work "
-        "is sent within about a poll interval rather than at the next minute's tick; costs one instance kept busy "
-        'per deployment (`docs/benchmarks.md`, "Keeping an invocation open"). Works with `verifyctl dev`\'s '
-        "scheduler emulation (each call then lasts about `FUNCTION_TIMEOUT_SECONDS`)",
-    )
-    idle_poll_seconds: float = setting(
-        "DISPATCH_IDLE_POLL_SECONDS",
-        0.25,
-        above=0,
-        help="how often an idle invocation looks for work (an empty claim is one probe of the eligible partial index)",
-    )
-    # Past it the claim takes no SMS intent until the next hour or `verifyctl sms resume`.
-    sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()
-    messages: MessageConfig = part(MessageConfig)  # what the rendered messages say
-    failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds
-    pacing: PacingConfig = part(PacingConfig)  # the providers' rates
-    fanout: FanoutConfig = part(FanoutConfig)  # more invocations for a backlog
-    nudge: NudgeConfig = part(NudgeConfig)  # whose nudges the dispatch target accepts
-
-    def concurrency(self, channel: str) -> int:
-        """The most sends of `channel` in flight in this invocation."""
-        limit = self.send_limits.get(channel)
-        return limit.max_in_flight if limit is not None else 1

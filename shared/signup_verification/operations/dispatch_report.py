@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, assert_never
 
+from ..delivery.sending import SendOutcome
 from ..outbox.states import IntentStatus
-from .sending import SendOutcome
 
-_log = logging.getLogger("signup_verification.delivery.dispatcher")
+_log = logging.getLogger("signup_verification.operations.dispatcher")
 # What became of the claimed intents, in the order a person reads them.
 _OUTCOMES = ("accepted", "retryable", "failed", "ambiguous", "suppressed", "released")
 
