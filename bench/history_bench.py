@@ -43,7 +43,8 @@ from signup_verification.operations import signals  # noqa: E402
 from signup_verification.operations.config import ReconcilerConfig  # noqa: E402
 from signup_verification.operations.reconciler import reconcile  # noqa: E402
 from signup_verification.outbox import Settlement, transitions  # noqa: E402
-from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
+from signup_verification.platform.catalogue import catalogue  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 
 TOKEN_KEYS = "bench-k1:" + base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # throwaway key
@@ -285,29 +286,27 @@ def measure_retention(db: Database, config: ReconcilerConfig, round_: int) -> fl
 
 # -- plans ------------------------------------------------------------------------------------------
 def statements() -> dict[str, tuple[str, dict]]:
-    outbox = ROOT / "shared" / "signup_verification" / "outbox" / "x"
-    rec = ROOT / "shared" / "signup_verification" / "operations" / "reconciler" / "x"
-    sig = ROOT / "shared" / "signup_verification" / "operations" / "x"
+    outbox, operations, verifications = catalogue("outbox"), catalogue("operations"), catalogue("verifications")
     policy = _config().policy
     channels = list(policy.channels)
     return {
-        "signals": (load_sql(str(sig), "signals.sql"), {"deployment": "bench", "window_seconds": 300, "sms_max": None}),
-        "suppress_dead": (load_sql(str(outbox), "suppress_dead.sql"), {"limit": 500}),
+        "signals": (operations["signals"], {"deployment": "bench", "window_seconds": 300, "sms_max": None}),
+        "suppress_dead": (outbox["suppress_dead"], {"limit": 500}),
         "resolve_ambiguous": (
-            load_sql(str(outbox), "resolve_ambiguous.sql"),
+            outbox["resolve_ambiguous"],
             {"limit": 500, "channels": channels, "policies": [policy.channel(c).ambiguity for c in channels]},
         ),
-        "expire_claims": (load_sql(str(outbox), "expire_claims.sql"), {"limit": 500}),
+        "expire_claims": (outbox["expire_claims"], {"limit": 500}),
         "lose_leases": (
-            load_sql(str(outbox), "lose_leases.sql"),
+            outbox["lose_leases"],
             {"limit": 500, "channels": channels, "holds": [policy.ambiguous_delay(c) for c in channels]},
         ),
-        "overdue": (load_sql(str(rec), "overdue.sql"), {"horizon_seconds": 120}),
-        "reap_idempotency_keys": (load_sql(str(rec), "reap_idempotency_keys.sql"), {"limit": 500}),
-        "redact": (load_sql(str(rec), "redact.sql"), {"limit": 500, "redact_after_seconds": 30 * 86400}),
-        "purge": (load_sql(str(rec), "purge.sql"), {"limit": 500, "purge_after_seconds": 90 * 86400}),
+        "overdue": (operations["overdue"], {"horizon_seconds": 120}),
+        "reap_idempotency_keys": (verifications["reap_idempotency_keys"], {"limit": 500}),
+        "redact": (operations["redact"], {"limit": 500, "redact_after_seconds": 30 * 86400}),
+        "purge": (operations["purge"], {"limit": 500, "purge_after_seconds": 90 * 86400}),
         # verifyctl inspect's attempt log of one intent (a history intent half-way through the ids)
-        "inspect_attempts": (load_sql(str(sig), "timeline_attempts.sql"), {"intent_id": 5000}),
+        "inspect_attempts": (operations["timeline_attempts"], {"intent_id": 5000}),
     }
 
 

@@ -35,11 +35,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.tasks import CloudTasks, LocalTasks, TaskStarter
 from .batch_sizing import ChannelBudget
 from .dispatch_config import DispatchConfig, FanoutConfig
 from .pacing import Pacer
+
+_SQL = catalogue("delivery")
+_FANOUT_BEGIN = _SQL["fanout_begin"]
+_FANOUT_END = _SQL["fanout_end"]
+_FANOUT_LIVE = _SQL["fanout_live"]
+_FANOUT_BACKLOG = _SQL["fanout_backlog"]
+_FANOUT_RESERVE = _SQL["fanout_reserve"]
 
 _log = logging.getLogger("signup_verification.delivery.fanout")
 
@@ -139,7 +147,7 @@ class Fanout:
         if slot is None:
             return
         [[claimed, was, live]] = self.db.run(
-            load_sql(__file__, "fanout_begin.sql"),
+            _FANOUT_BEGIN,
             slot=slot,
             deployment=self.config.deployment,
             owner=self.owner,
@@ -159,7 +167,7 @@ class Fanout:
         """The claimed slot is freed (only this invocation's claim: a refused one frees nothing)."""
         if self._slot_claimed:
             self.db.run(
-                load_sql(__file__, "fanout_end.sql"),
+                _FANOUT_END,
                 slot=self.invocation.slot,
                 deployment=self.config.deployment,
                 owner=self.owner,
@@ -179,7 +187,7 @@ class Fanout:
             self._checked_at = now
             self._decide(budgets, self._claim_rate(now))
         elif (self.fanned_out or self.live) and now - self._shared_at >= SHARE_SECONDS:
-            [[live]] = self.db.run(load_sql(__file__, "fanout_live.sql"), deployment=self.config.deployment)
+            [[live]] = self.db.run(_FANOUT_LIVE, deployment=self.config.deployment)
             self._share(live)
 
     def _claim_rate(self, now: float) -> float | None:
@@ -191,7 +199,7 @@ class Fanout:
 
     def _decide(self, budgets: Mapping[str, ChannelBudget], measured: float | None) -> None:
         rows = self.db.rows(
-            load_sql(__file__, "fanout_backlog.sql"),
+            _FANOUT_BACKLOG,
             cap=BACKLOG_CAP,
             sms_max=self.config.sms_max_per_hour,
             deployment=self.config.deployment,
@@ -214,7 +222,7 @@ class Fanout:
 
     def _start(self, count: int, backlog: Mapping[str, int], wanted: int) -> int:
         [[slots, live]] = self.db.run(
-            load_sql(__file__, "fanout_reserve.sql"),
+            _FANOUT_RESERVE,
             deployment=self.config.deployment,
             owner=self.owner,
             wanted=count,

@@ -24,8 +24,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from .dispatch_config import PacingConfig
+
+_SQL = catalogue("delivery")
+_PACING_SLOW_DOWN = _SQL["pacing_slow_down"]
 
 BURST_SECONDS = 2.0
 SLOW_DOWN_DEFAULT_SECONDS = 1.0
@@ -152,7 +156,7 @@ def publish(db: Database, slowdowns: Mapping[str, tuple[float, str]]) -> None:
         return
     channels = list(slowdowns)
     db.run(
-        load_sql(__file__, "pacing_slow_down.sql"),
+        _PACING_SLOW_DOWN,
         channels=channels,
         seconds=[slowdowns[c][0] for c in channels],
         reasons=[slowdowns[c][1][:200] for c in channels],

@@ -24,12 +24,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..outbox.config import FailurePolicy
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from .classification import Verdict
 from .classification import sendgrid as sendgrid_table
 from .classification import twilio as twilio_table
 
-_INGEST = load_sql(__file__, "reports_ingest.sql")
+_SQL = catalogue("delivery")
+
+_INGEST = _SQL["reports_ingest"]
 
 # SendGrid's deliverability and engagement events we keep; others (open, click, group_resubscribe,
 # ...) are ignored.

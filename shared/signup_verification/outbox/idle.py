@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 
-_PROBE = load_sql(__file__, "idle_probe.sql")
-_ENTER = load_sql(__file__, "idle_enter.sql")
+_SQL = catalogue("outbox")
+
+_PROBE = _SQL["idle_probe"]
+_ENTER = _SQL["idle_enter"]
 
 
 @dataclass(frozen=True)

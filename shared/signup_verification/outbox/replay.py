@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 
-_REPLAY = load_sql(__file__, "replay_events.sql")
+_SQL = catalogue("outbox")
+
+_REPLAY = _SQL["replay_events"]
 BATCH = 500
 
 

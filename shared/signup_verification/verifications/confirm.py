@@ -35,21 +35,24 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from .proofs import Proof, destination_of, proofs, proved_at
 from .tokens import Keyring, split_link
 
+_SQL = catalogue("verifications")
+
 _log = logging.getLogger("signup_verification.verifications.confirm")
 
-_LEGACY_LINK = load_sql(__file__, "confirm_link_legacy.sql")
-_STATE = load_sql(__file__, "confirm_state.sql")
-_CONSUME = load_sql(__file__, "confirm_consume.sql")
-_CONFIRM_LINK = load_sql(__file__, "confirm_link.sql")
-_WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
-_DESTINATION_FAILURES = load_sql(__file__, "confirm_destination_failures.sql")
-_LOCK_DESTINATION = load_sql(__file__, "confirm_lock_destination.sql")
+_LEGACY_LINK = _SQL["confirm_link_legacy"]
+_STATE = _SQL["confirm_state"]
+_CONSUME = _SQL["confirm_consume"]
+_CONFIRM_LINK = _SQL["confirm_link"]
+_WRONG_CODE = _SQL["confirm_wrong_code"]
+_DESTINATION_FAILURES = _SQL["confirm_destination_failures"]
+_LOCK_DESTINATION = _SQL["confirm_lock_destination"]
 
 # A link carries the verification id and 32 bytes of HMAC, unpadded base64url (tokens.TokenKey.link);
 # an old-style link (before sql/016) the HMAC alone.

@@ -14,17 +14,20 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.ids import uuid7
 from . import abuse
 from .channel_policy import Fallback, channel_digest, fallback_parameters
 from .config import CreateConfig
 from .tokens import Keyring, code_entry_url, new_nonce
 
+_SQL = catalogue("verifications")
+
 _log = logging.getLogger("signup_verification.verifications.create")
 
 IDEMPOTENCY_SCOPE = "create_verification"
-_CREATE = load_sql(__file__, "create.sql")
+_CREATE = _SQL["create"]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from signup_verification.platform.database import Database, DatabaseError, load_sql
+from signup_verification.platform.catalogue import catalogue
+from signup_verification.platform.database import Database, DatabaseError
 
 UNIQUE, CHECK, NOT_NULL, REFUSED = "23505", "23514", "23502", "42501"
 
@@ -294,10 +295,7 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
                CASE WHEN status = 'verified' THEN now() END FROM verifications;
         ANALYZE verifications; ANALYZE delivery_intents;
     """)
-    from signup_verification import outbox
-
-    claim = load_sql(outbox.__file__, "claim.sql")
-    probe = load_sql(outbox.__file__, "idle_probe.sql")
+    claim, probe = catalogue("outbox")["claim"], catalogue("outbox")["idle_probe"]
     for name, value in (
         ("owner", "'w'"),
         ("email_limit", "10"),

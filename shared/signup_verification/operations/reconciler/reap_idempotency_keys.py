@@ -7,18 +7,23 @@ which every create probes) the size of one retention window.
 
 from __future__ import annotations
 
-from ...platform.database import load_sql
+from ...platform.catalogue import catalogue
 from .batches import Batch, DutyReport, drain
 from .duty import Duty, SweepContext
+
+_PLATFORM = catalogue("platform")
+_VERIFICATIONS = catalogue("verifications")
+_REAP_IDEMPOTENCY_KEYS = _VERIFICATIONS["reap_idempotency_keys"]
+_REAP_SIGNATURES = _PLATFORM["reap_signatures"]
 
 
 def sweep(context: SweepContext) -> DutyReport:
     db = context.db
 
     def batch(limit: int) -> Batch:
-        reaped = len(db.run(load_sql(__file__, "reap_idempotency_keys.sql"), limit=limit))
+        reaped = len(db.run(_REAP_IDEMPOTENCY_KEYS, limit=limit))
         # Accepted request signatures past their window (api/replay.py): the same kind of expiring key.
-        signatures = len(db.run(load_sql(__file__, "reap_signatures.sql"), limit=limit))
+        signatures = len(db.run(_REAP_SIGNATURES, limit=limit))
         return Batch({"idempotency_keys_reaped": reaped + signatures}, full=max(reaped, signatures) >= limit)
 
     return drain(DUTY.name, batch, context)

@@ -8,14 +8,17 @@ reads those rows, so once they are past the window they go, in bounded batches o
 
 from __future__ import annotations
 
-from ...platform.database import load_sql
+from ...platform.catalogue import catalogue
 from .batches import Batch, DutyReport, drain
 from .duty import Duty, SweepContext
+
+_SQL = catalogue("verifications")
+_REAP_REFUSED_CREATES = _SQL["reap_refused_creates"]
 
 
 def sweep(context: SweepContext) -> DutyReport:
     def batch(limit: int) -> Batch:
-        reaped = len(context.db.run(load_sql(__file__, "reap_refused_creates.sql"), limit=limit))
+        reaped = len(context.db.run(_REAP_REFUSED_CREATES, limit=limit))
         return Batch({"refused_creates_reaped": reaped}, full=reaped >= limit)
 
     return drain(DUTY.name, batch, context)

@@ -23,19 +23,24 @@ from datetime import datetime
 from typing import Any
 
 from ...outbox import heartbeats
-from ...platform.database import Database, UnavailableError, load_sql
+from ...platform.catalogue import catalogue
+from ...platform.database import Database, UnavailableError
 from ...platform.timestamps import rfc3339
+
+_SQL = catalogue("operations")
+_RUN_LOCK = _SQL["run_lock"]
+_RUN_UNLOCK = _SQL["run_unlock"]
 
 heartbeat_name = heartbeats.reconcile_name
 
 
 def try_lock(db: Database, name: str) -> bool:
-    return bool(db.run(load_sql(__file__, "run_lock.sql"), name=name)[0][0])
+    return bool(db.run(_RUN_LOCK, name=name)[0][0])
 
 
 def unlock(db: Database, name: str) -> None:
     try:
-        db.run(load_sql(__file__, "run_unlock.sql"), name=name)
+        db.run(_RUN_UNLOCK, name=name)
     except UnavailableError:  # the connection is gone, and the session lock with it
         pass
 
