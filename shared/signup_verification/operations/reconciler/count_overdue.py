@@ -11,8 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from ...platform.catalogue import catalogue
-from .batches import DutyReport
-from .duty import Duty, SweepContext
+from .duty import Duty, DutyReport, SweepContext
 
 _SQL = catalogue("operations")
 _OVERDUE = _SQL["overdue"]

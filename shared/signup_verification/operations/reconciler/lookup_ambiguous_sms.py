@@ -29,8 +29,7 @@ import urllib3
 from ...outbox import transitions
 from ...platform.catalogue import catalogue
 from ..config import SmsLookupConfig
-from .batches import DutyReport
-from .duty import Duty, SweepContext
+from .duty import Duty, DutyReport, SweepContext
 
 _SQL = catalogue("operations")
 

@@ -8,8 +8,8 @@ rows, and it only deletes what was redacted. Each batch is one retention transac
 from __future__ import annotations
 
 from ...platform.catalogue import catalogue
-from .batches import Batch, DutyReport, drain
-from .duty import Duty, SweepContext
+from .batches import Batch, drain
+from .duty import Duty, DutyReport, SweepContext
 from .redact import DUTY as REDACT
 from .redact import in_retention_transaction
 

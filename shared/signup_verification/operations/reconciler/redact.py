@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ...platform.catalogue import catalogue
 from ...platform.database import Database
-from .batches import Batch, DutyReport, drain
-from .duty import Duty, SweepContext
+from .batches import Batch, drain
+from .duty import Duty, DutyReport, SweepContext
 
 _SQL = catalogue("operations")
 _RETENTION_UNLOCK = _SQL["retention_unlock"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ...outbox import transitions
-from .batches import Batch, DutyReport, drain
-from .duty import Duty, SweepContext
+from .batches import Batch, drain
+from .duty import Duty, DutyReport, SweepContext
 
 
 def sweep(context: SweepContext) -> DutyReport:
