@@ -85,11 +85,10 @@ SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attem
        CASE WHEN c.role = 'fallback' THEN c.destination WHEN c.role = 'event' THEN NULL ELSE v.destination END
            AS destination,
        v.key_id, v.token_nonce, v.expires_at, v.status AS verification_status,
-       v.link_by_digest,  -- sql/016: an old-style link (the token alone) during its grace day
        c.role, c.event_type, c.event_subject, c.payload,
        c.status = 'attempting' AS begun, rh.held_until AS route_held_until
   FROM claimed AS c
- CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status, link_by_digest FROM verifications
+ CROSS JOIN LATERAL (SELECT destination, key_id, token_nonce, expires_at, status FROM verifications
                       WHERE id = c.verification_id OFFSET 0) AS v
   LEFT JOIN route_held AS rh ON rh.intent_id = c.id
  ORDER BY c.next_attempt_at, c.id

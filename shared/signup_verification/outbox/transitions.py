@@ -76,7 +76,6 @@ class ClaimedIntent:
     event_subject: str | None = None  # the delivery (its channel) a per-delivery event reports
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
-    link_by_digest: bool = False  # send the old-style link (the token alone), found by its digest
     route_held_until: datetime | None = None  # its route is held until then (the claim says): not to be sent
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log

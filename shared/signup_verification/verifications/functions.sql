@@ -355,13 +355,10 @@ BEGIN
 
     INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,
                                token_nonce, token_digest, expires_at, max_confirm_failures,
-                               fallback_channel, fallback_digest, return_url,
-                               link_by_digest)  -- old-style links during sql/016's grace day only
+                               fallback_channel, fallback_digest, return_url)
     VALUES (p_id, p_account_id, p_channel, p_destination, p_purpose, p_locale, p_key_id,
             p_token_nonce, p_token_digest, now() + p_ttl, p_max_confirm_failures,
-            p_fallback_channel, p_fallback_digest,
-            p_return_url,
-            coalesce((SELECT now() < f.digest_links_until FROM link_format AS f), false))
+            p_fallback_channel, p_fallback_digest, p_return_url)
     RETURNING * INTO created;
     INSERT INTO create_events (verification_id, created_at, account_id, channel, destination_key, prefix_key,
                                country, client_key, exact_key)

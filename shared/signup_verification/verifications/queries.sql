@@ -82,9 +82,9 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
 
 -- name: confirm_link
 -- confirm a link: find and record its proof in one statement (one round trip, one transaction).
--- Keep the consume part in step with confirm_consume.sql (the SMS path), which does the same UPDATE
--- for a code. The row is the link's verification (:id, sql/016: the link names it; an old-style link's
--- id comes from confirm_link_legacy.sql first), and it is consumed only where the token's keyed digest
+-- Keep the consume part in step with confirm_consume (the SMS path), which does the same UPDATE
+-- for a code. The row is the link's verification (:id: the link names it), and it is consumed only
+-- where the token's keyed digest
 -- under the key the row names (:key_ids / :digests, pairwise: the digest under each key of the ring)
 -- is its email digest (the email may be the fallback channel). The link proves the address once:
 -- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
@@ -142,17 +142,6 @@ SELECT c.*, k.id IS NOT NULL AS consumed, k.verified_at AS new_verified_at, k.ve
           FROM consumed AS s) AS events
   FROM candidate AS c
   LEFT JOIN consumed AS k ON k.id = c.id
-
--- name: confirm_link_legacy
--- An old-style link (the token alone, issued before sql/016 or in its grace day): the id of its
--- verification, found by the token's keyed digest under each key of the ring (rotation order) on the
--- partial indexes of the rows that still take such links. The caller then confirms by that id.
--- the email may be the fallback channel (fallback_digest is its digest then).
-SELECT id FROM verifications
- WHERE link_by_digest
-   AND ((token_digest = ANY (CAST(:digests AS bytea[])) AND channel = 'email')
-        OR (fallback_digest = ANY (CAST(:digests AS bytea[])) AND fallback_channel = 'email'))
- LIMIT 1
 
 -- name: confirm_consume
 -- consume: the one atomic UPDATE that records a code's proof (a link's is confirm_link.sql, which finds

@@ -59,16 +59,16 @@ def code_entry_url(base: str, key: TokenKey, verification_id: uuid.UUID) -> str:
 
 
 def with_verification_id(verification_id: uuid.UUID, token: str) -> str:
-    """An email link's token as sent since sql/016: the verification id first, so a confirmation finds
-    its row by primary key (no index of digests to write). The id is no secret; the token is."""
+    """An email link's token: the verification id first, so a confirmation finds its row by primary
+    key (no index of digests to write). The id is no secret; the token is."""
     return _b64(verification_id.bytes) + token
 
 
 def split_link(link: str) -> tuple[uuid.UUID | None, str]:
-    """(verification id, token) of a link token of the current shape; (None, token) for an old-style
-    43-character one (found by its digest). The caller has checked the characters and the length."""
+    """(verification id, token) of a link token; (None, "") for anything else. The caller has checked
+    the characters."""
     if len(link) != ID_CHARS + TOKEN_CHARS:
-        return None, link
+        return None, ""
     head, token = link[:ID_CHARS], link[ID_CHARS:]
     raw = _unb64(head)
     if raw is None:  # one spelling per id

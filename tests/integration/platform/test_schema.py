@@ -172,20 +172,6 @@ def test_verification_check_constraints(db):
     assert db.one("SELECT status, channel FROM verifications") == {"status": "pending", "channel": "email"}
 
 
-def test_old_style_link_digests_are_unique_and_indexed_only_for_old_style_rows(db):
-    """sql/016: a link names its verification (primary key); only rows that take old-style links (the
-    token alone, found by its digest) are in the digest index, which keeps them unique."""
-    digest = b"d" * 32
-    first = add_verification(db, token_digest=digest)
-    add_verification(db, token_digest=digest, account_id="other")  # not found by digest: no index entry
-    db.run("UPDATE verifications SET link_by_digest = true WHERE id = :id", id=first)
-    with pytest.raises(DatabaseError) as caught:
-        db.run("UPDATE verifications SET link_by_digest = true WHERE account_id = 'other'")
-    assert sqlstate(caught.value) == UNIQUE
-    [[indexed]] = db.run("SELECT count(*)::int FROM verifications WHERE link_by_digest AND token_digest = :d", d=digest)
-    assert indexed == 1
-
-
 def test_idempotency_keys_are_unique_per_scope_and_bounded(db):
     insert = (
         "INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at)"

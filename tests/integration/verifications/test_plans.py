@@ -93,18 +93,14 @@ def test_confirming_links_at_history_scale_plans_once_per_session(history, datab
 
 def test_the_generic_plans_of_confirming_are_index_probes(history):
     """No walk of the pending set (the statistics here saw none pending: the plan a pending partial
-    index would get) nor of the table: a link's and a code's row by primary key, an old-style link's
-    by its digest on the partial index of the rows that still take such links (sql/016)."""
+    index would get) nor of the table: a link's and a code's row by primary key."""
     link = VERIFICATIONS["confirm_link"].replace(":key_ids", "$2").replace(":digests", "$3").replace(":id", "$1")
-    legacy = VERIFICATIONS["confirm_link_legacy"].replace(":digests", "$1")
     consume = VERIFICATIONS["confirm_consume"].replace(":id", "$1").replace(":digest", "$2")
     history.run("SET plan_cache_mode = force_generic_plan")
     history.execute_script(f"PREPARE link(uuid, text[], bytea[]) AS {link}")
-    history.execute_script(f"PREPARE legacy(bytea[]) AS {legacy}")
     history.execute_script(f"PREPARE code(uuid, bytea) AS {consume}")
     for execute, index in (
         (f"link('{uuid.uuid4()}', ARRAY['test-k1'], ARRAY['\\x00'::bytea])", "verifications_pkey"),
-        ("legacy(ARRAY['\\x00'::bytea])", "verifications_digest_links"),
         (f"code('{uuid.uuid4()}', '\\x00'::bytea)", "verifications_pkey"),
     ):
         plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE {execute}"))
