@@ -266,7 +266,7 @@ BEGIN
                 p_channel, now() + p_ttl, p_fallback_channel, p_fallback_after_seconds);
     ELSIF existing.expires_at <= now() THEN
         -- An expired key the reconciler has not reaped yet counts as unused.
-        UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created', outcome_data = NULL,
+        UPDATE idempotency_keys SET fingerprint = p_fingerprint, outcome = 'created',
                verification_id = p_id, account_id = p_account_id, channel = p_channel,
                verification_expires_at = now() + p_ttl, fallback_channel = p_fallback_channel,
                fallback_after_seconds = p_fallback_after_seconds,
@@ -276,12 +276,11 @@ BEGIN
         RETURN QUERY SELECT 'mismatch'::text, NULL::jsonb, NULL::integer;
         RETURN;
     ELSE
-        -- Only a 'created' outcome is ever stored (the others keep no record). Records from before
-        -- sql/015 hold the answer itself (outcome_data); newer ones its inputs.
+        -- Only a 'created' outcome is ever stored (the others keep no record), as the answer's inputs.
         RETURN QUERY SELECT 'replayed'::text,
-               coalesce(existing.outcome_data, created_answer(existing.verification_id, existing.account_id,
-                        existing.channel, existing.created_at, existing.verification_expires_at,
-                        existing.fallback_channel, existing.fallback_after_seconds)),
+               created_answer(existing.verification_id, existing.account_id, existing.channel, existing.created_at,
+                              existing.verification_expires_at, existing.fallback_channel,
+                              existing.fallback_after_seconds),
                NULL::integer;
         RETURN;
     END IF;
