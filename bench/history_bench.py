@@ -185,7 +185,7 @@ def seed_live(db: Database) -> list[uuid.UUID]:
 def remove_live(db: Database, ids: list[uuid.UUID]) -> None:
     with db.transaction():
         db.execute_script("SET LOCAL signup_verification.retention_purge = 'on'")
-        db.run(  # no foreign keys (sql/014, sql/015): attempts, create_events and intents go in the same statement
+        db.run(  # no foreign keys: attempts, create_events and intents go in the same statement
             "WITH a AS (DELETE FROM delivery_attempts WHERE intent_id IN"
             " (SELECT id FROM delivery_intents WHERE verification_id = ANY(:ids::uuid[]))),"
             " e AS (DELETE FROM create_events WHERE verification_id = ANY(:ids::uuid[])),"
@@ -400,11 +400,11 @@ def report(small: Figures, large: Figures, plan: dict[str, dict], machine_line: 
         "the eligible partial indexes, in-flight and ambiguous intents through theirs, and attempts through the "
         "BRIN index on `observed_at` (the log is append-only, so the window is the last few block ranges); "
         "the attempt log's only other index is its unique (intent_id, attempt_number, outcome), which serves "
-        "inspect, redact and purge by intent (sql/014); the sweep's statements each read one partial index "
+        "inspect, redact and purge by intent; the sweep's statements each read one partial index "
         "(`suppress_dead` unions one branch per index instead of `status IN (...)`, which no partial index "
         "matches); redaction reads `verifications_unredacted` and the purge reads `delivery_intents_completed`, "
         "with `verifications_superseded_by` so each deleted verification's foreign-key check is an index probe "
-        "instead of a scan (sql/003). A quiet sweep is ~19 round trips whatever the history. Load average "
+        "instead of a scan. A quiet sweep is ~19 round trips whatever the history. Load average "
         f"(1 min) at the end of the run: {os.getloadavg()[0]:.1f}.",
     ]
     return "\n".join(lines) + "\n"

@@ -6,11 +6,13 @@ from __future__ import annotations
 import importlib
 import pathlib
 import pkgutil
+import re
 
 import pytest
 
 import signup_verification
 from signup_verification.platform.catalogue import OWNERS, UnknownStatement, catalogue, parse_sections
+from support.paths import ROOT
 
 # The laptop's entry point runs the CLI when imported; its statements are the CLI's.
 _NOT_IMPORTED = {"signup_verification.cli.__main__"}
@@ -52,3 +54,27 @@ def test_sections_carry_their_metadata_and_keep_their_comments():
     )
     assert (section.name, dict(section.meta)) == ("claim", {"transition": "ready -> claimed", "why": "to send it"})
     assert section.text == "-- what it does\nSELECT 1\n" and section.line == 2
+
+
+TEXT = {".py", ".sql", ".md", ".tf", ".ts", ".yaml", ".yml", ".html", ".txt", ".toml"}
+MIGRATION = re.compile(r"sql/0\d\d")
+
+
+def test_nothing_outside_sql_names_a_migration_by_number():
+    """Code and docs name the table, column or function (whose present text is sql/schema.sql or a
+    functions.sql), never the migration that once changed it."""
+    places = ["shared", "docs", "tools", "bench", "infra", "functions", "clients/python/src", "clients/typescript/src"]
+    files = [ROOT / "README.md", ROOT / "dev.py"] + [
+        f
+        for place in places
+        for f in (ROOT / place).rglob("*")
+        if f.is_file()
+        and f.suffix in TEXT
+        and not {"node_modules", "__pycache__"} & set(f.parts)
+        and not any(part.endswith(".egg-info") for part in f.parts)
+    ]
+    naming = sorted(
+        f"{f.relative_to(ROOT)}:{n}" for f in files for n, line in enumerate(f.read_text().splitlines(), 1)
+        if MIGRATION.search(line)
+    )  # fmt: skip
+    assert naming == []

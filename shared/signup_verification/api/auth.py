@@ -140,7 +140,7 @@ def platform_principal(
 
 
 # first_use(request digest, expires_at_unix) -> True the first time a signed request is presented
-# (api/replay.py, signature_replay.sql)
+# (api/replay.py, platform/queries.sql:remember_signature)
 FirstUse = Callable[[bytes, int], bool]
 
 _REFUSALS = {

@@ -19,7 +19,7 @@ Two older forms, each within what it can bind:
 
 A request is used once, whichever of its signatures matched: `replay_digest` names the request
 (method, target, path, query, key, t, body digest), not a MAC, so presenting it again with any
-subset of its `v1=`/`v2=` entries is a replay (signature_replay.sql).
+subset of its `v1=`/`v2=` entries is a replay (platform/queries.sql:remember_signature).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- name: channel_slowed
--- channel_slowed: a provider asked us to slow down on this channel (a 429, sql/022 channel_pacing):
+-- channel_slowed: a provider asked us to slow down on this channel (a 429, channel_pacing):
 -- the claim takes none of its intents until slow_until (they stay eligible: not failed, not charged).
 -- STABLE: evaluated once per statement.
 CREATE OR REPLACE FUNCTION channel_slowed(p_channel text) RETURNS boolean
@@ -27,7 +27,7 @@ $$;
 
 -- name: delivery_route
 -- delivery_route: the route of one message intent, the unit a route fault may hold
--- (delivery/classification/, sql/definitions/26, outbox/claim.sql). An SMS intent's route is its
+-- (delivery/classification/, record_route_outcomes, outbox/queries.sql:claim). An SMS intent's route is its
 -- destination's ISO country as create recorded it (create_events.country, from the number's
 -- numbering plan: verifications/abuse.py); an email intent's is the receiving domain of its address,
 -- lower-cased. Never a whole destination. A webhook event, a redacted address or an intent without
@@ -58,13 +58,13 @@ $$;
 -- What an account fault of our side sets off beyond its delivery (outbox/config.py FailurePolicy),
 -- called by the statement that records the failure so both commit together. The fault's scope
 -- (delivery/classification/) says which run it counts in: an account fault in its channel's, a route
--- fault in its route's (record_route_outcomes, sql/definitions/26); a message fault in neither.
+-- fault in its route's (record_route_outcomes); a message fault in neither.
 --
 -- record_sender_faults: p_faults account faults of one channel (credentials, a suspended account, an
 -- exhausted quota, a sender that reaches no destination) in this statement. They count in the
 -- channel's run (its channel_holds row with route ''): the faults since its window started (a window
 -- older than p_window starts afresh). Once the run reaches p_hold_after, the whole channel is held for
--- p_hold_for (claim.sql takes none of its intents). Returns true when this call started a hold.
+-- p_hold_for (outbox/queries.sql:claim takes none of its intents). Returns true when this call started a hold.
 CREATE OR REPLACE FUNCTION record_sender_faults(p_channel text, p_faults integer, p_category text, p_code text,
                                                 p_provider text, p_hold_after integer, p_window interval,
                                                 p_hold_for interval) RETURNS boolean
@@ -92,8 +92,8 @@ END $$;
 
 -- name: record_route_outcomes
 -- What a route fault of our side sets off beyond its delivery (outbox/config.py FailurePolicy), called
--- by the statement that records the sends and faults (outbox/settle.sql, the reports' ingest) so both
--- commit together. A route (sql/definitions/25) is one SMS destination country or one email
+-- by the statement that records the sends and faults (outbox/queries.sql:settle, the reports' ingest) so both
+-- commit together. A route (delivery_route) is one SMS destination country or one email
 -- receiving domain: the most a route fault (delivery/classification/) may hold.
 --
 -- record_route_outcomes: the sends and route faults of one statement, per route. p_outcomes: a JSON
@@ -235,8 +235,7 @@ END $$;
 -- (the reason's code, the fault's scope: account | route | message, and the reason's provider), by
 -- dedup_key, read beside the new rows. The reason's provider is the one the message went out through
 -- (`smtp` for mail SendGrid relayed over SMTP), which may not be the reporting one
--- (delivery_observations.provider). Changing the result type needs `DROP FUNCTION IF EXISTS <old
--- signature>;` first.
+-- (delivery_observations.provider).
 CREATE OR REPLACE FUNCTION report_verdicts(p_events jsonb)
 RETURNS TABLE (dedup_key text, code text, scope text, provider text)
 LANGUAGE sql IMMUTABLE AS $$
@@ -255,24 +254,21 @@ $$;
 -- intent_id + attempt_id, else sg_message_id's X-Message-Id; Twilio: MessageSid = the attempt's
 -- provider_ref), appended to delivery_observations once (a repeat is a duplicate), and only new rows
 -- have effects:
---   delivered        -> delivered_at (first report wins), also while the attempt is still in flight
---                       (the report overtook our settle); an ambiguous or retryable intent whose
---                       attempt the provider reports delivered was sent: accepted, with an
---                       attempt-log row; `delivery.delivered` (opt-in) for each delivery;
+--   delivered        -> the intent's delivered_at; an ambiguous or retryable one accepted
+--                       (observe_deliveries, the outbox's: the intents' statuses are its);
 --   permanent        -> final: an accepted intent not yet delivered is failed with its reason
---                       (undeliverable), and delivery_failed() (sql/definitions/08) runs for it;
+--                       (undeliverable, observe_deliveries), and delivery_failed() runs for it;
 --   fault recipient  -> the exact destination goes on destination_suppressions for p_suppress_for
 --                       (NULL: until an operator clears it), final or not (a spam report);
 --   scope account    -> a fault of our account: counted towards holding the channel
---                       (record_sender_faults, sql/definitions/19); it never suppresses;
+--                       (record_sender_faults); it never suppresses;
 --   scope route      -> a fault of our sender towards the intent's route (its destination's country,
 --                       its receiving domain): counted towards holding that route only
---                       (record_route_outcomes, sql/definitions/26); it never suppresses;
+--                       (record_route_outcomes); it never suppresses;
 --   anything else    -> the observation only (deferred, sent, queued, ...).
 -- Out-of-order reports are fine: the first terminal fact wins (a delivered intent is never made
 -- undeliverable later; an undeliverable one never delivered), and the log keeps every report.
--- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
--- The verdicts' codes beside the new rows: report_verdicts (sql/definitions/22).
+-- The verdicts' codes beside the new rows: report_verdicts.
 CREATE OR REPLACE FUNCTION ingest_delivery_reports(p_provider text, p_events jsonb, p_suppress_for interval,
                                                    p_hold_after integer, p_hold_window interval,
                                                    p_hold_for interval, p_route_min_destinations integer,

@@ -1,7 +1,7 @@
 -- The delivery package's named statements (platform/catalogue.py).
 
 -- name: fanout_reserve
--- The scheduled invocation reserves up to :wanted fan-out slots (sql/definitions/24), and learns how
+-- The scheduled invocation reserves up to :wanted fan-out slots (fanout_reserve), and learns how
 -- many fan-out invocations are live with them.
 SELECT slots, live FROM fanout_reserve(:deployment, :owner, CAST(:wanted AS integer), CAST(:max AS integer),
                                        make_interval(secs => :until_seconds))
@@ -10,7 +10,7 @@ SELECT slots, live FROM fanout_reserve(:deployment, :owner, CAST(:wanted AS inte
 -- A fan-out invocation claims its slot: the row a scheduled invocation of this deployment reserved,
 -- still live and never claimed, taken in this one UPDATE (two deliveries of one task: the second
 -- waits on the row, then finds it claimed). Claimed, it lives until this invocation's own deadline
--- and names its claimant, so only that invocation frees it (fanout_end.sql).
+-- and names its claimant, so only that invocation frees it (delivery/queries.sql:fanout_end).
 -- Returns whether it was claimed; if not, what the slot was (NULL: no such slot, or ended); and the
 -- fan-out invocations live now, this one included (the rate share; the statement sees the table as
 -- it was before its update).
@@ -57,7 +57,7 @@ SELECT channel, eligible::integer AS eligible,
 
 -- name: pacing_slow_down
 -- A provider answered 429 for these channels: no invocation's claim takes their intents for the
--- seconds it asked (channel_slowed(), sql/definitions/23). A pause already reaching further stays.
+-- seconds it asked (channel_slowed()). A pause already reaching further stays.
 INSERT INTO channel_pacing AS p (channel, slow_until, seconds, reason)
 SELECT channel, now() + make_interval(secs => seconds), seconds, reason
   FROM unnest(CAST(:channels AS text[]), CAST(:seconds AS float8[]), CAST(:reasons AS text[])) AS t(channel, seconds, reason)
@@ -82,7 +82,7 @@ RETURNING coalesce(b.was_held, false)
 
 -- name: reports_ingest
 -- One verified batch of provider reports: stored, linked and applied in one round trip and one
--- transaction (sql/definitions/13_ingest_delivery_reports.sql). suppress_seconds NULL: a
+-- transaction (ingest_delivery_reports). suppress_seconds NULL: a
 -- suppression lasts until an operator clears it; the hold thresholds are outbox/config.py's FailurePolicy.
 SELECT received, stored, duplicates, unknown, delivered, undeliverable, suppressed, sender_faults, held,
        route_faults, routes_held

@@ -81,13 +81,13 @@ ready AS (
      GROUP BY channel
 ), wrong_codes AS (
     -- wrong SMS codes typed in the last day (the per-destination budget);
-    -- on verifications_wrong_codes (sql/015): only verifications a wrong code was typed for
+    -- on verifications_wrong_codes: only verifications a wrong code was typed for
     SELECT coalesce(sum(confirm_failures), 0)::integer AS n
       FROM verifications
      WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'
        AND (channel = 'sms' OR fallback_channel = 'sms') AND confirm_failures > 0
 ), holds AS (
-    -- channels held after a run of account faults, and the latest run (sql/definitions/19)
+    -- channels held after a run of account faults, and the latest run (record_sender_faults)
     SELECT channel, faults, window_started_at, last_fault_at, category, code, provider, held_at,
            CASE WHEN held_until > now() THEN held_until END AS held_until,
            last_fault_at > now() - make_interval(secs => :window_seconds) AS recent
@@ -109,7 +109,7 @@ ready AS (
      WHERE route <> '' AND (held_until > now() OR last_fault_at > now() - make_interval(secs => :window_seconds))
      GROUP BY channel
 ), pacing AS (
-    -- a provider's 429 slowed the channel: no claim takes its intents until then (sql/definitions/23)
+    -- a provider's 429 slowed the channel: no claim takes its intents until then (channel_slowed)
     SELECT channel, extract(epoch FROM slow_until - now())::float8 AS seconds_left
       FROM channel_pacing
      WHERE slow_until > now()
@@ -138,7 +138,7 @@ SELECT c.channel,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
        h.covered_through AS reconciler_watermark,
        extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds,
-       -- the global SMS budget (sql/definitions/07): 0 = SMS sends paused
+       -- the global SMS budget (sms_budget_left): 0 = SMS sends paused
        sms_budget_left(CAST(:sms_max AS integer)) AS sms_budget_left,
        date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at,
        coalesce((SELECT extra FROM sms_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)::integer
@@ -173,7 +173,7 @@ SELECT c.channel,
 
 -- name: timeline_verification
 -- verifyctl inspect: the verification, its proofs (verifications/proofs.py) and its (primary) delivery
--- intent (never the nonce or the digest); a fallback intent is read by timeline_fallback.sql.
+-- intent (never the nonce or the digest); a fallback intent is read by operations/queries.sql:timeline_fallback.
 SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.status, v.expires_at,
        v.created_at, v.updated_at, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at,
        v.redacted_at, v.superseded_by, v.confirm_failures, v.fallback_channel,
@@ -185,7 +185,7 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.stat
        i.completed_at, i.updated_at AS intent_updated_at, i.delivered_at, i.failed_at, i.failure_category,
        i.failure_code, i.failure_provider, i.failure_fault, i.undeliverable_reason
   FROM verifications AS v
-  -- its message intent (webhook events: timeline_events.sql)
+  -- its message intent (webhook events: operations/queries.sql:timeline_events)
   LEFT JOIN delivery_intents AS i ON i.verification_id = v.id AND i.role = 'primary'
  WHERE v.id = :verification_id
 
@@ -318,9 +318,9 @@ RETURNING v.id, (SELECT count(*) FROM scrubbed_intents WHERE quoted) + (SELECT c
 -- name: purge
 -- Purge: redacted verifications whose intent finished before the evidence-retention window are
 -- deleted with their intents, create_events and attempt history. None of those has a foreign key
--- (sql/014, sql/015): their rows are deleted here, in this statement (attempts by intent id: their
+-- (no_orphans): their rows are deleted here, in this statement (attempts by intent id: their
 -- primary key leads with it; intents by verification id), so a purge can never leave
--- an orphan (the DELETE triggers of sql/014, sql/definitions/16_no_orphans.sql, would refuse it). The caller has set
+-- an orphan (the DELETE triggers calling no_orphans would refuse it). The caller has set
 -- signup_verification.retention_purge so the attempt log's append-only trigger lets the rows go.
 -- Only finished intents are purged, and no statement appends an attempt row for a finished intent
 -- (each one appends for the intent its fenced UPDATE just moved), so none can arrive afterwards.
@@ -344,7 +344,7 @@ WITH due AS (
      WHERE NOT EXISTS (SELECT 1 FROM verifications AS w
                         WHERE w.superseded_by = d.id AND w.id NOT IN (SELECT id FROM due))
 ), events_gone AS (
-    -- create_events has no foreign key either (sql/014): its rows go here too
+    -- create_events has no foreign key either: its rows go here too
     DELETE FROM create_events AS e USING purgeable AS p WHERE e.verification_id = p.id
 ), intents_gone AS (
     DELETE FROM delivery_intents AS i USING purgeable AS p WHERE i.verification_id = p.id

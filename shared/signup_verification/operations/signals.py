@@ -1,7 +1,7 @@
 """Operator signals: is ready work aging, is one channel isolated, are claims progressing, is
 reconciliation advancing, which attempts are ambiguous.
 
-    compute(db, deployment)        the numbers, per channel (signals.sql: one statement, one round trip)
+    compute(db, deployment)        the numbers, per channel (operations/queries.sql:signals: one statement, one round trip)
     emit(db, deployment, source=...) compute, then one structured log record per channel
                                    (event="signals"): what Cloud Monitoring log-based metrics read.
                                    The dispatcher calls it once per invocation, the reconciler too.

@@ -3,8 +3,8 @@
 -- name: delivery_attempts_append_only
 -- The database refuses UPDATE, DELETE and TRUNCATE of the attempt log, except inside the
 -- retention purge, which sets `SET LOCAL signup_verification.retention_purge = 'on'`.
--- Its triggers (delivery_attempts_append_only, delivery_attempts_no_truncate) live in sql/001_schema.sql;
--- delivery_observations (sql/012) uses it too, hence the table's name in the message.
+-- Its triggers (delivery_attempts_append_only, delivery_attempts_no_truncate) are in sql/schema.sql;
+-- delivery_observations' use it too, hence the table's name in the message.
 CREATE OR REPLACE FUNCTION delivery_attempts_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF coalesce(current_setting('signup_verification.retention_purge', true), '') = 'on' THEN
@@ -16,14 +16,14 @@ END $$;
 
 -- name: no_orphans
 -- no_orphans: what three dropped foreign keys guaranteed on delete, checked only when rows are deleted
--- (sql/014 and sql/015 dropped them: their insert-time RI checks were a large share of the hot path's CPU).
+-- (dropped: their insert-time RI checks were a large share of the hot path's CPU).
 --   AFTER DELETE ON delivery_intents: no attempt row may still name a deleted intent. (The insert
 --     side: every statement that appends an attempt row takes the intent from its own fenced
 --     UPDATE ... RETURNING, outbox/*.sql, so the intent exists and is locked.)
 --   AFTER DELETE ON verifications: no create_events row and no delivery intent may still name a deleted
 --     verification. (The insert side: create_verification inserts both right after the verification;
 --     record_event, the other writer of intents, writes for the row its caller's UPDATE just locked.)
--- The retention purge deletes those rows in the same statement (operations/reconciler/purge.sql).
+-- The retention purge deletes those rows in the same statement (operations/queries.sql:purge).
 -- Statement-level with the deleted rows as a transition table: one index probe per deleted row
 -- (the LATERAL ... LIMIT 1 keeps it a probe: a transition table has no statistics, and a join
 -- could be planned as a hash over a scan of the whole log).
@@ -72,9 +72,8 @@ CREATE OR REPLACE VIEW eligible_delivery_intents AS
 -- row is left to settle first. A claimer that loses its row this way sees a stale write.
 -- Webhook events (role 'event') are never suppressed: a verified, expired or locked
 -- verification is exactly what they report, so they must still be delivered.
--- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 -- plpgsql, not sql: its body is checked when it runs, not when it is created, so this file still applies
--- to a schema from before sql/008 (role) as the upgrade tests build it.
+-- to a schema from before intents had a role, as the upgrade tests build it.
 CREATE OR REPLACE FUNCTION suppress_undelivered_intents(p_verification_ids uuid[], p_reason text)
 RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 BEGIN
@@ -90,7 +89,7 @@ END $$;
 
 -- name: event_data
 -- event_data: a webhook event's `data`, from the verification row as the state change left it
--- (record_event, sql/definitions/10_record_event.sql, adds the type's extras). The receiver's
+-- (record_event adds the type's extras). The receiver's
 -- contract (docs/webhooks.md, docs/openapi.yaml's webhooks): keys may be added, never removed or
 -- renamed; never a token, a code or the destination. `channel` is the primary channel requested;
 -- `verified_channel` / `verified_via` say which secret proved it (NULL until verified).
@@ -129,7 +128,6 @@ $$;
 -- per type, verification and subject: a second call is a no-op (the unique index
 -- delivery_intents_per_subject). Returns the rows written (0 or 1).
 -- The data never holds a token, a code or the destination (the receiver is another system).
--- Changing the arguments needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 CREATE OR REPLACE FUNCTION record_event(p_verification verifications, p_event_type text,
                                         p_extra jsonb DEFAULT '{}'::jsonb, p_subject text DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql AS $$
@@ -189,8 +187,8 @@ $$;
 
 -- name: delivery_failed
 -- delivery_failed: the one place that says what follows when message intents fail for good. Called
--- by the statement that failed them (outbox/settle.sql, outbox/resolve_ambiguous.sql,
--- outbox/resolve_lookup.sql, the delivery reports' ingest, sql/definitions/13, and create when a
+-- by the statement that failed them (outbox/queries.sql:settle, outbox/queries.sql:resolve_ambiguous,
+-- outbox/queries.sql:resolve_lookup, the delivery reports' ingest_delivery_reports, and create when a
 -- suppressed destination is answered silently), so its effects commit with the failure or not at all.
 -- p_intent_ids: the intents this statement just made `failed` (NULL or empty: nothing to do).
 -- p_reasons: a JSON array with one {intent_id, category, code, provider, fault, status} per failed
@@ -204,7 +202,7 @@ $$;
 --   * `delivery.failed` once no message channel of a pending verification is left, with every
 --     delivery's reason.
 -- Returns the number of rows those effects wrote. The deliveries as the site reads them:
--- message_deliveries (sql/definitions/21).
+-- message_deliveries.
 CREATE OR REPLACE FUNCTION delivery_failed(p_intent_ids bigint[], p_reasons jsonb DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -272,9 +270,9 @@ END $$;
 -- sms_budget_left: SMS sends the global budget still allows this UTC hour (NULL: no budget).
 -- Spent = attempts begun this hour (each costs a message, ambiguous retries included), less those of
 -- them that ended without reaching the provider (released, or refused before processing: the
--- index of sql/023 lists which), plus SMS intents claimed and not yet begun (in flight in some
+-- index delivery_attempts_sms_unsent lists which), plus SMS intents claimed and not yet begun (in flight in some
 -- worker); an operator's grant adds to it.
--- The claim reads it (outbox/claim.sql), so past the budget SMS intents simply stay eligible:
+-- The claim reads it (outbox/queries.sql:claim), so past the budget SMS intents simply stay eligible:
 -- not failed, not charged an attempt. Email is never limited by it.
 CREATE OR REPLACE FUNCTION sms_budget_left(p_max integer)
 RETURNS integer LANGUAGE sql STABLE AS $$

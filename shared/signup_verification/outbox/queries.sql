@@ -12,9 +12,9 @@
 -- as an array (primary-key probes, not a hash join over a seq scan of delivery_intents) and the
 -- verification read as a LATERAL that cannot be flattened (one primary-key probe per row).
 -- With :begin, an intent whose link is alive for :dead_within seconds more is begun in this
--- statement (attempts + 1 and its 'attempting' row, as begin_attempts.sql does): one UPDATE and one
--- round trip fewer per intent. Its sends have not started (sending_at stays NULL until start.sql),
--- so if they never do, release.sql / expire_claims.sql record 'released', not an attempt. The
+-- statement (attempts + 1 and its 'attempting' row, as outbox/queries.sql:begin_attempts does): one UPDATE and one
+-- round trip fewer per intent. Its sends have not started (sending_at stays NULL until outbox/queries.sql:start),
+-- so if they never do, outbox/queries.sql:release / outbox/queries.sql:expire_claims record 'released', not an attempt. The
 -- others stay 'claimed' for the worker's own dead-link check (delivery/dispatcher.py), which
 -- suppresses them or begins them the two-step way. `live` below must never call alive what
 -- ClaimedIntent.dead_reason calls dead.
@@ -22,8 +22,8 @@
 -- claim order: a branch per channel of the delivery_intents channel CHECK (a new channel adds one).
 -- Each branch takes at most its channel's own limit (the worker sizes it from the channel's latency,
 -- its sends in flight and its provider rate: delivery/batch_sizing.py); :limit bounds the merged batch.
--- A held message channel (a run of account faults, sql/definitions/19-20) or a slowed one (its
--- provider answered 429, sql/definitions/23) is not taken at all: its intents stay eligible, none is
+-- A held message channel (a run of account faults, record_sender_faults, channel_held) or a slowed one (its
+-- provider answered 429, channel_slowed) is not taken at all: its intents stay eligible, none is
 -- failed or charged an attempt. A held route (route faults from several destinations: one SMS
 -- destination country, one email receiving domain) is narrower than the claim's ranges: while any
 -- route is held (one look for the whole statement), each claimed intent carries when its route's
@@ -39,7 +39,7 @@ WITH email AS (
      ORDER BY next_attempt_at, id LIMIT CASE WHEN channel_slowed('webhook') THEN 0 ELSE :webhook_limit END
        FOR UPDATE SKIP LOCKED
 ), sms AS (
-    -- SMS within the global budget (SMS_MAX_PER_HOUR, sql/definitions/07): past it, SMS intents
+    -- SMS within the global budget (SMS_MAX_PER_HOUR, sms_budget_left): past it, SMS intents
     -- are not taken at all, so they stay eligible and no attempt is charged.
     SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'sms'
      ORDER BY next_attempt_at, id
@@ -99,7 +99,7 @@ SELECT c.id, c.verification_id, c.channel, c.locale, c.template_version, c.attem
 -- begin attempt (fenced): claimed -> attempting, attempts + 1, and the attempt row appended in the
 -- same statement, before the network call. The attempt id '<intent>:<n>' is stable: it is the
 -- provider idempotency key / Message-ID where the channel has one. Its sends start right after it
--- (sending_at set): the fused claim (claim.sql with begin) does the same in two steps, begin, then start.sql.
+-- (sending_at set): the fused claim (outbox/queries.sql:claim with begin) does the same in two steps, begin, then outbox/queries.sql:start.
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :versions::bigint[]) AS t(id, lease_version)
 ), begun AS (
@@ -119,7 +119,7 @@ RETURNING intent_id, attempt_id, attempt_number
 
 -- name: start
 -- start (fenced): the sends of attempts the fused claim began are handed over now. From here a lost
--- lease means a send may have happened (lose_leases.sql: ambiguous), and only settle ends the
+-- lease means a send may have happened (outbox/queries.sql:lose_leases: ambiguous), and only settle ends the
 -- attempt. Only sending_at and updated_at change (neither indexed, status and lease untouched):
 -- a HOT update, no index entries, unlike the two-step begin it replaces.
 UPDATE delivery_intents AS i
@@ -146,8 +146,9 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 -- A failure carries its verdict (delivery/classification/): the reason (category, code, provider,
 -- fault) is recorded on the intent, and what it sets off beyond the delivery runs here too: a
 -- recipient's fault suppresses the exact destination, an account fault counts towards holding the
--- channel, a route fault towards holding its route only (sql/definitions/18, 19, 26), and delivery_failed
--- (sql/definitions/08) brings a fallback forward and records the events. While a run of route faults
+-- channel, a route fault towards holding its route only (suppress_destinations,
+-- record_sender_faults, record_route_outcomes), and delivery_failed brings a fallback forward and
+-- records the events. While a run of route faults
 -- is open on a channel, its sends settled here count in their routes' runs (the share a route hold
 -- needs); otherwise no route is even looked up.
 WITH input AS (
@@ -210,7 +211,7 @@ WITH input AS (
       FROM settled AS s
      WHERE s.status = 'failed'
 ), followed AS (
-    -- what a failure for good sets off (sql/definitions/08 and 18), in this statement
+    -- what a failure for good sets off (delivery_failed, suppress_destinations), in this statement
     SELECT delivery_failed((SELECT array_agg(f.id) FROM failures AS f),
                            (SELECT jsonb_agg(f.reason) FROM failures AS f)) AS written,
            suppress_destinations((SELECT jsonb_agg(f.reason) FROM failures AS f WHERE f.failure_fault = 'recipient'),
@@ -246,7 +247,7 @@ SELECT s.id AS intent_id, s.status FROM settled AS s, followed
 -- Not an attempt (graceful shutdown, budget exhausted or the link died before the send began):
 --   claimed                       -> ready/retryable, nothing logged (no attempt was begun);
 --   attempting, sending_at NULL   -> retryable, a 'released' row ends the attempt the fused claim
---                                    began (claim.sql); max_attempts + 1, so it is not charged
+--                                    began (outbox/queries.sql:claim); max_attempts + 1, so it is not charged
 --                                    (its number stays used: attempt ids are Message-IDs/keys).
 -- An attempt whose sends started (sending_at set) is never released: only settle ends it.
 WITH input AS (
@@ -282,16 +283,16 @@ RETURNING i.id, i.lease_until
 
 -- name: suppress
 -- suppress: the undelivered intents of dead verifications become suppressed with the reason
--- (the shared function of sql/definitions/03_suppress_undelivered_intents.sql, which create uses too). Returns the suppressed intent ids.
+-- (the shared function of suppress_undelivered_intents, which create uses too). Returns the suppressed intent ids.
 SELECT suppress_undelivered_intents(:ids::uuid[], :reason)
 
 -- name: expire_claims
 -- transition: claimed, attempting -> ready, retryable
 -- why: the reconciler gives back an expired claim whose send never started
 -- release, reconciler's guard: a claim whose lease expired before any send began -> eligible again.
--- Same transition as release.sql (not an attempt; an attempt begun by the fused claim gets its
+-- Same transition as outbox/queries.sql:release (not an attempt; an attempt begun by the fused claim gets its
 -- 'released' row); only the guard differs: expiry instead of owner. "Before any send began" is
--- status 'claimed', or 'attempting' with sending_at NULL (outbox/start.sql never ran for it).
+-- status 'claimed', or 'attempting' with sending_at NULL (outbox/queries.sql:start never ran for it).
 WITH expired AS (
     SELECT id FROM delivery_intents
      WHERE status IN ('claimed', 'attempting') AND lease_until <= now() AND (status = 'claimed' OR sending_at IS NULL)
@@ -327,7 +328,7 @@ WITH policy AS (
     SELECT * FROM unnest(:channels::text[], :holds::float8[]) AS p(channel, hold_seconds)
 ), lost AS (
     SELECT id FROM delivery_intents
-     WHERE status = 'attempting' AND lease_until <= now() AND sending_at IS NOT NULL  -- else: expire_claims.sql
+     WHERE status = 'attempting' AND lease_until <= now() AND sending_at IS NOT NULL  -- else: outbox/queries.sql:expire_claims
      ORDER BY lease_until
      LIMIT :limit
        FOR UPDATE SKIP LOCKED
@@ -380,7 +381,7 @@ WITH policy AS (
      WHERE i.id = d.id
     RETURNING i.id, i.channel, i.status
 ), followed AS (
-    -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement
+    -- what a failure for good sets off (delivery_failed), in this statement
     SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed'),
                            jsonb_agg(jsonb_build_object('intent_id', r.id, 'category', 'unconfirmed',
                                                         'fault', 'transient_or_unknown'))
@@ -429,7 +430,7 @@ WITH input AS (
       FROM resolved AS r
     ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- one row per attempt and outcome
 ), followed AS (
-    -- what a failure for good sets off (sql/definitions/08_delivery_failed.sql), in this statement
+    -- what a failure for good sets off (delivery_failed), in this statement
     SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed'),
                            jsonb_agg(jsonb_build_object('intent_id', r.id, 'category', 'attempts_exhausted',
                                                         'fault', 'transient_or_unknown'))
@@ -440,11 +441,11 @@ SELECT r.id, r.status FROM resolved AS r, followed
 
 -- name: suppress_dead
 -- suppress: undelivered intents of verifications that are no longer pending, or past expiry,
--- through the shared suppress transition (sql/definitions/03_suppress_undelivered_intents.sql). Expired pending verifications are marked first.
+-- through the shared suppress transition (suppress_undelivered_intents). Expired pending verifications are marked first.
 -- Rows: (reason, intent id, NULL) per suppressed intent, then one (NULL, NULL, n) with the number of
 -- verifications marked expired (a batch can expire verifications whose intents already finished).
 -- Each verification marked expired records its `verification.expired` webhook event in this statement
--- (sql/definitions/10_record_event.sql); webhook events are never dead (they report the end).
+-- (record_event); webhook events are never dead (they report the end).
 WITH expired AS (
     UPDATE verifications SET status = 'expired', updated_at = now()
      WHERE id IN (SELECT id FROM verifications WHERE status = 'pending' AND expires_at <= now()
@@ -508,13 +509,13 @@ RETURNING i.id, i.verification_id, i.event_type, i.event_subject, c.status AS wa
 
 -- name: idle_probe
 -- idle probe: is there anything the claim would take now, and has a newer invocation taken over the
--- waiting (idle_enter.sql)? One probe per channel of the eligible partial index (delivery_intents_eligible,
+-- waiting (outbox/queries.sql:idle_enter)? One probe per channel of the eligible partial index (delivery_intents_eligible,
 -- (channel, next_attempt_at, id): the first due row of the channel's range): on an empty outbox each
 -- finds nothing, and the only other read is the dispatch heartbeat row by primary key. The SMS budget
--- (sql/definitions/07) is read only when an SMS intent is due: past the budget those stay eligible but
+-- (sms_budget_left) is read only when an SMS intent is due: past the budget those stay eligible but
 -- the claim would not take them, so they must not wake the worker (it would claim nothing, every poll);
--- so must the intents of a held channel (sql/definitions/20) or a slowed one (its provider answered
--- 429, sql/definitions/23), read only when one is due.
+-- so must the intents of a held channel (channel_held) or a slowed one (its provider answered
+-- 429, channel_slowed), read only when one is due.
 SELECT ((EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'email')
          AND NOT channel_held('email') AND NOT channel_slowed('email'))
         OR (EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'webhook') AND NOT channel_slowed('webhook'))
@@ -527,7 +528,7 @@ SELECT ((EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'email'
 -- name: idle_enter
 -- An invocation starts waiting for work: it becomes the deployment's idle waiter unless a newer
 -- invocation (by start time, the database clock) already is. The older waiter sees this in its next
--- probe (idle_probe.sql: superseded) and returns, so the scheduler's next tick hands the waiting
+-- probe (outbox/queries.sql:idle_probe: superseded) and returns, so the scheduler's next tick hands the waiting
 -- over without a gap and without two instances waiting for long. An owner that died simply has
 -- an older start and is replaced.
 INSERT INTO worker_heartbeats (name, deployment, watermark)

@@ -15,7 +15,7 @@ rest of the section, comments included.
 
 Modules look their statements up by name when they are imported (`_CLAIM = OUTBOX["claim"]`), so
 an unknown name fails the import, never a first use; the catalogue records which module asked for
-which name, and tests/integration/platform/test_catalogues.py holds every section used and every
+which name, and tests/unit/test_catalogues.py holds every section used and every
 use defined.
 """
 

@@ -180,7 +180,7 @@ def _apply_definitions(
     if not has_table:
         raise MigrationError(
             f"{source.label} has definitions but no migration creates schema_definitions "
-            "(sql/004_schema_definitions.sql does)"
+            "(the bookkeeping table of the definitions)"
         )
     recorded = {row["name"]: row["checksum"] for row in db.rows(_DEFINITIONS)}
     applied = []

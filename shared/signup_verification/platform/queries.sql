@@ -91,12 +91,12 @@ SELECT CASE
 
 -- name: grants_set_role
 -- Act as the role that manages roles until RESET ROLE or the end of the transaction. The name
--- comes from grants_admin.sql, through grants.quote_identifier (role names cannot be parameters).
+-- comes from platform/queries.sql:grants_admin, through grants.quote_identifier (role names cannot be parameters).
 SET LOCAL ROLE {role}
 
 -- name: grants_roles
 -- The three NOLOGIN group roles (grants.ROLES) and their use of the schema, created by the role that
--- may manage roles (grants_admin.sql: cloudsqlsuperuser on Cloud SQL, which then holds ADMIN OPTION
+-- may manage roles (platform/queries.sql:grants_admin: cloudsqlsuperuser on Cloud SQL, which then holds ADMIN OPTION
 -- on them and owns the schema). Idempotent: deploy.sh runs it on every deploy.
 DO $$
 BEGIN
@@ -115,7 +115,7 @@ GRANT verification_app TO verification_operator;
 GRANT USAGE ON SCHEMA public TO verification_app, verification_reader;
 
 -- name: grants_reset_role
--- Back to the session's own role: the owner of the tables grants on them (grants_privileges.sql).
+-- Back to the session's own role: the owner of the tables grants on them (platform/queries.sql:grants_privileges).
 RESET ROLE
 
 -- name: grants_privileges

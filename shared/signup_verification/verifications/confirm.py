@@ -5,7 +5,7 @@ number. The first proof makes a pending verification verified; the other channel
 but before expiry, records its proof too. Looking a link up never changes anything (mail scanners and
 link previews fetch links); only `confirm_link` / `confirm_code` consume, with one UPDATE that requires
 the matched digest, an unexpired verification and a secret that has not proved before
-(confirm_link.sql, confirm_consume.sql), so two concurrent confirmations record one proof.
+(verifications/queries.sql:confirm_link, verifications/queries.sql:confirm_consume), so two concurrent confirmations record one proof.
 
 What a secret hears is about that secret (`Outcome.presented`): ALREADY_VERIFIED only when this same
 secret proved its destination before; a verification another secret verified leaves this one

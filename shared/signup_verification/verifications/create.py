@@ -1,7 +1,7 @@
 """Creating a verification: token material, idempotency and the outbox row in one transaction.
 
 The whole write is one call of the SQL function `create_verification`
-(sql/definitions/04_create_verification.sql): one round trip, one transaction. This module prepares
+(create_verification): one round trip, one transaction. This module prepares
 what only Python can (the keyed digest) and returns what happened as an outcome; it knows nothing
 of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
 resolved template version and locale in `NewVerification`).
@@ -175,7 +175,7 @@ def create(
         **_suppression_keys(config, keyring, new),
         suppressed_answer=config.abuse.suppressed_answer,
     )[0]
-    match outcome_kind:  # sql/definitions/04_create_verification.sql's outcomes
+    match outcome_kind:  # create_verification's outcomes
         case "created":
             outcome = Created(_answered(config, keyring, new, data))
         case "replayed":

@@ -1,7 +1,7 @@
 -- The verifications package's functions and views (platform/catalogue.py; applied by platform/migrations.py).
 
 -- name: channel_policy
--- Channel policy (sql/011_channel_policy.sql): the name create records on the intents.
+-- Channel policy: the name create records on the intents.
 -- channel_policy: 'single' (no fallback), 'both' (fallback after 0 s: both at once), 'fallback'.
 CREATE OR REPLACE FUNCTION channel_policy(p_fallback_channel text, p_after_seconds integer)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
@@ -91,7 +91,7 @@ END $$;
 -- name: created_answer
 -- created_answer: what a 'created' create answers (the verification's fields, ISO timestamps; the
 -- fallback's policy, never its destination). One definition for the first answer and every replay
--- of it (create_verification rebuilds it from the idempotency record's columns, sql/015), so the two
+-- of it (create_verification rebuilds it from the idempotency record's columns), so the two
 -- cannot drift apart. A single SELECT of an expression: the planner inlines it where it is called.
 CREATE OR REPLACE FUNCTION created_answer(
     p_id uuid, p_account_id text, p_channel text, p_created_at timestamptz, p_expires_at timestamptz,
@@ -115,7 +115,7 @@ $$;
 -- count_refused_create: a create refused with an answer about someone else (the suppression list's
 -- 422, a 429 of the destination, prefix or country limits) counts against the caller's own limits
 -- as a create would: a `refused` create_events row with the account and the client key only, so the
--- account and client limits read it (create_limit_wait, sql/definitions/06: every role but
+-- account and client limits read it (create_limit_wait: every role but
 -- `fallback`; the client index) and no destination, prefix or country limit does (their keys are
 -- NULL). p_id is the verification id the refused create would have had: the row's key, naming no
 -- verification. The reconciler's reap_refused_creates duty deletes the rows once past every window.
@@ -132,7 +132,7 @@ $$;
 -- (key_kind 'exact': verifications/abuse.py exact_email; never the alias-folded rate-limit key, so
 -- a bounce of 'victim+x@gmail.com' never refuses 'victim@gmail.com'), until an operator clears it
 -- (`verifyctl suppression clear`) or its expires_at passes (SUPPRESSION_DAYS; NULL: no expiry).
--- Entries from before exact keys (key_kind 'alias', sql/017) match on the alias key until they expire.
+-- Entries from before exact keys (key_kind 'alias') match on the alias key until they expire.
 -- p_exact_keys / p_alias_keys: the digests under every key of the token ring (abuse.py
 -- destination_keys), so an entry written before a key rotation still matches.
 -- plpgsql, not sql: a scalar sql function with a FROM clause is not inlined, and create_verification
@@ -154,7 +154,7 @@ END $$;
 -- statement that records the failure so both commit together.
 --
 -- suppress_destinations: the exact destinations of failed deliveries whose fault was the
--- recipient's go on the suppression list (create refuses them: sql/definitions/14). p_failures is a
+-- recipient's go on the suppression list (create refuses them: destination_suppression). p_failures is a
 -- JSON array of {intent_id, category, code} (the recipient's faults only); the destination key is
 -- create_events' exact key of the intent's verification and channel (the alias key where the two
 -- are the same digest). p_for: how long (NULL: until an operator clears it).
@@ -198,31 +198,30 @@ END $$;
 --                             was not the caller's own, the refusal's count; retry_after in s
 --   outcome 'suppressed'   -> the destination (or the fallback's) is on the suppression list and
 --                             p_suppressed_answer is 'refuse': nothing kept but the refusal's count
---                             (count_refused_create, sql/definitions/15). With 'silent' the
+--                             (count_refused_create). With 'silent' the
 --                             verification is created and the suppressed destination's delivery is
 --                             failed at once (reason `suppressed`), never sent: delivery_failed
 --                             brings the fallback forward and records the events.
 -- Outcomes only: the HTTP edge (api/create.py) decides statuses and bodies, also for replays.
 -- A concurrent request with the same key waits on the key's advisory lock until the first
 -- commits, then replays it: callers never see 409 for an in-flight key.
--- Changing the arguments or the result type needs `DROP FUNCTION IF EXISTS <old signature>;` first.
 CREATE OR REPLACE FUNCTION create_verification(
     p_scope text, p_key text, p_fingerprint bytea, p_idempotency_ttl interval,
     p_id uuid, p_account_id text, p_channel text, p_destination text, p_purpose text, p_locale text,
     p_template_version text, p_key_id text, p_token_nonce bytea, p_token_digest bytea,
     p_ttl interval, p_max_confirm_failures integer, p_max_attempts integer,
     p_rate_limit integer, p_rate_window interval, p_rate_spacing interval,
-    -- abuse limits (sql/006_abuse.sql): keyed digests computed by verifications/abuse.py
+    -- abuse limits (create_events): keyed digests computed by verifications/abuse.py
     p_destination_key bytea, p_prefix_key bytea, p_country text, p_client_key bytea,
     p_per_account integer, p_per_prefix integer, p_per_country integer, p_per_client integer,
-    -- channel policy (sql/011_channel_policy.sql): all NULL = no fallback. The fallback's
+    -- channel policy: all NULL = no fallback. The fallback's
     -- destination is normalised and policy-checked by the caller, its keys are its own abuse keys.
     p_fallback_channel text, p_fallback_destination text, p_fallback_after_seconds integer,
     p_fallback_digest bytea, p_fallback_destination_key bytea, p_fallback_prefix_key bytea,
     p_fallback_country text,
-    -- where the pages send the person back to (checked at the edge, sql/010_return_url.sql)
+    -- where the pages send the person back to (checked at the edge)
     p_return_url text,
-    -- the suppression list (sql/definitions/14): each destination's exact-address digest and its alias
+    -- the suppression list (destination_suppression): each destination's exact-address digest and its alias
     -- digest under every key of the ring, so an entry written before a key rotation still matches;
     -- the exact keys create_events keeps (NULL: the same digest as the alias key); refuse | silent
     p_suppression_keys bytea[], p_fallback_suppression_keys bytea[],
@@ -249,7 +248,7 @@ BEGIN
     -- inserted with outcome 'created' and its data, and never updated afterwards. Until this
     -- transaction commits nobody sees it (a concurrent same-key request waits on the unique index);
     -- a rate-limited request deletes it, an error rolls it back.
-    -- The answer's shape is sql/definitions/17_created_answer.sql; the record keeps its inputs only.
+    -- The answer's shape is created_answer; the record keeps its inputs only.
     fields := created_answer(p_id, p_account_id, p_channel, now(), now() + p_ttl,
                              p_fallback_channel, p_fallback_after_seconds);
     -- One request per key at a time: a concurrent same-key request waits here until this transaction
@@ -328,7 +327,7 @@ BEGIN
     END IF;
     -- ---- end of abuse limits ------------------------------------------------------------------
 
-    -- ---- suppression list (sql/definitions/14) -------------------------------------------------
+    -- ---- suppression list (destination_suppression) -------------------------------------------------
     -- Checked after the caller's own limits: a caller who would be rate-limited learns nothing about
     -- the list. 'refuse' (the default): 422, nothing kept, so the same key works once the entry is
     -- cleared; 'silent': created, and the suppressed delivery fails at once below.

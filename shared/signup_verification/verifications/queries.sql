@@ -3,7 +3,7 @@
 -- name: create
 -- One round trip: the whole create (idempotency, rate and abuse limits, the suppression list,
 -- supersede, outbox rows) is the SQL function create_verification
--- (sql/definitions/04_create_verification.sql).
+-- (create_verification).
 SELECT outcome, verification, retry_after FROM create_verification(
     :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
     :id, :account_id, :channel, :destination, :purpose, :locale,
@@ -41,7 +41,7 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.f
            SELECT jsonb_agg(jsonb_build_object(
                       'channel', i.channel,
                       'role', i.role,
-                      -- a fallback's own destination (sql/011), masked in Python; a primary's is the verification's
+                      -- a fallback's own destination, masked in Python; a primary's is the verification's
                       'destination', coalesce(i.destination, v.destination),
                       'status', CASE WHEN i.status = 'accepted' AND i.delivered_at IS NOT NULL THEN 'delivered'
                                      WHEN i.status = 'failed' AND i.undeliverable_reason IS NOT NULL THEN 'undeliverable'
@@ -89,9 +89,9 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
 -- is its email digest (the email may be the fallback channel). The link proves the address once:
 -- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
 --   'email', `verified_via` 'link'; its undelivered intents (both channels) are suppressed in the same
---   statement through the shared transition (sql/definitions/03_suppress_undelivered_intents.sql), and
---   the `verification.verified` webhook event is recorded (sql/definitions/10_record_event.sql);
--- - a later proof (sql/027): a verification its SMS code verified, still unexpired, whose link has not
+--   statement through the shared transition (suppress_undelivered_intents), and
+--   the `verification.verified` webhook event is recorded (record_event);
+-- - a later proof: a verification its SMS code verified, still unexpired, whose link has not
 --   proved the address yet: `second_proof_at`.
 -- Either way the `verification.proved` event is recorded, its subject the channel proved. Of two
 -- concurrent confirmations exactly one consumes; the other gets the row with `consumed` false. The
@@ -144,15 +144,15 @@ SELECT c.*, k.id IS NOT NULL AS consumed, k.verified_at AS new_verified_at, k.ve
   LEFT JOIN consumed AS k ON k.id = c.id
 
 -- name: confirm_consume
--- consume: the one atomic UPDATE that records a code's proof (a link's is confirm_link.sql, which finds
+-- consume: the one atomic UPDATE that records a code's proof (a link's is verifications/queries.sql:confirm_link, which finds
 -- and consumes in one statement: keep the two in step). A code is the SMS channel's secret, whether SMS
 -- is the primary channel or the fallback, and proves the number once, in one of two ways:
 -- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
 --   'sms', `verified_via` 'code'. Its undelivered intents are suppressed in the same statement, through
---   the shared transition (sql/definitions/03_suppress_undelivered_intents.sql), the other channel's
+--   the shared transition (suppress_undelivered_intents), the other channel's
 --   too ('verified': a fallback confirmed before its time is never sent), and the
---   `verification.verified` webhook event is recorded (sql/definitions/10_record_event.sql);
--- - a later proof (sql/027): a verification its email's link verified, still unexpired, whose code has
+--   `verification.verified` webhook event is recorded (record_event);
+-- - a later proof: a verification its email's link verified, still unexpired, whose code has
 --   not proved the number yet and has wrong tries left: `second_proof_at`. Nothing is left to suppress.
 -- Either way the `verification.proved` event is recorded, its subject the channel proved. The UPDATE
 -- requires the digest the caller matched and one of those two states, so of two concurrent
@@ -166,7 +166,7 @@ WITH consumed AS (
            second_proof_at = CASE WHEN v.status = 'verified' THEN now() END,
            updated_at = now()
      WHERE v.id = :id AND (v.token_digest = :digest OR v.fallback_digest = :digest) AND v.expires_at > now()
-       -- pending, written so it implies no partial index (confirm_link.sql says why), or the later proof
+       -- pending, written so it implies no partial index (verifications/queries.sql:confirm_link says why), or the later proof
        AND (v.status NOT IN ('verified', 'expired', 'superseded', 'locked')
             OR (v.status = 'verified' AND v.verified_channel = 'email' AND v.second_proof_at IS NULL
                 AND v.confirm_failures < v.max_confirm_failures))
@@ -186,9 +186,9 @@ SELECT c.id, c.account_id, c.verified_at, c.verified_channel, c.verified_via, c.
 -- name: confirm_wrong_code
 -- A wrong SMS code: counted atomically, whatever the verification's state, so guessing against a
 -- finished verification costs the same budgets (its own count, and the destination's daily budget,
--- which sums these counts: confirm_destination_failures.sql). Only a pending, unexpired verification
+-- which sums these counts: verifications/queries.sql:confirm_destination_failures). Only a pending, unexpired verification
 -- changes state: the attempt that reaches the limit locks it, suppresses what it had left to send
--- (every channel) and records the `verification.locked` webhook event (sql/definitions/10); both
+-- (every channel) and records the `verification.locked` webhook event (record_event); both
 -- are no-ops for a verification locked before.
 WITH failed AS (
     UPDATE verifications
@@ -224,13 +224,13 @@ SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
 -- name: confirm_lock_destination
 -- The destination is over its daily wrong-code budget: the answer is `locked`, so
 -- the verification becomes locked for real, with what that means everywhere else: its undelivered
--- intents suppressed and the `verification.locked` webhook event recorded (sql/definitions/10), in
+-- intents suppressed and the `verification.locked` webhook event recorded (record_event), in
 -- this statement. Only a pending, unexpired verification locks; its failure count is left as it is
 -- (no code of its own was tried).
 WITH locked AS (
     UPDATE verifications SET status = 'locked', updated_at = now()
      WHERE id = :id AND expires_at > now()
-       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (confirm_link.sql: why so)
+       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (verifications/queries.sql:confirm_link: why so)
     RETURNING id, verifications AS verification
 )
 SELECT l.id,
@@ -282,8 +282,8 @@ DELETE FROM idempotency_keys AS k
 RETURNING k.scope
 
 -- name: reap_refused_creates
--- Refused creates older than a day (well past the limits' one-hour window, verifications/create.sql),
--- oldest first, in a bounded batch, on the partial index create_events_refused (sql/026).
+-- Refused creates older than a day (well past the limits' one-hour window, verifications/queries.sql:create),
+-- oldest first, in a bounded batch, on the partial index create_events_refused.
 WITH due AS (
     SELECT verification_id FROM create_events
      WHERE role = 'refused' AND created_at < now() - interval '1 day'

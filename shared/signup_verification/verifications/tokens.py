@@ -97,7 +97,7 @@ class TokenKey:
         return _b64(self._mac(b"link-token", verification_id.bytes, nonce))
 
     def link(self, verification_id: uuid.UUID, nonce: bytes) -> str:
-        """What an email link carries (sql/016): the verification id, then the token."""
+        """What an email link carries: the verification id, then the token."""
         return with_verification_id(verification_id, self.link_token(verification_id, nonce))
 
     def sms_code(self, verification_id: uuid.UUID, nonce: bytes, digits: int = 6) -> str:

@@ -37,7 +37,7 @@ from support.policy import token_in
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 _LINK_TOKEN = re.compile(
     r"token=(?:[A-Za-z0-9_-]{22})?([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"
-)  # the secret part of a link (sql/016)
+)  # the secret part of a link
 
 
 def code_pattern(code: str) -> re.Pattern:

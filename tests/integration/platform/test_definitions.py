@@ -74,7 +74,7 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     }
     after = snapshot(upgraded)
     for kind in ("functions", "views"):
-        existed = {row[0] for row in before[kind]}  # objects added later (sql/definitions/08...) are new, not moved
+        existed = {row[0] for row in before[kind]}  # objects added later (delivery_failed...) are new, not moved
         kept = [
             [r for r in part if r[0] in existed and r[0] not in changed_since] for part in (after[kind], before[kind])
         ]

@@ -93,7 +93,7 @@ def test_a_second_intent_for_one_verification_is_refused_by_the_database(db):
 
 
 def test_a_verification_cannot_be_deleted_from_under_its_intents(db):
-    """No foreign key since sql/015 (its insert-time check cost ~45 µs per intent): the delete side is
+    """No foreign key (its insert-time check cost ~45 µs per intent): the delete side is
     the no_orphans trigger's, and the purge deletes a verification and its intents together."""
     vid = add_verification(db)
     add_intent(db, vid)
@@ -298,7 +298,7 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
     for query in (claim, probe, "SELECT min(next_attempt_at) FROM eligible_delivery_intents WHERE channel = 'sms'"):
         plan = "\n".join(r[0] for r in db.run("EXPLAIN " + query))
         assert "delivery_intents_eligible" in plan and "Seq Scan on delivery_intents" not in plan, plan
-    # sql/015: each channel's range by itself, so one channel's backlog is never scanned past for another's
+    # each channel's range by itself, so one channel's backlog is never scanned past for another's
     plan = "\n".join(r[0] for r in db.run("EXPLAIN " + claim))
     for channel in ("email", "webhook", "sms"):
         assert f"Index Cond: ((channel = '{channel}'::text)" in plan, plan

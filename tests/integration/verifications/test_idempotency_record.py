@@ -1,7 +1,7 @@
 """The idempotency record is written complete when it is inserted: one INSERT, no UPDATE,
-and what it stores is exactly what the first answer said and what the verification row holds. Since
-sql/015 it stores the answer's inputs as columns (not a jsonb copy of it), rebuilt by the function
-that built the first answer (created_answer); records from before keep and replay their jsonb."""
+and what it stores is exactly what the first answer said and what the verification row holds: the
+answer's inputs as columns (not a jsonb copy of it), rebuilt by the function that built the first
+answer (created_answer)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Idempotency records that held their answer as a document (outcome_data, before sql/015) are
-retired by 051: an expired one goes, and one still live (a TTL longer than a day) keeps replaying
-the same verification, its answer rebuilt from the inputs taken out of that document."""
+"""Idempotency records that held their answer as a document (outcome_data, before the answer's
+inputs were columns) are retired by 051: an expired one goes, and one still live (a TTL longer than
+a day) keeps replaying the same verification, its answer rebuilt from the inputs taken out of that
+document."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _release_before(tmp_path: Path, version: str) -> Path:
 
 
 def _record(db, key: str, request: CreateVerificationRequest, answer: dict, expires_in: timedelta) -> None:
-    """A record as the create of before sql/015 wrote it: the answer itself, no inputs."""
+    """A record as the create of that time wrote it: the answer itself, no inputs."""
     db.run(
         "INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, outcome_data)"
         " VALUES (:scope, :key, :fingerprint, now() + make_interval(secs => :ttl), 'created', CAST(:answer AS jsonb))",

@@ -97,7 +97,7 @@ def test_the_old_link_shape_is_retired_only_once_no_such_link_can_be_used(new_da
         digest=b"d" * 32,
     )
     with pytest.raises(MigrationError, match="050_digest_links_retired.sql failed: old-style email links .* until"):
-        migrations.migrate(db)  # in the grace day that sql/016 gives an upgrade
+        migrations.migrate(db)  # in the grace day the id-first migration gives an upgrade
     # 016 and 017 ran (018 builds an index outside a transaction); 050's transaction rolled back whole
     assert db.run("SELECT to_regclass('link_format') IS NOT NULL, max(version) FROM schema_migrations") == [
         [True, "018"]

@@ -126,7 +126,7 @@ def test_the_supersede_of_a_create_reads_the_accounts_pending_rows_only(history)
 
 
 def test_the_redaction_sweep_reads_its_partial_index(history):
-    """sql/015: verifications_unredacted holds finished verifications only (entered when they leave
+    """verifications_unredacted holds finished verifications only (entered when they leave
     pending, not at insert too); the sweep, which skips pending ones, still reads it."""
     sql = catalogue("operations")["redact"].replace(":redact_after_seconds", "86400").replace(":limit", "100")
     plan = "\n".join(r[0] for r in history.run("EXPLAIN " + sql))
@@ -134,7 +134,7 @@ def test_the_redaction_sweep_reads_its_partial_index(history):
 
 
 def test_the_signals_read_no_verification_history(history):
-    """The wrong-codes count reads verifications_wrong_codes (sql/015), not a scan of every verification."""
+    """The wrong-codes count reads verifications_wrong_codes, not a scan of every verification."""
     sql = catalogue("operations")["signals"]
     for name, value in (("window_seconds", "3600"), ("deployment", "'t'"), ("sms_max", "NULL")):
         sql = sql.replace(f":{name}", value)
