@@ -140,8 +140,8 @@ SELECT u.name FROM unnest(CAST(:users AS text[])) WITH ORDINALITY AS u (name, n)
 GRANT {role} TO {member}
 
 -- name: remember_signature
--- Remember a signed request (request_signatures.replay_digest: the SHA-256 naming the request, or
--- a legacy signature's t and body, never a MAC); no row back means it was presented before (a replay).
+-- Remember a signed request (request_signatures.replay_digest: the SHA-256 naming the request,
+-- never a MAC); no row back means it was presented before (a replay).
 INSERT INTO signature_replay (digest, expires_at)
 VALUES (:digest, to_timestamp(:expires_at))
     ON CONFLICT (digest) DO NOTHING
