@@ -89,6 +89,26 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     }
 
 
+def test_a_database_holding_superseded_signatures_upgrades_to_the_current_ones(new_database):
+    """A database last migrated while a function had other arguments or another result type still
+    holds that version: 052 drops it before the definitions apply, so the upgrade ends with one
+    function per name, as a fresh database has."""
+    upgraded, fresh = new_database(), new_database()
+    migrations.migrate(upgraded)
+    migrations.migrate(fresh)
+    upgraded.execute_script(
+        "DROP FUNCTION report_verdicts(jsonb);"
+        " CREATE FUNCTION report_verdicts(p_events jsonb) RETURNS TABLE (dedup_key text, code text)"
+        " LANGUAGE sql AS 'SELECT NULL::text, NULL::text';"
+        " CREATE FUNCTION destination_suppression(p_channel text, p_keys bytea[]) RETURNS boolean"
+        " LANGUAGE sql AS 'SELECT false';"
+        " CREATE FUNCTION delivery_failed(p_intent_ids bigint[]) RETURNS integer LANGUAGE sql AS 'SELECT 0';"
+        " DELETE FROM schema_migrations WHERE version = '052'"
+    )
+    assert migrations.migrate(upgraded).migrations == ("052",)
+    assert snapshot(upgraded) == snapshot(fresh)
+
+
 def test_every_function_and_view_of_the_schema_has_a_definition_file(new_database):
     db = new_database()
     migrations.migrate(db)

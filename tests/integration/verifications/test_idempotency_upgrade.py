@@ -60,7 +60,7 @@ def test_a_live_record_with_its_answer_as_a_document_still_replays_after_the_upg
         _record(db, "live", request, answer, timedelta(days=3))  # a deployment with a three-day TTL
         _record(db, "gone", request, answer, -timedelta(seconds=1))
 
-        assert migrations.migrate(db).migrations == ("051",)
+        assert migrations.migrate(db).migrations[0] == "051"
         assert db.run("SELECT key FROM idempotency_keys ORDER BY key") == [["live"]]
         db.run("UPDATE idempotency_keys SET created_at = :at WHERE key = 'live'", at=now)  # as create wrote it
         replay = create_edge.create_verification(db, CreateConfig(), Keyring.parse(TEST_TOKEN_KEYS), request, "live")
