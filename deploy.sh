@@ -4,7 +4,7 @@
 #
 #   ./deploy.sh                  preflights, then everything: state bucket, database, secrets,
 #                                image, migrations, functions. Safe to interrupt and run again.
-#   ./deploy.sh --check          every preflight and the Terraform plan; changes nothing (--plan too)
+#   ./deploy.sh --check          every preflight, the Terraform plan and its cost; changes nothing (--plan too)
 #   --secret-file SETTING=PATH   a secret's value from a file (repeatable), e.g. TWILIO_AUTH_TOKEN=t.txt
 #   --var-file PATH              the variables (default: DEPLOY_VAR_FILE, else infra/terraform.tfvars)
 #
@@ -132,6 +132,7 @@ SERVICE_AGENTS="$(plan_output "$BUILD/tfplan" service_agents)"
 collect_secrets "$REQUIRED_SECRETS" "$([[ "$CHECK" == true ]] && echo check || echo run)"
 check_quotas "$(plan_output "$BUILD/tfplan" run_capacity)"
 report_failures
+show_cost "$BUILD/tfplan"
 
 if [[ "$CHECK" == true ]]; then
   echo "deploy.sh --check: every preflight passed; the plan is above; nothing was changed"

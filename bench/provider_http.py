@@ -79,11 +79,13 @@ def plain_client(fake: TimedSendGrid, count: int, threads: int = 64) -> float:
     return count / elapsed
 
 
-def serve(target: str, port: int, env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
+def serve(
+    target: str, port: int, env: dict[str, str], log: Path | None = None, source: Path = ROOT / "functions" / "main.py"
+) -> subprocess.Popen:
     """`functions-framework --target` on 127.0.0.1:port, waiting until it answers."""
     cmd = [
         str(ROOT / ".venv" / "bin" / "functions-framework"),
-        *("--source", str(ROOT / "functions" / "main.py"), "--target", target),
+        *("--source", str(source), "--target", target),
         *("--host", "127.0.0.1", "--port", str(port)),
     ]
     out = open(log, "ab") if log else subprocess.DEVNULL

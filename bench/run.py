@@ -31,6 +31,7 @@ SCRIPTS = {
     "provider": "dispatch_bench.py",  # 200 ms provider, budget respected; the defaults vs a 64-thread client
     "spike": "spike_bench.py",  # 10,000 signups at 200/s through the local emulation with fan-out
     "create": "create_bench.py",  # create path through functions-framework
+    "capacity": "capacity_bench.py",  # answers per database connection and per vCPU: create, confirm, read
     "history": "history_bench.py",  # hot and operator paths with 10k vs 1M history
     "latency": "latency_bench.py",  # create -> accepted with the scheduler once a minute
     "memory": "memory_bench.py",  # peak RSS of one invocation, 5,000 intents

@@ -1,10 +1,13 @@
 # The pages. Each says what it means and what to look at first (the runbook is docs/deploy.md).
+# With the tier's alerting "per_page" (standard, large) each is a policy of its own; with "digest"
+# (small) they are grouped in one digest page (alerts_digest.tf), and only the absence page is here.
 # Each waits for the log-based metrics it watches to be visible to Cloud Monitoring (waits.tf).
 # Every threshold page has the same shape, so they are one map (local.threshold_alerts, with
 # entries from reports.tf and webhooks.tf); the absence page is the one of another shape.
 locals {
-  metric_type      = { for k, m in google_logging_metric.signal : k => "logging.googleapis.com/user/${m.name}" }
-  condition_metric = { for k, m in google_logging_metric.condition : k => "logging.googleapis.com/user/${m.name}" }
+  # The metrics' types by name (metrics.tf), whether or not the tier creates them (alerts_digest.tf).
+  metric_type      = { for k, _ in local.signal_metrics : k => "logging.googleapis.com/user/${var.name}/${k}" }
+  condition_metric = { for k, _ in local.condition_records : k => "logging.googleapis.com/user/${var.name}/${k}_records" }
   run_filter       = "resource.type=\"cloud_run_revision\""
   # A page that fires on any record counting a condition in the last 5 minutes.
   any_record = { threshold = 0, duration = "0s", period = "300s", aligner = "ALIGN_SUM", reducer = "REDUCE_SUM" }
@@ -60,7 +63,7 @@ locals {
         condition    = "records reporting 80 % of the SMS budget used"
         filter       = "metric.type=\"${local.condition_metric["sms_budget_warning"]}\" AND ${local.run_filter}"
         group_by     = ["metric.label.deployment"]
-        text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${var.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). docs/runbook.md, \"The SMS budget is 80 % used\"."
+        text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${local.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). docs/runbook.md, \"The SMS budget is 80 % used\"."
       })
       channel_held = merge(local.any_record, {
         display_name = "${var.name}: a channel is held (our account is refused)"
@@ -103,7 +106,7 @@ locals {
 }
 
 resource "google_monitoring_alert_policy" "threshold" {
-  for_each              = local.threshold_alerts
+  for_each              = local.digest_alerting ? {} : local.threshold_alerts
   display_name          = each.value.display_name
   combiner              = "OR"
   severity              = each.value.severity

@@ -7,11 +7,14 @@ locals {
   # Every page goes to the required email channel, and to any channel var.notification_channels adds.
   notification_channels = concat([google_monitoring_notification_channel.email.name], var.notification_channels)
 
-  # The services that answer requests. dispatch and reconcile are left
-  # out of the latency and saturation pages: their invocations run for most of their timeout by
-  # design (outbox/idle.py), reconcile has one instance, and dispatch at its cap is the fan-out at its
-  # bound, which the backlog page covers with what it means for people.
-  serving      = ["create", "confirm", "status", "reports"]
+  # The services that answer requests: the latency page. dispatch and reconcile are left out: their
+  # invocations run for most of their timeout by design (outbox/idle.py).
+  serving = ["create", "confirm", "status", "reports"]
+  # The instance-cap pages: every service whose cap can be reached, dispatch included (at its cap the
+  # scheduled, fan-out and nudged invocations share its instances; a tick or task then finds none and
+  # Cloud Run answers it 429). reconcile runs one instance by design: a tick that finds it busy is
+  # answered 429, which the 429 page covers for every service.
+  capped       = ["create", "confirm", "dispatch", "status", "reports"]
   run_services = "resource.type=\"cloud_run_revision\" AND resource.label.service_name=one_of(${join(", ", [for key, name in local.function_names : "\"${name}\""])})"
   serving_only = "resource.type=\"cloud_run_revision\" AND resource.label.service_name=one_of(${join(", ", [for key in local.serving : "\"${local.function_names[key]}\""])})"
   sql_instance = "resource.type=\"cloudsql_database\" AND resource.label.database_id=\"${var.project_id}:${local.instance_name}\""
@@ -71,10 +74,10 @@ locals {
         severity     = "ERROR"
         condition    = "PostgreSQL backends, all databases"
         filter       = "metric.type=\"cloudsql.googleapis.com/database/postgresql/num_backends\" AND ${local.sql_instance}"
-        threshold    = floor(var.platform_alerts.sql_connections * var.db_max_connections)
+        threshold    = floor(var.platform_alerts.sql_connections * local.db.max_connections)
         duration     = "300s"
         group_by     = ["resource.label.database_id"]
-        text         = "More than ${floor(var.platform_alerts.sql_connections * var.db_max_connections)} of max_connections (${var.db_max_connections}) are in use for 5 minutes, while the functions can hold at most ${local.peak_connections}: something else holds connections (operator sessions, a stuck job), or the budget changed outside Terraform. Past max_connections new instances cannot connect. ${local.runbook}, \"Cloud SQL is near a limit\"."
+        text         = "More than ${floor(var.platform_alerts.sql_connections * local.db.max_connections)} of max_connections (${local.db.max_connections}) are in use for 5 minutes, while the functions can hold at most ${local.peak_connections}: something else holds connections (operator sessions, a stuck job), or the budget changed outside Terraform. Past max_connections new instances cannot connect. ${local.runbook}, \"Cloud SQL is near a limit\"."
       })
       sql_disk = merge(local.held, {
         display_name = "${var.name}: Cloud SQL disk > ${var.platform_alerts.sql_disk * 100} % full"
@@ -88,8 +91,8 @@ locals {
         text         = "The instance's disk stayed above ${var.platform_alerts.sql_disk * 100} % for 15 minutes although storage grows by itself (disk_autoresize): it is growing faster than autoresize adds, or autoresize is capped. A full disk stops every write. ${local.runbook}, \"Cloud SQL is near a limit\"."
       })
     },
-    # One page per request-serving service: its own instance limit is the threshold.
-    { for key in local.serving : "instance_cap_${key}" => merge(local.held, {
+    # One page per capped service: its own instance limit is the threshold.
+    { for key in local.capped : "instance_cap_${key}" => merge(local.held, {
       display_name = "${var.name}: ${key} near its instance cap (${local.instance_limits[key]})"
       severity     = "WARNING"
       condition    = "instances of ${local.function_names[key]}"
@@ -102,16 +105,16 @@ locals {
     }) },
     # Tasks that cannot start wait in the fan-out queue.
     { for queue in local.fanout_queues : "fanout_queue" => merge(local.held, {
-      display_name = "${var.name}: fan-out tasks waiting (queue depth > ${var.dispatch_max_parallel} for 5 min)"
+      display_name = "${var.name}: fan-out tasks waiting (queue depth > ${local.dispatch_max_parallel} for 5 min)"
       severity     = "WARNING"
       condition    = "tasks in the dispatch fan-out queue"
       filter       = "metric.type=\"cloudtasks.googleapis.com/queue/depth\" AND resource.type=\"cloud_tasks_queue\" AND resource.label.queue_id=\"${queue}\""
-      threshold    = var.dispatch_max_parallel
+      threshold    = local.dispatch_max_parallel
       duration     = "300s"
       aligner      = "ALIGN_MAX"
       reducer      = "REDUCE_MAX"
       group_by     = ["resource.label.queue_id"]
-      text         = "More fan-out tasks wait in ${queue} than may run at once (${var.dispatch_max_parallel}) for 5 minutes: Cloud Tasks cannot start them (the dispatch service refuses the fan-out's token, or is at its instance cap) and they are retried until they expire. ${local.runbook}, \"Fan-out tasks are waiting\"."
+      text         = "More fan-out tasks wait in ${queue} than may run at once (${local.dispatch_max_parallel}) for 5 minutes: Cloud Tasks cannot start them (the dispatch service refuses the fan-out's token, or is at its instance cap) and they are retried until they expire. ${local.runbook}, \"Fan-out tasks are waiting\"."
     }) },
   )
 }
@@ -129,6 +132,7 @@ resource "google_monitoring_notification_channel" "email" {
 # build that failed (and "DONE" for one that succeeded) in the builds' Cloud Logging log (the build
 # config's CLOUD_LOGGING_ONLY); a log-match page fires on it directly, with no metric to wait for.
 resource "google_monitoring_alert_policy" "build_failed" {
+  count                 = local.digest_alerting ? 0 : 1 # the digest tier: deploy.sh stops on a failed build
   display_name          = "${var.name}: an image build failed"
   combiner              = "OR"
   severity              = "ERROR"

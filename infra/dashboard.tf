@@ -14,6 +14,7 @@ locals {
 # zero position) are left out, else every plan shows the dashboard changing
 # (hashicorp/terraform-provider-google#16173). The `for ... if` filters below drop them.
 resource "google_monitoring_dashboard" "signals" {
+  count = local.metrics_made ? 1 : 0 # its charts read the distributions (metrics.tf)
   dashboard_json = jsonencode({
     displayName = "Signup verification delivery (${var.name})"
     mosaicLayout = {

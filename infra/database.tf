@@ -17,9 +17,9 @@ resource "google_sql_database_instance" "main" {
   deletion_protection = true
 
   settings {
-    tier                        = var.db_tier
-    edition                     = "ENTERPRISE"
-    availability_type           = var.db_availability_type
+    tier                        = local.db.tier
+    edition                     = local.db.edition
+    availability_type           = local.db.availability_type
     disk_type                   = "PD_SSD"
     disk_autoresize             = true
     deletion_protection_enabled = true
@@ -63,7 +63,7 @@ resource "google_sql_database_instance" "main" {
     }
     database_flags {
       name  = "max_connections"
-      value = tostring(var.db_max_connections)
+      value = tostring(local.db.max_connections)
     }
     # Audit-friendly logging (CIS 6.2.x); statements themselves are not logged: they carry no
     # secrets, but destinations are personal data.
@@ -127,7 +127,7 @@ resource "google_sql_database_instance" "main" {
       error_message = "The instance's connection name is not PROJECT:REGION:INSTANCE, which the jobs' and services' INSTANCE_CONNECTION_NAME assume."
     }
     precondition {
-      condition     = local.peak_connections + var.db_reserved_connections <= var.db_max_connections
+      condition     = local.peak_connections + local.db.reserved_connections <= local.db.max_connections
       error_message = "Connection budget exceeded: sum(max_instances x concurrency) + db_reserved_connections > db_max_connections. Lower max_instances or raise db_max_connections (and the tier)."
     }
   }

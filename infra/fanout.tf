@@ -4,19 +4,22 @@
 # rate_limits.max_concurrent_dispatches is the bound: at most dispatch_max_parallel run at once,
 # each on its own instance with one database connection (locals.tf counts them in the budget).
 locals {
-  fanout_on    = var.dispatch_max_parallel > 0
+  fanout_on    = local.dispatch_max_parallel > 0
   fanout_email = "${var.name}-fanout@${var.project_id}.iam.gserviceaccount.com"
   fanout_queue = "projects/${var.project_id}/locations/${var.region}/queues/${var.name}-dispatch-fanout"
   # The dispatch service's settings for it (services.tf merges them into dispatch's only), with the
   # provider limits the dispatcher paces its sends to (docs/capacity.md cites each default).
   dispatch_env = {
-    DISPATCH_MAX_PARALLEL           = tostring(var.dispatch_max_parallel)
+    DISPATCH_MAX_PARALLEL           = tostring(local.dispatch_max_parallel)
     DISPATCH_FANOUT_QUEUE           = local.fanout_on ? local.fanout_queue : ""
     DISPATCH_FANOUT_URL             = local.fanout_on ? local.service_urls["dispatch"] : ""
     DISPATCH_FANOUT_SERVICE_ACCOUNT = local.fanout_on ? local.fanout_email : ""
     EMAIL_MAX_PER_SECOND            = tostring(var.email_max_per_second)
     SMS_MAX_PER_SECOND              = tostring(var.sms_max_per_second)
     TWILIO_SENDER_MPS               = var.twilio_sender_mps == null ? "" : tostring(var.twilio_sender_mps)
+    # the tier's way of starting dispatch (tiers.tf): waiting for work all minute, or nudged by create
+    DISPATCH_IDLE_WAIT             = local.idle_wait ? "true" : "false"
+    DISPATCH_NUDGE_SERVICE_ACCOUNT = local.nudge_on ? local.nudge_email : ""
   }
 }
 
@@ -26,8 +29,8 @@ resource "google_cloud_tasks_queue" "dispatch_fanout" {
   location = var.region
 
   rate_limits {
-    max_concurrent_dispatches = var.dispatch_max_parallel
-    max_dispatches_per_second = var.dispatch_max_parallel
+    max_concurrent_dispatches = local.dispatch_max_parallel
+    max_dispatches_per_second = local.dispatch_max_parallel
   }
 
   # A task whose invocation could not start (the service at its instance limit) is tried again
@@ -76,7 +79,7 @@ output "dispatch_fanout" {
   description = "The fan-out queue, its bound (max_concurrent_dispatches) and the tasks' OIDC identity; null with dispatch_max_parallel = 0."
   value = local.fanout_on ? {
     queue            = local.fanout_queue
-    max_parallel     = var.dispatch_max_parallel
+    max_parallel     = local.dispatch_max_parallel
     service_account  = local.fanout_email
     dispatch_service = local.service_urls["dispatch"]
   } : null

@@ -8,6 +8,8 @@ locals {
     { for m in var.operators : "status/${m}" => { function = "status", member = m } },
     # the fan-out's tasks (fanout.tf) start more dispatch invocations with this identity's token
     { for a in google_service_account.fanout : "dispatch/fanout" => { function = "dispatch", member = a.member } },
+    # the nudge's tasks (nudge.tf) start nudged dispatch invocations with this one's
+    { for a in google_service_account.nudge : "dispatch/nudge" => { function = "dispatch", member = a.member } },
   )
   public_functions = [for key, spec in local.function_specs : key if spec.public]
 }

@@ -55,8 +55,9 @@ locals {
     }
   }
 
-  # Scaling per target; var.functions overrides any field of any target. reconcile ends within
-  # its one-minute tick; dispatch outlives one tick on purpose (outbox/idle.py), never two.
+  # Scaling per target (the standard tier's): the tier's presets (tiers.tf) change some fields, and
+  # var.functions overrides any field of any target. reconcile ends within its one-minute tick;
+  # dispatch outlives one tick on purpose where it waits for work (outbox/idle.py), never two.
   function_defaults = {
     create    = { max_instances = 40, min_instances = 0, concurrency = 1, timeout_seconds = 30, env = {} }
     confirm   = { max_instances = 30, min_instances = 1, concurrency = 1, timeout_seconds = 30, env = {} }
@@ -68,17 +69,20 @@ locals {
   functions = {
     for key, defaults in local.function_defaults : key => merge(
       defaults,
+      try(local.tier.functions[key], {}),
       { for field, value in try(var.functions[key], {}) : field => value if value != null },
     )
   }
 
-  # Who calls dispatch and reconcile: Cloud Scheduler, one job per entry (scheduler.tf).
+  # Who calls dispatch and reconcile: Cloud Scheduler, one job per entry (scheduler.tf). The relay
+  # exists only where the tier keeps dispatch waiting for work (tiers.tf): it hands the waiting over.
   scheduler_jobs = {
-    dispatch       = { function = "dispatch", note = "" }
-    dispatch_relay = { function = "dispatch", note = " (the relay: hands the idle wait over)" }
-    reconcile      = { function = "reconcile", note = "" }
+    dispatch       = { function = "dispatch", note = "", relay = false }
+    dispatch_relay = { function = "dispatch", note = " (the relay: hands the idle wait over)", relay = true }
+    reconcile      = { function = "reconcile", note = "", relay = false }
   }
-  scheduled = toset([for job in values(local.scheduler_jobs) : job.function])
+  ticks     = { for key, job in local.scheduler_jobs : key => job if local.idle_wait || !job.relay }
+  scheduled = toset([for job in values(local.ticks) : job.function])
 
   # Secret Manager secret per sensitive setting: the environment variable it feeds.
   secret_env = {
@@ -112,15 +116,18 @@ locals {
   # What Twilio's StatusCallback and SendGrid's Event Webhook URL point at (docs/deploy.md).
   reports_url = local.service_urls["reports"]
 
-  # Connection budget (var.db_max_connections): one connection per request thread, per source.
-  # The fan-out's invocations run on the dispatch service beyond its scheduled ones (fanout.tf):
-  # their own entry, and their own instances on top of dispatch's max_instances.
+  # Connection budget (local.db.max_connections): one connection per request thread, per source.
+  # The fan-out's invocations and the nudged ones run on the dispatch service beyond its scheduled
+  # ones (fanout.tf, nudge.tf): their own entries, and their own instances on top of dispatch's
+  # max_instances.
   connection_budget = merge(
     { for key, f in local.functions : key => f.max_instances * f.concurrency },
-    { dispatch_fanout = var.dispatch_max_parallel * local.functions["dispatch"].concurrency },
+    { dispatch_fanout = local.dispatch_max_parallel * local.functions["dispatch"].concurrency },
+    local.nudge_on ? { dispatch_nudge = local.nudge_parallel * local.functions["dispatch"].concurrency } : {},
   )
   peak_connections = sum(values(local.connection_budget))
-  instance_limits  = { for key, f in local.functions : key => f.max_instances + (key == "dispatch" ? var.dispatch_max_parallel : 0) }
+  dispatch_extra   = local.dispatch_max_parallel + (local.nudge_on ? local.nudge_parallel : 0)
+  instance_limits  = { for key, f in local.functions : key => f.max_instances + (key == "dispatch" ? local.dispatch_extra : 0) }
 
   labels = { service = "signup-verification", deployment = var.name }
 }

@@ -66,8 +66,16 @@ locals {
   } }
 }
 
+locals {
+  signal_metrics = merge(local.distributions, local.attempt_distributions)
+  # With the digest alerting (tiers.tf) no page reads the distributions or the condition counts, and
+  # their points (one per series and minute, from every signal record, idle or not) are chargeable
+  # Monitoring ingestion: only the absence page's counter is made (tools/plan_cost.py prices them).
+  metrics_made = !local.digest_alerting
+}
+
 resource "google_logging_metric" "signal" {
-  for_each    = merge(local.distributions, local.attempt_distributions)
+  for_each    = local.metrics_made ? local.signal_metrics : {}
   name        = "${var.name}/${each.key}"
   description = each.value.description
   filter      = "${local.signals_filter} AND jsonPayload.${each.value.field}>=0"
@@ -158,7 +166,7 @@ locals {
 }
 
 resource "google_logging_metric" "condition" {
-  for_each    = local.condition_records
+  for_each    = local.metrics_made ? local.condition_records : {}
   name        = "${var.name}/${each.key}_records"
   description = each.value.description
   filter      = "${local.signals_filter} AND ${each.value.condition}"

@@ -69,15 +69,15 @@ output "connection_budget" {
   value = {
     sources         = local.connection_budget
     peak            = local.peak_connections
-    reserved        = var.db_reserved_connections
-    max_connections = var.db_max_connections
-    tier            = var.db_tier
+    reserved        = local.db.reserved_connections
+    max_connections = local.db.max_connections
+    tier            = local.db.tier
   }
 }
 
 output "scheduler_jobs" {
   description = "Cloud Scheduler job -> the function it invokes every minute."
-  value       = { for key, job in local.scheduler_jobs : "${var.name}-${replace(key, "_", "-")}" => job.function }
+  value       = { for key, job in local.ticks : "${var.name}-${replace(key, "_", "-")}" => job.function }
 }
 
 output "public_functions" {

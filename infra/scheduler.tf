@@ -1,15 +1,16 @@
 # dispatch and reconcile, every minute, called with an OIDC token of the scheduler's identity
-# (local.scheduler_jobs). No pile-up: reconcile ends within the one-minute period, dispatch within
+# (local.ticks: local.scheduler_jobs, the relay only where the tier keeps dispatch waiting). No pile-up: reconcile ends within the one-minute period, dispatch within
 # two (variables.tf validation), attempt_deadline covers the whole invocation (so a slow run is not
 # retried while still running), and a failed tick is not retried: the next tick is the retry.
 #
-# dispatch has a second every-minute job, the relay. Cloud Scheduler does not start a job's next
+# Where dispatch waits for work (the standard and large tiers) it has a second every-minute job, the
+# relay (the small tier nudges it from create instead, nudge.tf). Cloud Scheduler does not start a job's next
 # execution while the previous one runs, and dispatch runs past the tick on purpose (timeout 75 s):
 # it waits for work until the next invocation waits, then hands over (outbox/idle.py). With two
 # jobs one is always free at each tick, so a waiter is always there; the older invocation returns
 # within one poll of the newer one starting to wait (max_instances = 2 bounds the overlap).
 resource "google_cloud_scheduler_job" "tick" {
-  for_each         = local.scheduler_jobs
+  for_each         = local.ticks
   name             = "${var.name}-${replace(each.key, "_", "-")}"
   description      = "Invoke ${local.function_specs[each.value.function].entry_point} every minute${each.value.note}"
   region           = var.region

@@ -8,7 +8,8 @@ locals {
   # Emails the in-app identity check accepts per target (auth.py, ALLOWED_INVOKERS); empty = any
   # identity IAM let through (the public targets; groups and domains cannot be matched by email).
   # dispatch: its scheduled path only; its fan-out path accepts the fan-out identity alone
-  # (DISPATCH_FANOUT_SERVICE_ACCOUNT, fanout.tf), though IAM admits both to the service.
+  # (DISPATCH_FANOUT_SERVICE_ACCOUNT, fanout.tf) and its nudge path the nudge identity alone
+  # (DISPATCH_NUDGE_SERVICE_ACCOUNT, nudge.tf), though IAM admits all of them to the service.
   operator_emails = [for m in var.operators : split(":", m)[1] if can(regex("^(user|serviceAccount):", m))]
   # Emails as Google assigns them (ID@PROJECT.iam.gserviceaccount.com), known at plan time, so
   # the settings below are too (service_accounts.tf creates these accounts).
@@ -36,7 +37,9 @@ locals {
     EMAIL_TRANSPORT       = var.email_transport
     EMAIL_FROM            = var.email_from
     SMS_ALLOWED_COUNTRIES = join(",", var.sms_allowed_countries)
-    SMS_MAX_PER_HOUR      = tostring(var.sms_max_per_hour)
+    SMS_MAX_PER_HOUR      = tostring(local.sms_max_per_hour)
+    # the per-country create limit follows the tier (tiers.tf): 0 is none (docs/capacity.md)
+    RATE_LIMIT_COUNTRY_PER_HOUR = tostring(local.tier.sms_country_per_hour)
     # the link TTL, and the oldest-ready threshold the status alerts use (the page's, alerts.tf)
     VERIFICATION_TTL_SECONDS = tostring(var.verification_ttl_seconds)
     READY_AGE_ALERT_SECONDS  = tostring(local.oldest_ready_threshold)
@@ -65,14 +68,15 @@ locals {
   # returns an empty value as absent, so empty settings are left out rather than diffed forever.
   # (Only settings known at plan time are filtered, so the set of names is known at plan time.)
   function_env = { for key, spec in local.function_specs : key => merge(
-    { for name, value in merge(local.common_env, key == "dispatch" ? local.dispatch_env : {}, local.functions[key].env, {
+    { for name, value in merge(local.common_env, key == "dispatch" ? local.dispatch_env : {}, key == "create" ? local.create_env : {}, local.functions[key].env, {
       FUNCTION_TARGET          = spec.entry_point # what functions-framework serves from the shared image
       THREADS                  = tostring(local.functions[key].concurrency)
       FUNCTION_TIMEOUT_SECONDS = tostring(local.functions[key].timeout_seconds)
-      # The worker waits for new work until 2 s before its timeout (DISPATCH_IDLE_WAIT is on in
-      # production) and hands the waiting over to the next tick's invocation (outbox/idle.py): with a
-      # 75 s timeout and a once-a-minute schedule a waiter is always there, so a fresh verification
-      # waits well under a second, not up to a minute (docs/benchmarks.md, create -> accepted latency).
+      # Where the tier keeps dispatch waiting (tiers.tf), the worker waits for new work until 2 s
+      # before its timeout and hands the waiting over to the next tick's invocation (outbox/idle.py):
+      # with a 75 s timeout and a once-a-minute schedule a waiter is always there, so a fresh
+      # verification waits well under a second, not up to a minute (docs/benchmarks.md, create ->
+      # accepted latency). The small tier keeps none waiting: create nudges dispatch instead (nudge.tf).
       DISPATCH_SAFETY_MARGIN_SECONDS = "2"
       # Defence in depth behind the IAM invoker bindings (auth.py): the identities each target accepts.
       ALLOWED_INVOKERS = local.allowed_invokers[key]

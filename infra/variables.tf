@@ -36,17 +36,17 @@ variable "source_archive" {
 # ---- Cloud SQL ------------------------------------------------------------------------------
 
 variable "db_tier" {
-  description = "Cloud SQL machine tier. db-custom-1-3840 = 1 vCPU, 3.75 GB (docs/capacity.md sizes the tiers)."
+  description = "Cloud SQL machine tier. null: the tier's (var.tier: small db-f1-micro, shared core and 0.6 GB; standard db-custom-1-3840 = 1 vCPU, 3.75 GB; large db-custom-8-30720 = 8 vCPU, 30 GB; docs/capacity.md sizes them)."
   type        = string
-  default     = "db-custom-1-3840"
+  default     = null
 }
 
 variable "db_availability_type" {
-  description = "REGIONAL (a standby in a second zone, ~2x the price) or ZONAL."
+  description = "REGIONAL (a standby in a second zone, ~2x the price) or ZONAL. null: the tier's (small ZONAL, standard and large REGIONAL)."
   type        = string
-  default     = "REGIONAL"
+  default     = null
   validation {
-    condition     = contains(["REGIONAL", "ZONAL"], var.db_availability_type)
+    condition     = var.db_availability_type == null ? true : contains(["REGIONAL", "ZONAL"], var.db_availability_type)
     error_message = "db_availability_type must be REGIONAL or ZONAL."
   }
 }
@@ -57,27 +57,29 @@ variable "db_max_connections" {
     A precondition in database.tf checks sum(max_instances x concurrency) + db_reserved_connections
     <= db_max_connections: one connection per request thread (THREADS = concurrency, one worker).
     The output peak_database_connections is that sum (docs/deploy.md, "Connection budget").
+    null: the tier's (small 25, standard 100, large 400).
   EOT
   type        = number
-  default     = 100
+  default     = null
   validation {
-    condition     = var.db_max_connections >= 25 && var.db_max_connections <= 4000
+    condition     = var.db_max_connections == null ? true : var.db_max_connections >= 25 && var.db_max_connections <= 4000
     error_message = "db_max_connections must be between 25 and 4000."
   }
 }
 
 variable "db_reserved_connections" {
-  description = "Connections kept free for PostgreSQL superuser slots (3), Cloud SQL's own agents (~3), the migration job and an operator's psql session."
+  description = "Connections kept free for PostgreSQL superuser slots (3), Cloud SQL's own agents (~3), the migration job and an operator's psql session. null: the tier's (small 10, standard 15, large 20)."
   type        = number
-  default     = 15
+  default     = null
 }
 
 # ---- Functions ------------------------------------------------------------------------------
 
 variable "functions" {
   description = <<-EOT
-    Per-function overrides of the scaling in locals.tf (function_defaults): any of max_instances,
-    min_instances, concurrency, timeout_seconds, and env (extra settings for that function only).
+    Per-function overrides of the scaling in locals.tf (function_defaults, then the tier's presets in
+    tiers.tf): any of max_instances, min_instances, concurrency, timeout_seconds, and env (extra
+    settings for that function only).
     Unset fields keep their defaults, so `{ create = { max_instances = 20 } }` changes one number.
     concurrency is requests per instance (and so database connections per instance);
     timeout_seconds also becomes FUNCTION_TIMEOUT_SECONDS so the code returns before the platform

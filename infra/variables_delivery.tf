@@ -30,11 +30,11 @@ variable "sms_allowed_countries" {
 }
 
 variable "sms_max_per_hour" {
-  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and a page fires; a warning at 80 %. Size it from the peak hour's SMS signups (docs/deploy.md, Sizing). The default carries the documented load (docs/capacity.md: 100 verifications/s at peak, 20 % SMS = 72,000 SMS an hour, x 1.3 headroom); a smaller deployment lowers it to cap what SMS pumping can cost."
+  description = "Global SMS budget per hour (SMS_MAX_PER_HOUR): past it SMS sends pause and a page fires; a warning at 80 %. A safety ceiling against SMS pumping, so it follows the tier: null is the tier's (small 100; standard 94,000, the documented load: 100 verifications/s at peak, 20 % SMS = 72,000 SMS an hour, x 1.3 headroom; large 940,000). Set your own peak hour's SMS signups x ~1.3 (docs/deploy.md, Sizing)."
   type        = number
-  default     = 94000
+  default     = null
   validation {
-    condition     = var.sms_max_per_hour >= 1
+    condition     = var.sms_max_per_hour == null ? true : var.sms_max_per_hour >= 1
     error_message = "sms_max_per_hour must be at least 1."
   }
 }
@@ -50,11 +50,11 @@ variable "verification_ttl_seconds" {
 }
 
 variable "dispatch_max_parallel" {
-  description = "Dispatch invocations the fan-out may run at once beside the scheduled ones (DISPATCH_MAX_PARALLEL; the Cloud Tasks queue's max_concurrent_dispatches). Each is one more dispatch instance and one more database connection, counted in the connection budget. 0: no fan-out, no queue."
+  description = "Dispatch invocations the fan-out may run at once beside the scheduled ones (DISPATCH_MAX_PARALLEL; the Cloud Tasks queue's max_concurrent_dispatches). Each is one more dispatch instance and one more database connection, counted in the connection budget. 0: no fan-out, no queue. null: the tier's (small 0, standard 4, large 12)."
   type        = number
-  default     = 4
+  default     = null
   validation {
-    condition     = var.dispatch_max_parallel >= 0 && var.dispatch_max_parallel <= 100 && floor(var.dispatch_max_parallel) == var.dispatch_max_parallel
+    condition     = var.dispatch_max_parallel == null ? true : var.dispatch_max_parallel >= 0 && var.dispatch_max_parallel <= 100 && floor(var.dispatch_max_parallel) == var.dispatch_max_parallel
     error_message = "dispatch_max_parallel must be a whole number between 0 and 100."
   }
 }

@@ -49,10 +49,12 @@ resource "time_sleep" "metrics" {
 resource "time_sleep" "invokers" {
   create_duration = "60s"
   triggers = {
-    scheduled = join(",", sort([for key, grant in google_cloud_run_v2_service_iam_member.invoker : grant.id if endswith(key, "/scheduler") || key == "dispatch/fanout"]))
+    scheduled = join(",", sort([for key, grant in google_cloud_run_v2_service_iam_member.invoker : grant.id if endswith(key, "/scheduler") || contains(["dispatch/fanout", "dispatch/nudge"], key)]))
     fanout = join(",", concat(
       [for grant in google_cloud_tasks_queue_iam_member.dispatch_enqueues : grant.id],
       [for grant in google_service_account_iam_member.dispatch_acts_as_fanout : grant.id],
+      [for grant in google_cloud_tasks_queue_iam_member.create_enqueues : grant.id],
+      [for grant in google_service_account_iam_member.create_acts_as_nudge : grant.id],
     ))
   }
 }

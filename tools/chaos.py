@@ -194,6 +194,7 @@ class Run(Workers, Injections, Fanout):
                 t.join(60)
         self.figures["elapsed_seconds"] = round(time.monotonic() - self.started, 1)
         self.stop_fanout()
+        self.check_nudged()
         self.smtp.stop()
         self.twilio.stop()
         self.twilio.collect()

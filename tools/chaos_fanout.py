@@ -10,7 +10,13 @@ Tasks are also delivered as Cloud Tasks may deliver them, and forged: the first 
 slot. A slot runs at most once: of a pair delivered
 at once one runs; a redelivery of a slot its killed invocation had claimed runs nothing; a made-up
 slot runs nothing (delivery/fanout.py claims each slot in one statement). Those extra deliveries are
-never the injections' kill targets, so each one's answer is checked every run."""
+never the injections' kill targets, so each one's answer is checked every run.
+
+Creates nudge dispatch here too (outbox/nudge.py through the local Cloud Tasks stand-in, as the small
+tier does): each nudge task becomes a nudged invocation (`chaos_sibling.py nudge`), killable like any
+other, and the first one is delivered twice at once. A nudged invocation is an ordinary dispatch run
+under the same leases, so the run's checks cover what it sends; here its budget is checked, and a run
+whose creates started no nudged invocation is an error."""
 
 from __future__ import annotations
 
@@ -44,6 +50,14 @@ class Fanout(RunState):
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if run._is_nudge(body):
+                    started = run._start_nudge(body)
+                    if started and not run.figures["nudge_duplicate_deliveries"]:
+                        run._start_nudge(body, "nudge_duplicate")  # at-least-once: the first nudge twice at once
+                    self.send_response(200 if started else 503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 started = run._start_sibling(body)
                 if started and not run.figures["fanout_duplicated"]:
                     run.figures["fanout_duplicated"] += 1  # the first task delivered twice at once
@@ -63,11 +77,55 @@ class Fanout(RunState):
             "DISPATCH_MAX_PARALLEL": "3",
             # A tiny drain target: every backlog the fast fakes leave calls for more invocations.
             "DISPATCH_FANOUT_DRAIN_SECONDS": "0.02",
+            "DISPATCH_NUDGE_URL": f"http://127.0.0.1:{self.fanout_server.server_address[1]}/",
+            "DISPATCH_NUDGE_SECONDS": "0.5",
         }
 
     def stop_fanout(self) -> None:
         self.fanout_server.shutdown()
         self.fanout_server.server_close()
+
+    @staticmethod
+    def _is_nudge(body: bytes) -> bool:
+        try:
+            return "nudge" in json.loads(body)
+        except ValueError:
+            return False
+
+    def _start_nudge(self, body: bytes, kind: str = "nudge") -> bool:
+        """A nudged invocation for the nudge task `body` (its kill and budget handled as a fan-out one's)."""
+        with self.lock:
+            if self.stopping.is_set():
+                return False
+            log = open(self.workdir / "fanout.log", "a")
+            proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "tools" / "chaos_sibling.py"), "nudge"],
+                env=self.env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+            # kind "task": the injections may kill it mid-batch, as any invocation a task started
+            slot_state = {"proc": proc, "paused": False, "fanout": True, "body": body, "kind": "task", "nudge": kind}
+            self.slots.append(slot_state)
+            self.figures[f"{kind}_invocations" if kind == "nudge" else f"{kind}_deliveries"] += 1
+        threading.Thread(target=self._wait_sibling, args=(slot_state, log), daemon=True).start()
+        return True
+
+    def _nudge_ended(self, slot: dict, code: int, out: str) -> None:
+        """A nudged invocation exited: its report within budget; killed or the database down, it is the
+        next tick's (Cloud Tasks would retry it; the scheduler is the backbone either way)."""
+        if code == 0:
+            self.figures["nudge_completed"] += 1
+            self.check_budget(out, frozen=False)
+        else:
+            self.figures[f"nudge_exit_{'sigkill' if code == -signal.SIGKILL else code}"] += 1
+
+    def check_nudged(self) -> None:
+        """Creates were made with nudging on: at least one nudged invocation must have run."""
+        if self.figures["created"] and not self.figures["nudge_invocations"]:
+            self.errors.append("creates nudged dispatch, yet no nudged invocation started")
 
     def _start_sibling(self, body: bytes, kind: str = "task", expect: str | None = None) -> bool:
         """A process for the task `body`: `kind` task (as enqueued), duplicate, redelivery or forged;
@@ -102,6 +160,9 @@ class Fanout(RunState):
         with self.lock:
             self.slots.remove(slot)
             killed = slot.pop("killed", False)
+        if "nudge" in slot:
+            self._nudge_ended(slot, code, out)
+            return
         if code == 0:
             self._answered(slot, out)
         elif code == -signal.SIGKILL:

@@ -3,6 +3,7 @@
 service, for the chaos run (tools/chaos_fanout.py starts one per task it receives).
 
     python tools/chaos_sibling.py SLOT
+    python tools/chaos_sibling.py nudge     (a nudged invocation: outbox/nudge.py's task)
 
 The same run as `verifyctl dispatch` (operations/dispatch_run.py), as the fan-out invocation of
 the reserved SLOT: it starts none and does not wait idle. Its report as JSON on stdout; a slot it
@@ -25,7 +26,7 @@ from signup_verification.runtime import Runtime
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: chaos_sibling.py SLOT", file=sys.stderr)
+        print("usage: chaos_sibling.py SLOT|nudge", file=sys.stderr)
         return 2
     runtime = Runtime(load(), application_name="chaos-sibling")
     config = runtime.config
@@ -34,7 +35,7 @@ def main(argv: list[str]) -> int:
     try:
         report = dispatch_run.run(
             runtime.db, config.dispatch, config.retry, config.signals, runtime.keyring, runtime.channels,
-            stop=shutdown.STOP, close_channels=runtime.close_channels, invocation=Invocation.fanned_out(argv[0]),
+            stop=shutdown.STOP, close_channels=runtime.close_channels, invocation=Invocation.nudged() if argv[0] == "nudge" else Invocation.fanned_out(argv[0]),
         )  # fmt: skip
     except UnavailableError as exc:
         print(f"chaos_sibling: {exc}", file=sys.stderr)

@@ -35,7 +35,7 @@ from signup_verification.delivery.config import (  # noqa: E402
 )
 from signup_verification.delivery.dispatch_config import DispatchConfig, FanoutConfig, PacingConfig  # noqa: E402
 from signup_verification.operations.config import SMS_LOOKUP, ReconcilerConfig, SignalsConfig, SmsLookupConfig  # noqa: E402
-from signup_verification.outbox.config import FailurePolicy, RetryPolicy  # noqa: E402
+from signup_verification.outbox.config import FailurePolicy, NudgeConfig, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
     K_SERVICE,
     STATE_HOME,
@@ -130,6 +130,7 @@ SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
         DispatchConfig,
         PacingConfig,
         FanoutConfig,
+        NudgeConfig,
         ShutdownConfig,
         RetryPolicy,
         WebhookConfig,

@@ -69,8 +69,10 @@ class Plan:
         return next(s for s in self.services if s.key == key)
 
 
-def make_plan(bundle: Path, workdir: Path, var_args: list[str], tool: Path = TF_OFFLINE) -> dict[str, Any]:
-    """`tf-offline plan infra/ -var-file=<example> -var=source_archive=<bundle> ARGS -out=...`, then
+def make_plan(
+    bundle: Path, workdir: Path, var_args: list[str], tool: Path = TF_OFFLINE, var_file: Path = EXAMPLE
+) -> dict[str, Any]:
+    """`tf-offline plan infra/ -var-file=<var_file> -var=source_archive=<bundle> ARGS -out=...`, then
     `terraform show -json` of it in tf-offline's kept copy: the plan as JSON."""
     if not tool.is_file():
         raise PlanError(f"tf-offline is not at {tool} (shared/ beside the checkout)")
@@ -78,7 +80,7 @@ def make_plan(bundle: Path, workdir: Path, var_args: list[str], tool: Path = TF_
         raise PlanError("terraform is not installed (tf-offline runs the real binary)")
     out = workdir / "tfplan"
     env = {**os.environ, "TF_OFFLINE_KEEP_WORKDIR": "1", "NO_COLOR": "1"}
-    command = ["bash", str(tool), "plan", str(INFRA), f"-var-file={EXAMPLE}", f"-var=source_archive={bundle}"]
+    command = ["bash", str(tool), "plan", str(INFRA), f"-var-file={var_file}", f"-var=source_archive={bundle}"]
     done = subprocess.run(
         [*command, *var_args, f"-out={out}"], env=env, capture_output=True, text=True, timeout=600, check=False
     )

@@ -189,14 +189,20 @@ class Rehearsal:
                     raise RehearsalError(f"{job.label()} (run {run}): changed the database again: {out[:200]}")
 
     def start_services(
-        self, plan: Plan, instance: Instance, extra: dict[str, str], keys: list[str] | None = None
+        self,
+        plan: Plan,
+        instance: Instance,
+        extra: dict[str, str],
+        keys: list[str] | None = None,
+        instances: dict[str, int] | None = None,
     ) -> Services:
         _, image = self.ready()
         chosen = [s for s in plan.services if keys is None or s.key in keys]
         services = Services(image, self.work / "logs")
+        # dispatch: the tick's invocation waits for work until the relay's takes over, on a second instance
+        instances = instances or {"dispatch": 2}
         try:
-            # dispatch: the tick's invocation waits for work until the relay's takes over, on a second instance
-            services.start(chosen, {s.key: self.settings(s, instance, extra) for s in chosen}, {"dispatch": 2})
+            services.start(chosen, {s.key: self.settings(s, instance, extra) for s in chosen}, instances)
         except ServiceError as exc:
             services.stop()
             raise RehearsalError(str(exc)) from exc

@@ -95,3 +95,11 @@ plan_output() {
   shown="$(tf show -json "$1")" || die "terraform show of $1 failed"
   json_value "$shown" "planned_values.outputs.$2.value"
 }
+
+# show_cost PLAN: what the plan costs a month idle and per 1,000 verifications, at the list prices of
+# tools/plan_prices.py (tools/plan_cost.py reads the plan: the tier's database, instances, jobs, pages).
+show_cost() {
+  step "the plan's cost at list prices (tools/plan_cost.py)"
+  tf show -json "$1" >"$1.json" || die "terraform show of $1 failed"
+  "$PY" -I -S "$ROOT/tools/plan_cost.py" --plan-json "$1.json" || note "tools/plan_cost.py could not price this plan (above)"
+}

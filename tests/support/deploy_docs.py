@@ -35,9 +35,18 @@ def _who_calls(infra: Infra, key: str) -> str:
     raise ValueError(f"no invoker rule found for {key}")
 
 
+STANDARD = "standard"  # the default tier (var.tier): the tables describe it
+
+
+def scaling(infra: Infra, tier: str = STANDARD) -> dict[str, dict]:
+    """Each function's scaling in a tier: function_defaults, then the tier's presets (infra/tiers.tf)."""
+    presets = infra.locals["tiers"][tier]["functions"]
+    return {key: {**f, **presets.get(key, {})} for key, f in infra.locals["function_defaults"].items()}
+
+
 def functions_table(infra: Infra) -> str:
     env = infra.locals["secret_env"]
-    defaults = infra.locals["function_defaults"]
+    defaults = scaling(infra)
     rows = [
         "| function (Cloud Run service) | entry point | ingress | who may call it | secrets it reads | database | max instances × concurrency |",
         "|---|---|---|---|---|---|---|",
@@ -63,36 +72,76 @@ def functions_table(infra: Infra) -> str:
         f"`NAME-{k.replace('_', '-')}` → {j['function']}" for k, j in infra.locals["scheduler_jobs"].items()
     )
     return (
-        f"{len(infra.function_specs)} functions, one Cloud Run service each, all from one image:\n\n"
+        f"{len(infra.function_specs)} functions, one Cloud Run service each, all from one image (the standard "
+        "tier's scaling; the tiers below change it):\n\n"
         + "\n".join(rows)
         + f"\n\n{len(infra.locals['scheduler_jobs'])} Cloud Scheduler jobs, every minute: {jobs}.\n"
         "A secret is read only when its transport is on (`email_transport`, `sms_transport`, `webhook_url`).\n"
     )
 
 
-def fanout_default(infra: Infra) -> int:
-    """dispatch_max_parallel's default: the fan-out's invocations (infra/fanout.tf)."""
-    return int(infra.variables["dispatch_max_parallel"]["default"])
+def fanout_default(infra: Infra, tier: str = STANDARD) -> int:
+    """The tier's dispatch_max_parallel: the fan-out's invocations (infra/fanout.tf)."""
+    return int(infra.locals["tiers"][tier]["dispatch_max_parallel"])
+
+
+def connections(infra: Infra, tier: str = STANDARD) -> tuple[str, int]:
+    """The budget's terms and its peak, as infra/locals.tf sums them (connection_budget)."""
+    functions = scaling(infra, tier)
+    terms = " + ".join(f"{k} {f['max_instances']}×{f['concurrency']}" for k, f in functions.items())
+    dispatch = functions["dispatch"]["concurrency"]
+    peak = (
+        sum(f["max_instances"] * f["concurrency"] for f in functions.values()) + fanout_default(infra, tier) * dispatch
+    )
+    if fanout_default(infra, tier):
+        terms += f" + dispatch fan-out {fanout_default(infra, tier)}×{dispatch}"
+    if infra.locals["tiers"][tier]["start"] == "nudge":
+        nudged = int(infra.locals["nudge_parallel"])
+        terms += f" + dispatch nudged {nudged}×{dispatch}"
+        peak += nudged * dispatch
+    return terms, peak
 
 
 def budget(infra: Infra) -> str:
-    defaults = infra.locals["function_defaults"]
-    terms = " + ".join(f"{k} {f['max_instances']}×{f['concurrency']}" for k, f in defaults.items())
-    fanout = fanout_default(infra) * defaults["dispatch"]["concurrency"]
-    terms += f" + dispatch fan-out {fanout_default(infra)}×{defaults['dispatch']['concurrency']}"
-    peak = sum(f["max_instances"] * f["concurrency"] for f in defaults.values()) + fanout
-    reserved = infra.variables["db_reserved_connections"]["default"]
-    limit = infra.variables["db_max_connections"]["default"]
-    tier = infra.variables["db_tier"]["default"]
-    size = re.search(r"= (.+?)(?: \(|\.$)", infra.variables["db_tier"]["description"]).group(1).strip()
+    terms, peak = connections(infra)
+    db = infra.locals["tiers"][STANDARD]["db"]
+    size = re.search(r"standard (\S+) = (.+?);", infra.variables["db_tier"]["description"]).group(2).strip()
     return (
-        f"Defaults: {terms} = **{peak}** connections at most (`peak_database_connections`), "
-        f"+ {reserved} reserved (`db_reserved_connections`) = {peak + reserved} ≤ `max_connections` {limit} "
-        f"(`db_max_connections`), on the default tier `{tier}` ({size}).\n"
+        f"Defaults (the standard tier): {terms} = **{peak}** connections at most (`peak_database_connections`), "
+        f"+ {db['reserved_connections']} reserved (`db_reserved_connections`) = {peak + db['reserved_connections']} "
+        f"≤ `max_connections` {db['max_connections']} (`db_max_connections`), on the standard tier's `{db['tier']}` "
+        f"({size}).\n"
     )
 
 
-RENDERERS = {"functions": functions_table, "connection-budget": budget}
+def tiers_table(infra: Infra) -> str:
+    """What each tier sets (infra/tiers.tf): the database, the scaling that differs, how dispatch starts."""
+    rows = [
+        "| tier | Cloud SQL | max_connections (reserved) | functions: max instances × concurrency (min) | connections at most "
+        "| dispatch starts | fan-out | SMS an hour (per country) | pages |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for tier, preset in infra.locals["tiers"].items():
+        db = preset["db"]
+        scale = ", ".join(
+            f"{k} {f['max_instances']}×{f['concurrency']}" + (f" ({f['min_instances']})" if f["min_instances"] else "")
+            for k, f in scaling(infra, tier).items()
+        )
+        _, peak = connections(infra, tier)
+        start = {"nudge": "by create's nudge (1 scheduler job)", "idle_wait": "waiting all minute (2 jobs)"}[
+            preset["start"]
+        ]
+        country = preset["sms_country_per_hour"] or "none"
+        pages = {"digest": "the digest page + absence", "per_page": "one policy per page"}[preset["alerting"]]
+        rows.append(
+            f"| `{tier}` | `{db['tier']}` {db['availability_type'].lower()} | {db['max_connections']} "
+            f"({db['reserved_connections']}) | {scale} | {peak} | {start} | {preset['dispatch_max_parallel']} "
+            f"| {preset['sms_max_per_hour']:,} ({country}) | {pages} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+RENDERERS = {"functions": functions_table, "connection-budget": budget, "tiers": tiers_table}
 
 
 def render_file(text: str, infra: Infra) -> str:

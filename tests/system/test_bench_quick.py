@@ -16,6 +16,7 @@ SECTIONS = (
     "dispatch-bench",
     "spike-bench",
     "create-bench",
+    "capacity-bench",
     "history-bench",
     "latency-bench",
     "memory-bench",
@@ -47,6 +48,7 @@ def test_bench_runner_quick_writes_every_section(tmp_path):
         assert f"<!-- {name}:start -->" in text and f"<!-- {name}:end -->" in text, name
     assert "pgqueuer defaults" in text and "raw SQL" in text
     assert "**1.00**" in text  # round trips per create, counted in the server
+    assert "| read | 8 per instance, pool of 2 |" in text  # per connection and per vCPU, three shapes side by side
     assert "Load average (1 min) while measuring" in text  # every section records the load
     assert "whole verification" in text and "pgqueuer job" in text  # the cost bench, side by side
     assert "OVERRUN" not in text and "| nan" not in text and "error:" not in text

@@ -63,6 +63,8 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("fanout_redelivery")  # the task of the invocation killed mid-batch, delivered again
     if f.get("fanout_forged_not_claimed") != 1 or f.get("fanout_duplicate_deliveries") != 1:
         missed.append("fanout_forged_and_duplicate")
+    if not f.get("nudge_completed") or f.get("nudge_duplicate_deliveries") != 1:
+        missed.append("nudge")  # creates nudged dispatch; the first nudge delivered twice at once
     # the attacker's signups met their answers: 21606, the relay's echo, and 30007 reports (tools/chaos_attack.py)
     if not (injected.get("sms_attack_refused_21606") and injected.get("email_attack_relay_echo")):
         missed.append("attack_answers")

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from signup_verification.verifications.config import TOKEN_TARGETS
+from support import deploy_docs
 from support.terraform_model import INFRA, first, load_infra
 
 ROOT = INFRA.parent
@@ -66,13 +67,16 @@ def test_each_function_is_a_cloud_run_service_of_the_bundles_image():
 def test_scheduler_jobs_carry_an_oidc_token_for_their_own_function():
     infra = load_infra()
     job = infra.resource("google_cloud_scheduler_job", "tick")
-    assert job["for_each"] == "${local.scheduler_jobs}"
+    assert job["for_each"] == "${local.ticks}"
     jobs = infra.locals["scheduler_jobs"]
     assert {key: j["function"] for key, j in jobs.items()} == {
         "dispatch": "dispatch",
         "dispatch_relay": "dispatch",
         "reconcile": "reconcile",
     }
+    # the relay only where the tier keeps dispatch waiting for work (the small tier nudges it instead)
+    assert [key for key, j in jobs.items() if j["relay"]] == ["dispatch_relay"]
+    assert "local.idle_wait || !job.relay" in infra.locals["ticks"]
     target = first(job["http_target"])
     own_uri = "google_cloud_run_v2_service.function[each.value.function].uri"
     assert target["uri"] == "${" + own_uri + "}"
@@ -210,28 +214,32 @@ def test_the_secret_scan_catches_a_committed_value():
 
 
 def test_connection_budget_fits_the_database():
+    """In every tier (infra/tiers.tf): its functions' instances x concurrency, its fan-out's and its
+    nudged invocations, and the reserve fit max_connections; the plan refuses a budget that does not."""
     infra = load_infra()
-    functions = infra.locals["function_defaults"]
-    fanout = infra.variables["dispatch_max_parallel"]["default"] * functions["dispatch"]["concurrency"]
-    peak = sum(f["max_instances"] * f["concurrency"] for f in functions.values()) + fanout
-    reserved = infra.variables["db_reserved_connections"]["default"]
-    assert peak + reserved <= infra.variables["db_max_connections"]["default"]
+    for tier, preset in infra.locals["tiers"].items():
+        _, peak = deploy_docs.connections(infra, tier)
+        assert peak + preset["db"]["reserved_connections"] <= preset["db"]["max_connections"], tier
     # The arithmetic holds only while one connection serves one request thread per worker.
     assert re.search(
         r"THREADS\s+= tostring\(local\.functions\[key\]\.concurrency\)", (INFRA / "services.tf").read_text()
     )
     assert infra.locals["common_env"]["WORKERS"] == "1"
     assert infra.locals["peak_connections"] == "${sum(values(local.connection_budget))}"
-    # The fan-out's invocations are a source of their own, on instances of their own (infra/fanout.tf).
+    # The fan-out's and the nudge's invocations are sources of their own, on instances of their own.
     budget = infra.locals["connection_budget"]
-    assert 'dispatch_fanout = var.dispatch_max_parallel * local.functions["dispatch"].concurrency' in budget
-    assert "var.dispatch_max_parallel" in infra.locals["instance_limits"]
+    assert 'dispatch_fanout = local.dispatch_max_parallel * local.functions["dispatch"].concurrency' in budget
+    assert 'dispatch_nudge = local.nudge_parallel * local.functions["dispatch"].concurrency' in budget
+    assert "local.dispatch_extra" in infra.locals["instance_limits"]
     service = infra.resource("google_cloud_run_v2_service", "function")
     scaling = first(first(service["template"])["scaling"])
     assert scaling["max_instance_count"] == "${local.instance_limits[each.key]}"
     instance = infra.resource("google_sql_database_instance", "main")
     precondition = first(first(instance["lifecycle"])["precondition"])
-    assert "local.peak_connections + var.db_reserved_connections <= var.db_max_connections" in precondition["condition"]
+    assert (
+        "local.peak_connections + local.db.reserved_connections <= local.db.max_connections"
+        in precondition["condition"]
+    )
 
 
 def test_cloud_sql_is_connector_only_with_iam_auth_tls_backups_and_protection():
@@ -248,7 +256,7 @@ def test_cloud_sql_is_connector_only_with_iam_auth_tls_backups_and_protection():
     assert backup["enabled"] is True and backup["point_in_time_recovery_enabled"] is True
     flags = {f["name"]: f["value"] for f in settings["database_flags"]}
     assert flags["cloudsql.iam_authentication"] == "on"
-    assert flags["max_connections"] == "${tostring(var.db_max_connections)}"
+    assert flags["max_connections"] == "${tostring(local.db.max_connections)}"
 
 
 def test_function_users_log_in_with_iam_and_hold_no_password():

@@ -12,13 +12,18 @@ def test_the_queue_bounds_the_fanout_at_dispatch_max_parallel():
     infra = load_infra()
     queue = infra.resource("google_cloud_tasks_queue", "dispatch_fanout")
     limits = first(queue["rate_limits"])
-    assert limits["max_concurrent_dispatches"] == "${var.dispatch_max_parallel}"
+    assert limits["max_concurrent_dispatches"] == "${local.dispatch_max_parallel}"
     assert queue["count"] == "${local.fanout_on ? 1 : 0}" and queue["location"] == "${var.region}"
     assert infra.locals["fanout_queue"] == (
         "projects/${var.project_id}/locations/${var.region}/queues/${var.name}-dispatch-fanout"
     )
     assert queue["name"] == "${var.name}-dispatch-fanout"
-    assert infra.variables["dispatch_max_parallel"]["default"] == 4
+    assert infra.variables["dispatch_max_parallel"]["default"] is None  # the tier's (infra/tiers.tf)
+    assert {t: p["dispatch_max_parallel"] for t, p in infra.locals["tiers"].items()} == {
+        "small": 0,
+        "standard": 4,
+        "large": 12,
+    }
     assert infra.resource("google_project_service", "api")["for_each"] == "${local.apis}"
     assert '"cloudtasks.googleapis.com"' in infra.locals["apis"]
 
@@ -56,11 +61,14 @@ def test_the_fanout_and_pacing_settings_reach_the_dispatch_service_only():
         "EMAIL_MAX_PER_SECOND",
         "SMS_MAX_PER_SECOND",
         "TWILIO_SENDER_MPS",
+        "DISPATCH_IDLE_WAIT",
+        "DISPATCH_NUDGE_SERVICE_ACCOUNT",
     }
     assert env["DISPATCH_FANOUT_URL"] == '${local.fanout_on ? local.service_urls["dispatch"] : ""}'
     assert 'key == "dispatch" ? local.dispatch_env : {}' in infra.locals["function_env"]
     # the fan-out's instances come on top of dispatch's, and its connections in the budget
-    assert "var.dispatch_max_parallel" in infra.locals["instance_limits"]
+    assert "local.dispatch_extra" in infra.locals["instance_limits"]
+    assert "local.dispatch_max_parallel" in infra.locals["dispatch_extra"]
     assert "dispatch_fanout" in infra.locals["connection_budget"]
 
 
@@ -77,7 +85,11 @@ def test_the_sms_budget_warns_at_80_percent_and_the_backlog_pages_against_the_tt
     assert "var.verification_ttl_seconds" in infra.locals["drain_threshold"]
     assert "0.2 * var.verification_ttl_seconds" in infra.locals["oldest_ready_threshold"]
     assert infra.variables["oldest_ready_threshold_seconds"]["default"] is None
-    # One SMS budget: Terraform's default is the app's, and it carries the documented load
-    # (docs/capacity.md: 100 verifications/s at peak, 20 % SMS, for an hour, x 1.3 headroom).
-    assert infra.variables["sms_max_per_hour"]["default"] == SMS_MAX_PER_HOUR.default
-    assert SMS_MAX_PER_HOUR.default >= 100 * 0.2 * 3600 * 1.3
+    # The SMS budget follows the tier (a safety ceiling against pumping, not one global figure): the
+    # standard tier's is the app's own default and carries the documented load (docs/capacity.md:
+    # 100 verifications/s at peak, 20 % SMS, for an hour, x 1.3 headroom), the large tier's ten times
+    # that, the small tier's a small one; the variable overrides it.
+    assert infra.variables["sms_max_per_hour"]["default"] is None
+    budgets = {t: p["sms_max_per_hour"] for t, p in infra.locals["tiers"].items()}
+    assert budgets["standard"] == SMS_MAX_PER_HOUR.default >= 100 * 0.2 * 3600 * 1.3
+    assert budgets["large"] >= 1000 * 0.2 * 3600 * 1.3 and budgets["small"] <= 100

@@ -154,8 +154,8 @@ def test_the_docs_state_what_the_plan_deploys(plan_text: str):
     services = [a for a in addresses if a.startswith("google_cloud_run_v2_service.function[")]
     jobs = [a for a in addresses if a.startswith("google_cloud_scheduler_job.")]
     assert functions.startswith(f"{len(services)} functions") and f"{len(jobs)} Cloud Scheduler jobs" in functions
-    tier = re.search(r'\+ tier\s+= "([^"]+)"', plan_text).group(1)
-    assert f"default tier `{tier}`" in blocks((DOCS / "capacity.md").read_text())["connection-budget"]
+    tier = re.search(r'\+ tier\s+= "([^"]+)"', plan_text).group(1)  # the Cloud SQL tier, connection_budget's
+    assert f"the standard tier's `{tier}`" in blocks((DOCS / "capacity.md").read_text())["connection-budget"]
 
 
 def test_a_partial_functions_map_overrides_only_what_it_names(tmp_path: Path, plan_run):

@@ -35,11 +35,12 @@ def missing_runbook_sections(texts: dict[str, str], headings: set[str]) -> list[
 
 def test_every_page_names_its_runbook_section_and_the_runbook_has_it():
     """Both plans of .ci/run (the example, and with every optional block: the webhook page, the
-    private-IP mode), every alert policy of each: the on-call opens the section the page names."""
+    private-IP mode) and the other tiers', every alert policy of each: the on-call opens the section
+    the page names."""
     headings = runbook_headings()
-    for name in ("example", "all-blocks"):
+    for name in ("example", "all-blocks", "small", "large"):
         texts = plan_of(name).probe("alerts")
-        assert len(texts) >= 20, name  # the signal pages and the platform's (the probe reads them all)
+        assert len(texts) >= (2 if name == "small" else 20), name  # the small tier: the digest and the absence
         assert missing_runbook_sections(texts, headings) == [], name
     # The check can fail: a page without a section, or naming one the runbook lacks.
     assert missing_runbook_sections({"a": "no reference", "b": 'docs/runbook.md, "Nowhere"'}, headings) == [
@@ -72,12 +73,17 @@ def test_the_platform_pages_watch_cloud_run_cloud_sql_the_queue_and_the_build():
         a.split('"')[1] for a in planned_addresses(plan) if a.startswith("google_monitoring_alert_policy.threshold[")
     }
     assert {"run_429", "run_5xx", "run_latency", "sql_cpu", "sql_connections", "sql_disk", "fanout_queue"} <= pages
-    # Saturation per request-serving service, each against its own instance limit.
+    # Saturation per service whose cap can be reached, dispatch included, each against its own limit
+    # (reconcile runs one instance by design: a tick it cannot take is the 429 page's, below).
     assert {p for p in pages if p.startswith("instance_cap_")} == {
-        f"instance_cap_{k}" for k in ("create", "confirm", "status", "reports")
+        f"instance_cap_{k}" for k in ("create", "confirm", "dispatch", "status", "reports")
     }
     cap = planned_block(plan, 'google_monitoring_alert_policy.threshold["instance_cap_create"]')
     assert re.search(r"threshold_value\s+= 31\.5", cap) and 'service_name=\\"verify-create\\"' in cap
+    dispatch = planned_block(plan, 'google_monitoring_alert_policy.threshold["instance_cap_dispatch"]')
+    assert re.search(r"threshold_value\s+= 4\.3", dispatch)  # 0.8 x (2 scheduled + 4 fan-out) - 0.5
+    refused = planned_block(plan, 'google_monitoring_alert_policy.threshold["run_429"]')
+    assert 'response_code=\\"429\\"' in refused and all(f'\\"verify-{k}\\"' in refused for k in SERVICES)
     errors = planned_block(plan, 'google_monitoring_alert_policy.threshold["run_5xx"]')
     assert 'response_code_class=\\"5xx\\"' in errors and all(f'\\"verify-{k}\\"' in errors for k in SERVICES)
     connections = planned_block(plan, 'google_monitoring_alert_policy.threshold["sql_connections"]')
@@ -85,7 +91,7 @@ def test_the_platform_pages_watch_cloud_run_cloud_sql_the_queue_and_the_build():
     assert 'database_id=\\"my-signup-prod:verify-pg\\"' in connections
     queue = planned_block(plan, 'google_monitoring_alert_policy.threshold["fanout_queue"]')
     assert 'queue_id=\\"verify-dispatch-fanout\\"' in queue and re.search(r"threshold_value\s+= 4$", queue, re.M)
-    build = planned_block(plan, "google_monitoring_alert_policy.build_failed")
+    build = planned_block(plan, "google_monitoring_alert_policy.build_failed[0]")
     assert 'resource.type=\\"build\\"' in build and 'textPayload=\\"ERROR\\"' in build
 
 

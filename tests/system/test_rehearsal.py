@@ -112,3 +112,45 @@ def test_a_function_lacking_a_privilege_fails_naming_the_service(rehearsal, tmp_
     assert line.startswith("service verify-status (status): GET / answered 5"), line
     assert "permission denied for table" in line and f"(as database user {status_user})" in line
     assert "\n" not in line
+
+
+def test_the_small_tier_s_create_nudges_dispatch_through_a_named_task(rehearsal, tmp_path):
+    """The small tier's plan (support/infra_plans.py) run from the same bundle: its migrate and grant
+    jobs, then its create service on two instances and its dispatch service. Two creates at once
+    make their bucket's one named task at the Tasks API's stand-in, which delivers it to dispatch's
+    nudge path with the nudge identity's token: both messages are sent, and nobody ticked dispatch."""
+    from rehearsal_nudge import credentials_file, nudge_smoke, settings
+    from rehearsal_plan import read_plan
+    from rehearsal_smoke import provider_settings, start_providers
+    from support.fakes.cloud_tasks import TasksApi
+    from support.infra_plans import plan_of
+
+    plan = read_plan(plan_of("small").shown)
+    create, dispatch = plan.service("create"), plan.service("dispatch")
+    assert create.env["DISPATCH_NUDGE_QUEUE"].endswith("/queues/verify-dispatch-nudge")
+    small = rehearse_deploy.Rehearsal(tmp_path, log=lambda line: None, plan=plan, image=rehearsal.image,
+                                      secrets=rehearsal.secrets)  # fmt: skip
+    instance = small.instance(plan)
+    providers = start_providers(plan, rehearsal.secrets)
+    api = TasksApi(deliver=True)
+    services = None
+    try:
+        small.run_jobs(plan, instance, runs=1)
+        key = credentials_file(
+            tmp_path / "key.json", api.token_uri, create.env["DB_USER"].replace(".iam", ".iam.gserviceaccount.com")
+        )
+        extra = {**provider_settings(providers), **settings(api, key)}
+        services = small.start_services(plan, instance, extra, keys=["create", "dispatch"],
+                                        instances={"create": 2, "dispatch": 1})  # fmt: skip
+        api.routes[create.env["DISPATCH_NUDGE_URL"].rstrip("/")] = services["dispatch"].url
+        with api:
+            names = nudge_smoke(plan, services, providers, api)
+        assert services["dispatch"].requests == []  # never called by us: the tasks' deliveries alone
+        assert all("/queues/verify-dispatch-nudge/tasks/nudge-" in n for n in names)
+        assert not services.privilege_failures() and not services.error_records()
+    finally:
+        if services is not None:
+            services.stop()
+        providers.stop()
+        instance.stop()
+    assert dispatch.env["DISPATCH_IDLE_WAIT"] == "false"

@@ -47,9 +47,14 @@ def test_provider_limits_default_to_the_documented_ones_and_twilio_by_the_sender
         ({"DISPATCH_FANOUT_URL": "https://d", "DISPATCH_FANOUT_QUEUE": "q"}, "DISPATCH_FANOUT_QUEUE must be projects/"),
         ({"DISPATCH_FANOUT_URL": "https://d", "DISPATCH_FANOUT_QUEUE": QUEUE}, "needs DISPATCH_FANOUT_SERVICE_ACCOUNT"),
         ({"DISPATCH_FANOUT_QUEUE": QUEUE, "DISPATCH_FANOUT_SERVICE_ACCOUNT": "a@b"}, "need DISPATCH_FANOUT_URL"),
+        ({"DISPATCH_NUDGE_URL": "ftp://x"}, "DISPATCH_NUDGE_URL must be an http(s) URL"),
+        ({"DISPATCH_NUDGE_URL": "https://d", "DISPATCH_NUDGE_QUEUE": QUEUE}, "needs DISPATCH_NUDGE_SERVICE_ACCOUNT"),
+        ({"DISPATCH_NUDGE_QUEUE": QUEUE, "DISPATCH_NUDGE_SERVICE_ACCOUNT": "a@b"}, "QUEUE needs DISPATCH_NUDGE_URL"),
+        ({"DISPATCH_NUDGE_SECONDS": "0"}, "DISPATCH_NUDGE_SECONDS must be > 0"),
+        ({"DISPATCH_NUDGE_SECONDS": "61"}, "DISPATCH_NUDGE_SECONDS must be <= 60"),
     ],
 )
-def test_a_bad_limit_or_fanout_setting_is_refused_with_its_name(env, problem):
+def test_a_bad_limit_fanout_or_nudge_setting_is_refused_with_its_name(env, problem):
     with pytest.raises(ConfigError) as caught:
         load(env)
     assert any(problem in p for p in caught.value.problems), caught.value.problems

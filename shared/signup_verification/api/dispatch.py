@@ -2,10 +2,14 @@
 is spent (operations/dispatch_run.py), and answers its report: {claimed, accepted, retryable,
 failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}.
 
-Two paths, told apart by the body, each with its own caller:
+Three paths, told apart by the body, each with its own caller:
 - scheduled: Cloud Scheduler's POST (body `{}`, or none). It may start more (delivery/fanout.py).
   In production only the identities of ALLOWED_INVOKERS (the scheduler's) are accepted here, never
-  the fan-out's (config/checks.py refuses to start otherwise).
+  the fan-out's nor the nudge's (config/checks.py refuses to start otherwise).
+- nudge: a create's named task (outbox/nudge.py), body `{"nudge": {"bucket": <n>}}`. Only the nudge
+  identity (DISPATCH_NUDGE_SERVICE_ACCOUNT) is accepted here. It drains like a scheduled invocation
+  (it may fan out) but never waits idle, and on an empty outbox it answers its empty report after one
+  probe, having written nothing: a forged, late or repeated nudge costs one read.
 - fan-out: a task's POST carrying `{"fanout": {"slot": "<its reservation>"}}`. Only the fan-out
   identity (DISPATCH_FANOUT_SERVICE_ACCOUNT, whose OIDC token the tasks carry) is accepted here. The
   invocation runs only if it claims that slot (reserved, live, never claimed); a made-up, replayed or
@@ -20,7 +24,7 @@ import json
 
 import flask
 
-from ..delivery.fanout import FANOUT, Invocation, SlotNotClaimed
+from ..delivery.fanout import FANOUT, NUDGE, SCHEDULED, Invocation, SlotNotClaimed
 from ..operations import dispatch_run
 from ..platform import shutdown
 from . import auth, problems, replay
@@ -55,11 +59,13 @@ def handle(request: flask.Request, services: Services) -> Response:
 
 
 def invokers(config: EdgeConfig, invocation: Invocation) -> frozenset[str] | None:
-    """The identities this path accepts: the fan-out's alone on the fan-out path (none when fan-out
-    has no identity), ALLOWED_INVOKERS on the scheduled one."""
-    if invocation.role != FANOUT:
+    """The identities this path accepts: the fan-out's alone on the fan-out path, the nudge's alone on
+    the nudge path (none when that path has no identity), ALLOWED_INVOKERS on the scheduled one."""
+    if invocation.role == SCHEDULED:
         return None
-    identity = config.dispatch.fanout.service_account
+    identity = {FANOUT: config.dispatch.fanout.service_account, NUDGE: config.dispatch.nudge.service_account}[
+        invocation.role
+    ]
     return frozenset({identity.lower()}) if identity else frozenset()
 
 
@@ -78,7 +84,8 @@ def not_claimed(refused: SlotNotClaimed) -> problems.Problem:
 
 
 def invocation_of(request: Incoming) -> Invocation:
-    """Scheduled (no body, or a JSON object without `fanout`), or fan-out; anything else is a 400."""
+    """Scheduled (no body, or a JSON object with neither `fanout` nor `nudge`), nudged, or fan-out;
+    anything else is a 400."""
     if not request.body.strip():
         return Invocation()
     try:
@@ -87,6 +94,10 @@ def invocation_of(request: Incoming) -> Invocation:
         raise problems.bad_request("The body is not valid UTF-8 JSON.") from None
     if not isinstance(body, dict):
         raise problems.bad_request("The body must be a JSON object.")
+    if "nudge" in body and "fanout" not in body:
+        if not isinstance(body["nudge"], dict):
+            raise problems.bad_request("nudge must be an object.", [{"pointer": "#/nudge", "detail": "an object"}])
+        return Invocation.nudged()
     fanned = body.get("fanout")
     if fanned is None:
         return Invocation()

@@ -52,22 +52,28 @@ def _twilio_test_sender(config: Config, reading: Reading) -> None:
 
 
 def _dispatch_identities(config: Config, reading: Reading) -> None:
-    """In production the fan-out identity starts fan-out invocations only (api/dispatch.py), so the
-    scheduled path needs ALLOWED_INVOKERS set, and set without it: unset, any identity Cloud Run
-    admitted (the fan-out's too) could start scheduled invocations."""
-    identity = config.dispatch.fanout.service_account
-    if not (config.is_production and config.function_target == SENDING_TARGET and identity):
+    """In production the fan-out identity starts fan-out invocations only, the nudge identity nudged
+    ones only (api/dispatch.py), so the scheduled path needs ALLOWED_INVOKERS set, and set without
+    either: unset, any identity Cloud Run admitted (theirs too) could start scheduled invocations. The
+    two are distinct identities, so neither can start what the other may."""
+    paths = {
+        "DISPATCH_FANOUT_SERVICE_ACCOUNT": config.dispatch.fanout.service_account,
+        "DISPATCH_NUDGE_SERVICE_ACCOUNT": config.dispatch.nudge.service_account,
+    }
+    paths = {name: identity.lower() for name, identity in paths.items() if identity}
+    if not (config.is_production and config.function_target == SENDING_TARGET and paths):
         return
     if not config.auth.allowed_invokers:
         reading.fail(
-            "ALLOWED_INVOKERS must name the scheduler's service account when DISPATCH_FANOUT_SERVICE_ACCOUNT is "
-            "set in production: the scheduled path accepts the scheduler only"
+            f"ALLOWED_INVOKERS must name the scheduler's service account when {' and '.join(paths)} "
+            f"{'is' if len(paths) == 1 else 'are'} set in production: the scheduled path accepts the scheduler only"
         )
-    elif identity.lower() in config.auth.allowed_invokers:
-        reading.fail(
-            "ALLOWED_INVOKERS must not name DISPATCH_FANOUT_SERVICE_ACCOUNT: the fan-out identity may start "
-            "fan-out invocations only"
-        )
+    for name, identity in paths.items():
+        if identity in config.auth.allowed_invokers:
+            path = "fan-out" if "FANOUT" in name else "nudged"
+            reading.fail(f"ALLOWED_INVOKERS must not name {name}: that identity may start {path} invocations only")
+    if len(paths) == 2 and len(set(paths.values())) == 1:
+        reading.fail("DISPATCH_FANOUT_SERVICE_ACCOUNT and DISPATCH_NUDGE_SERVICE_ACCOUNT must be different identities")
 
 
 def _sms_budget(config: Config, reading: Reading) -> None:

@@ -11,10 +11,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..outbox.config import FailurePolicy
-from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
+from ..outbox.config import FailurePolicy, NudgeConfig
+from ..platform.config import CLOUD_TASKS_API, DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
 from ..platform.errors import ConfigError
-from ..platform.settings import Env, each, number, part, plain, setting
+from ..platform.settings import each, number, part, plain, setting
+from ..platform.tasks import queue_name, target_url
 from ..verifications.config import TWILIO_FROM
 from .config import SEND_LIMITS, SEND_TIMEOUT, SMS_MAX_PER_HOUR, SMS_TRANSPORT, MessageConfig, SendLimit
 
@@ -72,23 +73,6 @@ class PacingConfig:
         return {"email": self.email_max_per_second, "sms": self.sms_max_per_second}.get(channel)
 
 
-_QUEUE = re.compile(r"^projects/[a-z0-9.:-]+/locations/[a-z0-9-]+/queues/[A-Za-z0-9-]+$")
-
-
-def _fanout_url(raw: str, env: Env) -> str:
-    if not raw.startswith(("https://", "http://")):
-        raise ValueError(f"must be an http(s) URL, got {raw!r}")
-    if env.production and not raw.startswith("https://"):
-        raise ValueError(f"must be https in production, got {raw!r}")
-    return raw
-
-
-def _queue(raw: str, env: Env) -> str:
-    if not _QUEUE.match(raw):
-        raise ValueError(f"must be projects/PROJECT/locations/LOCATION/queues/QUEUE, got {raw!r}")
-    return raw
-
-
 @dataclass(frozen=True)
 class FanoutConfig:
     """More dispatch invocations when one is not enough (delivery/fanout.py, platform/tasks.py)."""
@@ -103,7 +87,7 @@ class FanoutConfig:
     url: str | None = setting(
         "DISPATCH_FANOUT_URL",
         None,
-        parse=_fanout_url,
+        parse=target_url,
         shown_default="unset (`verifyctl dev`: its dispatch target)",
         help="the dispatch target's URL: with it, a scheduled invocation whose backlog is more than it can send in "
         "`DISPATCH_FANOUT_DRAIN_SECONDS` starts more invocations of it (the tasks' target and OIDC audience). "
@@ -112,7 +96,7 @@ class FanoutConfig:
     queue: str | None = setting(
         "DISPATCH_FANOUT_QUEUE",
         None,
-        parse=_queue,
+        parse=queue_name,
         help="`projects/P/locations/L/queues/Q`: start them as Cloud Tasks HTTP tasks (infra sets it)",
     )
     service_account: str | None = setting(
@@ -126,6 +110,7 @@ class FanoutConfig:
         above=0,
         help="fan out when one invocation would take longer than this to send the eligible backlog",
     )
+    api_url: str = CLOUD_TASKS_API.field()
     production: bool = production_flag()  # the local stand-in (no queue) is refused there
 
     def __post_init__(self) -> None:
@@ -184,6 +169,7 @@ class DispatchConfig:
     failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds
     pacing: PacingConfig = part(PacingConfig)  # the providers' rates
     fanout: FanoutConfig = part(FanoutConfig)  # more invocations for a backlog
+    nudge: NudgeConfig = part(NudgeConfig)  # whose nudges the dispatch target accepts
 
     def concurrency(self, channel: str) -> int:
         """The most sends of `channel` in flight in this invocation."""

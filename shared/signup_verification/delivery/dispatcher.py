@@ -51,7 +51,7 @@ from .batch_sizing import ChannelBudget, LatencyEstimator, batch_seconds_of, bud
 from .channels.base import Channel
 from .dispatch_config import DispatchConfig
 from .dispatch_report import DispatchReport
-from .fanout import Fanout, Invocation
+from .fanout import SCHEDULED, Fanout, Invocation
 from .messages import Renderer
 from .sending import BatchSender, InFlight, SendOutcome
 
@@ -198,10 +198,10 @@ class Dispatcher:
         )
 
     def _wait_for_work(self) -> bool:
-        """The outbox is empty: wait for more (idle_wait.py), unless this is a fan-out invocation (it
-        ends once the work is done) or DISPATCH_IDLE_WAIT is off."""
+        """The outbox is empty: wait for more (idle_wait.py) if the scheduler started this invocation
+        and DISPATCH_IDLE_WAIT is on; a fan-out's or a nudge's ends once the work is done."""
         o = self.config
-        if not o.idle_wait or self.fanout.fanned_out:
+        if not o.idle_wait or self.invocation.role != SCHEDULED:
             return False
         if not self._idle_entered:
             self._idle_entered = True

@@ -1,7 +1,7 @@
 """Fan-out: more dispatch invocations when one cannot drain the backlog soon enough.
 
-Only the invocation the scheduler started decides (a fan-out invocation never starts others, nor
-waits idle for work). When its claim came back full, at most every CHECK_SECONDS it reads the
+Only an invocation the scheduler or a create's nudge started decides (a fan-out invocation never
+starts others, nor waits idle for work). When its claim came back full, at most every CHECK_SECONDS it reads the
 eligible backlog per channel and the fan-out invocations live (delivery/queries.sql:fanout_backlog) and asks for
 
     invocations = max over channels of ceil(backlog / (one invocation's sends/s x DISPATCH_FANOUT_DRAIN_SECONDS)),
@@ -57,12 +57,14 @@ SHARE_SECONDS = 5.0  # how often an invocation of a fan-out re-reads how many sh
 START_ALLOWANCE_SECONDS = 60.0  # a reserved slot counts this long past the budget before its task starts
 BACKLOG_CAP = 100_000  # the backlog is counted up to this (beyond it, the answer does not change)
 
-SCHEDULED, FANOUT = "scheduled", "fanout"
+SCHEDULED, FANOUT, NUDGE = "scheduled", "fanout", "nudge"
+DECIDING = frozenset({SCHEDULED, NUDGE})  # the invocations that may start fan-out invocations
 
 
 @dataclass(frozen=True)
 class Invocation:
-    """Who started this invocation: the scheduler (it may fan out) or the fan-out (slot = its reservation)."""
+    """Who started this invocation: the scheduler (it may fan out), a create's nudge (outbox/nudge.py:
+    it may fan out, never waits idle) or the fan-out (slot = its reservation)."""
 
     role: str = SCHEDULED
     slot: str | None = None
@@ -70,6 +72,10 @@ class Invocation:
     @classmethod
     def fanned_out(cls, slot: str) -> Invocation:
         return cls(FANOUT, slot)
+
+    @classmethod
+    def nudged(cls) -> Invocation:
+        return cls(NUDGE)
 
     def task_body(self) -> bytes:
         return json.dumps({"fanout": {"slot": self.slot}}).encode()
@@ -126,7 +132,7 @@ class Fanout:
         clock: Callable[[], float] = time.monotonic,
     ):
         self.db, self.config, self.invocation, self.owner = db, config, invocation, owner
-        self.starter = starter if config.fanout.enabled and invocation.role == SCHEDULED else None
+        self.starter = starter if config.fanout.enabled and invocation.role in DECIDING else None
         self.pacer, self.budget_seconds, self.clock = pacer, budget_seconds, clock
         self.started = 0  # invocations this one started
         self.live = 0  # fan-out invocations live, as last read
@@ -262,5 +268,7 @@ def starter(config: FanoutConfig, timeout_seconds: float) -> TaskStarter | None:
     if not config.enabled or not config.url:
         return None
     if config.queue:
-        return CloudTasks(config.queue, config.url, config.service_account or "", timeout_seconds + 10)
+        return CloudTasks(
+            config.queue, config.url, config.service_account or "", timeout_seconds + 10, api=config.api_url
+        )
     return LocalTasks(config.url, config.max_parallel, timeout_seconds + 10)

@@ -123,8 +123,11 @@ def child_environment(
         "TWILIO_API_URL": f"http://{host}:{mailbox_port}",
         **DEV_TWILIO,
         "PYTHONUNBUFFERED": "1",
-        # the fan-out's local stand-in (platform/tasks.py) starts more invocations of this dispatch target
+        # the fan-out's local stand-in (platform/tasks.py) starts more invocations of this dispatch target,
+        # and create nudges it through the same stand-in (outbox/nudge.py): a message leaves within about
+        # a second, not at the scheduler's next tick
         "DISPATCH_FANOUT_URL": f"http://{host}:{ports['dispatch']}/" if "dispatch" in ports else "",
+        "DISPATCH_NUDGE_URL": f"http://{host}:{ports['dispatch']}/" if "dispatch" in ports else "",
     }
     for name in ("SMTP_USERNAME", "SMTP_PASSWORD"):
         env.pop(name, None)

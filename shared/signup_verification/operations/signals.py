@@ -334,9 +334,16 @@ def emit(
     Its level: WARNING when the channel is late (an alert condition), INFO when the run that emits
     it (`source`) moved something and the channel has work, else DEBUG. A tick that moved nothing
     prints nothing in text below LOG_LEVEL=DEBUG, even while work waits (a fallback's timer, a
-    retry's backoff); in JSON every record is written whatever its level (platform/logs.py)."""
+    retry's backoff); in JSON every record is written whatever its level (platform/logs.py).
+
+    The reconciler's run (every minute, whatever else runs) also writes one `event="page"` record
+    while any page's condition holds (`Signals.alerts()`, the thresholds the alert policies use):
+    what infra's digest page matches (the small tier: one policy instead of one per page). Its absence
+    is not news: when the reconciler stops, the absence page fires for it."""
     logger = logger or _log
     signals = compute(db, deployment, config)
+    if source == "reconcile":
+        _page(logger, signals)
     for channel in signals.channels:
         late = channel.oldest_ready_verification_seconds > signals.config.ready_age_alert_seconds
         late = late or (channel.channel == "sms" and signals.sms_paused) or channel.held or bool(channel.held_routes)
@@ -353,6 +360,23 @@ def emit(
             extra={"labels": {"channel": channel.channel}, "json_fields": record_fields(signals, channel, source)},
         )
     return signals
+
+
+def _page(logger: logging.Logger, signals: Signals) -> None:
+    alerts = signals.alerts()
+    if alerts:
+        logger.warning(
+            "page: %s",
+            "; ".join(alerts),
+            extra={
+                "json_fields": {
+                    "event": "page",
+                    "deployment": signals.deployment,
+                    "alerts": alerts,
+                    "summary": "; ".join(alerts)[:1000],
+                }
+            },
+        )
 
 
 def live(channel: ChannelSignals) -> bool:

@@ -34,7 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
+from ..platform.config import CLOUD_TASKS_API, production_flag
+from ..platform.errors import ConfigError
 from ..platform.settings import Env, each, number, setting
+from ..platform.tasks import queue_name, target_url
 from .states import AttemptOutcome
 
 AmbiguityPolicy = Literal["retry", "hold", "fail"]
@@ -189,3 +192,58 @@ class FailurePolicy:
             "route_min_destinations": self.route_min_destinations,
             "route_min_share": self.route_min_share,
         }
+
+
+@dataclass(frozen=True)
+class NudgeConfig:
+    """Create nudges dispatch (outbox/nudge.py): the create target enqueues at most one named task per
+    `DISPATCH_NUDGE_SECONDS` that starts a dispatch invocation, so a fresh verification does not wait
+    for the scheduler's next tick nor for an invocation kept open (infra's small tier). The dispatch
+    target reads `service_account` too: the one identity its nudge path accepts."""
+
+    url: str | None = setting(
+        "DISPATCH_NUDGE_URL",
+        None,
+        parse=target_url,
+        shown_default="unset (`verifyctl dev`: its dispatch target)",
+        help="the dispatch target's URL: with it, every created verification nudges dispatch (at most one task "
+        "per `DISPATCH_NUDGE_SECONDS`, named, so concurrent creates make one). Without a queue the local stand-in "
+        "POSTs there itself (refused in production)",
+    )
+    queue: str | None = setting(
+        "DISPATCH_NUDGE_QUEUE",
+        None,
+        parse=queue_name,
+        help="`projects/P/locations/L/queues/Q`: nudge through this Cloud Tasks queue (infra's small tier sets it)",
+    )
+    service_account: str | None = setting(
+        "DISPATCH_NUDGE_SERVICE_ACCOUNT",
+        None,
+        help="whose OIDC token the nudge tasks carry; on the dispatch target, the one identity its nudge path "
+        "accepts (infra sets both)",
+    )
+    seconds: float = setting(
+        "DISPATCH_NUDGE_SECONDS",
+        1.0,
+        above=0,
+        maximum=60,
+        help="the nudge's time bucket: the first create of each bucket enqueues the task that starts dispatch at "
+        "the bucket's end, so a message waits at most this long for its nudge",
+    )
+    api_url: str = CLOUD_TASKS_API.field()
+    production: bool = production_flag()  # the local stand-in (no queue) is refused there
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.queue and not self.url:  # the service account alone: the dispatch target's (whom it accepts)
+            problems.append("DISPATCH_NUDGE_QUEUE needs DISPATCH_NUDGE_URL")
+        if self.queue and not self.service_account:
+            problems.append("DISPATCH_NUDGE_QUEUE needs DISPATCH_NUDGE_SERVICE_ACCOUNT (the tasks' OIDC identity)")
+        if self.production and self.url and not self.queue:
+            problems.append("in production DISPATCH_NUDGE_URL must go through DISPATCH_NUDGE_QUEUE")
+        if problems:
+            raise ConfigError("; ".join(problems), tuple(problems))
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)

@@ -88,6 +88,13 @@ SHUTDOWN_GRACE = Setting(
     help="after SIGTERM: no new claims or sends; in-flight sends may finish within this; claimed, unstarted "
     "intents are released (a number > 0; anything else is an error, never a silent default)",
 )
+CLOUD_TASKS_API = Setting(
+    "CLOUD_TASKS_API_URL",
+    "https://cloudtasks.googleapis.com/v2",
+    parse=plain(lambda raw: raw.rstrip("/")),
+    help="the Cloud Tasks REST API the fan-out's and the nudge's tasks are created at (a stand-in's in the "
+    "deployment rehearsal)",
+)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL", "WARN", "NOTSET")
 
 

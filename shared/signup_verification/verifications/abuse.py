@@ -145,7 +145,11 @@ def limit_keys(
         alias = _digest(secret, "email", canonical_email(destination, config.plus_tag_domains))
         exact = _digest(secret, "email", exact_email(destination))
         return LimitKeys(alias, client=client, exact=None if exact == alias else exact)
-    return LimitKeys(_digest(secret, "sms", destination), _digest(secret, "prefix", destination[:-4]), country, client)
+    # RATE_LIMIT_COUNTRY_PER_HOUR 0: no country key, so the create neither reads nor records the country's window
+    by_country = country if config.per_country_per_hour else None
+    return LimitKeys(
+        _digest(secret, "sms", destination), _digest(secret, "prefix", destination[:-4]), by_country, client
+    )
 
 
 @dataclass(frozen=True)

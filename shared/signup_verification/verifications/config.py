@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..outbox.config import NudgeConfig
 from ..platform.config import LOCAL_DIR, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, part, setting, words
@@ -134,7 +135,12 @@ class AbuseConfig:
         help="SMS per number prefix (the E.164 number without its last 4 digits)",
     )
     per_country_per_hour: int = setting(
-        "RATE_LIMIT_COUNTRY_PER_HOUR", 1000, minimum=1, help="SMS per destination country"
+        "RATE_LIMIT_COUNTRY_PER_HOUR",
+        1000,
+        minimum=0,
+        help="SMS per destination country; `0`: no per-country limit (the allowed countries, the other limits and "
+        "the global `SMS_MAX_PER_HOUR` remain). Each SMS create reads up to this many of the country's creates of "
+        'the hour (docs/capacity.md, "SMS budget and senders"): infra sets it per tier',
     )
     per_client_per_hour: int = setting(
         "RATE_LIMIT_CLIENT_PER_HOUR",
@@ -192,6 +198,7 @@ class CreateConfig:
     )
     link_base: str = VERIFY_LINK_BASE.field()  # the confirm target: `code_entry_url` is on it
     abuse: AbuseConfig = part(AbuseConfig)
+    nudge: NudgeConfig = part(NudgeConfig)  # a created verification starts dispatch (outbox/nudge.py)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Creating a verification: token material, idempotency and the outbox row in one transaction.
 
-The whole write is one call of the SQL function `create_verification`
-(create_verification): one round trip, one transaction. This module prepares
-what only Python can (the keyed digest) and returns what happened as an outcome; it knows nothing
-of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
-resolved template version and locale in `NewVerification`).
+The whole write is one call of the SQL function `create_verification` (verifications/functions.sql):
+one round trip, one transaction. This module prepares what only Python can (the keyed digest) and
+returns what happened as an outcome. Once a verification is created (committed), it nudges dispatch
+(outbox/nudge.py: a named task beside the answer, never in its way; a no-op unless DISPATCH_NUDGE_URL
+is set). It knows nothing of HTTP (api/create.py renders each outcome) nor of the template catalogue
+(the caller passes the resolved template version and locale in `NewVerification`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..outbox import nudge
 from ..platform.catalogue import catalogue
 from ..platform.database import Database
 from ..platform.ids import uuid7
@@ -176,7 +178,8 @@ def create(
         suppressed_answer=config.abuse.suppressed_answer,
     )[0]
     match outcome_kind:  # create_verification's outcomes
-        case "created":
+        case "created":  # committed: its intent is there to claim, so dispatch may start now
+            nudge.after_commit(config.nudge)
             outcome = Created(_answered(config, keyring, new, data))
         case "replayed":
             outcome = Replayed(_answered(config, keyring, new, data))

@@ -175,6 +175,21 @@ def test_velocity_limits_answer_429_with_retry_after_and_store_nothing(create, d
     assert not db.run("SELECT 1 FROM idempotency_keys WHERE key = 'k2'")
 
 
+def test_a_country_limit_of_0_counts_no_country(create, db):
+    """The standard and large tiers' setting: no per-country window is read or written (each SMS create
+    would otherwise read up to the limit's many creates of the country); the other limits still hold."""
+    client = create(RATE_LIMIT_COUNTRY_PER_HOUR="0", RATE_LIMIT_PREFIX_PER_HOUR="2")
+    numbers = ["+14155550100", "+12015550123", "+16505550111", "+13125550199"]
+    answers = [
+        post(client, {"account_id": f"c{i}", "channel": "sms", "destination": n}, f"k{i}")
+        for i, n in enumerate(numbers)
+    ]
+    assert [a.status_code for a in answers] == [201, 201, 201, 201]
+    assert db.run("SELECT count(*) FROM create_events WHERE country IS NOT NULL") == [[0]]
+    same_prefix = [post(client, {"account_id": f"p{i}", "channel": "sms", "destination": f"+1415555010{i + 1}"}, f"p{i}") for i in range(2)]  # fmt: skip
+    assert [a.status_code for a in same_prefix] == [201, 429]  # the prefix limit (2) still counts
+
+
 def test_another_ipv6_network_or_no_client_ip_is_counted_apart(create, db):
     client = create(RATE_LIMIT_CLIENT_PER_HOUR="1")
     body = {"account_id": "a", "channel": "email", "destination": "u1@example.com", "client_ip": "2001:db8:0:1::1"}

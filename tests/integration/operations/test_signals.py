@@ -145,6 +145,24 @@ def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     assert sms["oldest_ready_verification_seconds"] == 0
 
 
+def test_the_reconcilers_run_writes_one_page_record_while_a_page_holds(db, log_lines):
+    """What the small tier's digest page matches (infra/alerts_digest.tf): one `event="page"` record
+    per reconciler run naming every page that holds, none while nothing does, none from dispatch."""
+    config = SignalsConfig(ready_age_alert_seconds=120)
+    run(db)  # a completed sweep: the watermark is fresh
+    signals.emit(db, SETTINGS.deployment, source="reconcile", config=config)
+    assert log_lines.events("page") == []
+    make_verifications(db, 1)
+    db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '5 minutes'")
+    signals.emit(db, SETTINGS.deployment, source="dispatch", config=config)
+    assert log_lines.events("page") == []  # the reconciler's alone: once a minute, whatever else runs
+    signals.emit(db, SETTINGS.deployment, source="reconcile", config=config)
+    [page] = log_lines.events("page")
+    assert page["deployment"] == "test" and page["severity"] == "WARNING"
+    assert [a.split(":")[0] for a in page["alerts"]] == ["email"]
+    assert page["summary"].startswith("email: oldest ready verification waited")
+
+
 def test_a_tick_that_moved_nothing_logs_its_signals_at_debug_while_work_waits(app_client, db, log_lines, monkeypatch):
     """A waiting fallback or backoff is no news every tick: the records of a dispatch that claimed
     nothing are DEBUG (hidden in text, README), those of one that sent are INFO."""

@@ -127,3 +127,47 @@ def test_the_instance_builds_the_seam_its_settings_name():
     cloud = fanout.starter(FanoutConfig(url=TARGET, queue=QUEUE, service_account=ACCOUNT), 75)
     assert isinstance(cloud, CloudTasks) and cloud.deadline == 85
     assert isinstance(fanout.starter(FanoutConfig(url="http://127.0.0.1:9/"), 60), LocalTasks)
+
+
+def test_a_named_task_carries_its_name_in_the_queue_and_its_schedule_time(recorder):
+    tasks = CloudTasks(QUEUE, TARGET, ACCOUNT, 1800, api=recorder.url + "/v2", credentials=Credentials("t"))
+    assert tasks.create_named(b'{"nudge": {"bucket": 7}}', "nudge-ab12cd34-7", 1_700_000_000.5) is True
+    [(_, _, raw)] = recorder.requests
+    task = json.loads(raw)["task"]
+    assert task["name"] == f"{QUEUE}/tasks/nudge-ab12cd34-7"
+    assert task["scheduleTime"] == "2023-11-14T22:13:20.500Z"
+    assert task["dispatchDeadline"] == "1800s"
+    with pytest.raises(ValueError):
+        tasks.task(b"{}", "not a task id/../x", 0)
+
+
+def test_a_name_cloud_tasks_already_has_is_no_failure(caplog):
+    existing = Recorder(status=409)
+    try:
+        tasks = CloudTasks(QUEUE, TARGET, ACCOUNT, 85, api=existing.url + "/v2", credentials=Credentials("t"))
+        assert tasks.create_named(b"{}", "nudge-1", time.time()) is False
+    finally:
+        existing.stop()
+    assert not [r for r in caplog.records if getattr(r, "json_fields", {}).get("event") == "nudge_enqueue_failed"]
+    refusing = Recorder(status=403)
+    try:
+        tasks = CloudTasks(QUEUE, TARGET, ACCOUNT, 85, api=refusing.url + "/v2", credentials=Credentials("t"))
+        assert tasks.create_named(b"{}", "nudge-2", time.time()) is False
+    finally:
+        refusing.stop()
+    [record] = [r for r in caplog.records if getattr(r, "json_fields", {}).get("event") == "nudge_enqueue_failed"]
+    assert "403" in record.getMessage()
+
+
+def test_the_local_stand_in_runs_a_named_task_once_at_its_time(recorder):
+    tasks = LocalTasks(recorder.url + "/", concurrency=1, timeout_seconds=10)
+    at = time.time() + 0.4
+    for _ in range(3):
+        tasks.enqueue(b'{"nudge": {"bucket": 1}}', "nudge-1", at)  # three creates, one name
+    tasks.enqueue(b'{"nudge": {"bucket": 2}}', "nudge-2", at)
+    time.sleep(0.2)
+    assert recorder.requests == []  # not before its time
+    recorder.wait_for(2)
+    time.sleep(0.2)
+    assert sorted(json.loads(body)["nudge"]["bucket"] for _, _, body in recorder.requests) == [1, 2]
+    assert time.time() >= at
