@@ -7,11 +7,13 @@ import importlib
 import pathlib
 import pkgutil
 import re
+import sys
 
 import pytest
 
 import signup_verification
-from signup_verification.platform.catalogue import OWNERS, UnknownStatement, catalogue, parse_sections
+from signup_verification.platform.catalogue import DEFINERS, OWNERS, UnknownStatement, catalogue, parse_sections
+from signup_verification.platform.migration_files import Source
 from support.paths import ROOT
 
 # The laptop's entry point runs the CLI when imported; its statements are the CLI's.
@@ -36,9 +38,19 @@ def test_every_section_of_every_catalogue_is_used_by_the_package():
 def test_every_owner_keeps_one_catalogue_and_no_statement_lies_elsewhere():
     root = pathlib.Path(signup_verification.__path__[0])
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*.sql"))
-    allowed = {f"{owner}/{name}" for owner in OWNERS for name in ("queries.sql", "functions.sql")}
+    allowed = {f"{owner}/queries.sql" for owner in OWNERS} | {f"{owner}/functions.sql" for owner in DEFINERS}
     assert set(files) <= allowed
     assert all(len(catalogue(owner)) for owner in OWNERS)
+
+
+def test_the_runner_reads_functions_only_from_packages_the_deploy_bundle_ships():
+    """The migrate job runs from the bundle, which leaves the laptop's emulation out: every
+    functions.sql the runner reads is in it (a package it lacks fails the job on import)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_bundle
+
+    shipped = build_bundle.bundle_files()
+    assert [label for label, _ in Source.of().definition_files() if f"signup_verification/{label}" not in shipped] == []
 
 
 def test_an_unknown_name_fails_where_it_is_looked_up():

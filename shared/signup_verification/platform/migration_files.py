@@ -7,7 +7,7 @@ Two kinds (sql/README.md says how to write each):
   changed one);
 - definitions: functions and views, always the current text, as `-- name:` sections of each owning
   package's `functions.sql` (platform/catalogue.py), applied package by package in the layers'
-  order (catalogue.OWNERS), each section in file order. A section is re-applied when its checksum
+  order (catalogue.DEFINERS), each section in file order. A section is re-applied when its checksum
   changes or a migration ran; its name is the one object it creates, and one that changes its
   arguments or result takes a new name (`report_verdicts_v2`): the runner drops the objects of a
   name no section gives any more.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .catalogue import OWNERS, parse_sections
+from .catalogue import DEFINERS, parse_sections
 
 PACKAGE = "signup_verification.sql"
 NO_TRANSACTION = "-- migrate: no-transaction"
@@ -60,7 +60,8 @@ class Source:
         """(label, file) of each functions.sql, in the order they are applied."""
         if self.package:
             return [
-                (f"{o}/{FUNCTIONS}", importlib.resources.files(f"signup_verification.{o}") / FUNCTIONS) for o in OWNERS
+                (f"{o}/{FUNCTIONS}", importlib.resources.files(f"signup_verification.{o}") / FUNCTIONS)
+                for o in DEFINERS
             ]
         return [(FUNCTIONS, self.root / FUNCTIONS)]
 
