@@ -208,7 +208,7 @@ def report(figures, per_create: float, machine_line: str, rounds: int, total: in
         "",
         f"Database round trips per create, counted in the server process (pg8000 socket flushes) over "
         f"every measured create: **{per_create:.2f}** (target ≤ 2; one statement, the `create_verification` "
-        "SQL function of sql/002, in its own implicit transaction).",
+        "SQL function, in its own implicit transaction).",
     ]
     return "\n".join(lines) + "\n"
 

@@ -44,7 +44,8 @@ from signup_verification.operations.config import ReconcilerConfig  # noqa: E402
 from signup_verification.operations.reconciler.runner import reconcile  # noqa: E402
 from signup_verification.outbox import transitions  # noqa: E402
 from signup_verification.outbox.transitions import Settlement  # noqa: E402
-from signup_verification.platform.database import ConnectionParams, Database, load_sql  # noqa: E402
+from signup_verification.platform.catalogue import catalogue  # noqa: E402
+from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 
 TOKEN_KEYS = "bench-k1:" + base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # throwaway key
@@ -185,7 +186,7 @@ def seed_live(db: Database) -> list[uuid.UUID]:
 def remove_live(db: Database, ids: list[uuid.UUID]) -> None:
     with db.transaction():
         db.execute_script("SET LOCAL signup_verification.retention_purge = 'on'")
-        db.run(  # no foreign keys (sql/014, sql/015): attempts, create_events and intents go in the same statement
+        db.run(  # no foreign keys: attempts, create_events and intents go in the same statement
             "WITH a AS (DELETE FROM delivery_attempts WHERE intent_id IN"
             " (SELECT id FROM delivery_intents WHERE verification_id = ANY(:ids::uuid[]))),"
             " e AS (DELETE FROM create_events WHERE verification_id = ANY(:ids::uuid[])),"
@@ -286,29 +287,27 @@ def measure_retention(db: Database, config: ReconcilerConfig, round_: int) -> fl
 
 # -- plans ------------------------------------------------------------------------------------------
 def statements() -> dict[str, tuple[str, dict]]:
-    outbox = ROOT / "shared" / "signup_verification" / "outbox" / "x"
-    rec = ROOT / "shared" / "signup_verification" / "operations" / "reconciler" / "x"
-    sig = ROOT / "shared" / "signup_verification" / "operations" / "x"
+    outbox, operations, verifications = catalogue("outbox"), catalogue("operations"), catalogue("verifications")
     policy = _config().policy
     channels = list(policy.channels)
     return {
-        "signals": (load_sql(str(sig), "signals.sql"), {"deployment": "bench", "window_seconds": 300, "sms_max": None}),
-        "suppress_dead": (load_sql(str(outbox), "suppress_dead.sql"), {"limit": 500}),
+        "signals": (operations["signals"], {"deployment": "bench", "window_seconds": 300, "sms_max": None}),
+        "suppress_dead": (outbox["suppress_dead"], {"limit": 500}),
         "resolve_ambiguous": (
-            load_sql(str(outbox), "resolve_ambiguous.sql"),
+            outbox["resolve_ambiguous"],
             {"limit": 500, "channels": channels, "policies": [policy.channel(c).ambiguity for c in channels]},
         ),
-        "expire_claims": (load_sql(str(outbox), "expire_claims.sql"), {"limit": 500}),
+        "expire_claims": (outbox["expire_claims"], {"limit": 500}),
         "lose_leases": (
-            load_sql(str(outbox), "lose_leases.sql"),
+            outbox["lose_leases"],
             {"limit": 500, "channels": channels, "holds": [policy.ambiguous_delay(c) for c in channels]},
         ),
-        "overdue": (load_sql(str(rec), "overdue.sql"), {"horizon_seconds": 120}),
-        "reap_idempotency_keys": (load_sql(str(rec), "reap_idempotency_keys.sql"), {"limit": 500}),
-        "redact": (load_sql(str(rec), "redact.sql"), {"limit": 500, "redact_after_seconds": 30 * 86400}),
-        "purge": (load_sql(str(rec), "purge.sql"), {"limit": 500, "purge_after_seconds": 90 * 86400}),
+        "overdue": (operations["overdue"], {"horizon_seconds": 120}),
+        "reap_idempotency_keys": (verifications["reap_idempotency_keys"], {"limit": 500}),
+        "redact": (operations["redact"], {"limit": 500, "redact_after_seconds": 30 * 86400}),
+        "purge": (operations["purge"], {"limit": 500, "purge_after_seconds": 90 * 86400}),
         # verifyctl inspect's attempt log of one intent (a history intent half-way through the ids)
-        "inspect_attempts": (load_sql(str(sig), "timeline_attempts.sql"), {"intent_id": 5000}),
+        "inspect_attempts": (operations["timeline_attempts"], {"intent_id": 5000}),
     }
 
 
@@ -402,11 +401,11 @@ def report(small: Figures, large: Figures, plan: dict[str, dict], machine_line: 
         "the eligible partial indexes, in-flight and ambiguous intents through theirs, and attempts through the "
         "BRIN index on `observed_at` (the log is append-only, so the window is the last few block ranges); "
         "the attempt log's only other index is its unique (intent_id, attempt_number, outcome), which serves "
-        "inspect, redact and purge by intent (sql/014); the sweep's statements each read one partial index "
+        "inspect, redact and purge by intent; the sweep's statements each read one partial index "
         "(`suppress_dead` unions one branch per index instead of `status IN (...)`, which no partial index "
         "matches); redaction reads `verifications_unredacted` and the purge reads `delivery_intents_completed`, "
         "with `verifications_superseded_by` so each deleted verification's foreign-key check is an index probe "
-        "instead of a scan (sql/003). A quiet sweep is ~19 round trips whatever the history. Load average "
+        "instead of a scan. A quiet sweep is ~19 round trips whatever the history. Load average "
         f"(1 min) at the end of the run: {os.getloadavg()[0]:.1f}.",
     ]
     return "\n".join(lines) + "\n"

@@ -14,10 +14,11 @@ import time
 
 from common import fresh_database, log, server
 from signup_verification.outbox import transitions
-from signup_verification.platform.database import Database, load_sql
+from signup_verification.platform.catalogue import catalogue
+from signup_verification.platform.database import Database
 from support.fakes.seed import seed_intents
 
-OUTBOX = transitions.__file__
+OUTBOX = catalogue("outbox")
 OWNER = "raw-sql"
 
 
@@ -30,10 +31,10 @@ def seed(db: Database, n: int) -> None:
 def drain(db: Database, batch: int, fused: bool = True) -> int:
     """claim (fused: begins the attempts) -> start -> settle(accepted) until nothing is eligible, as the
     dispatcher does; returns intents settled. `fused=False`: the two-step shape the dispatcher uses
-    for claimed intents it begins later (claim -> begin_attempts.sql, a second non-HOT UPDATE and the
+    for claimed intents it begins later (claim -> begin_attempts, a second non-HOT UPDATE and the
     attempt row there)."""
-    claim = load_sql(OUTBOX, "claim.sql")
-    start = load_sql(OUTBOX, "start.sql" if fused else "begin_attempts.sql")
+    claim = OUTBOX["claim"]
+    start = OUTBOX["start" if fused else "begin_attempts"]
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:

@@ -44,7 +44,7 @@ from support.paths import TEST_TOKEN_KEYS  # noqa: E402
 
 SECTION = "webhook-bench"
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # a bench key (base64 of 24 bytes), never deployed
-# The seeded verifications' events, as record_event() writes them (sql/definitions/10_record_event.sql).
+# The seeded verifications' events, as record_event() writes them (record_event).
 EVENTS_SQL = """
 WITH gone AS (DELETE FROM delivery_intents RETURNING verification_id)
 INSERT INTO delivery_intents (verification_id, channel, role, event_type, payload, purpose, locale, template_version)

@@ -107,7 +107,7 @@ resource "google_sql_database_instance" "main" {
       name  = "log_hostname"
       value = "on"
     }
-    # pgAudit (sql/020_pgaudit.sql creates the extension): one AUDIT record per schema change
+    # pgAudit (a migration creates the extension where the library is loaded): one AUDIT record per schema change
     # (ddl) and per role or privilege change (role: GRANT, REVOKE, CREATE/ALTER ROLE), the two
     # classes an auditor asks about. Not read or write: those would log every statement, and the
     # statements name destinations (personal data). pgaudit.log_parameter stays off (its default).

@@ -5,7 +5,7 @@ seconds (policy `fallback`) or at once (`both`). Some of their primary destinati
 chaos providers refuse for good (SMTP 550 / Twilio 21211), so their primary fails and must bring
 the fallback forward; some verifications are confirmed (by the primary's secret) before their
 fallback is due; some of those sent both at once are confirmed by both secrets, the primary's then the
-fallback's a moment later (a second proof, sql/027). Workers are SIGKILLed at random throughout, so
+fallback's a moment later (a second proof). Workers are SIGKILLed at random throughout, so
 kills land between a primary's failure (which brings the fallback forward in the same statement) and
 the fallback's claim, and the database restarts under the confirmations.
 

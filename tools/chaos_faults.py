@@ -41,7 +41,7 @@ RELAY_ECHO = (
     "550 5.7.1 <{to}>: Recipient address rejected: undeliverable address: host mx.evil.example[192.0.2.66] said: "
     "554 5.7.1 <no-reply@example.org>: Sender address rejected: Relay access denied; Client host rejected"
 )
-# the link's secret: the 43-character token, after the verification id a link carries (sql/016)
+# the link's secret: the 43-character token, after the verification id a link carries
 _LINK_TOKEN = re.compile(r"token=(?:[A-Za-z0-9_-]{22})?([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])")
 _SMS_CODE = re.compile(r"\b(\d{6})\b")
 

@@ -178,11 +178,11 @@ def settings_table(table: str) -> str:
 
 
 def transitions() -> str:
-    """The outbox's transition table (outbox/states.py), as docs/state-model.md shows it."""
-    from signup_verification.outbox.states import TRANSITIONS
+    """The outbox's transitions (the `-- transition:` lines of its catalogue), as docs/state-model.md shows them."""
+    from signup_verification.outbox.states import transitions
 
     lines = ["| statement | from | to | why |", "|---|---|---|---|"]
-    for t in TRANSITIONS:
+    for t in transitions():
         before = ", ".join(f"`{s}`" for s in sorted(t.before)) or "(new)"
         after = ", ".join(f"`{s}`" for s in sorted(t.after))
         lines.append(f"| `{t.statement}` | {before} | {after} | {t.why} |")

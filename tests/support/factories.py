@@ -131,10 +131,9 @@ class CountingDatabase:
         return found[0] if found else None
 
 
-# The create answer an idempotency record replays (sql/015: its inputs as columns, rebuilt by
-# created_answer; NULL for a record that still holds its jsonb copy in outcome_data).
+# The create answer an idempotency record replays (its inputs as columns, rebuilt by created_answer).
 STORED_ANSWER = (
-    "SELECT key, outcome, outcome_data, created_answer(verification_id, account_id, channel, created_at,"
+    "SELECT key, outcome, created_answer(verification_id, account_id, channel, created_at,"
     " verification_expires_at, fallback_channel, fallback_after_seconds) AS answer"
     " FROM idempotency_keys WHERE key = :key"
 )

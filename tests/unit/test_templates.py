@@ -55,7 +55,7 @@ def test_there_is_an_english_and_a_non_latin_locale():
 @pytest.mark.parametrize("purpose,version_ref,locale", ALL)
 def test_email_is_multipart_text_and_html_with_stable_headers(purpose, version_ref, locale):
     intent, content = render("email", version_ref, locale)
-    token = KEYRING.get("test-k1").link(intent.verification_id, intent.token_nonce)  # id, then token (sql/016)
+    token = KEYRING.get("test-k1").link(intent.verification_id, intent.token_nonce)  # id, then token
     link = f"https://app.example.org/verify?token={token}"
     parsed = email.message_from_bytes(content.mime(), policy=email.policy.default)
     assert parsed.get_content_type() == "multipart/alternative"

@@ -627,7 +627,7 @@ export interface components {
             deliveries: components["schemas"]["Delivery"][];
         };
         ConfirmLink: {
-            /** @description What the link carries: the verification id (22 characters) then its token (43), base64url; a 43-character token alone is an old-style link (sql/016) */
+            /** @description What the link carries: the verification id (22 characters) then its token (43), base64url */
             token: string;
         };
         ConfirmCode: {

@@ -18,9 +18,8 @@ function cannot re-verify it. The in-app check below is defence in depth for a m
   each request is accepted once, whichever of its signatures matched (`signature_replay`, a table:
   the window spans instances). Such a target is typically public, so a platform identity header is
   *not* enough for it: anyone can write one, nobody verified it.
-* older forms, each only where it binds enough: `v1=` entries (no path, no query) on `/` without a
-  query; the legacy `Signature: t=..,v1=HMAC("<t>." + body)` on a POST with a body, once. Both are
-  logged as `deprecated_signature`.
+* the older `v1=` entries (no path, no query), only on `/` without a query, where they bind as
+  much; each use is logged as `deprecated_signature`. A `Signature` header is no signature here.
 
 `confirm_verification` is public by design (people open links): never guarded here; its tokens,
 attempt limits and rate limits are its protection. A captured signature cannot be replayed: not
@@ -37,8 +36,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from ..platform.catalogue import catalogue
 from ..platform.config import Target
-from ..platform.database import Database, load_sql
+from ..platform.database import Database
 from . import problems
 from . import request_signatures as signatures
 from .config import GUARDED_TARGETS, AuthConfig
@@ -47,7 +47,6 @@ from .http import Incoming
 _log = logging.getLogger("signup_verification.api.auth")
 
 SIGNATURE_HEADER = "Verify-Signature"  # ours: RFC 9421 registered `Signature` with another syntax
-LEGACY_SIGNATURE_HEADER = "Signature"  # POSTs with a body only, once each (docs/security.md)
 GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
 CLOCK_SKEW = 60  # seconds of leeway on the identity token's expiry
 
@@ -74,11 +73,6 @@ def sign_request(
     return signatures.sign_v2([secret], request, timestamp)
 
 
-def sign(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
-    """The legacy Signature header value: its MAC covers only t and the body."""
-    return signatures.sign_legacy(secret, body, timestamp)
-
-
 def verify_request(
     config: AuthConfig, target: str, request: Incoming, now: float | None = None
 ) -> signatures.Verified | None:
@@ -87,14 +81,6 @@ def verify_request(
     return signatures.verify(
         config.secrets_for(target), config.tolerance_seconds, header, signed_request(target, request), now
     )
-
-
-def verify_signature(
-    config: AuthConfig, header: str | None, body: bytes, now: float | None = None, target: str | None = None
-) -> bool:
-    """The legacy Signature header's MAC (t and body only; a scoped key still only for its target)."""
-    secrets = config.secrets_for(target) if target else [k.secret for k in config.signing_keys]
-    return signatures.verify_legacy(secrets, config.tolerance_seconds, header, body, now) is not None
 
 
 def _unauthenticated(detail: str, scheme: str) -> problems.Problem:
@@ -143,15 +129,16 @@ def platform_principal(
 
 # first_use(request digest, expires_at_unix) -> True the first time a signed request is presented
 FirstUse = Callable[[bytes, int], bool]
+_REMEMBER = catalogue("platform")["remember_signature"]
 
 
 def first_use(db: Database) -> FirstUse:
     """The replay guard authorize() asks: a signed request is accepted once inside its window (a
-    table, signature_replay.sql, so the window spans instances)."""
+    table, platform/queries.sql:remember_signature, so the window spans instances)."""
 
     def remember(digest: bytes, expires_at: int) -> bool:
         """`digest`: the request's name (request_signatures.replay_digest), whichever MAC signed it."""
-        return bool(db.run(load_sql(__file__, "signature_replay.sql"), digest=digest, expires_at=expires_at))
+        return bool(db.run(_REMEMBER, digest=digest, expires_at=expires_at))
 
     return remember
 
@@ -159,7 +146,6 @@ def first_use(db: Database) -> FirstUse:
 _REFUSALS = {
     "signature": "missing or invalid request signature",
     "replay": "reused request signature",
-    "legacy_unbound": "legacy Signature header on a request other than a POST with a body",
 }
 
 
@@ -179,28 +165,14 @@ def _once(first_use: FirstUse | None, digest: bytes, expires_at: int) -> bool:
 def _signed(config: AuthConfig, target: str, request: Incoming, first_use: FirstUse | None) -> tuple[str | None, str]:
     """(how it was accepted, "") or (None, the refusal reason): one record per request, whichever
     of its signatures matched, so neither the request nor any subset of its signatures runs twice."""
-    tolerance = config.tolerance_seconds
-    if request.headers.get(SIGNATURE_HEADER):
-        verified = verify_request(config, target, request)
-        if verified is None:
-            return None, "signature"
-        if not _once(first_use, verified.digest, verified.timestamp + tolerance):
-            return None, "replay"
-        if verified.scheme == "v1":
-            _deprecated(target, "v1")
-        return ("signature" if verified.scheme == "v2" else "signature-v1"), ""
-    legacy = request.headers.get(LEGACY_SIGNATURE_HEADER)
-    if not legacy:
+    verified = verify_request(config, target, request)
+    if verified is None:
         return None, "signature"
-    if not signatures.legacy_bindable(request.method, request.body):
-        return None, "legacy_unbound"
-    timestamp = signatures.verify_legacy(config.secrets_for(target), tolerance, legacy, request.body)
-    if timestamp is None:
-        return None, "signature"
-    if not _once(first_use, signatures.legacy_replay_digest(timestamp, request.body), timestamp + tolerance):
+    if not _once(first_use, verified.digest, verified.timestamp + config.tolerance_seconds):
         return None, "replay"
-    _deprecated(target, "legacy")
-    return "legacy-signature", ""
+    if verified.scheme == "v1":
+        _deprecated(target, "v1")
+    return ("signature" if verified.scheme == "v2" else "signature-v1"), ""
 
 
 def authorize(
@@ -210,8 +182,7 @@ def authorize(
     first_use: FirstUse | None = None,
     invokers: frozenset[str] | None = None,
 ) -> str:
-    """How the caller was accepted ('signature', 'signature-v1', 'legacy-signature', 'platform' or
-    'open'); raises a 401 Problem otherwise. `invokers`: the principals this request's path accepts,
+    """How the caller was accepted ('signature', 'signature-v1', 'platform' or 'open'); raises a 401 Problem otherwise. `invokers`: the principals this request's path accepts,
     instead of ALLOWED_INVOKERS (dispatch: the scheduler's on the scheduled path, the fan-out's on
     the fan-out path)."""
     if target not in GUARDED_TARGETS:
@@ -227,9 +198,7 @@ def authorize(
             extra={"json_fields": {"event": "caller_refused", "target": target, "reason": reason}},
         )
         detail = (
-            "The legacy Signature header signs only a POST with a body: send Verify-Signature (docs/security.md)."
-            if reason == "legacy_unbound"
-            else "Sign the request once: Verify-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256 of the canonical "
+            "Sign the request once: Verify-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256 of the canonical "
             "request> (docs/security.md); a request is accepted once."
         )
         raise _unauthenticated(detail, SIGNATURE_HEADER)

@@ -4,7 +4,7 @@
 Validation has one home per kind: the request's syntax is the edge model's (api/models.py: types,
 unknown fields, normalised destinations, the Idempotency-Key's shape); the policy is the domain's
 (verifications/create.py: the fallback's timing, the SMS destination policy, the return URL's
-allowed origins); the limits are SQL's (sql/definitions/04). A validated request becomes a
+allowed origins); the limits are SQL's (create_verification). A validated request becomes a
 `NewVerification` (the template catalogue is resolved here, above the domain), and each create
 outcome is rendered here, once. Replays are rendered from the stored outcome by the same code as
 the first answer, so they are byte-identical to it (plus `Idempotent-Replayed: true`).

@@ -6,20 +6,14 @@ rotating). The MAC covers eight lines joined by "\\n" (`canonical_v2`): `v2`, th
 target, the path as sent, the raw query, the Idempotency-Key, `t`, and the body's SHA-256, so a
 signature is good for one method, target, path, query, key and body only.
 
-Two older forms, each within what it can bind:
-
-* `v1=` entries (six lines: no path, no query) are accepted only on a request to `/` without a
-  query, where the path and query they do not cover are fixed; anywhere else (the read API's
-  `/<verification id>`, any query) they are ignored, so a `v1=` made for one path never opens
-  another. Each use is logged (`deprecated_signature`, scheme `v1`).
-* the legacy `Signature: t=..,v1=HMAC("<t>." + body)` header binds only `t` and the body. It is
-  refused on anything but a POST with a non-empty body (over an empty body it would sign every
-  empty request of that second: a read of any verification, a reconcile), and used once: its `t`
-  and body, whatever method, target, path or key they came with. Each use is logged too.
+The older `v1=` entries (six lines: no path, no query) are accepted only on a request to `/`
+without a query, where the path and query they do not cover are fixed; anywhere else (the read
+API's `/<verification id>`, any query) they are ignored, so a `v1=` made for one path never opens
+another. Each use is logged (`deprecated_signature`, scheme `v1`).
 
 A request is used once, whichever of its signatures matched: `replay_digest` names the request
 (method, target, path, query, key, t, body digest), not a MAC, so presenting it again with any
-subset of its `v1=`/`v2=` entries is a replay (signature_replay.sql).
+subset of its `v1=`/`v2=` entries is a replay (platform/queries.sql:remember_signature).
 """
 
 from __future__ import annotations
@@ -85,11 +79,6 @@ def replay_digest(request: SignedRequest, timestamp: int) -> bytes:
     return hashlib.sha256(b"request\n" + canonical_v2(request, timestamp)).digest()
 
 
-def legacy_replay_digest(timestamp: int, body: bytes) -> bytes:
-    """A legacy signature's name: all it binds, so it is used once wherever it is presented."""
-    return hashlib.sha256(f"legacy\n{timestamp}\n".encode() + hashlib.sha256(body).digest()).digest()
-
-
 def _mac(secret: bytes, signed: bytes) -> str:
     return hmac.new(secret, signed, hashlib.sha256).hexdigest()
 
@@ -98,11 +87,6 @@ def sign_v2(secrets: list[bytes], request: SignedRequest, timestamp: int | None 
     """The Verify-Signature value for `request`: one `v2=` per secret (a caller rotating keys)."""
     t = int(time.time()) if timestamp is None else timestamp
     return ",".join([f"t={t}", *(f"v2={_mac(secret, canonical_v2(request, t))}" for secret in secrets)])
-
-
-def sign_legacy(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
-    t = int(time.time()) if timestamp is None else timestamp
-    return f"t={t},v1={_mac(secret, f'{t}.'.encode() + body)}"
 
 
 def parse(header: str | None) -> tuple[int | None, dict[str, list[bytes]]]:
@@ -148,18 +132,3 @@ def verify(
     if not (v2 or v1):
         return None
     return Verified("v2" if v2 else "v1", timestamp, replay_digest(request, timestamp))
-
-
-def legacy_bindable(method: str, body: bytes) -> bool:
-    """Whether the legacy header can sign this request at all: a POST with a body."""
-    return method.upper() == "POST" and bool(body)
-
-
-def verify_legacy(
-    secrets: list[bytes], tolerance: int, header: str | None, body: bytes, now: float | None = None
-) -> int | None:
-    """The legacy header's `t` when its MAC over `"<t>." + body` matches one of `secrets`, else None."""
-    timestamp, candidates = parse(header)
-    if timestamp is None or not candidates["v1"] or not _fresh(timestamp, tolerance, now):
-        return None
-    return timestamp if _matches(secrets, f"{timestamp}.".encode() + body, candidates["v1"]) else None

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from ..platform.errors import ConfigError
 from . import problems
 
-MAX_LENGTH = 1024  # the model's limit; sql/010_return_url.sql's CHECK allows 2048
+MAX_LENGTH = 1024  # the model's limit; verifications.return_url's CHECK allows 2048
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 _SAFE = re.compile(r"[!-~]+")  # printable ASCII, no space: an IRI must arrive percent-encoded

@@ -4,7 +4,7 @@ builds, and tests/support use the same functions only where the standardwebhooks
 judge.
 
     body         {"type": <event type>, "timestamp": <RFC 3339 event time>, "data": <intent payload>}
-                 (the payload is written by sql/definitions/10_record_event.sql: never a token, a
+                 (the payload is written by record_event: never a token, a
                  code or a destination)
     webhook-id   stable per event (per intent: its verification, type and subject), whatever the
                  attempt: the receiver's dedup key

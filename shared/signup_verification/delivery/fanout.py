@@ -2,7 +2,7 @@
 
 Only an invocation the scheduler or a create's nudge started decides (a fan-out invocation never
 starts others, nor waits idle for work). When its claim came back full, at most every CHECK_SECONDS it reads the
-eligible backlog per channel and the fan-out invocations live (fanout_backlog.sql) and asks for
+eligible backlog per channel and the fan-out invocations live (delivery/queries.sql:fanout_backlog) and asks for
 
     invocations = max over channels of ceil(backlog / (one invocation's sends/s x DISPATCH_FANOUT_DRAIN_SECONDS)),
                   each at most ceil(the provider's rate / one invocation's sends/s)
@@ -12,10 +12,10 @@ per channel: its most sends in flight over the measured latency, scaled down to 
 invocation really claimed per second while every claim came back full (an instance short of CPU
 sends fewer than its senders could). The connection budget is infra's: each fan-out invocation holds
 one connection, and the plan checks DISPATCH_MAX_PARALLEL of them in the sum (infra/locals.tf).
-The slots are reserved in the database first (sql/definitions/24, under a lock: two scheduled
+The slots are reserved in the database first (fanout_reserve, under a lock: two scheduled
 invocations at the hand-over cannot both take the last), then enqueued through the platform seam
 (platform/tasks.py: Cloud Tasks, or the local stand-in). A task's invocation runs only if it claims
-its slot, in one statement: reserved for this deployment, still live, never claimed (fanout_begin.sql).
+its slot, in one statement: reserved for this deployment, still live, never claimed (delivery/queries.sql:fanout_begin).
 A made-up slot, a replayed task (Cloud Tasks delivers at least once) or one whose reservation lapsed
 claims nothing, runs nothing (SlotNotClaimed) and frees nothing: the end deletes only its own claim.
 Each fan-out invocation claims its own leased batches (SKIP LOCKED; every later write fenced), so
@@ -36,11 +36,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.tasks import CloudTasks, LocalTasks, TaskStarter
 from .batch_sizing import ChannelBudget
 from .capacity_config import FanoutConfig, PacingConfig
 from .pacing import Pacer
+
+_SQL = catalogue("delivery")
+_FANOUT_BEGIN = _SQL["fanout_begin"]
+_FANOUT_END = _SQL["fanout_end"]
+_FANOUT_LIVE = _SQL["fanout_live"]
+_FANOUT_BACKLOG = _SQL["fanout_backlog"]
+_FANOUT_RESERVE = _SQL["fanout_reserve"]
 
 _log = logging.getLogger("signup_verification.delivery.fanout")
 
@@ -159,7 +167,7 @@ class Fanout:
         if slot is None:
             return
         [[claimed, was, live]] = self.db.run(
-            load_sql(__file__, "fanout_begin.sql"),
+            _FANOUT_BEGIN,
             slot=slot,
             deployment=self.config.deployment,
             owner=self.owner,
@@ -179,7 +187,7 @@ class Fanout:
         """The claimed slot is freed (only this invocation's claim: a refused one frees nothing)."""
         if self._slot_claimed:
             self.db.run(
-                load_sql(__file__, "fanout_end.sql"),
+                _FANOUT_END,
                 slot=self.invocation.slot,
                 deployment=self.config.deployment,
                 owner=self.owner,
@@ -199,7 +207,7 @@ class Fanout:
             self._checked_at = now
             self._decide(budgets, self._claim_rate(now))
         elif (self.fanned_out or self.live) and now - self._shared_at >= SHARE_SECONDS:
-            [[live]] = self.db.run(load_sql(__file__, "fanout_live.sql"), deployment=self.config.deployment)
+            [[live]] = self.db.run(_FANOUT_LIVE, deployment=self.config.deployment)
             self._share(live)
 
     def _claim_rate(self, now: float) -> float | None:
@@ -211,7 +219,7 @@ class Fanout:
 
     def _decide(self, budgets: Mapping[str, ChannelBudget], measured: float | None) -> None:
         rows = self.db.rows(
-            load_sql(__file__, "fanout_backlog.sql"),
+            _FANOUT_BACKLOG,
             cap=BACKLOG_CAP,
             sms_max=self.config.sms_max_per_hour,
             deployment=self.config.deployment,
@@ -234,7 +242,7 @@ class Fanout:
 
     def _start(self, count: int, backlog: Mapping[str, int], wanted: int) -> int:
         [[slots, live]] = self.db.run(
-            load_sql(__file__, "fanout_reserve.sql"),
+            _FANOUT_RESERVE,
             deployment=self.config.deployment,
             owner=self.owner,
             wanted=count,

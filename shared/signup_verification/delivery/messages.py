@@ -146,9 +146,8 @@ class Renderer:
 
     def _email(self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int) -> EmailContent:
         token = key.link_token(intent.verification_id, intent.token_nonce)
-        # sql/016: the link names its verification (found by primary key), but in the grace day after
-        # the upgrade, when the previous release's confirm instances may still serve it, the token alone
-        carried = token if intent.link_by_digest else with_verification_id(intent.verification_id, token)
+        # the link names its verification (found by primary key), then carries its token
+        carried = with_verification_id(intent.verification_id, token)
         link = page_url(self.config.link_base, LINK_PARAMETER, carried)
         parts = {
             part: render_part(

@@ -12,8 +12,8 @@ to wait for the turn; a send whose turn comes too late for this invocation is gi
 
 A 429 (or Twilio's 20429) slows the whole channel: its Retry-After (SLOW_DOWN_DEFAULT_SECONDS when
 there is none, at most SLOW_DOWN_MAX_SECONDS) pauses this invocation's sends of the channel at once
-and, written to channel_pacing (sql/022) by the dispatch loop, every invocation's claim of it
-(outbox/claim.sql). The rate-limited send was never processed, so it does not spend an attempt.
+and, written to channel_pacing by the dispatch loop, every invocation's claim of it
+(outbox/queries.sql:claim). The rate-limited send was never processed, so it does not spend an attempt.
 """
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from .capacity_config import PacingConfig
+
+_SQL = catalogue("delivery")
+_PACING_SLOW_DOWN = _SQL["pacing_slow_down"]
 
 BURST_SECONDS = 2.0
 SLOW_DOWN_DEFAULT_SECONDS = 1.0
@@ -152,7 +156,7 @@ def publish(db: Database, slowdowns: Mapping[str, tuple[float, str]]) -> None:
         return
     channels = list(slowdowns)
     db.run(
-        load_sql(__file__, "pacing_slow_down.sql"),
+        _PACING_SLOW_DOWN,
         channels=channels,
         seconds=[slowdowns[c][0] for c in channels],
         reasons=[slowdowns[c][1][:200] for c in channels],

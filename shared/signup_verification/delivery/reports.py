@@ -2,7 +2,7 @@
 
 Each report is classified by its provider's table (delivery/classification/): will the message
 ever arrive (`final`), whose fault it is, which reason the site reads. A verified batch then goes
-to `ingest_delivery_reports` (sql/definitions/13) in one round trip and one transaction, whatever
+to `ingest_delivery_reports` in one round trip and one transaction, whatever
 its size; the SQL acts on those answers and never re-derives them. Signatures are checked before
 anything here runs (api/report_signatures.py). Nothing a provider writes freely is kept (a bounce
 `reason` quotes the address): the event, its classification, an SMTP status or Twilio code, and the
@@ -24,12 +24,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..outbox.config import FailurePolicy
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from .classification import Verdict
 from .classification import sendgrid as sendgrid_table
 from .classification import twilio as twilio_table
 
-_INGEST = load_sql(__file__, "reports_ingest.sql")
+_SQL = catalogue("delivery")
+
+_INGEST = _SQL["reports_ingest"]
 
 # SendGrid's deliverability and engagement events we keep; others (open, click, group_resubscribe,
 # ...) are ignored.
@@ -215,7 +218,7 @@ def ingest(
     db: Database, provider: str, observations: Sequence[Observation], failures: FailurePolicy | None = None,
     ignored: int = 0, malformed: int = 0,
 ) -> IngestResult:  # fmt: skip
-    """One batch, one statement: stored once, linked to attempts, effects applied (sql/definitions/13)."""
+    """One batch, one statement: stored once, linked to attempts, effects applied (ingest_delivery_reports)."""
     if provider not in ("sendgrid", "twilio"):
         raise ValueError(provider)
     events = [

@@ -11,7 +11,14 @@ import os
 import re
 from pathlib import Path
 
-from ..platform.database import ConnectionParams, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import ConnectionParams
+
+_SQL = catalogue("local")
+_EMBEDDED_SETTING = _SQL["embedded_setting"]
+_EMBEDDED_RELOAD = _SQL["embedded_reload"]
+_EMBEDDED_DATABASE_EXISTS = _SQL["embedded_database_exists"]
+_EMBEDDED_CREATE_DATABASE = _SQL["embedded_create_database"]
 
 _log = logging.getLogger(__name__)
 _servers: dict[Path, object] = {}
@@ -41,8 +48,8 @@ def start(data_dir: Path, *, stop_at_exit: bool = True, settings: dict[str, str]
             for name, value in settings.items():
                 if not _SETTING_NAME.match(name):
                     raise ValueError(f"not a server setting name: {name!r}")
-                con.run(load_sql(__file__, "embedded_setting.sql").format(name=name, value=_literal(value)))
-            con.run(load_sql(__file__, "embedded_reload.sql"))
+                con.run(_EMBEDDED_SETTING.format(name=name, value=_literal(value)))
+            con.run(_EMBEDDED_RELOAD)
         finally:
             con.close()
     return params
@@ -52,8 +59,8 @@ def ensure_database(params: ConnectionParams, name: str) -> ConnectionParams:
     """Create database `name` if it does not exist; returns params pointing at it."""
     con = params.with_database("postgres").connect()
     try:
-        if not con.run(load_sql(__file__, "embedded_database_exists.sql"), name=name):
-            con.run(load_sql(__file__, "embedded_create_database.sql").format(name=_identifier(name)))
+        if not con.run(_EMBEDDED_DATABASE_EXISTS, name=name):
+            con.run(_EMBEDDED_CREATE_DATABASE.format(name=_identifier(name)))
     finally:
         con.close()
     return params.with_database(name)

@@ -14,7 +14,11 @@ import logging
 import re
 from dataclasses import dataclass
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
+
+_SQL = catalogue("delivery")
+_CHANNEL_HOLDS_RESUME = _SQL["channel_holds_resume"]
 
 _log = logging.getLogger("signup_verification.operations.channel_holds")
 CHANNELS = ("email", "sms")
@@ -52,7 +56,7 @@ class HoldScope:
 def resume(db: Database, scope: HoldScope | str, resumed_by: str) -> bool:
     """Lift the hold of this scope (and forget its fault run); True when it was held."""
     held_scope = scope if isinstance(scope, HoldScope) else HoldScope.parse(scope)
-    rows = db.run(load_sql(__file__, "channel_holds_resume.sql"), channel=held_scope.channel, route=held_scope.route)
+    rows = db.run(_CHANNEL_HOLDS_RESUME, channel=held_scope.channel, route=held_scope.route)
     held = bool(rows and rows[0][0])
     _log.warning(
         "%s %s by %s",

@@ -43,7 +43,7 @@ class DispatchReport:
         return line
 
     def count(self, settled: IntentStatus) -> None:
-        """One settled intent, by the status settle.sql left."""
+        """One settled intent, by the status outbox/queries.sql:settle left."""
         match settled:
             case IntentStatus.ACCEPTED:
                 self.accepted += 1
@@ -59,7 +59,7 @@ class DispatchReport:
                 assert_never(settled)
 
     def tally(self, outcomes: Sequence[SendOutcome], applied: Mapping[int, str]) -> None:
-        """Count a settled batch by the status settle.sql left; an outcome that did not apply is stale."""
+        """Count a settled batch by the status outbox/queries.sql:settle left; an outcome that did not apply is stale."""
         self.stale_writes += len(outcomes) - len(applied)
         for outcome in outcomes:
             status = applied.get(outcome.intent.id)

@@ -1,7 +1,7 @@
 """Operator signals: is ready work aging, is one channel isolated, are claims progressing, is
 reconciliation advancing, which attempts are ambiguous.
 
-    compute(db, deployment)        the numbers, per channel (signals.sql: one statement, one round trip)
+    compute(db, deployment)        the numbers, per channel (operations/queries.sql:signals: one statement, one round trip)
     emit(db, deployment, source=...) compute, then one structured log record per channel
                                    (event="signals"): what Cloud Monitoring log-based metrics read.
                                    The dispatcher calls it once per invocation, the reconciler too.
@@ -23,9 +23,15 @@ from typing import Any
 
 from ..outbox import heartbeats
 from ..outbox.states import AttemptOutcome
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.timestamps import rfc3339, rfc3339_or_none
 from .config import SignalsConfig
+
+_OPERATIONS = catalogue("operations")
+_OUTBOX = catalogue("outbox")
+_SIGNALS = _OPERATIONS["signals"]
+_SMS_GRANT = _OUTBOX["sms_grant"]
 
 __all__ = ["ChannelSignals", "Signals", "compute", "emit", "workers"]
 
@@ -195,7 +201,7 @@ def compute(
 ) -> Signals:
     config = config or SignalsConfig()
     rows = db.rows(
-        load_sql(__file__, "signals.sql"),
+        _SIGNALS,
         deployment=deployment,
         window_seconds=config.window_seconds,
         sms_max=config.sms_max_per_hour,
@@ -396,7 +402,7 @@ def resume_sms(db: Database, config: SignalsConfig, granted_by: str) -> int:
     if config.sms_max_per_hour is None:
         raise ValueError("SMS_MAX_PER_HOUR is not set: there is no SMS budget to resume")
     row = db.rows(
-        load_sql(__file__, "sms_resume.sql"),
+        _SMS_GRANT,
         extra=config.sms_max_per_hour,
         granted_by=granted_by,
         sms_max=config.sms_max_per_hour,

@@ -15,8 +15,14 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.timestamps import rfc3339, rfc3339_or_none
+
+_SQL = catalogue("verifications")
+_SUPPRESSION_LIST_ENTRIES = _SQL["suppression_list_entries"]
+_SUPPRESSION_LIST_CLEAR = _SQL["suppression_list_clear"]
+_SUPPRESSION_LIST_CLEAR_KEY = _SQL["suppression_list_clear_key"]
 
 _log = logging.getLogger("signup_verification.operations.suppression_list")
 
@@ -47,12 +53,12 @@ class Suppression:
 
 def entries(db: Database, limit: int = 200) -> list[Suppression]:
     """Current entries (expired ones are not shown: they no longer block), newest first."""
-    return [Suppression(**row) for row in db.rows(load_sql(__file__, "suppression_list_entries.sql"), limit=limit)]
+    return [Suppression(**row) for row in db.rows(_SUPPRESSION_LIST_ENTRIES, limit=limit)]
 
 
 def clear(db: Database, channel: str, key: bytes, cleared_by: str) -> bool:
     """Remove one entry; True when it existed. Logged with who cleared it (never the destination)."""
-    removed = bool(db.run(load_sql(__file__, "suppression_list_clear.sql"), channel=channel, key=key))
+    removed = bool(db.run(_SUPPRESSION_LIST_CLEAR, channel=channel, key=key))
     return _logged(channel, key.hex(), removed, cleared_by)
 
 
@@ -63,7 +69,7 @@ class AmbiguousKey(ValueError):
 def clear_key(db: Database, channel: str, prefix: str, cleared_by: str) -> bool:
     """Remove the entry whose key starts with `prefix` (hex digits, as the list shows them); True
     when one was removed, AmbiguousKey when several start so (none is removed)."""
-    row = db.rows(load_sql(__file__, "suppression_list_clear_key.sql"), channel=channel, prefix=prefix.lower())[0]
+    row = db.rows(_SUPPRESSION_LIST_CLEAR_KEY, channel=channel, prefix=prefix.lower())[0]
     if row["matched"] > 1:
         raise AmbiguousKey(
             f"--key {prefix} starts {row['matched']} keys: give more of its digits (`--json` shows them whole)"

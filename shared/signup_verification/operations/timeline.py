@@ -26,13 +26,19 @@ from typing import Any
 
 from ..delivery.events import webhook_id
 from ..outbox.states import AttemptOutcome, IntentStatus, VerificationStatus
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
 from ..verifications.proofs import proofs
 from . import timeline_fallback, timeline_reports
 from .reasons import failure_reason, render_reason
 from .timeline_fallback import clock as _clock
+
+_SQL = catalogue("operations")
+_TIMELINE_VERIFICATION = _SQL["timeline_verification"]
+_TIMELINE_ATTEMPTS = _SQL["timeline_attempts"]
+_TIMELINE_EVENTS = _SQL["timeline_events"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ class NotFound(LookupError):
 
 
 def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
-    row = db.one(load_sql(__file__, "timeline_verification.sql"), verification_id=verification_id)
+    row = db.one(_TIMELINE_VERIFICATION, verification_id=verification_id)
     if row is None:
         raise NotFound(f"no verification {verification_id}")
     verification = {
@@ -115,7 +121,7 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
             "failed_at": row["failed_at"],
             "reason": failure_reason(row),
         }
-        attempts = db.rows(load_sql(__file__, "timeline_attempts.sql"), intent_id=row["intent_id"])
+        attempts = db.rows(_TIMELINE_ATTEMPTS, intent_id=row["intent_id"])
     result = Timeline(verification, intent)
     result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)
     extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
@@ -136,7 +142,7 @@ _ENDINGS = {
 
 def _webhook_events(db: Database, verification_id: uuid.UUID) -> list[dict[str, Any]]:
     found = []
-    for w in db.rows(load_sql(__file__, "timeline_events.sql"), verification_id=verification_id):
+    for w in db.rows(_TIMELINE_EVENTS, verification_id=verification_id):
         attempts = w["attempt_log"] if isinstance(w["attempt_log"], list) else []
         for a in attempts:
             a["error_detail"] = redact_text(a["error_detail"]) if a.get("error_detail") else None

@@ -8,13 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from ..outbox.states import AttemptOutcome, IntentStatus
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
 from .reasons import failure_reason, render_reason
 
-_SQL = load_sql(__file__, "timeline_fallback.sql")
-_TIMELINE_ATTEMPTS = load_sql(__file__, "timeline_attempts.sql")
+_QUERIES = catalogue("operations")
+_SQL = _QUERIES["timeline_fallback"]
+_TIMELINE_ATTEMPTS = _QUERIES["timeline_attempts"]
 _DEATHS = {
     "verified": "the verification was confirmed first (by the other channel)",
     "superseded": "a newer verification replaced this one first",

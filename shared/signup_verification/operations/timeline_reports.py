@@ -9,14 +9,18 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.timestamps import rfc3339
+
+_SQL = catalogue("operations")
+_TIMELINE_REPORTS = _SQL["timeline_reports"]
 
 
 def events(db: Database, verification_id: uuid.UUID) -> list[tuple[datetime, str, str]]:
     """(at, kind, detail) for every report about the verification's message deliveries."""
     found = []
-    for o in db.rows(load_sql(__file__, "timeline_reports.sql"), verification_id=verification_id):
+    for o in db.rows(_TIMELINE_REPORTS, verification_id=verification_id):
         said = (
             o["event"]
             + (f" ({o['detail']})" if o["detail"] else "")

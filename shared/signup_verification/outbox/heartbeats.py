@@ -8,8 +8,8 @@
     reconcile:<deployment>   last_started_at, last_completed_at and the reconciler's watermark
                              (operations/reconciler/watermark.py decides what it says and holds the
                              lock that lets one run at a time write it).
-The signals read both rows (operations/signals.sql, and `rows` here for the status table). Every
-statement is a heartbeat_*.sql file beside this module.
+The signals read both rows (operations/queries.sql:signals, and `rows` here for the status table). Every
+statement is a `heartbeat_*` section of outbox/queries.sql.
 """
 
 from __future__ import annotations
@@ -19,7 +19,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
+
+_SQL = catalogue("outbox")
+_HEARTBEAT_START_DISPATCH = _SQL["heartbeat_start_dispatch"]
+_HEARTBEAT_SAVE_LATENCY = _SQL["heartbeat_save_latency"]
+_HEARTBEAT_COMPLETE_DISPATCH = _SQL["heartbeat_complete_dispatch"]
+_HEARTBEAT_RECORD_CLAIM = _SQL["heartbeat_record_claim"]
+_HEARTBEAT_BEGIN_RUN = _SQL["heartbeat_begin_run"]
+_HEARTBEAT_COMPLETE_RUN = _SQL["heartbeat_complete_run"]
+_HEARTBEAT_ROWS = _SQL["heartbeat_rows"]
 
 # last_claim_at feeds an absence alert measured in minutes: one write per few seconds is enough (a
 # write per batch would be a commit per batch: bench/throughput_bench.py).
@@ -36,16 +46,16 @@ def reconcile_name(deployment: str) -> str:
 
 # -- the dispatcher's row ---------------------------------------------------------------------------------
 def start_dispatch(db: Database, deployment: str) -> dict[str, float]:
-    """Custom plans for this session (see heartbeat_start_dispatch.sql), and the latency figures the
+    """Custom plans for this session (see outbox/queries.sql:heartbeat_start_dispatch), and the latency figures the
     last invocation saved ({} when there are none), in one round trip."""
-    latency = db.run(load_sql(__file__, "heartbeat_start_dispatch.sql"), name=dispatch_name(deployment))[0][1]
+    latency = db.run(_HEARTBEAT_START_DISPATCH, name=dispatch_name(deployment))[0][1]
     return latency if isinstance(latency, dict) else {}
 
 
 def save_latency(db: Database, deployment: str, latency: Mapping[str, float]) -> None:
     """What this invocation measured, for the next one."""
     db.run(
-        load_sql(__file__, "heartbeat_save_latency.sql"),
+        _HEARTBEAT_SAVE_LATENCY,
         name=dispatch_name(deployment),
         latency=json.dumps(dict(latency)),
     )
@@ -53,7 +63,7 @@ def save_latency(db: Database, deployment: str, latency: Mapping[str, float]) ->
 
 def complete_dispatch(db: Database, deployment: str) -> None:
     """The invocation ended (idle or not): the status table's "last completed" for dispatch."""
-    db.run(load_sql(__file__, "heartbeat_complete_dispatch.sql"), name=dispatch_name(deployment), deployment=deployment)
+    db.run(_HEARTBEAT_COMPLETE_DISPATCH, name=dispatch_name(deployment), deployment=deployment)
 
 
 class ClaimBeat:
@@ -70,7 +80,7 @@ class ClaimBeat:
             return
         self._at = now
         self.db.run(
-            load_sql(__file__, "heartbeat_record_claim.sql"),
+            _HEARTBEAT_RECORD_CLAIM,
             name=dispatch_name(self.deployment),
             deployment=self.deployment,
             latency=json.dumps(dict(latency)),
@@ -80,7 +90,7 @@ class ClaimBeat:
 # -- the reconciler's row ---------------------------------------------------------------------------------
 def begin_run(db: Database, name: str, deployment: str) -> dict[str, Any]:
     """{started_at, previous}: the run's start as the database sees it, and the watermark before it."""
-    row = db.one(load_sql(__file__, "heartbeat_begin_run.sql"), name=name, deployment=deployment)
+    row = db.one(_HEARTBEAT_BEGIN_RUN, name=name, deployment=deployment)
     assert row is not None  # the INSERT ... ON CONFLICT ... RETURNING always returns a row  # nosec B101
     previous = row["previous"]
     if isinstance(previous, str):
@@ -90,13 +100,11 @@ def begin_run(db: Database, name: str, deployment: str) -> dict[str, Any]:
 
 def complete_run(db: Database, name: str, watermark: Mapping[str, Any]) -> Any:
     """Records the run's watermark; returns last_completed_at."""
-    [[completed_at]] = db.run(
-        load_sql(__file__, "heartbeat_complete_run.sql"), name=name, watermark=json.dumps(dict(watermark))
-    )
+    [[completed_at]] = db.run(_HEARTBEAT_COMPLETE_RUN, name=name, watermark=json.dumps(dict(watermark)))
     return completed_at
 
 
 # -- every row, for the operator --------------------------------------------------------------------------
 def rows(db: Database) -> list[dict[str, Any]]:
     """Every heartbeat row (dispatch and reconcile of every deployment sharing this database), with ages."""
-    return db.rows(load_sql(__file__, "heartbeat_rows.sql"))
+    return db.rows(_HEARTBEAT_ROWS)

@@ -1,6 +1,6 @@
 """The idle dispatcher's questions, asked a few times a second while the outbox is empty: would a
 claim find anything, and has a newer invocation taken over the waiting? Cheaper than an empty claim
-(which takes row locks and plans two branches). The newest waiting invocation wins (idle_enter.sql),
+(which takes row locks and plans two branches). The newest waiting invocation wins (outbox/queries.sql:idle_enter),
 so invocations may run past the next scheduler tick (their timeout over 60 s) and the older one
 leaves as soon as the newer one waits: no minute without a waiter, no long overlap."""
 
@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 
-_PROBE = load_sql(__file__, "idle_probe.sql")
-_ENTER = load_sql(__file__, "idle_enter.sql")
+_SQL = catalogue("outbox")
+
+_PROBE = _SQL["idle_probe"]
+_ENTER = _SQL["idle_enter"]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Replaying webhook events (`verifyctl webhooks replay`): finished events, accepted or failed, go
 back through the outbox with their original webhook-id, so a receiver that was down (or lost what
-it stored) gets them again and deduplicates what it already had. replay_events.sql is the
+it stored) gets them again and deduplicates what it already had. outbox/queries.sql:replay_events is the
 transition (listed in states.py); the dispatcher sends them at its next run."""
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 
-_REPLAY = load_sql(__file__, "replay_events.sql")
+_SQL = catalogue("outbox")
+
+_REPLAY = _SQL["replay_events"]
 BATCH = 500
 
 

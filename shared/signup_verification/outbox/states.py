@@ -1,23 +1,25 @@
-"""The outbox's vocabulary, defined once: what a delivery intent can be, what an attempt-log row
-can say, what the verification it delivers can be, and every statement that moves an intent from
-one status to another.
+"""The outbox's vocabulary: what a delivery intent can be, what an attempt-log row can say and
+what the verification it delivers can be.
 
-The database enforces the same sets with CHECK constraints (sql/001_schema.sql, sql/014), and
-tests/integration/outbox/test_state_machine.py holds them equal. Every statement anywhere that
-changes `delivery_intents.status` is listed in TRANSITIONS with the statuses it moves from and to;
-the same test fails when a `.sql` file changes a status without being listed here.
+The database enforces the same sets with CHECK constraints (sql/schema.sql), and
+tests/integration/outbox/test_state_machine.py holds the two equal. The statements that move an
+intent from one status to another are the outbox's own (transitions.py says where); `transitions()`
+lists them as their `-- transition:` lines declare.
 
 `attempting` has two phases that the row tells apart by `sending_at`: *begun* (the attempt row is
 written, the send not handed over yet: `sending_at IS NULL`; a release records `released`, not an
-attempt) and *sending* (`start.sql` set `sending_at`, before any network call: the send may be on
-the wire; only settle or the reconciler's lease-lost sweep end it). start.sql changes no status,
-so it is not in the table.
+attempt) and *sending* (the `start` statement set `sending_at`, before any network call: the send may
+be on the wire; only settle or the reconciler's lease-lost sweep end it). `start` changes no status,
+so it declares no transition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
+
+from ..platform.catalogue import catalogue
 
 
 class IntentStatus(StrEnum):
@@ -59,50 +61,37 @@ class VerificationStatus(StrEnum):
 SEND_OUTCOMES = frozenset({AttemptOutcome.ACCEPTED, AttemptOutcome.RETRYABLE, AttemptOutcome.AMBIGUOUS,
                            AttemptOutcome.FAILED})  # fmt: skip
 
-S = IntentStatus
-
 
 @dataclass(frozen=True)
 class Transition:
-    statement: str  # the file, from the repository root (package files under shared/signup_verification/)
+    statement: str  # where it is: <file>:<section>, e.g. outbox/queries.sql:claim
     before: frozenset[IntentStatus]  # empty: the statement creates the intent
     after: frozenset[IntentStatus]
     why: str
 
 
-def _t(statement: str, before: set[IntentStatus], after: set[IntentStatus], why: str) -> Transition:
-    return Transition(statement, frozenset(before), frozenset(after), why)
+NEW = "(new)"  # a `-- transition:` that creates the intent: `(new) -> ready`
 
 
-_OUTBOX = "shared/signup_verification/outbox/"
-TRANSITIONS: tuple[Transition, ...] = (
-    _t("sql/definitions/04_create_verification.sql", set(), {S.READY, S.FAILED},
-       "create: ready, or failed at once for a suppressed destination answered silently"),
-    _t(_OUTBOX + "claim.sql", {S.READY, S.RETRYABLE}, {S.CLAIMED, S.ATTEMPTING},
-       "claim (fenced from here on): a live intent is begun in the same statement"),
-    _t(_OUTBOX + "begin_attempts.sql", {S.CLAIMED}, {S.ATTEMPTING}, "begin the attempt of a claimed intent"),
-    _t(_OUTBOX + "settle.sql", {S.ATTEMPTING}, {S.ACCEPTED, S.RETRYABLE, S.AMBIGUOUS, S.FAILED},
-       "record a send's outcome; a retryable one on the last attempt fails"),
-    _t(_OUTBOX + "release.sql", {S.CLAIMED, S.ATTEMPTING}, {S.READY, S.RETRYABLE},
-       "the owner gives back work whose send never started (shutdown, budget)"),
-    _t(_OUTBOX + "expire_claims.sql", {S.CLAIMED, S.ATTEMPTING}, {S.READY, S.RETRYABLE},
-       "the reconciler gives back an expired claim whose send never started"),
-    _t(_OUTBOX + "lose_leases.sql", {S.ATTEMPTING}, {S.AMBIGUOUS},
-       "the reconciler: a lease expired mid-send, so it may have been sent"),
-    _t(_OUTBOX + "resolve_ambiguous.sql", {S.AMBIGUOUS}, {S.RETRYABLE, S.FAILED},
-       "the reconciler: an ambiguous hold is over (policy retry or fail)"),
-    _t(_OUTBOX + "resolve_lookup.sql", {S.AMBIGUOUS}, {S.ACCEPTED, S.RETRYABLE, S.FAILED},
-       "the reconciler asked the provider about an ambiguous SMS"),
-    _t("sql/definitions/03_suppress_undelivered_intents.sql", {S.READY, S.RETRYABLE, S.CLAIMED, S.AMBIGUOUS},
-       {S.SUPPRESSED}, "its verification ended: nothing left to send (unfenced)"),
-    _t("sql/definitions/13_ingest_delivery_reports.sql", {S.ACCEPTED, S.AMBIGUOUS, S.RETRYABLE},
-       {S.ACCEPTED, S.FAILED}, "a provider report: delivered (accepted), or final (undeliverable)"),
-    _t(_OUTBOX + "replay_events.sql", {S.ACCEPTED, S.FAILED}, {S.READY},
-       "`verifyctl webhooks replay`: a finished webhook event is sent again, same webhook-id (guarded, unfenced)"),
-    _t("sql/002_create_verification.sql", {S.READY, S.RETRYABLE, S.CLAIMED, S.AMBIGUOUS}, {S.SUPPRESSED},
-       "the first version of the suppress transition (a frozen migration; sql/definitions/03 replaces it)"),
-)  # fmt: skip
+@cache
+def transitions() -> tuple[Transition, ...]:
+    """Every statement that changes an intent's status, with the statuses it moves from and to, as
+    the sections of the outbox's catalogue and functions declare them (`-- transition: a, b -> c`)."""
+    found = []
+    for file in ("queries.sql", "functions.sql"):
+        sheet = catalogue("outbox", file)
+        for section in sheet.sections.values():
+            if "transition" in section.meta:
+                before, arrow, after = section.meta["transition"].partition("->")
+                if not arrow:
+                    raise ValueError(f"{sheet.label}:{section.line}: a transition reads `before -> after`")
+                found.append(
+                    Transition(f"{sheet.label}:{section.name}", _statuses(before), _statuses(after),
+                               section.meta.get("why", ""))
+                )  # fmt: skip
+    return tuple(found)
 
 
-def transitions_of(statement: str) -> Transition:
-    return next(t for t in TRANSITIONS if t.statement == statement)
+def _statuses(words: str) -> frozenset[IntentStatus]:
+    names = [w.strip() for w in words.split(",") if w.strip() and w.strip() != NEW]
+    return frozenset(IntentStatus(n) for n in names)  # an unknown status name is a ValueError

@@ -1,4 +1,11 @@
-"""The outbox state machine: the one place each transition of a delivery intent is defined.
+"""The outbox state machine: the one place each transition of a delivery intent is defined, and run.
+
+Every statement that changes `delivery_intents.status` is a section of the outbox's catalogue
+(outbox/queries.sql, run by the functions below) or one of its functions (outbox/functions.sql, which
+other SQL calls: create's enqueue_messages, the reports' observe_deliveries, record_event, the
+suppression), and declares the statuses it moves from and to in a `-- transition:` line
+(states.transitions(); docs/state-model.md shows them; tests/integration/outbox/test_state_machine.py
+holds that nothing else writes a status).
 
     ready/retryable --claim--> claimed --begin--> attempting --settle--> accepted|retryable|ambiguous|failed
     ready/retryable --claim(begin)--> attempting --start--> (sending) --settle--> ...   (the fused claim)
@@ -7,13 +14,13 @@
     attempting, sending --lease lost (reconciler)--> ambiguous                 (an attempt row records it)
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
     ambiguous --lookup (reconciler asked the provider)--> accepted|retryable|failed
-    ambiguous|retryable --delivered report (sql/definitions/13)--> accepted
+    ambiguous|retryable --delivered report (observe_deliveries)--> accepted
     accepted --permanent report--> failed (undeliverable_reason)
-    ready|retryable|claimed|ambiguous --suppress--> suppressed                  (sql/definitions/03, dead verification)
+    ready|retryable|claimed|ambiguous --suppress--> suppressed                  (suppress_undelivered_intents, dead verification)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
 still current (`lease_until > now()`). A write from a worker that lost its lease changes nothing
-and is reported back so the caller can count it as stale. Each SQL file is one statement, so the
+and is reported back so the caller can count it as stale. Each section is one statement, so the
 state change and the attempt-log row that explains it commit together. All calls are batched:
 statements per batch stay constant whatever the batch size.
 """
@@ -26,9 +33,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from .config import FailurePolicy, RetryPolicy
 from .states import SEND_OUTCOMES, AttemptOutcome, VerificationStatus
+
+_SQL = catalogue("outbox")
+_CLAIM = _SQL["claim"]
+_BEGIN_ATTEMPTS = _SQL["begin_attempts"]
+_START = _SQL["start"]
+_SETTLE = _SQL["settle"]
+_RELEASE = _SQL["release"]
+_RENEW = _SQL["renew"]
+_SUPPRESS = _SQL["suppress"]
+_EXPIRE_CLAIMS = _SQL["expire_claims"]
+_LOSE_LEASES = _SQL["lose_leases"]
+_RESOLVE_AMBIGUOUS = _SQL["resolve_ambiguous"]
+_RESOLVE_LOOKUP = _SQL["resolve_lookup"]
+_SUPPRESS_DEAD = _SQL["suppress_dead"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +76,7 @@ class ClaimedIntent:
     event_subject: str | None = None  # the delivery (its channel) a per-delivery event reports
     payload: Any = None
     begun: bool = False  # the fused claim began its attempt (status attempting, sends not started yet)
-    link_by_digest: bool = False  # sql/016: send the old-style link (the token alone), found by its digest
-    route_held_until: datetime | None = None  # its route is held until then (claim.sql): not to be sent
+    route_held_until: datetime | None = None  # its route is held until then (the claim says): not to be sent
 
     def __repr__(self) -> str:  # no destination or nonce in reprs that may reach a log
         return f"ClaimedIntent(id={self.id}, channel={self.channel!r}, lease_version={self.lease_version})"
@@ -177,7 +198,7 @@ def claim(
         return []
     per_channel = {c: min(limit, (limits or {}).get(c, limit)) for c in ("email", "sms", "webhook")}
     rows = db.rows(
-        load_sql(__file__, "claim.sql"),
+        _CLAIM,
         owner=owner,
         limit=limit,
         email_limit=per_channel["email"],
@@ -195,7 +216,7 @@ def begin_attempts(db: Database, owner: str, fences: Sequence[tuple[int, int]]) 
     if not fences:
         return []
     ids, versions = _fences(fences)
-    rows = db.run(load_sql(__file__, "begin_attempts.sql"), owner=owner, ids=ids, versions=versions)
+    rows = db.run(_BEGIN_ATTEMPTS, owner=owner, ids=ids, versions=versions)
     return [BegunAttempt(*row) for row in rows]
 
 
@@ -204,20 +225,20 @@ def start(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> list[B
     if not fences:
         return []
     ids, versions = _fences(fences)
-    rows = db.run(load_sql(__file__, "start.sql"), owner=owner, ids=ids, versions=versions)
+    rows = db.run(_START, owner=owner, ids=ids, versions=versions)
     return [BegunAttempt(*row) for row in rows]
 
 
 def settle(
     db: Database, owner: str, settlements: Sequence[Settlement], failures: FailurePolicy | None = None
 ) -> dict[int, str]:
-    """Record outcomes; returns intent id -> the status settle.sql left (a retryable outcome on the
+    """Record outcomes; returns intent id -> the status the settle statement left (a retryable outcome on the
     last attempt is `failed` there) for each settlement that applied (the rest were stale).
     `failures`: what a failure for good sets off (suppression, channel and route holds)."""
     if not settlements:
         return {}
     rows = db.run(
-        load_sql(__file__, "settle.sql"),
+        _SETTLE,
         owner=owner,
         ids=_array([s.intent_id for s in settlements]),
         versions=_array([s.lease_version for s in settlements]),
@@ -242,34 +263,34 @@ def release(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> set[
     if not fences:
         return set()
     ids, versions = _fences(fences)
-    return {row[0] for row in db.run(load_sql(__file__, "release.sql"), owner=owner, ids=ids, versions=versions)}
+    return {row[0] for row in db.run(_RELEASE, owner=owner, ids=ids, versions=versions)}
 
 
 def renew(db: Database, owner: str, fences: Sequence[tuple[int, int]], lease_seconds: float) -> dict[int, datetime]:
     if not fences:
         return {}
     ids, versions = _fences(fences)
-    rows = db.run(load_sql(__file__, "renew.sql"), owner=owner, ids=ids, versions=versions, lease_seconds=lease_seconds)
+    rows = db.run(_RENEW, owner=owner, ids=ids, versions=versions, lease_seconds=lease_seconds)
     return {row[0]: row[1] for row in rows}
 
 
 def suppress(db: Database, verification_ids: Sequence[uuid.UUID], reason: str) -> set[int]:
-    """Dead verification -> its undelivered intent suppressed (sql/definitions/03_suppress_undelivered_intents.sql, shared with create)."""
+    """Dead verification -> its undelivered intent suppressed (suppress_undelivered_intents, shared with create)."""
     if not verification_ids:
         return set()
-    rows = db.run(load_sql(__file__, "suppress.sql"), ids=list(verification_ids), reason=reason)
+    rows = db.run(_SUPPRESS, ids=list(verification_ids), reason=reason)
     return {row[0] for row in rows}
 
 
 # -- reconciler transitions (guarded by expiry, never send) ----------------------------------------
 def expire_claims(db: Database, limit: int) -> list[tuple[int, str]]:
-    return [(r[0], r[1]) for r in db.run(load_sql(__file__, "expire_claims.sql"), limit=limit)]
+    return [(r[0], r[1]) for r in db.run(_EXPIRE_CLAIMS, limit=limit)]
 
 
 def lose_leases(db: Database, policy: RetryPolicy, limit: int) -> list[tuple[int, str]]:
     channels = list(policy.channels)
     rows = db.run(
-        load_sql(__file__, "lose_leases.sql"),
+        _LOSE_LEASES,
         limit=limit,
         channels=channels,
         holds=[policy.ambiguous_delay(c) for c in channels],
@@ -282,7 +303,7 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
     if not acting:
         return []
     rows = db.run(
-        load_sql(__file__, "resolve_ambiguous.sql"),
+        _RESOLVE_AMBIGUOUS,
         limit=limit,
         channels=acting,
         policies=[policy.channel(c).ambiguity for c in acting],
@@ -296,7 +317,7 @@ def resolve_by_lookup(db: Database, found: Sequence[tuple[int, str, str | None]]
     if not found:
         return {}
     rows = db.run(
-        load_sql(__file__, "resolve_lookup.sql"),
+        _RESOLVE_LOOKUP,
         ids=[f[0] for f in found],
         attempt_ids=[f[1] for f in found],
         sids=[f[2] for f in found],
@@ -312,7 +333,7 @@ class DeadSweep:
 
 def sweep_dead(db: Database, limit: int) -> DeadSweep:
     """One batch: expire overdue pending verifications, suppress intents of dead ones."""
-    rows = db.run(load_sql(__file__, "suppress_dead.sql"), limit=limit)
+    rows = db.run(_SUPPRESS_DEAD, limit=limit)
     return DeadSweep(
         suppressed=[(r[0], r[1]) for r in rows if r[1] is not None],
         verifications_expired=sum(r[2] for r in rows if r[2] is not None),

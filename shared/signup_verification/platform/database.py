@@ -10,8 +10,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -24,7 +22,6 @@ __all__ = [
     "DatabaseError",
     "InterfaceError",
     "ConnectionParams",
-    "load_sql",
     "UnavailableError",
 ]
 
@@ -96,12 +93,6 @@ class ConnectionParams:
         else:
             kwargs["host"], kwargs["port"] = self.host, self.port
         return pg8000.native.Connection(**kwargs)
-
-
-@cache
-def load_sql(module_file: str, name: str) -> str:
-    """Read a `.sql` file kept beside the module that runs it (oban-py style: one file per operation)."""
-    return (Path(module_file).resolve().parent / name).read_text()
 
 
 class Database:

@@ -1,17 +1,25 @@
 """The migration files: where they come from, what they are called, and how a file is split.
 
-Two kinds, both in sql/ (shipped in the package as `signup_verification.sql`, read through
-importlib.resources so an installed package finds them from any directory):
-- migrations `NNN_name.sql`: tables, indexes, triggers; applied once, in numeric order, frozen after;
-- definitions `definitions/NN_name.sql`: functions and views, always the current text, written
-  idempotently (CREATE OR REPLACE); re-applied when their checksum changes or a migration ran.
+Two kinds (sql/README.md says how to write each):
+- migrations `NNN_name.sql` in sql/ (shipped in the package as `signup_verification.sql`, read
+  through importlib.resources so an installed package finds them from any directory): tables,
+  indexes, triggers; applied once, in numeric order, and never edited after (the runner refuses a
+  changed one);
+- definitions: functions and views, always the current text, as `-- name:` sections of each owning
+  package's `functions.sql` (platform/catalogue.py), applied package by package in the layers'
+  order (catalogue.DEFINERS), each section in file order. A section is re-applied when its checksum
+  changes or a migration ran; its name is the one object it creates, and one that changes its
+  arguments or result takes a new name (`report_verdicts_v2`): the runner drops the objects of a
+  name no section gives any more.
+A folder given instead of the package (MIGRATIONS_DIR) holds its migrations and, optionally, one
+`functions.sql` of its own.
 A migration whose first line is `-- migrate: no-transaction` runs outside a transaction, one
 statement at a time (CREATE INDEX CONCURRENTLY cannot run inside one).
 
-A migration's statements never change once applied; its comments may be rewritten (they explain
-the present). `earlier_checksums.txt` beside the migrations lists the checksums a file had before
-its comments were rewritten, so a database that applied it then still upgrades: the runner takes
-such a checksum as the file's own and records the current one.
+`earlier_checksums.txt` beside the migrations lists the checksums some of them had before their
+comments were rewritten, once: a database that applied one then still upgrades (the runner takes
+such a checksum as the file's own and records the current one). It is closed: an applied
+migration is never edited again, comments included (tests/integration/platform/test_earlier_checksums.py).
 """
 
 from __future__ import annotations
@@ -23,25 +31,39 @@ from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from .catalogue import DEFINERS, parse_sections
+
 PACKAGE = "signup_verification.sql"
 NO_TRANSACTION = "-- migrate: no-transaction"
 _MIGRATION = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
-_DEFINITION = re.compile(r"^(\d{2,})_([a-z0-9_]+)\.sql$")
+FUNCTIONS = "functions.sql"
+SCHEMA = "schema.sql"  # sql/schema.sql: the whole schema in the present tense, beside the migrations
 _DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
 
 
 @dataclass(frozen=True)
 class Source:
-    """A folder of migrations (and optionally `definitions/`): the package's own, or MIGRATIONS_DIR."""
+    """A folder of migrations: the package's own (its definitions in the owners' functions.sql), or
+    MIGRATIONS_DIR (its definitions in its own functions.sql, if any)."""
 
     root: Traversable
     label: str
+    package: bool = False
 
     @classmethod
     def of(cls, directory: Path | str | None = None) -> Source:
         if directory is None:
-            return cls(importlib.resources.files(PACKAGE), f"the installed package ({PACKAGE})")
+            return cls(importlib.resources.files(PACKAGE), f"the installed package ({PACKAGE})", package=True)
         return cls(Path(directory), str(directory))
+
+    def definition_files(self) -> list[tuple[str, Traversable]]:
+        """(label, file) of each functions.sql, in the order they are applied."""
+        if self.package:
+            return [
+                (f"{o}/{FUNCTIONS}", importlib.resources.files(f"signup_verification.{o}") / FUNCTIONS)
+                for o in DEFINERS
+            ]
+        return [(FUNCTIONS, self.root / FUNCTIONS)]
 
 
 @dataclass(frozen=True)
@@ -71,21 +93,17 @@ class Migration:
 
 @dataclass(frozen=True)
 class Definition:
-    order: int
-    name: str  # the recorded key: the file name without its order number
-    file: Traversable
+    name: str  # the recorded key: the one function or view the section creates
+    text: str
+    origin: str  # the file it is a section of, e.g. outbox/functions.sql
 
     @property
     def filename(self) -> str:
-        return f"definitions/{self.file.name}"
-
-    @property
-    def text(self) -> str:
-        return self.file.read_text(encoding="utf-8")
+        return f"{self.origin}:{self.name}"
 
     @property
     def checksum(self) -> str:
-        return hashlib.sha256(self.file.read_bytes()).hexdigest()
+        return hashlib.sha256(self.text.encode()).hexdigest()
 
 
 EARLIER_CHECKSUMS = "earlier_checksums.txt"
@@ -119,6 +137,8 @@ def discover(source: Source | Path | str | None = None) -> list[Migration]:
     earlier = earlier_checksums(source)
     found = []
     for file in _sql_files(source.root):
+        if file.name in (FUNCTIONS, SCHEMA):
+            continue
         match = _MIGRATION.match(file.name)
         if not match:
             raise ValueError(f"migration file name must look like 001_name.sql: {file.name}")
@@ -131,19 +151,17 @@ def discover(source: Source | Path | str | None = None) -> list[Migration]:
 
 
 def discover_definitions(source: Source | Path | str | None = None) -> list[Definition]:
-    """definitions/NN_name.sql in order; none when the folder is absent."""
+    """Every functions.sql section in the order it is applied; none when there is no such file."""
     source = source if isinstance(source, Source) else Source.of(source)
     found = []
-    for file in _sql_files(source.root / "definitions"):
-        match = _DEFINITION.match(file.name)
-        if not match:
-            raise ValueError(f"definition file name must look like 01_name.sql: definitions/{file.name}")
-        found.append(Definition(int(match.group(1)), match.group(2), file))
-    found.sort(key=lambda d: d.order)
-    if len({d.order for d in found}) != len(found):
-        raise ValueError("two definition files share an order number")
-    if len({d.name for d in found}) != len(found):
-        raise ValueError("two definition files share a name")
+    for label, file in source.definition_files():
+        if file.is_file():
+            found += [
+                Definition(s.name, s.text, label) for s in parse_sections(file.read_text(encoding="utf-8"), label)
+            ]
+    names = [d.name for d in found]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two definitions share a name: {sorted({n for n in names if names.count(n) > 1})}")
     return found
 
 
@@ -151,9 +169,10 @@ def fingerprint(source: Source | Path | str | None = None) -> str:
     """A digest of every migration and definition: equal fingerprints, identical migrated schemas."""
     source = source if isinstance(source, Source) else Source.of(source)
     digest = hashlib.sha256()
-    items: list[Migration | Definition] = [*discover(source), *discover_definitions(source)]
-    for item in items:
-        digest.update(item.filename.encode() + b"\0" + item.file.read_bytes() + b"\0")
+    for migration in discover(source):
+        digest.update(migration.filename.encode() + b"\0" + migration.file.read_bytes() + b"\0")
+    for definition in discover_definitions(source):
+        digest.update(definition.filename.encode() + b"\0" + definition.text.encode() + b"\0")
     return digest.hexdigest()
 
 

@@ -137,7 +137,7 @@ def _masked_number(found: str) -> str:
 # error codes stay readable). Either quote: a Python repr and a User-Agent use single ones.
 _TOKEN_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?token)(\s*[=:]\s*[\"']?|[\"']\s*[=:]\s*[\"']?)([^\s&\"',;]+)")
 _CODE_PARAM = re.compile(r"(?i)\b((?:[a-z]+_)?code)(\s*[=:]\s*[\"']?|[\"']\s*[=:]\s*[\"']?)(\d{6,})")
-# a link's token (256-bit base64url, 43 characters), alone or after its verification id (22, sql/016)
+# a link's token (256-bit base64url, 43 characters), alone or after its verification id (22)
 _LINK_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:[A-Za-z0-9_\-]{22})?[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])")
 
 

@@ -4,7 +4,7 @@ exact keys the suppression list is kept under.
 SMS pumping: we send through Twilio's Messages API, so nothing but this module stops a script from
 sending codes to premium-rate, shared-cost or satellite ranges. Numbers are refused unless their
 country is allowed (SMS_ALLOWED_COUNTRIES) and their type is (SMS_ALLOWED_NUMBER_TYPES, default
-mobile and fixed-line-or-mobile). The limits themselves run in SQL (sql/definitions/06_create_limit_wait.sql); this
+mobile and fixed-line-or-mobile). The limits themselves run in SQL (create_limit_wait); this
 module computes what they count: keyed digests of the canonical destination, the number prefix
 and the caller-supplied client network, so the create_events table reveals none of them.
 
@@ -146,7 +146,7 @@ class SuppressionKeys:
     a key rotation still matches, so rotating TOKEN_KEYS lifts no suppression."""
 
     exact: list[bytes]
-    alias: list[bytes]  # matches only entries from before exact keys (sql/017)
+    alias: list[bytes]  # matches only entries from before exact keys (key_kind 'alias')
 
 
 def destination_keys(secrets: list[bytes], config: AbuseConfig, channel: str, destination: str) -> SuppressionKeys:

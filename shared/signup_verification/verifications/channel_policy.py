@@ -11,7 +11,7 @@ One verification, one secret per channel, both derived from the verification's o
 (tokens.py): the email carries the link, the SMS the code. Only their keyed digests are stored
 (verifications.token_digest for the primary channel, fallback_digest for the fallback's). The
 fallback's destination passes the same abuse checks as a primary one (abuse.py) and counts against
-its own velocity limits (sql/definitions/04_create_verification.sql).
+its own velocity limits (create_verification).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def fallback_parameters(
     nonce: bytes,
     code_digits: int,
 ) -> dict[str, Any]:
-    """create.sql's fallback parameters; raises abuse.Refused (pointing at the fallback) first."""
+    """verifications/queries.sql:create's fallback parameters; raises abuse.Refused (pointing at the fallback) first."""
     if fallback is None:
         return NO_FALLBACK
     try:

@@ -5,7 +5,7 @@ number. The first proof makes a pending verification verified; the other channel
 but before expiry, records its proof too. Looking a link up never changes anything (mail scanners and
 link previews fetch links); only `confirm_link` / `confirm_code` consume, with one UPDATE that requires
 the matched digest, an unexpired verification and a secret that has not proved before
-(confirm_link.sql, confirm_consume.sql), so two concurrent confirmations record one proof.
+(verifications/queries.sql:confirm_link, verifications/queries.sql:confirm_consume), so two concurrent confirmations record one proof.
 
 What a secret hears is about that secret (`Outcome.presented`): ALREADY_VERIFIED only when this same
 secret proved its destination before; a verification another secret verified leaves this one
@@ -15,10 +15,9 @@ the reason (the read API is where the site learns which), and a wrong one is cou
 against the verification's and the destination's budgets: guessing after the end costs what guessing
 before it does. Only the right code of a number it proved before hears ALREADY_VERIFIED.
 
-Digests are keyed HMACs (tokens.py). A link names its verification (sql/016: the id, then the token),
-whose row is read by primary key; the token's digest under the key that row names must be the row's
-(compared in SQL to consume, in constant time to show the page). An old-style link (the token alone)
-is found by its digest under every key of the ring, in rotation order. A code is compared under
+Digests are keyed HMACs (tokens.py). A link names its verification (the id, then the token), whose
+row is read by primary key; the token's digest under the key that row names must be the row's
+(compared in SQL to consume, in constant time to show the page). A code is compared under
 every key, without stopping at the first match. The hosted code-entry page names its verification by a
 handle only the keyring makes (tokens.py), and confirms through `confirm_code`.
 """
@@ -36,25 +35,26 @@ from enum import StrEnum
 from typing import Any
 
 from ..outbox.states import VerificationStatus
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from .proofs import Proof, destination_of, proofs, proved_at
 from .tokens import Keyring, split_link
 
+_SQL = catalogue("verifications")
+
 _log = logging.getLogger("signup_verification.verifications.confirm")
 
-_LEGACY_LINK = load_sql(__file__, "confirm_link_legacy.sql")
-_STATE = load_sql(__file__, "confirm_state.sql")
-_CONSUME = load_sql(__file__, "confirm_consume.sql")
-_CONFIRM_LINK = load_sql(__file__, "confirm_link.sql")
-_WRONG_CODE = load_sql(__file__, "confirm_wrong_code.sql")
-_DESTINATION_FAILURES = load_sql(__file__, "confirm_destination_failures.sql")
-_LOCK_DESTINATION = load_sql(__file__, "confirm_lock_destination.sql")
+_STATE = _SQL["confirm_state"]
+_CONSUME = _SQL["confirm_consume"]
+_CONFIRM_LINK = _SQL["confirm_link"]
+_WRONG_CODE = _SQL["confirm_wrong_code"]
+_DESTINATION_FAILURES = _SQL["confirm_destination_failures"]
+_LOCK_DESTINATION = _SQL["confirm_lock_destination"]
 
-# A link carries the verification id and 32 bytes of HMAC, unpadded base64url (tokens.TokenKey.link);
-# an old-style link (before sql/016) the HMAC alone.
-_TOKEN_SHAPE = re.compile(r"^(?:[A-Za-z0-9_-]{22})?[A-Za-z0-9_-]{43}$")
+# A link carries the verification id and 32 bytes of HMAC, unpadded base64url (tokens.TokenKey.link).
+_TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{65}$")
 _CODE_SEPARATORS = re.compile(r"[\s-]")
 
 
@@ -120,25 +120,19 @@ def normalise_code(code: str, digits: int) -> str:
 
 
 # -- email links ------------------------------------------------------------------------------
-def _link_target(db: Database, keyring: Keyring, link: str | None) -> tuple[uuid.UUID, str] | None:
-    """The verification id a link names and its token, or None when it cannot be one of ours.
-    An old-style link (the token alone) is looked up by its digest (confirm_link_legacy.sql)."""
+def _link_target(link: str | None) -> tuple[uuid.UUID, str] | None:
+    """The verification id a link names and its token, or None when it cannot be one of ours."""
     if not link or not _TOKEN_SHAPE.match(link):
         return None  # not one of ours: no query, no timing difference worth measuring
     verification_id, token = split_link(link)
-    if not token:
+    if verification_id is None or not token:
         return None
-    if verification_id is None:
-        found = db.one(_LEGACY_LINK, digests=[key.link_digest(token) for key in keyring.keys])
-        if found is None:
-            return None
-        verification_id = found["id"]
     return verification_id, token
 
 
 def preview_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
     """What the link's page shows (GET): never writes."""
-    target = _link_target(db, keyring, link)
+    target = _link_target(link)
     if target is None:
         return Outcome(INVALID)
     verification_id, token = target
@@ -157,10 +151,9 @@ def preview_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
 
 
 def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
-    """Find and consume in one statement (confirm_link.sql): no look-up round trip first (but for an
-    old-style link, whose verification is found by its digest)."""
+    """Find and consume in one statement (the confirm_link statement): no look-up round trip first."""
     found = None
-    target = _link_target(db, keyring, link)
+    target = _link_target(link)
     if target is not None:
         verification_id, token = target
         keys = keyring.keys

@@ -1,11 +1,11 @@
 """Creating a verification: token material, idempotency and the outbox row in one transaction.
 
-The whole write is one call of the SQL function `create_verification`
-(sql/definitions/04_create_verification.sql): one round trip, one transaction. This module prepares
-what only Python can (the keyed digest) and returns what happened as an outcome. Once a verification
-is created (committed), it nudges dispatch (outbox/nudge.py: a named task beside the answer, never in
-its way; a no-op unless DISPATCH_NUDGE_URL is set). It knows nothing of HTTP (api/create.py renders each outcome) nor of the template catalogue (the caller passes the
-resolved template version and locale in `NewVerification`).
+The whole write is one call of the SQL function `create_verification` (verifications/functions.sql):
+one round trip, one transaction. This module prepares what only Python can (the keyed digest) and
+returns what happened as an outcome. Once a verification is created (committed), it nudges dispatch
+(outbox/nudge.py: a named task beside the answer, never in its way; a no-op unless DISPATCH_NUDGE_URL
+is set). It knows nothing of HTTP (api/create.py renders each outcome) nor of the template catalogue
+(the caller passes the resolved template version and locale in `NewVerification`).
 """
 
 from __future__ import annotations
@@ -16,17 +16,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..outbox import nudge
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.ids import uuid7
 from . import abuse
 from .channel_policy import Fallback, channel_digest, fallback_parameters
 from .config import CreateConfig
 from .tokens import Keyring, code_entry_url, new_nonce
 
+_SQL = catalogue("verifications")
+
 _log = logging.getLogger("signup_verification.verifications.create")
 
 IDEMPOTENCY_SCOPE = "create_verification"
-_CREATE = load_sql(__file__, "create.sql")
+_CREATE = _SQL["create"]
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def create(
         **_suppression_keys(config, keyring, new),
         suppressed_answer=config.abuse.suppressed_answer,
     )[0]
-    match outcome_kind:  # sql/definitions/04_create_verification.sql's outcomes
+    match outcome_kind:  # create_verification's outcomes
         case "created":  # committed: its intent is there to claim, so dispatch may start now
             nudge.after_commit(config.nudge)
             outcome = Created(_answered(config, keyring, new, data))

@@ -3,7 +3,7 @@
 A verification has one secret per message channel, the email's link and the SMS code, and each proves
 its own destination, once (docs/state-model.md, "Proofs"). The first proof made the verification
 verified: `verified_at`, `verified_channel`, `verified_via`. A verification with a fallback may have a
-second: the other channel's secret, used before expiry, at `second_proof_at` (sql/027). The read API,
+second: the other channel's secret, used before expiry, at `second_proof_at`. The read API,
 the confirm answer and `verifyctl inspect` list them as `{channel, via, destination (masked), at}`.
 
 The functions read a verification row with `channel`, `destination`, `fallback_channel`,
@@ -42,7 +42,7 @@ def destination_of(row: Mapping[str, Any], channel: str) -> str | None:
 def proved_at(row: Mapping[str, Any], channel: str) -> Any:
     """When this channel's secret proved its destination, or None."""
     first = row.get("verified_channel")
-    if first is None:  # not verified (or verified before the proof was recorded, sql/017: unknown)
+    if first is None:  # not verified (or verified, with a fallback, before proofs were recorded: unknown)
         return None
     if channel == first:
         return row["verified_at"]

@@ -15,13 +15,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ..platform.database import Database, load_sql
+from ..platform.catalogue import catalogue
+from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from .proofs import Proof, proofs
 from .tokens import Keyring, code_entry_url
 
-_READ = load_sql(__file__, "read.sql")
+_SQL = catalogue("verifications")
+
+_READ = _SQL["read"]
 
 
 @dataclass(frozen=True)

@@ -68,16 +68,16 @@ def code_entry_url(base: str, key: TokenKey, verification_id: uuid.UUID) -> str:
 
 
 def with_verification_id(verification_id: uuid.UUID, token: str) -> str:
-    """An email link's token as sent since sql/016: the verification id first, so a confirmation finds
-    its row by primary key (no index of digests to write). The id is no secret; the token is."""
+    """An email link's token: the verification id first, so a confirmation finds its row by primary
+    key (no index of digests to write). The id is no secret; the token is."""
     return _b64(verification_id.bytes) + token
 
 
 def split_link(link: str) -> tuple[uuid.UUID | None, str]:
-    """(verification id, token) of a link token of the current shape; (None, token) for an old-style
-    43-character one (found by its digest). The caller has checked the characters and the length."""
+    """(verification id, token) of a link token; (None, "") for anything else. The caller has checked
+    the characters."""
     if len(link) != ID_CHARS + TOKEN_CHARS:
-        return None, link
+        return None, ""
     head, token = link[:ID_CHARS], link[ID_CHARS:]
     raw = _unb64(head)
     if raw is None:  # one spelling per id
@@ -106,7 +106,7 @@ class TokenKey:
         return _b64(self._mac(b"link-token", verification_id.bytes, nonce))
 
     def link(self, verification_id: uuid.UUID, nonce: bytes) -> str:
-        """What an email link carries (sql/016): the verification id, then the token."""
+        """What an email link carries: the verification id, then the token."""
         return with_verification_id(verification_id, self.link_token(verification_id, nonce))
 
     def sms_code(self, verification_id: uuid.UUID, nonce: bytes, digits: int = 6) -> str:

@@ -9,7 +9,7 @@ import time
 from signup_verification import runtime
 
 BODY = {"account_id": "acct-1", "channel": "email", "destination": "victim@example.com"}
-# The per-account lock create_verification takes (sql/definitions/04): holding it parks a create
+# The per-account lock create_verification takes: holding it parks a create
 # mid-transaction, after it has written its idempotency row. (The per-destination lock is keyed by a
 # keyed digest, so the account's is the one a test can name.)
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('account:acct-1', 0))"

@@ -1,6 +1,6 @@
-"""The older signature forms, each accepted only where it binds the whole request, and once:
-`v1=` entries (no path, no query) on `/` without a query; the legacy `Signature` header (t and
-body only) on a POST with a body. Every use is logged as `deprecated_signature`."""
+"""The older signature form, accepted only where it binds the whole request, and once: `v1=` entries
+(no path, no query) on `/` without a query, every use logged as `deprecated_signature`. A
+`Signature` header (t and body only) is no signature at all."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import time
 import pytest
 
 from signup_verification import runtime
-from signup_verification.api import auth
 from signup_verification.api import request_signatures as signatures
 from support.auth import signed_headers
 
@@ -103,40 +102,23 @@ def test_a_v1_signature_never_opens_a_path_or_a_query(signed, db):
     )
 
 
-def test_a_captured_legacy_empty_body_signature_reads_nothing_and_runs_nothing(signed, db, caplog):
-    """The legacy header over an empty body signed every empty request of its second: a read of A,
-    then of B, then A again, and reconcile twice. On GET and on empty bodies it is refused."""
+def _signature_header(secret: bytes, body: bytes, t: int) -> str:
+    """`Signature: t=..,v1=HMAC("<t>." + body)`: a MAC over t and the body only."""
+    return f"t={t},v1={hmac.new(secret, f'{t}.'.encode() + body, hashlib.sha256).hexdigest()}"
+
+
+def test_a_signature_header_alone_is_refused_wherever_it_is_presented(signed, db, caplog):
+    """A MAC over t and the body binds no method, target, path or key: it signs nothing here, not a
+    create with a body, not a read or a reconcile with an empty one."""
     create, reconcile = signed("create_verification"), signed("reconcile")
-    a, b = _create(create, "acct-legacy-a"), _create(create, "acct-legacy-b")
-    captured = {"Signature": auth.sign(SECRET, b"")}
-    for path in (f"/{a}", f"/{b}", f"/{a}"):
-        refused = create.get(path, headers=captured)
-        _refused(refused)
-        assert a not in refused.get_data(as_text=True) and b not in refused.get_data(as_text=True)
+    a = _create(create, "acct-signature-a")
+    t = int(time.time())
+    _refused(_post(create, {"Signature": _signature_header(SECRET, BODY, t), "Idempotency-Key": "sig-1"}))
+    refused = create.get(f"/{a}", headers={"Signature": _signature_header(SECRET, b"", t)})
+    _refused(refused)
+    assert a not in refused.get_data(as_text=True)
     for secret in (SECRET, OTHER):  # an unscoped key and the key scoped to reconcile
-        for _ in range(2):
-            _refused(reconcile.post("/", headers={"Signature": auth.sign(secret, b"")}))
+        _refused(reconcile.post("/", headers={"Signature": _signature_header(secret, b"", t)}))
+    assert _count(db, "verifications") == 1 and _count(db, "signature_replay") == 1  # _create's own
     assert db.run("SELECT count(*) FROM worker_heartbeats WHERE name LIKE 'reconcile:%'")[0][0] == 0
-    assert "legacy_unbound" in {getattr(r, "json_fields", {}).get("reason") for r in caplog.records}
-
-
-def test_a_legacy_signature_over_a_body_is_used_once_wherever_it_is_presented(signed, db, caplog):
-    create, reconcile = signed("create_verification"), signed("reconcile")
-    legacy = auth.sign(SECRET, BODY)
-    assert _post(create, {"Signature": legacy, "Idempotency-Key": "legacy-1"}).status_code == 201
-    _refused(_post(create, {"Signature": legacy, "Idempotency-Key": "legacy-1"}))  # the same again
-    _refused(_post(create, {"Signature": legacy, "Idempotency-Key": "legacy-2"}))  # a new message: no
-    _refused(_post(reconcile, {"Signature": legacy}))  # another target: no
-    assert _count(db, "verifications") == 1
-    # A key scoped to reconcile does not sign creates, even the old way.
-    _refused(_post(create, {"Signature": auth.sign(OTHER, BODY), "Idempotency-Key": "legacy-3"}))
-    assert _deprecated(caplog) == ["legacy"]
-    assert not [r for r in caplog.records if r.levelname == "ERROR"]
-
-
-def test_a_stale_or_malformed_legacy_signature_is_refused(signed, db):
-    create = signed("create_verification")
-    stale = auth.sign(SECRET, BODY, int(time.time()) - 301)
-    for header in (stale, stale.replace("v1=", "v2="), "t=1,v1=" + "0" * 64, ""):
-        _refused(_post(create, {"Signature": header, "Idempotency-Key": "legacy-x"}))
-    assert _count(db, "verifications") == 0
+    assert _deprecated(caplog) == []

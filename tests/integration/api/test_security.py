@@ -24,6 +24,7 @@ import pytest
 
 from signup_verification import runtime
 from signup_verification.api import auth
+from signup_verification.api import request_signatures as signatures
 from signup_verification.api.config import AuthConfig, parse_signing_keys
 from signup_verification.config import load
 from signup_verification.platform import logs as service_logging
@@ -37,7 +38,7 @@ from support.policy import token_in
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 _LINK_TOKEN = re.compile(
     r"token=(?:[A-Za-z0-9_-]{22})?([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"
-)  # the secret part of a link (sql/016)
+)  # the secret part of a link
 
 
 def code_pattern(code: str) -> re.Pattern:
@@ -348,14 +349,19 @@ def test_signed_requests_are_required_and_checked(app_client, db, service_env, m
 def test_signature_header_parsing_is_strict():
     config = AuthConfig(production=True, signing_keys=parse_signing_keys(SIGNING_KEYS))
     body, now = b'{"a": 1}', 1_800_000_000
-    good = auth.sign(SIGNING_SECRET, body, now)
-    assert auth.verify_signature(config, good, body, now=now)
-    assert auth.verify_signature(config, good + ",v1=" + "0" * 64, body, now=now)  # extra candidates are fine
-    assert not auth.verify_signature(config, good, body, now=now + 301)
-    assert not auth.verify_signature(config, good.replace("t=", "t=-"), body, now=now)
-    assert not auth.verify_signature(config, good[:-1], body, now=now)
-    assert not auth.verify_signature(config, None, body, now=now)
-    assert not auth.verify_signature(config, f"t={now}", body, now=now)
+    request = signatures.SignedRequest("POST", "create_verification", "/", "", "k1", body)
+
+    def verified(header: str | None, at: int = now) -> bool:
+        return signatures.verify(config.secrets_for("create_verification"), 300, header, request, at) is not None
+
+    good = auth.sign_request(SIGNING_SECRET, "POST", "create_verification", "k1", body, now)
+    assert verified(good)
+    assert verified(good + ",v2=" + "0" * 64)  # extra candidates are fine
+    assert not verified(good, now + 301)
+    assert not verified(good.replace("t=", "t=-"))
+    assert not verified(good[:-1])
+    assert not verified(None)
+    assert not verified(f"t={now}")
     with pytest.raises(ValueError):
         load({"REQUEST_SIGNING_KEYS": "k:c2hvcnQ"})  # 5 bytes: too short
     with pytest.raises(ValueError):

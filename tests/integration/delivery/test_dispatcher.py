@@ -48,7 +48,7 @@ def test_mixed_batch_is_delivered_with_working_links_and_codes(db, smtp, twilio)
     for received in smtp.received:
         text = received.message.get_body(("plain",)).get_content()
         carried = re.search(r"https://app\.example\.org/confirm\?token=([A-Za-z0-9_-]+)", text).group(1)
-        vid, token = split_link(carried)  # sql/016: the link names its verification
+        vid, token = split_link(carried)  # the link names its verification
         assert db.one(
             "SELECT 1 AS ok FROM verifications WHERE id = :v AND token_digest = :d",
             v=vid,

@@ -10,6 +10,7 @@ from signup_verification.operations.reconciler import redact
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import RetryPolicy
 from signup_verification.outbox.transitions import Settlement
+from signup_verification.platform.catalogue import catalogue
 from signup_verification.verifications import confirm as c
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.fakes.http import FakeTwilio
@@ -156,7 +157,9 @@ def test_redaction_clears_the_fallback_destination_too(db, smtp, twilio):
         " expires_at = now() - interval '39 days'"
     )
     db.run("UPDATE delivery_intents SET last_error = 'rejected +14155550100' WHERE role = 'fallback'")
-    [[_, scrubbed]] = redact.in_retention_transaction(db, "redact.sql", limit=100, redact_after_seconds=86_400)
+    [[_, scrubbed]] = redact.in_retention_transaction(
+        db, catalogue("operations")["redact"], limit=100, redact_after_seconds=86_400
+    )
     assert scrubbed == 1  # the fallback's error quoted its own destination
     assert (
         db.one("SELECT last_error FROM delivery_intents WHERE role = 'fallback'")["last_error"] == "rejected [redacted]"

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
 
 from signup_verification import cli
 from signup_verification.delivery.sending import NOT_ATTEMPTED
 from signup_verification.operations import signals
 from signup_verification.operations.config import SignalsConfig
+from signup_verification.platform.catalogue import catalogue
 from support.dispatch import provider_settings, run_dispatch
 from support.factories import created
 from support.fakes.seed import seed_intents
 
-DEFINITION = Path(__file__).parents[3] / "sql" / "definitions" / "07_sms_budget_left.sql"
+DEFINITION = catalogue("outbox", "functions.sql")["sms_budget_left"]
 
 
 def create(db, settings, channel: str, n: int) -> list[uuid.UUID]:
@@ -105,7 +105,7 @@ def _append_attempt(db, intent_id: int, outcome: str, error_class: str | None = 
 def test_attempts_that_never_reached_the_provider_give_their_place_back(db):
     """The budget counts messages: begun attempts, less those that ended unsent (released claims
     and the error classes the sender marks as never handed to the provider)."""
-    listed = re.search(r"error_class IN \(([^)]*)\)", DEFINITION.read_text())
+    listed = re.search(r"error_class IN \(([^)]*)\)", DEFINITION)
     assert listed is not None and set(re.findall(r"'(\w+)'", listed.group(1))) == set(NOT_ATTEMPTED)
     ids = seed_intents(db, 3, sms_every=1)
     for intent_id in ids:

@@ -1,13 +1,14 @@
-"""Repeatable definitions (sql/definitions/): functions and views re-applied when they change.
+"""Repeatable definitions (each owner's functions.sql): functions and views re-applied when they change.
 
 The frozen migrations 001/002 still create the original objects; the definitions then replace them,
-so a database migrated from nothing and one migrated by an earlier release end identical.
+so a database migrated from nothing and one migrated by an earlier release end identical. A
+definition's name is its object's: one that changes its arguments takes a new name, and the runner
+drops what no definition names any more (no hand-kept DROP lists).
 """
 
 from __future__ import annotations
 
 import importlib.resources
-import shutil
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     }
     after = snapshot(upgraded)
     for kind in ("functions", "views"):
-        existed = {row[0] for row in before[kind]}  # objects added later (sql/definitions/08...) are new, not moved
+        existed = {row[0] for row in before[kind]}  # objects added later (delivery_failed...) are new, not moved
         kept = [
             [r for r in part if r[0] in existed and r[0] not in changed_since] for part in (after[kind], before[kind])
         ]
@@ -88,11 +89,40 @@ def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_pa
     }
 
 
+def test_a_database_holding_superseded_signatures_upgrades_to_the_current_ones(new_database):
+    """A database last migrated while a function had other arguments or another result type still
+    holds that version: 052 drops it before the definitions apply, so the upgrade ends with one
+    function per name, as a fresh database has."""
+    upgraded, fresh = new_database(), new_database()
+    migrations.migrate(upgraded)
+    migrations.migrate(fresh)
+    upgraded.execute_script(
+        "DROP FUNCTION report_verdicts(jsonb);"
+        " CREATE FUNCTION report_verdicts(p_events jsonb) RETURNS TABLE (dedup_key text, code text)"
+        " LANGUAGE sql AS 'SELECT NULL::text, NULL::text';"
+        " CREATE FUNCTION destination_suppression(p_channel text, p_keys bytea[]) RETURNS boolean"
+        " LANGUAGE sql AS 'SELECT false';"
+        " CREATE FUNCTION delivery_failed(p_intent_ids bigint[]) RETURNS integer LANGUAGE sql AS 'SELECT 0';"
+        " DELETE FROM schema_migrations WHERE version = '052'"
+    )
+    assert migrations.migrate(upgraded).migrations == ("052",)
+    assert snapshot(upgraded) == snapshot(fresh)
+
+
 def test_every_function_and_view_of_the_schema_has_a_definition_file(new_database):
     db = new_database()
     migrations.migrate(db)
     objects = {name for name, _ in db.run(SNAPSHOT["functions"])} | {name for name, _ in db.run(SNAPSHOT["views"])}
     assert objects == {d.name for d in migrations.discover_definitions()}
+
+
+def section(name: str, body: str) -> str:
+    return f"-- name: {name}\n{body}\n"
+
+
+V = section("v", "CREATE OR REPLACE VIEW v AS SELECT * FROM t;")
+F1 = section("f", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+F2 = section("f", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';")
 
 
 @pytest.fixture
@@ -101,8 +131,7 @@ def defs_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "sql"
     write(folder, "001_table.sql", "CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 2);")
     write(folder, "002_definitions.sql", (PACKAGED / "004_schema_definitions.sql").read_text())
-    write(folder / "definitions", "01_v.sql", "CREATE OR REPLACE VIEW v AS SELECT * FROM t;")
-    write(folder / "definitions", "02_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+    write(folder, "functions.sql", "-- the folder's functions\n" + V + F1)
     return folder
 
 
@@ -110,9 +139,7 @@ def test_a_changed_definition_is_re_applied_alone_and_an_unchanged_one_never(new
     db = new_database()
     assert migrations.migrate(db, defs_dir).definitions == ("v", "f")
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
-    write(
-        defs_dir / "definitions", "02_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';"
-    )
+    write(defs_dir, "functions.sql", V + F2)
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun((), ("f",))
     assert db.run("SELECT f()") == [[2]]
 
@@ -137,29 +164,57 @@ def test_a_migration_may_drop_a_view_to_change_its_columns_and_the_definition_re
 
 def test_a_failing_definition_rolls_back_the_migrations_of_its_run(new_database, defs_dir):
     db = new_database()
-    write(defs_dir / "definitions", "03_bad.sql", "CREATE OR REPLACE VIEW w AS SELECT no_such_column FROM t;")
-    with pytest.raises(MigrationError, match=r"definition definitions/03_bad.sql failed: .*no_such_column"):
+    write(defs_dir, "functions.sql", V + F1 + section("w", "CREATE OR REPLACE VIEW w AS SELECT no_such_column FROM t;"))
+    with pytest.raises(MigrationError, match=r"definition functions.sql:w failed: .*no_such_column"):
         migrations.migrate(db, defs_dir)
     assert db.run("SELECT to_regclass('t'), to_regclass('v')") == [[None, None]]
     assert db.run("SELECT count(*)::int FROM schema_migrations") == [[0]]
 
 
-def test_a_recorded_definition_without_a_file_is_refused_until_a_migration_retires_it(new_database, defs_dir):
+def test_a_new_version_replaces_the_old_one_which_the_runner_drops(new_database, defs_dir):
+    """A changed signature is a new name: the old version is dropped with no DROP written anywhere."""
     db = new_database()
     migrations.migrate(db, defs_dir)
-    (defs_dir / "definitions" / "02_f.sql").unlink()
-    with pytest.raises(MigrationError, match="definition.s. f recorded in the database have no file"):
+    f_v2 = section("f_v2", "CREATE OR REPLACE FUNCTION f_v2(p int) RETURNS int LANGUAGE sql AS 'SELECT p';")
+    write(defs_dir, "functions.sql", V + f_v2)
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun((), ("f_v2",), ("f",))
+    assert db.run("SELECT to_regproc('f'), f_v2(7)") == [[None, 7]]
+    assert db.run("SELECT name FROM schema_definitions ORDER BY name") == [["f_v2"], ["v"]]
+    write(defs_dir, "functions.sql", f_v2)  # a view retired the same way
+    assert migrations.migrate(db, defs_dir).retired == ("v",)
+    assert db.run("SELECT to_regclass('v')") == [[None]]
+
+
+def test_a_changed_signature_under_the_same_name_is_refused(new_database, defs_dir):
+    db = new_database()
+    migrations.migrate(db, defs_dir)
+    write(
+        defs_dir,
+        "functions.sql",
+        V + section("f", "CREATE OR REPLACE FUNCTION f(p int) RETURNS int LANGUAGE sql AS 'SELECT p';"),
+    )
+    with pytest.raises(MigrationError, match=r"functions.sql:f leaves 2 functions named f: .*new name \(f_v2"):
         migrations.migrate(db, defs_dir)
-    write(defs_dir, "003_retire_f.sql", "DROP FUNCTION f(); DELETE FROM schema_definitions WHERE name = 'f';")
-    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun(("003",), ("v",))
-    assert db.run("SELECT to_regproc('f')") == [[None]]
+    assert db.run("SELECT f()") == [[1]]  # rolled back: the old one stands alone
 
 
-def test_a_renumbered_definition_keeps_its_record(new_database, defs_dir):
+def test_a_definition_must_create_the_object_it_is_named_after(new_database, defs_dir):
+    write(
+        defs_dir,
+        "functions.sql",
+        V + section("g", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';"),
+    )
+    with pytest.raises(MigrationError, match="functions.sql:g creates no function or view named g"):
+        migrations.migrate(new_database(), defs_dir)
+
+
+def test_a_retired_definition_leaves_an_extensions_objects_and_other_schemas_alone(new_database, defs_dir):
     db = new_database()
     migrations.migrate(db, defs_dir)
-    shutil.move(defs_dir / "definitions" / "02_f.sql", defs_dir / "definitions" / "05_f.sql")
-    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
+    db.execute_script("CREATE SCHEMA other; CREATE FUNCTION other.f() RETURNS int LANGUAGE sql AS 'SELECT 9';")
+    write(defs_dir, "functions.sql", V)
+    assert migrations.migrate(db, defs_dir).retired == ("f",)
+    assert db.run("SELECT to_regproc('public.f'), other.f()") == [[None, 9]]
 
 
 def test_definitions_need_the_bookkeeping_migration(new_database, defs_dir):
@@ -169,16 +224,14 @@ def test_definitions_need_the_bookkeeping_migration(new_database, defs_dir):
 
 
 @pytest.mark.parametrize(
-    "names, message",
+    "text, message",
     [
-        (["1_short.sql"], "01_name.sql"),
-        (["01_a.sql", "01_b.sql"], "share an order number"),
-        (["01_a.sql", "02_a.sql"], "share a name"),
+        (F1 + F2, "section.s. f given twice"),
+        ("-- name: Not_lower\nSELECT 1;\n", "a section name is a lower-case identifier"),
+        ("-- name: empty\n\n", "section 'empty' is empty"),
     ],
 )
-def test_badly_named_definitions_are_refused(defs_dir, names, message):
-    shutil.rmtree(defs_dir / "definitions")
-    for name in names:
-        write(defs_dir / "definitions", name, "SELECT 1;")
+def test_badly_written_definitions_are_refused(defs_dir, text, message):
+    write(defs_dir, "functions.sql", text)
     with pytest.raises(ValueError, match=message):
         migrations.discover_definitions(defs_dir)

@@ -165,7 +165,7 @@ def test_a_target_logs_no_destination_or_code_from_the_path_or_user_agent_as_sen
         ('{"link_token": "abc"}', '{"link_token": "[redacted]"}'),
         ("code=123456 rejected", "code=[redacted] rejected"),
         ("link " + "A" * 43 + " rendered", "link [redacted] rendered"),
-        ("link " + "B" * 22 + "A" * 43 + " rendered", "link [redacted] rendered"),  # id, then token (sql/016)
+        ("link " + "B" * 22 + "A" * 43 + " rendered", "link [redacted] rendered"),  # id, then token
         # what operators need stays readable
         ("smtp reply code=550 5.1.1", "smtp reply code=550 5.1.1"),
         ("twilio code: 21211", "twilio code: 21211"),

@@ -386,13 +386,13 @@ def test_verifyctl_migrate_list_shows_applied_and_pending_without_writing(monkey
 
 def test_migrate_list_names_changed_new_and_missing_files(empty_db, sql_dir):
     write(sql_dir, "003_definitions.sql", (migrations_source() / "004_schema_definitions.sql").read_text())
-    (sql_dir / "definitions").mkdir()
-    write(sql_dir / "definitions", "01_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';")
-    write(sql_dir / "definitions", "02_g.sql", "CREATE OR REPLACE FUNCTION g() RETURNS int LANGUAGE sql AS 'SELECT 1';")
+    f1, g, f2, h = (
+        f"-- name: {name}\nCREATE OR REPLACE FUNCTION {name}() RETURNS int LANGUAGE sql AS 'SELECT {n}';\n"
+        for name, n in (("f", 1), ("g", 1), ("f", 2), ("h", 3))
+    )
+    write(sql_dir, "functions.sql", f1 + g)
     migrations.migrate(empty_db, sql_dir)
-    write(sql_dir / "definitions", "01_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 2';")
-    (sql_dir / "definitions" / "02_g.sql").unlink()
-    write(sql_dir / "definitions", "03_h.sql", "CREATE OR REPLACE FUNCTION h() RETURNS int LANGUAGE sql AS 'SELECT 3';")
+    write(sql_dir, "functions.sql", f2 + h)
     (sql_dir / "999_column.sql").unlink()
     write(sql_dir, "1001_more.sql", "SELECT 1;")
     found = migrations.status(empty_db, sql_dir)
@@ -405,7 +405,7 @@ def test_migrate_list_names_changed_new_and_missing_files(empty_db, sql_dir):
         ("pending", "1001_more.sql"),
     ]
     assert [(e.state, e.name) for e in found.definitions] == [
-        ("changed", "definitions/01_f.sql"),
-        ("new", "definitions/03_h.sql"),
-        ("missing", "g"),
+        ("changed", "functions.sql:f"),
+        ("new", "functions.sql:h"),
+        ("retired", "g"),
     ]

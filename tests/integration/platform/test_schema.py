@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from signup_verification.platform.database import Database, DatabaseError, load_sql
+from signup_verification.platform.catalogue import catalogue
+from signup_verification.platform.database import Database, DatabaseError
 
 UNIQUE, CHECK, NOT_NULL, REFUSED = "23505", "23514", "23502", "42501"
 
@@ -92,7 +93,7 @@ def test_a_second_intent_for_one_verification_is_refused_by_the_database(db):
 
 
 def test_a_verification_cannot_be_deleted_from_under_its_intents(db):
-    """No foreign key since sql/015 (its insert-time check cost ~45 µs per intent): the delete side is
+    """No foreign key (its insert-time check cost ~45 µs per intent): the delete side is
     the no_orphans trigger's, and the purge deletes a verification and its intents together."""
     vid = add_verification(db)
     add_intent(db, vid)
@@ -169,20 +170,6 @@ def test_verification_check_constraints(db):
     for sql in BAD_VERIFICATION_UPDATES:
         refused(db, sql, CHECK)
     assert db.one("SELECT status, channel FROM verifications") == {"status": "pending", "channel": "email"}
-
-
-def test_old_style_link_digests_are_unique_and_indexed_only_for_old_style_rows(db):
-    """sql/016: a link names its verification (primary key); only rows that take old-style links (the
-    token alone, found by its digest) are in the digest index, which keeps them unique."""
-    digest = b"d" * 32
-    first = add_verification(db, token_digest=digest)
-    add_verification(db, token_digest=digest, account_id="other")  # not found by digest: no index entry
-    db.run("UPDATE verifications SET link_by_digest = true WHERE id = :id", id=first)
-    with pytest.raises(DatabaseError) as caught:
-        db.run("UPDATE verifications SET link_by_digest = true WHERE account_id = 'other'")
-    assert sqlstate(caught.value) == UNIQUE
-    [[indexed]] = db.run("SELECT count(*)::int FROM verifications WHERE link_by_digest AND token_digest = :d", d=digest)
-    assert indexed == 1
 
 
 def test_idempotency_keys_are_unique_per_scope_and_bounded(db):
@@ -294,10 +281,7 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
                CASE WHEN status = 'verified' THEN now() END FROM verifications;
         ANALYZE verifications; ANALYZE delivery_intents;
     """)
-    from signup_verification import outbox
-
-    claim = load_sql(outbox.__file__, "claim.sql")
-    probe = load_sql(outbox.__file__, "idle_probe.sql")
+    claim, probe = catalogue("outbox")["claim"], catalogue("outbox")["idle_probe"]
     for name, value in (
         ("owner", "'w'"),
         ("email_limit", "10"),
@@ -314,7 +298,7 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
     for query in (claim, probe, "SELECT min(next_attempt_at) FROM eligible_delivery_intents WHERE channel = 'sms'"):
         plan = "\n".join(r[0] for r in db.run("EXPLAIN " + query))
         assert "delivery_intents_eligible" in plan and "Seq Scan on delivery_intents" not in plan, plan
-    # sql/015: each channel's range by itself, so one channel's backlog is never scanned past for another's
+    # each channel's range by itself, so one channel's backlog is never scanned past for another's
     plan = "\n".join(r[0] for r in db.run("EXPLAIN " + claim))
     for channel in ("email", "webhook", "sms"):
         assert f"Index Cond: ((channel = '{channel}'::text)" in plan, plan

@@ -114,6 +114,24 @@ def test_concurrent_link_and_code_each_prove_and_verify_once(db, database_url):
     assert row["verified_channel"] in ("email", "sms") and row["second_proof_at"] >= row["verified_at"]
 
 
+def test_a_second_proof_whose_transaction_began_before_the_first_proof_committed_is_recorded(db, database_url):
+    """The code's statement reads its clock before the link's proof commits (a transaction begun
+    earlier stands for a statement that waited on the row): its proof is recorded, never before the
+    first one, instead of breaking the proofs' order constraint."""
+    vid = create_with_fallback(db, SETTINGS.create)
+    token, sms = link(vid, db), code(vid, db)
+    own = Database.from_url(database_url)
+    try:
+        with own.transaction():
+            own.one("SELECT now()")  # this transaction's clock, before the first proof
+            assert c.confirm_link(db, KEYRING, token).result == c.VERIFIED  # committed on another connection
+            assert c.confirm_code(own, KEYRING, vid, sms).result == c.VERIFIED
+    finally:
+        own.close()
+    row = db.one("SELECT verified_channel, verified_at, second_proof_at FROM verifications WHERE id = :id", id=vid)
+    assert row["verified_channel"] == "email" and row["second_proof_at"] >= row["verified_at"]
+
+
 def test_a_newer_verification_supersedes_the_older_on_every_channel_it_used(db):
     old = create_with_fallback(db, SETTINGS.create, account="acct-9")  # email + SMS fallback
     created(db, "+14155550101", account="acct-9")

@@ -43,7 +43,7 @@ def age_all(db, seconds: int) -> None:
         " expires_at = expires_at - make_interval(secs => :s)",
         s=seconds,
     )
-    # The velocity limits count create_events (sql/006_abuse.sql), which carry the same created_at.
+    # The velocity limits count create_events, which carry the same created_at.
     db.run("UPDATE create_events SET created_at = created_at - make_interval(secs => :s)", s=seconds)
 
 

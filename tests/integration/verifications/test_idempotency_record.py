@@ -1,11 +1,9 @@
 """The idempotency record is written complete when it is inserted: one INSERT, no UPDATE,
-and what it stores is exactly what the first answer said and what the verification row holds. Since
-sql/015 it stores the answer's inputs as columns (not a jsonb copy of it), rebuilt by the function
-that built the first answer (created_answer); records from before keep and replay their jsonb."""
+and what it stores is exactly what the first answer said and what the verification row holds: the
+answer's inputs as columns (not a jsonb copy of it), rebuilt by the function that built the first
+answer (created_answer)."""
 
 from __future__ import annotations
-
-import json
 
 from support.config import make_config
 from support.factories import STORED_ANSWER, create
@@ -33,7 +31,7 @@ def test_a_create_inserts_its_record_complete_and_never_updates_it(db):
         assert writes == [1, 0, 0]
     assert first.status == 201
     record = db.one(STORED_ANSWER, key="k1")
-    assert record["outcome"] == "created" and record["outcome_data"] is None
+    assert record["outcome"] == "created"
     assert record["answer"] == {k: first.body[k] for k in record["answer"]}
     assert set(record["answer"]) == {"verification_id", "account_id", "channel", "status", "expires_at", "created_at"}
     row = db.one(
@@ -69,19 +67,3 @@ def test_a_replay_with_a_fallback_answers_its_policy_as_the_first_answer_did(db)
     }
     replay = _create(db, "k3", fallback=fallback)
     assert (replay.status, replay.body) == (201, first.body)
-
-
-def test_a_record_written_before_sql_015_replays_its_stored_answer(db):
-    """Within their TTL at the upgrade, records hold the answer as jsonb and no columns: replayed as is."""
-    first = _create(db, "k4")
-    stored = {
-        k: first.body[k] for k in ("verification_id", "account_id", "channel", "status", "expires_at", "created_at")
-    }
-    db.run(
-        "UPDATE idempotency_keys SET outcome_data = CAST(:data AS jsonb), verification_id = NULL, account_id = NULL,"
-        " channel = NULL, verification_expires_at = NULL WHERE key = 'k4'",
-        data=json.dumps({**stored, "account_id": "as-stored"}),
-    )
-    replay = _create(db, "k4")
-    assert replay.status == 201 and replay.body["account_id"] == "as-stored"
-    assert replay.body["verification_id"] == first.body["verification_id"]

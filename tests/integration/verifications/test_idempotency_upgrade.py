@@ -1,14 +1,15 @@
-"""Idempotency records written before sql/005 (HTTP status + body) still replay after the upgrade.
-
-A key has a 24 h TTL, so a deploy meets records the old create_verification wrote: 005 converts
-them into outcomes, and the replay is the very answer the first request got.
-"""
+"""Idempotency records that held their answer as a document (outcome_data, before the answer's
+inputs were columns) are retired by 051: an expired one goes, and one still live (a TTL longer than
+a day) keeps replaying the same verification, its answer rebuilt from the inputs taken out of that
+document."""
 
 from __future__ import annotations
 
 import importlib.resources
+import json
 import shutil
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from signup_verification.api import create as create_edge
@@ -19,56 +20,52 @@ from signup_verification.verifications.create import IDEMPOTENCY_SCOPE
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
 
-BEFORE = Path(__file__).with_name("create_verification_before_005.sql")  # the definition as it was
-OLD_CALL = """SELECT outcome, status_code, body FROM create_verification(
-    :scope, :key, :fingerprint, interval '1 day', :id, :account_id, :channel, :destination, :purpose, :locale,
-    :template_version, 'test-k1', :nonce, :digest, interval '10 minutes', 5, 5,
-    5, interval '1 hour', interval '60 seconds')"""
 
-
-def _folder(tmp_path: Path, upgraded: bool) -> Path:
-    package = Path(str(importlib.resources.files("signup_verification.sql")))
-    folder = tmp_path / "sql"
-    shutil.rmtree(folder, ignore_errors=True)
-    (folder / "definitions").mkdir(parents=True)
-    for path in package.glob("[0-9]*.sql"):
-        if upgraded or path.name < "005":
-            shutil.copy(path, folder / path.name)
-    for path in (package / "definitions").glob("*.sql"):
-        if upgraded or path.name < "05":  # the definitions that existed before 005
-            shutil.copy(path, folder / "definitions" / path.name)
-    if not upgraded:
-        shutil.copy(BEFORE, folder / "definitions" / "04_create_verification.sql")
+def _release_before(tmp_path: Path, version: str) -> Path:
+    folder = tmp_path / "release"
+    folder.mkdir()
+    for file in importlib.resources.files("signup_verification.sql").iterdir():
+        if file.name[:3].isdigit() and file.name < version:
+            shutil.copyfile(str(file), folder / file.name)
     return folder
 
 
-def test_a_key_stored_by_the_old_function_replays_the_same_answer(new_database, tmp_path: Path):
+def _record(db, key: str, request: CreateVerificationRequest, answer: dict, expires_in: timedelta) -> None:
+    """A record as the create of that time wrote it: the answer itself, no inputs."""
+    db.run(
+        "INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at, outcome, outcome_data)"
+        " VALUES (:scope, :key, :fingerprint, now() + make_interval(secs => :ttl), 'created', CAST(:answer AS jsonb))",
+        scope=IDEMPOTENCY_SCOPE,
+        key=key,
+        fingerprint=create_edge.fingerprint(request),
+        ttl=expires_in.total_seconds(),
+        answer=json.dumps(answer),
+    )
+
+
+def test_a_live_record_with_its_answer_as_a_document_still_replays_after_the_upgrade(new_database, tmp_path):
     db = new_database()
     try:
-        migrations.migrate(db, _folder(tmp_path, upgraded=False))
+        migrations.migrate(db, _release_before(tmp_path, "051"))
         request = CreateVerificationRequest(account_id="acct-1", channel="email", destination="ada@example.com")
-        new = create_edge.new_verification(request)
-        outcome, status, first_body = db.run(
-            OLD_CALL,
-            scope=IDEMPOTENCY_SCOPE,
-            key="k-old",
-            fingerprint=new.fingerprint,
-            id=uuid.uuid4(),
-            account_id=new.account_id,
-            channel=new.channel,
-            destination=new.destination,
-            purpose=new.purpose,
-            locale=new.locale,
-            template_version=new.template_version,
-            nonce=b"n" * 16,
-            digest=b"d" * 32,
-        )[0]
-        assert (outcome, status) == ("created", 201)
+        now = datetime.now(UTC).replace(microsecond=0)
+        answer = {
+            "verification_id": str(uuid.uuid4()),
+            "account_id": "acct-1",
+            "channel": "email",
+            "status": "pending",
+            "expires_at": (now + timedelta(minutes=10)).isoformat().replace("+00:00", ".000Z"),
+            "created_at": now.isoformat().replace("+00:00", ".000Z"),
+        }
+        _record(db, "live", request, answer, timedelta(days=3))  # a deployment with a three-day TTL
+        _record(db, "gone", request, answer, -timedelta(seconds=1))
 
-        assert migrations.migrate(db, _folder(tmp_path, upgraded=True)).migrations[0] == "005"
-        replay = create_edge.create_verification(db, CreateConfig(), Keyring.parse(TEST_TOKEN_KEYS), request, "k-old")
+        assert migrations.migrate(db).migrations[0] == "051"
+        assert db.run("SELECT key FROM idempotency_keys ORDER BY key") == [["live"]]
+        db.run("UPDATE idempotency_keys SET created_at = :at WHERE key = 'live'", at=now)  # as create wrote it
+        replay = create_edge.create_verification(db, CreateConfig(), Keyring.parse(TEST_TOKEN_KEYS), request, "live")
         assert (replay.status, replay.headers) == (201, {"Idempotent-Replayed": "true"})
-        assert replay.body == first_body and list(replay.body) == list(first_body)  # same fields, same order
-        assert db.run("SELECT count(*) FROM verifications")[0][0] == 1  # replayed, not created again
+        assert replay.body == answer
+        assert db.run("SELECT count(*)::int FROM verifications") == [[0]]  # replayed, not created again
     finally:
         db.close()

@@ -1,16 +1,21 @@
-"""Email links name their verification (sql/016): the id, then the token. Found by primary key, the
-token's digest compared there; old-style links (the token alone) still work for the rows that take
-them (link_by_digest: those of before the upgrade and of its grace day), and only for those."""
+"""Email links name their verification: the id, then the token. Found by primary key, the token's
+digest compared there. The token alone (the links' shape before the id) is no link any more, and
+the migration that retired that shape waits until no such link can still be used."""
 
 from __future__ import annotations
 
 import base64
+import importlib.resources
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
 from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
+from signup_verification.platform import migrations
+from signup_verification.platform.migrations import MigrationError
 from signup_verification.verifications import confirm as c
 from signup_verification.verifications.tokens import split_link
 from support.dispatch import KEYRING, provider_settings, run_dispatch
@@ -58,40 +63,48 @@ def test_a_token_under_another_verifications_id_or_a_second_spelling_of_an_id_is
     assert db.run("SELECT count(*)::int FROM verifications WHERE status = 'pending'") == [[2]]
 
 
-def test_an_old_style_link_works_only_for_rows_that_take_old_style_links(db):
-    vid = _create(db, "ada")
-    token = split_link(_link(db, vid))[1]  # the 43-character token alone, as links were before sql/016
-    assert c.preview_link(db, KEYRING, token).result == c.INVALID  # a new row: found by its id only
-    assert c.confirm_link(db, KEYRING, token).result == c.INVALID
-    db.run("UPDATE verifications SET link_by_digest = true WHERE id = :id", id=vid)  # a row of before
-    assert c.preview_link(db, KEYRING, token).result == c.PENDING
-    assert c.confirm_link(db, KEYRING, token).result == c.VERIFIED
-    assert c.confirm_link(db, KEYRING, _link(db, vid)).result == c.ALREADY_VERIFIED  # the new shape too
-
-
-def test_the_dispatcher_sends_old_style_links_only_to_rows_that_take_them(db, smtp):
+def test_the_token_alone_is_not_a_link(db, smtp):
     settings = provider_settings(smtp, rate_limit_per_hour=1000)
-    new, old = _create(db, "ada"), _create(db, "bob")
-    db.run("UPDATE verifications SET link_by_digest = true WHERE id = :id", id=old)
-    assert run_dispatch(db, settings).accepted == 2
-    carried = {}
-    for received in smtp.received:
-        text = received.message.get_body(("plain",)).get_content()
-        carried[received.rcpt_tos[0]] = token_in(text)
-    assert carried["ada@example.com"] == _link(db, new)
-    assert carried["bob@example.com"] == split_link(_link(db, old))[1]
-    assert c.confirm_link(db, KEYRING, carried["ada@example.com"]).result == c.VERIFIED
-    assert c.confirm_link(db, KEYRING, carried["bob@example.com"]).result == c.VERIFIED
+    vid = _create(db, "ada")
+    assert run_dispatch(db, settings).accepted == 1
+    assert token_in(smtp.received[0].message.get_body(("plain",)).get_content()) == _link(db, vid)
+    token = split_link(_link(db, vid))[1]
+    assert c.preview_link(db, KEYRING, token).result == c.INVALID
+    assert c.confirm_link(db, KEYRING, token).result == c.INVALID
+    assert db.one("SELECT status FROM verifications WHERE id = :id", id=vid) == {"status": "pending"}
 
 
-def test_creates_take_old_style_links_only_in_the_grace_day_after_an_upgrade(db):
-    """A fresh database has no grace (no old links exist); an upgraded one marks the rows created in
-    the day after the migration, while the previous release's instances may still be running."""
-    assert db.one("SELECT digest_links_until = '-infinity' AS fresh FROM link_format") == {"fresh": True}
-    assert db.one("SELECT link_by_digest FROM verifications WHERE id = :id", id=_create(db, "ada")) == {
-        "link_by_digest": False
-    }
-    db.run("UPDATE link_format SET digest_links_until = now() + interval '1 day'")  # as an upgrade sets it
-    assert db.one("SELECT link_by_digest FROM verifications WHERE id = :id", id=_create(db, "bob")) == {
-        "link_by_digest": True
-    }
+def _migrations_before(tmp_path: Path, version: str) -> Path:
+    folder = tmp_path / "release"
+    folder.mkdir()
+    for file in importlib.resources.files("signup_verification.sql").iterdir():
+        if file.name[:3].isdigit() and file.name < version:
+            shutil.copyfile(str(file), folder / file.name)
+    return folder
+
+
+def test_the_old_link_shape_is_retired_only_once_no_such_link_can_be_used(new_database, tmp_path):
+    """A database that upgrades from before the id-first links in one step has pending verifications
+    whose emails carry the token alone: the migration that retires that shape waits for them."""
+    db = new_database()
+    migrations.migrate(db, _migrations_before(tmp_path, "016"))
+    db.run(
+        "INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id, token_nonce,"
+        " token_digest, expires_at) VALUES (:id, 'acct', 'email', 'ada@example.com', 'signup', 'en', 'k1',"
+        " :nonce, :digest, now() + interval '10 minutes')",
+        id=uuid.uuid4(),
+        nonce=b"n" * 16,
+        digest=b"d" * 32,
+    )
+    with pytest.raises(MigrationError, match="050_digest_links_retired.sql failed: old-style email links .* until"):
+        migrations.migrate(db)  # in the grace day the id-first migration gives an upgrade
+    # 016 and 017 ran (018 builds an index outside a transaction); 050's transaction rolled back whole
+    assert db.run("SELECT to_regclass('link_format') IS NOT NULL, max(version) FROM schema_migrations") == [
+        [True, "018"]
+    ]
+    db.run("UPDATE link_format SET digest_links_until = now() - interval '1 second'")  # the day has passed
+    with pytest.raises(MigrationError, match="old-style email links"):
+        migrations.migrate(db)  # the verification is still pending: its email's link still works
+    db.run("UPDATE verifications SET status = 'expired'")
+    assert "050" in migrations.migrate(db).migrations
+    assert db.run("SELECT to_regclass('link_format'), to_regclass('verifications_digest_links')") == [[None, None]]

@@ -15,13 +15,14 @@ import pytest
 from signup_verification.api.create import create_verification
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load
+from signup_verification.platform.catalogue import catalogue
 from signup_verification.platform.config import Target
-from signup_verification.platform.database import load_sql
 from signup_verification.runtime import Runtime, session_settings
-from signup_verification.verifications import confirm as confirm_module
 from signup_verification.verifications import confirm as confirmations
 from support.paths import TEST_TOKEN_KEYS
 from support.terraform_model import load_infra
+
+VERIFICATIONS = catalogue("verifications")
 
 HISTORY = """
 WITH v AS (
@@ -101,32 +102,23 @@ def test_confirming_links_at_history_scale_plans_once_per_session(history, datab
 
 def test_the_generic_plans_of_confirming_are_index_probes(history):
     """No walk of the pending set (the statistics here saw none pending: the plan a pending partial
-    index would get) nor of the table: a link's and a code's row by primary key, an old-style link's
-    by its digest on the partial index of the rows that still take such links (sql/016)."""
-    link = (
-        load_sql(confirm_module.__file__, "confirm_link.sql")
-        .replace(":key_ids", "$2")
-        .replace(":digests", "$3")
-        .replace(":id", "$1")
-    )
-    legacy = load_sql(confirm_module.__file__, "confirm_link_legacy.sql").replace(":digests", "$1")
-    consume = load_sql(confirm_module.__file__, "confirm_consume.sql").replace(":id", "$1").replace(":digest", "$2")
+    index would get) nor of the table: a link's and a code's row by primary key."""
+    link = VERIFICATIONS["confirm_link"].replace(":key_ids", "$2").replace(":digests", "$3").replace(":id", "$1")
+    consume = VERIFICATIONS["confirm_consume"].replace(":id", "$1").replace(":digest", "$2")
     history.run("SET plan_cache_mode = force_generic_plan")
     history.execute_script(f"PREPARE link(uuid, text[], bytea[]) AS {link}")
-    history.execute_script(f"PREPARE legacy(bytea[]) AS {legacy}")
     history.execute_script(f"PREPARE code(uuid, bytea) AS {consume}")
     for execute, index in (
         (f"link('{uuid.uuid4()}', ARRAY['test-k1'], ARRAY['\\x00'::bytea])", "verifications_pkey"),
-        ("legacy(ARRAY['\\x00'::bytea])", "verifications_digest_links"),
         (f"code('{uuid.uuid4()}', '\\x00'::bytea)", "verifications_pkey"),
     ):
         plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE {execute}"))
         assert "Seq Scan" not in plan and "pending" not in plan, plan
         assert index in plan, plan
-    for name in ("confirm_wrong_code.sql", "confirm_lock_destination.sql"):
-        sql = load_sql(confirm_module.__file__, name).replace(":id", "$1")
-        history.execute_script(f"PREPARE p_{name[:-4]}(uuid) AS {sql}")
-        plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE p_{name[:-4]}('{uuid.uuid4()}')"))
+    for name in ("confirm_wrong_code", "confirm_lock_destination"):
+        sql = VERIFICATIONS[name].replace(":id", "$1")
+        history.execute_script(f"PREPARE p_{name}(uuid) AS {sql}")
+        plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE p_{name}('{uuid.uuid4()}')"))
         assert "pending" not in plan and "verifications_pkey" in plan, (name, plan)
 
 
@@ -143,20 +135,16 @@ def test_the_supersede_of_a_create_reads_the_accounts_pending_rows_only(history)
 
 
 def test_the_redaction_sweep_reads_its_partial_index(history):
-    """sql/015: verifications_unredacted holds finished verifications only (entered when they leave
+    """verifications_unredacted holds finished verifications only (entered when they leave
     pending, not at insert too); the sweep, which skips pending ones, still reads it."""
-    from signup_verification.operations import reconciler
-
-    sql = load_sql(reconciler.__file__, "redact.sql").replace(":redact_after_seconds", "86400").replace(":limit", "100")
+    sql = catalogue("operations")["redact"].replace(":redact_after_seconds", "86400").replace(":limit", "100")
     plan = "\n".join(r[0] for r in history.run("EXPLAIN " + sql))
     assert "verifications_unredacted" in plan and "Seq Scan on verifications" not in plan, plan
 
 
 def test_the_signals_read_no_verification_history(history):
-    """The wrong-codes count reads verifications_wrong_codes (sql/015), not a scan of every verification."""
-    from signup_verification.operations import signals
-
-    sql = load_sql(signals.__file__, "signals.sql")
+    """The wrong-codes count reads verifications_wrong_codes, not a scan of every verification."""
+    sql = catalogue("operations")["signals"]
     for name, value in (("window_seconds", "3600"), ("deployment", "'t'"), ("sms_max", "NULL")):
         sql = sql.replace(f":{name}", value)
     plan = "\n".join(r[0] for r in history.run("EXPLAIN " + sql))

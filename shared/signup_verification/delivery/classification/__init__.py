@@ -17,14 +17,14 @@ gives a `Verdict`:
                         answers name no carrier or number type, so the country is the finest route
                         they give) or an email receiving domain; counts towards holding that route,
                         and only when several destinations and accounts fail and make up a share of
-                        the route's recent sends (sql/definitions/26_record_route_outcomes.sql)
+                        the route's recent sends (record_route_outcomes)
                message  this message or this destination only (or a passing condition): holds nothing
              A route or message fault never stops another send nor changes another intent's backoff.
   category   the documented reason vocabulary the site reads (`Category`), plus the provider's code
 
 One table per provider (twilio.py, sendgrid.py, smtp.py), each row citing the provider's
 documentation. The SQL never re-derives any of it: the statements that record a failure act on the
-verdict's fields (outbox/settle.sql, sql/definitions/13_ingest_delivery_reports.sql); the same scope
+verdict's fields (outbox/queries.sql:settle, ingest_delivery_reports); the same scope
 names are the values the SQL reads (`channel_holds.scope`).
 """
 

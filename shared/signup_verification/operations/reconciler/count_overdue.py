@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ...platform.database import load_sql
-from .batches import DutyReport
-from .duty import Duty, SweepContext
+from ...platform.catalogue import catalogue
+from .duty import Duty, DutyReport, SweepContext
+
+_SQL = catalogue("operations")
+_OVERDUE = _SQL["overdue"]
 
 _log = logging.getLogger("signup_verification.operations.reconciler")
 
@@ -26,7 +28,7 @@ class Overdue:
 
 def sweep(context: SweepContext) -> DutyReport:
     horizon = context.config.polling_horizon_seconds
-    rows = context.db.run(load_sql(__file__, "overdue.sql"), horizon_seconds=horizon)
+    rows = context.db.run(_OVERDUE, horizon_seconds=horizon)
     found = [Overdue(channel, count, round(oldest, 3)) for channel, count, oldest in rows]
     for item in found:
         _log.warning(

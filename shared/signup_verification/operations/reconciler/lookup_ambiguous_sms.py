@@ -27,14 +27,15 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from ...outbox import transitions
-from ...platform.database import load_sql
+from ...platform.catalogue import catalogue
 from ..config import SmsLookupConfig
-from .batches import DutyReport
-from .duty import Duty, SweepContext
+from .duty import Duty, DutyReport, SweepContext
+
+_SQL = catalogue("operations")
 
 _log = logging.getLogger("signup_verification.operations.reconciler.lookup_ambiguous_sms")
-_CANDIDATES = load_sql(__file__, "lookup_ambiguous_sms.sql")
-_KNOWN_SIDS = load_sql(__file__, "lookup_known_sids.sql")
+_CANDIDATES = _SQL["lookup_ambiguous_sms"]
+_KNOWN_SIDS = _SQL["lookup_known_sids"]
 EARLY = timedelta(seconds=60)  # clock skew between us and Twilio's date_created
 
 

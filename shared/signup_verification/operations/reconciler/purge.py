@@ -7,10 +7,13 @@ rows, and it only deletes what was redacted. Each batch is one retention transac
 
 from __future__ import annotations
 
-from .batches import Batch, DutyReport, drain
-from .duty import Duty, SweepContext
+from ...platform.catalogue import catalogue
+from .batches import Batch, drain
+from .duty import Duty, DutyReport, SweepContext
 from .redact import DUTY as REDACT
 from .redact import in_retention_transaction
+
+_PURGE = catalogue("operations")["purge"]
 
 
 def sweep(context: SweepContext) -> DutyReport:
@@ -20,7 +23,7 @@ def sweep(context: SweepContext) -> DutyReport:
     db, after = context.db, context.config.purge_after_seconds
 
     def batch(limit: int) -> Batch:
-        rows = in_retention_transaction(db, "purge.sql", limit=limit, purge_after_seconds=after)
+        rows = in_retention_transaction(db, _PURGE, limit=limit, purge_after_seconds=after)
         examined = int(rows[0][1]) if rows else 0
         # Rows held back by the superseded_by guard are examined again next batch; a batch that
         # purged nothing ends the duty instead of spinning on them.

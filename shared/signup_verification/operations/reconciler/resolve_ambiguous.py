@@ -8,8 +8,8 @@ Transition: outbox.transitions.resolve_ambiguous.
 from __future__ import annotations
 
 from ...outbox import transitions
-from .batches import Batch, DutyReport, drain
-from .duty import Duty, SweepContext
+from .batches import Batch, drain
+from .duty import Duty, DutyReport, SweepContext
 
 
 def sweep(context: SweepContext) -> DutyReport:

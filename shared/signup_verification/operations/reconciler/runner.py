@@ -1,8 +1,8 @@
 """One reconcile run: every duty of duties.DUTIES in its order, bounded, under the function's time budget.
 
 The reconciler is a safety path, not a second sender: it only moves rows through the outbox's
-transitions (outbox/transitions.py) and housekeeping statements. Each duty is one module with
-one `sweep(context)`; the order, and why it matters, is in duties.py. Then the watermark (which
+transitions (outbox/transitions.py) and housekeeping statements. Each duty has one
+`sweep(context)` (duty.py); the order, and why it matters, is in duties.py. Then the watermark (which
 advances only when every recovery duty drained), one structured record for the run, and the
 signal records.
 """
@@ -22,11 +22,10 @@ from ...platform.timestamps import rfc3339
 from .. import signals
 from ..config import ReconcilerConfig, SignalsConfig
 from . import watermark
-from .batches import DutyReport
 from .count_overdue import DUTY as COUNT_OVERDUE
 from .count_overdue import Overdue
 from .duties import DUTIES
-from .duty import SweepContext
+from .duty import DutyReport, SweepContext
 
 _log = logging.getLogger("signup_verification.operations.reconciler")
 

@@ -3,7 +3,7 @@
 Pending verifications past expires_at are marked expired; undelivered intents (ready, retryable,
 claimed, ambiguous) of expired, superseded, verified or locked verifications become `suppressed`
 with that reason. An `attempting` intent is left to settle or lose its lease first.
-Transition: outbox.transitions.sweep_dead (the shared suppress function, sql/definitions/03_suppress_undelivered_intents.sql).
+Transition: outbox.transitions.sweep_dead (the shared suppress function, suppress_undelivered_intents).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ...outbox import transitions
-from .batches import Batch, DutyReport, drain
-from .duty import Duty, SweepContext
+from .batches import Batch, drain
+from .duty import Duty, DutyReport, SweepContext
 
 
 def sweep(context: SweepContext) -> DutyReport:

@@ -11,7 +11,7 @@ worker_heartbeats row `reconcile:<deployment>`:
     run_started_at, run_completed_at, drained, backlog (duties left with work), moves, cutoffs.
 
 One run at a time per deployment: a session advisory lock on the row's name (River's leader-only
-rescuer; run_lock.sql). A run that finds it taken answers `skipped`; the lock goes with the
+rescuer; operations/queries.sql:run_lock). A run that finds it taken answers `skipped`; the lock goes with the
 connection if the process dies. The row's statements live with the other heartbeats
 (outbox/heartbeats.py); this module decides what the watermark says.
 """
@@ -23,19 +23,24 @@ from datetime import datetime
 from typing import Any
 
 from ...outbox import heartbeats
-from ...platform.database import Database, UnavailableError, load_sql
+from ...platform.catalogue import catalogue
+from ...platform.database import Database, UnavailableError
 from ...platform.timestamps import rfc3339
+
+_SQL = catalogue("operations")
+_RUN_LOCK = _SQL["run_lock"]
+_RUN_UNLOCK = _SQL["run_unlock"]
 
 heartbeat_name = heartbeats.reconcile_name
 
 
 def try_lock(db: Database, name: str) -> bool:
-    return bool(db.run(load_sql(__file__, "run_lock.sql"), name=name)[0][0])
+    return bool(db.run(_RUN_LOCK, name=name)[0][0])
 
 
 def unlock(db: Database, name: str) -> None:
     try:
-        db.run(load_sql(__file__, "run_unlock.sql"), name=name)
+        db.run(_RUN_UNLOCK, name=name)
     except UnavailableError:  # the connection is gone, and the session lock with it
         pass
 

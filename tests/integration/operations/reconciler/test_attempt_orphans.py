@@ -1,4 +1,4 @@
-"""The attempt log and create_events have no foreign key (sql/014): no attempt row can outlive its
+"""The attempt log and create_events have no foreign key: no attempt row can outlive its
 intent, nor be written for an intent that is gone or finished; no create_events row outlives its
 verification."""
 
@@ -79,7 +79,7 @@ def test_deleting_verifications_without_their_create_events_is_refused(db):
         db.run("DELETE FROM verifications")  # no attempt rows yet: only create_events is left behind
     assert db.run("SELECT count(*) FROM verifications") == [[1]]
     with pytest.raises(Exception, match="leave their delivery intents behind"):
-        db.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")  # sql/015: no FK either
+        db.run("WITH e AS (DELETE FROM create_events) DELETE FROM verifications")  # no FK either
     with db.transaction() as tx:  # taking them in the same statement is allowed
         tx.run("WITH e AS (DELETE FROM create_events), i AS (DELETE FROM delivery_intents) DELETE FROM verifications")
     assert db.run("SELECT count(*) FROM verifications") == [[0]]

@@ -1,8 +1,0 @@
--- A provider answered 429 for these channels: no invocation's claim takes their intents for the
--- seconds it asked (channel_slowed(), sql/definitions/23). A pause already reaching further stays.
-INSERT INTO channel_pacing AS p (channel, slow_until, seconds, reason)
-SELECT channel, now() + make_interval(secs => seconds), seconds, reason
-  FROM unnest(CAST(:channels AS text[]), CAST(:seconds AS float8[]), CAST(:reasons AS text[])) AS t(channel, seconds, reason)
-ON CONFLICT (channel) DO UPDATE
-   SET slow_until = greatest(p.slow_until, excluded.slow_until), seconds = excluded.seconds,
-       reason = excluded.reason, slowed_at = now()

@@ -1,0 +1,93 @@
+-- The delivery package's named statements (platform/catalogue.py).
+
+-- name: fanout_reserve
+-- The scheduled invocation reserves up to :wanted fan-out slots (fanout_reserve), and learns how
+-- many fan-out invocations are live with them.
+SELECT slots, live FROM fanout_reserve(:deployment, :owner, CAST(:wanted AS integer), CAST(:max AS integer),
+                                       make_interval(secs => :until_seconds))
+
+-- name: fanout_begin
+-- A fan-out invocation claims its slot: the row a scheduled invocation of this deployment reserved,
+-- still live and never claimed, taken in this one UPDATE (two deliveries of one task: the second
+-- waits on the row, then finds it claimed). Claimed, it lives until this invocation's own deadline
+-- and names its claimant, so only that invocation frees it (delivery/queries.sql:fanout_end).
+-- Returns whether it was claimed; if not, what the slot was (NULL: no such slot, or ended); and the
+-- fan-out invocations live now, this one included (the rate share; the statement sees the table as
+-- it was before its update).
+WITH claimed AS (
+    UPDATE dispatch_invocations
+       SET started_at = now(), until = now() + make_interval(secs => :until_seconds), claimed_by = :owner
+     WHERE slot = :slot AND deployment = :deployment AND claimed_by IS NULL AND until > now()
+    RETURNING slot
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
+       (SELECT CASE WHEN d.claimed_by IS NOT NULL THEN 'claimed' WHEN d.until <= now() THEN 'expired' END
+          FROM dispatch_invocations AS d WHERE d.slot = :slot AND d.deployment = :deployment) AS was,
+       (SELECT count(*) FROM dispatch_invocations AS d
+         WHERE d.deployment = :deployment AND d.until > now() AND d.slot <> :slot)::integer + 1 AS live
+
+-- name: fanout_end
+-- A fan-out invocation ends: the slot it claimed is free for the next (never another's claim).
+DELETE FROM dispatch_invocations WHERE slot = :slot AND deployment = :deployment AND claimed_by = :owner
+
+-- name: fanout_live
+-- The fan-out invocations of this deployment that may be sending now (each invocation's rate share).
+SELECT count(*)::integer AS live FROM dispatch_invocations WHERE deployment = :deployment AND until > now()
+
+-- name: fanout_backlog
+-- What the scheduled invocation reads before it decides on fan-out: per channel, the intents a claim
+-- would take now (the eligible index, counted up to :cap: beyond it the answer is "many"; none of a
+-- held or slowed channel; SMS within the hour's budget), and the fan-out invocations live.
+WITH counted AS (
+    SELECT 'email' AS channel, CASE WHEN channel_held('email') OR channel_slowed('email') THEN 0
+           ELSE (SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'email' LIMIT :cap) AS e)
+           END AS eligible
+    UNION ALL
+    SELECT 'sms', CASE WHEN channel_held('sms') OR channel_slowed('sms') THEN 0
+           ELSE least((SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'sms' LIMIT :cap) AS s),
+                      coalesce(sms_budget_left(CAST(:sms_max AS integer)), :cap)) END
+    UNION ALL
+    SELECT 'webhook', CASE WHEN channel_slowed('webhook') THEN 0
+           ELSE (SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'webhook' LIMIT :cap) AS w)
+           END
+)
+SELECT channel, eligible::integer AS eligible,
+       (SELECT count(*) FROM dispatch_invocations WHERE deployment = :deployment AND until > now())::integer AS live
+  FROM counted
+
+-- name: pacing_slow_down
+-- A provider answered 429 for these channels: no invocation's claim takes their intents for the
+-- seconds it asked (channel_slowed()). A pause already reaching further stays.
+INSERT INTO channel_pacing AS p (channel, slow_until, seconds, reason)
+SELECT channel, now() + make_interval(secs => seconds), seconds, reason
+  FROM unnest(CAST(:channels AS text[]), CAST(:seconds AS float8[]), CAST(:reasons AS text[])) AS t(channel, seconds, reason)
+ON CONFLICT (channel) DO UPDATE
+   SET slow_until = greatest(p.slow_until, excluded.slow_until), seconds = excluded.seconds,
+       reason = excluded.reason, slowed_at = now()
+
+-- name: channel_holds_resume
+-- verifyctl channel resume: lift the hold of one scope (the whole channel: route ''; or one route of
+-- it) and start its fault run afresh. Returns whether it was held (no row: that scope never had a fault).
+WITH before AS (
+    SELECT channel, route, held_until > now() AS was_held FROM channel_holds
+     WHERE channel = :channel AND route = :route
+       FOR UPDATE
+)
+UPDATE channel_holds AS h
+   SET held_at = NULL, held_until = NULL, faults = 0, attempts = 0, destinations = '{}', accounts = '{}',
+       window_started_at = now()
+  FROM before AS b
+ WHERE h.channel = b.channel AND h.route = b.route
+RETURNING coalesce(b.was_held, false)
+
+-- name: reports_ingest
+-- One verified batch of provider reports: stored, linked and applied in one round trip and one
+-- transaction (ingest_delivery_reports). suppress_seconds NULL: a
+-- suppression lasts until an operator clears it; the hold thresholds are outbox/config.py's FailurePolicy.
+SELECT received, stored, duplicates, unknown, delivered, undeliverable, suppressed, sender_faults, held,
+       route_faults, routes_held
+  FROM ingest_delivery_reports(:provider, CAST(:events AS jsonb),
+                               make_interval(secs => CAST(:suppress_seconds AS float8)),
+                               CAST(:hold_after AS integer), make_interval(secs => CAST(:hold_window AS float8)),
+                               make_interval(secs => CAST(:hold_seconds AS float8)),
+                               CAST(:route_min_destinations AS integer), CAST(:route_min_share AS float8))

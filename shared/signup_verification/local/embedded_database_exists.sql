@@ -1,1 +1,0 @@
-SELECT 1 FROM pg_database WHERE datname = :name

@@ -1,0 +1,448 @@
+-- The outbox package's functions and views (platform/catalogue.py; applied by platform/migrations.py).
+
+-- name: delivery_attempts_append_only
+-- The database refuses UPDATE, DELETE and TRUNCATE of the attempt log, except inside the
+-- retention purge, which sets `SET LOCAL signup_verification.retention_purge = 'on'`.
+-- Its triggers (delivery_attempts_append_only, delivery_attempts_no_truncate) are in sql/schema.sql;
+-- delivery_observations' use it too, hence the table's name in the message.
+CREATE OR REPLACE FUNCTION delivery_attempts_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('signup_verification.retention_purge', true), '') = 'on' THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    RAISE EXCEPTION '% is append-only (% refused)', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END $$;
+
+-- name: no_orphans
+-- no_orphans: what three dropped foreign keys guaranteed on delete, checked only when rows are deleted
+-- (dropped: their insert-time RI checks were a large share of the hot path's CPU).
+--   AFTER DELETE ON delivery_intents: no attempt row may still name a deleted intent. (The insert
+--     side: every statement that appends an attempt row takes the intent from its own fenced
+--     UPDATE ... RETURNING, outbox/*.sql, so the intent exists and is locked.)
+--   AFTER DELETE ON verifications: no create_events row and no delivery intent may still name a deleted
+--     verification. (The insert side: create_verification inserts both right after the verification;
+--     record_event, the other writer of intents, writes for the row its caller's UPDATE just locked.)
+-- The retention purge deletes those rows in the same statement (operations/queries.sql:purge).
+-- Statement-level with the deleted rows as a transition table: one index probe per deleted row
+-- (the LATERAL ... LIMIT 1 keeps it a probe: a transition table has no statistics, and a join
+-- could be planned as a hash over a scan of the whole log).
+CREATE OR REPLACE FUNCTION no_orphans() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- (nested IFs: each query is planned only for the table whose rows `gone` holds)
+    IF TG_TABLE_NAME = 'delivery_intents' THEN
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM delivery_attempts AS a WHERE a.intent_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting delivery intents would leave their attempt rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    ELSIF TG_TABLE_NAME = 'verifications' THEN
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM create_events AS e WHERE e.verification_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting verifications would leave their create_events rows behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        IF EXISTS (SELECT 1 FROM gone AS g
+                    CROSS JOIN LATERAL (SELECT 1 FROM delivery_intents AS i WHERE i.verification_id = g.id LIMIT 1) AS found) THEN
+            RAISE EXCEPTION 'deleting verifications would leave their delivery intents behind; delete those in the same statement'
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- name: eligible_delivery_intents
+-- The one definition of "eligible for delivery". The worker's claim and the operator signals
+-- both read this view, so the chart and the queue cannot disagree.
+-- `SELECT *` is expanded when the view is (re)created: the runner re-applies every definition after
+-- a migration, so a column a migration adds to delivery_intents reaches the view in that same run.
+-- CREATE OR REPLACE VIEW may only append columns; a migration that drops or retypes one of
+-- delivery_intents' columns must `DROP VIEW eligible_delivery_intents` first (this file recreates it).
+CREATE OR REPLACE VIEW eligible_delivery_intents AS
+    SELECT * FROM delivery_intents
+    WHERE status IN ('ready', 'retryable') AND next_attempt_at <= now();
+
+-- name: suppress_undelivered_intents
+-- transition: ready, retryable, claimed, ambiguous -> suppressed
+-- why: its verification ended: nothing left to send (unfenced)
+-- suppress: an intent that has not started a send (ready, retryable, claimed, ambiguous) becomes
+-- `suppressed` with a reason. Used by create (supersede), the worker (dead link found at claim)
+-- and the reconciler (expired, superseded or verified verifications). It is the one write that
+-- needs no lease: a dead verification is a fact whoever holds the row, and an `attempting`
+-- row is left to settle first. A claimer that loses its row this way sees a stale write.
+-- Webhook events (role 'event') are never suppressed: a verified, expired or locked
+-- verification is exactly what they report, so they must still be delivered.
+-- plpgsql, not sql: its body is checked when it runs, not when it is created, so this file still applies
+-- to a schema from before intents had a role, as the upgrade tests build it.
+CREATE OR REPLACE FUNCTION suppress_undelivered_intents(p_verification_ids uuid[], p_reason text)
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    UPDATE delivery_intents
+       SET status = 'suppressed', suppression_reason = p_reason, lease_owner = NULL, lease_until = NULL,
+           completed_at = now(), updated_at = now()
+     WHERE verification_id = ANY (p_verification_ids)
+       AND status IN ('ready', 'retryable', 'claimed', 'ambiguous')
+       AND role <> 'event'
+    RETURNING id;
+END $$;
+
+-- name: event_data
+-- event_data: a webhook event's `data`, from the verification row as the state change left it
+-- (record_event adds the type's extras). The receiver's
+-- contract (docs/webhooks.md, docs/openapi.yaml's webhooks): keys may be added, never removed or
+-- renamed; never a token, a code or the destination. `channel` is the primary channel requested;
+-- `verified_channel` / `verified_via` say which secret proved it (NULL until verified).
+CREATE OR REPLACE FUNCTION event_data(p_verification verifications) RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'verification_id', p_verification.id,
+        'account_id', p_verification.account_id,
+        'channel', p_verification.channel,
+        'purpose', p_verification.purpose,
+        'status', p_verification.status,
+        'created_at', rfc3339(p_verification.created_at),
+        'expires_at', rfc3339(p_verification.expires_at),
+        'verified_at', rfc3339(p_verification.verified_at),
+        'verified_channel', p_verification.verified_channel,
+        'verified_via', p_verification.verified_via)
+$$;
+
+-- name: record_event
+-- transition: (new) -> ready
+-- why: a webhook event, recorded by the state change it reports
+-- Webhook events: the ONE function that writes an event intent. Every state change that has an
+-- event calls it in its own statement (confirm_consume, confirm_wrong_code, the reconciler's expiry
+-- sweep, delivery_failed, the reports' ingest), so the event commits with the change or not at
+-- all; the outbox delivers it like any message (claim, lease, fence, attempt log, reconciler,
+-- signals).
+-- Webhooks are on exactly when the session says so: `signup_verification.webhooks = 'on'` is sent in
+-- the connection's start-up packet when WEBHOOK_URL is set (platform/database.py session_settings),
+-- so no statement costs an extra round trip and WEBHOOK_URL unset writes no event at all.
+-- `signup_verification.webhook_events` (WEBHOOK_EVENTS: the types the site asked for, comma
+-- separated; unset: the verification's own events and delivery.failed) and
+-- `signup_verification.webhook_max_attempts` (WEBHOOK_MAX_ATTEMPTS) travel the same way.
+-- p_verification: the row as the calling statement left it (its RETURNING: this function cannot
+-- see the caller's own UPDATE). p_subject: the delivery (its channel) a per-delivery event reports
+-- (delivery.delivered, delivery.bounced), or the channel a proof proved (verification.proved); NULL
+-- for the verification's other events. One logical event
+-- per type, verification and subject: a second call is a no-op (the unique index
+-- delivery_intents_per_subject). Returns the rows written (0 or 1).
+-- The data never holds a token, a code or the destination (the receiver is another system).
+CREATE OR REPLACE FUNCTION record_event(p_verification verifications, p_event_type text,
+                                        p_extra jsonb DEFAULT '{}'::jsonb, p_subject text DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    written integer;
+    wanted text := nullif(current_setting('signup_verification.webhook_events', true), '');
+BEGIN
+    IF p_verification.id IS NULL
+       OR coalesce(current_setting('signup_verification.webhooks', true), '') <> 'on'
+       OR NOT p_event_type = ANY (string_to_array(coalesce(wanted,
+              'verification.verified,verification.proved,verification.expired,verification.locked,delivery.failed'), ',')) THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO delivery_intents (verification_id, channel, role, event_type, event_subject, payload, purpose,
+                                  locale, template_version, max_attempts)
+    VALUES (p_verification.id, 'webhook', 'event', p_event_type, p_subject, event_data(p_verification) || p_extra,
+            p_verification.purpose, p_verification.locale, 'event/v1',
+            coalesce(nullif(current_setting('signup_verification.webhook_max_attempts', true), '')::integer, 12))
+    ON CONFLICT (verification_id, channel, event_type, event_subject) DO NOTHING;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    RETURN written;
+END $$;
+
+-- name: message_deliveries
+-- message_deliveries: every message delivery (primary, fallback) of the verifications the failed
+-- intents belong to, as the site reads it: the failed ones with the reasons passed in, the others as
+-- their rows are now (a suppressed one by why).
+CREATE OR REPLACE FUNCTION message_deliveries(p_intent_ids bigint[], p_reasons jsonb)
+RETURNS TABLE (verification_id uuid, intent_id bigint, channel text, role text, status text, failed_at text,
+               reason jsonb, just_failed boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT m.verification_id, m.id, m.channel, m.role,
+           CASE WHEN m.id = ANY (p_intent_ids) THEN coalesce(r.status, 'failed')
+                WHEN m.status = 'failed' AND m.undeliverable_reason IS NOT NULL THEN 'undeliverable'
+                ELSE m.status END,
+           CASE WHEN m.id = ANY (p_intent_ids) THEN rfc3339(now()) ELSE rfc3339(m.failed_at) END,
+           CASE WHEN m.id = ANY (p_intent_ids)
+                THEN jsonb_build_object('category', coalesce(r.category, 'unknown'), 'code', r.code,
+                                        'provider', r.provider, 'fault', coalesce(r.fault, 'transient_or_unknown'))
+                WHEN m.status = 'failed'
+                THEN jsonb_build_object('category', coalesce(m.failure_category, 'unknown'), 'code', m.failure_code,
+                                        'provider', m.failure_provider,
+                                        'fault', coalesce(m.failure_fault, 'transient_or_unknown'))
+                WHEN m.status = 'suppressed'
+                THEN jsonb_build_object('category', CASE WHEN m.suppression_reason = 'expired' THEN 'expired'
+                                                         ELSE 'suppressed' END,
+                                        'code', m.suppression_reason, 'provider', NULL,
+                                        'fault', 'transient_or_unknown') END,
+           m.id = ANY (p_intent_ids)
+      FROM delivery_intents AS m
+      LEFT JOIN jsonb_to_recordset(coalesce(p_reasons, '[]'::jsonb))
+                AS r(intent_id bigint, category text, code text, provider text, fault text, status text)
+             ON r.intent_id = m.id
+     WHERE m.role <> 'event'
+       AND m.verification_id IN (SELECT i.verification_id FROM delivery_intents AS i WHERE i.id = ANY (p_intent_ids))
+$$;
+
+-- name: delivery_failed
+-- delivery_failed: the one place that says what follows when message intents fail for good. Called
+-- by the statement that failed them (outbox/queries.sql:settle, outbox/queries.sql:resolve_ambiguous,
+-- outbox/queries.sql:resolve_lookup, the delivery reports' ingest_delivery_reports, and create when a
+-- suppressed destination is answered silently), so its effects commit with the failure or not at all.
+-- p_intent_ids: the intents this statement just made `failed` (NULL or empty: nothing to do).
+-- p_reasons: a JSON array with one {intent_id, category, code, provider, fault, status} per failed
+-- intent (status 'undeliverable' when it was accepted first; 'failed' otherwise). The calling
+-- statement's own UPDATE may not be visible here yet: these ids are treated as failed whatever
+-- their rows read, with these reasons, and only other rows are written (the verification's other
+-- intents, new event intents).
+-- Effects:
+--   * the channel policy brings a pending fallback forward when its primary failed;
+--   * `delivery.bounced` (opt-in, WEBHOOK_EVENTS) for each failed delivery, with its reason;
+--   * `delivery.failed` once no message channel of a pending verification is left, with every
+--     delivery's reason.
+-- Returns the number of rows those effects wrote. The deliveries as the site reads them:
+-- message_deliveries.
+CREATE OR REPLACE FUNCTION delivery_failed(p_intent_ids bigint[], p_reasons jsonb DEFAULT NULL) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    written integer := 0;
+    n integer;
+BEGIN
+    IF p_intent_ids IS NULL OR cardinality(p_intent_ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    -- Serialise on the verifications (in id order: no deadlock between two callers). Two channels of
+    -- one verification failing in concurrent transactions (policy `both` under two dispatchers, a
+    -- bounce ingested while the SMS settles) would otherwise each still see the other as in flight,
+    -- and neither would record delivery.failed. The statements below take a fresh snapshot once the
+    -- lock is held, so the second one sees the first one's commit.
+    PERFORM 1 FROM verifications
+      WHERE id IN (SELECT verification_id FROM delivery_intents WHERE id = ANY (p_intent_ids) AND role <> 'event')
+      ORDER BY id FOR UPDATE;
+
+    -- The channel policy: a primary that failed for good makes its verification's waiting fallback
+    -- due now (its next_attempt_at, the outbox's own schedule: the next claim takes it), recording
+    -- why. Only a fallback not yet due and never tried: one already due or sent is left. Reads only
+    -- the failed rows' verification_id and role, which the caller's UPDATE never changes.
+    UPDATE delivery_intents AS f
+       SET next_attempt_at = now(), brought_forward_at = now(), updated_at = now()
+      FROM delivery_intents AS p
+     WHERE p.id = ANY (p_intent_ids) AND p.role = 'primary'
+       AND f.verification_id = p.verification_id AND f.role = 'fallback'
+       AND f.status = 'ready' AND f.attempts = 0 AND f.next_attempt_at > now();
+    GET DIAGNOSTICS n = ROW_COUNT;
+    written := written + n;
+
+    -- `delivery.bounced`: one per failed delivery (its subject is the delivery's channel).
+    written := written + coalesce((
+        SELECT sum(record_event(v, 'delivery.bounced',
+                   jsonb_build_object('delivery', jsonb_build_object('channel', d.channel, 'role', d.role,
+                                      'status', d.status, 'failed_at', d.failed_at, 'reason', d.reason)),
+                   d.channel))
+          FROM message_deliveries(p_intent_ids, p_reasons) AS d
+          JOIN verifications AS v ON v.id = d.verification_id
+         WHERE d.just_failed), 0);
+
+    -- `delivery.failed` for each pending verification one of whose message intents (primary or
+    -- fallback; a failed webhook event is not a delivery) failed here and none of whose message
+    -- intents is left: every other one is failed or suppressed too. Reads the other intents as
+    -- they are now (a fallback just brought forward above is left, so no event yet).
+    written := written + coalesce((
+        SELECT sum(record_event(v, 'delivery.failed', jsonb_build_object(
+                   'failed_channels', (SELECT jsonb_agg(DISTINCT d.channel) FROM jsonb_to_recordset(f.deliveries)
+                                           AS d(channel text)),
+                   'deliveries', f.deliveries)))
+          FROM (SELECT d.verification_id,
+                       jsonb_agg(jsonb_build_object('channel', d.channel, 'role', d.role, 'status', d.status,
+                                                    'failed_at', d.failed_at, 'reason', d.reason)
+                                 ORDER BY d.intent_id) AS deliveries,
+                       bool_and(d.just_failed OR d.status IN ('failed', 'undeliverable', 'suppressed')) AS none_left,
+                       bool_or(d.just_failed) AS any_failed
+                  FROM message_deliveries(p_intent_ids, p_reasons) AS d
+                 GROUP BY d.verification_id) AS f
+          JOIN verifications AS v ON v.id = f.verification_id
+         WHERE v.status = 'pending' AND f.none_left AND f.any_failed), 0);
+    RETURN written;
+END $$;
+
+-- name: sms_budget_left
+-- sms_budget_left: SMS sends the global budget still allows this UTC hour (NULL: no budget).
+-- Spent = attempts begun this hour (each costs a message, ambiguous retries included), less those of
+-- them that ended without reaching the provider (released, or refused before processing: the
+-- index delivery_attempts_sms_unsent lists which), plus SMS intents claimed and not yet begun (in flight in some
+-- worker); an operator's grant adds to it.
+-- The claim reads it (outbox/queries.sql:claim), so past the budget SMS intents simply stay eligible:
+-- not failed, not charged an attempt. Email is never limited by it.
+CREATE OR REPLACE FUNCTION sms_budget_left(p_max integer)
+RETURNS integer LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_max IS NULL THEN NULL ELSE greatest(0,
+        p_max
+        + coalesce((SELECT extra FROM sms_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)
+        - (SELECT count(*) FROM delivery_attempts
+            WHERE channel = 'sms' AND outcome = 'attempting' AND observed_at >= date_trunc('hour', now(), 'UTC'))
+        -- an unsent attempt gives back the place its begun row took, when that row is of this hour
+        + (SELECT count(*) FROM delivery_attempts AS u
+            JOIN delivery_attempts AS b ON b.intent_id = u.intent_id AND b.attempt_number = u.attempt_number
+                                       AND b.outcome = 'attempting'
+                                       AND b.observed_at >= date_trunc('hour', now(), 'UTC')
+            WHERE u.channel = 'sms' AND u.observed_at >= date_trunc('hour', now(), 'UTC')
+              AND (u.outcome = 'released'
+                   OR (u.outcome = 'retryable' AND u.error_class IN ('not_sent', 'channel_stopped', 'rate_limited'))))
+        - (SELECT count(*) FROM delivery_intents WHERE channel = 'sms' AND status = 'claimed'))::integer END
+$$;
+
+-- name: enqueue_messages
+-- transition: (new) -> ready, failed
+-- why: create: ready, or failed at once for a suppressed destination answered silently
+-- enqueue_messages: a new verification's message intents, written by create_verification in its
+-- transaction (verifications/functions.sql), right after the verification (p_verification, as its
+-- INSERT returned it). The primary on the verification's channel is eligible at once; the fallback of
+-- a channel policy (p_policy: verifications' channel_policy) at created_at + p_after_seconds, with its
+-- own destination (the claim's eligibility view and the signals ignore it until then). A destination
+-- create found suppressed and answers silently is `failed` at once (category `suppressed`, the
+-- recipient's fault), never eligible, and delivery_failed() sets off what follows (the fallback
+-- brought forward, the events).
+CREATE OR REPLACE FUNCTION enqueue_messages(p_verification verifications, p_template_version text,
+                                            p_max_attempts integer, p_policy text, p_fallback_destination text,
+                                            p_after_seconds integer, p_primary_suppressed boolean,
+                                            p_fallback_suppressed boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    failed_ids bigint[] := '{}';
+    failed_reasons jsonb;
+    intent_id bigint;
+BEGIN
+    INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts,
+                                  policy, after_seconds, status, completed_at, failed_at, failure_category,
+                                  failure_fault)
+    VALUES (p_verification.id, p_verification.channel, p_verification.purpose, p_verification.locale,
+            p_template_version, p_max_attempts, p_policy, p_after_seconds,
+            CASE WHEN p_primary_suppressed THEN 'failed' ELSE 'ready' END,
+            CASE WHEN p_primary_suppressed THEN now() END, CASE WHEN p_primary_suppressed THEN now() END,
+            CASE WHEN p_primary_suppressed THEN 'suppressed' END, CASE WHEN p_primary_suppressed THEN 'recipient' END)
+    RETURNING id INTO intent_id;
+    IF p_primary_suppressed THEN
+        failed_ids := failed_ids || intent_id;
+    END IF;
+    IF p_verification.fallback_channel IS NOT NULL THEN
+        INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts,
+                                      role, policy, after_seconds, destination, next_attempt_at, status,
+                                      completed_at, failed_at, failure_category, failure_fault)
+        VALUES (p_verification.id, p_verification.fallback_channel, p_verification.purpose, p_verification.locale,
+                p_template_version, p_max_attempts, 'fallback', p_policy, p_after_seconds, p_fallback_destination,
+                p_verification.created_at + make_interval(secs => p_after_seconds),
+                CASE WHEN p_fallback_suppressed THEN 'failed' ELSE 'ready' END,
+                CASE WHEN p_fallback_suppressed THEN now() END, CASE WHEN p_fallback_suppressed THEN now() END,
+                CASE WHEN p_fallback_suppressed THEN 'suppressed' END,
+                CASE WHEN p_fallback_suppressed THEN 'recipient' END)
+        RETURNING id INTO intent_id;
+        IF p_fallback_suppressed THEN
+            failed_ids := failed_ids || intent_id;
+        END IF;
+    END IF;
+    IF cardinality(failed_ids) > 0 THEN
+        SELECT jsonb_agg(jsonb_build_object('intent_id', f, 'category', 'suppressed', 'fault', 'recipient'))
+          INTO failed_reasons FROM unnest(failed_ids) AS f;
+        PERFORM delivery_failed(failed_ids, failed_reasons);
+    END IF;
+END $$;
+
+-- name: observe_deliveries
+-- transition: accepted, ambiguous, retryable -> accepted, failed
+-- why: a provider report: delivered (accepted), or final (undeliverable)
+-- observe_deliveries: what providers reported about intents, applied to them by the statement that
+-- stored the reports (delivery/functions.sql ingest_delivery_reports), so both commit together.
+-- p_reports: a JSON array with one {intent_id, delivered_at, delivered_attempt, failure, reason} per
+-- intent: its batch's first `delivered` report (when, and the attempt it names) and its first final
+-- one (the failure's text and its reason {category, code, provider, fault}).
+--   delivered -> delivered_at (the first report wins), also while the attempt is still in flight (the
+--                report overtook our settle); an ambiguous or retryable intent whose attempt the
+--                provider reports delivered was sent: accepted, with an attempt-log row;
+--                `delivery.delivered` (opt-in) for each delivery;
+--   final     -> an accepted intent not yet delivered is failed with its reason (undeliverable).
+-- The first terminal fact wins: a delivered intent is never made undeliverable later, an undeliverable
+-- one never delivered. Returns how many were reported delivered, and the intents made undeliverable
+-- with their reasons (for delivery_failed(), which the caller runs).
+CREATE OR REPLACE FUNCTION observe_deliveries(p_reports jsonb)
+RETURNS TABLE (delivered integer, failed_ids bigint[], failed_reasons jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY
+    WITH per_intent AS MATERIALIZED (  -- computed once, not per updated row
+        SELECT r.*, (SELECT i0.status FROM delivery_intents AS i0 WHERE i0.id = r.intent_id) AS old_status
+          FROM jsonb_to_recordset(p_reports)
+               AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, failure text, reason jsonb)
+    ), changed AS (
+        UPDATE delivery_intents AS i
+           SET delivered_at = CASE WHEN p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
+                                   THEN least(i.delivered_at, p.delivered_at) ELSE i.delivered_at END,
+               status = CASE WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                             THEN 'accepted'
+                             WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                  AND i.delivered_at IS NULL
+                             THEN 'failed' ELSE i.status END,
+               completed_at = CASE WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                                   THEN now() ELSE i.completed_at END,
+               undeliverable_reason = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL
+                                                AND i.status = 'accepted' AND i.delivered_at IS NULL
+                                           THEN p.failure ELSE i.undeliverable_reason END,
+               last_error = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                      AND i.delivered_at IS NULL
+                                 THEN left('undeliverable: ' || p.failure, 500)
+                                 WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                                 THEN NULL ELSE i.last_error END,
+               failed_at = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                     AND i.delivered_at IS NULL
+                                THEN now() ELSE i.failed_at END,
+               failure_category = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                            AND i.delivered_at IS NULL
+                                       THEN p.reason ->> 'category' ELSE i.failure_category END,
+               failure_code = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                        AND i.delivered_at IS NULL
+                                   THEN left(p.reason ->> 'code', 64) ELSE i.failure_code END,
+               failure_provider = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                            AND i.delivered_at IS NULL
+                                       THEN p.reason ->> 'provider' ELSE i.failure_provider END,
+               failure_fault = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
+                                         AND i.delivered_at IS NULL
+                                    THEN p.reason ->> 'fault' ELSE i.failure_fault END,
+               updated_at = now()
+          FROM per_intent AS p
+         WHERE i.id = p.intent_id
+           AND ((p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
+                 -- 'attempting': the report overtook our settle (the provider answered, its event
+                 -- came before our commit); settle leaves delivered_at alone, so it is kept
+                 AND (i.status IN ('accepted', 'ambiguous', 'retryable', 'attempting')))
+                OR (p.failure IS NOT NULL AND i.status = 'accepted' AND i.delivered_at IS NULL))
+        RETURNING i.id, i.verification_id, i.channel, i.role, i.template_version, p.delivered_attempt, p.reason,
+                  i.delivered_at, p.delivered_at IS NOT NULL AS reported,
+                  (p.old_status = 'accepted' AND i.status = 'failed') AS made_undeliverable,
+                  (p.old_status IN ('ambiguous', 'retryable') AND i.status = 'accepted') AS made_accepted,
+                  (p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL) AS now_delivered
+    ), explained AS (
+        -- ambiguous/retryable -> accepted is a settlement of the reported attempt: the log says so
+        INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,
+                                       error_class, provider_ref, attempted_at)
+        SELECT a.attempt_id, c.id, a.attempt_number, c.channel, c.template_version, 'accepted', 'provider_report',
+               a.provider_ref, a.attempted_at
+          FROM changed AS c
+          JOIN delivery_attempts AS a ON a.intent_id = c.id AND a.attempt_id = c.delivered_attempt AND a.outcome = 'attempting'
+         WHERE c.made_accepted
+        ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- one row per attempt and outcome
+        RETURNING 1
+    ), delivered_events AS (
+        -- `delivery.delivered` (opt-in): one per delivery, the first time it is reported delivered
+        SELECT record_event(v, 'delivery.delivered',
+                            jsonb_build_object('delivery', jsonb_build_object('channel', c.channel, 'role', c.role,
+                                               'status', 'delivered', 'delivered_at', rfc3339(c.delivered_at))),
+                            c.channel) AS written
+          FROM changed AS c JOIN verifications AS v ON v.id = c.verification_id
+         WHERE c.now_delivered AND c.role <> 'event'
+    )
+    SELECT (count(*) FILTER (WHERE reported AND NOT made_undeliverable))::integer,
+           array_agg(id) FILTER (WHERE made_undeliverable),
+           jsonb_agg(reason || jsonb_build_object('intent_id', id, 'status', 'undeliverable'))
+               FILTER (WHERE made_undeliverable)
+      FROM changed, (SELECT count(*) FROM explained) AS e, (SELECT count(*) FROM delivered_events) AS d;
+END $$;

@@ -1,0 +1,298 @@
+-- The verifications package's named statements (platform/catalogue.py).
+
+-- name: create
+-- One round trip: the whole create (idempotency, rate and abuse limits, the suppression list,
+-- supersede, outbox rows) is the SQL function create_verification
+-- (create_verification).
+SELECT outcome, verification, retry_after FROM create_verification(
+    :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
+    :id, :account_id, :channel, :destination, :purpose, :locale,
+    :template_version, :key_id, :nonce, :digest,
+    make_interval(secs => :ttl), :max_confirm, :max_attempts,
+    :rate_limit, interval '1 hour', make_interval(secs => :spacing),
+    :destination_key, :prefix_key, :country, :client_key,
+    :per_account, :per_prefix, :per_country, :per_client,
+    -- the channel policy: all NULL without a fallback
+    :fallback_channel, :fallback_destination, CAST(:fallback_after AS integer), :fallback_digest,
+    :fallback_destination_key, :fallback_prefix_key, :fallback_country,
+    :return_url,
+    -- the suppression list: exact and alias keys under every key of the ring; the exact keys kept
+    CAST(:suppression_keys AS bytea[]), CAST(:fallback_suppression_keys AS bytea[]),
+    CAST(:alias_suppression_keys AS bytea[]), CAST(:fallback_alias_suppression_keys AS bytea[]),
+    CAST(:exact_key AS bytea), CAST(:fallback_exact_key AS bytea), :suppressed_answer)
+
+-- name: read
+-- GET /<verification_id> on create_verification (verifications/read.py): the verification as its site
+-- may see it, its proofs (verifications/proofs.py: from the verified_* columns and second_proof_at) and
+-- its message deliveries, in one statement. Never the nonce, the digest, a token or a code (key_id
+-- names the key the code-entry page's handle is made with); the destination is masked in Python. Event intents (role 'event', the webhooks to the site
+-- itself) are not deliveries of the message: they never show here. A pending verification past its
+-- expiry reads as expired: expires_at is the truth, the status catches up at the reconciler's sweep.
+-- A delivery's status is its intent's, told apart where the provider's reports said more:
+-- `delivered` (accepted, then reported delivered) and `undeliverable` (accepted, then reported
+-- failed for good). Its reason is the recorded verdict (failure_*), or `expired` for a delivery whose
+-- link died before it could be sent.
+SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel,
+       CASE WHEN v.status = 'pending' AND v.expires_at <= now() THEN 'expired' ELSE v.status END AS status,
+       rfc3339(v.created_at) AS created_at, rfc3339(v.expires_at) AS expires_at,
+       rfc3339(v.verified_at) AS verified_at, v.verified_channel, v.verified_via,
+       rfc3339(v.second_proof_at) AS second_proof_at,
+       coalesce((
+           SELECT jsonb_agg(jsonb_build_object(
+                      'channel', i.channel,
+                      'role', i.role,
+                      -- a fallback's own destination, masked in Python; a primary's is the verification's
+                      'destination', coalesce(i.destination, v.destination),
+                      'status', CASE WHEN i.status = 'accepted' AND i.delivered_at IS NOT NULL THEN 'delivered'
+                                     WHEN i.status = 'failed' AND i.undeliverable_reason IS NOT NULL THEN 'undeliverable'
+                                     ELSE i.status END,
+                      'attempts', i.attempts,
+                      'last_outcome', (SELECT a.outcome FROM delivery_attempts AS a
+                                        WHERE a.intent_id = i.id ORDER BY a.id DESC LIMIT 1),
+                      'accepted_at', CASE WHEN i.status = 'accepted'
+                                               OR (i.status = 'failed' AND i.undeliverable_reason IS NOT NULL)
+                                          THEN rfc3339(i.completed_at) END,
+                      'delivered_at', rfc3339(i.delivered_at),
+                      'failed_at', CASE WHEN i.status = 'failed' THEN rfc3339(coalesce(i.failed_at, i.completed_at)) END,
+                      'reason', CASE WHEN i.status = 'failed'
+                                     THEN jsonb_build_object('category', coalesce(i.failure_category, 'unknown'),
+                                                             'code', i.failure_code, 'provider', i.failure_provider,
+                                                             'fault', coalesce(i.failure_fault, 'transient_or_unknown'))
+                                     WHEN i.status = 'suppressed' AND i.suppression_reason IN ('expired', 'redacted')
+                                     THEN jsonb_build_object('category', 'expired', 'code', NULL, 'provider', NULL,
+                                                             'fault', 'transient_or_unknown') END)
+                      ORDER BY i.id)
+             FROM delivery_intents AS i
+            WHERE i.verification_id = v.id AND i.role <> 'event'), '[]'::jsonb) AS deliveries
+  FROM verifications AS v
+ WHERE v.id = :id
+
+-- name: confirm_state
+-- One verification's state, read in a fresh statement (so it sees every commit before it), with its
+-- fallback channel's digest and destination (a code may be the fallback's secret) and its proofs.
+SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
+       confirm_failures, max_confirm_failures, now() AS db_now,
+       fallback_channel, fallback_digest,
+       (SELECT i.destination FROM delivery_intents AS i
+         WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
+           AND i.event_type IS NULL) AS fallback_destination,
+       return_url, verified_channel, verified_via, second_proof_at
+  FROM verifications
+ WHERE id = :id
+
+-- name: confirm_link
+-- confirm a link: find and record its proof in one statement (one round trip, one transaction).
+-- Keep the consume part in step with confirm_consume (the SMS path), which does the same UPDATE
+-- for a code. The row is the link's verification (:id: the link names it), and it is consumed only
+-- where the token's keyed digest
+-- under the key the row names (:key_ids / :digests, pairwise: the digest under each key of the ring)
+-- is its email digest (the email may be the fallback channel). The link proves the address once:
+-- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
+--   'email', `verified_via` 'link'; its undelivered intents (both channels) are suppressed in the same
+--   statement through the shared transition (suppress_undelivered_intents), and
+--   the `verification.verified` webhook event is recorded (record_event);
+-- - a later proof: a verification its SMS code verified, still unexpired, whose link has not
+--   proved the address yet: `second_proof_at`.
+-- Either way the `verification.proved` event is recorded, its subject the channel proved. Of two
+-- concurrent confirmations exactly one consumes; the other gets the row with `consumed` false. The
+-- answer is the row as the statement found it, and the proof columns as it left them (`new_*`).
+WITH found AS (
+    SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
+           confirm_failures, max_confirm_failures, now() AS db_now,
+           fallback_channel, fallback_digest,
+           (SELECT i.destination FROM delivery_intents AS i
+             WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
+               AND i.event_type IS NULL) AS fallback_destination,
+           return_url, verified_channel, verified_via, second_proof_at,
+           CASE WHEN channel = 'email' THEN token_digest ELSE fallback_digest END AS email_digest
+      FROM verifications
+     WHERE id = :id AND 'email' IN (channel, fallback_channel)
+), candidate AS (
+    SELECT f.* FROM found AS f
+      JOIN unnest(CAST(:key_ids AS text[]), CAST(:digests AS bytea[])) AS k(key_id, digest)
+        ON k.key_id = f.key_id AND k.digest = f.email_digest
+     LIMIT 1
+), consumed AS (
+    -- By primary key, whatever the statistics say: `status = 'pending'` would let the planner walk a
+    -- pending partial index filtering by id (its pick whenever the last ANALYZE saw few pending rows),
+    -- which costs the whole pending set per confirmation. Not one of the four dead states is the same
+    -- condition (the status CHECK constraint) and implies no partial index; nor does the later proof's.
+    UPDATE verifications AS v
+       SET status = 'verified',
+           verified_at = CASE WHEN v.status = 'verified' THEN v.verified_at ELSE now() END,
+           verified_channel = CASE WHEN v.status = 'verified' THEN v.verified_channel ELSE 'email' END,
+           verified_via = CASE WHEN v.status = 'verified' THEN v.verified_via ELSE 'link' END,
+           -- a concurrent first proof may commit a verified_at later than this transaction's now()
+           second_proof_at = CASE WHEN v.status = 'verified' THEN greatest(now(), v.verified_at) END,
+           updated_at = now()
+     WHERE v.id = (SELECT c.id FROM candidate AS c) AND v.expires_at > now()
+       AND (v.status NOT IN ('verified', 'expired', 'superseded', 'locked')
+            OR (v.status = 'verified' AND v.verified_channel = 'sms' AND v.second_proof_at IS NULL))
+    RETURNING v.id, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at, v AS verification
+)
+SELECT c.*, k.id IS NOT NULL AS consumed, k.verified_at AS new_verified_at, k.verified_channel AS new_verified_channel,
+       k.verified_via AS new_verified_via, k.second_proof_at AS new_second_proof_at,
+       (SELECT count(*) FROM (SELECT id FROM consumed WHERE second_proof_at IS NULL) AS s,
+               LATERAL suppress_undelivered_intents(ARRAY[s.id], 'verified')) AS suppressed,
+       (SELECT CASE WHEN s.second_proof_at IS NULL THEN record_event(s.verification, 'verification.verified') ELSE 0 END
+               + record_event(s.verification, 'verification.proved',
+                              jsonb_build_object('proof', jsonb_build_object(
+                                  'channel', 'email', 'via', 'link',
+                                  'at', rfc3339(coalesce(s.second_proof_at, s.verified_at)))),
+                              'email')
+          FROM consumed AS s) AS events
+  FROM candidate AS c
+  LEFT JOIN consumed AS k ON k.id = c.id
+
+-- name: confirm_consume
+-- consume: the one atomic UPDATE that records a code's proof (a link's is verifications/queries.sql:confirm_link, which finds
+-- and consumes in one statement: keep the two in step). A code is the SMS channel's secret, whether SMS
+-- is the primary channel or the fallback, and proves the number once, in one of two ways:
+-- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
+--   'sms', `verified_via` 'code'. Its undelivered intents are suppressed in the same statement, through
+--   the shared transition (suppress_undelivered_intents), the other channel's
+--   too ('verified': a fallback confirmed before its time is never sent), and the
+--   `verification.verified` webhook event is recorded (record_event);
+-- - a later proof: a verification its email's link verified, still unexpired, whose code has
+--   not proved the number yet and has wrong tries left: `second_proof_at`. Nothing is left to suppress.
+-- Either way the `verification.proved` event is recorded, its subject the channel proved. The UPDATE
+-- requires the digest the caller matched and one of those two states, so of two concurrent
+-- confirmations with this code exactly one returns a row.
+WITH consumed AS (
+    UPDATE verifications AS v
+       SET status = 'verified',
+           verified_at = CASE WHEN v.status = 'verified' THEN v.verified_at ELSE now() END,
+           verified_channel = CASE WHEN v.status = 'verified' THEN v.verified_channel ELSE 'sms' END,
+           verified_via = CASE WHEN v.status = 'verified' THEN v.verified_via ELSE 'code' END,
+           -- a concurrent first proof may commit a verified_at later than this transaction's now()
+           second_proof_at = CASE WHEN v.status = 'verified' THEN greatest(now(), v.verified_at) END,
+           updated_at = now()
+     WHERE v.id = :id AND (v.token_digest = :digest OR v.fallback_digest = :digest) AND v.expires_at > now()
+       -- pending, written so it implies no partial index (verifications/queries.sql:confirm_link says why), or the later proof
+       AND (v.status NOT IN ('verified', 'expired', 'superseded', 'locked')
+            OR (v.status = 'verified' AND v.verified_channel = 'email' AND v.second_proof_at IS NULL
+                AND v.confirm_failures < v.max_confirm_failures))
+    RETURNING v.id, v.account_id, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at,
+              v AS verification
+)
+SELECT c.id, c.account_id, c.verified_at, c.verified_channel, c.verified_via, c.second_proof_at,
+       CASE WHEN c.second_proof_at IS NULL
+            THEN (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[c.id], 'verified')) ELSE 0 END AS suppressed,
+       CASE WHEN c.second_proof_at IS NULL THEN record_event(c.verification, 'verification.verified') ELSE 0 END
+       + record_event(c.verification, 'verification.proved',
+                      jsonb_build_object('proof', jsonb_build_object(
+                          'channel', 'sms', 'via', 'code', 'at', rfc3339(coalesce(c.second_proof_at, c.verified_at)))),
+                      'sms') AS events
+  FROM consumed AS c
+
+-- name: confirm_wrong_code
+-- A wrong SMS code: counted atomically, whatever the verification's state, so guessing against a
+-- finished verification costs the same budgets (its own count, and the destination's daily budget,
+-- which sums these counts: verifications/queries.sql:confirm_destination_failures). Only a pending, unexpired verification
+-- changes state: the attempt that reaches the limit locks it, suppresses what it had left to send
+-- (every channel) and records the `verification.locked` webhook event (record_event); both
+-- are no-ops for a verification locked before.
+WITH failed AS (
+    UPDATE verifications
+       SET confirm_failures = confirm_failures + 1,
+           status = CASE WHEN status NOT IN ('verified', 'expired', 'superseded', 'locked') AND expires_at > now()
+                              AND confirm_failures + 1 >= max_confirm_failures
+                         THEN 'locked' ELSE status END,
+           updated_at = now()
+     WHERE id = :id AND (channel = 'sms' OR fallback_channel = 'sms')
+    RETURNING id, status, confirm_failures, max_confirm_failures, verifications AS verification
+)
+SELECT f.id, f.status, f.confirm_failures, f.max_confirm_failures,
+       CASE WHEN f.status = 'locked'
+            THEN (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[f.id], 'locked')) ELSE 0 END
+           AS suppressed,
+       CASE WHEN f.status = 'locked' THEN record_event(f.verification, 'verification.locked') ELSE 0 END AS events
+  FROM failed AS f
+
+-- name: confirm_destination_failures
+-- Wrong codes typed in the last day against every verification of this one's destination
+-- (the per-verification allowance resets with each new verification). The
+-- destination is matched on create_events' keyed digest, on its (channel, destination_key, created_at) index.
+SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
+  FROM create_events AS mine
+  JOIN create_events AS e
+    ON e.channel = mine.channel
+   AND e.destination_key = mine.destination_key
+   AND e.created_at > now() - interval '1 day'
+  JOIN verifications AS v ON v.id = e.verification_id
+ WHERE mine.verification_id = :id
+   AND mine.channel = 'sms'  -- the SMS row (a verification with a fallback has two)
+
+-- name: confirm_lock_destination
+-- The destination is over its daily wrong-code budget: the answer is `locked`, so
+-- the verification becomes locked for real, with what that means everywhere else: its undelivered
+-- intents suppressed and the `verification.locked` webhook event recorded (record_event), in
+-- this statement. Only a pending, unexpired verification locks; its failure count is left as it is
+-- (no code of its own was tried).
+WITH locked AS (
+    UPDATE verifications SET status = 'locked', updated_at = now()
+     WHERE id = :id AND expires_at > now()
+       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (verifications/queries.sql:confirm_link: why so)
+    RETURNING id, verifications AS verification
+)
+SELECT l.id,
+       (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[l.id], 'locked')) AS suppressed,
+       record_event(l.verification, 'verification.locked') AS events
+  FROM locked AS l
+
+-- name: suppression_list_entries
+-- verifyctl suppression list: the entries that still block create, newest first.
+SELECT channel, encode(destination_key, 'hex') AS key, reason, intent_id, created_at, expires_at,
+       key_kind AS kind, category
+  FROM destination_suppressions
+ WHERE expires_at IS NULL OR expires_at > now()
+ ORDER BY created_at DESC
+ LIMIT :limit
+
+-- name: suppression_list_clear
+-- verifyctl suppression clear: the destination may be used again.
+DELETE FROM destination_suppressions WHERE channel = :channel AND destination_key = :key RETURNING 1
+
+-- name: suppression_list_clear_key
+-- verifyctl suppression clear --key: the channel's entry whose key's hex digits start with :prefix
+-- (the list shows the first 12; --json the whole key), removed only when it is the one entry that
+-- does. Answers how many matched and how many were removed (0 or 1).
+WITH matched AS (
+    SELECT destination_key FROM destination_suppressions
+     WHERE channel = :channel AND starts_with(encode(destination_key, 'hex'), :prefix)
+), removed AS (
+    DELETE FROM destination_suppressions
+     WHERE channel = :channel AND destination_key IN (SELECT destination_key FROM matched)
+       AND (SELECT count(*) FROM matched) = 1
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM matched) AS matched, (SELECT count(*) FROM removed) AS removed
+
+-- name: reap_idempotency_keys
+-- Idempotency keys past their expiry, oldest first, in a bounded batch. SKIP LOCKED: a create that
+-- is re-using an expired key holds its row and keeps it (create re-inserts a key reaped under it).
+WITH due AS (
+    SELECT scope, key FROM idempotency_keys
+     WHERE expires_at <= now()
+     ORDER BY expires_at
+     LIMIT :limit
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM idempotency_keys AS k
+ USING due
+ WHERE k.scope = due.scope AND k.key = due.key
+RETURNING k.scope
+
+-- name: reap_refused_creates
+-- Refused creates older than a day (well past the limits' one-hour window, verifications/queries.sql:create),
+-- oldest first, in a bounded batch, on the partial index create_events_refused.
+WITH due AS (
+    SELECT verification_id FROM create_events
+     WHERE role = 'refused' AND created_at < now() - interval '1 day'
+     ORDER BY created_at
+     LIMIT :limit
+)
+DELETE FROM create_events AS e
+ USING due
+ WHERE e.verification_id = due.verification_id AND e.role = 'refused'
+RETURNING e.verification_id
