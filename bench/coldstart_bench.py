@@ -215,7 +215,7 @@ def report(m: dict, machine_line: str) -> str:
         "deployed target dials Cloud SQL through it, so there it is on the path of the first database call); "
         "Secret Manager only for `sm://` values (infra injects secrets as environment variables). "
         "Each target imports only its own modules (the edge module functions/main.py `EDGES` names for it, pinned by "
-        "tests/unit/test_function_startup.py): create_verification never loads cryptography, urllib3, "
+        "tests/integration/test_function_startup.py): create_verification never loads cryptography, urllib3, "
         "phonenumbers, the dispatcher or the reconciler, nor (config/ reads each concern's settings from a "
         "light module of its own) the renderer, the channel adapters, smtplib, the outbox transitions, the "
         "migration runner, the signals, confirm or the confirmation pages; email_validator is imported by the "

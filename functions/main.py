@@ -4,7 +4,7 @@ Each deployment picks its target with --entry-point; every target lives in this 
 module (shared/signup_verification/api/) parses the request, checks its caller, calls the domain
 and renders the answer; `EDGES` names the one module each target calls, and the instance's own
 target's module is imported at start-up, so its first request does not pay for it (the others'
-edges, the dispatcher, cryptography never load there: tests/unit/test_function_startup.py).
+edges, the dispatcher, cryptography never load there: tests/integration/test_function_startup.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import socket
 import uuid
@@ -248,48 +247,3 @@ def test_status_names_each_holds_scope_and_resume_takes_one(monkeypatch, capsys,
     with pytest.raises(SystemExit) as usage:  # argparse: a usage error, one line, no traceback
         run(monkeypatch, capsys, env, "channel", "resume", "sms:France")
     assert usage.value.code == 2 and "two-letter ISO code" in capsys.readouterr().err
-
-
-def test_only_migrate_creates_the_embedded_database_each_start_is_said_and_dev_py_stop_stops_it(tmp_path):
-    import subprocess
-    import sys
-
-    from signup_verification.local import embedded
-    from support.paths import ROOT
-
-    local = tmp_path / "local"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "WEBHOOK_URL")}
-    env.update(VERIFY_LOCAL_DIR=str(local), TOKEN_KEYS=TEST_TOKEN_KEYS)
-
-    def verifyctl(*argv: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "signup_verification.cli", *argv]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-
-    def dev_py_stop() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, str(ROOT / "dev.py"), "stop"], env=env, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
-
-    assert "embedded" not in verifyctl("new-key").stderr  # a command without a database starts none
-    refused = verifyctl("status")  # no database there yet: said, and none is made
-    assert refused.returncode == 1 and "verifyctl: no database: DATABASE_URL is unset" in _one_line(refused.stderr)
-    assert not (local / "pg").exists()
-    try:
-        created = verifyctl("migrate")
-        assert created.returncode == 0 and "Traceback" not in created.stderr
-        assert f"verifyctl: creating an embedded PostgreSQL in {local / 'pg'}" in created.stderr
-        assert f"`python3 dev.py stop` in {ROOT} stops it" in created.stderr
-        assert embedded.running(local / "pg")
-        again = verifyctl("status")
-        assert again.returncode == 0 and again.stderr == ""  # it was running, where VERIFY_LOCAL_DIR says
-        stopped = dev_py_stop()
-        assert stopped.returncode == 0 and f"stopped the embedded database server in {local / 'pg'}" in stopped.stdout
-        assert not embedded.running(local / "pg")
-        restarted = verifyctl("status")
-        assert restarted.returncode == 0 and f"verifyctl: starting the embedded PostgreSQL in {local / 'pg'}" in (
-            restarted.stderr
-        )
-        assert dev_py_stop().returncode == 0 and not embedded.running(local / "pg")
-    finally:
-        from support.dev_process import stop_servers_under
-
-        stop_servers_under(local)

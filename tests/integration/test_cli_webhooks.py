@@ -21,12 +21,7 @@ from support.fakes.http import Answer
 from support.fakes.webhooks import FakeWebhookReceiver
 from support.webhooks import VERIFIED_ONLY, events, events_database, link_token, webhook_settings
 
-
-@pytest.fixture
-def edb(database_url):
-    database = events_database(database_url, max_attempts=1, event_types=VERIFIED_ONLY)  # one event per confirmation
-    yield database
-    database.close()
+pytestmark = pytest.mark.webhook_events(max_attempts=1, event_types=VERIFIED_ONLY)  # one event per confirmation
 
 
 def _verifyctl(monkeypatch, capsys, receiver, *argv: str) -> tuple[int, str, str]:

@@ -6,14 +6,17 @@ One verification factory for every tier that needs rows (reconciler, signals, ru
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from signup_verification.api import create as verifications
+from signup_verification.api.create import Answer
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.operations.config import ReconcilerConfig
 from signup_verification.operations.reconciler.runner import reconcile
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.database import Database
+from signup_verification.verifications.config import CreateConfig
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
 from support.paths import TEST_TOKEN_KEYS
@@ -23,20 +26,61 @@ KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 CONFIG = SETTINGS.reconciler
 
 
+def create(
+    db: Database,
+    destination: str = "ada@example.com",
+    *,
+    account: str | None = None,
+    key: str | None = None,
+    config: CreateConfig = SETTINGS.create,
+    keyring: Keyring = KEYRING,
+    **fields: Any,
+) -> Answer:
+    """One create through the real path (api/create.py, as the create target runs it): the channel is
+    the destination's (an address or a number) unless `channel=` says, the account and the
+    Idempotency-Key fresh unless named, any other request field as given (fallback, locale, ...).
+    The answer (status, body); a refused request raises its Problem."""
+    request = CreateVerificationRequest.model_validate(
+        {
+            "account_id": account or f"acct-{uuid.uuid4().hex[:8]}",
+            "channel": "email" if "@" in destination else "sms",
+            "destination": destination,
+            **fields,
+        }
+    )
+    return verifications.create_verification(db, config, keyring, request, key or f"k-{uuid.uuid4()}")
+
+
+def created(db: Database, destination: str = "ada@example.com", **options: Any) -> uuid.UUID:
+    """create(), which must succeed (201): the new verification's id."""
+    answer = create(db, destination, **options)
+    assert answer.status == 201, answer.body
+    return uuid.UUID(answer.body["verification_id"])
+
+
 def make_verifications(
     db: Database, n: int, channel: str = "email", prefix: str = "acct", key: str | None = None
 ) -> list[uuid.UUID]:
-    ids = []
-    for i in range(n):
-        destination = f"user{i}.{prefix}@example.com" if channel == "email" else f"+1415555{i:04d}"
-        request = CreateVerificationRequest(
-            account_id=f"{prefix}-{channel}-{i}", channel=channel, destination=destination
+    return [
+        created(
+            db,
+            f"user{i}.{prefix}@example.com" if channel == "email" else f"+1415555{i:04d}",
+            account=f"{prefix}-{channel}-{i}",
+            key=f"{key or prefix}-{channel}-{i}",
         )
-        result = verifications.create_verification(
-            db, SETTINGS.create, KEYRING, request, f"{key or prefix}-{channel}-{i}"
-        )
-        ids.append(uuid.UUID(result.body["verification_id"]))
-    return ids
+        for i in range(n)
+    ]
+
+
+def written(db: Database) -> tuple[int, ...]:
+    """What creates wrote: verifications, intents, idempotency records, create events (not refusals)."""
+    return tuple(
+        db.run(
+            "SELECT (SELECT count(*) FROM verifications)::int, (SELECT count(*) FROM delivery_intents)::int,"
+            " (SELECT count(*) FROM idempotency_keys)::int,"
+            " (SELECT count(*) FROM create_events WHERE role <> 'refused')::int"
+        )[0]
+    )
 
 
 def intent(db: Database, verification_id: uuid.UUID) -> dict:

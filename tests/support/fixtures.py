@@ -7,6 +7,7 @@ migrated per run of the migrations' content, cloned per test with CREATE DATABAS
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -17,16 +18,34 @@ import pytest
 
 from signup_verification import runtime
 from signup_verification.local import embedded
+from signup_verification.platform import logs as service_logging
 from signup_verification.platform import migration_files, migrations
 from signup_verification.platform.database import ConnectionParams, Database
 from support.dev_process import descendants, kill, process_table, stop_servers_under
 from support.logs import log_lines  # noqa: F401  (a fixture, registered with the others)
 from support.paths import ROOT, TEST_TOKEN_KEYS
-from support.typescript_client import typescript_client_tarball  # noqa: F401  (likewise)
+from support.typescript_client import typescript_client_built, typescript_client_tarball  # noqa: F401  (likewise)
+from support.webhooks import edb  # noqa: F401  (likewise)
 
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject.toml's addopts): two worker processes for a run of whole folders of the fast
+    tiers (the fast signal, `pytest tests/unit tests/integration`), whose tests mostly wait on the
+    database, loopback servers and short commands; none (this process alone) for a run that reaches
+    tests/system (the full suite: its servers, browser, chaos and benchmarks want the cores to
+    themselves) and for named files or tests, where starting workers costs more than it saves.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, or `-n N` on the command line, chooses otherwise."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if chosen:
+        return int(chosen)
+    fast = (ROOT / "tests" / "unit", ROOT / "tests" / "integration")
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    whole_fast_folders = all(path.is_dir() and any(path.is_relative_to(tier) for tier in fast) for path in paths)
+    return 2 if paths and whole_fast_folders else 0
 
 
 def pytest_collection_modifyitems(config, items):
@@ -91,15 +110,18 @@ def template_database(pg_server: ConnectionParams) -> str:
 
 
 class _ClonePool:
-    """Clones the template ahead of the tests that need one: a clone costs ~0.4 s alone but
-    ~75 ms when three are made at once, so a few threads keep a small queue of ready databases."""
+    """Clones the template ahead of the tests that need one, and drops them after, off the tests' path:
+    a clone costs ~0.4 s alone but ~75 ms when three are made at once, so a few threads keep a small
+    queue of ready databases; a finished test's database is handed back and dropped by another thread."""
 
     def __init__(self, server: ConnectionParams, template: str, threads: int = 3, ready: int = 4):
         self.server, self.template = server, template
         self.queue: queue.Queue[str] = queue.Queue(maxsize=ready)
+        self.finished: queue.Queue[str | None] = queue.Queue()
         self.stopping = threading.Event()
         self.workers = [threading.Thread(target=self._fill, daemon=True) for _ in range(threads)]
-        for worker in self.workers:
+        self.dropper = threading.Thread(target=self._drop, daemon=True)
+        for worker in [*self.workers, self.dropper]:
             worker.start()
 
     def _fill(self) -> None:
@@ -119,13 +141,26 @@ class _ClonePool:
         finally:
             admin.close()
 
+    def _drop(self) -> None:
+        admin = self.server.with_database("postgres").connect()
+        try:
+            while (name := self.finished.get()) is not None:
+                admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            admin.close()
+
     def take(self) -> str:
         return self.queue.get(timeout=60)
 
+    def give_back(self, name: str) -> None:
+        """The test is done with it: dropped (its sessions ended) by the dropping thread."""
+        self.finished.put(name)
+
     def close(self) -> None:
         self.stopping.set()
-        for worker in self.workers:
-            worker.join(10)
+        self.finished.put(None)
+        for worker in [*self.workers, self.dropper]:
+            worker.join(30)
         admin = self.server.with_database("postgres").connect()
         try:
             while not self.queue.empty():
@@ -148,9 +183,7 @@ def database_url(pg_server: ConnectionParams, clone_pool: _ClonePool) -> str:
     try:
         yield pg_server.with_database(name).url()
     finally:
-        admin = pg_server.with_database("postgres").connect()
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+        clone_pool.give_back(name)
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +274,12 @@ def configured_app(app_client, service_env, monkeypatch):
     return make
 
 
+@pytest.fixture
+def create_app(configured_app):
+    """create_app(**settings): the create_verification target's test client with those variables set."""
+    return functools.partial(configured_app, "create_verification")
+
+
 @pytest.fixture(autouse=True)
 def _function_target_restored():
     """functions_framework.create_app exports FUNCTION_TARGET (app_client, support/served.py, the bundle
@@ -253,3 +292,14 @@ def _function_target_restored():
         os.environ.pop("FUNCTION_TARGET", None)
     else:
         os.environ["FUNCTION_TARGET"] = before
+
+
+@pytest.fixture(autouse=True)
+def _stdout_is_the_tests(request: pytest.FixtureRequest):
+    """A test that reads stdout (capsys, capfd) reads what its own code writes: the service's log handler
+    an earlier test left on the root logger (an app it loaded configures one, writing to stdout) comes
+    off first, as in a fresh verifyctl process. Which test ran before is not fixed: a worker runs
+    whichever file it is handed next (pyproject.toml's addopts)."""
+    if {"capsys", "capfd"} & set(request.fixturenames):
+        service_logging.remove()
+    yield

@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 import uuid
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
 from signup_verification.verifications.config import CreateConfig
-from support.dispatch import KEYRING
+from support.factories import created
 
 
 def create_with_fallback(
@@ -25,16 +23,8 @@ def create_with_fallback(
 ) -> uuid.UUID:
     other = "sms" if channel == "email" else "email"
     primary, fallback = (email, phone) if channel == "email" else (phone, email)
-    request = CreateVerificationRequest.model_validate(
-        {
-            "account_id": account,
-            "channel": channel,
-            "destination": primary,
-            "fallback": {"channel": other, "destination": fallback, "after_seconds": after_seconds},
-        }
-    )
-    answer = verifications.create_verification(db, config, KEYRING, request, key or f"k-{uuid.uuid4()}")
-    return uuid.UUID(answer.body["verification_id"])
+    fallback_field = {"channel": other, "destination": fallback, "after_seconds": after_seconds}
+    return created(db, primary, account=account, key=key, config=config, fallback=fallback_field)
 
 
 def intents(db: Database, verification_id: uuid.UUID) -> dict[str, dict]:

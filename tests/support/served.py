@@ -23,7 +23,9 @@ def serve(*targets: str, ports: dict[str, int] | None = None) -> Iterator[dict[s
         for target in targets:
             app = functions_framework.create_app(target, str(ROOT / "functions" / "main.py"))
             server = make_server("127.0.0.1", (ports or {}).get(target, 0), app, threaded=True)
-            threading.Thread(target=server.serve_forever, name=f"serve-{target}", daemon=True).start()
+            # a short poll: shutdown() waits for the loop to look (0.5 s by default, per server)
+            loop = threading.Thread(target=server.serve_forever, args=(0.02,), name=f"serve-{target}", daemon=True)
+            loop.start()
             servers.append(server)
             urls[target] = f"http://127.0.0.1:{server.server_port}/"
         yield urls

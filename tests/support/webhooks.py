@@ -1,5 +1,5 @@
-"""Webhook test set-up: a database session with events on, a config that sends them to a local
-receiver, the reads the tests assert on, and the events' JSON Schemas from docs/openapi.yaml."""
+"""Webhook test set-up: a database session with events on (the `edb` fixture), a config that sends them
+to a local receiver, the reads the tests assert on, and the events' JSON Schemas from docs/openapi.yaml."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import functools
 import uuid
 from typing import Any
 
+import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
@@ -26,6 +27,16 @@ def events_database(url: str, max_attempts: int = 12, event_types: tuple[str, ..
     if event_types is not None:
         config = dataclasses.replace(config, events=event_types)
     return Database(ConnectionParams.from_url(url), session_settings=config.session_settings())
+
+
+@pytest.fixture
+def edb(request: pytest.FixtureRequest, database_url: str):
+    """The test's database in a session with webhook events on (events_database); a module's or a
+    test's `@pytest.mark.webhook_events(max_attempts=..., event_types=...)` chooses its settings."""
+    marker = request.node.get_closest_marker("webhook_events")
+    database = events_database(database_url, **(marker.kwargs if marker else {}))
+    yield database
+    database.close()
 
 
 # For the tests of the channel itself: one event per confirmation (a confirmation also records

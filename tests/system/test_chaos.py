@@ -17,12 +17,11 @@ import uuid
 
 import pytest
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox.config import RetryPolicy
 from signup_verification.outbox.heartbeats import dispatch_name as heartbeat_name
 from signup_verification.verifications.tokens import Keyring
 from support.dispatch import provider_settings, run_dispatch
+from support.factories import created
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
 from support.paths import ROOT, TEST_TOKEN_KEYS
@@ -106,11 +105,9 @@ def test_quick_chaos_run_keeps_every_invariant(tmp_path):
 # -- the checks catch what they should ---------------------------------------------------------------------
 def _create(db, account: str, channel: str, destination: str, ttl: int = 600) -> uuid.UUID:
     settings = provider_settings(verification_ttl_seconds=ttl).create
-    request = CreateVerificationRequest.model_validate(
-        {"account_id": account, "channel": channel, "destination": destination}
+    return created(
+        db, destination, account=account, channel=channel, key=f"key-{account}-{destination}", config=settings
     )
-    result = verifications.create_verification(db, settings, KEYRING, request, f"key-{account}-{destination}")
-    return uuid.UUID(result.body["verification_id"])
 
 
 def _attempt(

@@ -8,15 +8,13 @@ import sys
 import uuid
 from types import SimpleNamespace
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.states import AttemptOutcome
 from signup_verification.outbox.transitions import Settlement
-from signup_verification.verifications.tokens import Keyring
 from support.dispatch import provider_settings, run_dispatch
+from support.factories import created
 from support.fakes.http import FakeTwilio
-from support.paths import ROOT, TEST_TOKEN_KEYS
+from support.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -24,7 +22,6 @@ from chaos_attack import Attack  # noqa: E402
 from chaos_checks import Findings  # noqa: E402
 from chaos_faults import REFUSED_21606, REFUSED_PREFIX  # noqa: E402
 
-KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SETTINGS = dict(rate_limit_prefix_per_hour=1000, rate_limit_account_per_hour=1000)
 
 
@@ -35,12 +32,7 @@ def _attack(created: set[uuid.UUID]) -> Attack:
 
 
 def _create(db, settings, destination: str) -> uuid.UUID:
-    request = CreateVerificationRequest(
-        account_id=f"acct-{uuid.uuid4().hex[:6]}", channel="email" if "@" in destination else "sms",
-        destination=destination,
-    )  # fmt: skip
-    answer = verifications.create_verification(db, settings.create, KEYRING, request, f"k-{uuid.uuid4()}")
-    return uuid.UUID(answer.body["verification_id"])
+    return created(db, destination, config=settings.create)
 
 
 def test_an_attack_that_delayed_nobody_passes(db):

@@ -6,26 +6,17 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-import pytest
-
 from signup_verification.verifications import confirm as confirmations
 from support.dispatch import KEYRING, run_dispatch
 from support.factories import make_verifications
 from support.fakes.webhooks import FakeWebhookReceiver
 from support.paths import ROOT
-from support.webhooks import events_database, link_token, webhook_settings
+from support.webhooks import link_token, webhook_settings
 
 sys.path.insert(0, str(ROOT / "tools"))
 
 from chaos_checks import Findings  # noqa: E402
 from chaos_webhooks import check  # noqa: E402
-
-
-@pytest.fixture
-def edb(database_url):
-    database = events_database(database_url)
-    yield database
-    database.close()
 
 
 def _delivered(edb, receiver, n=2):

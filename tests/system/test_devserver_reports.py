@@ -13,6 +13,7 @@ import requests
 
 from support.dev_process import DevProcess
 from support.paths import TEST_TOKEN_KEYS
+from support.signup_requests import post_create, signup_body
 
 
 def _message(dev: DevProcess, to: str, timeout: float = 60) -> dict:
@@ -36,12 +37,7 @@ def _state(dev: DevProcess, message_id: int, state: str, timeout: float = 30) ->
 
 
 def _create(dev: DevProcess, key: str, destination: str) -> requests.Response:
-    return requests.post(
-        dev.create_url,
-        timeout=30,
-        headers={"Idempotency-Key": key},
-        json={"account_id": "acct_" + key, "channel": "email", "destination": destination},
-    )
+    return post_create(dev.create_url, signup_body(destination, account_id="acct_" + key), key)
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from signup_verification.platform.database import Database
 from signup_verification.verifications.tokens import Keyring
 from support.dev_process import DevProcess
 from support.paths import TEST_TOKEN_KEYS
+from support.signup_requests import created_json, signup_body
 
 pytestmark = pytest.mark.slow
 
@@ -104,14 +105,7 @@ def _shot(page, shots: Path, name: str) -> None:
 
 
 def _create(dev: DevProcess, channel: str, destination: str) -> str:
-    response = requests.post(
-        dev.create_url,
-        timeout=30,
-        headers={"Idempotency-Key": uuid.uuid4().hex},
-        json={"account_id": f"acct_{uuid.uuid4().hex[:8]}", "channel": channel, "destination": destination},
-    )
-    assert response.status_code == 201, response.text
-    return response.json()["verification_id"]
+    return created_json(dev.create_url, signup_body(destination, channel=channel))["verification_id"]
 
 
 def _wait_for_message(dev: DevProcess, to: str, timeout: float = 60.0) -> dict:
@@ -206,10 +200,7 @@ NARROW = {"width": 320, "height": 640}  # the narrowest phones in use
 
 
 def _create_with(dev: DevProcess, **body) -> dict:
-    payload = {"account_id": f"acct_{uuid.uuid4().hex[:8]}"} | body
-    response = requests.post(dev.create_url, timeout=30, headers={"Idempotency-Key": uuid.uuid4().hex}, json=payload)
-    assert response.status_code == 201, response.text
-    return response.json()
+    return created_json(dev.create_url, signup_body(**body))
 
 
 def _sms_code(dev: DevProcess, phone: str) -> str:

@@ -3,6 +3,7 @@ and the one ambiguous moment (after the message was sent, before the server's an
 
 from __future__ import annotations
 
+import select
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +17,7 @@ from signup_verification.verifications.tokens import Keyring
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour, free_port
 from support.fakes.tls import make_certificate
 from support.paths import TEST_TOKEN_KEYS
+from support.waiting import until
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SETTINGS = MessageConfig(email_from="Signup <no-reply@example.org>")
@@ -58,12 +60,14 @@ def test_accepted_message_arrives_whole(server):
 
 
 def test_connections_are_reused_and_a_dropped_idle_one_is_replaced():
-    with FakeSmtpServer(idle_timeout=0.5) as fake:
+    with FakeSmtpServer(idle_timeout=0.2) as fake:
         channel = channel_for(fake)
         assert channel.send(message(intent_id=1), soon()).outcome == "accepted"
         assert channel.send(message(intent_id=2), soon()).outcome == "accepted"
         assert len(channel._idle) == 1  # one connection served both
-        time.sleep(1.0)  # the server closes the idle pooled connection (421 timeout)
+        [pooled] = channel._idle
+        # the server closes the idle pooled connection (421 timeout): its socket turns readable
+        until(lambda: select.select([pooled.sock], [], [], 0)[0], timeout=5, what="the server's 421")
         assert channel.send(message(intent_id=3), soon()).outcome == "accepted"
         assert [m.rcpt_tos for m in fake.received] == [["ada@example.com"]] * 3
         channel.close()

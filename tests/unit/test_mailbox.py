@@ -14,6 +14,7 @@ from werkzeug.serving import make_server
 
 from signup_verification.local.mailbox import MailboxServer, linkify, sms_segments
 from signup_verification.local.scheduler import Job, Scheduler
+from support.waiting import until
 
 SID, AUTH = "AC" + "1" * 32, "secret-token"
 
@@ -176,18 +177,12 @@ def scheduled_endpoint(request):
     http.shutdown()
 
 
-def _wait_until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def test_scheduler_posts_json_on_its_interval(scheduled_endpoint):
     url, hits = scheduled_endpoint
     lines: list[str] = []
     scheduler = Scheduler([Job("dispatch", url, 0.3)], report=lines.append).start()
     try:
-        _wait_until(lambda: len(hits) >= 2)
+        until(lambda: len(hits) >= 2)
         assert hits[:2] == [("POST", b"{}"), ("POST", b"{}")]
         assert lines[0] == 'scheduler: dispatch -> 200 {"claimed":1,"elapsed_ms":3}'
     finally:
@@ -208,7 +203,7 @@ def test_an_idle_tick_prints_nothing(scheduled_endpoint):
     lines: list[str] = []
     scheduler = Scheduler([Job("dispatch", url, 0.2)], report=lines.append).start()
     try:
-        _wait_until(lambda: len(hits) >= 2)
+        until(lambda: len(hits) >= 2)
         assert len(hits) >= 2 and lines == []
     finally:
         scheduler.stop()
@@ -222,7 +217,7 @@ def test_without_a_schedule_jobs_run_only_on_demand(scheduled_endpoint):
         time.sleep(0.3)
         assert hits == []
         scheduler.run_now()
-        _wait_until(lambda: len(hits) >= 2)
+        until(lambda: len(hits) >= 2)
         time.sleep(0.3)
         assert len(hits) == 2  # once each, no schedule after it
     finally:
@@ -285,7 +280,7 @@ def test_scheduler_runs_now_on_demand(scheduled_endpoint):
         time.sleep(0.2)
         assert hits == []  # the first tick is one interval away
         scheduler.run_now()
-        _wait_until(lambda: len(hits) >= 2)
+        until(lambda: len(hits) >= 2)
         assert len(hits) == 2
     finally:
         scheduler.stop()
@@ -332,11 +327,11 @@ def test_a_long_call_of_one_job_does_not_hold_back_another_job():
         [Job("dispatch", base + "/slow", 0.2), Job("dispatch-relay", base + "/fast", 0.2)], report=lambda line: None
     ).start()
     try:
-        time.sleep(1.2)
+        until(lambda: sum(path == "/fast" for path, _ in calls) >= 3, what="the other job's ticks")
         slow = [t for path, t in calls if path == "/slow"]
         fast = [t for path, t in calls if path == "/fast"]
         assert len(slow) == 1  # its next call waits for this one (no overlap within a job)
-        assert len(fast) >= 3  # the other job kept its ticks meanwhile
+        assert fast[2] < slow[0] + 1.5  # the other job kept its ticks while that call ran
     finally:
         scheduler.stop()
         http.shutdown()

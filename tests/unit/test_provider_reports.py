@@ -16,6 +16,7 @@ from werkzeug.serving import make_server
 from signup_verification.api.report_signatures import sendgrid_public_key, sendgrid_valid, twilio_valid
 from signup_verification.local import provider_reports
 from signup_verification.local.mailstore import Mailbox
+from support.waiting import until
 
 TOKEN = "reporter-token"  # nosec B105: a test value
 
@@ -32,16 +33,9 @@ def receiver():
         return flask.jsonify({"received": 1, "stored": 1})
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}", posts
     server.shutdown()
-
-
-def _wait(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
 
 
 def _email(box: Mailbox):
@@ -69,7 +63,7 @@ def test_an_email_is_reported_delivered_after_the_delay_signed_with_our_custom_a
         message = _email(box)
         reporter.email_received(message)
         assert box.get(message.id).delivery == "sent" and posts == []  # not before the delay
-        _wait(lambda: box.get(message.id).delivery == "delivered")
+        until(lambda: box.get(message.id).delivery == "delivered")
     finally:
         reporter.stop()
     [(route, body, headers)] = posts
@@ -122,7 +116,7 @@ def test_an_sms_gets_signed_status_callbacks_in_order(receiver, to, final, code)
         message = box.add_sms(to, "+15005550006", "Your code is 123456", status_callback=url + "/twilio")
         reporter.sms_accepted(message)
         reporter.report_now(message.id)
-        _wait(lambda: box.get(message.id).delivery == final)
+        until(lambda: box.get(message.id).delivery == final)
     finally:
         reporter.stop()
     forms = [parse_qsl(body.decode()) for _, body, _ in posts]

@@ -14,6 +14,7 @@ import pytest
 from signup_verification import runtime
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
+from support.signup_requests import created_json, signup_body
 from support.webhooks import sms_code
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
@@ -28,10 +29,7 @@ def targets(configured_app):
 
 
 def _create(create, **body) -> dict:
-    payload = {"account_id": f"a-{uuid.uuid4().hex[:6]}", "channel": "sms", "destination": "+14155550142"} | body
-    answer = create.post("/", json=payload, headers={"Idempotency-Key": uuid.uuid4().hex})
-    assert answer.status_code == 201, answer.get_data(as_text=True)
-    return answer.get_json()
+    return created_json(create, signup_body(**{"destination": "+14155550142", **body}))
 
 
 def _entry(url: str) -> str:

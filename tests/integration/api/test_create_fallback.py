@@ -4,7 +4,6 @@ fingerprint, and bad input is a problem+json that writes nothing."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 
@@ -12,6 +11,8 @@ import pytest
 
 from signup_verification.api.create import fingerprint
 from signup_verification.api.models import CreateVerificationRequest
+from support.factories import written
+from support.signup_requests import post_create
 
 EMAIL_FIRST = {
     "account_id": "acct-1",
@@ -21,28 +22,8 @@ EMAIL_FIRST = {
 }
 
 
-@pytest.fixture
-def create(configured_app):
-    """create(**settings) -> a create_verification client configured with those variables."""
-    return functools.partial(configured_app, "create_verification")
-
-
-def post(client, body: dict, key: str):
-    return client.post("/", json=body, headers={"Idempotency-Key": key})
-
-
-def written(db) -> tuple[int, ...]:
-    return tuple(
-        db.run(
-            "SELECT (SELECT count(*) FROM verifications)::int, (SELECT count(*) FROM delivery_intents)::int,"
-            " (SELECT count(*) FROM idempotency_keys)::int,"
-            " (SELECT count(*) FROM create_events WHERE role <> 'refused')::int"
-        )[0]
-    )
-
-
-def test_email_first_with_sms_fallback_writes_both_intents_with_their_policy(create, db):
-    response = post(create(), EMAIL_FIRST, "k1")
+def test_email_first_with_sms_fallback_writes_both_intents_with_their_policy(create_app, db):
+    response = post_create(create_app(), EMAIL_FIRST, "k1")
     assert response.status_code == 201, response.get_data(as_text=True)
     body = response.get_json()
     assert body["fallback"] == {"channel": "sms", "after_seconds": 30, "policy": "fallback"}
@@ -78,9 +59,9 @@ def test_email_first_with_sms_fallback_writes_both_intents_with_their_policy(cre
     ]
 
 
-def test_after_seconds_zero_makes_both_due_at_once(create, db):
+def test_after_seconds_zero_makes_both_due_at_once(create_app, db):
     body = {**EMAIL_FIRST, "fallback": {**EMAIL_FIRST["fallback"], "after_seconds": 0}}
-    assert post(create(), body, "k1").get_json()["fallback"]["policy"] == "both"
+    assert post_create(create_app(), body, "k1").get_json()["fallback"]["policy"] == "both"
     assert db.run("SELECT role, policy FROM eligible_delivery_intents ORDER BY id") == [
         ["primary", "both"],
         ["fallback", "both"],
@@ -100,32 +81,36 @@ def test_after_seconds_zero_makes_both_due_at_once(create, db):
         ({"channel": "sms", "destination": "+14155550100", "after_seconds": 3, "x": 1}, "#/fallback/x"),
     ],
 )
-def test_bad_fallbacks_are_field_errors_and_write_nothing(create, db, fallback, pointer):
-    response = post(create(VERIFICATION_TTL_SECONDS="600"), {**EMAIL_FIRST, "fallback": fallback}, "k1")
+def test_bad_fallbacks_are_field_errors_and_write_nothing(create_app, db, fallback, pointer):
+    response = post_create(create_app(VERIFICATION_TTL_SECONDS="600"), {**EMAIL_FIRST, "fallback": fallback}, "k1")
     assert response.status_code == 400 and response.mimetype == "application/problem+json"
     assert pointer in [e["pointer"] for e in response.get_json()["errors"]], response.get_json()
     assert "+14155550100" not in response.get_data(as_text=True)
     assert written(db) == (0, 0, 0, 0)
 
 
-def test_a_fallback_sms_passes_the_sms_abuse_checks(create, db):
-    client = create(SMS_ALLOWED_COUNTRIES="US")
+def test_a_fallback_sms_passes_the_sms_abuse_checks(create_app, db):
+    client = create_app(SMS_ALLOWED_COUNTRIES="US")
     body = {**EMAIL_FIRST, "fallback": {"channel": "sms", "destination": "+19002123456", "after_seconds": 30}}
-    response = post(client, body, "k1")
+    response = post_create(client, body, "k1")
     assert response.status_code == 422
     problem = response.get_json()
     assert problem["type"].endswith("/sms-number-type-not-allowed")
     assert problem["errors"][0]["pointer"] == "#/fallback/destination"
-    response = post(client, {**EMAIL_FIRST, "fallback": {**body["fallback"], "destination": "+33612345678"}}, "k2")
+    response = post_create(
+        client, {**EMAIL_FIRST, "fallback": {**body["fallback"], "destination": "+33612345678"}}, "k2"
+    )
     assert response.get_json()["type"].endswith("/sms-country-not-allowed")
     assert written(db) == (0, 0, 0, 0)
 
 
-def test_a_fallback_destination_has_its_own_rate_limit(create, db):
+def test_a_fallback_destination_has_its_own_rate_limit(create_app, db):
     """An SMS pump through the fallback slot: every primary differs, the fallback number is the same."""
-    client = create(RATE_LIMIT_PER_HOUR="2", RATE_LIMIT_SPACING_SECONDS="0", RATE_LIMIT_ACCOUNT_PER_HOUR="100")
+    client = create_app(RATE_LIMIT_PER_HOUR="2", RATE_LIMIT_SPACING_SECONDS="0", RATE_LIMIT_ACCOUNT_PER_HOUR="100")
     statuses = [
-        post(client, {**EMAIL_FIRST, "account_id": f"a{i}", "destination": f"u{i}@example.com"}, f"k{i}").status_code
+        post_create(
+            client, {**EMAIL_FIRST, "account_id": f"a{i}", "destination": f"u{i}@example.com"}, f"k{i}"
+        ).status_code
         for i in range(3)
     ]
     assert statuses == [201, 201, 429]
@@ -134,17 +119,17 @@ def test_a_fallback_destination_has_its_own_rate_limit(create, db):
     assert db.run("SELECT account_id FROM create_events WHERE role = 'refused'") == [["a2"]]
 
 
-def test_the_fallback_does_not_count_twice_against_the_account(create, db):
-    client = create(RATE_LIMIT_ACCOUNT_PER_HOUR="2", RATE_LIMIT_SPACING_SECONDS="0")
+def test_the_fallback_does_not_count_twice_against_the_account(create_app, db):
+    client = create_app(RATE_LIMIT_ACCOUNT_PER_HOUR="2", RATE_LIMIT_SPACING_SECONDS="0")
     for i in range(2):
         body = {
             **EMAIL_FIRST,
             "destination": f"u{i}@example.com",
             "fallback": {**EMAIL_FIRST["fallback"], "destination": f"+1415555010{i}"},
         }
-        assert post(client, body, f"k{i}").status_code == 201
+        assert post_create(client, body, f"k{i}").status_code == 201
     assert (
-        post(
+        post_create(
             client,
             {
                 **EMAIL_FIRST,
@@ -157,18 +142,18 @@ def test_the_fallback_does_not_count_twice_against_the_account(create, db):
     )
 
 
-def test_the_idempotency_fingerprint_covers_the_fallback(create, db):
-    client = create()
-    first = post(client, EMAIL_FIRST, "k1")
-    replay = post(client, EMAIL_FIRST, "k1")
+def test_the_idempotency_fingerprint_covers_the_fallback(create_app, db):
+    client = create_app()
+    first = post_create(client, EMAIL_FIRST, "k1")
+    replay = post_create(client, EMAIL_FIRST, "k1")
     assert replay.status_code == 201 and replay.headers["Idempotent-Replayed"] == "true"
     assert replay.get_data() == first.get_data()
     later = {**EMAIL_FIRST, "fallback": {**EMAIL_FIRST["fallback"], "after_seconds": 31}}
-    assert post(client, later, "k1").get_json()["type"].endswith("/idempotency-key-reused")
+    assert post_create(client, later, "k1").get_json()["type"].endswith("/idempotency-key-reused")
     other_number = {**EMAIL_FIRST, "fallback": {**EMAIL_FIRST["fallback"], "destination": "+14155550199"}}
-    assert post(client, other_number, "k1").status_code == 422
+    assert post_create(client, other_number, "k1").status_code == 422
     no_fallback = {k: v for k, v in EMAIL_FIRST.items() if k != "fallback"}
-    assert post(client, no_fallback, "k1").status_code == 422
+    assert post_create(client, no_fallback, "k1").status_code == 422
     assert written(db) == (1, 2, 1, 2)
 
 

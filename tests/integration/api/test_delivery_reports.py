@@ -9,9 +9,7 @@ import time
 
 import pytest
 
-from signup_verification.api import create as create_edge
-from signup_verification.api.models import CreateVerificationRequest
-from support.factories import KEYRING, SETTINGS
+from support.factories import create
 from support.reports import (
     SIGNING_KEY,
     TWILIO_TOKEN,
@@ -42,11 +40,6 @@ def intent(db, intent_id: int) -> dict:
     return db.one("SELECT * FROM delivery_intents WHERE id = :id", id=intent_id)
 
 
-def create(db, destination: str, key: str):
-    request = CreateVerificationRequest(account_id=f"acct-{key}", channel="email", destination=destination)
-    return create_edge.create_verification(db, SETTINGS.create, KEYRING, request, key)
-
-
 def test_delivered_event_sets_delivered_at_once_and_is_idempotent(client, db):
     [sent] = accepted(db)
     event = sendgrid_event(sent["intent_id"], sent["attempt_id"])
@@ -69,7 +62,7 @@ def test_linked_by_sg_message_id_without_custom_args(client, db):
 
 
 def test_hard_bounce_fails_the_delivery_and_suppresses_the_exact_address_only(client, db):
-    first = create(db, "Bouncy.Person+x@gmail.com", "bounce-1")
+    first = create(db, "Bouncy.Person+x@gmail.com", key="bounce-1")
     from support.factories import deliver
 
     [intent_id] = deliver(db)
@@ -84,11 +77,11 @@ def test_hard_bounce_fails_the_delivery_and_suppresses_the_exact_address_only(cl
     assert "gmail" not in json.dumps([list(r) for r in db.run("SELECT * FROM delivery_observations")], default=str)
     # the exact address that bounced is refused, and nothing is kept
     with pytest.raises(Exception) as refused:
-        create(db, "Bouncy.Person+x@gmail.com", "bounce-2")
+        create(db, "Bouncy.Person+x@gmail.com", key="bounce-2")
     assert refused.value.status == 422 and refused.value.slug == "destination-suppressed"
     assert db.run("SELECT count(*) FROM idempotency_keys WHERE key = 'bounce-2'")[0][0] == 0
     # another mailbox name of the same inbox is a different address: anyone can bounce an alias
-    assert create(db, "bouncyperson@googlemail.com", "bounce-3").status == 201
+    assert create(db, "bouncyperson@googlemail.com", key="bounce-3").status == 201
     assert first.status == 201
     # a later "delivered" for the same message changes nothing: the first terminal fact wins
     post_sendgrid(client, [sendgrid_event(intent_id, attempt_id)])

@@ -1,7 +1,7 @@
 """The edge refuses bodies at or over the limit (unread when declared), duplicate JSON keys and
 repeated Idempotency-Key headers, over-long forms; the reserved paths carry our security headers.
 Every refusal is problem+json (or a page), writes nothing and logs nothing at ERROR. (Through
-functions-framework's gunicorn server, every target: test_body_limit_served.py.)"""
+functions-framework's gunicorn server, every target: tests/system/test_body_limit_served.py.)"""
 
 from __future__ import annotations
 

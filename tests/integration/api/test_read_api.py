@@ -13,6 +13,7 @@ from signup_verification import runtime
 from signup_verification.outbox import transitions as t
 from support.auth import cloud_run_identity, signed_headers
 from support.factories import deliver
+from support.signup_requests import created_json
 
 EMAIL = {"account_id": "acct-read", "channel": "email", "destination": "ada.lovelace@example.com"}
 
@@ -23,9 +24,7 @@ def client(app_client):
 
 
 def _create(client, body=EMAIL, key: str | None = None) -> str:
-    response = client.post("/", json=body, headers={"Idempotency-Key": key or uuid.uuid4().hex})
-    assert response.status_code == 201, response.get_data(as_text=True)
-    return response.get_json()["verification_id"]
+    return created_json(client, body, key)["verification_id"]
 
 
 def _problem(response, status: int) -> dict:
@@ -112,10 +111,10 @@ def test_the_answer_never_carries_the_token_or_its_material(client, db):
 @pytest.mark.parametrize(
     "path",
     [
-        f"/{uuid.uuid4()}",  # well-formed, unknown
+        "/f308d5c9-cf4b-4c32-994f-f5ba2bbc3e7d",  # well-formed, unknown (fixed: every test worker collects one id)
         "/not-a-uuid",
-        f"/{uuid.uuid4().hex}",  # a UUID, but not in its canonical form
-        f"/{uuid.uuid4()}/deliveries",
+        "/c8e56dfa3c6e42b9afd95e38e9d50f50",  # a UUID, but not in its canonical form
+        "/cf02e483-4852-4f15-a4dd-0fba43cacff2/deliveries",
         "/%00",
         "/' OR 1=1 --",
     ],

@@ -11,6 +11,7 @@ import pytest
 from signup_verification import runtime
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
+from support.signup_requests import post_create
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SITE = "https://app.example.com"
@@ -30,10 +31,6 @@ def _body(**extra) -> dict:
     return {"account_id": f"a-{unique}", "channel": "email", "destination": f"ada.{unique}@example.com", **extra}
 
 
-def _create(create, body: dict, key: str | None = None):
-    return create.post("/", json=body, headers={"Idempotency-Key": key or uuid.uuid4().hex})
-
-
 def _token(db, verification_id: str) -> str:
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(verification_id))
     return KEYRING.get(row["key_id"]).link(row["id"], bytes(row["token_nonce"]))
@@ -46,7 +43,7 @@ def _continue_link(page: str) -> str | None:
 
 def test_an_allowed_return_url_is_stored_and_read_back(clients, db):
     create, _ = clients
-    response = _create(create, _body(return_url=BACK))
+    response = post_create(create, _body(return_url=BACK))
     assert response.status_code == 201
     verification_id = response.get_json()["verification_id"]
     assert db.one("SELECT return_url FROM verifications WHERE id = :id", id=uuid.UUID(verification_id)) == {
@@ -61,7 +58,7 @@ def test_an_allowed_return_url_is_stored_and_read_back(clients, db):
 )
 def test_a_return_url_off_the_list_is_a_400_field_error_that_writes_nothing(clients, db, url):
     create, _ = clients
-    response = _create(create, _body(return_url=url))
+    response = post_create(create, _body(return_url=url))
     assert response.status_code == 400 and response.mimetype == "application/problem+json"
     assert [e["pointer"] for e in response.get_json()["errors"]] == ["#/return_url"]
     assert url not in response.get_data(as_text=True)
@@ -71,11 +68,11 @@ def test_a_return_url_off_the_list_is_a_400_field_error_that_writes_nothing(clie
 def test_the_return_url_is_part_of_the_idempotency_fingerprint(clients):
     create, _ = clients
     body = _body(return_url=BACK)
-    assert _create(create, body, key="k-return").status_code == 201
-    assert _create(create, body, key="k-return").headers.get("Idempotent-Replayed") == "true"
-    other = _create(create, {**body, "return_url": SITE + "/elsewhere"}, key="k-return")
+    assert post_create(create, body, key="k-return").status_code == 201
+    assert post_create(create, body, key="k-return").headers.get("Idempotent-Replayed") == "true"
+    other = post_create(create, {**body, "return_url": SITE + "/elsewhere"}, key="k-return")
     assert other.status_code == 422
-    assert _create(create, {k: v for k, v in body.items() if k != "return_url"}, key="k-return").status_code == 422
+    assert post_create(create, {k: v for k, v in body.items() if k != "return_url"}, key="k-return").status_code == 422
 
 
 def test_without_return_url_the_fingerprint_is_the_one_stored_before_issue_12():
@@ -96,7 +93,7 @@ def test_without_return_url_the_fingerprint_is_the_one_stored_before_issue_12():
 
 def test_the_verified_and_already_confirmed_pages_continue_to_the_site(clients, db):
     create, confirm = clients
-    token = _token(db, _create(create, _body(return_url=BACK)).get_json()["verification_id"])
+    token = _token(db, post_create(create, _body(return_url=BACK)).get_json()["verification_id"])
     verified = confirm.post("/", data={"token": token})
     page = verified.get_data(as_text=True)
     assert verified.status_code == 200 and "Continue to Acme" in page
@@ -108,14 +105,14 @@ def test_the_verified_and_already_confirmed_pages_continue_to_the_site(clients, 
 
 def test_the_pages_speak_the_verifications_locale(clients, db):
     create, confirm = clients
-    token = _token(db, _create(create, _body(return_url=BACK, locale="ja")).get_json()["verification_id"])
+    token = _token(db, post_create(create, _body(return_url=BACK, locale="ja")).get_json()["verification_id"])
     page = confirm.post("/", data={"token": token}).get_data(as_text=True)
     assert "Acme に進む" in page and _continue_link(page)
 
 
 def test_without_return_url_the_pages_keep_their_words_and_no_link(clients, db):
     create, confirm = clients
-    token = _token(db, _create(create, _body()).get_json()["verification_id"])
+    token = _token(db, post_create(create, _body()).get_json()["verification_id"])
     page = confirm.post("/", data={"token": token}).get_data(as_text=True)
     assert "return to Acme" in page and "<a " not in page
 
@@ -123,9 +120,9 @@ def test_without_return_url_the_pages_keep_their_words_and_no_link(clients, db):
 def test_dead_verifications_link_back_to_the_site(clients, db):
     create, confirm = clients
     account = f"a-{uuid.uuid4().hex[:8]}"
-    first = _create(create, {**_body(return_url=BACK), "account_id": account}).get_json()["verification_id"]
+    first = post_create(create, {**_body(return_url=BACK), "account_id": account}).get_json()["verification_id"]
     old_token = _token(db, first)
-    second = _create(create, {**_body(return_url=SITE + "/second"), "account_id": account})
+    second = post_create(create, {**_body(return_url=SITE + "/second"), "account_id": account})
     assert second.status_code == 201
     superseded = confirm.get("/", query_string={"token": old_token})
     assert superseded.status_code == 410 and "Back to Acme" in superseded.get_data(as_text=True)
@@ -139,7 +136,7 @@ def test_dead_verifications_link_back_to_the_site(clients, db):
     expired = confirm.get("/", query_string={"token": _token(db, expired_id)}).get_data(as_text=True)
     assert "This link has expired" in expired and f'href="{SITE}/second"' in expired
 
-    locked_id = _create(create, _body(return_url=BACK)).get_json()["verification_id"]
+    locked_id = post_create(create, _body(return_url=BACK)).get_json()["verification_id"]
     db.run("UPDATE verifications SET status = 'locked' WHERE id = :id", id=uuid.UUID(locked_id))
     locked = confirm.get("/", query_string={"token": _token(db, locked_id)}).get_data(as_text=True)
     assert "locked" in locked and "Back to Acme" in locked
@@ -147,7 +144,7 @@ def test_dead_verifications_link_back_to_the_site(clients, db):
 
 def test_nothing_from_the_link_can_choose_where_the_page_points(clients, db):
     create, confirm = clients
-    token = _token(db, _create(create, _body(return_url=BACK)).get_json()["verification_id"])
+    token = _token(db, post_create(create, _body(return_url=BACK)).get_json()["verification_id"])
     page = confirm.post(
         "/?return_url=https://evil.example/&next=https://evil.example/",
         data={"token": token, "return_url": "https://evil.example/"},

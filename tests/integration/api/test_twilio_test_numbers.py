@@ -13,36 +13,34 @@ from signup_verification.platform.errors import ConfigError
 from signup_verification.verifications import abuse
 from signup_verification.verifications.config import TWILIO_MAGIC_SENDERS, TWILIO_TEST_SENDER
 from support.paths import TEST_TOKEN_KEYS
+from support.signup_requests import post_create
 
 MAGIC = sorted(abuse.TWILIO_TEST_RECIPIENTS)
 
 
-@pytest.fixture
-def create(configured_app):
-    return lambda **settings: configured_app("create_verification", **settings)
-
-
 def _post(client, body: dict, key: str):
-    return client.post("/", json={"account_id": "acct-magic", **body}, headers={"Idempotency-Key": key})
+    return post_create(client, {"account_id": "acct-magic", **body}, key)
 
 
 @pytest.mark.parametrize("number", MAGIC)
-def test_magic_numbers_are_refused_without_twilio_test_credentials(create, number):
-    answer = _post(create(TWILIO_FROM="+14155550199"), {"channel": "sms", "destination": number}, "k")
+def test_magic_numbers_are_refused_without_twilio_test_credentials(create_app, number):
+    answer = _post(create_app(TWILIO_FROM="+14155550199"), {"channel": "sms", "destination": number}, "k")
     assert answer.status_code == 422 and answer.get_json()["type"].endswith("/sms-number-type-not-allowed")
 
 
 @pytest.mark.parametrize("number", MAGIC)
-def test_magic_numbers_are_accepted_with_twilio_test_credentials(create, number):
-    client = create(TWILIO_FROM=TWILIO_TEST_SENDER, RATE_LIMIT_PREFIX_PER_HOUR="100", RATE_LIMIT_SPACING_SECONDS="0")
+def test_magic_numbers_are_accepted_with_twilio_test_credentials(create_app, number):
+    client = create_app(
+        TWILIO_FROM=TWILIO_TEST_SENDER, RATE_LIMIT_PREFIX_PER_HOUR="100", RATE_LIMIT_SPACING_SECONDS="0"
+    )
     assert _post(client, {"channel": "sms", "destination": number}, f"p-{number}").status_code == 201
     fallback = {"channel": "sms", "destination": number, "after_seconds": 0}
     body = {"channel": "email", "destination": f"m{number[-1]}@example.com", "fallback": fallback}
     assert _post(client, body, f"f-{number}").status_code == 201
 
 
-def test_other_personal_numbers_stay_refused_on_test_credentials(create):
-    client = create(TWILIO_FROM=TWILIO_TEST_SENDER)
+def test_other_personal_numbers_stay_refused_on_test_credentials(create_app):
+    client = create_app(TWILIO_FROM=TWILIO_TEST_SENDER)
     answer = _post(client, {"channel": "sms", "destination": "+15005550006"}, "k")  # the sender, not a test `To`
     assert answer.status_code == 422
 

@@ -30,7 +30,7 @@ from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
 from support.fakes.webhooks import new_secret
 from support.served import serve
-from support.typescript_client import PACKAGE, npm, run_npm
+from support.typescript_client import PACKAGE, node_test_command, npm, run_npm
 from support.webhooks import link_token, sms_code
 
 SIGNING_KEY = "site1:" + base64.urlsafe_b64encode(b"t" * 32).decode().rstrip("=")
@@ -80,7 +80,7 @@ class Harness:
 @contextmanager
 def served_harness(harness: Harness) -> Iterator[str]:
     server = make_server("127.0.0.1", 0, harness, threaded=True)
-    threading.Thread(target=server.serve_forever, name="ts-harness", daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), name="ts-harness", daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}/"
     finally:
@@ -159,10 +159,17 @@ def _summary(output: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_the_typescript_client_against_the_service(mode, service_env, db, monkeypatch):
-    npm()
+def test_the_typescript_client_against_the_service(mode, service_env, db, monkeypatch, typescript_client_built):
+    """`npm test`'s Node runner on the session's build (support/typescript_client.py)."""
     with MODES[mode](monkeypatch) as urls, served_harness(Harness(db, monkeypatch)) as harness_url:
-        result = run_npm("test", env={"SVC_MODE": mode, "SVC_HARNESS_URL": harness_url, **urls})
+        result = subprocess.run(
+            node_test_command(),
+            cwd=PACKAGE,
+            env={**os.environ, "SVC_MODE": mode, "SVC_HARNESS_URL": harness_url, **urls, "NO_COLOR": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     output = result.stdout + result.stderr
     counts = _summary(output)
     failed = [line for line in output.splitlines() if line.startswith("not ok")]

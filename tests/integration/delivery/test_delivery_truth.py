@@ -10,8 +10,6 @@ import uuid
 
 import pytest
 
-from signup_verification.api import create as create_edge
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
 from signup_verification.delivery import reports
 from signup_verification.delivery.classification import sendgrid as sendgrid_table
@@ -19,6 +17,7 @@ from signup_verification.operations import channel_holds, signals, timeline
 from signup_verification.verifications import confirm as c
 from signup_verification.verifications import read
 from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.factories import create
 from support.policy import create_with_fallback, intents
 from support.reports import sendgrid_event, twilio_form
 
@@ -92,8 +91,7 @@ def test_an_sms_unreachable_handset_brings_the_email_fallback_forward_and_suppre
     assert primary.reason == {"category": "unreachable", "code": "30003", "provider": "twilio",
                               "fault": "transient_or_unknown"}  # fmt: skip
     assert db.one("SELECT count(*) AS n FROM destination_suppressions")["n"] == 0
-    request = CreateVerificationRequest(account_id="acct-again", channel="sms", destination="+14155550100")
-    assert create_edge.create_verification(db, settings.create, KEYRING, request, "again").status == 201
+    assert create(db, "+14155550100", account="acct-again", key="again", config=settings.create).status == 201
 
 
 def test_a_sendgrid_quota_drop_suppresses_nobody_and_alerts(db, caplog, app_client, monkeypatch):
@@ -104,8 +102,8 @@ def test_a_sendgrid_quota_drop_suppresses_nobody_and_alerts(db, caplog, app_clie
         monkeypatch.setenv(name, value)
     client = app_client("delivery_reports")
     settings = provider_settings()
-    request = CreateVerificationRequest(account_id="acct-q", channel="email", destination="quota@example.com")
-    create_edge.create_verification(db, settings.create, KEYRING, request, "q1")
+    request = dict(destination="quota@example.com", account="acct-q")
+    create(db, **request, key="q1", config=settings.create)
     [intent_id] = deliver(db)
     drop = sendgrid_event(intent_id, f"{intent_id}:1", "dropped", reason="Recipient List over Package Quota")
     with caplog.at_level(logging.ERROR, logger="signup_verification.api.delivery_reports"):
@@ -115,14 +113,13 @@ def test_a_sendgrid_quota_drop_suppresses_nobody_and_alerts(db, caplog, app_clie
     alerts = signals.compute(db, "test").alerts()
     assert any("email: 1 fault(s) of our account (quota_exceeded sendgrid over_quota)" in a for a in alerts)
     assert db.one("SELECT count(*) AS n FROM destination_suppressions")["n"] == 0
-    assert create_edge.create_verification(db, settings.create, KEYRING, request, "q2").status == 201
+    assert create(db, **request, key="q2", config=settings.create).status == 201
 
 
 def test_a_run_of_sender_faults_holds_the_channel_until_resumed(db, smtp):
     settings = provider_settings(smtp)
     for n in range(4):
-        request = CreateVerificationRequest(account_id=f"acct-h{n}", channel="email", destination=f"h{n}@example.com")
-        create_edge.create_verification(db, settings.create, KEYRING, request, f"h{n}")
+        create(db, f"h{n}@example.com", account=f"acct-h{n}", key=f"h{n}", config=settings.create)
     from support.factories import deliver
 
     delivered = deliver(db, limit=3)
@@ -155,20 +152,19 @@ def test_an_alias_bounce_blocks_only_the_exact_address(db):
 
     settings = provider_settings()
 
-    def create(destination: str, key: str):
-        request = CreateVerificationRequest(account_id=f"acct-{key}", channel="email", destination=destination)
-        return create_edge.create_verification(db, settings.create, KEYRING, request, key)
+    def signup(destination: str, key: str):
+        return create(db, destination, key=key, config=settings.create)
 
-    create("victim+x@gmail.com", "alias")
+    signup("victim+x@gmail.com", "alias")
     [intent_id] = deliver(db)
     bounce = reports.sendgrid_events(
         json.dumps([sendgrid_event(intent_id, f"{intent_id}:1", "bounce", type="bounce", status="5.1.1")]).encode()
     )
     assert reports.ingest(db, "sendgrid", bounce.observations).suppressed == 1
-    assert create("victim@gmail.com", "victim").status == 201
-    assert create("v.i.c.t.i.m@googlemail.com", "dots").status == 201
+    assert signup("victim@gmail.com", "victim").status == 201
+    assert signup("v.i.c.t.i.m@googlemail.com", "dots").status == 201
     with pytest.raises(Problem) as refused:
-        create("victim+x@gmail.com", "again")
+        signup("victim+x@gmail.com", "again")
     assert refused.value.slug == "destination-suppressed"
 
 
@@ -176,15 +172,15 @@ def test_a_spam_report_suppresses_the_address_though_it_was_delivered(db):
     from support.factories import deliver
 
     settings = provider_settings()
-    request = CreateVerificationRequest(account_id="acct-spam", channel="email", destination="annoyed@example.com")
-    create_edge.create_verification(db, settings.create, KEYRING, request, "spam-1")
+    request = dict(destination="annoyed@example.com", account="acct-spam")
+    create(db, **request, key="spam-1", config=settings.create)
     [intent_id] = deliver(db)
     events = [sendgrid_event(intent_id, f"{intent_id}:1"), sendgrid_event(intent_id, f"{intent_id}:1", "spamreport")]
     batch = reports.sendgrid_events(json.dumps(events).encode())
     result = reports.ingest(db, "sendgrid", batch.observations)
     assert (result.delivered, result.undeliverable, result.suppressed) == (1, 0, 1)
     with pytest.raises(Problem) as refused:
-        create_edge.create_verification(db, settings.create, KEYRING, request, "spam-2")
+        create(db, **request, key="spam-2", config=settings.create)
     assert refused.value.slug == "destination-suppressed"
 
 
@@ -227,8 +223,7 @@ def test_a_bounce_records_delivery_bounced_with_its_reason_only_when_asked(db):
 
     db.run("SET signup_verification.webhooks = 'on'")
     settings = provider_settings()
-    request = CreateVerificationRequest(account_id="acct-b", channel="email", destination="gone@example.com")
-    answer = create_edge.create_verification(db, settings.create, KEYRING, request, "b1")
+    answer = create(db, "gone@example.com", account="acct-b", key="b1", config=settings.create)
     vid = uuid.UUID(answer.body["verification_id"])
     [intent_id] = deliver(db)
     bounce = sendgrid_event(intent_id, f"{intent_id}:1", "bounce", type="bounce", status="5.1.1")

@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
 
 import pytest
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.delivery.channels.console import ConsoleChannel
 from signup_verification.operations.dispatcher import Dispatcher, DispatchRun
@@ -20,23 +17,24 @@ from signup_verification.outbox import transitions as t
 from signup_verification.platform.database import Database
 from signup_verification.verifications.tokens import split_link
 from support.dispatch import KEYRING, attempts, intent, provider_settings, run_dispatch
+from support.factories import created
 from support.fakes.http import Answer, FakeTwilio
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import SmtpBehaviour
 
 
 def create(db, settings, n, channel="email", account="acct"):
-    ids = []
-    for i in range(n):
-        destination = f"{account}{i}@example.com" if channel == "email" else f"+1415555{i:04d}"
-        request = CreateVerificationRequest(
-            account_id=f"{account}-{channel}-{i}", channel=channel, destination=destination
+    """n signups through the real create path, to <account>0@example.com, ... or +14155550000, ..."""
+    return [
+        created(
+            db,
+            f"{account}{i}@example.com" if channel == "email" else f"+1415555{i:04d}",
+            account=f"{account}-{channel}-{i}",
+            key=f"k-{account}-{channel}-{i}",
+            config=settings.create,
         )
-        body = verifications.create_verification(
-            db, settings.create, KEYRING, request, f"k-{account}-{channel}-{i}"
-        ).body
-        ids.append(uuid.UUID(body["verification_id"]))
-    return ids
+        for i in range(n)
+    ]
 
 
 # -- the happy path -------------------------------------------------------------------------------------
@@ -259,8 +257,7 @@ def test_a_retry_that_could_only_deliver_an_expired_link_is_not_attempted(db, sm
 def test_superseded_verification_is_suppressed_at_create_and_never_claimed(db, smtp):
     settings = provider_settings(smtp)
     create(db, settings, 1, account="same")
-    request = CreateVerificationRequest(account_id="same-email-0", channel="email", destination="new@example.com")
-    verifications.create_verification(db, settings.create, KEYRING, request, "second")
+    created(db, "new@example.com", account="same-email-0", key="second", config=settings.create)
     report = run_dispatch(db, settings)
     assert (report.claimed, report.accepted) == (1, 1) and smtp.recipients() == ["new@example.com"]
 

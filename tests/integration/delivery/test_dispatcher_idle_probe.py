@@ -13,6 +13,7 @@ from signup_verification.outbox import idle
 from signup_verification.platform.database import Database
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.seed import seed_intents
+from support.waiting import until
 
 POLL = 0.25
 # Scheduling slack on a shared 2-core test machine: a sleep may wake late, a probe may wait for a core.
@@ -45,6 +46,12 @@ def _estimator() -> LatencyEstimator:
     estimator = LatencyEstimator()
     estimator.seed({"email": 0.0, "sms": 0.0})
     return estimator
+
+
+def _idle_waiter(db) -> str | None:
+    """The invocation registered as the deployment's idle waiter (outbox/idle_enter.sql), if any."""
+    rows = db.run("SELECT watermark ->> 'idle_owner' FROM worker_heartbeats WHERE watermark ? 'idle_owner'")
+    return rows[0][0] if rows else None
 
 
 def _settings(tmp_path, timeout: int):
@@ -131,7 +138,7 @@ def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, databas
 
     older = threading.Thread(target=invocation, args=("older",))
     older.start()
-    time.sleep(1.5)  # the older one is waiting by now
+    until(lambda: _idle_waiter(db), what="the older invocation waiting")
     newer_started = time.monotonic()
     stop = threading.Event()
 
@@ -151,12 +158,8 @@ def test_a_newer_waiting_invocation_takes_over_and_the_older_returns(db, databas
     # loaded 2-core machine up to seconds), not at the older one's own deadline ~27 s later.
     assert "older" in ended and ended["older"] - newer_started < 6.0
     seed_intents(db, 1, prefix="after")  # the newer one still waits, and sends it
-    deadline = time.monotonic() + 5
-    while (
-        time.monotonic() < deadline
-        and not db.run("SELECT count(*) FROM delivery_intents WHERE status = 'accepted'")[0][0]
-    ):
-        time.sleep(0.1)
+    accepted = "SELECT count(*) FROM delivery_intents WHERE status = 'accepted'"
+    until(lambda: db.run(accepted)[0][0], timeout=5, what="the newer invocation sending")
     stop.set()
     newer.join(10)
     assert db.run("SELECT count(*) FROM delivery_intents WHERE status = 'accepted'")[0][0] == 1

@@ -4,14 +4,12 @@ link token must reach neither delivery_attempts.error_detail, delivery_intents.l
 from __future__ import annotations
 
 import logging
-import uuid
 
 import pytest
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.redaction import scrub
 from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.factories import created
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import SmtpBehaviour
 
@@ -19,9 +17,8 @@ from support.fakes.smtp import SmtpBehaviour
 def test_an_echoed_url_is_scrubbed_before_it_is_stored_or_logged(db, smtp, caplog):
     smtp.behaviour = SmtpBehaviour(echo_first_url=True)
     settings = provider_settings(smtp)
-    request = CreateVerificationRequest(account_id="acct", channel="email", destination="ada@example.com")
-    body = verifications.create_verification(db, settings.create, KEYRING, request, "k1").body
-    row = db.one("SELECT id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(body["verification_id"]))
+    vid = created(db, "ada@example.com", config=settings.create)
+    row = db.one("SELECT id, token_nonce FROM verifications WHERE id = :id", id=vid)
     token = KEYRING.primary.link_token(row["id"], bytes(row["token_nonce"]))
     with caplog.at_level(logging.DEBUG):
         report = run_dispatch(db, settings)
@@ -43,9 +40,8 @@ def test_an_sms_code_echoed_by_twilio_is_not_stored_or_logged(db, caplog):
     removes the code it rendered, by value, before the text is stored or logged."""
     with FakeTwilio() as twilio:
         settings = provider_settings(twilio=twilio)
-        request = CreateVerificationRequest(account_id="acct-sms", channel="sms", destination="+14155550100")
-        body = verifications.create_verification(db, settings.create, KEYRING, request, "k-sms").body
-        row = db.one("SELECT id, token_nonce FROM verifications WHERE id = :id", id=uuid.UUID(body["verification_id"]))
+        vid = created(db, "+14155550100", config=settings.create)
+        row = db.one("SELECT id, token_nonce FROM verifications WHERE id = :id", id=vid)
         code = KEYRING.primary.sms_code(row["id"], bytes(row["token_nonce"]), 6)
         twilio.script(FakeTwilio.error(400, 30007, f"Message filtered: 'Your code is {code}' [{code}]"))
         with caplog.at_level(logging.DEBUG):

@@ -7,12 +7,12 @@ tests/system/test_fanout_local.py the whole local emulation)."""
 from __future__ import annotations
 
 import threading
-import time
 
 from signup_verification.delivery.fanout import FANOUT, Invocation
 from signup_verification.platform.database import Database
 from support.dispatch import Recorded, Slow, fanout_settings, run_dispatch, warm
 from support.fakes.seed import seed_intents
+from support.waiting import until
 
 
 def live_slots(db) -> list[dict]:
@@ -55,7 +55,8 @@ def test_a_fanout_invocation_takes_its_slot_starts_none_and_frees_it_at_the_end(
     def watch() -> None:  # the slot while the invocation runs: begun, until its own deadline
         other = Database.from_url(database_url)
         try:
-            time.sleep(0.5)
+            begun = "SELECT 1 FROM dispatch_invocations WHERE started_at IS NOT NULL"
+            until(lambda: other.run(begun), what="the fan-out invocation taking its slot")
             seen.extend(
                 other.run(
                     "SELECT started_at IS NOT NULL, until < now() + interval '10 seconds' FROM dispatch_invocations"

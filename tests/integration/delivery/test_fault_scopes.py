@@ -8,16 +8,15 @@ whole channel after a handful of attempts. Real PostgreSQL, the providers' proto
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 import pytest
 
-from signup_verification.api import create as create_edge
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery import reports
 from signup_verification.operations import channel_holds, signals
-from support.dispatch import KEYRING, intent, provider_settings, run_dispatch
+from support.dispatch import intent, provider_settings, run_dispatch
+from support.factories import created
+from support.factories import intent as primary_intent
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import SmtpBehaviour
 from support.reports import twilio_form
@@ -34,14 +33,7 @@ ECHO = ("550 5.7.1 <{to}>: Recipient address rejected: undeliverable address: ho
 
 def create(db, settings, destination: str, account: str | None = None) -> int:
     """A signup through the real create path; its primary intent's id."""
-    channel = "email" if "@" in destination else "sms"
-    request = CreateVerificationRequest(
-        account_id=account or f"acct-{uuid.uuid4().hex[:8]}", channel=channel, destination=destination
-    )
-    answer = create_edge.create_verification(db, settings.create, KEYRING, request, f"k-{uuid.uuid4()}")
-    assert answer.status == 201, answer.body
-    vid = answer.body["verification_id"]
-    return db.one("SELECT id FROM delivery_intents WHERE verification_id = :v AND role = 'primary'", v=vid)["id"]
+    return primary_intent(db, created(db, destination, account=account, config=settings.create))["id"]
 
 
 def holds(db) -> dict[tuple[str, str], bool]:

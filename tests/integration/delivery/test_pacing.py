@@ -15,6 +15,7 @@ from signup_verification.platform.database import Database
 from support.dispatch import attempts, intent, provider_settings, run_dispatch
 from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
 from support.fakes.seed import seed_intents
+from support.waiting import until
 
 TOO_MANY = {"errors": [{"field": None, "message": "too many requests"}]}
 
@@ -145,7 +146,7 @@ def test_email_max_per_second_bounds_what_the_provider_receives(db):
 
 def test_the_slow_down_reaches_a_concurrent_invocation_before_its_next_claim(db, database_url, sendgrid):
     """Two invocations at once: the one that met the 429 publishes the slow-down while its batch is
-    still running; the other, starting a second later, claims no email."""
+    still running; the other, starting once it is published, claims no email."""
     seed_intents(db, 30)
     sendgrid.default_delay = 0.2
     sendgrid.script(Answer(429, TOO_MANY, {"Retry-After": "20"}))
@@ -155,7 +156,7 @@ def test_the_slow_down_reaches_a_concurrent_invocation_before_its_next_claim(db,
     def other():
         other_db = Database.from_url(database_url)
         try:
-            time.sleep(1.0)
+            until(lambda: slowed(other_db, "email"), what="the 429's slow-down published")
             reports.append(run_dispatch(other_db, settings))
         finally:
             other_db.close()

@@ -8,26 +8,29 @@ import re
 import uuid
 
 from signup_verification import cli
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.delivery.sending import NOT_ATTEMPTED
 from signup_verification.operations import signals
 from signup_verification.operations.config import SignalsConfig
 from signup_verification.platform.catalogue import catalogue
-from support.dispatch import KEYRING, provider_settings, run_dispatch
+from support.dispatch import provider_settings, run_dispatch
+from support.factories import created
 from support.fakes.seed import seed_intents
 
 DEFINITION = catalogue("outbox", "functions.sql")["sms_budget_left"]
 
 
 def create(db, settings, channel: str, n: int) -> list[uuid.UUID]:
-    ids = []
-    for i in range(n):
-        destination = f"u{i}@example.com" if channel == "email" else f"+1{415 + i}5550100"
-        request = CreateVerificationRequest(account_id=f"acct-{channel}-{i}", channel=channel, destination=destination)
-        body = verifications.create_verification(db, settings.create, KEYRING, request, f"k-{channel}-{i}").body
-        ids.append(uuid.UUID(body["verification_id"]))
-    return ids
+    """n signups through the real create path, to u0@example.com, ... or +14155550100, +14165550100, ..."""
+    return [
+        created(
+            db,
+            f"u{i}@example.com" if channel == "email" else f"+1{415 + i}5550100",
+            account=f"acct-{channel}-{i}",
+            key=f"k-{channel}-{i}",
+            config=settings.create,
+        )
+        for i in range(n)
+    ]
 
 
 def statuses(db, channel: str) -> list[tuple[str, int]]:

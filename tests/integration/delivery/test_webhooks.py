@@ -13,14 +13,9 @@ from support.factories import make_verifications, run
 from support.fakes.http import Answer
 from support.fakes.smtp import FakeSmtpServer
 from support.fakes.webhooks import FakeWebhookReceiver, new_secret
-from support.webhooks import VERIFIED_ONLY, events, events_database, link_token, webhook_settings
+from support.webhooks import VERIFIED_ONLY, events, link_token, webhook_settings
 
-
-@pytest.fixture
-def edb(database_url):
-    database = events_database(database_url, event_types=VERIFIED_ONLY)  # one event per confirmation
-    yield database
-    database.close()
+pytestmark = pytest.mark.webhook_events(event_types=VERIFIED_ONLY)  # one event per confirmation
 
 
 @pytest.fixture

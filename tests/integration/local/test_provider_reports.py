@@ -23,6 +23,7 @@ from signup_verification.operations.reconciler.runner import reconcile
 from support.dev_process import free_ports
 from support.dispatch import provider_settings, run_dispatch
 from support.served import serve
+from support.signup_requests import post_create, signup_body
 from support.webhooks import events
 
 SID, AUTH = "AC" + "2" * 32, "local-report-token"
@@ -78,12 +79,7 @@ def stack(service_env, db, tmp_path, monkeypatch):
 
 
 def _create(stack, channel: str, destination: str) -> requests.Response:
-    return requests.post(
-        stack.urls["create_verification"],
-        json={"account_id": f"acct-{uuid.uuid4().hex[:8]}", "channel": channel, "destination": destination},
-        headers={"Idempotency-Key": uuid.uuid4().hex},
-        timeout=30,
-    )
+    return post_create(stack.urls["create_verification"], signup_body(destination, channel=channel))
 
 
 def _sent(stack, channel: str, destination: str):

@@ -14,18 +14,13 @@ from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
 from signup_verification.delivery import reports
 from signup_verification.outbox.config import FailurePolicy
-from support.factories import KEYRING, SETTINGS, deliver
+from support.factories import KEYRING, SETTINGS, create, deliver
 
 
 def verifyctl(service_env, capsys, *argv):
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def create(db, destination, key):
-    request = CreateVerificationRequest(account_id=f"acct-{key}", channel="email", destination=destination)
-    return create_edge.create_verification(db, SETTINGS.create, KEYRING, request, key)
 
 
 def bounce(db, suppress_days=None):
@@ -37,7 +32,7 @@ def bounce(db, suppress_days=None):
 
 
 def test_list_then_clear_the_exact_address_lets_create_through(service_env, db, capsys):
-    create(db, "ada.lovelace@gmail.com", "k1")
+    create(db, "ada.lovelace@gmail.com", key="k1")
     assert bounce(db).suppressed == 1
     code, out, _ = verifyctl(service_env, capsys, "suppression", "list", "--json")
     [entry] = json.loads(out.strip().splitlines()[-1])  # (log records may share stdout after other tests)
@@ -45,22 +40,22 @@ def test_list_then_clear_the_exact_address_lets_create_through(service_env, db, 
     assert entry["kind"] == "exact" and entry["category"] == "bounced"
     assert "ada" not in out and "gmail" not in out  # keys, never destinations
     with pytest.raises(Problem) as refused:
-        create(db, "ada.lovelace@GMAIL.com", "k2")  # the same mailbox: the domain's case never matters
+        create(db, "ada.lovelace@GMAIL.com", key="k2")  # the same mailbox: the domain's case never matters
     assert refused.value.status == 422
     # another mailbox name of the same inbox is not the address that bounced: neither blocked nor cleared
-    assert create(db, "adalovelace+signup@googlemail.com", "k-alias").status == 201
+    assert create(db, "adalovelace+signup@googlemail.com", key="k-alias").status == 201
     code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "adalovelace@gmail.com")
     assert code == 1 and out.strip().splitlines()[-1] == "no such suppression"
     code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "ada.lovelace@gmail.com")
     assert code == 0 and "cleared: the destination" in out
-    assert create(db, "ada.lovelace@gmail.com", "k3").status == 201
+    assert create(db, "ada.lovelace@gmail.com", key="k3").status == 201
 
 
 def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
-    create(db, "grace@example.com", "k1")
+    create(db, "grace@example.com", key="k1")
     bounce(db, suppress_days=1)
     db.run("UPDATE destination_suppressions SET expires_at = now() - interval '1 second'")
-    assert create(db, "grace@example.com", "k2").status == 201
+    assert create(db, "grace@example.com", key="k2").status == 201
     assert (
         verifyctl(service_env, capsys, "suppression", "list")[1].strip().splitlines()[-1]
         == "no destination is suppressed"
@@ -70,9 +65,9 @@ def test_a_suppression_period_expires_by_itself(service_env, db, capsys):
 def test_the_list_says_until_when_each_entry_refuses_and_its_key_clears_it(service_env, db, capsys):
     """An entry in force reads as in force: its end (SUPPRESSION_DAYS) or "until cleared"; the key the
     text shows (its first 12 digits) is the one `clear --key` takes."""
-    create(db, "forever@example.com", "k1")
+    create(db, "forever@example.com", key="k1")
     bounce(db)
-    create(db, "aweek@example.com", "k2")
+    create(db, "aweek@example.com", key="k2")
     bounce(db, suppress_days=7)
     code, out, _ = verifyctl(service_env, capsys, "suppression", "list")
     lines = out.strip().splitlines()  # (log records may share stdout after other tests)
@@ -87,9 +82,9 @@ def test_the_list_says_until_when_each_entry_refuses_and_its_key_clears_it(servi
     assert len(key) == 12
     code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "--key", key, "--channel", "email")
     assert code == 0 and "cleared: the destination" in out
-    assert create(db, "forever@example.com", "k3").status == 201
+    assert create(db, "forever@example.com", key="k3").status == 201
     with pytest.raises(Problem):
-        create(db, "aweek@example.com", "k4")
+        create(db, "aweek@example.com", key="k4")
 
 
 def test_a_key_prefix_two_entries_share_clears_neither(service_env, db, capsys):
@@ -127,25 +122,24 @@ def test_a_token_key_rotation_lifts_no_suppression(service_env, db, capsys, monk
     from signup_verification.verifications.tokens import Keyring
     from support.paths import TEST_TOKEN_KEYS
 
-    create(db, "rotated@example.com", "k1")
+    create(db, "rotated@example.com", key="k1")
     assert bounce(db).suppressed == 1
     rotated = "test-k2:" + base64.urlsafe_b64encode(b"n" * 32).decode().rstrip("=") + "," + TEST_TOKEN_KEYS
     ring = Keyring.parse(rotated)
     assert ring.primary.key_id == "test-k2"
-    request = CreateVerificationRequest(account_id="acct-rot", channel="email", destination="rotated@example.com")
     with pytest.raises(Problem) as refused:
-        create_edge.create_verification(db, SETTINGS.create, ring, request, "k2")
+        create(db, "rotated@example.com", account="acct-rot", key="k2", keyring=ring)
     assert refused.value.status == 422 and refused.value.errors[0]["pointer"] == "#/destination"
     monkeypatch.setenv("TOKEN_KEYS", rotated)
     runtime.reset()
     code, out, _ = verifyctl(service_env, capsys, "suppression", "clear", "rotated@example.com")
     assert code == 0 and "cleared: the destination" in out
-    assert create_edge.create_verification(db, SETTINGS.create, ring, request, "k3").status == 201
+    assert create(db, "rotated@example.com", account="acct-rot", key="k3", keyring=ring).status == 201
 
 
 def test_a_suppressed_fallback_destination_is_named_as_the_fallback(service_env, db):
     """The 422 points at the field that holds the suppressed address."""
-    create(db, "bounced@example.com", "k1")
+    create(db, "bounced@example.com", key="k1")
     assert bounce(db).suppressed == 1
     request = CreateVerificationRequest.model_validate(
         {
@@ -186,7 +180,7 @@ def test_silent_answer_creates_and_fails_the_suppressed_delivery_at_once(service
 
     from signup_verification.verifications import read
 
-    create(db, "quiet@example.com", "k1")
+    create(db, "quiet@example.com", key="k1")
     assert bounce(db).suppressed == 1
     silent = dataclasses.replace(
         SETTINGS.create, abuse=dataclasses.replace(SETTINGS.create.abuse, suppressed_answer="silent")

@@ -16,6 +16,7 @@ from google.oauth2.credentials import Credentials
 from signup_verification.delivery import fanout
 from signup_verification.delivery.capacity_config import FanoutConfig
 from signup_verification.platform.tasks import CloudTasks, LocalTasks
+from support.waiting import until
 
 QUEUE = "projects/p-1/locations/europe-west1/queues/verify-dispatch-fanout"
 TARGET = "https://verify-dispatch-123.europe-west1.run.app"
@@ -54,12 +55,10 @@ class Recorder:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
 
     def wait_for(self, count: int, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.requests) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
+        until(lambda: len(self.requests) >= count, timeout, what=f"{count} posts")
 
     def stop(self) -> None:
         self.httpd.shutdown()
@@ -112,7 +111,7 @@ def test_the_local_stand_in_posts_to_the_target_at_most_its_bound_at_once():
             [f'{{"n": {n}}}'.encode() for n in range(5)]
         )
         slow.wait_for(5)
-        time.sleep(0.4)
+        until(lambda: slow.active == 0, what="every post answered")
     finally:
         slow.stop()
     assert sorted(json.loads(body)["n"] for _, _, body in slow.requests) == [0, 1, 2, 3, 4]

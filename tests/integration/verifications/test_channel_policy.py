@@ -8,13 +8,11 @@ from __future__ import annotations
 import threading
 import uuid
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
 from signup_verification.verifications import confirm as c
 from signup_verification.verifications.tokens import split_link
 from support.dispatch import KEYRING
-from support.factories import SETTINGS
+from support.factories import SETTINGS, created
 from support.policy import create_with_fallback, intents
 
 KEY = KEYRING.primary
@@ -75,10 +73,7 @@ def test_the_secrets_are_per_channel_and_never_stored(db):
 
 
 def test_without_a_fallback_a_code_still_cannot_confirm_an_email_verification(db):
-    request = CreateVerificationRequest(account_id="a", channel="email", destination="ada@example.com")
-    vid = uuid.UUID(
-        verifications.create_verification(db, SETTINGS.create, KEYRING, request, "k").body["verification_id"]
-    )
+    vid = created(db, "ada@example.com")
     assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.INVALID
     assert status(db, vid) == "pending"
 
@@ -139,21 +134,17 @@ def test_a_second_proof_whose_transaction_began_before_the_first_proof_committed
 
 def test_a_newer_verification_supersedes_the_older_on_every_channel_it_used(db):
     old = create_with_fallback(db, SETTINGS.create, account="acct-9")  # email + SMS fallback
-    request = CreateVerificationRequest(account_id="acct-9", channel="sms", destination="+14155550101")
-    verifications.create_verification(db, SETTINGS.create, KEYRING, request, "newer")
+    created(db, "+14155550101", account="acct-9")
     assert status(db, old) == "superseded"
     assert {(r["status"], r["suppression_reason"]) for r in intents(db, old).values()} == {("suppressed", "superseded")}
     assert c.confirm_link(db, KEYRING, link(old, db)).result == c.SUPERSEDED
     # and a verification with a fallback supersedes an older one whose only channel is its fallback's
-    email_only = CreateVerificationRequest(account_id="acct-8", channel="email", destination="b@example.com")
-    body = verifications.create_verification(db, SETTINGS.create, KEYRING, email_only, "email-only").body
+    email_only = created(db, "b@example.com", account="acct-8")
     create_with_fallback(db, SETTINGS.create, account="acct-8", channel="sms", phone="+14155550102")
-    assert status(db, uuid.UUID(body["verification_id"])) == "superseded"
+    assert status(db, email_only) == "superseded"
 
 
 def test_an_older_verification_on_another_channel_only_is_left_alone(db):
-    email_only = CreateVerificationRequest(account_id="acct-7", channel="email", destination="b@example.com")
-    body = verifications.create_verification(db, SETTINGS.create, KEYRING, email_only, "e").body
-    sms_only = CreateVerificationRequest(account_id="acct-7", channel="sms", destination="+14155550103")
-    verifications.create_verification(db, SETTINGS.create, KEYRING, sms_only, "s")
-    assert status(db, uuid.UUID(body["verification_id"])) == "pending"
+    email_only = created(db, "b@example.com", account="acct-7")
+    created(db, "+14155550103", account="acct-7")
+    assert status(db, email_only) == "pending"

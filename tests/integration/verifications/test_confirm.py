@@ -12,12 +12,11 @@ import uuid
 import pytest
 
 from signup_verification import runtime
-from signup_verification.api.create import create_verification
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load
 from signup_verification.platform.database import Database
 from signup_verification.verifications import confirm as confirmations
 from signup_verification.verifications.tokens import Keyring
+from support.factories import created
 from support.paths import TEST_TOKEN_KEYS
 
 
@@ -28,14 +27,10 @@ def _create(
     destination: str | None = None,
     keys: str = TEST_TOKEN_KEYS,
 ) -> dict:
-    account = account or f"acct_{uuid.uuid4().hex[:8]}"
     if destination is None:
         destination = f"{uuid.uuid4().hex[:8]}@example.com" if channel == "email" else "+14155550100"
-    settings = load().create
-    request = CreateVerificationRequest(account_id=account, channel=channel, destination=destination)
-    result = create_verification(db, settings, Keyring.parse(keys), request, uuid.uuid4().hex)
-    assert result.status == 201, result.body
-    return db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(result.body["verification_id"]))
+    vid = created(db, destination, account=account, config=load().create, keyring=Keyring.parse(keys))
+    return db.one("SELECT * FROM verifications WHERE id = :id", id=vid)
 
 
 def _token(row: dict, keys: str = TEST_TOKEN_KEYS) -> str:

@@ -4,28 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 
 import pytest
 
-from signup_verification.api.create import create_verification
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.config import load
 from signup_verification.verifications import confirm as confirmations
-from signup_verification.verifications.tokens import Keyring
-from support.paths import TEST_TOKEN_KEYS
-from support.webhooks import events
+from support.factories import created
+from support.webhooks import events, sms_code
 
 
-def _create_sms(db, destination: str = "+14155550100") -> tuple[dict, str]:
-    request = CreateVerificationRequest(
-        account_id=f"acct_{uuid.uuid4().hex[:8]}", channel="sms", destination=destination
-    )
-    result = create_verification(db, load().create, Keyring.parse(TEST_TOKEN_KEYS), request, uuid.uuid4().hex)
-    assert result.status == 201, result.body
-    row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(result.body["verification_id"]))
-    code = Keyring.parse(TEST_TOKEN_KEYS).get(row["key_id"]).sms_code(row["id"], bytes(row["token_nonce"]), 6)
-    return row, code
+def _create_sms(db, destination: str = "+14155550100", **options) -> tuple[dict, str]:
+    """An SMS verification under the configured limits: its row and its code."""
+    vid = created(db, destination, **{"config": load().create, **options})
+    return db.one("SELECT * FROM verifications WHERE id = :id", id=vid), sms_code(db, vid)
 
 
 @pytest.fixture
@@ -77,14 +68,9 @@ def test_wrong_codes_are_budgeted_per_destination_across_verifications(app_clien
     runtime.reset()
     client = app_client("confirm_verification")
     settings = load({"RATE_LIMIT_SPACING_SECONDS": "0"})
-    keyring = Keyring.parse(TEST_TOKEN_KEYS)
 
     def create() -> tuple[dict, str]:
-        request = CreateVerificationRequest(account_id="acct_budget", channel="sms", destination="+14155550123")
-        result = create_verification(db, settings.create, keyring, request, uuid.uuid4().hex)
-        assert result.status == 201, result.body
-        row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(result.body["verification_id"]))
-        return row, keyring.get(row["key_id"]).sms_code(row["id"], bytes(row["token_nonce"]), 6)
+        return _create_sms(db, "+14155550123", account="acct_budget", config=settings.create)
 
     first, code = create()
     wrong = "000000" if code != "000000" else "111111"

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-from signup_verification.api import create as create_edge
-from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.api.problems import Problem
 from signup_verification.verifications.config import CreateConfig
-from signup_verification.verifications.tokens import Keyring
-from support.paths import TEST_TOKEN_KEYS
-
-KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-ADA = CreateVerificationRequest(account_id="acct-1", channel="email", destination="ada.secret@example.com")
+from support.factories import create
 
 
-def _create(db, request, key):
+def _create(db, key, account="acct-1"):
+    """Ada's create under the default limits: its body, or a refusal's status."""
     try:
-        return create_edge.create_verification(db, CreateConfig(), KEYRING, request, key).body
+        return create(db, "ada.secret@example.com", account=account, key=key, config=CreateConfig()).body
     except Problem as problem:
         return problem.status
 
 
 def test_each_create_outcome_logs_one_line_without_the_destination_or_key(db, log_lines):
-    first = _create(db, ADA, "key-secret-1")
-    _create(db, ADA, "key-secret-1")  # replayed
-    _create(db, ADA.model_copy(update={"account_id": "acct-2"}), "key-secret-1")  # same key, other body
-    assert _create(db, ADA, "key-secret-2") == 429  # spacing: one per minute per destination
+    first = _create(db, "key-secret-1")
+    _create(db, "key-secret-1")  # replayed
+    _create(db, "key-secret-1", account="acct-2")  # same key, other body
+    assert _create(db, "key-secret-2") == 429  # spacing: one per minute per destination
 
     lines = log_lines.events("create")
     assert [(r["outcome"], r["channel"]) for r in lines] == [

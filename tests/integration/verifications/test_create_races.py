@@ -16,6 +16,7 @@ from signup_verification import runtime
 from signup_verification.api import create as verifications
 from signup_verification.api.models import CreateVerificationRequest
 from signup_verification.platform.database import Database
+from support.signup_requests import post_create
 
 EMAIL = {"account_id": "acct_42", "channel": "email", "destination": "ada@example.com"}
 
@@ -23,10 +24,6 @@ EMAIL = {"account_id": "acct_42", "channel": "email", "destination": "ada@exampl
 @pytest.fixture
 def client(app_client):
     return app_client("create_verification")
-
-
-def post(client, body, key):
-    return client.post("/", json=body, headers={"Idempotency-Key": key})
 
 
 def row_counts(db) -> tuple[int, int, int]:
@@ -57,7 +54,7 @@ def in_threads(app_client, calls: list[tuple[dict, str]]) -> tuple[list[threadin
     clients = [app_client("create_verification") for _ in calls]
 
     def worker(i: int, body: dict, key: str) -> None:
-        results[i] = post(clients[i], body, key)
+        results[i] = post_create(clients[i], body, key)
 
     threads = [threading.Thread(target=worker, args=(i, body, key)) for i, (body, key) in enumerate(calls)]
     for thread in threads:
@@ -87,45 +84,45 @@ def join(threads: list[threading.Thread]) -> None:
 
 
 def test_second_create_within_60_s_is_429_and_is_not_stored_against_its_key(client, db):
-    assert post(client, EMAIL, "k1").status_code == 201
-    response = post(client, {**EMAIL, "account_id": "acct_other"}, "k2")
+    assert post_create(client, EMAIL, "k1").status_code == 201
+    response = post_create(client, {**EMAIL, "account_id": "acct_other"}, "k2")
     assert response.status_code == 429 and response.mimetype == "application/problem+json"
     assert 55 <= int(response.headers["Retry-After"]) <= 60
     assert response.get_json()["status"] == 429
     assert row_counts(db) == (1, 1, 1)
     assert not db.rows("SELECT 1 FROM idempotency_keys WHERE key = 'k2'")
     age_all(db, 61)
-    retried = post(client, {**EMAIL, "account_id": "acct_other"}, "k2")
+    retried = post_create(client, {**EMAIL, "account_id": "acct_other"}, "k2")
     assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers
     assert row_counts(db) == (2, 2, 2)
 
 
 def test_sixth_create_within_the_hour_is_429_until_the_oldest_leaves_the_window(client, db):
     for n in range(5):
-        assert post(client, {**EMAIL, "account_id": f"acct_{n}"}, f"k{n}").status_code == 201
+        assert post_create(client, {**EMAIL, "account_id": f"acct_{n}"}, f"k{n}").status_code == 201
         age_all(db, 120)  # 5 creations, 2 minutes apart, the oldest 10 minutes ago
-    response = post(client, {**EMAIL, "account_id": "acct_5"}, "k5")
+    response = post_create(client, {**EMAIL, "account_id": "acct_5"}, "k5")
     assert response.status_code == 429
     assert 3000 - 2 <= int(response.headers["Retry-After"]) <= 3000  # the oldest frees its slot in 50 min
     assert row_counts(db) == (5, 5, 5)
     age_all(db, 3000)
-    assert post(client, {**EMAIL, "account_id": "acct_5"}, "k5").status_code == 201
+    assert post_create(client, {**EMAIL, "account_id": "acct_5"}, "k5").status_code == 201
 
 
 def test_the_limit_is_per_destination_whatever_its_case(client, db):
-    assert post(client, EMAIL, "k1").status_code == 201
-    assert post(client, {**EMAIL, "destination": "ADA@Example.com"}, "k2").status_code == 429
-    assert post(client, {**EMAIL, "destination": "bob@example.com"}, "k3").status_code == 201
+    assert post_create(client, EMAIL, "k1").status_code == 201
+    assert post_create(client, {**EMAIL, "destination": "ADA@Example.com"}, "k2").status_code == 429
+    assert post_create(client, {**EMAIL, "destination": "bob@example.com"}, "k3").status_code == 201
 
 
 def test_replays_do_not_count_against_the_limit(client, db):
-    first = post(client, EMAIL, "k0")
+    first = post_create(client, EMAIL, "k0")
     for _ in range(10):
-        replay = post(client, EMAIL, "k0")
+        replay = post_create(client, EMAIL, "k0")
         assert replay.status_code == 201 and replay.get_json() == first.get_json()
     for n in range(1, 5):
         age_all(db, 61)
-        assert post(client, {**EMAIL, "account_id": f"acct_{n}"}, f"k{n}").status_code == 201
+        assert post_create(client, {**EMAIL, "account_id": f"acct_{n}"}, f"k{n}").status_code == 201
     assert row_counts(db) == (5, 5, 5)
 
 
@@ -133,7 +130,11 @@ def test_limits_come_from_configuration(client, db, monkeypatch):
     monkeypatch.setenv("RATE_LIMIT_PER_HOUR", "2")
     monkeypatch.setenv("RATE_LIMIT_SPACING_SECONDS", "0")
     runtime.reset()
-    assert [post(client, {**EMAIL, "account_id": f"a{n}"}, f"k{n}").status_code for n in range(3)] == [201, 201, 429]
+    assert [post_create(client, {**EMAIL, "account_id": f"a{n}"}, f"k{n}").status_code for n in range(3)] == [
+        201,
+        201,
+        429,
+    ]
 
 
 # -- concurrency --------------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def test_two_concurrent_requests_with_one_key_create_once_and_answer_alike(app_c
 
     def worker(i: int) -> None:
         barrier.wait()
-        results[i] = post(clients[i], EMAIL, "same-key")
+        results[i] = post_create(clients[i], EMAIL, "same-key")
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
     for thread in threads:
@@ -232,12 +233,12 @@ def test_a_failure_inside_the_transaction_writes_nothing_and_leaks_nothing(clien
         BEGIN RAISE EXCEPTION 'injected fault secret-detail'; END $$;
         CREATE TRIGGER inject_fault BEFORE INSERT ON delivery_intents FOR EACH ROW EXECUTE FUNCTION inject_fault();
     """)
-    response = post(client, EMAIL, "k1")
+    response = post_create(client, EMAIL, "k1")
     assert response.status_code == 500 and response.mimetype == "application/problem+json"
     assert "secret-detail" not in response.get_data(as_text=True)
     assert row_counts(db) == (0, 0, 0)
     db.execute_script("DROP TRIGGER inject_fault ON delivery_intents")
-    retried = post(client, EMAIL, "k1")
+    retried = post_create(client, EMAIL, "k1")
     assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers
     assert row_counts(db) == (1, 1, 1)
 
@@ -248,18 +249,18 @@ def test_a_statement_timeout_is_503_and_the_same_key_works_afterwards(client, db
     blocker = Database.from_url(database_url)
     with blocker.transaction():
         blocker.execute_script("LOCK TABLE verifications IN EXCLUSIVE MODE")
-        response = post(client, EMAIL, "k1")
+        response = post_create(client, EMAIL, "k1")
     blocker.close()
     assert response.status_code == 503 and int(response.headers["Retry-After"]) > 0
     assert row_counts(db) == (0, 0, 0)
-    assert post(client, EMAIL, "k1").status_code == 201
+    assert post_create(client, EMAIL, "k1").status_code == 201
     assert row_counts(db) == (1, 1, 1)
 
 
 def test_expired_key_is_reusable_once_even_when_raced(app_client, db, database_url):
     """An unreaped expired key counts as unused. Two reuses that both read it as expired (held at
     that point by a share lock) must still create once: the second then replays the first."""
-    old = post(app_client("create_verification"), EMAIL, "k1").get_json()
+    old = post_create(app_client("create_verification"), EMAIL, "k1").get_json()
     db.run(
         "UPDATE idempotency_keys SET created_at = created_at - interval '2 days', expires_at = now() - interval '1 day'"
     )

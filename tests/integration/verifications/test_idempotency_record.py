@@ -5,15 +5,10 @@ answer (created_answer)."""
 
 from __future__ import annotations
 
-from signup_verification.api import create as verifications
-from signup_verification.api.models import CreateVerificationRequest
-from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
-from support.factories import STORED_ANSWER
-from support.paths import TEST_TOKEN_KEYS
+from support.factories import STORED_ANSWER, create
 
 SETTINGS = make_config(rate_limit_per_hour=1000, rate_limit_spacing_seconds=0).create
-KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 WRITES = "SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relname = 'idempotency_keys'"
 
 
@@ -27,8 +22,7 @@ def _writes(tx, action) -> list[int]:
 
 
 def _create(db, key: str, account: str = "acct-1", **fields):
-    request = CreateVerificationRequest(account_id=account, channel="email", destination="ada@example.com", **fields)
-    return verifications.create_verification(db, SETTINGS, KEYRING, request, key)
+    return create(db, "ada@example.com", account=account, key=key, config=SETTINGS, **fields)
 
 
 def test_a_create_inserts_its_record_complete_and_never_updates_it(db):

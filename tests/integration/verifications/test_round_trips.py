@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import pg8000.core
@@ -9,12 +10,15 @@ import pg8000.core
 
 @contextmanager
 def count_round_trips():
-    """Every pg8000 round trip ends with one flush of the socket followed by reading the answer."""
+    """Every pg8000 round trip ends with one flush of the socket followed by reading the answer. Only
+    this thread's are counted: the test database's clone pool runs statements from threads of its own."""
     counter = {"n": 0}
     original = pg8000.core._flush
+    measured = threading.get_ident()
 
     def counting_flush(sock):
-        counter["n"] += 1
+        if threading.get_ident() == measured:
+            counter["n"] += 1
         return original(sock)
 
     pg8000.core._flush = counting_flush

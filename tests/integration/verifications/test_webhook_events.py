@@ -5,21 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications import confirm as confirmations
 from support.dispatch import KEYRING
 from support.factories import make_verifications, run
 from support.webhooks import events, events_database, link_token, sms_code
-
-
-@pytest.fixture
-def edb(database_url):
-    database = events_database(database_url)
-    yield database
-    database.close()
 
 
 def test_the_setting_reaches_the_session_without_a_statement(edb, db):
