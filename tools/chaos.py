@@ -300,7 +300,7 @@ class Run(Workers, Injections, Fanout):
 
     def _create(self, db: Database, settings: CreateConfig, key: str, body: dict) -> uuid.UUID | None:
         request = CreateVerificationRequest.model_validate(body)
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and self._elapsed() < self.config.max_seconds:
             try:
                 result = verifications.create_verification(db, settings, self.keyring, request, key)
             except UnavailableError:  # the API answers 503 + Retry-After: a client retries with the same key
@@ -314,6 +314,8 @@ class Run(Workers, Injections, Fanout):
             vid = uuid.UUID(result.body["verification_id"])
             self.ledger.created[key] = vid
             return vid
+        if not self.stopping.is_set():
+            self.errors.append(f"create {key} reached no database before --max-seconds")
         return None
 
 

@@ -33,7 +33,12 @@ class Injections(RunState):
             while not self.stopping.is_set() and (self._elapsed() < c.chaos_seconds or not restarted):
                 now = self._elapsed()
                 if not restarted and now >= restart_at:
-                    down = self.pg.restart(c.pg_outage_seconds)
+                    try:
+                        down = self.pg.restart(c.pg_outage_seconds)
+                    except subprocess.CalledProcessError as exc:  # nothing can settle now: end the run, do not wait
+                        self.errors.append(f"PostgreSQL did not start again after its restart: {exc}")
+                        self.stopping.set()
+                        return
                     self.figures["pg_restarts"] += 1
                     self.figures["pg_down_seconds"] = round(down, 1)
                     self.log(f"{now:6.1f}s PostgreSQL restarted ({down:.1f} s down)")
