@@ -52,7 +52,7 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
         "--source",
         str(ROOT / "bench" / "create_app.py"),
         "--target",
-        "bench_app",
+        "create_verification",  # create_app.py's: the real target with the bench's endpoints beside it
         "--host",
         "127.0.0.1",
         "--port",
