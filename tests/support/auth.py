@@ -1,11 +1,21 @@
 """What Cloud Run passes on to a function once IAM let a call in: the caller's Google ID token with
-its signature removed (auth.py). Production-mode tests send it where a real caller's token would be."""
+its signature removed (auth.py). Production-mode tests send it where a real caller's token would be.
+And the schemes a refusal may name in WWW-Authenticate, as docs/openapi.yaml documents them."""
 
 from __future__ import annotations
 
 import base64
 import json
 import time
+
+import yaml
+
+from support.paths import ROOT
+
+_UNAUTHENTICATED = yaml.safe_load((ROOT / "docs" / "openapi.yaml").read_text())["components"]["responses"][
+    "Unauthenticated"
+]
+AUTH_SCHEMES = frozenset(_UNAUTHENTICATED["headers"]["WWW-Authenticate"]["schema"]["enum"])
 
 
 def _part(data: dict) -> str:

@@ -930,7 +930,7 @@ export interface components {
         /** @description Production without an accepted caller identity, or a missing/invalid `Verify-Signature` on a signed target. */
         Unauthenticated: {
             headers: {
-                "WWW-Authenticate"?: "Bearer" | "Signature";
+                "WWW-Authenticate"?: "Bearer" | "Verify-Signature";
                 [name: string]: unknown;
             };
             content: {

@@ -14,7 +14,7 @@ from signup_verification import runtime
 from signup_verification.api import request_signatures as signatures
 from signup_verification.api.config import parse_signing_keys
 from signup_verification.config import load
-from support.auth import signed_headers
+from support.auth import AUTH_SCHEMES, signed_headers
 
 SECRET, ROTATED, OTHER = b"s" * 32, b"n" * 32, b"o" * 32
 KEY = "caller1:" + base64.urlsafe_b64encode(SECRET).decode().rstrip("=")
@@ -44,6 +44,7 @@ def _post(client, headers: dict[str, str], body: bytes = BODY, path: str = "/"):
 
 def _refused(response) -> None:
     assert response.status_code == 401 and response.mimetype == "application/problem+json", response.get_data()
+    assert response.headers["WWW-Authenticate"] in AUTH_SCHEMES  # a scheme docs/openapi.yaml names
 
 
 def _create(client, account: str) -> str:

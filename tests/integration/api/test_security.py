@@ -29,7 +29,7 @@ from signup_verification.api.config import AuthConfig, parse_signing_keys
 from signup_verification.config import load
 from signup_verification.platform import logs as service_logging
 from signup_verification.verifications.tokens import Keyring
-from support.auth import cloud_run_identity, signed_headers
+from support.auth import AUTH_SCHEMES, cloud_run_identity, signed_headers
 from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer
 from support.paths import ROOT, TEST_TOKEN_KEYS
@@ -250,7 +250,8 @@ def rows(db) -> int:
 def assert_refused(response) -> None:
     assert response.status_code == 401, response.get_data(as_text=True)
     assert response.headers["Content-Type"] == "application/problem+json"
-    assert response.get_json()["type"].endswith("/unauthenticated") and "WWW-Authenticate" in response.headers
+    assert response.get_json()["type"].endswith("/unauthenticated")
+    assert response.headers["WWW-Authenticate"] in AUTH_SCHEMES
 
 
 @pytest.fixture

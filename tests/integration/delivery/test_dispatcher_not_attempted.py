@@ -141,7 +141,7 @@ def test_a_sendgrid_block_waits_long_alerts_and_stops_email_without_charging_att
             sendgrid_api_url=sendgrid.send_url,
             send_concurrency=1,
         )
-        with caplog.at_level(logging.ERROR, logger="signup_verification.dispatcher"):
+        with caplog.at_level(logging.ERROR, logger="signup_verification"):
             report = run_dispatch(db, settings)
         assert (report.retryable, report.failed, sendgrid.requests) == (3, 0, 1)
     [alert] = [r for r in caplog.records if getattr(r, "json_fields", {}).get("alert")]
