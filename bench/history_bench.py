@@ -45,6 +45,7 @@ from signup_verification.operations.reconciler.runner import reconcile  # noqa: 
 from signup_verification.outbox import transitions  # noqa: E402
 from signup_verification.outbox.transitions import Settlement  # noqa: E402
 from signup_verification.platform.catalogue import catalogue  # noqa: E402
+from signup_verification.platform.channels import DELIVERY_CHANNELS  # noqa: E402
 from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 
@@ -291,7 +292,16 @@ def statements() -> dict[str, tuple[str, dict]]:
     policy = _config().policy
     channels = list(policy.channels)
     return {
-        "signals": (operations["signals"], {"deployment": "bench", "window_seconds": 300, "sms_max": None}),
+        "signals": (
+            operations["signals"],
+            {
+                "deployment": "bench",
+                "window_seconds": 300,
+                "sms_max": None,
+                "voice_max": None,
+                "channels": list(DELIVERY_CHANNELS),
+            },
+        ),
         "suppress_dead": (outbox["suppress_dead"], {"limit": 500}),
         "resolve_ambiguous": (
             outbox["resolve_ambiguous"],

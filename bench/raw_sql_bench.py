@@ -15,6 +15,7 @@ import time
 from common import fresh_database, log, server
 from signup_verification.outbox import transitions
 from signup_verification.platform.catalogue import catalogue
+from signup_verification.platform.channels import DELIVERY_CHANNELS
 from signup_verification.platform.database import Database
 from support.fakes.seed import seed_intents
 
@@ -38,15 +39,14 @@ def drain(db: Database, batch: int, fused: bool = True) -> int:
     db.run("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)")
     done = 0
     while True:
-        rows = db.rows(  # no SMS budget; every channel up to the batch
+        rows = db.rows(  # no SMS or call budget; every channel up to the batch
             claim,
             owner=OWNER,
             limit=batch,
-            email_limit=batch,
-            sms_limit=batch,
-            webhook_limit=batch,
+            **{f"{channel}_limit": batch for channel in DELIVERY_CHANNELS},
             lease_seconds=60,
             sms_max=None,
+            voice_max=None,
             begin=fused,
             dead_within=0.0,
         )

@@ -36,7 +36,7 @@ from signup_verification.delivery.batch_sizing import LatencyEstimator  # noqa: 
 from signup_verification.delivery.channels.base import SendResult  # noqa: E402
 from signup_verification.delivery.channels.http import HttpClient  # noqa: E402
 from signup_verification.delivery.channels.webhook import WebhookChannel  # noqa: E402
-from signup_verification.delivery.config import parse_secrets  # noqa: E402
+from signup_verification.delivery.webhook_config import parse_secrets  # noqa: E402
 from signup_verification.operations.dispatcher import Dispatcher, DispatchRun  # noqa: E402
 from support.config import make_config  # noqa: E402
 from support.fakes.seed import seed_intents  # noqa: E402

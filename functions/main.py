@@ -61,8 +61,9 @@ def _serve(target: Target, request: flask.Request) -> flask.typing.ResponseRetur
 
 @functions_framework.http
 def create_verification(request: flask.Request) -> flask.typing.ResponseReturnValue:
-    """POST {account_id, channel, destination, locale?, template?, return_url?, fallback?} with an
-    Idempotency-Key header creates (or replays); GET /<verification_id> reads one."""
+    """POST {account_id, channel, destination, locale?, template?, return_url?, fallback?} (or
+    {account_id, steps, ...}) with an Idempotency-Key header creates (or replays); GET
+    /<verification_id> reads one."""
     return _serve(Target.CREATE, request)
 
 

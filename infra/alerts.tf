@@ -65,6 +65,14 @@ locals {
         group_by     = ["metric.label.deployment"]
         text         = "80 % of this hour's SMS budget (SMS_MAX_PER_HOUR = ${local.sms_max_per_hour}) is spent: SMS sends pause when the rest is. Genuine traffic (a launch, a campaign)? Raise sms_max_per_hour (docs/deploy.md, Sizing) or grant the hour more with `verifyctl sms resume` when it trips. Unexpected? Check for SMS pumping first: create's 429s, the destination countries and prefixes of recent SMS verifications (docs/deploy.md, SMS pumping). docs/runbook.md, \"The SMS budget is 80 % used\"."
       })
+      voice_budget = merge(local.any_record, {
+        display_name = "${var.name}: call budget spent, calls paused"
+        severity     = "CRITICAL"
+        condition    = "records reporting the call budget spent"
+        filter       = "metric.type=\"${local.condition_metric["voice_budget_paused"]}\" AND ${local.run_filter}"
+        group_by     = ["metric.label.deployment"]
+        text         = "More calls were placed this hour than VOICE_MAX_PER_HOUR (${local.voice_max_per_hour}) allows, so calls are paused (voice intents wait, none fails; email, SMS and WhatsApp are unaffected). A call costs several SMS: likely toll fraud (calls pumped to premium ranges). Check create's 429s and the destinations of recent voice verifications. If the traffic is genuine, `verifyctl voice resume` grants another hour's budget; otherwise calls resume by themselves at the next hour. docs/runbook.md, \"The call budget is spent\"."
+      })
       channel_held = merge(local.any_record, {
         display_name = "${var.name}: a channel is held (our account is refused)"
         severity     = "CRITICAL"

@@ -98,7 +98,7 @@ locals {
     ["token_keys"],
     var.email_transport == "sendgrid" ? ["sendgrid_api_key"] : [],
     var.email_transport == "smtp" && var.smtp.username != "" ? ["smtp_password"] : [],
-    var.sms_transport == "twilio" ? ["twilio_auth_token"] : [],
+    local.twilio_on ? ["twilio_auth_token"] : [], # SMS, WhatsApp or voice (channels.tf)
     var.webhook_url != "" ? ["webhook_secret"] : [],
   ))
   secret_ids = { for s in local.enabled_secrets : s => "${var.name}-${replace(s, "_", "-")}" }

@@ -147,6 +147,11 @@ locals {
       labels      = ["deployment"]
       description = "Signal records with sms_budget_paused = true: the hourly SMS budget is spent and SMS sends are paused (SMS pumping?)."
     }
+    voice_budget_paused = {
+      condition   = "jsonPayload.voice_budget_paused=true"
+      labels      = ["deployment"]
+      description = "Signal records with voice_budget_paused = true: the hourly call budget is spent and calls are paused (toll fraud?)."
+    }
     channel_held = {
       condition   = "jsonPayload.channel_held=true"
       labels      = ["channel", "deployment"]

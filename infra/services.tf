@@ -68,7 +68,7 @@ locals {
   # returns an empty value as absent, so empty settings are left out rather than diffed forever.
   # (Only settings known at plan time are filtered, so the set of names is known at plan time.)
   function_env = { for key, spec in local.function_specs : key => merge(
-    { for name, value in merge(local.common_env, key == "dispatch" ? local.dispatch_env : {}, key == "create" ? local.create_env : {}, local.functions[key].env, {
+    { for name, value in merge(local.common_env, key == "dispatch" ? local.dispatch_env : {}, key == "create" ? local.create_env : {}, lookup(local.channel_env, key, {}), local.functions[key].env, {
       FUNCTION_TARGET          = spec.entry_point # what functions-framework serves from the shared image
       THREADS                  = tostring(local.functions[key].concurrency)
       FUNCTION_TIMEOUT_SECONDS = tostring(local.functions[key].timeout_seconds)

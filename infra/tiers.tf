@@ -38,6 +38,7 @@ locals {
       start                 = "nudge" # create nudges dispatch; no invocation kept open, one scheduler job
       # a safety ceiling against SMS pumping: 100 SMS an hour (US ~$1), paged at 80 % and when spent
       sms_max_per_hour     = 100
+      voice_max_per_hour   = 10  # calls, when voice is on (channels.tf): a call costs several SMS
       sms_country_per_hour = 100 # the budget: a create past it is refused (429) rather than left waiting
       alerting             = "digest"
     }
@@ -54,6 +55,8 @@ locals {
       start                 = "idle_wait" # dispatch waits for work all minute, handed over between two jobs
       # the documented peak: 100 verifications/s, 20 % SMS = 72,000 SMS an hour, x 1.3 headroom
       sms_max_per_hour = 94000
+      # calls, when voice is on (channels.tf): VOICE_MAX_PER_HOUR's default, well below the SMS budget
+      voice_max_per_hour = 2000
       # 0: no per-country limit. At this volume an exact window would read up to that many rows per SMS
       # create, and a lower limit refuses the documented load (docs/capacity.md, "SMS budget and senders")
       sms_country_per_hour = 0
@@ -79,6 +82,7 @@ locals {
       dispatch_max_parallel = 12 # ~330 sends/s each: 1,000 messages/s and ~2,000 webhook events/s
       start                 = "idle_wait"
       sms_max_per_hour      = 940000 # 1,000/s, 20 % SMS = 720,000 an hour, x 1.3
+      voice_max_per_hour    = 20000  # ten times the standard tier's, as its SMS budget
       sms_country_per_hour  = 0
       alerting              = "per_page"
     }
@@ -118,6 +122,7 @@ output "tier" {
     start                 = local.tier.start
     dispatch_max_parallel = local.dispatch_max_parallel
     sms_max_per_hour      = local.sms_max_per_hour
+    voice_max_per_hour    = local.voice_max_per_hour
     alerting              = local.tier.alerting
   }
 }

@@ -11,7 +11,7 @@
 --
 -- Owners (the package whose catalogue writes the table): verifications, idempotency_keys,
 -- create_events, destination_suppressions: verifications; delivery_intents, delivery_attempts,
--- worker_heartbeats, sms_budget_grants: outbox; delivery_observations, channel_holds, channel_pacing,
+-- worker_heartbeats, sms_budget_grants, voice_budget_grants: outbox; delivery_observations, channel_holds, channel_pacing,
 -- dispatch_invocations: delivery; schema_migrations, schema_definitions, signature_replay: platform.
 -- Vocabulary: docs/state-model.md.
 
@@ -46,14 +46,17 @@ CREATE INDEX signature_replay_expires ON signature_replay (expires_at);
 
 -- A verification owns the secrets and their proofs: pending -> verified | expired | superseded | locked.
 -- The secrets are never stored: key_id + token_nonce let the worker derive them again with a server key
--- that lives outside the database; token_digest (keyed HMAC) is the primary channel's secret,
--- fallback_digest the fallback channel's (channel policy: the other message channel). The first proof
--- is verified_at / verified_channel / verified_via, a second one (the fallback's secret) second_proof_at.
+-- that lives outside the database. Its steps, each on a channel of its own with its own secret (keyed
+-- HMAC digest): step 1 channel / token_digest, step 2 (the fallback) fallback_channel /
+-- fallback_digest, step 3 step3_channel / step3_digest; a later step's destination is its intent's.
+-- The first proof is verified_at / verified_channel / verified_via, a later one another step's secret:
+-- second_proof_at / second_proof_channel (NULL on rows from before three steps: the other of channel
+-- and fallback_channel), then third_proof_at (the one step left).
 -- destination is NULL once the retention sweep redacted it.
 CREATE TABLE verifications (
     id                   uuid CONSTRAINT verifications_pkey PRIMARY KEY,
     account_id           text NOT NULL CHECK (length(account_id) BETWEEN 1 AND 255),
-    channel              text NOT NULL CHECK (channel IN ('email', 'sms')),
+    channel              text NOT NULL CHECK (channel IN ('email', 'sms', 'whatsapp', 'voice')),
     destination          text CHECK (destination IS NULL OR length(destination) BETWEEN 3 AND 320),
     purpose              text NOT NULL CHECK (length(purpose) BETWEEN 1 AND 64),
     locale               text NOT NULL CHECK (length(locale) BETWEEN 2 AND 35),
@@ -74,11 +77,15 @@ CREATE TABLE verifications (
     return_url           text CONSTRAINT verifications_return_url_length
                          CHECK (return_url IS NULL OR length(return_url) BETWEEN 8 AND 2048),
     fallback_channel     text CONSTRAINT verifications_fallback_channel
-                         CHECK (fallback_channel IN ('email', 'sms') AND fallback_channel <> channel),
+                         CHECK (fallback_channel IN ('email', 'sms', 'whatsapp', 'voice') AND fallback_channel <> channel),
     fallback_digest      bytea CONSTRAINT verifications_fallback_digest CHECK (length(fallback_digest) = 32),
-    verified_channel     text CONSTRAINT verifications_verified_channel CHECK (verified_channel IN ('email', 'sms')),
+    verified_channel     text CONSTRAINT verifications_verified_channel CHECK (verified_channel IN ('email', 'sms', 'whatsapp', 'voice')),
     verified_via         text CONSTRAINT verifications_verified_via CHECK (verified_via IN ('link', 'code')),
     second_proof_at      timestamptz,
+    step3_channel        text,
+    step3_digest         bytea,
+    second_proof_channel text,
+    third_proof_at       timestamptz,
     CONSTRAINT verifications_check CHECK ((status = 'verified') = (verified_at IS NOT NULL)),
     CONSTRAINT verifications_check1 CHECK (status <> 'superseded' OR superseded_by IS NOT NULL),
     CONSTRAINT verifications_check2 CHECK (expires_at > created_at),
@@ -93,6 +100,18 @@ ALTER TABLE verifications ADD CONSTRAINT verifications_second_proof CHECK (
     second_proof_at IS NULL
     OR (status = 'verified' AND verified_channel IS NOT NULL AND fallback_channel IS NOT NULL
         AND second_proof_at >= verified_at)) NOT VALID;
+-- Added NOT VALID with their columns (every row had them NULL); every row meets them.
+ALTER TABLE verifications ADD CONSTRAINT verifications_step3_channel CHECK (
+    step3_channel IS NULL
+    OR (step3_channel IN ('email', 'sms', 'whatsapp', 'voice')
+        AND fallback_channel IS NOT NULL AND step3_channel <> channel AND step3_channel <> fallback_channel)) NOT VALID;
+ALTER TABLE verifications ADD CONSTRAINT verifications_step3_secret CHECK (
+    (step3_channel IS NULL) = (step3_digest IS NULL) AND (step3_digest IS NULL OR length(step3_digest) = 32)) NOT VALID;
+ALTER TABLE verifications ADD CONSTRAINT verifications_later_proofs CHECK (
+    (second_proof_channel IS NULL OR (second_proof_at IS NOT NULL AND second_proof_channel <> verified_channel
+                                      AND second_proof_channel IN (channel, fallback_channel, step3_channel)))
+    AND (third_proof_at IS NULL OR (second_proof_channel IS NOT NULL AND step3_channel IS NOT NULL
+                                    AND third_proof_at >= second_proof_at))) NOT VALID;
 -- Supersede: the pending verifications of one account.
 CREATE INDEX verifications_pending_account ON verifications (account_id, channel) WHERE status = 'pending';
 -- The expiry sweep: pending verifications past expiry. Its predicate names expires_at so that only
@@ -122,6 +141,8 @@ CREATE TABLE idempotency_keys (
     verification_expires_at timestamptz,
     fallback_channel        text,
     fallback_after_seconds  integer,
+    step3_channel           text,
+    step3_after_seconds     integer,
     CONSTRAINT idempotency_keys_pkey PRIMARY KEY (scope, key),
     CONSTRAINT idempotency_keys_created_answer
         CHECK (outcome IS DISTINCT FROM 'created'
@@ -130,8 +151,8 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
 
--- The abuse limits at create: one row per message channel of a created verification (role primary or
--- fallback) with the keys its limits count on, and one per create refused with an answer about someone
+-- The abuse limits at create: one row per step of a created verification (role primary, fallback:
+-- step 2, step3), each on its own channel, with the keys its limits count on, and one per create refused with an answer about someone
 -- else (role refused: the caller's keys only). Keys that would reveal a person are keyed digests
 -- (HMAC under a server key): destination_key the canonical, alias-folding one the limits count,
 -- exact_key the exact address where it differs (the suppression list's). No foreign key: create
@@ -140,13 +161,13 @@ CREATE TABLE create_events (
     verification_id  uuid NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT now(),
     account_id       text NOT NULL,
-    channel          text NOT NULL CHECK (channel IN ('email', 'sms')),
+    channel          text NOT NULL CHECK (channel IN ('email', 'sms', 'whatsapp', 'voice')),
     destination_key  bytea CHECK (length(destination_key) = 32),
     prefix_key       bytea CHECK (prefix_key IS NULL OR length(prefix_key) = 32),
     country          text CHECK (country IS NULL OR country ~ '^[A-Z]{2}$'),
     client_key       bytea CHECK (client_key IS NULL OR length(client_key) = 32),
     role             text NOT NULL DEFAULT 'primary'
-                     CONSTRAINT create_events_role CHECK (role IN ('primary', 'fallback', 'refused')),
+                     CONSTRAINT create_events_role CHECK (role IN ('primary', 'fallback', 'step3', 'refused')),
     exact_key        bytea CONSTRAINT create_events_exact_key CHECK (length(exact_key) = 32),
     CONSTRAINT create_events_pkey PRIMARY KEY (verification_id, role),
     CONSTRAINT create_events_refused_keys CHECK ((role = 'refused') = (destination_key IS NULL)
@@ -167,7 +188,7 @@ CREATE INDEX create_events_refused ON create_events (created_at) WHERE role = 'r
 -- are alias-keyed (key_kind 'alias') until they expire. No foreign key: it outlives the purged history.
 -- expires_at NULL: until an operator clears it.
 CREATE TABLE destination_suppressions (
-    channel          text NOT NULL CHECK (channel IN ('email', 'sms')),
+    channel          text NOT NULL CHECK (channel IN ('email', 'sms', 'whatsapp', 'voice')),
     destination_key  bytea NOT NULL CHECK (length(destination_key) = 32),
     reason           text NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
     intent_id        bigint,
@@ -181,8 +202,9 @@ CREATE TABLE destination_suppressions (
 
 -- == outbox ========================================================================================
 
--- A delivery intent (the outbox row) owns delivery: the primary message of the verification's channel,
--- at most one fallback on the other channel (policy, after_seconds, its own destination), and webhook
+-- A delivery intent (the outbox row) owns delivery: one message intent per step of the verification,
+-- the primary (step 1) on the verification's channel, each later step (role 'fallback': steps 2 and 3,
+-- in id order) on its own channel (policy, after_seconds, its own destination), and webhook
 -- events (channel 'webhook', role 'event': event_type, event_subject, payload). Status:
 -- ready -> claimed -> attempting -> accepted | retryable | ambiguous | failed, any undelivered ->
 -- suppressed (outbox/states.py; the transitions are the outbox's catalogue). A lease exists exactly
@@ -194,7 +216,7 @@ CREATE TABLE destination_suppressions (
 CREATE TABLE delivery_intents (
     id                   bigint GENERATED ALWAYS AS IDENTITY CONSTRAINT delivery_intents_pkey PRIMARY KEY,
     verification_id      uuid NOT NULL,
-    channel              text NOT NULL CHECK (channel IN ('email', 'sms', 'webhook')),
+    channel              text NOT NULL CHECK (channel IN ('email', 'sms', 'whatsapp', 'voice', 'webhook')),
     purpose              text NOT NULL,
     locale               text NOT NULL,
     template_version     text NOT NULL,
@@ -234,7 +256,7 @@ CREATE TABLE delivery_intents (
     failure_provider     text CONSTRAINT delivery_intents_failure_provider CHECK (failure_provider ~ '^[a-z]{1,16}$'),
     failure_fault        text CONSTRAINT delivery_intents_failure_fault
                          CHECK (failure_fault IN ('recipient', 'sender_or_account', 'transient_or_unknown')),
-    event_subject        text CONSTRAINT delivery_intents_event_subject CHECK (event_subject IN ('email', 'sms')),
+    event_subject        text CONSTRAINT delivery_intents_event_subject CHECK (event_subject IN ('email', 'sms', 'whatsapp', 'voice')),
     CONSTRAINT delivery_intents_check CHECK ((status IN ('claimed', 'attempting'))
                                              = (lease_owner IS NOT NULL AND lease_until IS NOT NULL)),
     CONSTRAINT delivery_intents_check1 CHECK ((lease_owner IS NULL) = (lease_until IS NULL)),
@@ -305,11 +327,26 @@ CREATE TABLE delivery_attempts (
 CREATE INDEX delivery_attempts_observed_brin ON delivery_attempts USING brin (observed_at);
 -- Linking a provider's report by its reference (SendGrid's X-Message-Id, Twilio's MessageSid).
 CREATE INDEX delivery_attempts_provider_ref ON delivery_attempts (provider_ref) WHERE provider_ref IS NOT NULL;
--- The SMS budget (sms_budget_left): this hour's begun SMS attempts, and those of them never sent.
+-- SMS's begun and unsent attempts alone: what sms_budget_left read while it counted SMS only (a release
+-- that reads them may still run while this one deploys); the text indexes below serve it now.
 CREATE INDEX delivery_attempts_sms_begun ON delivery_attempts (observed_at)
     WHERE channel = 'sms' AND outcome = 'attempting';
 CREATE INDEX delivery_attempts_sms_unsent ON delivery_attempts (observed_at)
     WHERE channel = 'sms'
+      AND (outcome = 'released'
+           OR (outcome = 'retryable' AND error_class IN ('not_sent', 'channel_stopped', 'rate_limited')));
+-- The phone channels' budgets: sms_budget_left counts SMS and WhatsApp messages (text), voice_budget_left
+-- calls; each reads its channels' begun attempts of the hour, and those of them never sent.
+CREATE INDEX delivery_attempts_text_begun ON delivery_attempts (observed_at)
+    WHERE channel IN ('sms', 'whatsapp') AND outcome = 'attempting';
+CREATE INDEX delivery_attempts_text_unsent ON delivery_attempts (observed_at)
+    WHERE channel IN ('sms', 'whatsapp')
+      AND (outcome = 'released'
+           OR (outcome = 'retryable' AND error_class IN ('not_sent', 'channel_stopped', 'rate_limited')));
+CREATE INDEX delivery_attempts_voice_begun ON delivery_attempts (observed_at)
+    WHERE channel = 'voice' AND outcome = 'attempting';
+CREATE INDEX delivery_attempts_voice_unsent ON delivery_attempts (observed_at)
+    WHERE channel = 'voice'
       AND (outcome = 'released'
            OR (outcome = 'retryable' AND error_class IN ('not_sent', 'channel_stopped', 'rate_limited')));
 
@@ -327,6 +364,15 @@ CREATE TABLE worker_heartbeats (
 -- The global SMS budget (SMS_MAX_PER_HOUR): an operator's `verifyctl sms resume` grants the current
 -- UTC hour another budget's worth.
 CREATE TABLE sms_budget_grants (
+    hour        timestamptz PRIMARY KEY,
+    extra       integer NOT NULL CHECK (extra > 0),
+    granted_by  text NOT NULL,
+    granted_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- The call budget (VOICE_MAX_PER_HOUR): an operator's `verifyctl voice resume` grants the current UTC
+-- hour another budget's worth.
+CREATE TABLE voice_budget_grants (
     hour        timestamptz PRIMARY KEY,
     extra       integer NOT NULL CHECK (extra > 0),
     granted_by  text NOT NULL,
@@ -354,6 +400,10 @@ CREATE TABLE delivery_observations (
     fault         text CONSTRAINT delivery_observations_fault
                   CHECK (fault IN ('recipient', 'sender_or_account', 'transient_or_unknown')),
     category      text CONSTRAINT delivery_observations_category CHECK (category ~ '^[a-z_]{1,32}$'),
+    -- the verdict's code and the provider its reason names (the sending one): what a settle that
+    -- comes after a final report records as the failure's reason (stored_final_reports)
+    reason_code   text CONSTRAINT delivery_observations_reason_code CHECK (length(reason_code) <= 64),
+    reason_provider text CONSTRAINT delivery_observations_reason_provider CHECK (reason_provider ~ '^[a-z_]{1,32}$'),
     UNIQUE (provider, dedup_key)
 );
 CREATE INDEX delivery_observations_intent ON delivery_observations (intent_id, id);
@@ -365,7 +415,7 @@ CREATE INDEX delivery_observations_received ON delivery_observations (received_a
 -- distinct keyed digests and account hashes its faults came from (never an address). While
 -- held_until is ahead, the claim takes none of the scope's intents.
 CREATE TABLE channel_holds (
-    channel           text NOT NULL CHECK (channel IN ('email', 'sms')),
+    channel           text NOT NULL CHECK (channel IN ('email', 'sms', 'whatsapp', 'voice')),
     faults            integer NOT NULL CHECK (faults >= 0),
     window_started_at timestamptz NOT NULL,
     last_fault_at     timestamptz NOT NULL,
@@ -389,7 +439,7 @@ CREATE TABLE channel_holds (
 -- A provider asked a channel to slow down (a 429; Twilio 20429): until slow_until no claim takes the
 -- channel's intents, which stay eligible. One row per channel; a later, longer wait extends it.
 CREATE TABLE channel_pacing (
-    channel     text PRIMARY KEY CHECK (channel IN ('email', 'sms', 'webhook')),
+    channel     text PRIMARY KEY CHECK (channel IN ('email', 'sms', 'whatsapp', 'voice', 'webhook')),
     slow_until  timestamptz NOT NULL,
     seconds     float8 NOT NULL CHECK (seconds >= 0),           -- the pause the provider asked for, last time
     reason      text NOT NULL CHECK (length(reason) <= 200),    -- e.g. 'sendgrid 429: too many requests'

@@ -56,8 +56,10 @@ from chaos_workers import Workers  # noqa: E402  (the supervised dispatch slots,
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
-from signup_verification.delivery.config import WebhookConfig  # noqa: E402
+from signup_verification.delivery.webhook_config import WebhookConfig  # noqa: E402
+from signup_verification.local.fake_twilio import content_sids_setting  # noqa: E402
 from signup_verification.platform import migrations  # noqa: E402
+from signup_verification.platform.channels import PHONE_CHANNELS  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications.config import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
@@ -126,6 +128,12 @@ class Run(Workers, Injections, Fanout):
                 "TWILIO_FROM": "+15005550006",
                 "TWILIO_API_URL": self.twilio.url,
                 "TWILIO_SENDER_MPS": "1000",  # the fake is no long code: its sends are not paced at 1/s
+                # WhatsApp and calls through the same chaotic Twilio (its approved templates; calls from TWILIO_FROM)
+                "WHATSAPP_TRANSPORT": "twilio",
+                "TWILIO_WHATSAPP_FROM": "whatsapp:+15005550006",
+                "TWILIO_WHATSAPP_CONTENT_SIDS": content_sids_setting(),
+                "VOICE_TRANSPORT": "twilio",
+                "VOICE_CALLS_PER_SECOND": "1000",
                 "SEND_TIMEOUT_SECONDS": str(c.send_timeout),
                 "SEND_CONCURRENCY": "8",
                 # The dispatcher claims one batch ahead: a killed worker's two batches wait out their 30 s leases.
@@ -143,6 +151,8 @@ class Run(Workers, Injections, Fanout):
                 "RETRY_BACKOFF_SECONDS": "1,2,4",
                 "AMBIGUOUS_HOLD_SECONDS_EMAIL": "2",
                 "AMBIGUOUS_HOLD_SECONDS_SMS": "2",
+                "AMBIGUOUS_HOLD_SECONDS_WHATSAPP": "2",
+                "AMBIGUOUS_HOLD_SECONDS_VOICE": "2",
                 "CHANNEL_HOLD_SECONDS": "2",
                 **self.webhooks.env(),
                 **self.start_fanout(),
@@ -276,7 +286,8 @@ class Run(Workers, Injections, Fanout):
                 if superseding and i not in done:
                     continue  # its first verification was not made yet: nothing to supersede
                 sms = i % round(1 / c.sms_share) == 0
-                channel = "sms" if sms else "email"
+                # the phone verifications take each phone channel in turn: SMS, WhatsApp, a call
+                channel = PHONE_CHANNELS[(i // round(1 / c.sms_share)) % len(PHONE_CHANNELS)] if sms else "email"
                 suffix = "-2" if superseding else ""
                 destination = (
                     f"+1415{(3000000 if superseding else 2000000) + i:07d}"

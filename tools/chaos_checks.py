@@ -112,8 +112,8 @@ def _match_deliveries(found: Findings, verifications, deliveries, keyring: Keyri
         nonce = bytes(v["token_nonce"])
         if v["channel"] == "email":
             links[key.link_token(vid, nonce)] = vid
-        else:
-            codes[(v["destination"], key.sms_code(vid, nonce, digits))] = vid
+        else:  # each code channel its own code
+            codes[(v["destination"], key.code(v["channel"], vid, nonce, digits))] = vid
     matched: dict[uuid.UUID, list[Delivered]] = defaultdict(list)
     count = 0
     for d in deliveries:
@@ -124,6 +124,7 @@ def _match_deliveries(found: Findings, verifications, deliveries, keyring: Keyri
             continue
         matched[vid].append(d)
     found.figures["deliveries"] = count
+    found.figures["deliveries_by_channel"] = dict(sorted(Counter(d.channel for d in deliveries).items()))
     return matched
 
 
@@ -311,7 +312,7 @@ def _no_secret_stored(found: Findings, db: Database, verifications, intents, key
         if v["channel"] == "email":
             tokens.add(key.link_token(vid, nonce))
         else:
-            codes[vid] = key.sms_code(vid, nonce, digits)
+            codes[vid] = key.code(v["channel"], vid, nonce, digits)
     tables = [r[0] for r in db.run("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
     rows = 0
     for table in tables:
@@ -324,10 +325,10 @@ def _no_secret_stored(found: Findings, db: Database, verifications, intents, key
     texts = db.run(
         "SELECT i.verification_id, concat_ws(' ', i.last_error, string_agg(a.error_detail, ' '),"
         " string_agg(a.provider_ref, ' ')) FROM delivery_intents AS i"
-        " LEFT JOIN delivery_attempts AS a ON a.intent_id = i.id WHERE i.channel = 'sms'"
+        " LEFT JOIN delivery_attempts AS a ON a.intent_id = i.id WHERE i.channel IN ('sms', 'whatsapp', 'voice')"
         " GROUP BY i.verification_id, i.last_error"
     )
     for vid, text in texts:
         if vid in codes and codes[vid] in (text or ""):
-            found.fail("secret_stored", f"the SMS code of verification {vid} is stored in its provider texts")
+            found.fail("secret_stored", f"the code of verification {vid} is stored in its provider texts")
     found.figures["rows_searched_for_secrets"] = rows

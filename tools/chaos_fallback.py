@@ -5,21 +5,25 @@ seconds (policy `fallback`) or at once (`both`). Some of their primary destinati
 chaos providers refuse for good (SMTP 550 / Twilio 21211), so their primary fails and must bring
 the fallback forward; some verifications are confirmed (by the primary's secret) before their
 fallback is due; some of those sent both at once are confirmed by both secrets, the primary's then the
-fallback's a moment later (a second proof). Workers are SIGKILLed at random throughout, so
+fallback's a moment later (a second proof). A share of those with a timer take a third step, on
+WhatsApp (on SMS when the first is a WhatsApp message), a few seconds after the fallback (`steps`): some are proved by the fallback's code between
+the two, so the WhatsApp step must never be sent, and a failing primary brings the fallback forward
+while the third waits its turn (or comes forward when the fallback fails too). Workers are SIGKILLed at random throughout, so
 kills land between a primary's failure (which brings the fallback forward in the same statement) and
 the fallback's claim, and the database restarts under the confirmations.
 
 At the end, besides the run's own invariants (which read the primary intents), this checks:
     fallback_sent_after_confirm  a verification confirmed before its fallback was due (and before its
                                  primary failed) never had its fallback attempted or taken by a provider
-    fallback_not_attempted       a primary that failed for good always led to the fallback being
-                                 attempted, unless the verification died first (then suppressed, saying why)
+    fallback_not_attempted       a step that failed for good always led to the next one being attempted,
+                                 unless the verification died first (then suppressed, saying why)
     fallback_lost                every fallback intent ended terminal (or held ambiguous), explained
     fallback_delivery            every fallback message a provider took belongs to a fallback intent that
                                  began that many attempts, and none was taken after the token expired
-    proofs                       every verified verification has its first proof, at most one second proof
-                                 of its other channel (after the first), one verification.verified event and
-                                 one verification.proved event per proof, of that proof's channel
+    proofs                       every verified verification has its first proof, then at most one proof of
+                                 each other step's channel (each after the one before), one
+                                 verification.verified event and one verification.proved event per proof, of
+                                 that proof's channel
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ class FallbackShare:
     failing_after_seconds: int = 28
     confirm_first_share: float = 0.3  # of those with a timer: confirmed before the fallback is due
     second_proof_share: float = 0.5  # of those sent both at once: confirmed by both secrets, the primary's first
+    three_step_share: float = 0.4  # of those with a timer: a third step on WhatsApp after the fallback
+    step3_after: tuple[int, int] = (4, 8)  # seconds after the fallback's (and below the short TTL)
+    proved_at_step_2_share: float = 0.5  # of the three-step ones: proved by the fallback's code before step 3
 
 
 @dataclass
@@ -73,7 +80,7 @@ class Traffic:
         if superseding or self.rng.random() >= s.share:
             return body
         primary = body["channel"]
-        other = "email" if primary == "sms" else "sms"
+        other = "sms" if primary == "email" else "email"
         after = 0 if self.rng.random() < s.both_share else self.rng.randint(*s.after_seconds)
         if self.rng.random() < s.failing_primary_share:
             body = {**body, "destination": self._refused(primary, index)}
@@ -81,11 +88,31 @@ class Traffic:
             self.figures["fallback_created_failing_primary"] += 1
         destination = f"+1415{5000000 + index:07d}" if other == "sms" else f"fallback{index}@chaos.example.com"
         self.figures["fallback_created_" + ("both" if after == 0 else "fallback")] += 1
-        return {**body, "fallback": {"channel": other, "destination": destination, "after_seconds": after}}
+        fallback = {"channel": other, "destination": destination, "after_seconds": after}
+        if after == 0 or self.rng.random() >= s.three_step_share:
+            return {**body, "fallback": fallback}
+        self.figures["fallback_created_three_steps"] += 1
+        step3 = {
+            "channel": next(c for c in ("whatsapp", "sms") if c not in (primary, other)),
+            "destination": f"+1415{6000000 + index:07d}",
+            "after_seconds": min(after + self.rng.randint(*s.step3_after), 29),  # below the short TTL (30 s)
+        }
+        first = {"channel": body["channel"], "destination": body["destination"]}
+        rest = {k: v for k, v in body.items() if k not in ("channel", "destination")}
+        return {**rest, "steps": [first, fallback, step3]}
 
     def created(self, vid: uuid.UUID, body: dict) -> None:
         """After the create committed: maybe schedule a confirmation before the fallback is due, or (both
-        at once) one by each secret, the fallback's second."""
+        at once) one by each secret, the fallback's second, or (three steps) one by the fallback's code
+        after the fallback's time and before the third step's."""
+        steps = body.get("steps")
+        if steps is not None:
+            first, fallback, step3 = steps
+            if self.rng.random() < self.share.proved_at_step_2_share:
+                at = time.time() + self.rng.uniform(fallback["after_seconds"] + 0.5, step3["after_seconds"] - 1.5)
+                heapq.heappush(self._due, (at, vid.int, fallback["channel"]))
+                return
+            body = {"channel": first["channel"], "fallback": fallback}  # else: as a fallback verification
         fallback = body.get("fallback")
         if fallback is None:
             return
@@ -118,8 +145,8 @@ class Traffic:
                 nonce = bytes(row["token_nonce"])
                 if channel == "email":
                     outcome = confirm.confirm_link(db, self.keyring, key.link(vid, nonce))
-                else:
-                    outcome = confirm.confirm_code(db, self.keyring, vid, key.sms_code(vid, nonce, 6))
+                else:  # the code of the channel being confirmed (each code channel its own)
+                    outcome = confirm.confirm_code(db, self.keyring, vid, key.code(channel, vid, nonce, 6))
                 self.figures[f"fallback_confirm_{outcome.result}"] += 1
                 return
             except UnavailableError:  # the database restart: a person would press the button again
@@ -139,16 +166,19 @@ class Traffic:
 
 # -- the checks -----------------------------------------------------------------------------------------
 _FALLBACK_INTENTS = """
-SELECT f.id, f.verification_id, f.channel, f.status, f.attempts, f.ambiguous_count, f.suppression_reason,
+SELECT f.id, intent_step(f.verification_id, f.id) AS step, f.verification_id, f.channel, f.status, f.attempts, f.ambiguous_count, f.suppression_reason,
        f.destination, f.policy, f.after_seconds, f.brought_forward_at,
        extract(epoch FROM f.created_at + make_interval(secs => f.after_seconds))::float8 AS due_epoch,
        extract(epoch FROM f.brought_forward_at)::float8 AS brought_forward_epoch,
-       p.status AS primary_status, extract(epoch FROM p.failed_at)::float8 AS primary_failed_epoch,
+       p.status AS previous_status, extract(epoch FROM p.failed_at)::float8 AS previous_failed_epoch,
        v.status AS verification_status, v.key_id, v.token_nonce,
        extract(epoch FROM v.verified_at)::float8 AS verified_epoch,
        extract(epoch FROM v.expires_at)::float8 AS expires_epoch
   FROM delivery_intents AS f
-  JOIN delivery_intents AS p ON p.verification_id = f.verification_id AND p.role = 'primary'
+  -- the step before it (the primary for the fallback, the fallback for a third step)
+  CROSS JOIN LATERAL (SELECT p.status, p.failed_at FROM delivery_intents AS p
+                       WHERE p.verification_id = f.verification_id AND p.role <> 'event' AND p.id < f.id
+                       ORDER BY p.id DESC LIMIT 1) AS p
   JOIN verifications AS v ON v.id = f.verification_id
  WHERE f.role = 'fallback'
 """
@@ -160,7 +190,7 @@ def split(db: Database, deliveries: Iterable[Delivered], keyring: Keyring) -> tu
     for f in db.rows(_FALLBACK_INTENTS):
         key = keyring.get(f["key_id"])
         vid, nonce = f["verification_id"], bytes(f["token_nonce"])
-        secret = key.link_token(vid, nonce) if f["channel"] == "email" else key.sms_code(vid, nonce, 6)
+        secret = key.link_token(vid, nonce) if f["channel"] == "email" else key.code(f["channel"], vid, nonce, 6)
         secrets[(f["channel"], f["destination"] or "", secret)] = f["id"]
     primary, fallback = [], defaultdict(list)
     for d in deliveries:
@@ -186,20 +216,25 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
     for f in rows:
         label = f"fallback intent {f['id']} ({f['policy']}, {f['status']})"
         messages = fallback_deliveries.get(f["id"], [])
-        # when the primary failed for good: at its last attempt, or later when a report said it never arrived
+        # when the step before it failed for good: at its last attempt, or later when a report said it
+        # never arrived
         verified, failed_at = (
             f["verified_epoch"],
-            f["primary_failed_epoch"] if f["primary_status"] == "failed" else None,
+            f["previous_failed_epoch"] if f["previous_status"] == "failed" else None,
         )
         figures[f"fallback_final_{f['status']}"] += 1
         if f["status"] == "suppressed":
             figures[f"fallback_suppressed_{f['suppression_reason']}"] += 1
+        if f["step"] == 3 and f["attempts"]:
+            figures["step3_attempted"] += 1
         if f["attempts"]:
             reason = "primary_failed" if f["brought_forward_at"] else ("at_once" if f["policy"] == "both" else "timer")
             figures[f"fallback_attempted_{reason}"] += 1
         # confirmed before its time (and before any primary failure brought it forward): never sent
         if verified is not None and verified < f["due_epoch"] and (failed_at is None or verified < failed_at):
             figures["fallback_confirmed_before_due"] += 1
+            if f["step"] == 3:  # proved (by step 2's code, mostly) before the third step's time
+                figures["step3_proved_before_due"] += 1
             if f["attempts"] or messages or begun[f["id"]]:
                 found.fail("fallback_sent_after_confirm", f"{label}: confirmed before due, yet attempted or taken")
             elif (f["status"], f["suppression_reason"]) != ("suppressed", "verified"):
@@ -234,7 +269,8 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
 
 
 _PROOFS = """
-SELECT v.id, v.channel, v.fallback_channel, v.verified_channel, v.verified_at, v.second_proof_at,
+SELECT v.id, v.channel, v.fallback_channel, v.step3_channel, v.verified_channel, v.verified_at, v.second_proof_at,
+       v.second_proof_channel, v.third_proof_at,
        (SELECT count(*) FROM delivery_intents AS e
          WHERE e.verification_id = v.id AND e.event_type = 'verification.verified') AS verified_events,
        (SELECT coalesce(array_agg(e.event_subject ORDER BY e.id), '{}') FROM delivery_intents AS e
@@ -250,14 +286,19 @@ def check_proofs(db: Database, found: Findings) -> None:
     seconds = 0
     for v in db.rows(_PROOFS):
         expected = [v["verified_channel"]]
+        steps = [c for c in (v["channel"], v["fallback_channel"], v["step3_channel"]) if c]
         if v["second_proof_at"] is not None:
             seconds += 1
-            other = v["fallback_channel"] if v["verified_channel"] == v["channel"] else v["channel"]
+            other = v["second_proof_channel"] or next((c for c in steps[:2] if c != v["verified_channel"]), None)
             expected.append(other)
             if v["fallback_channel"] is None or v["second_proof_at"] < v["verified_at"]:
                 found.fail(
                     "proofs", f"verification {v['id']}: a second proof without a second secret, or before the first"
                 )
+        if v["third_proof_at"] is not None:  # the one step left
+            expected += [c for c in steps if c not in expected]
+            if len(expected) != 3 or v["third_proof_at"] < v["second_proof_at"]:
+                found.fail("proofs", f"verification {v['id']}: a third proof without a third step, or out of order")
         recorded = v["verified_events"] or v["proved_subjects"]  # none: its session had webhooks off
         if recorded and (v["verified_events"] != 1 or list(v["proved_subjects"]) != expected):
             found.fail(

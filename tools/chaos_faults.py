@@ -24,8 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.fakes.http import Answer, FakeTwilio  # noqa: E402
+from support.fakes.http import Answer  # noqa: E402
 from support.fakes.smtp import FakeSmtpServer, _Handler  # noqa: E402
+from support.fakes.twilio import FakeTwilio  # noqa: E402
 
 # The attacker's destinations (tools/chaos_attack.py) and what the providers answer for them, whether
 # the run's random faults are on or off: Twilio refuses one range of French numbers for this sender
@@ -44,13 +45,15 @@ RELAY_ECHO = (
 # the link's secret: the 43-character token, after the verification id a link carries
 _LINK_TOKEN = re.compile(r"token=(?:[A-Za-z0-9_-]{22})?([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])")
 _SMS_CODE = re.compile(r"\b(\d{6})\b")
+_SPOKEN_CODE = re.compile(r"\b(\d(?:, \d){5})\b")  # a call reads the code digit by digit
+WHATSAPP = "whatsapp:"
 
 
 @dataclass(frozen=True)
 class Delivered:
     channel: str
     destination: str
-    secret: str | None  # the link token or SMS code the message carried (to match it to its verification)
+    secret: str | None  # the link token or code the message carried (to match it to its verification)
     received_at: float  # time.time() when the provider took the message
 
 
@@ -140,6 +143,7 @@ class _Chaotic(dict):
 
     def get(self, destination, default=None):
         f = self.faults
+        destination = destination.removeprefix(WHATSAPP)  # a number refused for good is refused on every channel
         if destination.startswith(REFUSED_PREFIX):
             f.count("sms_attack_refused_21606")
             return REFUSED_21606
@@ -180,10 +184,15 @@ class ChaosTwilio(FakeTwilio):
     def collect(self) -> None:
         """Move what this server took into the shared delivery list."""
         for d in self.deliveries:
-            match = _SMS_CODE.search(d.body)
-            self.faults.record(
-                Delivered("sms", d.destination, match.group(1) if match else None, d.request["_received_at"])
-            )
+            if "Twiml" in d.request:  # a call: the code it spoke
+                channel, spoken = "voice", _SPOKEN_CODE.search(d.body)
+                secret = spoken.group(1).replace(", ", "") if spoken else None
+            else:
+                channel = "whatsapp" if d.destination.startswith(WHATSAPP) else "sms"
+                match = _SMS_CODE.search(d.body)
+                secret = match.group(1) if match else None
+            destination = d.destination.removeprefix(WHATSAPP)
+            self.faults.record(Delivered(channel, destination, secret, d.request["_received_at"]))
         self.deliveries = []
 
 

@@ -11,12 +11,18 @@ refused (the restart) is posted again later, as a provider retries a non-2xx.
 
 The reports cover every kind of verdict (delivery/classification/): delivered, deferred, hard
 bounces and spam reports (the recipient's fault), blocks and quota drops (ours), Twilio's
-unreachable handset (final, nobody's fault), carrier filtering (ours) and unknown numbers.
+unreachable handset (final, nobody's fault), carrier filtering (ours) and unknown numbers; on
+WhatsApp a number without WhatsApp (the recipient's) and Meta's failures (nobody's); a call answered
+by a person or a machine (detection's result, then `completed`), busy, not answered or failed.
+Some reports come early: a final one about an attempt still in flight (its send not settled, or
+settled ambiguous), linked by the attempt it names (a Twilio callback's URL, SendGrid's custom_args),
+as a provider posts it when its failure is faster than our batch.
 
 Invariants (docs/reliability.md): the observation log explains every state: every delivered_at has
 a delivered observation of its intent, every undeliverable intent a final one, no intent is both,
 every failed delivery has its reason; every report the ingest acknowledged is stored exactly once
-and nothing else is stored; a suppression only for a destination whose intent failed or was
+and nothing else is stored; a final report that came before its attempt was found sent (settled
+accepted, or found by the reconciler's lookup) failed it for good, unless a delivery came first; a suppression only for a destination whose intent failed or was
 reported for the recipient's fault: no sender or account fact ever suppresses.
 """
 
@@ -40,10 +46,17 @@ SELECT a.id, a.attempt_id, a.intent_id, a.channel, a.provider_ref,
   FROM delivery_attempts AS a
   JOIN delivery_intents AS i ON i.id = a.intent_id
   JOIN verifications AS v ON v.id = i.verification_id
- WHERE a.outcome = 'accepted' AND a.channel IN ('email', 'sms') AND a.id > :after ORDER BY a.id LIMIT 500
+ WHERE a.outcome = 'accepted' AND a.channel IN ('email', 'sms', 'whatsapp', 'voice') AND a.id > :after
+ ORDER BY a.id LIMIT 500
 """
+_IN_FLIGHT = (  # attempts whose send is not settled as sent yet: in flight, or ambiguous
+    "SELECT id AS intent_id, id || ':' || attempts AS attempt_id, channel FROM delivery_intents"
+    " WHERE status IN ('attempting', 'ambiguous') AND attempts > 0 AND channel IN ('email', 'sms', 'whatsapp', 'voice')"
+    " ORDER BY id LIMIT 200"
+)
 _LAST_ACCEPTED = (
-    "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted' AND channel IN ('email', 'sms')"
+    "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted'"
+    " AND channel IN ('email', 'sms', 'whatsapp', 'voice')"
 )
 
 
@@ -54,7 +67,12 @@ class Reports:
     blocked_share, quota_share, spam_share = 0.02, 0.01, 0.02  # email: ours, ours, the recipient's (after delivery)
     # sms: 30005 unknown number (the recipient's), 30003 handset off (nobody's), 30007 filtered (ours)
     failed_share, undelivered_share, filtered_share = 0.04, 0.03, 0.01
+    # whatsapp: 63003 no WhatsApp on the number (the recipient's), 63009 Meta failed (nobody's)
+    no_whatsapp_share, meta_share = 0.03, 0.02
+    # voice: the call's end (busy, no-answer, failed: nobody answered) or a machine answering
+    busy_share, no_answer_share, call_failed_share, machine_share = 0.04, 0.04, 0.02, 0.05
     duplicate_share, reorder_share, late_share = 0.15, 0.3, 0.2
+    early_share = 0.3  # of the attempts seen in flight: a final report before their settle
     # Faults of our account (the quota drops) are reported, counted and never suppress; the run never
     # holds the channel for them (a hold would stop its sends until an operator resumed it: tests cover
     # holds). Route faults (blocks, carrier filtering) count as in production: the genuine users' never
@@ -68,6 +86,8 @@ class Reports:
         self.watermark = 0  # the last accepted attempt row reported about
         self.later: list[tuple[str, list]] = []  # (provider, observations): late, duplicates, refused
         self.acknowledged: dict[tuple[str, str], int] = {}  # (provider, dedup key) -> intent id, once ingested
+        self.early_seen: set[str] = set()  # attempts seen in flight (each given an early report or not, once)
+        self.early: dict[str, int] = {}  # attempt id -> intent id of the early final reports ingested
         self.figures: Counter[str] = Counter()
 
     def threads(self) -> list[threading.Thread]:
@@ -88,6 +108,7 @@ class Reports:
         try:
             while not self.run.stopping.wait(0.5):
                 try:
+                    self._report_early(db)
                     self._report_new(db)
                     if not self.run.chaos_on.is_set():  # the faults are over: what was held arrives now
                         self._post_later(db)
@@ -118,6 +139,35 @@ class Reports:
             with self.lock:
                 self.watermark = rows[-1]["id"]
 
+    def _report_early(self, db: Database) -> None:
+        """A final report about some attempts not yet settled as sent, linked by the attempt it names."""
+        for row in db.rows(_IN_FLIGHT):
+            if row["attempt_id"] in self.early_seen:
+                continue
+            self.early_seen.add(row["attempt_id"])
+            if self.rng.random() >= self.early_share:
+                continue
+            sid = uuid.UUID(int=self.rng.getrandbits(128)).hex
+            attempt = {**row, "provider_ref": None}
+            if row["channel"] == "email":
+                provider = "sendgrid"
+                # a full or disabled mailbox: final, nobody's fault (suppresses nothing, the attacker's neither)
+                event = {**self._sendgrid_event(attempt, "bounce"), "status": "5.2.2",
+                         "bounce_classification": "Mailbox Unavailable"}  # fmt: skip
+                observations = reports.sendgrid_events(json.dumps([event]).encode()).observations
+            else:
+                provider = "twilio"
+                if row["channel"] == "voice":
+                    form = {"CallSid": "CA" + sid, "CallStatus": "busy", "CallDuration": "0"}
+                else:
+                    form = self._twilio_form({**attempt, "provider_ref": "SM" + sid}, "undelivered", "30003")
+                attempt_query = f"attempt={row['attempt_id']}"  # the StatusCallback's, as Twilio signed it
+                observations = [reports.callback_attempt(reports.twilio_observation(form), attempt_query)]
+            self._post(db, provider, observations)
+            with self.lock:
+                self.early[row["attempt_id"]] = row["intent_id"]
+            self.figures["reports_early"] += 1
+
     def _reports_of(self, attempt: dict) -> list:
         """What the provider says now about one accepted attempt; what it says later goes to `later`."""
         rng = self.rng
@@ -143,10 +193,17 @@ class Reports:
             provider = "sendgrid"
         elif not attempt["provider_ref"]:
             return []
+        elif attempt["channel"] == "voice":
+            events = self._call_forms(attempt)
+            parse = lambda f: [reports.twilio_observation(f)]  # noqa: E731
+            provider = "twilio"
+            if rng.random() < self.reorder_share:
+                events.reverse()  # completed before detection's result
+                self.figures["reports_reordered"] += 1
         else:
             roll = rng.random()
             filtered = (attempt["destination"] or "").startswith(FILTERED_PREFIX)  # the attacker's (chaos_attack.py)
-            final_status, code = (
+            final_status, code = self._whatsapp_final(roll) if attempt["channel"] == "whatsapp" else (
                 ("undelivered", "30007") if filtered
                 else ("failed", "30005") if roll < self.failed_share
                 else ("undelivered", "30003") if roll < self.failed_share + self.undelivered_share
@@ -191,7 +248,30 @@ class Reports:
     @staticmethod
     def _twilio_form(attempt: dict, status: str, code: str | None) -> dict[str, str]:
         form = {"MessageSid": attempt["provider_ref"] or "", "MessageStatus": status}
+        if attempt["channel"] == "whatsapp":
+            form["ChannelPrefix"] = "whatsapp"
         return {**form, "ErrorCode": code} if code else form
+
+    def _whatsapp_final(self, roll: float) -> tuple[str, str | None]:
+        if roll < self.no_whatsapp_share:
+            return "undelivered", "63003"
+        if roll < self.no_whatsapp_share + self.meta_share:
+            return "failed", "63009"
+        return "read", None
+
+    def _call_forms(self, attempt: dict) -> list[dict[str, str]]:
+        """A call's callbacks: detection's result then `completed` when it was answered, else its end."""
+        sid, roll = attempt["provider_ref"], self.rng.random()
+        ends = [("busy", self.busy_share), ("no-answer", self.no_answer_share), ("failed", self.call_failed_share)]
+        for status, share in ends:
+            if roll < share:
+                self.figures[f"reports_calls_{status}"] += 1
+                return [{"CallSid": sid, "CallStatus": status, "CallDuration": "0"}]
+            roll -= share
+        answered_by = "machine_start" if roll < self.machine_share else "human"
+        self.figures[f"reports_calls_{answered_by}"] += 1
+        return [{"CallSid": sid, "AnsweredBy": answered_by, "MachineDetectionDuration": "2400"},
+                {"CallSid": sid, "CallStatus": "completed", "CallDuration": "12"}]  # fmt: skip
 
     def _hold(self, provider: str, observations: list) -> None:
         with self.lock:
@@ -222,13 +302,14 @@ class Reports:
 
     def check(self, db: Database, findings: Findings) -> None:
         check(db, findings, set(self.acknowledged))
+        check_early(db, findings, dict(self.early))
         findings.figures.update(sorted(self.figures.items()))
 
 
 def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> None:
     intents = db.rows(
         "SELECT id, status, delivered_at, undeliverable_reason, failure_category, failure_fault FROM delivery_intents"
-        " WHERE channel IN ('email', 'sms')"
+        " WHERE channel <> 'webhook'"  # every message channel: a WhatsApp or voice refusal may suppress too
     )
     observed: dict[int, list[dict]] = defaultdict(list)
     stored: Counter[tuple[str, str]] = Counter()
@@ -240,7 +321,7 @@ def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> 
     for i in intents:
         said = observed[i["id"]]
         label = f"intent {i['id']} ({i['status']})"
-        if i["delivered_at"] is not None and not any(o["event"] == "delivered" for o in said):
+        if i["delivered_at"] is not None and not any(o["event"] in ("delivered", "read") for o in said):
             found.fail("reports_explained", f"{label}: delivered_at without a delivered observation")
         if i["undeliverable_reason"] is not None and not any(o["permanent"] for o in said):
             found.fail("reports_explained", f"{label}: undeliverable without a permanent observation")
@@ -267,3 +348,23 @@ def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> 
     found.figures["reports_observations"] = sum(stored.values())
     found.figures["reports_delivered_intents"] = sum(1 for i in intents if i["delivered_at"] is not None)
     found.figures["reports_undeliverable_intents"] = sum(1 for i in intents if i["undeliverable_reason"] is not None)
+
+
+def check_early(db: Database, found: Findings, early: dict[str, int]) -> None:
+    """Every attempt reported final before it was found sent (settled accepted, or accepted by the
+    lookup) failed for good with that report (undeliverable), unless it was reported delivered first."""
+    if not early:
+        return
+    rows = db.rows(
+        "SELECT a.attempt_id, i.id, i.status, i.delivered_at, i.undeliverable_reason FROM delivery_attempts AS a"
+        " JOIN delivery_intents AS i ON i.id = a.intent_id"
+        " WHERE a.attempt_id = ANY (:attempts) AND a.outcome = 'accepted'",
+        attempts=list(early),
+    )
+    applied = 0
+    for r in rows:
+        if r["delivered_at"] is None and (r["status"] != "failed" or r["undeliverable_reason"] is None):
+            found.fail("reports_early", f"intent {r['id']} ({r['status']}): attempt {r['attempt_id']} was reported "
+                       "final before it was found sent, and is not failed")  # fmt: skip
+        applied += r["undeliverable_reason"] is not None
+    found.figures["reports_early_applied"] = applied

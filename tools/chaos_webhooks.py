@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from chaos_checks import Findings, state_explained_by_attempts  # noqa: E402
 from chaos_faults import Faults  # noqa: E402
-from signup_verification.delivery.config import WebhookConfig  # noqa: E402
 from signup_verification.delivery.events import webhook_id  # noqa: E402
+from signup_verification.delivery.webhook_config import WebhookConfig  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
 from signup_verification.verifications import confirm as confirmations  # noqa: E402
 from support.fakes.http import Answer  # noqa: E402

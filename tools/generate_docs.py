@@ -25,14 +25,25 @@ sys.path.insert(0, str(ROOT / "shared"))
 from signup_verification.api.config import AuthConfig, DeliveryReportsConfig, HttpConfig, ReturnUrlConfig  # noqa: E402
 from signup_verification.config import Config  # noqa: E402
 from signup_verification.delivery.capacity_config import FanoutConfig, PacingConfig  # noqa: E402
-from signup_verification.delivery.classification import Fault, Rule, Scope, sendgrid, smtp, twilio  # noqa: E402
+from signup_verification.delivery.classification import (  # noqa: E402
+    Fault,
+    Rule,
+    Scope,
+    sendgrid,
+    smtp,
+    twilio,
+    twilio_voice,
+    twilio_whatsapp,
+)
 from signup_verification.delivery.config import (  # noqa: E402
     ChannelsConfig,
     MessageConfig,
     SendGridConfig,
     SmtpConfig,
     TwilioConfig,
+    VoiceConfig,
     WebhookConfig,
+    WhatsAppConfig,
 )
 from signup_verification.operations.config import (  # noqa: E402
     SMS_LOOKUP,
@@ -85,6 +96,18 @@ def twilio_errors() -> str:
     return _rule_table("ErrorCode", [*rows, ("other", twilio.UNKNOWN)])
 
 
+def whatsapp_errors() -> str:
+    rows = [(str(code), rule) for code, rule in sorted(twilio_whatsapp.ERRORS.items())]
+    return _rule_table("ErrorCode", [*rows, ("other", twilio.UNKNOWN)])
+
+
+def voice_outcomes() -> str:
+    rows = [(str(code), rule) for code, rule in sorted(twilio_voice.ERRORS.items())]
+    rows += [(f"CallStatus {status}", rule) for status, rule in twilio_voice.CALL_STATUSES.items()]
+    rows += [(f"AnsweredBy {result}", rule) for result, rule in twilio_voice.ANSWERED_BY.items()]
+    return _rule_table("answer or report", [*rows, ("other", twilio_voice.UNKNOWN)])
+
+
 def sendgrid_submission() -> str:
     return _rule_table("answer", sendgrid.SUBMISSION.items())
 
@@ -133,6 +156,8 @@ SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
         SmtpConfig,
         SendGridConfig,
         TwilioConfig,
+        WhatsAppConfig,
+        VoiceConfig,
         DispatchConfig,
         PacingConfig,
         FanoutConfig,
@@ -204,6 +229,8 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "transitions": ("docs/state-model.md", transitions),
     "problem-types": ("docs/problems.md", problem_types),
     "twilio-errors": ("docs/channels.md", twilio_errors),
+    "whatsapp-errors": ("docs/channels.md", whatsapp_errors),
+    "voice-outcomes": ("docs/channels.md", voice_outcomes),
     "sendgrid-submission": ("docs/channels.md", sendgrid_submission),
     "sendgrid-events": ("docs/channels.md", sendgrid_events),
     "smtp-codes": ("docs/channels.md", smtp_codes),

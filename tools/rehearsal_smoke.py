@@ -1,8 +1,10 @@
 """The documented smoke test (docs/deploy.md, "5. Check it"), through the rehearsal's services, each
 called as Cloud Run would pass its caller on: create -> dispatch -> confirm -> status, then the
 reconciler; with an SMS beside the email, so that every service does its work (the code confirmed,
-Twilio's status callback to delivery_reports). The providers are the protocol fakes of
-tests/support/fakes (SendGrid's mail send, Twilio's Messages API) at the settings' API URLs.
+Twilio's status callback to delivery_reports), and a WhatsApp and a voice verification, which create
+accepts because the plan enables their channels, sent as a WhatsApp template and a call. The
+providers are the protocol fakes of tests/support/fakes (SendGrid's mail send, Twilio's Messages and
+Calls APIs) at the settings' API URLs.
 
 Who calls: Cloud Run admits a private service's caller by IAM and passes its identity token on
 (signature removed) to the in-app check (api/auth.py), which accepts the identities the plan's
@@ -27,10 +29,13 @@ from rehearsal_plan import Plan  # noqa: E402
 from rehearsal_services import ServiceError, Services  # noqa: E402
 from signup_verification.api.report_signatures import twilio_signature  # noqa: E402
 from support.auth import cloud_run_identity  # noqa: E402
-from support.fakes.http import FakeSendGrid, FakeTwilio  # noqa: E402
+from support.fakes.http import FakeSendGrid  # noqa: E402
+from support.fakes.twilio import FakeTwilio  # noqa: E402
 
 EMAIL = "smoke@example.com"  # the docs' smoke test creates for an address of yours
 PHONE = "+14155550123"
+WHATSAPP = "+14155550124"  # the plan enables WhatsApp and voice (rehearse_deploy.PLAN_VARS)
+CALLED = "+14155550125"
 _TOKEN = re.compile(r"[?&]token=([A-Za-z0-9_-]+)")
 _CODE = re.compile(r"code is ([0-9][0-9 -]*[0-9])")
 DELIVERY_WAIT_SECONDS = 60  # generous: CI machines run other work beside it
@@ -74,7 +79,8 @@ def smoke(plan: Plan, services: Services, providers: Providers, secrets: dict[st
     run = uuid.uuid4().hex[:8]
 
     ids = {}
-    for channel, destination in (("email", EMAIL), ("sms", PHONE)):
+    # WhatsApp and voice: production create offers them only where the plan sets their transport.
+    for channel, destination in (("email", EMAIL), ("sms", PHONE), ("whatsapp", WHATSAPP), ("voice", CALLED)):
         _, created = services.call(
             "create",
             "POST",
@@ -85,10 +91,15 @@ def smoke(plan: Plan, services: Services, providers: Providers, secrets: dict[st
         )
         ids[channel] = created["verification_id"]
     log("create: 201 for an email and an SMS verification")
+    log("create: 201 for a WhatsApp and a voice verification")
 
     first = _dispatch_in_background(services, scheduler)
     email = _delivered(providers.sendgrid, EMAIL, services, "email")
     sms = _delivered(providers.twilio, PHONE, services, "SMS")
+    whatsapp = _delivered(providers.twilio, f"whatsapp:{WHATSAPP}", services, "WhatsApp message")
+    call = _delivered(providers.twilio, CALLED, services, "call")
+    if not re.search(r"[0-9]{6}", whatsapp.body) or "Twiml" not in call.request:
+        raise ServiceError(f"{services['dispatch'].container.label()}: the WhatsApp message or the call lacks the code")
     # The relay tick: the waiting invocation hands over to a newer one and answers (outbox/idle.py).
     _dispatch_in_background(services, scheduler)
     first.join(timeout=DELIVERY_WAIT_SECONDS)
@@ -98,7 +109,9 @@ def smoke(plan: Plan, services: Services, providers: Providers, secrets: dict[st
         raise ServiceError(
             f"{services['dispatch'].container.label()}: the first invocation did not hand over to the relay"
         )
-    log(f"dispatch: 200, the email reached SendGrid and the SMS Twilio ({first.answer})")
+    log(
+        f"dispatch: 200, the email reached SendGrid, the SMS, the WhatsApp message and the call Twilio ({first.answer})"
+    )
 
     link_base = plan.service("dispatch").env.get("VERIFY_LINK_BASE", "")
     token = _TOKEN.search(email.body)

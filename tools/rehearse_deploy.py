@@ -7,8 +7,8 @@ run from the bundle the way Google runs them, against Cloud SQL's role model.
 1. the bundle (tools/build_bundle.py), and the image made of it as the buildpacks make it: its
    requirements.txt alone in a fresh virtualenv, `compileall -f`, the checkout nowhere on the path
    (rehearsal_image.py);
-2. the plan: the real terraform through tf-offline, infra/ with the example variables and an
-   operator group and user; each job's and service's command, args and environment are read from
+2. the plan: the real terraform through tf-offline, infra/ with the example variables, an
+   operator group and user, and WhatsApp and voice enabled; each job's and service's command, args and environment are read from
    `terraform show -json`, never retyped (rehearsal_plan.py);
 3. Cloud SQL: a private embedded PostgreSQL with Cloud SQL's role model (cloudsqlsuperuser owning
    the database, the migrator an IAM-named login role that is only a member of it, every other IAM
@@ -18,7 +18,7 @@ run from the bundle the way Google runs them, against Cloud SQL's role model.
 4. every job, in deploy.sh's order, twice (each run must succeed; the second changes nothing);
 5. every service started as Cloud Run starts it, its secrets stubbed, the providers faked at their
    API URLs (the one setting added to the plan's), and the documented smoke test through them:
-   create -> dispatch -> confirm -> status, then reconcile (rehearsal_services.py, rehearsal_smoke.py);
+   create (email, SMS, WhatsApp, voice) -> dispatch -> confirm -> status, then reconcile (rehearsal_services.py, rehearsal_smoke.py);
    each connected as its own database user, none refused a privilege;
 6. the operators: a reader (a member of the planned group) runs `verifyctl status` and `inspect` and
    is refused a write; an operator may write.
@@ -51,6 +51,7 @@ from rehearsal_cloudsql import Instance  # noqa: E402
 from rehearsal_plan import Container, Plan, PlanError, make_plan, read_plan  # noqa: E402
 from rehearsal_services import ServiceError, Services  # noqa: E402
 from rehearsal_smoke import provider_settings, smoke, start_providers  # noqa: E402
+from signup_verification.local.fake_twilio import content_sids  # noqa: E402
 from signup_verification.verifications.tokens import new_key_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,15 @@ CACHE = ROOT / ".local" / "rehearsal"
 # Operators' database access, planned with the example variables (infra/variables_access.tf).
 READERS, OPERATORS = ["group:oncall@example.com"], ["user:ada@example.com"]
 GROUP_MEMBERS = {"oncall@example.com": ["grace@example.com"]}  # who logs in through the group
-PLAN_VARS = [f"-var=database_readers={json.dumps(READERS)}", f"-var=database_operators={json.dumps(OPERATORS)}"]
+# WhatsApp and voice enabled as an operator enables them (infra/variables_channels.tf): create then
+# offers both, dispatch sends them. The content SIDs are the approved templates the fake Twilio knows.
+WHATSAPP_FROM = "whatsapp:+14155550199"
+PLAN_VARS = [
+    f"-var=database_readers={json.dumps(READERS)}",
+    f"-var=database_operators={json.dumps(OPERATORS)}",
+    "-var=whatsapp=" + json.dumps({"enabled": True, "from": WHATSAPP_FROM, "content_sids": content_sids()}),
+    "-var=voice=" + json.dumps({"enabled": True, "max_per_hour": 50}),
+]
 # Stand-ins for the secrets' values (Secret Manager's versions in Google Cloud), by setting.
 SECRET_STUBS: dict[str, Callable[[], str]] = {
     "TOKEN_KEYS": new_key_spec,
@@ -67,7 +76,12 @@ SECRET_STUBS: dict[str, Callable[[], str]] = {
     "SMTP_PASSWORD": lambda: secrets.token_hex(16),
     "WEBHOOK_SECRET": lambda: "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
 }
-REHEARSED_TRANSPORTS = {"EMAIL_TRANSPORT": {"sendgrid"}, "SMS_TRANSPORT": {"twilio"}}
+REHEARSED_TRANSPORTS = {
+    "EMAIL_TRANSPORT": {"sendgrid"},
+    "SMS_TRANSPORT": {"twilio"},
+    "WHATSAPP_TRANSPORT": {"twilio"},
+    "VOICE_TRANSPORT": {"twilio"},
+}
 
 
 class RehearsalError(RuntimeError):

@@ -24,7 +24,7 @@ check_tools() {
 }
 
 # What the example marks EXAMPLE: plans fine, fails (or sends from a domain nobody owns) when applied.
-PLACEHOLDERS='@example\.com|"my-signup-prod"|AC0{32}|\+14155550100'
+PLACEHOLDERS='@example\.com|"my-signup-prod"|AC0{32}|HX0{31}[01]|\+14155550100'
 
 # placeholder_defaults: "name (default)" for each variable of infra/*.tf that the var file does not
 # set and whose default holds a placeholder (the default expression only, never its description).

@@ -12,6 +12,7 @@ from signup_verification.delivery.channels import build_channels
 from signup_verification.operations.dispatcher import Dispatcher, DispatchReport, DispatchRun
 from signup_verification.verifications.tokens import Keyring
 from support.config import make_config
+from support.fakes.twilio import whatsapp_contents
 from support.paths import TEST_TOKEN_KEYS
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
@@ -41,6 +42,12 @@ def provider_settings(smtp=None, twilio=None, **overrides) -> Config:
             twilio_api_url=twilio.url,
             # the fake is no real long code: its sends are not paced at one per second (a test of pacing sets it)
             twilio_sender_mps=1000,
+            # WhatsApp and calls through the same fake: its approved templates, calls from TWILIO_FROM
+            whatsapp_transport="twilio",
+            twilio_whatsapp_from="whatsapp:+15005550006",
+            twilio_whatsapp_content_sids=",".join(f"{k}:{v}" for k, v in whatsapp_contents().items()),
+            voice_transport="twilio",
+            voice_calls_per_second=1000,
         )
     return make_config(**{**settings, **overrides})
 

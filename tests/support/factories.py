@@ -131,9 +131,9 @@ class CountingDatabase:
         return found[0] if found else None
 
 
-# The create answer an idempotency record replays (its inputs as columns, rebuilt by created_answer).
+# The create answer an idempotency record replays (its inputs as columns, rebuilt by created_answer_v2).
 STORED_ANSWER = (
-    "SELECT key, outcome, created_answer(verification_id, account_id, channel, created_at,"
-    " verification_expires_at, fallback_channel, fallback_after_seconds) AS answer"
+    "SELECT key, outcome, created_answer_v2(verification_id, account_id, channel, created_at,"
+    " verification_expires_at, fallback_channel, fallback_after_seconds, step3_channel, step3_after_seconds) AS answer"
     " FROM idempotency_keys WHERE key = :key"
 )

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import uuid
 
+from signup_verification.delivery import templates
 from signup_verification.platform.database import Database
+from signup_verification.verifications import create as create_domain
+from signup_verification.verifications.channel_policy import Fallback
 from signup_verification.verifications.config import CreateConfig
-from support.factories import created
+from support.factories import KEYRING, created
 
 
 def create_with_fallback(
@@ -43,3 +48,46 @@ def code_in(body: str) -> str:
 
 def token_in(text: str) -> str:
     return re.search(r"token=([A-Za-z0-9_-]+)", text).group(1)  # what the link carries, id and token
+
+
+# The steps of a three-step verification, each (channel, destination, after_seconds).
+THREE_STEPS = (("email", "ada@example.com", 0), ("sms", "+14155550100", 60), ("whatsapp", "+14155550199", 120))
+
+
+def create_steps(
+    db: Database,
+    config: CreateConfig,
+    steps: tuple[tuple[str, str, int], ...] = THREE_STEPS,
+    *,
+    account: str = "acct-1",
+    key: str | None = None,
+) -> create_domain.CreateOutcome:
+    """A verification of these ordered steps through the domain's create (verifications/create.py:
+    below the edge, which takes the channels it sends on), with the create target's fingerprint."""
+    (channel, destination, _), *later = steps
+    request = {
+        "account_id": account,
+        "steps": [dict(zip(("channel", "destination", "after_seconds"), s, strict=True)) for s in steps],
+    }
+    new = create_domain.NewVerification(
+        account_id=account,
+        channel=channel,
+        destination=destination,
+        purpose="signup",
+        locale="en",
+        template_version=templates.current_version("signup"),
+        fingerprint=hashlib.sha256(json.dumps(request, sort_keys=True).encode()).digest(),
+        fallback=Fallback(*later[0]) if later else None,
+        step3=Fallback(*later[1]) if len(later) > 1 else None,
+    )
+    return create_domain.create(db, config, KEYRING, new, key or f"k-{uuid.uuid4()}")
+
+
+def steps_of(db: Database, verification_id: uuid.UUID) -> list[dict]:
+    """The verification's message intents in step order."""
+    return db.rows(
+        "SELECT *, intent_step(verification_id, id) AS step,"
+        " extract(epoch FROM next_attempt_at - created_at)::float8 AS due_after"
+        " FROM delivery_intents WHERE verification_id = :v AND role <> 'event' ORDER BY id",
+        v=verification_id,
+    )

@@ -93,3 +93,47 @@ def post_sendgrid(client, events: list[dict], **header_overrides):
     body = json.dumps(events).encode()
     headers = {**sendgrid_headers(body), **header_overrides}
     return client.post("/sendgrid", data=body, headers=headers)
+
+
+def call_form(sid: str, status: str | None = None, answered_by: str | None = None, **fields: str) -> dict[str, str]:
+    """A call's callback as Twilio posts it: the status callback (CallStatus, with CallDuration once the
+    call ends) or, with only `answered_by`, answering machine detection's own (AsyncAmdStatusCallback)."""
+    form = {"CallSid": sid, "AccountSid": "AC" + "0" * 32}
+    if status is not None:
+        form |= {"CallStatus": status, "ApiVersion": "2010-04-01", "Direction": "outbound-api",
+                 "From": "+15005550006", "To": "+14155550100", "CallbackSource": "call-progress-events"}  # fmt: skip
+        if status in ("completed", "busy", "no-answer", "failed", "canceled"):
+            form["CallDuration"] = "12" if status == "completed" else "0"
+    if answered_by is not None:
+        form["AnsweredBy"] = answered_by
+        if status is None:
+            form["MachineDetectionDuration"] = "2400"
+    return {**form, **fields}
+
+
+def phone_step(db, channel: str, *, after_seconds: int = 300, key: str = "phone", phone: str = "+14155550100") -> dict:
+    """A verification whose first step went out on `channel` (whatsapp or voice: Twilio accepted it,
+    its sid the attempt's reference) with an email fallback waiting: {intent_id, attempt_id, ref,
+    verification_id, fallback_id}. Made through the real create path as an SMS step and then moved to
+    the channel (the schema takes both channels; create does not offer them yet)."""
+    from support.dispatch import provider_settings
+    from support.policy import create_with_fallback
+
+    config = provider_settings(rate_limit_prefix_per_hour=10_000, rate_limit_client_per_hour=10_000).create
+    vid = create_with_fallback(db, config, channel="sms", after_seconds=after_seconds, key=key,
+                               phone=phone, email=f"{key}@example.com", account=f"acct-{key}")  # fmt: skip
+    [claimed] = t.claim(db, "worker", 10, 30)
+    [begun] = t.begin_attempts(db, "worker", [claimed.fence])
+    ref = ("CA" if channel == "voice" else "SM") + uuid.uuid4().hex
+    t.settle(db, "worker", [Settlement(claimed.id, claimed.lease_version, "accepted", provider_ref=ref)])
+    db.run("SET session_replication_role = replica")  # the attempt log is append-only: its trigger set aside
+    try:
+        for table, where in (("delivery_intents", "id = :i"), ("delivery_attempts", "intent_id = :i"),
+                             ("create_events", "verification_id = :v AND role = 'primary'")):  # fmt: skip
+            db.run(f"UPDATE {table} SET channel = :c WHERE {where}", c=channel, i=claimed.id, v=vid)  # nosec B608
+    finally:
+        db.run("RESET session_replication_role")
+    db.run("UPDATE verifications SET channel = :c WHERE id = :v", c=channel, v=vid)
+    fallback = db.one("SELECT id FROM delivery_intents WHERE verification_id = :v AND role = 'fallback'", v=vid)
+    return {"intent_id": claimed.id, "attempt_id": begun.attempt_id, "ref": ref, "verification_id": vid,
+            "fallback_id": fallback["id"]}  # fmt: skip

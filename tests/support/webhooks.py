@@ -12,7 +12,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from signup_verification.delivery.config import WebhookConfig
+from signup_verification.delivery.webhook_config import WebhookConfig
 from signup_verification.platform.database import ConnectionParams, Database
 from support.dispatch import KEYRING, provider_settings
 from support.paths import ROOT

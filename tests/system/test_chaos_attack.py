@@ -13,7 +13,7 @@ from signup_verification.outbox.states import AttemptOutcome
 from signup_verification.outbox.transitions import Settlement
 from support.dispatch import provider_settings, run_dispatch
 from support.factories import created
-from support.fakes.http import FakeTwilio
+from support.fakes.twilio import FakeTwilio
 from support.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))

@@ -11,7 +11,7 @@ from signup_verification.outbox.transitions import Settlement
 from signup_verification.verifications import confirm
 from support.dispatch import KEYRING, provider_settings
 from support.paths import ROOT
-from support.policy import create_with_fallback
+from support.policy import create_steps, create_with_fallback
 from support.webhooks import events_database
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -101,3 +101,28 @@ def test_the_proofs_check_passes_a_second_proof_and_catches_a_proof_without_its_
         assert set(found.violations) == {"proofs"}, dict(found.violations)
     finally:
         edb.close()
+
+
+def test_a_third_step_sent_after_a_proof_at_step_2_is_caught_and_one_brought_forward_passes(db):
+    settings = provider_settings().create
+    proved = create_steps(db, settings, account="s1", key="s1")  # email, sms, whatsapp
+    vid = uuid.UUID(proved.verification.verification_id)
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
+    sms_code = KEYRING.primary.code("sms", vid, nonce, 6)
+    assert confirm.confirm_code(db, KEYRING, vid, sms_code).result == confirm.VERIFIED  # step 2 proves first
+    whatsapp = Delivered("whatsapp", "+14155550199", KEYRING.primary.code("whatsapp", vid, nonce, 6), 0.0)
+    found = _run_checks(db, [whatsapp])  # yet step 3 reached the phone
+    assert "fallback_sent_after_confirm" in found.violations
+    # a verification whose first two steps failed for good, its third brought forward and sent: sound
+    failed = create_steps(db, settings, account="s2", key="s2")
+    vid = uuid.UUID(failed.verification.verification_id)
+    _fail_primary(db)  # the email: step 2 comes forward
+    _fail_primary(db)  # the SMS: step 3 comes forward
+    [step3] = t.claim(db, "w", 10, 30)
+    t.begin_attempts(db, "w", [step3.fence])
+    t.settle(db, "w", [Settlement(step3.id, step3.lease_version, "accepted", provider_ref="SM3")])
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
+    sent = Delivered("whatsapp", "+14155550199", KEYRING.primary.code("whatsapp", vid, nonce, 6), 0.0)
+    found = _run_checks(db, [sent])
+    assert found.ok, dict(found.violations)
+    assert found.figures["fallback_attempted_primary_failed"] == 2

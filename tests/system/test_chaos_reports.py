@@ -7,7 +7,7 @@ import sys
 from types import SimpleNamespace
 
 from support.paths import ROOT
-from support.reports import accepted
+from support.reports import accepted, phone_step
 
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -43,6 +43,28 @@ def test_duplicated_reordered_and_late_reports_keep_every_invariant(db):
     assert figures["reports_delivered_intents"] > 0 and figures["reports_undeliverable_intents"] > 0
     assert figures["reports_unknown"] == 0
     assert db.one("SELECT count(*) AS n FROM destination_suppressions")["n"] > 0
+
+
+def test_whatsapp_and_call_reports_keep_every_invariant(db):
+    """Calls busy, not answered, failed, answered by a machine or a person, and WhatsApp messages read or
+    failing, their callbacks duplicated, reordered (completed before detection's result) and late."""
+    for n in range(12):
+        phone_step(db, "voice" if n % 2 else "whatsapp", key=f"chaos-phone-{n}", phone=f"+1415555{n:04d}")
+    reporter = Reports(SimpleNamespace(config=SimpleNamespace(seed=11)))
+    for name, value in dict(busy_share=0.2, no_answer_share=0.2, machine_share=0.3, no_whatsapp_share=0.3,
+                            duplicate_share=0.5, late_share=0.5, reorder_share=0.5).items():  # fmt: skip
+        setattr(reporter, name, value)
+    reporter.finish(db)
+    found = _found(db, reporter)
+    assert found.ok, dict(found.violations)
+    figures = found.figures
+    assert figures["reports_delivered_intents"] > 0 and figures["reports_undeliverable_intents"] > 0
+    assert figures["reports_unknown"] == 0 and figures["reports_duplicates_answered"] > 0
+    calls = {k: v for k, v in figures.items() if k.startswith("reports_calls_")}
+    assert len(calls) >= 3, calls  # several call outcomes were reported
+    failed = db.run("SELECT count(*) FROM delivery_intents WHERE role = 'primary' AND status = 'failed'")[0][0]
+    forward = db.run("SELECT count(*) FROM delivery_intents WHERE role = 'fallback' AND brought_forward_at IS NOT NULL")
+    assert failed > 0 and forward[0][0] == failed  # every step failed for good brought its next one forward
 
 
 def test_each_report_check_catches_its_violation(db):
@@ -119,3 +141,30 @@ def test_an_ambiguous_sms_resolved_by_the_lookup_is_explained_and_a_stray_outcom
     found = _checked_attempts(db)
     assert [m for m in found.violations["explained"] if f"intent {second.intent_id} " in m]
     assert not [m for m in found.violations["explained"] if f"intent {first.intent_id} " in m]
+
+
+def test_early_final_reports_are_applied_by_the_settle_and_the_check_catches_one_left_unapplied(db):
+    """Final reports about emails and SMS in flight, linked by the attempt they name, then the settle:
+    each one failed for good; one put back unapplied is found."""
+    from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.transitions import Settlement
+    from support.factories import make_verifications
+
+    for channel in ("email", "sms"):
+        make_verifications(db, 2, channel, prefix=f"fly{channel}")
+    claimed = t.claim(db, "worker", 10, 30)
+    t.begin_attempts(db, "worker", [c.fence for c in claimed])
+    reporter = Reports(SimpleNamespace(config=SimpleNamespace(seed=3)))
+    reporter.early_share = 1.0
+    reporter._report_early(db)
+    assert reporter.figures["reports_early"] == len(claimed) == 4
+    settled = t.settle(db, "worker", [Settlement(c.id, c.lease_version, "accepted", provider_ref=f"SM{c.id:032x}")
+                                      for c in claimed])  # fmt: skip
+    assert set(settled.values()) == {"failed"}
+    found = _found(db, reporter)
+    assert found.ok, dict(found.violations)
+    assert found.figures["reports_early_applied"] == 4
+    db.run("UPDATE delivery_intents SET status = 'accepted', undeliverable_reason = NULL, failed_at = NULL,"
+           " failure_category = NULL, failure_code = NULL, failure_provider = NULL, failure_fault = NULL"
+           " WHERE id = :i", i=claimed[0].id)  # fmt: skip
+    assert "reports_early" in _found(db, reporter).violations

@@ -270,7 +270,7 @@ def test_the_runs_plans_by_the_real_terraform_bind_no_allusers_and_order_the_pha
         "google_storage_bucket_object.source",
         "google_artifact_registry_repository.functions",
     }
-    assert len(metrics) == 17 and metrics | needed_first <= phase1
+    assert len(metrics) == 18 and metrics | needed_first <= phase1
     assert {a for a in whole if a.startswith("google_secret_manager_secret.secret[")} <= phase1
     assert not [a for a in phase1 if a.startswith(("google_cloud_run_v2_", "google_monitoring_alert_policy."))]
     assert {'google_cloud_run_v2_job.schema["migrate"]', 'google_cloud_run_v2_job.schema["grant"]'} <= phase2

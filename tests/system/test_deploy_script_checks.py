@@ -34,6 +34,15 @@ def placeholders(world: World) -> None:
     world.var_file.write_text(world.var_file.read_text().replace("corp.test", "example.com"))
 
 
+def example_content_sids(world: World) -> None:
+    """WhatsApp enabled with the example's content SIDs: no approved template of the account."""
+    world.var_file.write_text(
+        world.var_file.read_text()
+        + 'whatsapp = { enabled = true, from = "whatsapp:+15551230000", content_sids = '
+        + '{ en = "HX00000000000000000000000000000000", ja = "HX00000000000000000000000000000001" } }\n'
+    )
+
+
 def logged_out(world: World) -> None:
     world.state["account"] = ""
 
@@ -110,6 +119,7 @@ PREFLIGHTS = [
     (old_terraform, "tools: terraform 1.9.8 is older than 1.11", "install Terraform >= 1.11"),
     (no_var_file, "variables:", "copy infra/terraform.tfvars.example"),
     (placeholders, "still holds example values (@example.com)", "replace them"),
+    (example_content_sids, "still holds example values (HX00000000000000000000000000000000", "replace them"),
     (default_placeholder, 'leaves email_from ("Signup <no-reply@example.com>") at a default', "set each in"),
     (no_beta_commands, "tools: gcloud has no beta commands", "gcloud components install beta"),
     (logged_out, "auth: gcloud has no usable account", "gcloud auth login"),

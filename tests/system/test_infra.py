@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from signup_verification.platform.channels import DELIVERY_CHANNELS
 from signup_verification.platform.config import Target
 from signup_verification.verifications.config import TOKEN_TARGETS
 from support import deploy_docs
@@ -344,15 +345,15 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     logger.setLevel(logging.DEBUG)  # an idle channel's record is DEBUG; the metrics count it all the same
     signals.emit(db, "verify", logger, source="dispatch")
     payloads = [r.json_fields for r in records]
-    assert {p["channel"] for p in payloads} == {"email", "sms", "webhook"}
+    assert {p["channel"] for p in payloads} == set(DELIVERY_CHANNELS)
     for payload in payloads:
         assert payload["event"] == "signals" and payload["deployment"] == "verify"
         for field in fields:
             assert field in payload, f"metric reads jsonPayload.{field}, signals.emit does not write it"
             assert payload[field] is None or isinstance(payload[field], (int, float)), field
         for field, value in counted.items():  # a counted condition tests a boolean or compares a number
-            if field.startswith("sms_") and payload["channel"] != "sms":
-                continue  # the SMS budget is on the SMS record only
+            if field.startswith(("sms_", "voice_")) and payload["channel"] != field.split("_")[0]:
+                continue  # the SMS budget is on the SMS record only, the call budget on the voice record
             assert field in payload, f"a metric counts jsonPayload.{field}, signals.emit does not write it"
             assert isinstance(payload[field], bool if value == "true" else (int, float)), field
 

@@ -54,6 +54,8 @@ def test_every_job_and_service_runs_from_the_bundle_as_planned(rehearsal, said):
     assert "job verify-migrate, run 1: applied " in text and "job verify-migrate, run 2: database is up to date" in text
     for step in (
         "create: 201",
+        "create: 201 for a WhatsApp and a voice verification",
+        "the WhatsApp message and the call Twilio",
         "dispatch: 200",
         "confirm:",
         "delivery_reports:",

@@ -196,3 +196,17 @@ def test_field_errors_never_echo_the_input(sentinel, channel, destination):
             }
         )
     assert sentinel not in json.dumps(field_errors(caught.value))
+
+
+@given(valid_requests, st.sampled_from([0, 30]))
+def test_steps_and_the_fallback_shorthand_are_one_request(data, after):
+    """The same steps spelt either way: the same model fields, the same idempotency fingerprint."""
+    other = {"channel": "sms", "destination": "+14155550100"} if data["channel"] == "email" else {
+        "channel": "email", "destination": "ada@example.com"}  # fmt: skip
+    shorthand = {**data, "fallback": {**other, "after_seconds": after}}
+    first = {"channel": data["channel"], "destination": data["destination"]}
+    rest = {k: v for k, v in data.items() if k not in ("channel", "destination")}
+    steps = CreateVerificationRequest.model_validate({**rest, "steps": [first, {**other, "after_seconds": after}]})
+    plain = CreateVerificationRequest.model_validate(shorthand)
+    assert (steps.channel, steps.destination, steps.fallback) == (plain.channel, plain.destination, plain.fallback)
+    assert fingerprint(steps) == fingerprint(plain)

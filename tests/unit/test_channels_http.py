@@ -10,8 +10,9 @@ import pytest
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from support.channels import PHONE, render, sendgrid_channel, soon, twilio_channel
-from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
+from support.fakes.http import Answer, FakeSendGrid
 from support.fakes.smtp import free_port
+from support.fakes.twilio import FakeTwilio
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from signup_verification.delivery.classification import smtp as smtp_table
 from signup_verification.delivery.classification import twilio as twilio_table
 from signup_verification.delivery.config import SmtpConfig
 from support.channels import PHONE, render, sendgrid_channel, soon, twilio_channel
-from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
+from support.fakes.http import Answer, FakeSendGrid
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 
 
 def expect(result, rule: Rule, provider: str, code: str) -> None:

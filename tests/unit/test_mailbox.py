@@ -161,6 +161,23 @@ def test_sms_segments():
     assert sms_segments("ê" * 70) == 1 and sms_segments("ê" * 71) == 2  # ê is not in GSM-7 (é is)
 
 
+def test_the_code_to_copy_is_the_written_or_spoken_code_never_a_port():
+    from datetime import UTC, datetime
+
+    from signup_verification.local.mailstore import Message
+
+    def code(kind: str, text: str) -> str | None:
+        return Message(1, kind, datetime.now(UTC), "+15005550006", ["+14155550100"], "", text).code
+
+    assert code("sms", "Shop: 042917 is your code. Expires in 10 min.\n\n@localhost:20001 #042917") == "042917"
+    assert code("sms", "Open http://localhost:20001/c to enter 12345678") == "12345678"
+    assert code("whatsapp", "042917 is your verification code.") == "042917"
+    assert code("voice", "Your code is: 0, 4, 2, 9, 1, 7. Once again: 0, 4, 2, 9, 1, 7. It expires in 10 minutes.") == (
+        "042917"
+    )
+    assert code("sms", "no code here, 123") is None and code("email", "code 042917") is None
+
+
 @pytest.fixture
 def scheduled_endpoint(request):
     hits: list[tuple[str, bytes]] = []
@@ -247,7 +264,7 @@ def _contrast(a: str, b: str) -> float:
     return (high + 0.05) / (low + 0.05)
 
 
-def test_the_email_and_sms_badges_meet_wcag_aa_contrast_in_both_schemes():
+def test_the_badges_meet_wcag_aa_contrast_in_both_schemes():
     """WCAG 1.4.3 (axe `color-contrast`): 4.5:1 for the badges' small bold text, light and dark."""
     import re
     from pathlib import Path
@@ -269,7 +286,7 @@ def test_the_email_and_sms_badges_meet_wcag_aa_contrast_in_both_schemes():
     }
     assert "color:var(--on-badge)" in css
     for scheme in (light, dark):
-        for background in ("accent", "sms"):
+        for background in ("accent", "sms", "whatsapp", "voice"):
             assert _contrast(scheme["on-badge"], scheme[background]) >= 4.5, (scheme, background)
 
 
@@ -335,3 +352,56 @@ def test_a_long_call_of_one_job_does_not_hold_back_another_job():
     finally:
         scheduler.stop()
         http.shutdown()
+
+
+def test_whatsapp_messages_and_calls_from_our_adapters_are_shown_as_the_person_gets_them(server):
+    """`verifyctl dev`'s fake Twilio takes what the WhatsApp and voice adapters send: the template
+    message rendered from its content SID and variable, the call as what its TwiML says."""
+    from datetime import UTC, datetime, timedelta
+
+    from signup_verification.delivery import templates
+    from signup_verification.delivery.channels.http import HttpClient
+    from signup_verification.delivery.channels.twilio_voice import TwilioVoiceChannel
+    from signup_verification.delivery.channels.twilio_whatsapp import TwilioWhatsAppChannel
+    from signup_verification.delivery.config import MessageConfig
+    from signup_verification.delivery.messages import Renderer, sample_intent
+    from signup_verification.local import fake_twilio
+    from signup_verification.outbox.transitions import BegunAttempt
+    from signup_verification.verifications.tokens import Keyring
+    from support.paths import TEST_TOKEN_KEYS
+
+    version = templates.current_version("signup")
+    renderer = Renderer(MessageConfig(), Keyring.parse(TEST_TOKEN_KEYS))
+
+    def rendered(channel: str):
+        expires = datetime.now(UTC) + timedelta(minutes=10)
+        intent = sample_intent(channel, version, "ja", destination="+14155550100", key_id="test-k1", expires_at=expires)
+        return renderer.render(intent, BegunAttempt(1, "1:1", 1))
+
+    whatsapp = TwilioWhatsAppChannel(
+        SID, AUTH, "whatsapp:+15005550006", server.web_url, HttpClient(timeout=5), fake_twilio.content_sids()
+    )
+    voice = TwilioVoiceChannel(SID, AUTH, "+15005550006", server.web_url, HttpClient(timeout=5))
+    message, call = rendered("whatsapp"), rendered("voice")
+    assert whatsapp.send(message, time.monotonic() + 5).outcome == "accepted"
+    assert voice.send(call, time.monotonic() + 5).outcome == "accepted"
+    shown_call, shown_message = requests.get(f"{server.web_url}/api/messages", timeout=10).json()
+    assert (shown_message["kind"], shown_message["text"]) == ("whatsapp", message.text)
+    assert message.secret in shown_message["text"] and shown_message["to"] == ["+14155550100"]
+    assert (shown_call["kind"], shown_call["text"]) == ("voice", call.speech) and shown_call["sid"].startswith("CA")
+    inbox = requests.get(server.web_url, timeout=10).text
+    assert "WhatsApp" in inbox and "Call" in inbox
+    page = requests.get(f"{server.web_url}/messages/{shown_call['id']}", timeout=10).text
+    assert "What the call says" in page and "Segments" not in page
+    # the code to copy: the call's spoken digits joined, the message's as written
+    assert (shown_call["code"], shown_message["code"]) == (call.secret, message.secret)
+    assert f'<code id="code" class="code" title="one click selects it">{call.secret}</code>' in page
+    assert 'class="kind whatsapp"' in inbox and 'class="kind voice"' in inbox
+    # a WhatsApp message that is not an approved template is refused as Twilio refuses it
+    free_form = {"To": "whatsapp:+14155550100", "From": "whatsapp:+15005550006", "Body": "hello"}
+    refused = requests.post(
+        f"{server.web_url}/2010-04-01/Accounts/{SID}/Messages.json", data=free_form, auth=(SID, AUTH)
+    )
+    assert refused.status_code == 400 and refused.json()["code"] == 63016
+    whatsapp.close()
+    voice.close()

@@ -14,32 +14,37 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import urllib3
-from openapi_core import OpenAPI
-from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
-from werkzeug.test import EnvironBuilder
-from werkzeug.wrappers import Response
 
 from signup_verification.delivery import templates
 from signup_verification.delivery.channels.http import HttpClient
 from signup_verification.delivery.channels.sendgrid import SendGridChannel
 from signup_verification.delivery.channels.twilio import TwilioChannel
+from signup_verification.delivery.channels.twilio_voice import TwilioVoiceChannel
+from signup_verification.delivery.channels.twilio_whatsapp import TwilioWhatsAppChannel
 from signup_verification.delivery.config import MessageConfig
 from signup_verification.delivery.messages import Renderer, sample_intent
 from signup_verification.outbox.transitions import BegunAttempt
 from signup_verification.verifications.tokens import Keyring
-from support.fakes.http import Answer, Exchange, FakeSendGrid, FakeTwilio
+from support.fakes.http import Answer, Exchange, FakeSendGrid
+from support.fakes.twilio import FakeTwilio, whatsapp_contents
 from support.paths import TEST_TOKEN_KEYS
+from support.provider_specs import (
+    TWILIO_CALLS,
+    TWILIO_MESSAGES,
+    Contract,
+    as_request,
+    as_response,
+    operation_spec,
+    spec_file,
+    twilio_contract,
+)
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
-TWILIO_MESSAGES = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
 SENDGRID_SEND = "/mail/send"
 ALL = [
     (f"{purpose}/{version}", locale)
@@ -48,56 +53,6 @@ ALL = [
     for locale in templates.locales(f"{purpose}/{version}")
 ]
 SENDERS = ["Signup <no-reply@example.org>", "no-reply@example.org", "Ünïcode Näme <no-reply@example.org>"]
-
-
-def _repo_root() -> Path:
-    here = Path(__file__).resolve().parent
-    return next(p for p in (here, *here.parents) if (p / "pyproject.toml").is_file())
-
-
-SPECS = _repo_root().parent / "shared" / "specs"
-
-
-def _spec_file(name: str) -> Path:
-    path = SPECS / name
-    if not path.is_file():
-        reason = f"provider spec {path} is absent (the team's shared/specs beside the repository)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}: CI must run the contract tests")
-        pytest.skip(reason)
-    return path
-
-
-def operation_spec(spec: dict, path: str, method: str) -> dict:
-    """The one operation with every component it references (transitively), as a small spec."""
-    components: dict[str, dict] = {}
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/components/"):
-                _, _, kind, name = ref.split("/", 3)
-                if name not in components.setdefault(kind, {}):
-                    components[kind][name] = spec["components"][kind][name]
-                    walk(components[kind][name])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    item = spec["paths"][path]
-    operation = {key: value for key, value in item.items() if key in (method, "parameters", "servers")}
-    walk(operation)
-    components["securitySchemes"] = spec["components"].get("securitySchemes", {})
-    return {
-        "openapi": spec["openapi"],
-        "info": spec["info"],
-        "servers": spec.get("servers", []),
-        "security": spec.get("security", []),
-        "paths": {path: operation},
-        "components": components,
-    }
 
 
 def _nullable_as_31(node) -> None:
@@ -123,31 +78,19 @@ def patch_sendgrid(spec: dict) -> dict:
     return patched
 
 
-class Contract(OpenAPI):
-    """openapi-core's validator with the (cut-down) spec document it was built from."""
-
-    @classmethod
-    def of(cls, document: dict) -> Contract:
-        contract = cls.from_dict(document)
-        contract.document = document
-        return contract
-
-    def server(self, path: str) -> str:
-        return (self.document["paths"][path].get("servers") or self.document["servers"])[0]["url"]
-
-    def statuses(self, path: str, method: str = "post") -> set[int]:
-        return {int(s) for s in self.document["paths"][path][method]["responses"] if s.isdigit()}
+@pytest.fixture(scope="session")
+def twilio_spec() -> Contract:
+    return twilio_contract(TWILIO_MESSAGES)
 
 
 @pytest.fixture(scope="session")
-def twilio_spec() -> Contract:
-    spec = json.loads(_spec_file("twilio_api_v2010.json").read_text(encoding="utf-8"))
-    return Contract.of(operation_spec(spec, TWILIO_MESSAGES, "post"))
+def twilio_calls_spec() -> Contract:
+    return twilio_contract(TWILIO_CALLS)
 
 
 @pytest.fixture(scope="session")
 def sendgrid_raw() -> dict:
-    spec = json.loads(_spec_file("sendgrid_v3.json").read_text(encoding="utf-8"))
+    spec = json.loads(spec_file("sendgrid_v3.json").read_text(encoding="utf-8"))
     return operation_spec(spec, SENDGRID_SEND, "post")
 
 
@@ -157,26 +100,6 @@ def sendgrid_spec(sendgrid_raw) -> Contract:
 
 
 # -- the wire exchange as openapi-core sees it ---------------------------------------------------------
-
-
-def as_request(exchange: Exchange, server: str, fake_prefix: str = "") -> WerkzeugOpenAPIRequest:
-    """The captured request addressed as the real API's (the fake listens on loopback)."""
-    base = urlsplit(server)
-    path = base.path.rstrip("/") + exchange.path[len(fake_prefix) :]
-    headers = {k: v for k, v in exchange.headers.items() if k.lower() not in ("host", "content-length", "content-type")}
-    builder = EnvironBuilder(
-        method=exchange.method,
-        base_url=f"{base.scheme}://{base.netloc}",
-        path=path,
-        headers=headers,
-        data=exchange.body,
-        content_type=exchange.headers.get("Content-Type"),
-    )
-    return WerkzeugOpenAPIRequest(builder.get_request())
-
-
-def as_response(exchange: Exchange) -> WerkzeugOpenAPIResponse:
-    return WerkzeugOpenAPIResponse(Response(exchange.response_body, exchange.status, exchange.response_headers))
 
 
 def render(channel: str, version_ref: str, locale: str, sender: str = SENDERS[0], intent_id: int = 1):
@@ -226,6 +149,48 @@ def test_every_twilio_request_matches_twilios_spec(twilio_spec):
     assert len(fake.exchanges) == 2 * len(ALL)
     for exchange in fake.exchanges:
         twilio_spec.validate_request(as_request(exchange, server))
+
+
+def test_every_whatsapp_request_matches_twilios_spec_and_the_fake_answers_as_it_describes(twilio_spec):
+    current = [(v, locale) for v, locale in ALL if v == templates.current_version(v.split("/")[0])]
+    with FakeTwilio() as fake:
+        for sender in ("whatsapp:+15005550006", "+15005550006", "MG" + "0123456789abcdef" * 2):
+            channel = TwilioWhatsAppChannel(
+                fake.account_sid, fake.auth_token, sender, fake.url, HttpClient(timeout=2), whatsapp_contents()
+            )
+            for n, (version_ref, locale) in enumerate(current):
+                message = render("whatsapp", version_ref, locale, intent_id=n + 1)
+                assert channel.send(message, soon()).outcome == "accepted"
+                assert fake.deliveries[-1].body == message.text and message.secret in message.text
+            channel.close()
+    server = twilio_spec.server(TWILIO_MESSAGES)
+    assert len(fake.exchanges) == 3 * len(current) and {e.status for e in fake.exchanges} == {201}
+    for exchange in fake.exchanges:
+        twilio_spec.validate_request(as_request(exchange, server))
+        twilio_spec.validate_response(as_request(exchange, server), as_response(exchange))
+
+
+def test_every_call_request_matches_twilios_spec_and_the_fake_answers_as_it_describes(twilio_calls_spec):
+    current = [(v, locale) for v, locale in ALL if v == templates.current_version(v.split("/")[0])]
+    with FakeTwilio() as fake:
+        for callback in (None, "https://verify.example.org/twilio"):
+            channel = TwilioVoiceChannel(
+                fake.account_sid, fake.auth_token, "+15005550006", fake.url, HttpClient(timeout=2), callback
+            )
+            for n, (version_ref, locale) in enumerate(current):
+                message = render("voice", version_ref, locale, intent_id=n + 1)
+                assert channel.send(message, soon()).outcome == "accepted"
+                assert fake.deliveries[-1].body == message.speech  # what the fake's call says
+            channel.close()
+    server = twilio_calls_spec.server(TWILIO_CALLS)
+    assert len(fake.exchanges) == 2 * len(current) and {e.status for e in fake.exchanges} == {201}
+    for exchange in fake.exchanges:
+        twilio_calls_spec.validate_request(as_request(exchange, server))
+        twilio_calls_spec.validate_response(as_request(exchange, server), as_response(exchange))
+    without_to = b"&".join(p for p in fake.exchanges[0].body.split(b"&") if not p.startswith(b"To="))
+    with pytest.raises(Exception, match="'To' is a required property"):  # not vacuous
+        bad = fake.exchanges[0]
+        twilio_calls_spec.validate_request(as_request(Exchange(bad.method, bad.path, bad.headers, without_to), server))
 
 
 def test_the_validators_refuse_a_request_the_apis_would_refuse(sendgrid_spec, twilio_spec, sendgrid_raw):
@@ -294,3 +259,28 @@ def test_the_fake_twilio_answers_as_twilios_spec_describes(twilio_spec):
     assert [e.status for e in fake.exchanges] == [201, 201]  # the spec describes only the 201 of Messages create
     for exchange in fake.exchanges:
         twilio_spec.validate_response(as_request(exchange, server), as_response(exchange))
+
+
+def test_ending_a_call_matches_twilios_spec_and_the_fake_answers_as_it_describes():
+    """The report path's hang-up (delivery/call_control.py): Calls update with `Status=completed`."""
+    import os
+
+    from signup_verification.delivery.call_control import end_call
+    from support.paths import ROOT
+
+    spec_path = ROOT.parent / "shared" / "specs" / "twilio_api_v2010.json"
+    if not spec_path.is_file():  # as every contract test here: required under CI
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(f"provider spec {spec_path} is absent")
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    path = "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json"
+    contract = Contract.of(operation_spec(spec, path, "post"))
+    with FakeTwilio() as fake:
+        sid = "CA" + "0123456789abcdef" * 2
+        fake.placed(sid)["status"] = "in-progress"
+        ended = end_call(fake.account_sid, fake.auth_token, fake.url, sid)
+        again = end_call(fake.account_sid, fake.auth_token, fake.url, sid)  # over already: 21220
+    assert (ended.over, ended.detail, again.over, again.detail) == (True, "ended", True, "already over")
+    server = contract.server(path)
+    assert [e.status for e in fake.exchanges] == [200, 400]
+    contract.validate_request(as_request(fake.exchanges[0], server))
+    contract.validate_response(as_request(fake.exchanges[0], server), as_response(fake.exchanges[0]))

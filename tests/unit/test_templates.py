@@ -234,3 +234,51 @@ def test_mime_refuses_header_injection_and_encodes_non_ascii():
 )
 def test_the_message_states_the_minutes_left_rounded_to_the_nearest(left, shown):
     assert timestamps.minutes_left(NOW + left, NOW) == shown
+
+
+CURRENT = templates.current_version("signup")
+
+
+@pytest.mark.parametrize("locale", templates.locales(CURRENT))
+def test_every_sms_language_has_a_whatsapp_and_a_voice_text_without_a_link(locale):
+    template = templates.load(CURRENT, locale)
+    assert template.sms and template.whatsapp and template.voice
+    settings = MessageConfig(link_base="https://app.example.org/verify", code_digits=8)
+    intent, whatsapp = render("whatsapp", CURRENT, locale, settings=settings)
+    _, voice = render("voice", CURRENT, locale, settings=settings)
+    key = KEYRING.get("test-k1")
+    # each channel its own code, derived from the one nonce under its channel's label
+    assert whatsapp.secret == key.code("whatsapp", intent.verification_id, intent.token_nonce, 8)
+    assert voice.secret == key.code("voice", intent.verification_id, intent.token_nonce, 8)
+    assert len({whatsapp.secret, voice.secret, key.sms_code(intent.verification_id, intent.token_nonce, 8)}) == 3
+    assert whatsapp.secret in whatsapp.text
+    for text in (whatsapp.text, voice.speech):
+        assert "://" not in text and "app.example.org" not in text and "www." not in text
+
+
+@pytest.mark.parametrize("locale", templates.locales(CURRENT))
+def test_the_call_reads_the_code_digit_by_digit_twice_in_its_language(locale):
+    import xml.etree.ElementTree as ET
+
+    intent, voice = render("voice", CURRENT, locale, settings=MessageConfig(product_name="Northwind Traders"))
+    digits = ", ".join(voice.secret)
+    assert voice.speech.count(digits) == 2 and voice.secret not in voice.speech  # never as one number
+    assert not set(voice.speech) & set("#@/<>{}[]|\\_*~^`$"), voice.speech  # words a speech engine reads
+    root = ET.fromstring(voice.twiml().encode())
+    say = root.find("Say")
+    assert root.tag == "Response" and say is not None and say.text == voice.speech
+    assert say.get("language") == {"en": "en-US", "ja": "ja-JP"}[locale] and len(voice.twiml()) < 4000
+
+
+def test_a_template_version_without_the_channels_text_is_a_render_error():
+    with pytest.raises(RenderError) as caught:
+        render("voice", "signup/v1", "en")
+    assert caught.value.error_class == "template" and "voice" in caught.value.detail
+
+
+def test_the_twiml_stays_well_formed_whatever_the_product_name():
+    import xml.etree.ElementTree as ET
+
+    _, voice = render("voice", CURRENT, "en", settings=MessageConfig(product_name='Tom & "Jerry\'s" <Co>'))
+    say = ET.fromstring(voice.twiml().encode()).find("Say")
+    assert say is not None and say.text == voice.speech and 'Tom & "Jerry\'s" <Co>' in say.text

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import threading
 import uuid
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from signup_verification.config import ConfigError, load
+from signup_verification.platform.channels import CODE_CHANNELS
 from signup_verification.verifications.config import TokenConfig
 from signup_verification.verifications.tokens import Keyring, TokenKey, new_key_spec, new_nonce
 
@@ -53,6 +56,22 @@ def test_sms_code_has_n_digits_leading_zeros_included(digits):
     assert all(len(c) == digits and c.isdigit() and c.isascii() for c in codes)
     assert any(c.startswith("0") for c in codes)  # zfill keeps them (P(no leading 0 in 3000) ~ 1e-137)
     assert len(set(codes)) > 2900
+
+
+def test_each_code_channel_has_its_own_code_and_the_sms_code_is_derived_as_it_always_was():
+    key, vid, nonce = TokenKey("k", b"\x07" * 32), uuid.UUID(int=7), b"\x01" * 16
+    # the SMS derivation is fixed: a code rendered (and its digest stored) before a release still proves
+    raw = hmac.new(key.secret, b"sms-code\x00" + vid.bytes + b"\x00" + nonce, hashlib.sha256).digest()
+    assert key.sms_code(vid, nonce) == key.code("sms", vid, nonce) == str(int.from_bytes(raw, "big") % 10**6).zfill(6)
+    codes = {channel: key.code(channel, vid, nonce, 8) for channel in CODE_CHANNELS}
+    assert len(set(codes.values())) == len(CODE_CHANNELS)  # the code that proves names its channel
+    alike = sum(
+        len({key.code(c, v, n) for c in CODE_CHANNELS}) < len(CODE_CHANNELS)
+        for v, n in ((uuid.uuid4(), new_nonce()) for _ in range(2000))
+    )
+    assert alike < 5  # ~0.006 expected: three 6-digit codes of one verification rarely meet
+    with pytest.raises(ValueError, match="carries no code"):
+        key.code("email", vid, nonce)
 
 
 def test_sms_code_digits_are_roughly_uniform():

@@ -11,8 +11,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from signup_verification.delivery.channels.webhook import WebhookChannel, classify
-from signup_verification.delivery.config import parse_secrets
 from signup_verification.delivery.events import EventContent, webhook_id
+from signup_verification.delivery.webhook_config import parse_secrets
 from signup_verification.platform.errors import ConfigError
 from support.config import make_config
 from support.fakes.webhooks import new_secret

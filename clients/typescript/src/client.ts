@@ -1,4 +1,4 @@
-// The HTTP client: create (idempotent, retried briefly, with an optional fallback), get, confirm a code.
+// The HTTP client: create (idempotent, retried briefly, with an optional fallback or ordered steps), get, confirm a code.
 // Each target of the service is its own deployment with its own URL: `createUrl` serves create and
 // the read (GET /<verification_id>), `confirmUrl` the code confirmation. Redirects are never followed
 // (an answer that moved is an error, not a place to resend a signed body to).
@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 
 import type { CallerAuth } from "./auth.js";
 import { Unavailable, VerificationError, fromProblem } from "./errors.js";
-import type { Channel, Confirmed, Created, CreatedVerification, Fallback, VerificationState } from "./types.js";
+import type { Channel, Confirmed, Created, CreatedVerification, Fallback, Step, VerificationState } from "./types.js";
 
 export interface ClientOptions {
   /** The create_verification function's URL (create and read). */
@@ -67,19 +67,36 @@ export class Client {
   }
 
   /**
-   * Create a verification (its email or SMS is queued; with a fallback, the other channel's message
+   * Create a verification (its email, SMS, WhatsApp message or call is queued; with a fallback, the other channel's message
    * too, `after_seconds` later). The key is kept for every retry, so a retried create never sends
    * twice; every VerificationError thrown carries it as `idempotencyKey` (an identity that fails
    * to produce its headers, e.g. without Google credentials, throws before anything is sent).
    * Made for a request handler: a 503 is retried only while its wait is short (maxRetryWaitSeconds),
    * and a 429 is thrown at once (RateLimited, with its retryAfter): it means a message went to this
-   * destination moments ago, and creating again after the wait would send another. With an SMS among
-   * the channels the answer's `code_entry_url` is the service's page where the person types the code.
+   * destination moments ago, and creating again after the wait would send another. With a code channel
+   * (sms, whatsapp, voice) among the channels the answer's `code_entry_url` is the service's page where
+   * the person types the code.
    */
   async create(accountId: string, channel: Channel, destination: string, options: CreateOptions = {}): Promise<Created> {
-    const key = options.idempotencyKey ?? randomUUID();
     const payload: Record<string, unknown> = { account_id: accountId, channel, destination };
-    const optional = { locale: options.locale, template: options.template, return_url: options.returnUrl, client_ip: options.clientIp, fallback: options.fallback };
+    if (options.fallback !== undefined) payload["fallback"] = options.fallback;
+    return this.#createFrom(payload, options);
+  }
+
+  /**
+   * Create a verification that tries its steps in order (at most three, each on a channel of its own):
+   * the first at once, each later one at its
+   * `after_seconds` or when the step before failed for good, none after a proof. Two steps are the
+   * same request as `create` with a `fallback` (the same key replays either). Errors and retries as
+   * for `create`.
+   */
+  async createSteps(accountId: string, steps: readonly Step[], options: Omit<CreateOptions, "fallback"> = {}): Promise<Created> {
+    return this.#createFrom({ account_id: accountId, steps }, options);
+  }
+
+  async #createFrom(payload: Record<string, unknown>, options: Omit<CreateOptions, "fallback">): Promise<Created> {
+    const key = options.idempotencyKey ?? randomUUID();
+    const optional = { locale: options.locale, template: options.template, return_url: options.returnUrl, client_ip: options.clientIp };
     for (const [name, value] of Object.entries(optional)) {
       if (value !== undefined) payload[name] = value;
     }
@@ -115,8 +132,9 @@ export class Client {
   }
 
   /**
-   * Confirm an SMS code the person typed into your own form (or send them to `code_entry_url`): the
-   * answer's `proof` is what it proved (the number), `proofs` every proof so far. CodeIncorrect (tries
+   * Confirm a code the person typed into your own form (or send them to `code_entry_url`): the
+   * answer's `proof` is what it proved (the number, by the channel that delivered the code), `proofs`
+   * every proof so far. CodeIncorrect (tries
    * left), VerificationGone (it can no longer prove: `get` says why), NotFound.
    */
   async confirmCode(verificationId: string, code: string): Promise<Confirmed> {

@@ -64,7 +64,7 @@ export class IdempotencyKeyReused extends VerificationError {
   override readonly name = "IdempotencyKeyReused";
 }
 
-/** 422 at create: the destination is refused (`destination-suppressed`, SMS country, number type). */
+/** 422 at create: the destination is refused (`destination-suppressed`, a number's country or type: a landline is for voice only), or the channel is not offered here (`channel-not-offered`). */
 export class DestinationRefused extends VerificationError {
   override readonly name = "DestinationRefused";
 }

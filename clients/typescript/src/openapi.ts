@@ -22,7 +22,11 @@ export interface paths {
          *     With `fallback`, the channel policy is encoded in the records (docs/channels.md, "Channel
          *     policy"): one delivery intent per channel, the fallback due `after_seconds` after create
          *     (0: both at once), brought forward when the primary fails for good, never sent once the
-         *     verification is confirmed (by either channel), superseded, expired or locked.
+         *     verification is confirmed (by either channel), superseded, expired or locked. `steps` says
+         *     the same as an ordered list (the first step is `channel` + `destination`, the second the
+         *     fallback): the two shapes of the same steps are the same request for the Idempotency-Key.
+         *     `steps` takes a third step too (one delivery intent per step, written in the same
+         *     transaction), brought forward when the second fails for good.
          */
         post: operations["createVerification"];
         delete?: never;
@@ -40,11 +44,11 @@ export interface paths {
         };
         /**
          * Read one verification and its message deliveries (same callers as create).
-         * @description What the signup site may learn: the state, the timestamps and each message delivery
-         *     (primary, and a fallback when one was queued). The destination is masked; never a token or a
-         *     code. Webhook events are not deliveries and do not show. A pending verification past its
+         * @description What the signup site may learn: the state, the timestamps and each message delivery, one per
+         *     step in order (`step` 1 the primary, 2 the fallback, 3 the step after it). The destination is
+         *     masked; never a token or a code. Webhook events are not deliveries and do not show. A pending verification past its
          *     expiry reads `expired`. `POST /` stays the create. `channel` is the primary channel
-         *     requested; `proofs` lists what each secret proved (the email's link the address, the SMS code
+         *     requested; `proofs` lists what each secret proved (the email's link the address, a code
          *     the number), first first; `verified_channel` and `verified_via` name the first, which made the
          *     verification verified. Each delivery says when it was accepted, delivered or failed, and why
          *     it failed (`reason`).
@@ -68,7 +72,7 @@ export interface paths {
         /**
          * The page behind the email link, or the hosted code-entry page. Changes nothing (link scanners fetch links).
          * @description `?token=` (the email's link): the Confirm page, a button that posts the token back.
-         *     `?entry=` (`code_entry_url`): the code-entry page, one field for the SMS code
+         *     `?entry=` (`code_entry_url`): the code-entry page, one field for the code
          *     (`autocomplete="one-time-code"`, numeric input) that posts back here. Its handle names the
          *     verification and proves nothing: only the code confirms, and it is tried with the same limits as
          *     the API's. Either page says how the verification ended when it can no longer prove (410), and
@@ -77,12 +81,12 @@ export interface paths {
         get: operations["showConfirmPage"];
         put?: never;
         /**
-         * Prove a destination with a link token or an SMS code, once each.
-         * @description JSON `{"token"}` for a link, `{"verification_id", "code"}` for an SMS code (`123 456` and
+         * Prove a destination with a link token or a code (SMS, WhatsApp, voice), once each.
+         * @description JSON `{"token"}` for a link, `{"verification_id", "code"}` for a code (`123 456` and
          *     `123-456` are accepted) answers JSON; the pages' forms (`token=...`, or `entry=...&code=...`
          *     from the code-entry page) answer a page.
          *     Each secret proves its own destination once: the first proof makes the verification verified;
-         *     the other channel's secret, used later but before expiry, records its proof too (200,
+         *     another step's secret, used later but before expiry, records its proof too (200,
          *     `already_verified: false`). The same secret again answers 200 `already_verified: true`.
          *     A code that can no longer prove (the verification expired, superseded or locked, its number
          *     proved with another code, its tries spent) answers 410 `verification-finished` whatever the
@@ -189,12 +193,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Twilio message status callback, verified with X-Twilio-Signature.
-         * @description Twilio's form POST to the `StatusCallback` our Messages requests carry
-         *     (`DELIVERY_REPORTS_URL` + `/twilio`). `X-Twilio-Signature` is base64 HMAC-SHA1 under the auth token
-         *     of that configured URL (never the Host header) followed by each POST parameter's name and value in
-         *     name order. Stored once per `MessageSid` + `MessageStatus`; out-of-order callbacks are kept, the
-         *     most final one decides.
+         * Twilio status callbacks (SMS, WhatsApp, calls) and answering machine detection, verified with X-Twilio-Signature.
+         * @description Twilio's form POST to the `StatusCallback` (and, for a call, the `AsyncAmdStatusCallback`) our
+         *     Messages and Calls requests carry (`DELIVERY_REPORTS_URL` + `/twilio`). `X-Twilio-Signature` is
+         *     base64 HMAC-SHA1 under the auth token of that configured URL (never the Host header) followed by
+         *     each POST parameter's name and value in name order. A message's callback (SMS or WhatsApp) is
+         *     stored once per `MessageSid` + `MessageStatus`; a call's status callback once per `CallSid` +
+         *     `CallStatus`; its detection result (`AnsweredBy`, no final `CallStatus`) once per `CallSid`, and a
+         *     machine's or a fax's ends the call (docs/channels.md). Out-of-order callbacks are kept, the first
+         *     final fact decides.
          */
         post: operations["twilioStatusCallback"];
         delete?: never;
@@ -215,10 +222,11 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * The link or the SMS code was confirmed first (the verification is verified).
+         * The link or a code was confirmed first (the verification is verified).
          * @description `data.verified_channel` and `data.verified_via` say which secret confirmed it: an email-primary
-         *     verification confirmed with its SMS fallback's code reads `verified_channel: sms`. Mark as
-         *     verified only what `verified_channel` names; a later proof of the other destination comes as
+         *     verification confirmed with its SMS fallback's code reads `verified_channel: sms` (each code
+         *     channel has its own code: a WhatsApp code reads `whatsapp`, a call's `voice`). Mark as
+         *     verified only what `verified_channel` names; a later proof of another step's destination comes as
          *     `verification.proved`.
          */
         post: operations["verificationVerified"];
@@ -239,9 +247,9 @@ export interface webhooks {
         put?: never;
         /**
          * A secret proved its destination (one event per proof, the first one included).
-         * @description `data.proof` names what was proved: `channel` (`email`: the address, `sms`: the number), `via`
+         * @description `data.proof` names what was proved: `channel` (`email`: the address; `sms`, `whatsapp`, `voice`: the number), `via`
          *     (`link` | `code`) and when. The first proof comes with `verification.verified` too; a later one,
-         *     the other channel's secret used before expiry, comes alone: it is how a site learns that the
+         *     another step's secret used before expiry, comes alone: it is how a site learns that the
          *     address (or the number) was proved after the verification. On by default (`WEBHOOK_EVENTS`).
          */
         post: operations["verificationProved"];
@@ -386,8 +394,25 @@ export interface components {
             /** @enum {string} */
             MessageStatus: "accepted" | "scheduled" | "queued" | "sending" | "sent" | "delivered" | "undelivered" | "failed" | "canceled" | "read" | "partially_delivered";
             ErrorCode?: string;
+            /** @description `whatsapp` on a WhatsApp message's callback */
+            ChannelPrefix?: string;
+            AccountSid?: string;
+        } | {
+            CallSid: string;
+            /** @enum {string} */
+            CallStatus: "queued" | "initiated" | "ringing" | "in-progress" | "completed" | "busy" | "no-answer" | "failed" | "canceled";
+            CallDuration?: string;
+            AnsweredBy?: components["schemas"]["TwilioAnsweredBy"];
+            ErrorCode?: string;
+            AccountSid?: string;
+        } | {
+            CallSid: string;
+            AnsweredBy: components["schemas"]["TwilioAnsweredBy"];
+            MachineDetectionDuration?: string;
             AccountSid?: string;
         };
+        /** @enum {string} */
+        TwilioAnsweredBy: "human" | "machine_start" | "machine_end_beep" | "machine_end_silence" | "machine_end_other" | "fax" | "unknown";
         ReportIngest: {
             /** @description events kept for linking (after ignoring the ones we do not store) */
             received: number;
@@ -424,11 +449,13 @@ export interface components {
         CreateVerificationRequest: {
             /** @description No control characters; surrounding whitespace is removed. */
             account_id: string;
-            /** @enum {string} */
-            channel: "email" | "sms";
+            channel: components["schemas"]["Channel"];
             /**
-             * @description An email address (channel email) or an E.164 number such as +14155550100 (channel sms),
-             *     normalised; it must suit the channel and be valid (libphonenumber, email-validator) or the answer is 400.
+             * @description An email address (channel email) or an E.164 number such as +14155550100 (channels sms,
+             *     whatsapp and voice), normalised; it must suit the channel and be valid (libphonenumber,
+             *     email-validator) or the answer is 400. A number must be of an allowed country and type
+             *     (422 `sms-country-not-allowed`, `sms-number-type-not-allowed`): a landline is callable
+             *     (voice) but cannot receive an SMS or a WhatsApp message.
              */
             destination: string | unknown | unknown;
             /** @description BCP 47; the template's closest locale is used. */
@@ -449,18 +476,47 @@ export interface components {
             fallback?: components["schemas"]["Fallback"];
         };
         /**
-         * @description The other message channel, as a fallback. It must be the other channel than
+         * @description The same verification as `channel` + `destination` + `fallback`, as ordered steps: the first
+         *     step is the channel and destination, the second the fallback; a third step has no shorthand.
+         *     Steps together with `channel`, `destination` or `fallback` are a 400.
+         */
+        CreateVerificationStepsRequest: {
+            account_id: components["schemas"]["CreateVerificationRequest"]["account_id"];
+            locale?: components["schemas"]["CreateVerificationRequest"]["locale"];
+            template?: components["schemas"]["CreateVerificationRequest"]["template"];
+            return_url?: components["schemas"]["CreateVerificationRequest"]["return_url"];
+            /**
+             * @description The verification's steps in order (at most three), each on a channel of its own with a
+             *     secret of its own (the email's link, another channel's code). The first is sent at
+             *     once (`after_seconds` 0); each later one `after_seconds` after create (never less than the
+             *     step before's) unless the verification was confirmed first, or at once when the step before
+             *     fails for good. A proof ends the remaining steps. Every step's destination passes the same
+             *     abuse checks as a primary one, answering 422 with the pointer `#/steps/<index>/destination`
+             *     when refused. A later step's `after_seconds` must be less than the
+             *     verification's lifetime (400).
+             */
+            steps: components["schemas"]["Step"][];
+        };
+        Step: {
+            channel: components["schemas"]["Channel"];
+            /** @description The channel's address (an email address, an E.164 number), validated and normalised. */
+            destination: string | unknown | unknown;
+            /** @description Seconds after create; absent is 0, which the first step's must be. */
+            after_seconds?: number;
+        };
+        /**
+         * @description Another message channel, as a fallback. It must be another channel than
          *     `channel`; its destination is validated and normalised like a primary one and passes the
-         *     same abuse checks (SMS country and number type, velocity limits of its own), answering 422
-         *     with the pointer `#/fallback/destination` when refused. The email carries the link, the SMS
-         *     the code; either verifies the verification once. `after_seconds`: seconds after create at
+         *     same abuse checks (a number's country and type, velocity limits of its own), answering 422
+         *     with the pointer `#/fallback/destination` when refused. The email carries the link, each of
+         *     SMS, WhatsApp and voice a code of its own; each verifies the verification once. `after_seconds`: seconds after create at
          *     which the fallback is sent unless the verification was confirmed first; 0 sends both at
          *     once. It must be less than the verification's lifetime (VERIFICATION_TTL_SECONDS, default
          *     600), or the answer is 400.
          */
         Fallback: {
             /** @enum {string} */
-            channel: "sms";
+            channel: "sms" | "whatsapp" | "voice";
             /** @description E.164, normalised */
             destination: string;
             after_seconds: number;
@@ -481,24 +537,30 @@ export interface components {
          * @description A timestamp as `Timestamp`, or null when the moment has not happened.
          */
         TimestampOrNull: string | null;
-        /** @enum {string} */
-        Channel: "email" | "sms";
+        /**
+         * @description A message channel: `email` (a link), `sms`, `whatsapp` (an approved authentication template
+         *     through Twilio) or `voice` (a call that reads the code); the last three carry a code each, their
+         *     own, to an E.164 number.
+         * @enum {string}
+         */
+        Channel: "email" | "sms" | "whatsapp" | "voice";
         /** @enum {string} */
         VerificationStatus: "pending" | "verified" | "expired" | "superseded" | "locked";
         /**
          * @description The channel whose secret confirmed the verification first: what the person proved they
-         *     control then. `channel` is only the primary channel requested; a site must read this field (or
+         *     control then (each code channel has its own code, so a code proves the channel that delivered
+         *     it). `channel` is only the primary channel requested; a site must read this field (or
          *     `proofs`, which also lists a later proof of the other destination) to know whether the email
          *     address or the phone number was verified. Null until verified.
          * @enum {string|null}
          */
-        VerifiedChannel: "email" | "sms" | null;
-        /** @description What one secret proved. Each secret proves its own destination, once. */
+        VerifiedChannel: "email" | "sms" | "whatsapp" | "voice" | null;
+        /** @description What one secret proved. Each step's secret proves its own destination, once. */
         Proof: {
-            /** @description The destination proved is this channel's: `email` the address, `sms` the number. */
+            /** @description The destination proved is this channel's: `email` the address, a code channel the number. */
             channel: components["schemas"]["Channel"];
             /**
-             * @description `link`: the email's link; `code`: the SMS code.
+             * @description `link`: the email's link; `code`: the code of the channel (sms, whatsapp, voice).
              * @enum {string}
              */
             via: "link" | "code";
@@ -516,14 +578,14 @@ export interface components {
         /**
          * Format: uri
          * @description The hosted code-entry page (`VERIFY_LINK_BASE?entry=<handle>`, on the confirm target like the
-         *     email's link), given whenever an SMS is among the channels: send the person there to type the
-         *     SMS code. It shows the number masked and nothing else; its handle only locates the
+         *     email's link), given whenever a code channel (sms, whatsapp, voice) is among the channels: send
+         *     the person there to type the code they received. It shows the number masked and nothing else; its handle only locates the
          *     verification (made with the server's key, so none can be guessed), and codes typed there count
          *     against the same limits as the API's.
          */
         CodeEntryUrl: string;
         /**
-         * @description `link`: the email's link token; `code`: the SMS code. Null until verified.
+         * @description `link`: the email's link token; `code`: a code channel's code. Null until verified.
          * @enum {string|null}
          */
         VerifiedVia: "link" | "code" | null;
@@ -565,10 +627,17 @@ export interface components {
          */
         DeliveryStatus: "ready" | "claimed" | "attempting" | "retryable" | "ambiguous" | "accepted" | "delivered" | "failed" | "undeliverable" | "suppressed";
         Delivery: {
+            /** @description The step's place in the order: 1 the primary. */
+            step: number;
             channel: components["schemas"]["Channel"];
-            /** @enum {string} */
+            /**
+             * @description `primary` for step 1, `fallback` for every later step (2 and 3).
+             * @enum {string}
+             */
             role: "primary" | "fallback";
-            /** @description Masked; a fallback's own destination. */
+            /** @description When the step is due after create unless proved first or brought forward (0 at once). */
+            after_seconds: number;
+            /** @description Masked; a later step's own destination. */
             destination: string;
             status: components["schemas"]["DeliveryStatus"];
             attempts: number;
@@ -602,7 +671,15 @@ export interface components {
                  */
                 policy: "fallback" | "both";
             };
-            /** @description Present when an SMS is among the channels. */
+            /**
+             * @description Present when the verification has a third step: every step in order, its channel and when
+             *     it is due after create (the first at once); never a destination. Step 2 is `fallback` too.
+             */
+            steps?: {
+                channel: components["schemas"]["Channel"];
+                after_seconds: number;
+            }[];
+            /** @description Present when a code channel is among the channels. */
             code_entry_url?: components["schemas"]["CodeEntryUrl"];
         };
         VerificationState: {
@@ -621,7 +698,7 @@ export interface components {
             verified_via: components["schemas"]["VerifiedVia"];
             /** @description Every proof, first first (the first made it verified); empty until verified. */
             proofs: components["schemas"]["Proof"][];
-            /** @description The hosted code-entry page when an SMS is among the channels; null otherwise. */
+            /** @description The hosted code-entry page when a code channel is among the channels; null otherwise. */
             code_entry_url: components["schemas"]["CodeEntryUrl"] | null;
             return_url: string | null;
             deliveries: components["schemas"]["Delivery"][];
@@ -651,7 +728,7 @@ export interface components {
              * @description The channel whose secret confirmed it first.
              * @enum {string}
              */
-            verified_channel: "email" | "sms";
+            verified_channel: "email" | "sms" | "whatsapp" | "voice";
             /** @enum {string} */
             verified_via: "link" | "code";
             /** @description What the secret this request presented proved (now, or before when `already_verified`). */
@@ -772,6 +849,8 @@ export interface components {
         };
         /** @description One delivery that failed for good, and why. */
         FailedDelivery: {
+            /** @description The step's place in the order (1: the primary), as the read API numbers it. */
+            step?: number;
             channel: components["schemas"]["Channel"];
             /** @enum {string} */
             role: "primary" | "fallback";
@@ -781,6 +860,8 @@ export interface components {
             reason: components["schemas"]["DeliveryReason"];
         };
         DeliveredDelivery: {
+            /** @description The step's place in the order (1: the primary), as the read API numbers it. */
+            step?: number;
             channel: components["schemas"]["Channel"];
             /** @enum {string} */
             role: "primary" | "fallback";
@@ -801,7 +882,7 @@ export interface components {
                 status: "verified";
                 verified_at: components["schemas"]["Timestamp"];
                 /** @enum {string} */
-                verified_channel: "email" | "sms";
+                verified_channel: "email" | "sms" | "whatsapp" | "voice";
                 /** @enum {string} */
                 verified_via: "link" | "code";
             };
@@ -819,7 +900,7 @@ export interface components {
                 status: "verified";
                 verified_at: components["schemas"]["Timestamp"];
                 /** @enum {string} */
-                verified_channel: "email" | "sms";
+                verified_channel: "email" | "sms" | "whatsapp" | "voice";
                 /** @enum {string} */
                 verified_via: "link" | "code";
                 proof: components["schemas"]["EventProof"];
@@ -1006,13 +1087,14 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["CreateVerificationRequest"];
+                "application/json": components["schemas"]["CreateVerificationRequest"] | components["schemas"]["CreateVerificationStepsRequest"];
             };
         };
         responses: {
             /**
-             * @description Created (or the first answer replayed, with `Idempotent-Replayed`). With an SMS among the
-             *     channels, `code_entry_url` is the hosted page where the person can type the SMS code.
+             * @description Created (or the first answer replayed, with `Idempotent-Replayed`). With a code channel (sms,
+             *     whatsapp, voice) among the channels, `code_entry_url` is the hosted page where the person can
+             *     type the code.
              */
             201: {
                 headers: {
@@ -1032,8 +1114,10 @@ export interface operations {
              * @description `idempotency-key-reused`: the Idempotency-Key was used before with another body.
              *     `destination-suppressed`: the destination (exact address or number) is on the suppression
              *     list, answered after the caller's rate limits (with `SUPPRESSED_ANSWER=silent`: 201, and the
-             *     delivery reads `failed` with reason `suppressed` at once, nothing sent). Other slugs: the
-             *     destination is refused by policy (SMS country, number type), with its pointer in `errors`.
+             *     delivery reads `failed` with reason `suppressed` at once, nothing sent). `channel-not-offered`:
+             *     the deployment does not send on the channel named (WhatsApp or voice not set up). Other slugs:
+             *     the destination is refused by policy (a number's country or type: a landline is for voice
+             *     only), with its pointer in `errors`.
              */
             422: {
                 headers: {
@@ -1171,7 +1255,7 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description Wrong SMS code (`code-incorrect`), counted; `remaining_attempts` says how many are left. The code-entry page shows its form again, with the tries left. */
+            /** @description Wrong code (`code-incorrect`), counted; `remaining_attempts` says how many are left. The code-entry page shows its form again, with the tries left. */
             422: {
                 headers: {
                     [name: string]: unknown;

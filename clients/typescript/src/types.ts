@@ -8,11 +8,12 @@ export type Channel = Schemas["Channel"];
 export type CreateVerificationRequest = Schemas["CreateVerificationRequest"];
 /** The other message channel: sent `after_seconds` after create unless confirmed first; 0 = both at once. */
 export type Fallback = Schemas["Fallback"];
+export type Step = Schemas["Step"];
 /** A create's answer as the service sends it. */
 export type CreatedVerification = Schemas["Verification"];
 /** GET /<verification_id>. `channel` is the primary channel requested; `proofs` is what was proved. */
 export type VerificationState = Schemas["VerificationState"];
-/** What one secret proved: the email's link the address (`email`, `link`), the SMS code the number (`sms`, `code`). */
+/** What one secret proved: the email's link the address (`email`, `link`), a code the number (`sms`, `whatsapp` or `voice`: the channel that delivered it, `code`). */
 export type Proof = Schemas["Proof"];
 export type Delivery = Schemas["Delivery"];
 export type DeliveryStatus = Schemas["DeliveryStatus"];

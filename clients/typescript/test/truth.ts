@@ -48,6 +48,15 @@ test("a verification confirmed by its email link names the email", open, async (
   assert.deepEqual([state.status, state.verified_channel, state.verified_via], ["verified", "email", "link"]);
 });
 
+test("steps are the fallback in order: the shorthand replays them, each delivery says its step", open, async () => {
+  const address = email();
+  const key = `steps-${account()}`;
+  const created = await client().createSteps(account(), [{ channel: "email", destination: address }, { channel: "sms", destination: "+14155550154", after_seconds: 30 }], { idempotencyKey: key });
+  assert.deepEqual(created.fallback, { channel: "sms", after_seconds: 30, policy: "fallback" });
+  const state = await client().get(created.verification_id);
+  assert.deepEqual(state.deliveries.map((d) => [d.step, d.channel, d.after_seconds]), [[1, "email", 0], [2, "sms", 30]]);
+});
+
 test("every timestamp is RFC 3339 UTC with milliseconds", open, async () => {
   const created = await client().create(account(), "email", email());
   const state = await client().get(created.verification_id);

@@ -9,7 +9,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..delivery.config import DELIVERY_REPORTS_URL, EMAIL_TRANSPORT, TWILIO_AUTH_TOKEN, twilio_status_callback
+from ..delivery.config import (
+    DELIVERY_REPORTS_URL,
+    EMAIL_TRANSPORT,
+    TWILIO_ACCOUNT_SID,
+    TWILIO_API_URL,
+    TWILIO_AUTH_TOKEN,
+    twilio_status_callback,
+)
 from ..outbox.config import FailurePolicy
 from ..platform.config import Target, production_flag
 from ..platform.errors import ConfigError
@@ -163,6 +170,9 @@ class DeliveryReportsConfig:
         help="the Event Webhook's verification key SendGrid shows (base64): its signed events are accepted",
     )
     twilio_auth_token: str | None = TWILIO_AUTH_TOKEN.field()  # checks Twilio's X-Twilio-Signature
+    # with the token: ends a call answering machine detection reports a machine on (delivery/call_control.py)
+    twilio_account_sid: str | None = TWILIO_ACCOUNT_SID.field()
+    twilio_api_url: str = TWILIO_API_URL.field()
     tolerance_seconds: int = setting(
         "DELIVERY_REPORTS_TOLERANCE_SECONDS", 300, minimum=30, help="accepted skew of SendGrid's signed timestamp"
     )

@@ -30,7 +30,7 @@ from ..verifications.tokens import Keyring
 from . import read, return_url
 from .config import ReturnUrlConfig
 from .http import Response, endpoint, json_body, json_response, require_method, single_header
-from .models import CreateVerificationRequest, field_errors, valid_idempotency_key
+from .models import CreateVerificationRequest, FallbackRequest, StepRequest, field_errors, valid_idempotency_key
 from .problems import Problem, bad_request
 from .services import Services, accept
 
@@ -65,8 +65,12 @@ def handle(request: flask.Request, services: Services) -> Response:
 
 
 def fingerprint(request: CreateVerificationRequest) -> bytes:
-    """What makes two requests 'the same' for an idempotency key: the normalised payload."""
-    payload = request.model_dump()
+    """What makes two requests 'the same' for an idempotency key: the normalised payload. `steps`
+    stays out: the model holds the same steps in channel, destination and fallback, so steps and
+    the fallback shorthand that say the same thing are the same request; a third step is `step3`."""
+    payload = request.model_dump(exclude={"steps"})
+    if request.step3 is not None:  # only steps has one: absent, the payload is the one it always was
+        payload["step3"] = request.step3.model_dump()
     if payload.get("fallback") is None:
         # absent optional fields stay out of the fingerprint: a request without them matches the keys stored
         # for requests that never had them
@@ -88,14 +92,14 @@ def new_verification(request: CreateVerificationRequest) -> domain.NewVerificati
         template_version=version,
         fingerprint=fingerprint(request),
         client_ip=request.client_ip,
-        fallback=_fallback(request),
+        fallback=_later_step(request.fallback),
+        step3=_later_step(request.step3),
         return_url=request.return_url,
     )
 
 
-def _fallback(request: CreateVerificationRequest) -> Fallback | None:
-    f = request.fallback
-    return Fallback(f.channel, f.destination, f.after_seconds) if f is not None else None
+def _later_step(step: FallbackRequest | StepRequest | None) -> Fallback | None:
+    return Fallback(step.channel, step.destination, step.after_seconds) if step is not None else None
 
 
 def _verification_body(v: domain.Verification) -> dict[str, Any]:
@@ -110,6 +114,8 @@ def _verification_body(v: domain.Verification) -> dict[str, Any]:
     }
     if v.fallback is not None:  # only when asked for
         body["fallback"] = {k: v.fallback[k] for k in ("channel", "after_seconds", "policy")}
+    if v.steps is not None:  # only with a third step
+        body["steps"] = [{k: step[k] for k in ("channel", "after_seconds")} for step in v.steps]
     if v.code_entry_url is not None:  # only when an SMS is among the channels
         body["code_entry_url"] = v.code_entry_url
     return body
@@ -173,4 +179,19 @@ def create_verification(
     `return_urls`: the allowed origins (None: the request carries no return_url to check)."""
     if return_urls is not None:
         return_url.require_allowed(request.return_url, return_urls)
-    return answer(domain.create(db, config, keyring, new_verification(request), idempotency_key))
+    try:
+        return answer(domain.create(db, config, keyring, new_verification(request), idempotency_key))
+    except Problem as problem:
+        if request.steps is not None:  # point into the shape the caller sent
+            problem.errors = [e | {"pointer": _step_pointer(e["pointer"])} for e in problem.errors]
+        raise
+
+
+# The domain names the first two steps as the verification's channel and its fallback.
+_STEP_POINTERS = {"#/destination": "#/steps/0/destination", "#/channel": "#/steps/0/channel"}
+
+
+def _step_pointer(pointer: str) -> str:
+    if pointer.startswith("#/fallback/"):
+        return "#/steps/1/" + pointer.removeprefix("#/fallback/")
+    return _STEP_POINTERS.get(pointer, pointer)

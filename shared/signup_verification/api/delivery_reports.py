@@ -9,6 +9,11 @@ as `malformed` (2xx, so the provider does not retry the batch forever). Reports 
 do not know are answered 200 (so the provider stops retrying), counted and logged. A report of a
 channel-wide sender or account fault (an exhausted quota, an unregistered sender) logs an ERROR
 with `alert`: it pages, as a refused credential does.
+
+Twilio's reports all come to `/twilio`: an SMS's or a WhatsApp message's status callback
+(MessageSid), a call's status callback (CallSid, CallStatus) and its answering machine detection
+result (CallSid, AnsweredBy), each checked with the one X-Twilio-Signature check. A detection result
+of a machine on a call of ours, new, ends the call (delivery/call_control.py) once it is stored.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import time
 
 import flask
 
-from ..delivery import reports
+from ..delivery import call_control, reports
 from ..platform.database import Database
 from . import report_signatures as signatures
 from .config import DeliveryReportsConfig
@@ -81,15 +86,39 @@ def _twilio(db: Database, config: DeliveryReportsConfig, incoming: Incoming) -> 
         raise _unsigned(TWILIO_SIGNATURE)
     # As Flask would hand it to twilio-python's RequestValidator; None: unsignable as sent (refused below)
     params = signatures.twilio_form(incoming.body, incoming.mimetype)
-    # The URL Twilio signed is the StatusCallback we sent (no query string), never the Host header.
-    url = config.status_callback
+    # The URL Twilio signed is the StatusCallback we sent, never the Host header: with the query that
+    # names the message's attempt, as received (Twilio signs the URL through its query string); a
+    # message sent before the URL named one is signed without it. A changed query fails the signature.
+    url = config.status_callback.split("?", 1)[0] + "?" + incoming.query if incoming.query else config.status_callback
     if params is None or not signatures.twilio_valid(config.twilio_auth_token, url, params, signature):
         raise _forged("The signature does not match the URL and parameters.")
     try:
-        observation = reports.twilio_observation(dict(params))
-    except reports.MalformedReport as exc:
+        observation = reports.callback_attempt(reports.twilio_observation(dict(params)), incoming.query)
+    except reports.MalformedReport as exc:  # signed, so Twilio's: counted in the log, never stored
+        _log.warning("a signed Twilio report could not be read: %s", exc,
+                     extra={"json_fields": {"event": "delivery_reports", "provider": "twilio", "malformed": 1}})  # fmt: skip
         raise bad_request(str(exc)) from None
-    return reports.ingest(db, "twilio", [observation], config.failures)
+    result = reports.ingest(db, "twilio", [observation], config.failures)  # committed before the call is ended
+    call = reports.ends_call(observation)
+    if call is not None and result.stored:  # a machine answered a call of ours: reported once, ended once
+        _end_call(config, call)
+    return result
+
+
+def _end_call(config: DeliveryReportsConfig, call_sid: str) -> None:
+    """Hang up a call a machine answered (delivery/call_control.py): bounded, and its failure only logged
+    (the report is stored; the call ends at its time limit)."""
+    if config.twilio_account_sid is None or config.twilio_auth_token is None:
+        ended = call_control.CallEnd(False, "TWILIO_ACCOUNT_SID is not set")
+    else:
+        ended = call_control.end_call(config.twilio_account_sid, config.twilio_auth_token, config.twilio_api_url,
+                                      call_sid)  # fmt: skip
+    fields = {"event": "call_ended", "call": call_sid, "over": ended.over, "detail": ended.detail}
+    if ended.over:
+        _log.info("call %s answered by a machine: %s", call_sid, ended.detail, extra={"json_fields": fields})
+    else:
+        _log.warning("call %s answered by a machine could not be ended (%s): it runs to its time limit",
+                     call_sid, ended.detail, extra={"json_fields": fields})  # fmt: skip
 
 
 def _unsigned(headers: str) -> Problem:

@@ -69,11 +69,16 @@ TYPES = _types(
                 "This `Idempotency-Key` was first used with another body. Use a new key for a new request; the "
                 "same body with the same key replays the first answer."),
     ProblemType("sms-country-not-allowed", (422,), "SMS to this country is not enabled",
-                "The number's country is not in `SMS_ALLOWED_COUNTRIES`; `errors` points at the field that "
-                "holds it. Offer the user another channel."),
+                "The number's country is not in `SMS_ALLOWED_COUNTRIES` (which SMS, WhatsApp and voice share); "
+                "`errors` points at the field that holds it. Offer the user another channel."),
     ProblemType("sms-number-type-not-allowed", (422,), "This kind of number cannot receive the code",
                 "The number is not of a type in `SMS_ALLOWED_NUMBER_TYPES` (a landline, premium-rate, VoIP, ...). "
-                "Ask the user for a mobile number."),
+                "Ask the user for a mobile number; a landline can be reached by a voice call (channel `voice`), "
+                "the one channel that accepts it."),
+    ProblemType("channel-not-offered", (422,), "This channel is not offered",
+                "The deployment does not send on this channel (`whatsapp` or `voice` in production without "
+                "`WHATSAPP_TRANSPORT` / `VOICE_TRANSPORT` set to `twilio` on create and dispatch); `errors` points "
+                "at the field that names it. Use another channel."),
     ProblemType("destination-suppressed", (422,), "This destination cannot receive messages",
                 "A delivery to this exact address or number failed for good for the recipient's fault (a hard "
                 "bounce, an invalid or unsubscribed number, a spam report): ask the user for another one. An "

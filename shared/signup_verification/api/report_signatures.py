@@ -7,7 +7,8 @@
   replay is one row per event anyway: ingest is idempotent).
 * Twilio's X-Twilio-Signature: base64 HMAC-SHA1 under the auth token of the full URL, then each
   POST parameter's name and value in name order, as twilio.com/docs/usage/security documents. The
-  URL is the configured public one, never the Host header. Accepted is exactly what twilio-python's
+  URL is the configured public one with the query as received (it names the report's attempt:
+  api/delivery_reports.py), never the Host header. Accepted is exactly what twilio-python's
   RequestValidator.validate accepts for that URL and the form as Flask parses it (twilio_form):
   a name's values sorted and each distinct value signed once; the URL as urlparse gives it back,
   user-info included, with its port removed (everything after the netloc's first ':', as

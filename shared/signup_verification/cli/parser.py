@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         observe.add_inspect,
         runs.add_reconcile,
         controls.add_sms,
+        controls.add_voice,
         controls.add_channel,
         controls.add_suppression,
         webhooks.add_webhooks,

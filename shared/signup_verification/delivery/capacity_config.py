@@ -68,8 +68,30 @@ class PacingConfig:
         "10DLC number",
     )
 
+    # Meta's default throughput of a WhatsApp Business number is 80 messages per second.
+    whatsapp_max_per_second: float = setting(
+        "WHATSAPP_MAX_PER_SECOND",
+        80.0,
+        above=0,
+        help="WhatsApp messages per second, shared by the invocations (Meta's default throughput of a business "
+        "number; raise it when Meta raised yours)",
+    )
+    # Twilio places an account's calls at its CPS (calls per second), 1 unless raised.
+    voice_calls_per_second: float = setting(
+        "VOICE_CALLS_PER_SECOND",
+        1.0,
+        above=0,
+        help="calls per second the deployment may place, shared by the invocations (Twilio's CPS: 1 unless the "
+        "account's was raised; a call past it waits in Twilio's queue)",
+    )
+
     def requests_per_second(self, channel: str) -> float | None:
-        return {"email": self.email_max_per_second, "sms": self.sms_max_per_second}.get(channel)
+        return {
+            "email": self.email_max_per_second,
+            "sms": self.sms_max_per_second,
+            "whatsapp": self.whatsapp_max_per_second,
+            "voice": self.voice_calls_per_second,
+        }.get(channel)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The delivery worker's settings: what the messages say, the channels' transports and providers,
-the webhook channel, the sends in flight per channel (README "Dispatch"; each declared once,
+the sends in flight per channel (README "Dispatch"; each declared once,
 platform/settings.py). The providers' rates and the fan-out are capacity_config.py's; the dispatch
 run's own settings, operations/config.py's DispatchConfig.
 
@@ -9,8 +9,6 @@ smtplib or the HTTP client for it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,9 +18,16 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from ..platform.config import LOCAL_DIR, production_flag
-from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, each, part, plain, setting
-from ..verifications.config import CODE_DIGITS, PRODUCT_NAME, TWILIO_FROM, VERIFY_LINK_BASE
+from ..verifications.config import (
+    CODE_DIGITS,
+    PRODUCT_NAME,
+    TWILIO_FROM,
+    VERIFY_LINK_BASE,
+    VOICE_TRANSPORT,
+    WHATSAPP_TRANSPORT,
+)
+from .webhook_config import WebhookConfig
 
 if TYPE_CHECKING:
     import ssl
@@ -39,6 +44,16 @@ SMS_MAX_PER_HOUR = Setting(
     help="global SMS budget per UTC hour: past it SMS sends pause (intents wait, none fails, email unaffected), "
     "`status --check` alerts; `verifyctl sms resume` grants another budget for this hour. The default carries "
     "the documented peak (docs/capacity.md); lower it to what your peak hour needs, to cap SMS pumping",
+)
+# A call costs several SMS (billed per minute; the ranges pumping reaches by calls cost more still): calls
+# have their own budget, sized well below the SMS one.
+VOICE_MAX_PER_HOUR = Setting(
+    "VOICE_MAX_PER_HOUR",
+    2_000,
+    minimum=1,
+    help="global call budget per UTC hour: past it calls pause (voice intents wait, none fails, other channels "
+    "unaffected), `status --check` alerts; `verifyctl voice resume` grants another budget for this hour. WhatsApp "
+    "messages count in `SMS_MAX_PER_HOUR`",
 )
 EMAIL_FROM = Setting(
     "EMAIL_FROM",
@@ -120,119 +135,6 @@ class MessageConfig:
         return "\n".join([*([self.sms_app_hash] if self.sms_app_hash else []), f"@{self.code_origin} #{code}"])
 
 
-# -- the webhook channel ---------------------------------------------------------------------------
-SECRET_PREFIX = "whsec_"  # the format's prefix, not a secret  # nosec B105
-# What the outbox records: the verification's own events and delivery.failed by default; the
-# per-delivery ones when the site asks for them (WEBHOOK_EVENTS). `verification.proved` is one of the
-# verification's own (at most one per message channel): the only word a site gets of a proof after the
-# first, so it is on unless a site leaves it out. `webhook.test` is sent by `verifyctl webhooks test`
-# only, never recorded.
-DEFAULT_EVENT_TYPES = (
-    "verification.verified",
-    "verification.proved",
-    "verification.expired",
-    "verification.locked",
-    "delivery.failed",
-)
-EVENT_TYPES = (*DEFAULT_EVENT_TYPES, "delivery.delivered", "delivery.bounced")
-
-
-def parse_events(raw: str) -> tuple[str, ...]:
-    """'verification.verified,delivery.delivered' -> the types, in the documented order; a ConfigError
-    names an unknown one. `all` asks for every type."""
-    asked = {e.strip() for e in raw.split(",") if e.strip()}
-    if asked == {"all"}:
-        return EVENT_TYPES
-    unknown = sorted(asked - set(EVENT_TYPES))
-    if unknown:
-        raise ConfigError(
-            f"WEBHOOK_EVENTS names unknown event types: {', '.join(unknown)} (known: {', '.join(EVENT_TYPES)})"
-        )
-    if not asked:
-        raise ConfigError("WEBHOOK_EVENTS names no event type")
-    return tuple(e for e in EVENT_TYPES if e in asked)
-
-
-def parse_secrets(raw: str) -> tuple[bytes, ...]:
-    """'whsec_<base64>,whsec_<base64>' -> the HMAC keys; a ConfigError names the bad entry by position."""
-    keys = []
-    for position, entry in enumerate((e.strip() for e in raw.split(",")), start=1):
-        if not entry:
-            continue
-        if not entry.startswith(SECRET_PREFIX):
-            raise ConfigError(f"WEBHOOK_SECRET entry {position} must start with {SECRET_PREFIX}")
-        try:
-            key = base64.b64decode(entry[len(SECRET_PREFIX) :], validate=True)
-        except (binascii.Error, ValueError):
-            raise ConfigError(f"WEBHOOK_SECRET entry {position} is not valid base64 after {SECRET_PREFIX}") from None
-        if len(key) < 24:
-            raise ConfigError(f"WEBHOOK_SECRET entry {position} is too short (at least 24 bytes of key)")
-        keys.append(key)
-    if not keys:
-        raise ConfigError("WEBHOOK_SECRET holds no secret")
-    return tuple(keys)
-
-
-def check_url(url: str, production: bool) -> str:
-    """WEBHOOK_URL: absolute http(s); https in production (a signed body still must not travel in clear)."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"WEBHOOK_URL must be an absolute http(s) URL, got {url!r}")
-    if production and parsed.scheme != "https":
-        raise ConfigError("WEBHOOK_URL must be https in production")
-    if parsed.username or parsed.password:
-        raise ConfigError("WEBHOOK_URL must not carry credentials (the signature authenticates us)")
-    return url
-
-
-@dataclass(frozen=True)
-class WebhookConfig:
-    url: str | None = setting(
-        "WEBHOOK_URL",
-        None,
-        parse=lambda raw, env: check_url(raw, env.production),
-        help="the signup site's endpoint for signed events (`verification.verified`, `.proved`, `.expired`, "
-        "`.locked`, `delivery.failed`; docs/webhooks.md). Unset: webhooks off, no event is written. Set it on every function "
-        "that changes a verification (confirm, dispatch, reconcile, delivery_reports); `https` in production",
-    )
-    secrets: tuple[bytes, ...] = setting(
-        "WEBHOOK_SECRET",
-        (),
-        parse=plain(parse_secrets),
-        secret=True,
-        help="`whsec_<base64>`, comma-separated while rotating: each request carries one Standard Webhooks "
-        "signature per secret; needed by dispatch",
-    )
-    max_attempts: int = setting(
-        "WEBHOOK_MAX_ATTEMPTS",
-        12,
-        minimum=1,
-        help="attempts per event (about 2.5 h of receiver outage with the default backoff)",
-    )
-    events: tuple[str, ...] = setting(
-        "WEBHOOK_EVENTS",
-        DEFAULT_EVENT_TYPES,
-        parse=plain(parse_events),
-        help="the event types the site wants, comma-separated (`all` for every type): add `delivery.delivered` "
-        "and `delivery.bounced` for one event per delivery (docs/webhooks.md)",
-    )
-
-    @property
-    def enabled(self) -> bool:
-        return self.url is not None
-
-    def session_settings(self) -> dict[str, str]:
-        """What the database must know, sent in each connection's start-up packet (no round trip):
-        record_event() writes events only when `signup_verification.webhooks` is 'on'."""
-        if not self.enabled:
-            return {}
-        return {
-            "signup_verification.webhooks": "on",
-            "signup_verification.webhook_max_attempts": str(self.max_attempts),
-            "signup_verification.webhook_events": ",".join(self.events),
-        }
-
-
 # -- sends in flight ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SendLimit:
@@ -253,7 +155,15 @@ class SendLimit:
 # 128 emails in flight at a 200 ms provider are up to 640 sends/s, more than one vCPU renders and
 # posts (~300-400/s: bench/dispatch_bench.py), so the instance, not the setting, is the ceiling. SMS
 # are paced to the sender's MPS long before 32 are in flight.
-SEND_LIMITS = {"email": SendLimit(128), "sms": SendLimit(32), "webhook": SendLimit(32)}
+# WhatsApp shares the Messages API's pace with SMS; a call is placed at Twilio's calls per second (1
+# by default), so a few calls in flight keep it busy.
+SEND_LIMITS = {
+    "email": SendLimit(128),
+    "sms": SendLimit(32),
+    "whatsapp": SendLimit(32),
+    "voice": SendLimit(8),
+    "webhook": SendLimit(32),
+}
 
 
 # -- the channels ----------------------------------------------------------------------------------
@@ -299,6 +209,81 @@ class TwilioConfig:
     status_callback: str | None = DELIVERY_REPORTS_URL.field(view=twilio_status_callback)
 
 
+def parse_content_sids(raw: str) -> dict[str, str]:
+    """'en:HX...,ja:HX...' -> {language: content SID}; a ValueError names the bad entry by position."""
+    sids: dict[str, str] = {}
+    for position, entry in enumerate((e.strip() for e in raw.split(",")), start=1):
+        if not entry:
+            continue
+        language, sep, sid = (part.strip() for part in entry.partition(":"))
+        if not sep or not re.fullmatch(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*", language):
+            raise ValueError(f"entry {position} must look like en:HX<32 hex digits>")
+        if not re.fullmatch(r"HX[0-9a-fA-F]{32}", sid):
+            raise ValueError(f"entry {position} ({language}) must name a content SID HX<32 hex digits>")
+        sids[language] = sid
+    if not sids:
+        raise ValueError("names no content SID")
+    return sids
+
+
+def _whatsapp_sender(raw: str, env: Env) -> str:
+    number = raw.removeprefix("whatsapp:")
+    if not (re.fullmatch(r"\+[1-9][0-9]{6,14}", number) or re.fullmatch(r"MG[0-9a-fA-F]{32}", raw)):
+        raise ValueError(f"must be a WhatsApp sender whatsapp:+<E.164> or a Messaging Service SID MG…, got {raw!r}")
+    return raw
+
+
+def _caller_id(raw: str, env: Env) -> str:
+    if not re.fullmatch(r"\+[1-9][0-9]{6,14}", raw):
+        raise ValueError(f"must be an E.164 number (a Twilio number or a verified caller ID), got {raw!r}")
+    return raw
+
+
+@dataclass(frozen=True)
+class WhatsAppConfig:
+    """The WhatsApp channel over Twilio (delivery/channels/twilio_whatsapp.py): its sender and the
+    approved authentication template of each language (docs/channels.md)."""
+
+    sender: str | None = setting(
+        "TWILIO_WHATSAPP_FROM",
+        None,
+        parse=_whatsapp_sender,
+        help="required with `WHATSAPP_TRANSPORT=twilio`: the WhatsApp sender `whatsapp:+<E.164>` registered in "
+        "Twilio, or a Messaging Service SID (`MG…`) holding it",
+    )
+    content_sids: Mapping[str, str] | None = setting(
+        "TWILIO_WHATSAPP_CONTENT_SIDS",
+        None,
+        parse=plain(parse_content_sids),
+        help="required with `WHATSAPP_TRANSPORT=twilio`: the approved WhatsApp authentication template of each "
+        "language, `en:HX…,ja:HX…` (a locale without its own uses its language's; a language without one fails "
+        "that message, `sender_misconfigured`)",
+    )
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    """The voice channel over Twilio's Calls API (delivery/channels/twilio_voice.py)."""
+
+    caller_id: str | None = setting(
+        "TWILIO_VOICE_FROM",
+        None,
+        parse=_caller_id,
+        help="the number calls come from (a Twilio number or a verified caller ID, E.164); unset: `TWILIO_FROM` "
+        "when that is a number. Required with `VOICE_TRANSPORT=twilio`",
+    )
+    ring_seconds: int = setting(
+        "VOICE_RING_SECONDS", 30, minimum=5, maximum=600, help="how long a call rings before it is `no-answer`"
+    )
+    limit_seconds: int = setting(
+        "VOICE_TIME_LIMIT_SECONDS",
+        90,
+        minimum=30,
+        maximum=600,
+        help="the longest a call may last (what bounds one call's cost); the code is read twice well within it",
+    )
+
+
 EMAIL_TRANSPORT = Setting(
     "EMAIL_TRANSPORT",
     "console",
@@ -321,11 +306,31 @@ class ChannelsConfig:
     )
     sendgrid: SendGridConfig = part(SendGridConfig)
     twilio: TwilioConfig = part(TwilioConfig)
+    whatsapp_transport: str = WHATSAPP_TRANSPORT.field()
+    whatsapp: WhatsAppConfig = part(WhatsAppConfig)
+    voice_transport: str = VOICE_TRANSPORT.field()
+    voice: VoiceConfig = part(VoiceConfig)
     send_timeout_seconds: float = SEND_TIMEOUT.field()
     send_limits: Mapping[str, SendLimit] = each(SendLimit, SEND_LIMITS)  # each channel's HTTP pool size
     production: bool = production_flag()  # console transports are refused in production
     local_dir: Path = LOCAL_DIR.field()  # the console transport writes to local_dir / "outbox"
     webhook: WebhookConfig = part(WebhookConfig)
+
+    @property
+    def caller_id(self) -> str | None:
+        """The number calls come from: TWILIO_VOICE_FROM, else TWILIO_FROM when it is a number (a
+        Messaging Service places no calls)."""
+        sender = self.twilio.sender
+        return self.voice.caller_id or (sender if sender and sender.startswith("+") else None)
+
+    def transport(self, channel: str) -> str:
+        """The transport chosen for a message channel."""
+        return {
+            "email": self.email_transport,
+            "sms": self.sms_transport,
+            "whatsapp": self.whatsapp_transport,
+            "voice": self.voice_transport,
+        }[channel]
 
     def pool_size(self, channel: str) -> int:
         return self.send_limits[channel].max_in_flight
@@ -344,6 +349,19 @@ class ChannelsConfig:
         unset = [name for name, value in credentials if not value]
         if self.sms_transport == "twilio" and unset:
             found.append(f"SMS_TRANSPORT=twilio needs {', '.join(unset)}")
+        account = [name for name, value in credentials[:2] if not value]
+        if self.whatsapp_transport == "twilio":
+            lacking = [
+                *account,
+                *(["TWILIO_WHATSAPP_FROM"] if not self.whatsapp.sender else []),
+                *(["TWILIO_WHATSAPP_CONTENT_SIDS"] if not self.whatsapp.content_sids else []),
+            ]
+            if lacking:
+                found.append(f"WHATSAPP_TRANSPORT=twilio needs {', '.join(lacking)}")
+        if self.voice_transport == "twilio":
+            lacking = [*account, *(["TWILIO_VOICE_FROM (or a TWILIO_FROM number)"] if not self.caller_id else [])]
+            if lacking:
+                found.append(f"VOICE_TRANSPORT=twilio needs {', '.join(lacking)}")
         if self.webhook.enabled and not self.webhook.secrets:
             found.append("WEBHOOK_URL needs WEBHOOK_SECRET")
         return found

@@ -126,6 +126,8 @@ class FanoutSettings(Protocol):
     @property
     def sms_max_per_hour(self) -> int | None: ...
     @property
+    def voice_max_per_hour(self) -> int | None: ...
+    @property
     def pacing(self) -> PacingConfig: ...
     @property
     def fanout(self) -> FanoutConfig: ...
@@ -222,6 +224,7 @@ class Fanout:
             _FANOUT_BACKLOG,
             cap=BACKLOG_CAP,
             sms_max=self.config.sms_max_per_hour,
+            voice_max=self.config.voice_max_per_hour,
             deployment=self.config.deployment,
         )
         backlog = {row["channel"]: row["eligible"] for row in rows}

@@ -27,8 +27,8 @@ $$;
 
 -- name: delivery_route
 -- delivery_route: the route of one message intent, the unit a route fault may hold
--- (delivery/classification/, record_route_outcomes, outbox/queries.sql:claim). An SMS intent's route is its
--- destination's ISO country as create recorded it (create_events.country, from the number's
+-- (delivery/classification/, record_route_outcomes, outbox/queries.sql:claim). A phone channel's intent's
+-- (SMS, WhatsApp, voice) route is its destination's ISO country as create recorded it (create_events.country, from the number's
 -- numbering plan: verifications/abuse.py); an email intent's is the receiving domain of its address,
 -- lower-cased. Never a whole destination. A webhook event, a redacted address or an intent without
 -- its create record has none (NULL): its faults hold nothing.
@@ -40,7 +40,7 @@ CREATE OR REPLACE FUNCTION delivery_route(p_intent_id bigint)
 RETURNS TABLE (intent_id bigint, channel text, route text, destination_key bytea, account_key bigint)
 LANGUAGE sql STABLE AS $$
     SELECT i.id, i.channel,
-           CASE WHEN i.channel = 'sms' THEN ce.country
+           CASE WHEN i.channel IN ('sms', 'whatsapp', 'voice') THEN ce.country
                 WHEN strpos(d.address, '@') > 0 THEN nullif(lower(split_part(d.address, '@', -1)), '')
            END,
            coalesce(ce.exact_key, ce.destination_key),
@@ -48,10 +48,9 @@ LANGUAGE sql STABLE AS $$
       FROM delivery_intents AS i
       JOIN verifications AS v ON v.id = i.verification_id
      CROSS JOIN LATERAL (SELECT CASE WHEN i.role = 'fallback' THEN i.destination ELSE v.destination END AS address) AS d
-      LEFT JOIN create_events AS ce
-        ON ce.verification_id = i.verification_id AND ce.channel = i.channel
-       AND ce.role = CASE WHEN i.role = 'fallback' THEN 'fallback' ELSE 'primary' END
-     WHERE i.id = p_intent_id AND i.channel IN ('email', 'sms') AND i.role <> 'event'
+      LEFT JOIN create_events AS ce  -- the step's own row: a verification's steps have channels of their own
+        ON ce.verification_id = i.verification_id AND ce.channel = i.channel AND ce.role <> 'refused'
+     WHERE i.id = p_intent_id AND i.channel IN ('email', 'sms', 'whatsapp', 'voice') AND i.role <> 'event'
 $$;
 
 -- name: record_sender_faults
@@ -72,7 +71,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     started boolean;
 BEGIN
-    IF p_faults IS NULL OR p_faults <= 0 OR p_channel IS NULL OR p_channel NOT IN ('email', 'sms') THEN
+    IF p_faults IS NULL OR p_faults <= 0 OR p_channel IS NULL OR p_channel NOT IN ('email', 'sms', 'whatsapp', 'voice') THEN
         RETURN false;
     END IF;
     INSERT INTO channel_holds AS h (channel, route, faults, window_started_at, last_fault_at, category, code, provider)
@@ -189,12 +188,12 @@ BEGIN
      WHERE h.route <> '' AND h.channel || ':' || h.route = ANY (touched)
        AND (h.held_until IS NULL OR h.held_until <= now())
        AND cardinality(h.destinations) >= p_min_destinations AND cardinality(h.accounts) >= p_min_destinations
-       AND (h.channel = 'sms' OR h.window_started_at <= now() - p_window / 10)
+       AND (h.channel IN ('sms', 'whatsapp', 'voice') OR h.window_started_at <= now() - p_window / 10)
        AND h.faults >= p_min_share * greatest(
                h.attempts, h.faults,
-               CASE WHEN h.channel = 'sms'
+               CASE WHEN h.channel IN ('sms', 'whatsapp', 'voice')
                     THEN (SELECT count(*) FROM create_events AS ce
-                           WHERE ce.country = h.route AND ce.created_at > now() - p_window AND ce.channel = 'sms')
+                           WHERE ce.country = h.route AND ce.created_at > now() - p_window AND ce.channel = h.channel)
                     ELSE 0 END);
     GET DIAGNOSTICS started = ROW_COUNT;
     RETURN started;
@@ -251,16 +250,20 @@ $$;
 -- fault, category, code, scope, provider_at, provider}: the report and its verdict
 -- (delivery/classification/, which this function never re-derives; `provider`: the one the reason
 -- names, the sending one, else p_provider, the reporting one). Each event is linked to its attempt (SendGrid: custom_args
--- intent_id + attempt_id, else sg_message_id's X-Message-Id; Twilio: MessageSid = the attempt's
--- provider_ref), appended to delivery_observations once (a repeat is a duplicate), and only new rows
--- have effects:
+-- intent_id + attempt_id, else sg_message_id's X-Message-Id; Twilio: the attempt its StatusCallback URL
+-- names, as signed (api/delivery_reports.py), else the MessageSid of an SMS or a WhatsApp message, the
+-- CallSid of a call = the attempt's provider_ref, which exists only once the attempt settled), appended
+-- to delivery_observations once (a repeat is a duplicate), and only new rows have effects:
 --   delivered        -> the intent's delivered_at; an ambiguous or retryable one accepted
---                       (observe_deliveries, the outbox's: the intents' statuses are its);
+--                       (observe_deliveries, the outbox's: the intents' statuses are its); a WhatsApp
+--                       message's `read` says it was delivered too (its `delivered` may be lost);
 --   permanent        -> final: an accepted intent not yet delivered is failed with its reason
---                       (undeliverable, observe_deliveries), and delivery_failed() runs for it;
+--                       (undeliverable, observe_deliveries), and delivery_failed() runs for it; one
+--                       whose attempt is still in flight is failed by the settle that accepts it
+--                       (stored_final_reports reads the report, its reason_code and reason_provider);
 --   fault recipient  -> the exact destination goes on destination_suppressions for p_suppress_for
 --                       (NULL: until an operator clears it), final or not (a spam report);
---   scope account    -> a fault of our account: counted towards holding the channel
+--   scope account    -> a fault of our account: counted towards holding the intent's channel
 --                       (record_sender_faults); it never suppresses;
 --   scope route      -> a fault of our sender towards the intent's route (its destination's country,
 --                       its receiving domain): counted towards holding that route only
@@ -278,19 +281,20 @@ RETURNS TABLE (received integer, stored integer, duplicates integer, unknown int
                route_faults integer, routes_held integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_channel text := CASE p_provider WHEN 'sendgrid' THEN 'email' ELSE 'sms' END;
+    -- the channels whose attempts the provider's reports may name (a Twilio sid: an SMS, a WhatsApp
+    -- message or a call)
+    v_channels text[] := CASE p_provider WHEN 'sendgrid' THEN ARRAY['email'] ELSE ARRAY['sms', 'whatsapp', 'voice'] END;
     n_received integer := jsonb_array_length(p_events);
     n_linked integer;
     n_stored integer;
     n_delivered integer;
     n_suppressed integer;
-    n_sender integer;
+    n_sender integer := 0;
     n_held integer := 0;
     n_route integer;
     n_routes_held integer := 0;
     v_route_faults jsonb;
-    v_category text;
-    v_code text;
+    v_fault record;
     failed_ids bigint[];
     failed_reasons jsonb;
     new_ids bigint[];
@@ -298,7 +302,8 @@ BEGIN
     WITH input AS (
         SELECT * FROM jsonb_to_recordset(p_events) AS e(
             dedup_key text, intent_id bigint, attempt_id text, provider_ref text, event text, detail text,
-            error_code integer, permanent boolean, fault text, category text, provider_at timestamptz)
+            error_code integer, permanent boolean, fault text, category text, code text, provider text,
+            provider_at timestamptz)
     ), linked AS (
         SELECT e.*, coalesce(by_args.intent_id, by_ref.intent_id) AS link_intent,
                coalesce(by_args.attempt_id, by_ref.attempt_id) AS link_attempt
@@ -306,18 +311,21 @@ BEGIN
           LEFT JOIN LATERAL (
               SELECT a.intent_id, a.attempt_id FROM delivery_attempts AS a
                WHERE a.attempt_id = e.attempt_id AND a.outcome = 'attempting' AND a.intent_id = e.intent_id
-                 AND a.channel = v_channel
+                 AND a.channel = ANY (v_channels)
           ) AS by_args ON true
           LEFT JOIN LATERAL (
               SELECT a.intent_id, a.attempt_id FROM delivery_attempts AS a
-               WHERE by_args.intent_id IS NULL AND a.provider_ref = e.provider_ref AND a.channel = v_channel
+               WHERE by_args.intent_id IS NULL AND a.provider_ref = e.provider_ref AND a.channel = ANY (v_channels)
                ORDER BY a.id DESC LIMIT 1
           ) AS by_ref ON true
     ), inserted AS (
         INSERT INTO delivery_observations (provider, dedup_key, intent_id, attempt_id, provider_ref, event, detail,
-                                           error_code, permanent, fault, category, provider_at)
+                                           error_code, permanent, fault, category, reason_code, reason_provider,
+                                           provider_at)
         SELECT p_provider, l.dedup_key, l.link_intent, l.link_attempt, l.provider_ref, l.event, l.detail,
-               l.error_code, coalesce(l.permanent, false), l.fault, l.category, l.provider_at
+               l.error_code, coalesce(l.permanent, false), l.fault, l.category,
+               CASE WHEN l.permanent THEN left(l.code, 64) END,
+               CASE WHEN l.permanent THEN coalesce(l.provider, p_provider) END, l.provider_at
           FROM linked AS l
          WHERE l.link_intent IS NOT NULL
         ON CONFLICT (provider, dedup_key) DO NOTHING
@@ -327,6 +335,16 @@ BEGIN
       INTO n_linked, new_ids;
     n_stored := coalesce(cardinality(new_ids), 0);
 
+    -- An attempt still in flight (its send not settled) or ambiguous (the reconciler may yet find it
+    -- sent) is ended as sent after this commits: its intent is locked here (in id order, as the settle
+    -- and the lookup lock theirs: stored_final_reports), so a settle running now finishes first and
+    -- the effects below see its outcome, or it waits and then reads these reports itself. Either way a
+    -- final report's effect is applied once.
+    PERFORM 1 FROM delivery_intents
+      WHERE id IN (SELECT o.intent_id FROM delivery_observations AS o WHERE o.id = ANY (new_ids))
+        AND status IN ('attempting', 'ambiguous')
+      ORDER BY id FOR NO KEY UPDATE;
+
     -- Effects on the intents (the outbox's: observe_deliveries), one per intent: the batch's first
     -- delivered report and first final one.
     SELECT o.delivered, o.failed_ids, o.failed_reasons INTO n_delivered, failed_ids, failed_reasons
@@ -335,8 +353,8 @@ BEGIN
                                               'delivered_attempt', p.delivered_attempt, 'failure', p.failure,
                                               'reason', p.reason))
             FROM (SELECT o.intent_id,
-                         min(coalesce(o.provider_at, o.received_at)) FILTER (WHERE o.event = 'delivered') AS delivered_at,
-                         (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.event = 'delivered'))[1] AS delivered_attempt,
+                         min(coalesce(o.provider_at, o.received_at)) FILTER (WHERE o.event IN ('delivered', 'read')) AS delivered_at,
+                         (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.event IN ('delivered', 'read')))[1] AS delivered_attempt,
                          (array_agg(left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200)
                                     ORDER BY o.id) FILTER (WHERE o.permanent))[1] AS failure,
                          (array_agg(jsonb_build_object('category', coalesce(o.category, 'unknown'), 'code', r.code,
@@ -361,15 +379,20 @@ BEGIN
       LEFT JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key
      WHERE o.id = ANY (new_ids) AND o.fault = 'recipient';
 
-    -- faults of our account: they count towards holding the channel, never suppress
-    SELECT count(*), min(o.category), min(r.code) INTO n_sender, v_category, v_code
-      FROM delivery_observations AS o
-      JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key AND r.scope = 'account'
-     WHERE o.id = ANY (new_ids);
-    IF n_sender > 0 THEN
-        n_held := record_sender_faults(v_channel, n_sender, v_category, v_code, p_provider, p_hold_after,
-                                       p_hold_window, p_hold_for)::integer;
-    END IF;
+    -- faults of our account: they count towards holding their intent's channel (a WhatsApp sender's
+    -- fault holds WhatsApp, not SMS), never suppress
+    FOR v_fault IN
+        SELECT i.channel, count(*)::integer AS faults, min(o.category) AS category, min(r.code) AS code
+          FROM delivery_observations AS o
+          JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key AND r.scope = 'account'
+          JOIN delivery_intents AS i ON i.id = o.intent_id
+         WHERE o.id = ANY (new_ids)
+         GROUP BY i.channel ORDER BY i.channel
+    LOOP
+        n_sender := n_sender + v_fault.faults;
+        n_held := n_held + record_sender_faults(v_fault.channel, v_fault.faults, v_fault.category, v_fault.code,
+                                                p_provider, p_hold_after, p_hold_window, p_hold_for)::integer;
+    END LOOP;
 
     -- faults of our sender towards one route: they count towards holding that route, never suppress
     -- (their sends were counted when settled, if a run of the route was open then)

@@ -24,7 +24,7 @@ from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from ..platform.timestamps import minutes_left
 from ..verifications.tokens import LINK_PARAMETER, Keyring, page_url, with_verification_id
-from . import mime, sms, templates
+from . import code_messages, mime, sms, templates
 from .classification import Category, Fault, Verdict, configuration, ours
 from .config import MessageConfig, message_domain
 from .events import EventContent, render_event
@@ -100,7 +100,7 @@ class SmsContent:
         )
 
 
-Content = EmailContent | SmsContent | EventContent
+Content = EmailContent | SmsContent | code_messages.WhatsAppContent | code_messages.VoiceContent | EventContent
 
 
 def render_part(
@@ -131,6 +131,8 @@ class Renderer:
             minutes = minutes_left(intent.expires_at, now)
             if intent.channel == "email":
                 return self._email(intent, destination, attempt, key, minutes)
+            if intent.channel in ("whatsapp", "voice"):
+                return self._code_message(intent, destination, attempt, key, minutes)
             return self._sms(intent, destination, attempt, key, minutes)
         except ConfigError as exc:  # the message names the key id only
             raise RenderError("configuration", str(exc), configuration()) from None
@@ -189,6 +191,20 @@ class Renderer:
             template.sms_max_segments,
             secret=code,
         )
+
+    def _code_message(
+        self, intent: ClaimedIntent, destination: str, attempt: BegunAttempt, key, minutes: int
+    ) -> code_messages.WhatsAppContent | code_messages.VoiceContent:
+        """The other two code channels, each with its own code (tokens.py: which channel a proof came by)."""
+        code = key.code(intent.channel, intent.verification_id, intent.token_nonce, self.config.code_digits)
+        version, locale = intent.template_version, intent.locale
+        if intent.channel == "whatsapp":
+            text = code_messages.whatsapp_text(version, locale, code)
+            return code_messages.WhatsAppContent(intent.id, attempt.attempt_id, destination, locale, text, secret=code)
+        speech = code_messages.voice_speech(
+            version, locale, product=self.config.product_name, minutes=minutes, code=code
+        )
+        return code_messages.VoiceContent(intent.id, attempt.attempt_id, destination, locale, speech, secret=code)
 
 
 def sample_intent(

@@ -6,6 +6,8 @@ Per channel, token buckets the sender threads draw from before each provider cal
     sms     SMS_MAX_PER_SECOND requests, and TWILIO_SENDER_MPS message segments (Twilio queues each
             sender's messages at its MPS: a code queued there behind a backlog arrives late, so the
             backlog stays here, where the dead-link check drops what expired, never sent)
+    whatsapp WHATSAPP_MAX_PER_SECOND requests (Meta's throughput of the business number)
+    voice   VOICE_CALLS_PER_SECOND calls (Twilio's calls per second of the account)
 Each bucket holds BURST_SECONDS of its rate. An invocation takes 1/n of every rate when n
 invocations share the deployment's (the fan-out's, delivery/fanout.py). A draw returns how long
 to wait for the turn; a send whose turn comes too late for this invocation is given back unsent.
@@ -25,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..platform.catalogue import catalogue
+from ..platform.channels import DELIVERY_CHANNELS, MESSAGE_CHANNELS
 from ..platform.database import Database
 from .capacity_config import PacingConfig
 
@@ -140,8 +143,8 @@ class Pacer:
 
 
 def from_config(config: PacingConfig, clock: Callable[[], float] = time.monotonic) -> Pacer:
-    buckets: dict[str, list[Bucket]] = {"email": [], "sms": [], "webhook": []}
-    for channel in ("email", "sms"):
+    buckets: dict[str, list[Bucket]] = {channel: [] for channel in DELIVERY_CHANNELS}
+    for channel in MESSAGE_CHANNELS:
         limit = config.requests_per_second(channel)
         if limit is not None and math.isfinite(limit):
             buckets[channel].append(Bucket(limit, REQUESTS))

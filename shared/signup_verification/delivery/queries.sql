@@ -37,7 +37,8 @@ SELECT count(*)::integer AS live FROM dispatch_invocations WHERE deployment = :d
 -- name: fanout_backlog
 -- What the scheduled invocation reads before it decides on fan-out: per channel, the intents a claim
 -- would take now (the eligible index, counted up to :cap: beyond it the answer is "many"; none of a
--- held or slowed channel; SMS within the hour's budget), and the fan-out invocations live.
+-- held or slowed channel; SMS and WhatsApp within the hour's SMS budget, calls within theirs), and the
+-- fan-out invocations live.
 WITH counted AS (
     SELECT 'email' AS channel, CASE WHEN channel_held('email') OR channel_slowed('email') THEN 0
            ELSE (SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'email' LIMIT :cap) AS e)
@@ -46,6 +47,14 @@ WITH counted AS (
     SELECT 'sms', CASE WHEN channel_held('sms') OR channel_slowed('sms') THEN 0
            ELSE least((SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'sms' LIMIT :cap) AS s),
                       coalesce(sms_budget_left(CAST(:sms_max AS integer)), :cap)) END
+    UNION ALL
+    SELECT 'whatsapp', CASE WHEN channel_held('whatsapp') OR channel_slowed('whatsapp') THEN 0
+           ELSE least((SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'whatsapp' LIMIT :cap) AS a),
+                      coalesce(sms_budget_left(CAST(:sms_max AS integer)), :cap)) END
+    UNION ALL
+    SELECT 'voice', CASE WHEN channel_held('voice') OR channel_slowed('voice') THEN 0
+           ELSE least((SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'voice' LIMIT :cap) AS c),
+                      coalesce(voice_budget_left(CAST(:voice_max AS integer)), :cap)) END
     UNION ALL
     SELECT 'webhook', CASE WHEN channel_slowed('webhook') THEN 0
            ELSE (SELECT count(*) FROM (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'webhook' LIMIT :cap) AS w)

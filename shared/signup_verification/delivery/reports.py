@@ -19,9 +19,10 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs
 
 from ..outbox.config import FailurePolicy
 from ..platform.catalogue import catalogue
@@ -29,6 +30,8 @@ from ..platform.database import Database
 from .classification import Verdict
 from .classification import sendgrid as sendgrid_table
 from .classification import twilio as twilio_table
+from .classification import twilio_voice as voice_table
+from .classification import twilio_whatsapp as whatsapp_table
 
 _SQL = catalogue("delivery")
 
@@ -55,8 +58,14 @@ TWILIO_STATUSES = frozenset(
     }  # fmt: skip
 )
 TWILIO_FINAL_FAILURES = frozenset({"undelivered", "failed"})
+# A call's status callback (CallStatus) and answering machine detection's result (AnsweredBy): the
+# voice table's, with the answers it does not list (a person, or none detection could reach)
+CALL_STATUSES = voice_table.NOT_FINAL | {"completed"} | voice_table.CALL_STATUSES.keys()
+ANSWERED_BY = voice_table.ANSWERED_BY.keys() | {"human", "unknown"}
+ANSWERED = "answered"  # the event of the asynchronous detection's callback
 _SMTP_STATUS = re.compile(r"^[245]\.\d{1,3}\.\d{1,3}$")
 _SID = re.compile(r"^(SM|MM)[0-9a-fA-F]{32}$")
+_CALL_SID = re.compile(r"^CA[0-9a-fA-F]{32}$")
 _ATTEMPT_ID = re.compile(r"^(\d{1,18}):\d{1,9}$")
 _WORD = re.compile(r"^[a-z_]{1,32}$")
 _WORDS = re.compile(r"[^a-z]+")
@@ -196,14 +205,20 @@ def _custom_args(event: Mapping[str, Any]) -> tuple[int | None, str | None]:
 
 
 def twilio_observation(form: Mapping[str, str]) -> Observation:
-    """A status callback's observation; MalformedReport without a valid MessageSid and MessageStatus."""
+    """A status callback's observation: a message's (MessageSid) or a call's (CallSid, call_observation);
+    MalformedReport when it is neither, or its sid or status is not valid."""
+    if "MessageSid" not in form and "SmsSid" not in form and "CallSid" in form:
+        return call_observation(form)
     sid, status = form.get("MessageSid") or form.get("SmsSid") or "", form.get("MessageStatus") or ""
     if not _SID.match(sid):
         raise MalformedReport("MessageSid is missing or not a message sid.")
     if status not in TWILIO_STATUSES:
         raise MalformedReport("MessageStatus is missing or unknown.")
     code = _int(form.get("ErrorCode"))
-    verdict = twilio_table.verdict(code) if status in TWILIO_FINAL_FAILURES else None
+    # A WhatsApp message's callback names its channel (ChannelPrefix, the whatsapp: address): the 63xxx table
+    whatsapp = form.get("ChannelPrefix") == "whatsapp" or (form.get("To") or "").startswith("whatsapp:")
+    table = whatsapp_table if whatsapp else twilio_table
+    verdict = table.verdict(code) if status in TWILIO_FINAL_FAILURES else None
     return Observation.classified(
         verdict,
         dedup_key=f"{sid}:{status}",
@@ -212,6 +227,60 @@ def twilio_observation(form: Mapping[str, str]) -> Observation:
         detail=verdict.category.value if verdict else None,
         error_code=code,
     )
+
+
+def call_observation(form: Mapping[str, str]) -> Observation:
+    """A call's report (delivery/classification/twilio_voice.py). Two kinds reach the same URL:
+    * the call's status callback (`CallStatus`; Twilio sends `completed`, `busy`, `no-answer`,
+      `failed` or `canceled` once the call ends): a call answered by a person (or by someone
+      detection could not tell) is stored as `delivered` (the code was read to them); the others are
+      final failures, stored under their status (`no-answer` as `no_answer`), with `AnsweredBy` as
+      their detail when the callback carries it;
+    * answering machine detection's own callback (`AnsweredBy`, no final `CallStatus`), stored as
+      `answered` with the result as its detail: final for a machine or a fax (`ends_call` then
+      names the call to hang up), an observation only for a person or `unknown`.
+    One row per call and status (or per call's detection result): a replay is a duplicate."""
+    sid, status, by = form.get("CallSid") or "", form.get("CallStatus") or "", form.get("AnsweredBy") or None
+    if not _CALL_SID.match(sid):
+        raise MalformedReport("CallSid is not a call sid.")
+    if by is not None and by not in ANSWERED_BY:
+        raise MalformedReport("AnsweredBy is not a detection result.")
+    if status and status not in CALL_STATUSES:
+        raise MalformedReport("CallStatus is unknown.")
+    code = _int(form.get("ErrorCode"))
+    if by is not None and (not status or status in voice_table.NOT_FINAL):  # the call goes on: detection's
+        verdict = voice_table.answered(by)
+        return Observation.classified(verdict, dedup_key=f"{sid}:{ANSWERED}", event=ANSWERED, provider_ref=sid,
+                                      detail=by)  # fmt: skip
+    if not status:
+        raise MalformedReport("CallStatus or AnsweredBy is missing.")
+    outcome, verdict = voice_table.observed(status, by, code)
+    event = "delivered" if outcome == "delivered" else status.replace("-", "_")
+    detail = " ".join(p for p in ("completed" if outcome == "delivered" else None, by) if p) or None
+    return Observation.classified(
+        verdict, dedup_key=f"{sid}:{status}", event=event, provider_ref=sid, detail=detail, error_code=code
+    )
+
+
+def callback_attempt(observation: Observation, query: str) -> Observation:
+    """The observation linked to the attempt its signed StatusCallback URL names (`attempt=<intent>:<n>`,
+    delivery/channels/twilio.py), so it links whether or not the send is settled yet; as it was when the
+    URL names none or not one attempt (a message sent before the URL named it: linked by its sid)."""
+    try:
+        values = parse_qs(query, max_num_fields=10).get("attempt", [])
+    except ValueError:
+        return observation
+    match = _ATTEMPT_ID.match(values[0]) if len(values) == 1 else None
+    if match is None:
+        return observation
+    return replace(observation, intent_id=int(match.group(1)), attempt_id=values[0])
+
+
+def ends_call(observation: Observation) -> str | None:
+    """The call to hang up: one a machine or a fax answered, as detection reported while it goes on."""
+    if observation.event == ANSWERED and observation.permanent and observation.provider_ref:
+        return observation.provider_ref
+    return None
 
 
 def ingest(

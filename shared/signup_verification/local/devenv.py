@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..platform.channels import MESSAGE_CHANNELS
+
 if TYPE_CHECKING:
     from ..config import Config
 
@@ -27,10 +29,14 @@ SHARED = (
     "SMTP_PORT",
     "SMTP_SECURITY",
     "SMS_TRANSPORT",
+    "WHATSAPP_TRANSPORT",
+    "VOICE_TRANSPORT",
     "TWILIO_API_URL",
     "TWILIO_ACCOUNT_SID",
     "TWILIO_AUTH_TOKEN",
     "TWILIO_FROM",
+    "TWILIO_WHATSAPP_FROM",
+    "TWILIO_WHATSAPP_CONTENT_SIDS",
     "VERIFY_LINK_BASE",
     "WEBHOOK_URL",  # where the events go (local/wiring.py) and the development secret
     "WEBHOOK_SECRET",
@@ -89,7 +95,7 @@ def transport_note(config: Config, mailbox: str | None = None) -> str | None:
         return None
     if mailbox:
         return f"sending through the running `verifyctl dev`: mailbox {mailbox}/ (set EMAIL_TRANSPORT to override)"
-    console = [c for c, t in (("email", channels.email_transport), ("sms", channels.sms_transport)) if t == "console"]
+    console = [c for c in MESSAGE_CHANNELS if channels.transport(c) == "console"]
     if not console:
         return None
     return (

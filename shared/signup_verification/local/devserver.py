@@ -23,7 +23,7 @@ from ..platform import migrations
 from ..platform.config import Target, source_checkout
 from ..platform.database import Database
 from ..verifications.tokens import Keyring
-from . import banner, demo_site, devenv, embedded, provider_reports
+from . import banner, demo_site, devenv, embedded, fake_twilio, provider_reports
 from . import children as children_
 from .ports import check_free
 from .wiring import Wiring
@@ -126,8 +126,13 @@ def child_environment(
         "SMTP_PORT": str(smtp_port),
         "SMTP_SECURITY": "none",
         "SMS_TRANSPORT": "twilio",
+        "WHATSAPP_TRANSPORT": "twilio",
+        "VOICE_TRANSPORT": "twilio",
         "TWILIO_API_URL": f"http://{host}:{mailbox_port}",
         **DEV_TWILIO,
+        # the mailbox's fake knows these approved WhatsApp templates; calls come from TWILIO_FROM
+        "TWILIO_WHATSAPP_FROM": "whatsapp:" + DEV_TWILIO["TWILIO_FROM"],
+        "TWILIO_WHATSAPP_CONTENT_SIDS": fake_twilio.content_sids_setting(),
         "PYTHONUNBUFFERED": "1",
         # the fan-out's local stand-in (platform/tasks.py) starts more invocations of this dispatch target,
         # and create nudges it through the same stand-in (outbox/nudge.py): a message leaves within about

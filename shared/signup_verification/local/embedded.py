@@ -77,9 +77,12 @@ def running(data_dir: Path) -> bool:
 
 
 def stop(data_dir: Path) -> None:
-    """Stop the server this process started in `data_dir` (and only that one)."""
+    """Stop the server this process started in `data_dir` (and only that one), also one started to
+    outlive the process (stop_at_exit=False): asked to stop, it stops unless another process of ours
+    still uses it."""
     server = _servers.pop(Path(data_dir).resolve(), None)
     if server is not None:
+        server.cleanup_mode = "stop"  # type: ignore[attr-defined]  # None would leave it running
         try:
             server.cleanup()  # type: ignore[attr-defined]
         except Exception as exc:  # best effort at shutdown

@@ -1,5 +1,8 @@
-"""The local mailbox's fake Twilio Messages API (`verifyctl dev`): `POST .../Messages.json` (form
-fields To, From, Body, StatusCallback; 201 with a JSON message resource), `GET .../Messages/<sid>.json`
+"""The local mailbox's fake Twilio Messages and Calls APIs (`verifyctl dev`): `POST .../Messages.json`
+(form fields To, From, Body, StatusCallback; 201 with a JSON message resource; a `whatsapp:` To
+with ContentSid and ContentVariables is a WhatsApp template message, rendered from the approved
+templates this fake knows, `content_sids`), `POST .../Calls.json` (To, From, Twiml: the mailbox
+keeps what its <Say> speaks), `GET .../Messages/<sid>.json`
 and the Messages list API `GET .../Messages.json?To=&From=` (newest first, as the reconciler's
 lookup of an ambiguous SMS asks it), keeping every SMS in the mailbox. Twilio's documented test
 numbers answer their documented errors, as Twilio does for its test credentials (MAGIC_NUMBERS for
@@ -10,14 +13,18 @@ creating it (the ambiguous send the next reconcile settles by looking it up), SM
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import uuid
+import xml.etree.ElementTree as ET  # nosec B405: parses the TwiML our own dispatcher sent
 from collections.abc import Callable
 from email.utils import format_datetime
 from typing import Any
 
 import flask
 
+from ..delivery import templates
 from . import sandbox
 from .mailstore import Mailbox, Message, sms_segments
 
@@ -40,6 +47,43 @@ MAGIC_SENDERS = {
     "+15005550007": (21606, "The 'From' phone number provided is not a valid message-capable Twilio phone number."),
     "+15005550008": (21611, "This 'From' number has exceeded the maximum number of queued messages."),
 }
+
+
+def content_sids() -> dict[str, str]:
+    """The approved WhatsApp authentication templates this fake knows: a content SID per language of
+    the signup templates (`verifyctl dev` passes them as TWILIO_WHATSAPP_CONTENT_SIDS)."""
+    version = templates.current_version("signup")
+    return {locale: "HX" + uuid.uuid5(uuid.NAMESPACE_URL, locale).hex for locale in templates.locales(version)}
+
+
+def content_sids_setting() -> str:
+    return ",".join(f"{locale}:{sid}" for locale, sid in content_sids().items())
+
+
+def _whatsapp_text(sid: str, variables: str) -> str | None:
+    """The template's text as Meta renders it with its one variable, or None (unknown SID or variables)."""
+    locale = {v: k for k, v in content_sids().items()}.get(sid)
+    try:
+        values = json.loads(variables or "{}")
+    except ValueError:
+        return None
+    if locale is None or not isinstance(values, dict) or set(values) != {"1"}:
+        return None
+    return templates.render(templates.current_version("signup"), locale, "whatsapp", code=str(values["1"])).strip()
+
+
+def _spoken(twiml: str) -> str | None:
+    """What a call's TwiML says (its <Say> texts), or None when it is not TwiML."""
+    try:
+        root = ET.fromstring(twiml.encode())  # nosec B314: our dispatcher's TwiML, on the laptop
+    except ET.ParseError:
+        return None
+    if root.tag != "Response":
+        return None
+    return " ".join((say.text or "").strip() for say in root.iter("Say")).strip()
+
+
+CALL_OVER = frozenset({"ended", "completed", "busy", "no-answer", "failed", "canceled"})  # the mailbox's states
 
 
 def register(
@@ -72,11 +116,45 @@ def register(
             on_accepted(message)
         return message
 
+    @app.post("/2010-04-01/Accounts/<requested_sid>/Calls.json")
+    def twilio_call(requested_sid: str):
+        if not authorised(requested_sid):
+            return twilio_error(401, 20003, "Authenticate")
+        form = flask.request.form
+        to, caller = form.get("To", ""), form.get("From", "")
+        if not _E164.match(to):
+            return twilio_error(400, 21211, f"Invalid 'To' Phone Number: {to}")
+        if not caller:
+            return twilio_error(400, 21213, "'From' phone number is required.")
+        speech = _spoken(form.get("Twiml", ""))
+        if not speech:
+            return twilio_error(400, 12100, "Document parse failure")
+        call = accepted(mailbox.add_call(to, caller, speech, form.get("StatusCallback") or None))
+        return flask.jsonify(call_resource(call, requested_sid)), 201
+
+    @app.post("/2010-04-01/Accounts/<requested_sid>/Calls/<sid>.json")
+    def twilio_call_end(requested_sid: str, sid: str):
+        """`Status=completed` ends a call in progress (the report path, on a machine's answer); a call
+        that is over already answers 21220, as Twilio does."""
+        if not authorised(requested_sid):
+            return twilio_error(401, 20003, "Authenticate")
+        call = next((m for m in mailbox.messages() if m.sid == sid and m.kind == "voice"), None)
+        if call is None:
+            return twilio_error(404, 20404, f"The requested resource {flask.request.path} was not found")
+        if flask.request.form.get("Status") not in ("completed", "canceled"):
+            return twilio_error(400, 21200, "Only Status=completed or canceled ends a call here.")
+        if call.delivery in CALL_OVER:
+            return twilio_error(400, 21220, "Call is not in-progress. Cannot redirect.")
+        mailbox.set_delivery(call.id, "ended", "ended through the Calls API: a machine answered")
+        return flask.jsonify({**call_resource(call, requested_sid), "status": "completed"})
+
     @app.post("/2010-04-01/Accounts/<requested_sid>/Messages.json")
     def twilio_create(requested_sid: str):
         if not authorised(requested_sid):
             return twilio_error(401, 20003, "Authenticate")
         form = flask.request.form
+        if form.get("To", "").startswith("whatsapp:"):
+            return whatsapp_create(requested_sid, form)
         to, sender, body = (
             form.get("To", ""),
             form.get("From") or form.get("MessagingServiceSid", ""),
@@ -105,6 +183,22 @@ def register(
         message = accepted(mailbox.add_sms(to, sender, body, form.get("StatusCallback") or None))
         return flask.jsonify(resource(message, requested_sid)), 201
 
+    def whatsapp_create(requested_sid: str, form: Any):
+        to, sender = form["To"].removeprefix("whatsapp:"), form.get("From") or form.get("MessagingServiceSid", "")
+        if not _E164.match(to):
+            return twilio_error(400, 63024, "Invalid message recipient")
+        if not sender:
+            return twilio_error(400, 21603, "A 'From' phone number is required.")
+        if "ContentSid" not in form:  # a business starts a conversation with an approved template only
+            return twilio_error(
+                400, 63016, "Failed to send freeform message because you are outside the allowed window."
+            )
+        text = _whatsapp_text(form["ContentSid"], form.get("ContentVariables", ""))
+        if text is None:
+            return twilio_error(400, 63027, "Template does not exist for a language and locale")
+        message = accepted(mailbox.add_whatsapp(to, sender, text, form.get("StatusCallback") or None))
+        return flask.jsonify(resource(message, requested_sid)), 201
+
     @app.get("/2010-04-01/Accounts/<requested_sid>/Messages.json")
     def twilio_list(requested_sid: str):
         if not authorised(requested_sid):
@@ -128,13 +222,36 @@ def register(
         return flask.jsonify(resource(message, requested_sid))
 
 
+def call_resource(call: Message, account_sid: str) -> dict[str, Any]:
+    created = format_datetime(call.received_at, usegmt=True)
+    uri = f"/2010-04-01/Accounts/{account_sid}/Calls/{call.sid}"
+    return {
+        "sid": call.sid,
+        "account_sid": account_sid,
+        "api_version": "2010-04-01",
+        "to": call.recipients[0],
+        "from": call.sender,
+        "status": "queued",
+        "direction": "outbound-api",
+        "answered_by": None,
+        "date_created": created,
+        "date_updated": created,
+        "start_time": None,
+        "end_time": None,
+        "duration": None,
+        "price": None,
+        "price_unit": "USD",
+        "uri": f"{uri}.json",
+    }
+
+
 def resource(message: Message, account_sid: str) -> dict[str, Any]:
     created = format_datetime(message.received_at, usegmt=True)
     return {
         "sid": message.sid,
         "account_sid": account_sid,
         "api_version": "2010-04-01",
-        "to": message.recipients[0],
+        "to": ("whatsapp:" if message.kind == "whatsapp" else "") + message.recipients[0],
         "from": message.sender,
         "body": message.text,
         "status": "queued",

@@ -1,4 +1,5 @@
-"""The local mailbox's store (`verifyctl dev`): every email and SMS it was handed, in memory.
+"""The local mailbox's store (`verifyctl dev`): every email, SMS, WhatsApp message and call it was
+handed (a call as the text it speaks), in memory.
 
 A restart empties it, as a fresh laptop run should. Each message also carries what the emulated
 provider reported about it (local/provider_reports.py): its delivery state.
@@ -25,13 +26,18 @@ from ..delivery import sms
 from ..platform.timestamps import rfc3339
 
 MAX_MESSAGES = 1000
+LABELS = {"email": "Email", "sms": "SMS", "whatsapp": "WhatsApp", "voice": "Call"}
 _URL = re.compile(r"https?://[^\s<>\"')]+")
+# A code as a text carries it (digits standing alone, never a port or a part of a longer number) and
+# as a call speaks it (digit by digit: code_messages.py joins the digits with ", ").
+_WRITTEN_CODE = re.compile(r"(?<![\d:])\d{4,10}(?!\d)")
+_SPOKEN_CODE = re.compile(r"(?<![\d:])\d(?:, \d){3,9}(?!\d)")
 
 
 @dataclass
 class Message:
     id: int
-    kind: str  # email | sms
+    kind: str  # a message channel: email | sms | whatsapp | voice
     received_at: datetime
     sender: str
     recipients: list[str]
@@ -59,6 +65,20 @@ class Message:
         return list(dict.fromkeys(u for u in found if u.startswith(("http://", "https://"))))
 
     @property
+    def label(self) -> str:
+        """What the page calls it."""
+        return LABELS.get(self.kind, self.kind)
+
+    @property
+    def code(self) -> str | None:
+        """The code an SMS, a WhatsApp message or a call carries (the page shows it to copy), else None."""
+        if self.kind == "voice":
+            spoken = _SPOKEN_CODE.search(self.text)
+            return spoken.group(0).replace(", ", "") if spoken else None
+        written = _WRITTEN_CODE.search(self.text) if self.kind in ("sms", "whatsapp") else None
+        return written.group(0) if written else None
+
+    @property
     def preview(self) -> str:
         return self.subject if self.kind == "email" else self.text
 
@@ -76,6 +96,7 @@ class Message:
             "sid": self.sid,
             "delivery": self.delivery,
             "delivery_note": self.delivery_note,
+            "code": self.code,
         }
 
 
@@ -120,6 +141,24 @@ class Mailbox:
         return self._add(
             lambda i: Message(
                 i, "sms", datetime.now(UTC), sender, [to], "", body, sid=sid, status_callback=status_callback
+            )
+        )
+
+    def add_whatsapp(self, to: str, sender: str, text: str, status_callback: str | None = None) -> Message:
+        """A WhatsApp template message, as the person reads it (the template rendered with its variable)."""
+        sid = "SM" + secrets.token_hex(16)
+        return self._add(
+            lambda i: Message(
+                i, "whatsapp", datetime.now(UTC), sender, [to], "", text, sid=sid, status_callback=status_callback
+            )
+        )
+
+    def add_call(self, to: str, caller: str, speech: str, status_callback: str | None = None) -> Message:
+        """A call, as the text its TwiML's <Say> speaks."""
+        sid = "CA" + secrets.token_hex(16)
+        return self._add(
+            lambda i: Message(
+                i, "voice", datetime.now(UTC), caller, [to], "", speech, sid=sid, status_callback=status_callback
             )
         )
 

@@ -10,6 +10,13 @@ fake Twilio accepted, posted to the local `delivery_reports` target as the provi
   our custom_args intent_id / attempt_id, taken from the message's X-Delivery-Attempt header.
 - SMS: `queued`, `sent`, then `delivered` to the StatusCallback the create request carried; the
   sandbox numbers of sandbox.SMS_REPORTS end `undelivered` or `failed` with Twilio's error code instead.
+- WhatsApp (a `whatsapp:` message): the same, then `read`, with `ChannelPrefix=whatsapp`; the numbers
+  of sandbox.WHATSAPP_REPORTS end `undelivered` or `failed` with their 63xxx code.
+- a call (a `CA…` sid): answering machine detection's result (`AnsweredBy`, to the
+  AsyncAmdStatusCallback, which the voice channel points at the same URL), then the status callback
+  `completed`; the numbers of sandbox.CALL_REPORTS end `busy`, `no-answer` or `failed` (one status
+  callback, nothing to detect) or are answered by a machine (`machine_start`: the report path then
+  ends the call through the Calls API before its `completed`).
 
 Signatures are the real ones (api/report_signatures.py checks them): ECDSA P-256 over timestamp +
 body under the development key (generated once into the local folder), and HMAC-SHA1 under the
@@ -135,11 +142,21 @@ class Reporter:
             self._schedule(message.id, "spam reported", after, lambda: self._sendgrid(message, "spamreport"))
 
     def sms_accepted(self, message: Message) -> None:
+        """A message (SMS or WhatsApp) or a call the fake Twilio took: its callbacks, each when due."""
         if not (message.status_callback and self._twilio_token):
             return
-        final, code = sandbox.SMS_REPORTS.get(message.recipients[0], ("delivered", None))
+        if (message.sid or "").startswith("CA"):
+            forms = call_callbacks(message, sandbox.CALL_REPORTS.get(_number(message), "human"), self._twilio_sid or "")
+            self.mailbox.set_delivery(message.id, "accepted", f"Twilio reports the call in {self.delay:g} s")
+            for step, (state, form) in enumerate(forms):
+                self._schedule(message.id, state, self.delay + step * SMS_STEP_SECONDS,
+                               functools.partial(self._twilio_form, message, state, form))  # fmt: skip
+            return
+        reports = sandbox.WHATSAPP_REPORTS if _whatsapp(message) else sandbox.SMS_REPORTS
+        final, code = reports.get(_number(message), ("delivered", None))
         self.mailbox.set_delivery(message.id, "accepted", f"Twilio reports {final} in {self.delay:g} s")
-        for step, status in enumerate(("queued", "sent", final)):
+        statuses = ("queued", "sent", final, *(("read",) if _whatsapp(message) and final == "delivered" else ()))
+        for step, status in enumerate(statuses):
             post: Callable[[], str] = functools.partial(
                 self._twilio, message, status, code if status == final else None
             )
@@ -208,9 +225,11 @@ class Reporter:
         return f"SendGrid {event}: " + self._post(self._sendgrid_url, body, headers)
 
     def _twilio(self, message: Message, status: str, error_code: int | None) -> str:
+        return self._twilio_form(message, status, twilio_callback(message, status, error_code, self._twilio_sid or ""))
+
+    def _twilio_form(self, message: Message, status: str, form: dict[str, str]) -> str:
         if message.status_callback is None or self._twilio_token is None:
             return "no StatusCallback: Twilio reports nothing"
-        form = twilio_callback(message, status, error_code, self._twilio_sid or "")
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
             "X-Twilio-Signature": twilio_signature(self._twilio_token, message.status_callback, list(form.items())),
@@ -268,7 +287,7 @@ def sendgrid_event(message: Message, event: str) -> dict[str, object]:
 
 
 def twilio_callback(message: Message, status: str, error_code: int | None, account_sid: str) -> dict[str, str]:
-    """A status callback's form as Twilio posts it."""
+    """A message's status callback's form as Twilio posts it (a WhatsApp one names its channel)."""
     form = {
         "AccountSid": account_sid,
         "ApiVersion": "2010-04-01",
@@ -279,6 +298,38 @@ def twilio_callback(message: Message, status: str, error_code: int | None, accou
         "SmsStatus": status,
         "To": message.recipients[0],
     }
+    if _whatsapp(message):
+        form |= {"ChannelPrefix": "whatsapp", "To": "whatsapp:" + _number(message)}
     if error_code is not None:
         form["ErrorCode"] = str(error_code)
     return form
+
+
+def call_callbacks(message: Message, outcome: str, account_sid: str) -> list[tuple[str, dict[str, str]]]:
+    """A call's callbacks as Twilio posts them, in order, as (the mailbox's state, form): for `human`
+    or `machine`, detection's result (AsyncAmdStatusCallback: CallSid, AnsweredBy,
+    MachineDetectionDuration) then the status callback `completed`; for `busy`, `no-answer`, `failed`
+    or `canceled`, that status callback alone."""
+    sid = message.sid or ""
+    status = {"AccountSid": account_sid, "ApiVersion": "2010-04-01", "CallSid": sid, "From": message.sender,
+              "To": _number(message), "Direction": "outbound-api", "CallbackSource": "call-progress-events",
+              "SequenceNumber": "0"}  # fmt: skip
+    if outcome not in ("human", "machine"):
+        return [(outcome, {**status, "CallStatus": outcome, "CallDuration": "0"})]
+    answered_by = "human" if outcome == "human" else "machine_start"
+    detected = {
+        "AccountSid": account_sid,
+        "CallSid": sid,
+        "AnsweredBy": answered_by,
+        "MachineDetectionDuration": "2400",
+    }
+    return [(f"answered by {answered_by}", detected), ("completed", {**status, "CallStatus": "completed",
+                                                                     "CallDuration": "12"})]  # fmt: skip
+
+
+def _number(message: Message) -> str:
+    return message.recipients[0].removeprefix("whatsapp:") if message.recipients else ""
+
+
+def _whatsapp(message: Message) -> bool:
+    return message.kind == "whatsapp" or bool(message.recipients and message.recipients[0].startswith("whatsapp:"))

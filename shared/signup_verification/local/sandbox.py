@@ -11,6 +11,10 @@ docs/integrate.md ("Testing against the sandbox"; tests/unit/test_sandbox_docs.p
   one mailbox share its rate limit, so a fresh domain rather than a fresh tag). Any other address
   is delivered.
 - SMS: fixed numbers (fictional 555-01xx, mobile enough for create). Any other number is delivered.
+- WhatsApp and calls: fixed numbers of their own, in the same range. Each number behaves on its own
+  channel only: on another phone channel it is an ordinary number (delivered, or answered by a person).
+- A landline for calls (LANDLINE, London's fictional 020 7946 0xxx): a call reaches it as any number;
+  create refuses it for SMS and WhatsApp (`sms-number-type-not-allowed`).
 - Twilio's own magic test numbers (+15005550001 ...) answer their documented errors; create accepts
   them when the configured Twilio sender is Twilio's test sender (verifications/abuse.py).
 """
@@ -26,7 +30,7 @@ SPAM_REPORT_AFTER_SECONDS = 0.5  # after the delivered report
 @dataclass(frozen=True)
 class SandboxDestination:
     destination: str  # an email local part (before `+`), or an E.164 number
-    channel: str  # email | sms
+    channel: str  # email | sms | whatsapp | voice
     outcome: str  # what the site sees: the delivery's status (and reason), as the read API and webhooks say it
 
 
@@ -46,6 +50,34 @@ SMS_REPORTS = {"+12025550110": ("undelivered", 30003), "+12025550111": ("failed"
 # The Messages API answers 500: after creating the message (True) or without creating it (False).
 SMS_SERVER_ERRORS = {"+12025550150": True, "+12025550151": False}
 SMS_SLOW = frozenset({"+12025550160"})
+# WhatsApp status callbacks (a `whatsapp:` message the fake Twilio took): the final status and its code.
+WHATSAPP_REPORTS = {"+12025550180": ("undelivered", 63003), "+12025550181": ("failed", 63016)}
+# A call's callbacks (provider_reports.py call_callbacks): how the call ends; any other number answers
+# as a person.
+CALL_REPORTS = {"+12025550170": "busy", "+12025550171": "no-answer", "+12025550172": "machine",
+                "+12025550173": "failed"}  # fmt: skip
+LANDLINE = "+442079460100"
+WHATSAPP = {
+    "+12025550180": SandboxDestination(
+        "+12025550180",
+        "whatsapp",
+        "undeliverable, reason invalid_destination (63003: no WhatsApp on this number; suppressed for WhatsApp only)",
+    ),
+    "+12025550181": SandboxDestination(
+        "+12025550181",
+        "whatsapp",
+        "undeliverable, reason message_rejected (63016: not a template; an account fault, nothing suppressed)",
+    ),
+}
+CALLS = {
+    "+12025550170": SandboxDestination("+12025550170", "voice", "undeliverable, reason unreachable (busy)"),
+    "+12025550171": SandboxDestination("+12025550171", "voice", "undeliverable, reason unreachable (no-answer)"),
+    "+12025550172": SandboxDestination(
+        "+12025550172", "voice", "undeliverable, reason unreachable (a machine answered: the call is ended)"
+    ),
+    "+12025550173": SandboxDestination("+12025550173", "voice", "undeliverable, reason unknown (failed)"),
+    LANDLINE: SandboxDestination(LANDLINE, "voice", "delivered: a landline, answered by a person"),
+}
 SMS = {
     "+12025550110": SandboxDestination(
         "+12025550110", "sms", "undeliverable, reason unreachable (30003: the handset is off; not suppressed)"

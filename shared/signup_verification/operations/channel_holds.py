@@ -15,13 +15,14 @@ import re
 from dataclasses import dataclass
 
 from ..platform.catalogue import catalogue
+from ..platform.channels import MESSAGE_CHANNELS, PHONE_CHANNELS
 from ..platform.database import Database
 
 _SQL = catalogue("delivery")
 _CHANNEL_HOLDS_RESUME = _SQL["channel_holds_resume"]
 
 _log = logging.getLogger("signup_verification.operations.channel_holds")
-CHANNELS = ("email", "sms")
+CHANNELS = MESSAGE_CHANNELS
 _COUNTRY = re.compile(r"^[A-Za-z]{2}$")
 _DOMAIN = re.compile(r"^[^@\s:/]{1,253}$")
 
@@ -29,7 +30,7 @@ _DOMAIN = re.compile(r"^[^@\s:/]{1,253}$")
 @dataclass(frozen=True)
 class HoldScope:
     channel: str
-    route: str = ""  # '' for the whole channel; an ISO country (sms) or a receiving domain (email)
+    route: str = ""  # '' for the whole channel; an ISO country (a phone channel) or a receiving domain (email)
 
     @property
     def scope(self) -> str:
@@ -46,11 +47,11 @@ class HoldScope:
             raise ValueError(f"a scope is CHANNEL or CHANNEL:ROUTE with CHANNEL one of {', '.join(CHANNELS)}")
         if not route:
             return cls(channel)
-        if channel == "sms" and not _COUNTRY.match(route):
-            raise ValueError("an SMS route is a destination country's two-letter ISO code, e.g. sms:FR")
+        if channel in PHONE_CHANNELS and not _COUNTRY.match(route):
+            raise ValueError(f"a {channel} route is a destination country's two-letter ISO code, e.g. {channel}:FR")
         if channel == "email" and not _DOMAIN.match(route):
             raise ValueError("an email route is a receiving domain, e.g. email:example.com")
-        return cls(channel, route.upper() if channel == "sms" else route.lower())
+        return cls(channel, route.upper() if channel in PHONE_CHANNELS else route.lower())
 
 
 def resume(db: Database, scope: HoldScope | str, resumed_by: str) -> bool:

@@ -19,6 +19,7 @@ from ..delivery.config import (
     TWILIO_ACCOUNT_SID,
     TWILIO_API_URL,
     TWILIO_AUTH_TOKEN,
+    VOICE_MAX_PER_HOUR,
     MessageConfig,
     SendLimit,
 )
@@ -142,6 +143,7 @@ class SignalsConfig:
         help="`status` alerts when the reconciler has not advanced for longer (infra's alert uses the same)",
     )
     sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()  # the global SMS budget (alert once spent)
+    voice_max_per_hour: int | None = VOICE_MAX_PER_HOUR.field()  # the call budget (alert once spent)
     awaiting_report_alert_seconds: float | None = setting(
         "ACCEPTED_UNDELIVERED_AGE_ALERT_SECONDS",
         900.0,
@@ -188,8 +190,10 @@ class DispatchConfig:
         above=0,
         help="how often an idle invocation looks for work (an empty claim is one probe of the eligible partial index)",
     )
-    # Past it the claim takes no SMS intent until the next hour or `verifyctl sms resume`.
+    # Past it the claim takes no SMS (nor WhatsApp) intent until the next hour or `verifyctl sms resume`.
     sms_max_per_hour: int | None = SMS_MAX_PER_HOUR.field()
+    # Past it the claim takes no voice intent until the next hour or `verifyctl voice resume`.
+    voice_max_per_hour: int | None = VOICE_MAX_PER_HOUR.field()
     messages: MessageConfig = part(MessageConfig)  # what the rendered messages say
     failures: FailurePolicy = part(FailurePolicy)  # suppression and channel holds
     pacing: PacingConfig = part(PacingConfig)  # the providers' rates

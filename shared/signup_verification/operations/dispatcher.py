@@ -126,7 +126,9 @@ class DispatchRun:
 def dispatch(run: DispatchRun) -> DispatchReport:
     """One invocation, closed with the deployment's heartbeat and its signals records."""
     config = run.config
-    if run.invocation.role == fanout.NUDGE and not idle.work_waiting(run.db, config.sms_max_per_hour):
+    if run.invocation.role == fanout.NUDGE and not idle.work_waiting(
+        run.db, config.sms_max_per_hour, config.voice_max_per_hour
+    ):
         return DispatchReport()
     if run.tasks is None and run.invocation.role in fanout.DECIDING:
         run = dataclasses.replace(run, tasks=fanout.starter(config.fanout, config.function_timeout_seconds))
@@ -301,6 +303,7 @@ class Dispatcher:
             size,
             lease_seconds,
             o.sms_max_per_hour,
+            voice_max_per_hour=o.voice_max_per_hour,
             begin=True,
             dead_within=o.send_timeout_seconds,
             limits=limits,

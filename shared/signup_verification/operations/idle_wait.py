@@ -44,7 +44,7 @@ def wait_for_work(
         if stop.wait(max(0.0, next_probe - clock())):
             return True
         next_probe = max(next_probe + o.idle_poll_seconds, clock())  # fixed rate; never a burst after a stall
-        found = idle.probe(db, name, owner, o.sms_max_per_hour)
+        found = idle.probe(db, name, owner, o.sms_max_per_hour, o.voice_max_per_hour)
         if found.waiting:
             return True
         if found.superseded:

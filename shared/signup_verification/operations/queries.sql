@@ -5,7 +5,8 @@
 -- the very definition the claim uses, so a scheduled (future) or suppressed intent never ages the
 -- signal. Every part reads a partial index or a time-bounded range, so the cost follows the live
 -- set and the window, never the history.
-WITH channels (channel) AS (VALUES ('email'), ('sms'), ('webhook')),
+-- :channels: every channel the outbox delivers on (platform/channels.py's DELIVERY_CHANNELS).
+WITH channels (channel) AS (SELECT unnest(CAST(:channels AS text[]))),
 ready AS (
     SELECT channel, count(*) AS n, min(next_attempt_at) AS oldest
       FROM eligible_delivery_intents
@@ -69,7 +70,7 @@ ready AS (
     SELECT channel, count(*) AS n, min(completed_at) AS oldest
       FROM delivery_intents
      WHERE status = 'accepted' AND delivered_at IS NULL AND completed_at > now() - interval '1 day'
-       AND channel IN ('email', 'sms')
+       AND channel <> 'webhook'
      GROUP BY channel
 ), delivered AS (
     -- deliveries reported delivered in the window, and accepted -> delivered latency
@@ -77,15 +78,15 @@ ready AS (
            percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(extract(epoch FROM delivered_at - completed_at), 0)) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY greatest(extract(epoch FROM delivered_at - completed_at), 0)) AS p95
       FROM delivery_intents
-     WHERE delivered_at > now() - make_interval(secs => :window_seconds) AND channel IN ('email', 'sms')
+     WHERE delivered_at > now() - make_interval(secs => :window_seconds) AND channel <> 'webhook'
      GROUP BY channel
 ), wrong_codes AS (
-    -- wrong SMS codes typed in the last day (the per-destination budget);
-    -- on verifications_wrong_codes: only verifications a wrong code was typed for
+    -- wrong codes typed in the last day (the per-destination budget);
+    -- on verifications_wrong_codes: only verifications a wrong code was typed for (only a
+    -- verification with a code channel counts them: verifications/queries.sql:confirm_wrong_code)
     SELECT coalesce(sum(confirm_failures), 0)::integer AS n
       FROM verifications
-     WHERE destination IS NOT NULL AND created_at > now() - interval '1 day'
-       AND (channel = 'sms' OR fallback_channel = 'sms') AND confirm_failures > 0
+     WHERE destination IS NOT NULL AND created_at > now() - interval '1 day' AND confirm_failures > 0
 ), holds AS (
     -- channels held after a run of account faults, and the latest run (record_sender_faults)
     SELECT channel, faults, window_started_at, last_fault_at, category, code, provider, held_at,
@@ -138,11 +139,15 @@ SELECT c.channel,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
        h.covered_through AS reconciler_watermark,
        extract(epoch FROM now() - h.covered_through)::float8 AS reconciler_watermark_age_seconds,
-       -- the global SMS budget (sms_budget_left): 0 = SMS sends paused
+       -- the global SMS budget (sms_budget_left, SMS and WhatsApp): 0 = their sends paused
        sms_budget_left(CAST(:sms_max AS integer)) AS sms_budget_left,
        date_trunc('hour', now(), 'UTC') + interval '1 hour' AS sms_budget_resets_at,
        coalesce((SELECT extra FROM sms_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)::integer
            AS sms_budget_granted,
+       -- the call budget (voice_budget_left): 0 = calls paused
+       voice_budget_left(CAST(:voice_max AS integer)) AS voice_budget_left,
+       coalesce((SELECT extra FROM voice_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)::integer
+           AS voice_budget_granted,
        coalesce(pc.seconds_left, 0)::float8 AS slowed_seconds,
        (SELECT count(*) FROM dispatch_invocations WHERE deployment = :deployment AND until > now())::integer
            AS fanout_live,
@@ -173,12 +178,15 @@ SELECT c.channel,
 
 -- name: timeline_verification
 -- verifyctl inspect: the verification, its proofs (verifications/proofs.py) and its (primary) delivery
--- intent (never the nonce or the digest); a fallback intent is read by operations/queries.sql:timeline_fallback.
+-- intent (never the nonce or the digest); the later steps' intents are read by operations/queries.sql:timeline_fallback.
 SELECT v.id, v.account_id, v.channel, v.destination, v.purpose, v.locale, v.status, v.expires_at,
        v.created_at, v.updated_at, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at,
-       v.redacted_at, v.superseded_by, v.confirm_failures, v.fallback_channel,
+       v.second_proof_channel, v.third_proof_at,
+       v.redacted_at, v.superseded_by, v.confirm_failures, v.fallback_channel, v.step3_channel,
+       (SELECT f.destination FROM delivery_intents AS f  -- a step's channel names it
+         WHERE f.verification_id = v.id AND f.channel = v.fallback_channel AND f.role = 'fallback') AS fallback_destination,
        (SELECT f.destination FROM delivery_intents AS f
-         WHERE f.verification_id = v.id AND f.role = 'fallback') AS fallback_destination,
+         WHERE f.verification_id = v.id AND f.channel = v.step3_channel AND f.role = 'fallback') AS step3_destination,
        i.id AS intent_id, i.status AS intent_status, i.template_version, i.attempts, i.max_attempts,
        i.ambiguous_count, i.lease_owner, i.lease_until, i.lease_version, i.next_attempt_at, i.last_error,
        i.provider_ref, i.suppression_reason, i.created_at AS intent_created_at, i.last_claimed_at,
@@ -219,15 +227,17 @@ SELECT o.provider, o.event, o.detail, o.error_code, o.permanent, o.attempt_id, o
  ORDER BY o.id
 
 -- name: timeline_fallback
--- verifyctl inspect: the verification's fallback delivery intent, if its channel policy has one.
-SELECT i.id, i.channel, i.destination, i.policy, i.after_seconds, i.status, i.attempts, i.max_attempts,
+-- verifyctl inspect: the verification's later steps' delivery intents (the fallback, step 3), in step order.
+SELECT i.id, intent_step(i.verification_id, i.id) AS step, i.channel, i.destination, i.policy, i.after_seconds, i.status, i.attempts, i.max_attempts,
        i.next_attempt_at, i.brought_forward_at, i.suppression_reason, i.last_error, i.provider_ref,
        i.created_at, i.completed_at, i.last_claimed_at, i.lease_owner, i.lease_version, i.delivered_at,
        i.failed_at, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault,
-       (SELECT p.completed_at FROM delivery_intents AS p
-         WHERE p.verification_id = i.verification_id AND p.role = 'primary' AND p.status = 'failed') AS primary_failed_at
+       (SELECT CASE WHEN p.status = 'failed' THEN p.completed_at END FROM delivery_intents AS p
+         WHERE p.verification_id = i.verification_id AND p.role <> 'event' AND p.id < i.id
+         ORDER BY p.id DESC LIMIT 1) AS previous_failed_at  -- the step before it, when it failed for good
   FROM delivery_intents AS i
  WHERE i.verification_id = :verification_id AND i.role = 'fallback'
+ ORDER BY i.id
 
 -- name: run_lock
 -- One reconcile run at a time per deployment: a session advisory lock on the heartbeat row's name

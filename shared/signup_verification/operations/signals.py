@@ -24,6 +24,7 @@ from typing import Any
 from ..outbox import heartbeats
 from ..outbox.states import AttemptOutcome
 from ..platform.catalogue import catalogue
+from ..platform.channels import DELIVERY_CHANNELS
 from ..platform.database import Database
 from ..platform.timestamps import rfc3339, rfc3339_or_none
 from .config import SignalsConfig
@@ -31,7 +32,6 @@ from .config import SignalsConfig
 _OPERATIONS = catalogue("operations")
 _OUTBOX = catalogue("outbox")
 _SIGNALS = _OPERATIONS["signals"]
-_SMS_GRANT = _OUTBOX["sms_grant"]
 
 __all__ = ["ChannelSignals", "Signals", "compute", "emit", "workers"]
 
@@ -99,10 +99,16 @@ class Signals:
     wrong_codes_last_day: int = 0  # SMS codes typed wrong in 24 h (CODE_FAILURES_PER_DESTINATION_PER_DAY)
     sms_budget_granted: int = 0  # `verifyctl sms resume` grants this hour
     fanout_live: int = 0  # dispatch invocations the fan-out started that may be running (delivery/fanout.py)
+    voice_budget_left: int | None = None  # the call budget (VOICE_MAX_PER_HOUR); None: none configured
+    voice_budget_granted: int = 0  # `verifyctl voice resume` grants this hour
 
     @property
     def sms_paused(self) -> bool:
         return self.sms_budget_left == 0
+
+    @property
+    def voice_paused(self) -> bool:
+        return self.voice_budget_left == 0
 
     @property
     def sms_budget_total(self) -> int | None:
@@ -161,6 +167,11 @@ class Signals:
                 f"sms: {percent:.0f} % of this hour's budget ({self.sms_budget_used} of {self.sms_budget_total}) "
                 f"used; SMS sends pause when it is spent, until {resets} (docs/deploy.md, sizing SMS_MAX_PER_HOUR)"
             )
+        if self.voice_paused:
+            found.append(
+                f"voice: budget of {self.config.voice_max_per_hour} calls per hour spent: calls paused until "
+                f"{resets} or `verifyctl voice resume` (toll fraud? docs/deploy.md)"
+            )
         age = self.channels[0].reconciler_watermark_age_seconds if self.channels else None
         if age is None:
             found.append("reconciler: no completed sweep recorded for this deployment")
@@ -189,6 +200,12 @@ class Signals:
                 "paused": self.sms_paused,
                 "resets_at": rfc3339_or_none(self.sms_budget_resets_at),
             },
+            "voice_budget": {
+                "max_per_hour": self.config.voice_max_per_hour,
+                "granted": self.voice_budget_granted,
+                "left": self.voice_budget_left,
+                "paused": self.voice_paused,
+            },
             "wrong_codes_last_day": self.wrong_codes_last_day,
             "fanout_live": self.fanout_live,
             "alerts": self.alerts(),
@@ -205,6 +222,8 @@ def compute(
         deployment=deployment,
         window_seconds=config.window_seconds,
         sms_max=config.sms_max_per_hour,
+        voice_max=config.voice_max_per_hour,
+        channels=list(DELIVERY_CHANNELS),
     )
     channels = []
     for row in rows:
@@ -253,6 +272,8 @@ def compute(
         first["wrong_codes_last_day"],
         first["sms_budget_granted"],
         first["fanout_live"],
+        first["voice_budget_left"],
+        first["voice_budget_granted"],
     )
 
 
@@ -319,6 +340,8 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
             sms_budget_paused=signals.sms_paused,
             sms_budget_used_percent=signals.sms_budget_used_percent,
         )
+    if channel.channel == "voice":
+        fields.update(voice_budget_left=signals.voice_budget_left, voice_budget_paused=signals.voice_paused)
     return fields
 
 
@@ -395,25 +418,6 @@ def live(channel: ChannelSignals) -> bool:
             channel.oscillating_count,
         )
     )
-
-
-def resume_sms(db: Database, config: SignalsConfig, granted_by: str) -> int:
-    """Grant this UTC hour another SMS budget's worth (`verifyctl sms resume`); the SMS now left."""
-    if config.sms_max_per_hour is None:
-        raise ValueError("SMS_MAX_PER_HOUR is not set: there is no SMS budget to resume")
-    row = db.rows(
-        _SMS_GRANT,
-        extra=config.sms_max_per_hour,
-        granted_by=granted_by,
-        sms_max=config.sms_max_per_hour,
-    )[0]
-    _log.warning(
-        "SMS budget resumed by %s: %d more this hour",
-        granted_by,
-        config.sms_max_per_hour,
-        extra={"json_fields": {"event": "sms_budget_resumed", "granted_by": granted_by}},
-    )
-    return int(row["sms_budget_left"])
 
 
 def _cause(run: dict[str, Any]) -> str:

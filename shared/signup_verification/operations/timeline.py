@@ -30,7 +30,7 @@ from ..platform.catalogue import catalogue
 from ..platform.database import Database
 from ..platform.redaction import mask_destination, redact_text
 from ..platform.timestamps import rfc3339
-from ..verifications.proofs import proofs
+from ..verifications.proofs import proofs, proved_at
 from . import timeline_fallback, timeline_reports
 from .reasons import failure_reason, render_reason
 from .timeline_fallback import clock as _clock
@@ -53,7 +53,8 @@ class Timeline:
     verification: dict[str, Any]  # masked: safe to print
     intent: dict[str, Any] | None
     events: list[Event] = field(default_factory=list)
-    fallback: dict[str, Any] | None = None  # the channel policy's fallback delivery (masked)
+    fallback: dict[str, Any] | None = None  # the channel policy's fallback delivery (masked): step 2
+    step3: dict[str, Any] | None = None  # step 3's delivery (masked), when there is one
     webhook_events: list[dict[str, Any]] = field(default_factory=list)  # each with its attempts
 
     def as_json(self) -> dict[str, Any]:
@@ -62,13 +63,17 @@ class Timeline:
                 rfc3339(value) if isinstance(value, datetime) else str(value) if isinstance(value, uuid.UUID) else value
             )
 
+        steps = {name: {k: plain(v) for k, v in step.items()} for name, step in self._later() if step}
         return {
             "verification": {k: plain(v) for k, v in self.verification.items()},
-            "delivery_note": delivery_note(self.verification, self.intent, self.fallback),
+            "delivery_note": delivery_note(self.verification, self.intent, self.fallback, self.step3),
             "intent": {k: plain(v) for k, v in self.intent.items()} if self.intent else None,
             "events": [{"at": rfc3339(e.at), "event": e.kind, "detail": e.detail} for e in self.events],
             "webhook_events": [{k: plain(v) for k, v in w.items()} for w in self.webhook_events],
-        } | ({"fallback": {k: plain(v) for k, v in self.fallback.items()}} if self.fallback else {})
+        } | steps
+
+    def _later(self) -> tuple[tuple[str, dict[str, Any] | None], ...]:
+        return ("fallback", self.fallback), ("step3", self.step3)
 
 
 class NotFound(LookupError):
@@ -123,15 +128,22 @@ def timeline(db: Database, verification_id: uuid.UUID) -> Timeline:
         }
         attempts = db.rows(_TIMELINE_ATTEMPTS, intent_id=row["intent_id"])
     result = Timeline(verification, intent)
-    result.fallback, fallback_attempts = timeline_fallback.fallback(db, verification_id)
-    extra = [Event(*e) for e in timeline_fallback.events(result.fallback, fallback_attempts)] if result.fallback else []
+    later = timeline_fallback.later_steps(db, verification_id)
+    result.fallback, result.step3, *_ = [intent for intent, _ in later] + [None, None]
+    extra = [Event(*e) for intent, log in later for e in timeline_fallback.events(intent, log)]
     extra += [Event(*e) for e in timeline_reports.events(db, verification_id)]  # provider reports
     result.events = sorted(_events(row, attempts) + extra, key=lambda e: e.at)
     result.webhook_events = _webhook_events(db, row["id"])
     return result
 
 
-_PROOFS = {("email", "link"): "the email's link", ("sms", "code"): "the SMS code"}
+def _proof_phrase(channel: str | None, via: str | None) -> str:
+    """How the timeline names a secret: the email's link, or a channel's code."""
+    if channel is None or via is None:
+        return "the link or code (which was not recorded)"
+    return "the email's link" if via == "link" else f"the {'SMS' if channel == 'sms' else channel} code"
+
+
 # How a verification ended unverified, as the timeline says it.
 _ENDINGS = {
     VerificationStatus.EXPIRED: "the link or code expired",
@@ -203,12 +215,12 @@ def _events(row: dict[str, Any], attempts: list[dict[str, Any]]) -> list[Event]:
     if row["intent_status"] == IntentStatus.SUPPRESSED and row["completed_at"]:
         events.append(Event(row["completed_at"], "suppressed", f"not sent: verification {row['suppression_reason']}"))
     if row["verified_at"]:
-        proof = _PROOFS.get((row["verified_channel"], row["verified_via"]), "the link or code (which was not recorded)")
+        proof = _proof_phrase(row["verified_channel"], row["verified_via"])
         events.append(Event(row["verified_at"], "verified", f"confirmed with {proof}"))
-        if row["second_proof_at"]:  # the other channel's secret, later
-            second = next(p for p in proofs(row) if p.channel != row["verified_channel"])
-            phrase = _PROOFS[(second.channel, second.via)]
-            events.append(Event(row["second_proof_at"], "proved", f"{second.destination} proved too, with {phrase}"))
+        for later in proofs(row)[1:]:  # another step's secret, later
+            phrase = _proof_phrase(later.channel, later.via)
+            at = proved_at(row, later.channel)
+            events.append(Event(at, "proved", f"{later.destination} proved too, with {phrase}"))
     elif row["status"] in _ENDINGS:
         detail = _ENDINGS[row["status"]].format(superseded_by=row["superseded_by"])
         events.append(Event(row["updated_at"], row["status"], detail))
@@ -239,14 +251,17 @@ _WAITING = frozenset({IntentStatus.READY, IntentStatus.RETRYABLE, IntentStatus.A
 
 
 def delivery_note(
-    verification: dict[str, Any], intent: dict[str, Any] | None, fallback: dict[str, Any] | None = None
+    verification: dict[str, Any], intent: dict[str, Any] | None, *later: dict[str, Any] | None
 ) -> str | None:
-    """What the bare statuses do not say: a pending verification nobody will receive."""
+    """What the bare statuses do not say: a pending verification nobody will receive. `later`: the
+    later steps' intents (the fallback, step 3), None where there is none."""
     if verification["status"] != VerificationStatus.PENDING or intent is None:
         return None
     ended = (IntentStatus.FAILED, IntentStatus.SUPPRESSED)
-    if intent["status"] == IntentStatus.FAILED and fallback is not None and fallback["status"] not in ended:
-        return f"the primary failed for good; the {fallback['channel']} fallback: {fallback['why']}"
+    left = next((step for step in later if step is not None and step["status"] not in ended), None)
+    if intent["status"] == IntentStatus.FAILED and left is not None:
+        step = timeline_fallback.name(left)
+        return f"the primary failed for good; the {left['channel']} {step}: {left['why']}"
     if intent["status"] == IntentStatus.FAILED:
         return (
             "delivery failed for good: no message was delivered, none will be sent; the user needs a new verification"
@@ -260,7 +275,7 @@ def delivery_note(
 
 def render(t: Timeline) -> str:
     v, i = t.verification, t.intent
-    note = delivery_note(v, i, t.fallback)
+    note = delivery_note(v, i, t.fallback, t.step3)
     lines = [
         f"verification {v['id']}  {v['channel']}  {v['destination']}  status {v['status']}"
         + (f" ({note})" if note else ""),
@@ -285,8 +300,7 @@ def render(t: Timeline) -> str:
             lines.append(f"  last error: {i['last_error']}")
     else:
         lines.append("  no delivery intent")
-    if t.fallback:
-        lines.append(timeline_fallback.render_line(t.fallback))
+    lines += [timeline_fallback.render_line(step) for step in (t.fallback, t.step3) if step]
     lines.append("")
     width = max(len(e.kind) for e in t.events)
     lines += [f"{_clock(e.at)}  {e.kind:<{width}}  {e.detail}" for e in t.events]

@@ -1,5 +1,5 @@
-"""`verifyctl inspect` for a verification with a channel policy: its fallback delivery,
-what happened to it, and why it was or was not sent. Masked destination; error texts redacted."""
+"""`verifyctl inspect` for a verification of several steps: each later step's delivery (the fallback,
+step 3), what happened to it, and why it was or was not sent. Masked destination; error texts redacted."""
 
 from __future__ import annotations
 
@@ -26,11 +26,12 @@ _DEATHS = {
 }
 
 
-def fallback(db: Database, verification_id: uuid.UUID) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The fallback intent (masked) and its attempt log, or (None, []) under policy single."""
-    row = db.one(_SQL, verification_id=verification_id)
-    if row is None:
-        return None, []
+def later_steps(db: Database, verification_id: uuid.UUID) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each later step's intent (masked) and its attempt log, in step order; none under policy single."""
+    return [_step(db, row) for row in db.rows(_SQL, verification_id=verification_id)]
+
+
+def _step(db: Database, row: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     intent = {k: v for k, v in row.items() if k not in ("destination", "last_error") and not k.startswith("failure_")}
     intent["destination"] = mask_destination(row["channel"], row["destination"])
     intent["reason"] = failure_reason(row)
@@ -40,17 +41,19 @@ def fallback(db: Database, verification_id: uuid.UUID) -> tuple[dict[str, Any] |
 
 
 def due_reason(intent: dict[str, Any]) -> str:
-    """timer | primary_failed | at_once: why the fallback became due (the signals count the same)."""
+    """timer | primary_failed | at_once: why a later step became due (the signals count the same;
+    primary_failed: the step before it failed for good)."""
     if intent["brought_forward_at"] is not None:
         return "primary_failed"
     return "at_once" if intent["policy"] == "both" else "timer"
 
 
 def why(intent: dict[str, Any]) -> str:
-    """One line: why the fallback was or was not sent."""
+    """One line: why the later step was or was not sent."""
     status, after = intent["status"], intent["after_seconds"]
+    before = "the primary" if intent["step"] == 2 else f"step {intent['step'] - 1}"
     reason = {
-        "primary_failed": f"the primary failed for good at {clock(intent['brought_forward_at'])}: brought forward",
+        "primary_failed": f"{before} failed for good at {clock(intent['brought_forward_at'])}: brought forward",
         "at_once": "policy both (after_seconds 0): sent with the primary",
         "timer": f"{after} s passed without a confirmation",
     }[due_reason(intent)]
@@ -69,8 +72,8 @@ def why(intent: dict[str, Any]) -> str:
 
 
 def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple[datetime, str, str]]:
-    """(at, kind, detail) for the timeline: the fallback's schedule, claims, attempts and outcome."""
-    label = f"{intent['channel']} fallback (intent {intent['id']})"
+    """(at, kind, detail) for the timeline: a later step's schedule, claims, attempts and outcome."""
+    label = f"{intent['channel']} {name(intent)} (intent {intent['id']})"
     found = [
         (
             intent["created_at"],
@@ -79,7 +82,7 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
         )
     ]
     if intent["brought_forward_at"] is not None:
-        found.append((intent["brought_forward_at"], "brought forward", f"{label}: the primary failed for good"))
+        found.append((intent["brought_forward_at"], "brought forward", f"{label}: the step before failed for good"))
     for a in attempts:
         if a["outcome"] == AttemptOutcome.ATTEMPTING:
             found.append(
@@ -100,9 +103,14 @@ def events(intent: dict[str, Any], attempts: list[dict[str, Any]]) -> list[tuple
 def render_line(intent: dict[str, Any]) -> str:
     failed = f"  failed: {render_reason(intent['reason'])}" if intent.get("reason") else ""
     return (
-        f"  fallback {intent['id']}  {intent['channel']}  {intent['destination']}  status {intent['status']}  "
+        f"  {name(intent)} {intent['id']}  {intent['channel']}  {intent['destination']}  status {intent['status']}  "
         f"attempts {intent['attempts']}/{intent['max_attempts']}  {intent['why']}{failed}"
     )
+
+
+def name(intent: dict[str, Any]) -> str:
+    """How the timeline names a later step: step 2 is the fallback."""
+    return "fallback" if intent["step"] == 2 else f"step {intent['step']}"
 
 
 def clock(at: datetime | None) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 from ..delivery.channels.base import SendResult
 from ..delivery.channels.http import HttpClient, HttpFailure
 from ..delivery.channels.webhook import WebhookChannel, classify
-from ..delivery.config import WebhookConfig
 from ..delivery.events import EventContent
+from ..delivery.webhook_config import WebhookConfig
 from ..platform.errors import ConfigError
 from ..platform.redaction import scrub
 from ..platform.timestamps import rfc3339

@@ -83,6 +83,9 @@ class RetryPolicy:
         {
             "email": ChannelPolicy("retry", 300.0),
             "sms": ChannelPolicy("hold", 300.0),
+            # no idempotency key on Twilio's message or call create either: a duplicate code or call
+            "whatsapp": ChannelPolicy("hold", 300.0),
+            "voice": ChannelPolicy("hold", 300.0),
             # webhook events: the receiver deduplicates on webhook-id, so an ambiguous send is resent
             "webhook": ChannelPolicy("retry", 60.0),
         },

@@ -151,15 +151,26 @@ BEGIN
     RETURN written;
 END $$;
 
--- name: message_deliveries
--- message_deliveries: every message delivery (primary, fallback) of the verifications the failed
--- intents belong to, as the site reads it: the failed ones with the reasons passed in, the others as
--- their rows are now (a suppressed one by why).
-CREATE OR REPLACE FUNCTION message_deliveries(p_intent_ids bigint[], p_reasons jsonb)
-RETURNS TABLE (verification_id uuid, intent_id bigint, channel text, role text, status text, failed_at text,
-               reason jsonb, just_failed boolean)
+-- name: intent_step
+-- intent_step: a message intent's step, its place among its verification's message intents (1: the
+-- primary, 2: the fallback, 3: the step after it): create writes them in step order (enqueue_steps),
+-- so the order of their ids is the steps'.
+-- The events name a delivery by it, as the read API does (verifications/queries.sql:read).
+CREATE OR REPLACE FUNCTION intent_step(p_verification_id uuid, p_intent_id bigint) RETURNS integer
 LANGUAGE sql STABLE AS $$
-    SELECT m.verification_id, m.id, m.channel, m.role,
+    SELECT count(*)::integer FROM delivery_intents
+     WHERE verification_id = p_verification_id AND role <> 'event' AND id <= p_intent_id
+$$;
+
+-- name: step_deliveries
+-- step_deliveries: every message delivery (each step) of the verifications the
+-- failed intents belong to, as the site reads it: the failed ones with the reasons passed in, the
+-- others as their rows are now (a suppressed one by why).
+CREATE OR REPLACE FUNCTION step_deliveries(p_intent_ids bigint[], p_reasons jsonb)
+RETURNS TABLE (verification_id uuid, intent_id bigint, step integer, channel text, role text, status text,
+               failed_at text, reason jsonb, just_failed boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT m.verification_id, m.id, intent_step(m.verification_id, m.id), m.channel, m.role,
            CASE WHEN m.id = ANY (p_intent_ids) THEN coalesce(r.status, 'failed')
                 WHEN m.status = 'failed' AND m.undeliverable_reason IS NOT NULL THEN 'undeliverable'
                 ELSE m.status END,
@@ -197,12 +208,12 @@ $$;
 -- their rows read, with these reasons, and only other rows are written (the verification's other
 -- intents, new event intents).
 -- Effects:
---   * the channel policy brings a pending fallback forward when its primary failed;
+--   * the steps: the next waiting step is brought forward when the step before it failed;
 --   * `delivery.bounced` (opt-in, WEBHOOK_EVENTS) for each failed delivery, with its reason;
 --   * `delivery.failed` once no message channel of a pending verification is left, with every
 --     delivery's reason.
 -- Returns the number of rows those effects wrote. The deliveries as the site reads them:
--- message_deliveries.
+-- step_deliveries.
 CREATE OR REPLACE FUNCTION delivery_failed(p_intent_ids bigint[], p_reasons jsonb DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -221,26 +232,33 @@ BEGIN
       WHERE id IN (SELECT verification_id FROM delivery_intents WHERE id = ANY (p_intent_ids) AND role <> 'event')
       ORDER BY id FOR UPDATE;
 
-    -- The channel policy: a primary that failed for good makes its verification's waiting fallback
-    -- due now (its next_attempt_at, the outbox's own schedule: the next claim takes it), recording
-    -- why. Only a fallback not yet due and never tried: one already due or sent is left. Reads only
-    -- the failed rows' verification_id and role, which the caller's UPDATE never changes.
+    -- The steps: a step that failed for good makes its verification's next waiting step due now (its
+    -- next_attempt_at, the outbox's own schedule: the next claim takes it), recording why. The next
+    -- waiting step is the first later step (id order is step order) not yet due and never tried with
+    -- only failed steps between the two: a chain, so when step 2 fails too, step 3 comes forward,
+    -- and a step already due or sent is left. Reads only the failed rows' verification_id and id,
+    -- which the caller's UPDATE never changes (the steps between are read as they are now, those
+    -- failed here counted as failed).
     UPDATE delivery_intents AS f
        SET next_attempt_at = now(), brought_forward_at = now(), updated_at = now()
       FROM delivery_intents AS p
-     WHERE p.id = ANY (p_intent_ids) AND p.role = 'primary'
-       AND f.verification_id = p.verification_id AND f.role = 'fallback'
-       AND f.status = 'ready' AND f.attempts = 0 AND f.next_attempt_at > now();
+     WHERE p.id = ANY (p_intent_ids) AND p.role <> 'event'
+       AND f.verification_id = p.verification_id AND f.role = 'fallback' AND f.id > p.id
+       AND f.status = 'ready' AND f.attempts = 0 AND f.next_attempt_at > now()
+       AND NOT EXISTS (SELECT 1 FROM delivery_intents AS b
+                        WHERE b.verification_id = p.verification_id AND b.role <> 'event'
+                          AND b.id > p.id AND b.id < f.id
+                          AND b.status <> 'failed' AND NOT b.id = ANY (p_intent_ids));
     GET DIAGNOSTICS n = ROW_COUNT;
     written := written + n;
 
     -- `delivery.bounced`: one per failed delivery (its subject is the delivery's channel).
     written := written + coalesce((
         SELECT sum(record_event(v, 'delivery.bounced',
-                   jsonb_build_object('delivery', jsonb_build_object('channel', d.channel, 'role', d.role,
+                   jsonb_build_object('delivery', jsonb_build_object('step', d.step, 'channel', d.channel, 'role', d.role,
                                       'status', d.status, 'failed_at', d.failed_at, 'reason', d.reason)),
                    d.channel))
-          FROM message_deliveries(p_intent_ids, p_reasons) AS d
+          FROM step_deliveries(p_intent_ids, p_reasons) AS d
           JOIN verifications AS v ON v.id = d.verification_id
          WHERE d.just_failed), 0);
 
@@ -254,12 +272,12 @@ BEGIN
                                            AS d(channel text)),
                    'deliveries', f.deliveries)))
           FROM (SELECT d.verification_id,
-                       jsonb_agg(jsonb_build_object('channel', d.channel, 'role', d.role, 'status', d.status,
+                       jsonb_agg(jsonb_build_object('step', d.step, 'channel', d.channel, 'role', d.role, 'status', d.status,
                                                     'failed_at', d.failed_at, 'reason', d.reason)
                                  ORDER BY d.intent_id) AS deliveries,
                        bool_and(d.just_failed OR d.status IN ('failed', 'undeliverable', 'suppressed')) AS none_left,
                        bool_or(d.just_failed) AS any_failed
-                  FROM message_deliveries(p_intent_ids, p_reasons) AS d
+                  FROM step_deliveries(p_intent_ids, p_reasons) AS d
                  GROUP BY d.verification_id) AS f
           JOIN verifications AS v ON v.id = f.verification_id
          WHERE v.status = 'pending' AND f.none_left AND f.any_failed), 0);
@@ -267,85 +285,139 @@ BEGIN
 END $$;
 
 -- name: sms_budget_left
--- sms_budget_left: SMS sends the global budget still allows this UTC hour (NULL: no budget).
+-- sms_budget_left: text messages to phones (SMS and WhatsApp) the global budget (SMS_MAX_PER_HOUR)
+-- still allows this UTC hour (NULL: no budget).
 -- Spent = attempts begun this hour (each costs a message, ambiguous retries included), less those of
 -- them that ended without reaching the provider (released, or refused before processing: the
--- index delivery_attempts_sms_unsent lists which), plus SMS intents claimed and not yet begun (in flight in some
--- worker); an operator's grant adds to it.
--- The claim reads it (outbox/queries.sql:claim), so past the budget SMS intents simply stay eligible:
--- not failed, not charged an attempt. Email is never limited by it.
+-- index delivery_attempts_text_unsent lists which), plus intents claimed and not yet begun (in flight in some
+-- worker); an operator's grant (`verifyctl sms resume`) adds to it.
+-- WhatsApp counts here, not in a budget of its own: the budget caps what pumping numbers costs in an
+-- hour, a WhatsApp code is a message charged per send to the same numbers, and one budget means a
+-- script that switches channels gets no second allowance.
+-- The claim reads it (outbox/queries.sql:claim), so past the budget SMS and WhatsApp intents simply
+-- stay eligible: not failed, not charged an attempt. Email and calls are never limited by it.
 CREATE OR REPLACE FUNCTION sms_budget_left(p_max integer)
 RETURNS integer LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN p_max IS NULL THEN NULL ELSE greatest(0,
         p_max
         + coalesce((SELECT extra FROM sms_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)
         - (SELECT count(*) FROM delivery_attempts
-            WHERE channel = 'sms' AND outcome = 'attempting' AND observed_at >= date_trunc('hour', now(), 'UTC'))
+            WHERE channel IN ('sms', 'whatsapp') AND outcome = 'attempting' AND observed_at >= date_trunc('hour', now(), 'UTC'))
         -- an unsent attempt gives back the place its begun row took, when that row is of this hour
         + (SELECT count(*) FROM delivery_attempts AS u
             JOIN delivery_attempts AS b ON b.intent_id = u.intent_id AND b.attempt_number = u.attempt_number
                                        AND b.outcome = 'attempting'
                                        AND b.observed_at >= date_trunc('hour', now(), 'UTC')
-            WHERE u.channel = 'sms' AND u.observed_at >= date_trunc('hour', now(), 'UTC')
+            WHERE u.channel IN ('sms', 'whatsapp') AND u.observed_at >= date_trunc('hour', now(), 'UTC')
               AND (u.outcome = 'released'
                    OR (u.outcome = 'retryable' AND u.error_class IN ('not_sent', 'channel_stopped', 'rate_limited'))))
-        - (SELECT count(*) FROM delivery_intents WHERE channel = 'sms' AND status = 'claimed'))::integer END
+        - (SELECT count(*) FROM delivery_intents WHERE channel IN ('sms', 'whatsapp') AND status = 'claimed'))::integer END
 $$;
 
--- name: enqueue_messages
+-- name: voice_budget_left
+-- voice_budget_left: calls the call budget (VOICE_MAX_PER_HOUR) still allows this UTC hour (NULL: no
+-- budget), counted as sms_budget_left counts messages (delivery_attempts_voice_begun and _unsent); an
+-- operator's grant (`verifyctl voice resume`) adds to it. A call costs several SMS (per minute, and the
+-- premium ranges calls reach cost more still), so calls have a budget of their own. The claim reads it:
+-- past it voice intents stay eligible, unfailed and uncharged. Its counts are written out, not shared
+-- with sms_budget_left through a function taking the channels: PostgreSQL never inlines a SQL function
+-- whose body has subqueries, so such a body would be planned for any channel and miss the partial indexes.
+CREATE OR REPLACE FUNCTION voice_budget_left(p_max integer)
+RETURNS integer LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_max IS NULL THEN NULL ELSE greatest(0,
+        p_max
+        + coalesce((SELECT extra FROM voice_budget_grants WHERE hour = date_trunc('hour', now(), 'UTC')), 0)
+        - (SELECT count(*) FROM delivery_attempts
+            WHERE channel = 'voice' AND outcome = 'attempting' AND observed_at >= date_trunc('hour', now(), 'UTC'))
+        -- an unsent attempt gives back the place its begun row took, when that row is of this hour
+        + (SELECT count(*) FROM delivery_attempts AS u
+            JOIN delivery_attempts AS b ON b.intent_id = u.intent_id AND b.attempt_number = u.attempt_number
+                                       AND b.outcome = 'attempting'
+                                       AND b.observed_at >= date_trunc('hour', now(), 'UTC')
+            WHERE u.channel = 'voice' AND u.observed_at >= date_trunc('hour', now(), 'UTC')
+              AND (u.outcome = 'released'
+                   OR (u.outcome = 'retryable' AND u.error_class IN ('not_sent', 'channel_stopped', 'rate_limited'))))
+        - (SELECT count(*) FROM delivery_intents WHERE channel = 'voice' AND status = 'claimed'))::integer END
+$$;
+
+-- name: enqueue_steps
 -- transition: (new) -> ready, failed
 -- why: create: ready, or failed at once for a suppressed destination answered silently
--- enqueue_messages: a new verification's message intents, written by create_verification in its
--- transaction (verifications/functions.sql), right after the verification (p_verification, as its
--- INSERT returned it). The primary on the verification's channel is eligible at once; the fallback of
--- a channel policy (p_policy: verifications' channel_policy) at created_at + p_after_seconds, with its
--- own destination (the claim's eligibility view and the signals ignore it until then). A destination
--- create found suppressed and answers silently is `failed` at once (category `suppressed`, the
--- recipient's fault), never eligible, and delivery_failed() sets off what follows (the fallback
--- brought forward, the events).
-CREATE OR REPLACE FUNCTION enqueue_messages(p_verification verifications, p_template_version text,
-                                            p_max_attempts integer, p_policy text, p_fallback_destination text,
-                                            p_after_seconds integer, p_primary_suppressed boolean,
-                                            p_fallback_suppressed boolean) RETURNS void
+-- enqueue_steps: a new verification's message intents, one per step, written by create_verification_v2
+-- in its transaction (verifications/functions.sql), right after the verification (p_verification, as
+-- its INSERT returned it), in step order (their ids are the steps' order: intent_step). The steps'
+-- channels are the verification's (channel, fallback_channel, step3_channel); the arrays hold one
+-- entry per step: a later step's own destination (step 1's is the verification's), the channel policy
+-- and after_seconds each intent records (verifications' channel_policy: step 1 records step 2's), and
+-- whether create found its destination suppressed. Step 1 (role 'primary') is eligible at once, every
+-- later one (role 'fallback') at created_at + its after_seconds (the claim's eligibility view and the
+-- signals ignore it until then), or earlier when the step before fails for good (delivery_failed).
+-- A destination create found suppressed and answers silently is `failed` at once (category
+-- `suppressed`, the recipient's fault), never eligible, and delivery_failed() sets off what follows
+-- (the next step brought forward, the events).
+CREATE OR REPLACE FUNCTION enqueue_steps(p_verification verifications, p_template_version text,
+                                         p_max_attempts integer, p_destinations text[], p_policies text[],
+                                         p_after_seconds integer[], p_suppressed boolean[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
+    channels text[] := ARRAY[p_verification.channel, p_verification.fallback_channel, p_verification.step3_channel];
     failed_ids bigint[] := '{}';
     failed_reasons jsonb;
     intent_id bigint;
+    suppressed boolean;
 BEGIN
-    INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts,
-                                  policy, after_seconds, status, completed_at, failed_at, failure_category,
-                                  failure_fault)
-    VALUES (p_verification.id, p_verification.channel, p_verification.purpose, p_verification.locale,
-            p_template_version, p_max_attempts, p_policy, p_after_seconds,
-            CASE WHEN p_primary_suppressed THEN 'failed' ELSE 'ready' END,
-            CASE WHEN p_primary_suppressed THEN now() END, CASE WHEN p_primary_suppressed THEN now() END,
-            CASE WHEN p_primary_suppressed THEN 'suppressed' END, CASE WHEN p_primary_suppressed THEN 'recipient' END)
-    RETURNING id INTO intent_id;
-    IF p_primary_suppressed THEN
-        failed_ids := failed_ids || intent_id;
-    END IF;
-    IF p_verification.fallback_channel IS NOT NULL THEN
+    FOR step IN 1 .. cardinality(channels) LOOP
+        EXIT WHEN channels[step] IS NULL;  -- the steps are contiguous: none after a missing one
+        suppressed := coalesce(p_suppressed[step], false);
         INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, max_attempts,
                                       role, policy, after_seconds, destination, next_attempt_at, status,
                                       completed_at, failed_at, failure_category, failure_fault)
-        VALUES (p_verification.id, p_verification.fallback_channel, p_verification.purpose, p_verification.locale,
-                p_template_version, p_max_attempts, 'fallback', p_policy, p_after_seconds, p_fallback_destination,
-                p_verification.created_at + make_interval(secs => p_after_seconds),
-                CASE WHEN p_fallback_suppressed THEN 'failed' ELSE 'ready' END,
-                CASE WHEN p_fallback_suppressed THEN now() END, CASE WHEN p_fallback_suppressed THEN now() END,
-                CASE WHEN p_fallback_suppressed THEN 'suppressed' END,
-                CASE WHEN p_fallback_suppressed THEN 'recipient' END)
+        VALUES (p_verification.id, channels[step], p_verification.purpose, p_verification.locale,
+                p_template_version, p_max_attempts, CASE WHEN step = 1 THEN 'primary' ELSE 'fallback' END,
+                p_policies[step], p_after_seconds[step], CASE WHEN step > 1 THEN p_destinations[step] END,
+                CASE WHEN step = 1 THEN now()
+                     ELSE p_verification.created_at + make_interval(secs => p_after_seconds[step]) END,
+                CASE WHEN suppressed THEN 'failed' ELSE 'ready' END,
+                CASE WHEN suppressed THEN now() END, CASE WHEN suppressed THEN now() END,
+                CASE WHEN suppressed THEN 'suppressed' END, CASE WHEN suppressed THEN 'recipient' END)
         RETURNING id INTO intent_id;
-        IF p_fallback_suppressed THEN
+        IF suppressed THEN
             failed_ids := failed_ids || intent_id;
         END IF;
-    END IF;
+    END LOOP;
     IF cardinality(failed_ids) > 0 THEN
         SELECT jsonb_agg(jsonb_build_object('intent_id', f, 'category', 'suppressed', 'fault', 'recipient'))
           INTO failed_reasons FROM unnest(failed_ids) AS f;
         PERFORM delivery_failed(failed_ids, failed_reasons);
     END IF;
+END $$;
+
+-- name: stored_final_reports
+-- stored_final_reports: the final provider reports already stored about attempts a statement is about
+-- to end as sent: the settle (outbox/queries.sql:settle, intents `attempting`) and the reconciler's
+-- lookup that finds an ambiguous SMS at the provider (outbox/queries.sql:resolve_lookup, `ambiguous`).
+-- One per intent of p_intent_ids still in p_status and not reported delivered: the first report of
+-- its current attempt that says the message will never arrive. The intents are locked first (in id
+-- order, as the reports' ingest locks the in-flight ones it stores reports about), and the reports
+-- read after the lock is held (a VOLATILE function's query takes a fresh snapshot): a report ingested
+-- concurrently is either read here or applied by its ingest after the caller commits, never neither
+-- nor both. The failure's text and reason as observe_deliveries writes them.
+CREATE OR REPLACE FUNCTION stored_final_reports(p_intent_ids bigint[], p_status text)
+RETURNS TABLE (intent_id bigint, failure text, category text, code text, provider text, fault text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM 1 FROM delivery_intents WHERE id = ANY (p_intent_ids) AND status = p_status
+      ORDER BY id FOR NO KEY UPDATE;
+    RETURN QUERY
+    SELECT i.id, left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200),
+           coalesce(o.category, 'unknown'), o.reason_code, o.reason_provider,
+           coalesce(o.fault, 'transient_or_unknown')
+      FROM delivery_intents AS i
+     CROSS JOIN LATERAL (
+         SELECT * FROM delivery_observations AS o
+          WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts AND o.permanent
+          ORDER BY o.id LIMIT 1) AS o
+     WHERE i.id = ANY (p_intent_ids) AND i.status = p_status AND i.delivered_at IS NULL;
 END $$;
 
 -- name: observe_deliveries
@@ -357,10 +429,12 @@ END $$;
 -- intent: its batch's first `delivered` report (when, and the attempt it names) and its first final
 -- one (the failure's text and its reason {category, code, provider, fault}).
 --   delivered -> delivered_at (the first report wins), also while the attempt is still in flight (the
---                report overtook our settle); an ambiguous or retryable intent whose attempt the
---                provider reports delivered was sent: accepted, with an attempt-log row;
+--                report overtook our settle) unless a final report of it came first; an ambiguous or
+--                retryable intent whose attempt the provider reports delivered was sent: accepted, with
+--                an attempt-log row;
 --                `delivery.delivered` (opt-in) for each delivery;
---   final     -> an accepted intent not yet delivered is failed with its reason (undeliverable).
+--   final     -> an accepted intent not yet delivered is failed with its reason (undeliverable); one
+--                still in flight is failed by the settle that accepts it (stored_final_reports).
 -- The first terminal fact wins: a delivered intent is never made undeliverable later, an undeliverable
 -- one never delivered. Returns how many were reported delivered, and the intents made undeliverable
 -- with their reasons (for delivery_failed(), which the caller runs).
@@ -412,8 +486,13 @@ BEGIN
          WHERE i.id = p.intent_id
            AND ((p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
                  -- 'attempting': the report overtook our settle (the provider answered, its event
-                 -- came before our commit); settle leaves delivered_at alone, so it is kept
-                 AND (i.status IN ('accepted', 'ambiguous', 'retryable', 'attempting')))
+                 -- came before our commit); settle leaves delivered_at alone, so it is kept, unless
+                 -- a final report of that attempt came first (stored_final_reports applies it)
+                 AND (i.status IN ('accepted', 'ambiguous', 'retryable')
+                      OR (i.status = 'attempting'
+                          AND NOT EXISTS (SELECT 1 FROM delivery_observations AS o
+                                           WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts
+                                             AND o.permanent))))
                 OR (p.failure IS NOT NULL AND i.status = 'accepted' AND i.delivered_at IS NULL))
         RETURNING i.id, i.verification_id, i.channel, i.role, i.template_version, p.delivered_attempt, p.reason,
                   i.delivered_at, p.delivered_at IS NOT NULL AS reported,
@@ -434,7 +513,8 @@ BEGIN
     ), delivered_events AS (
         -- `delivery.delivered` (opt-in): one per delivery, the first time it is reported delivered
         SELECT record_event(v, 'delivery.delivered',
-                            jsonb_build_object('delivery', jsonb_build_object('channel', c.channel, 'role', c.role,
+                            jsonb_build_object('delivery', jsonb_build_object('step', intent_step(c.verification_id, c.id),
+                                               'channel', c.channel, 'role', c.role,
                                                'status', 'delivered', 'delivered_at', rfc3339(c.delivered_at))),
                             c.channel) AS written
           FROM changed AS c JOIN verifications AS v ON v.id = c.verification_id

@@ -19,7 +19,7 @@ _ENTER = _SQL["idle_enter"]
 
 @dataclass(frozen=True)
 class Probe:
-    waiting: bool  # the claim would take at least one intent now (SMS only within the global budget)
+    waiting: bool  # the claim would take at least one intent now (SMS, WhatsApp and calls within their budgets)
     superseded: bool  # a newer invocation of this deployment is waiting: this one may return
 
 
@@ -28,10 +28,14 @@ def enter(db: Database, name: str, deployment: str, owner: str, elapsed_seconds:
     db.run(_ENTER, name=name, deployment=deployment, owner=owner, elapsed=elapsed_seconds)
 
 
-def probe(db: Database, name: str, owner: str, sms_max_per_hour: int | None = None) -> Probe:
-    waiting, superseded = db.run(_PROBE, sms_max=sms_max_per_hour, name=name, owner=owner)[0]
+def probe(
+    db: Database, name: str, owner: str, sms_max_per_hour: int | None = None, voice_max_per_hour: int | None = None
+) -> Probe:
+    waiting, superseded = db.run(
+        _PROBE, sms_max=sms_max_per_hour, voice_max=voice_max_per_hour, name=name, owner=owner
+    )[0]
     return Probe(bool(waiting), bool(superseded))
 
 
-def work_waiting(db: Database, sms_max_per_hour: int | None = None) -> bool:
-    return probe(db, "", "", sms_max_per_hour).waiting
+def work_waiting(db: Database, sms_max_per_hour: int | None = None, voice_max_per_hour: int | None = None) -> bool:
+    return probe(db, "", "", sms_max_per_hour, voice_max_per_hour).waiting

@@ -5,7 +5,7 @@
 -- why: claim (fenced from here on): a live intent is begun in the same statement
 -- claim: eligible -> claimed, or with :begin straight to attempting (the fused claim).
 -- One short transaction, committed before any network call.
--- Reads the shared eligibility view (SMS capped by the global budget); SKIP LOCKED lets concurrent workers take disjoint batches.
+-- Reads the shared eligibility view (SMS and WhatsApp capped by the global SMS budget, calls by theirs); SKIP LOCKED lets concurrent workers take disjoint batches.
 -- Returns what the worker needs to render and to fence its later writes (lease_version), nothing
 -- more: each column costs the worker ~0.7 us per intent to decode (pg8000).
 -- Shaped so the plan is index probes whatever the table sizes (bench/raw_sql_bench.py): the ids
@@ -46,6 +46,23 @@ WITH email AS (
      LIMIT CASE WHEN channel_held('sms') OR channel_slowed('sms') THEN 0
                 ELSE least(:sms_limit, sms_budget_left(CAST(:sms_max AS integer))) END
        FOR UPDATE SKIP LOCKED
+), whatsapp AS (
+    -- WhatsApp counts in the same budget as SMS (sms_budget_left): what the SMS branch took first is
+    -- spent, so the two together never take more than the budget left
+    SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'whatsapp'
+     ORDER BY next_attempt_at, id
+     LIMIT CASE WHEN channel_held('whatsapp') OR channel_slowed('whatsapp') THEN 0
+                WHEN CAST(:sms_max AS integer) IS NULL THEN :whatsapp_limit
+                ELSE least(:whatsapp_limit,
+                           greatest(0, sms_budget_left(CAST(:sms_max AS integer)) - (SELECT count(*) FROM sms))) END
+       FOR UPDATE SKIP LOCKED
+), voice AS (
+    -- calls within their own budget (VOICE_MAX_PER_HOUR, voice_budget_left), as SMS within theirs
+    SELECT id, next_attempt_at FROM eligible_delivery_intents WHERE channel = 'voice'
+     ORDER BY next_attempt_at, id
+     LIMIT CASE WHEN channel_held('voice') OR channel_slowed('voice') THEN 0
+                ELSE least(:voice_limit, voice_budget_left(CAST(:voice_max AS integer))) END
+       FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE delivery_intents AS i
        SET (status, attempts) = (
@@ -59,7 +76,8 @@ WITH email AS (
            lease_until = now() + make_interval(secs => :lease_seconds),
            lease_version = i.lease_version + 1, last_claimed_at = now(), updated_at = now(), sending_at = NULL
      WHERE i.id = ANY (ARRAY(SELECT id FROM (SELECT * FROM email UNION ALL SELECT * FROM webhook
-                                              UNION ALL SELECT * FROM sms) AS pick
+                                              UNION ALL SELECT * FROM sms UNION ALL SELECT * FROM whatsapp
+                                              UNION ALL SELECT * FROM voice) AS pick
                               ORDER BY next_attempt_at, id LIMIT :limit))
     RETURNING i.*
 ), route_held AS (
@@ -131,7 +149,7 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 
 -- name: settle
 -- transition: attempting -> accepted, retryable, ambiguous, failed
--- why: record a send's outcome; a retryable one on the last attempt fails
+-- why: record a send's outcome; a retryable one on the last attempt fails, an accepted one already reported final fails
 -- settle (fenced): attempting -> accepted | retryable | ambiguous | failed, with the outcome row
 -- appended in the same statement. Returns (intent id, final status) for each row it settled; rows
 -- whose lease was lost (expired, or taken over) match nothing: the caller counts them stale.
@@ -151,6 +169,12 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 -- records the events. While a run of route faults
 -- is open on a channel, its sends settled here count in their routes' runs (the share a route hold
 -- needs); otherwise no route is even looked up.
+-- A provider's final report about the attempt can come before this settle (a status callback posted
+-- while the rest of the batch was still being sent): it is stored then (the reports' ingest) and
+-- applied here (stored_final_reports): an accepted send whose attempt was reported final, and not
+-- delivered, is failed for good with the report's reason (undeliverable, as observe_deliveries fails an
+-- accepted one) and delivery_failed runs for it; its recipient, account and route faults were counted
+-- when the report was stored. A delivery reported first keeps its delivered_at (never written here).
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :versions::bigint[], :outcomes::text[], :delays::float8[],
                          :error_classes::text[], :error_details::text[], :provider_refs::text[],
@@ -158,17 +182,25 @@ WITH input AS (
                          :providers::text[], :faults::text[], :scopes::text[])
         AS t(id, lease_version, outcome, delay_seconds, error_class, error_detail, provider_ref, segments, attempted,
              category, code, provider, fault, scope)
+), observed AS MATERIALIZED (
+    -- final reports already stored about these attempts (read after locking the intents: one ingest
+    -- running now has committed or sees this settle's outcome)
+    SELECT * FROM stored_final_reports(:ids::bigint[], 'attempting')
 ), decided AS (
     SELECT t.id, t.lease_version, t.outcome, t.delay_seconds, t.error_class, t.error_detail, t.provider_ref,
-           t.segments, t.attempted, CASE WHEN e.exhausted THEN NULL ELSE t.scope END AS scope, e.exhausted,
-           CASE WHEN e.exhausted THEN 'failed' ELSE t.outcome END AS status,
-           CASE WHEN e.exhausted THEN 'attempts_exhausted' ELSE t.category END AS category,
-           CASE WHEN e.exhausted THEN t.error_class ELSE t.code END AS code,
-           t.provider,
-           CASE WHEN e.exhausted THEN 'transient_or_unknown' ELSE t.fault END AS fault
+           t.segments, t.attempted, CASE WHEN e.exhausted OR e.reported THEN NULL ELSE t.scope END AS scope,
+           e.exhausted, CASE WHEN e.reported THEN o.failure END AS undeliverable,
+           CASE WHEN e.exhausted OR e.reported THEN 'failed' ELSE t.outcome END AS status,
+           CASE WHEN e.exhausted THEN 'attempts_exhausted' WHEN e.reported THEN o.category ELSE t.category END
+               AS category,
+           CASE WHEN e.exhausted THEN t.error_class WHEN e.reported THEN o.code ELSE t.code END AS code,
+           CASE WHEN e.reported THEN o.provider ELSE t.provider END AS provider,
+           CASE WHEN e.exhausted THEN 'transient_or_unknown' WHEN e.reported THEN o.fault ELSE t.fault END AS fault
       FROM input AS t
       JOIN delivery_intents AS i ON i.id = t.id
-     CROSS JOIN LATERAL (SELECT t.outcome = 'retryable' AND t.attempted AND i.attempts >= i.max_attempts AS exhausted) AS e
+      LEFT JOIN observed AS o ON o.intent_id = t.id
+     CROSS JOIN LATERAL (SELECT t.outcome = 'retryable' AND t.attempted AND i.attempts >= i.max_attempts AS exhausted,
+                                t.outcome = 'accepted' AND o.intent_id IS NOT NULL AS reported) AS e
 ), settled AS (
     UPDATE delivery_intents AS i
        SET status = d.status,
@@ -178,10 +210,12 @@ WITH input AS (
                                   THEN now() + make_interval(secs => d.delay_seconds) ELSE i.next_attempt_at END,
            ambiguous_count = i.ambiguous_count + (d.status = 'ambiguous')::integer,
            last_error = CASE WHEN d.status = 'accepted' THEN NULL
+                             WHEN d.undeliverable IS NOT NULL THEN left('undeliverable: ' || d.undeliverable, 500)
                              WHEN d.exhausted
                              THEN left('attempts_exhausted: ' || coalesce(d.error_class, '') || ' ' || coalesce(d.error_detail, ''), 500)
                              ELSE left(coalesce(d.error_class, '') || ': ' || coalesce(d.error_detail, ''), 500) END,
            provider_ref = coalesce(d.provider_ref, i.provider_ref),
+           undeliverable_reason = coalesce(d.undeliverable, i.undeliverable_reason),
            completed_at = CASE WHEN d.status IN ('accepted', 'failed') THEN now() END,
            failed_at = CASE WHEN d.status = 'failed' THEN now() END,
            failure_category = CASE WHEN d.status = 'failed' THEN coalesce(d.category, 'unknown') END,
@@ -194,7 +228,8 @@ WITH input AS (
        AND i.status = 'attempting' AND i.sending_at IS NOT NULL AND i.lease_until > now()
     RETURNING i.id, i.attempts, i.channel, i.template_version, i.lease_version, i.last_claimed_at,
               d.outcome, d.status, d.error_class, d.error_detail, d.provider_ref, d.segments,
-              i.failure_category, i.failure_code, i.failure_provider, i.failure_fault, d.scope, d.attempted
+              i.failure_category, i.failure_code, i.failure_provider, i.failure_fault, d.scope, d.attempted,
+              d.undeliverable IS NOT NULL AS undeliverable
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                    lease_version, outcome, error_class, error_detail, provider_ref, segments,
@@ -205,16 +240,18 @@ WITH input AS (
              WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
 ), failures AS MATERIALIZED (
-    SELECT s.id, s.channel, s.failure_fault, s.scope,
+    SELECT s.id, s.channel, s.failure_fault, s.scope, s.undeliverable,
            jsonb_build_object('intent_id', s.id, 'category', s.failure_category, 'code', s.failure_code,
-                              'provider', s.failure_provider, 'fault', s.failure_fault) AS reason
+                              'provider', s.failure_provider, 'fault', s.failure_fault,
+                              'status', CASE WHEN s.undeliverable THEN 'undeliverable' ELSE 'failed' END) AS reason
       FROM settled AS s
      WHERE s.status = 'failed'
 ), followed AS (
     -- what a failure for good sets off (delivery_failed, suppress_destinations), in this statement
     SELECT delivery_failed((SELECT array_agg(f.id) FROM failures AS f),
                            (SELECT jsonb_agg(f.reason) FROM failures AS f)) AS written,
-           suppress_destinations((SELECT jsonb_agg(f.reason) FROM failures AS f WHERE f.failure_fault = 'recipient'),
+           suppress_destinations((SELECT jsonb_agg(f.reason) FROM failures AS f
+                                   WHERE f.failure_fault = 'recipient' AND NOT f.undeliverable),  -- the report's did
                                  make_interval(secs => CAST(:suppress_seconds AS float8))) AS suppressed,
            (SELECT count(*) FROM (
                 SELECT record_sender_faults(f.channel, count(*)::integer, min(f.reason ->> 'category'),
@@ -392,7 +429,7 @@ SELECT r.id, r.channel, r.status FROM resolved AS r, followed
 
 -- name: resolve_lookup
 -- transition: ambiguous -> accepted, retryable, failed
--- why: the reconciler asked the provider about an ambiguous SMS
+-- why: the reconciler asked the provider about an ambiguous SMS (found, but reported final: failed)
 -- resolve by lookup: an ambiguous SMS the reconciler looked up at the provider.
 --   found  (sid given)  -> accepted with that sid as provider_ref: it was sent, later reports attach to it;
 --   absent (sid NULL)   -> retryable (attempts left) or failed (attempts_exhausted): the provider's
@@ -400,30 +437,47 @@ SELECT r.id, r.channel, r.status FROM resolved AS r, followed
 --                          attempt sends it once.
 -- Only rows still ambiguous with the same attempt move (a concurrent report or resolve wins); the
 -- attempt log gains the outcome of the looked-up attempt in the same statement.
+-- A final report of the found attempt stored while it was ambiguous (stored_final_reports) is applied
+-- here, as the settle applies one: the message was sent and will never arrive, so the intent fails for
+-- good with the report's reason (undeliverable) and delivery_failed runs for it.
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :attempt_ids::text[], :sids::text[]) AS t(id, attempt_id, sid)
+), observed AS MATERIALIZED (
+    SELECT * FROM stored_final_reports(:ids::bigint[], 'ambiguous')
 ), resolved AS (
     UPDATE delivery_intents AS i
-       SET status = CASE WHEN t.sid IS NOT NULL THEN 'accepted'
+       SET status = CASE WHEN t.sid IS NOT NULL AND o.intent_id IS NOT NULL THEN 'failed'
+                         WHEN t.sid IS NOT NULL THEN 'accepted'
                          WHEN i.attempts < i.max_attempts THEN 'retryable' ELSE 'failed' END,
            provider_ref = coalesce(t.sid, i.provider_ref),
            completed_at = CASE WHEN t.sid IS NOT NULL OR i.attempts >= i.max_attempts THEN now() END,
-           last_error = CASE WHEN t.sid IS NOT NULL THEN NULL
+           last_error = CASE WHEN t.sid IS NOT NULL AND o.intent_id IS NOT NULL
+                             THEN left('undeliverable: ' || o.failure, 500)
+                             WHEN t.sid IS NOT NULL THEN NULL
                              WHEN i.attempts < i.max_attempts THEN 'ambiguous: provider has no such message, retrying'
                              ELSE 'ambiguous: provider has no such message, no attempt left' END,
-           failed_at = CASE WHEN t.sid IS NULL AND i.attempts >= i.max_attempts THEN now() END,
-           failure_category = CASE WHEN t.sid IS NULL AND i.attempts >= i.max_attempts THEN 'attempts_exhausted' END,
-           failure_fault = CASE WHEN t.sid IS NULL AND i.attempts >= i.max_attempts THEN 'transient_or_unknown' END,
+           undeliverable_reason = coalesce(CASE WHEN t.sid IS NOT NULL THEN o.failure END, i.undeliverable_reason),
+           failed_at = CASE WHEN (t.sid IS NULL AND i.attempts >= i.max_attempts)
+                                 OR (t.sid IS NOT NULL AND o.intent_id IS NOT NULL) THEN now() END,
+           failure_category = CASE WHEN t.sid IS NOT NULL THEN o.category
+                                   WHEN i.attempts >= i.max_attempts THEN 'attempts_exhausted' END,
+           failure_code = CASE WHEN t.sid IS NOT NULL THEN left(o.code, 64) END,
+           failure_provider = CASE WHEN t.sid IS NOT NULL THEN o.provider END,
+           failure_fault = CASE WHEN t.sid IS NOT NULL THEN o.fault
+                                WHEN i.attempts >= i.max_attempts THEN 'transient_or_unknown' END,
            next_attempt_at = now(), updated_at = now()
       FROM input AS t
+      LEFT JOIN observed AS o ON o.intent_id = t.id
      WHERE i.id = t.id AND i.status = 'ambiguous'
        AND t.attempt_id = i.id || ':' || i.attempts
-    RETURNING i.id, i.status, i.channel, i.template_version, i.attempts, t.attempt_id, t.sid
+    RETURNING i.id, i.status, i.channel, i.template_version, i.attempts, t.attempt_id, t.sid,
+              i.failure_category, i.failure_code, i.failure_provider, i.failure_fault,
+              i.undeliverable_reason IS NOT NULL AS undeliverable
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,
                                    error_class, provider_ref, attempted_at)
     SELECT r.attempt_id, r.id, r.attempts, r.channel, r.template_version,
-           CASE WHEN r.status = 'accepted' THEN 'accepted' WHEN r.status = 'retryable' THEN 'retryable' ELSE 'failed' END,
+           CASE WHEN r.sid IS NOT NULL THEN 'accepted' WHEN r.status = 'retryable' THEN 'retryable' ELSE 'failed' END,
            CASE WHEN r.sid IS NOT NULL THEN 'provider_lookup_found' ELSE 'provider_lookup_absent' END, r.sid,
            (SELECT a.attempted_at FROM delivery_attempts AS a
              WHERE a.intent_id = r.id AND a.attempt_number = r.attempts AND a.outcome = 'attempting')
@@ -432,8 +486,11 @@ WITH input AS (
 ), followed AS (
     -- what a failure for good sets off (delivery_failed), in this statement
     SELECT delivery_failed(array_agg(r.id) FILTER (WHERE r.status = 'failed'),
-                           jsonb_agg(jsonb_build_object('intent_id', r.id, 'category', 'attempts_exhausted',
-                                                        'fault', 'transient_or_unknown'))
+                           jsonb_agg(jsonb_build_object('intent_id', r.id, 'category', r.failure_category,
+                                                        'code', r.failure_code, 'provider', r.failure_provider,
+                                                        'fault', r.failure_fault,
+                                                        'status', CASE WHEN r.undeliverable THEN 'undeliverable'
+                                                                       ELSE 'failed' END))
                                FILTER (WHERE r.status = 'failed')) AS written
       FROM resolved AS r
 )
@@ -512,7 +569,8 @@ RETURNING i.id, i.verification_id, i.event_type, i.event_subject, c.status AS wa
 -- waiting (outbox/queries.sql:idle_enter)? One probe per channel of the eligible partial index (delivery_intents_eligible,
 -- (channel, next_attempt_at, id): the first due row of the channel's range): on an empty outbox each
 -- finds nothing, and the only other read is the dispatch heartbeat row by primary key. The SMS budget
--- (sms_budget_left) is read only when an SMS intent is due: past the budget those stay eligible but
+-- (sms_budget_left, SMS and WhatsApp) and the call budget (voice_budget_left) are read only when an
+-- intent they cover is due: past the budget those stay eligible but
 -- the claim would not take them, so they must not wake the worker (it would claim nothing, every poll);
 -- so must the intents of a held channel (channel_held) or a slowed one (its provider answered
 -- 429, channel_slowed), read only when one is due.
@@ -521,7 +579,13 @@ SELECT ((EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'email'
         OR (EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'webhook') AND NOT channel_slowed('webhook'))
         OR (EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'sms')
             AND NOT channel_held('sms') AND NOT channel_slowed('sms')
-            AND (SELECT sms_budget_left(CAST(:sms_max AS integer))) IS DISTINCT FROM 0)) AS waiting,
+            AND (SELECT sms_budget_left(CAST(:sms_max AS integer))) IS DISTINCT FROM 0)
+        OR (EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'whatsapp')
+            AND NOT channel_held('whatsapp') AND NOT channel_slowed('whatsapp')
+            AND (SELECT sms_budget_left(CAST(:sms_max AS integer))) IS DISTINCT FROM 0)
+        OR (EXISTS (SELECT 1 FROM eligible_delivery_intents WHERE channel = 'voice')
+            AND NOT channel_held('voice') AND NOT channel_slowed('voice')
+            AND (SELECT voice_budget_left(CAST(:voice_max AS integer))) IS DISTINCT FROM 0)) AS waiting,
        coalesce((SELECT watermark ->> 'idle_owner' FROM worker_heartbeats WHERE name = :name), :owner)
            <> :owner AS superseded
 
@@ -600,4 +664,12 @@ INSERT INTO sms_budget_grants (hour, extra, granted_by)
 VALUES (date_trunc('hour', now(), 'UTC'), :extra, :granted_by)
 ON CONFLICT (hour) DO UPDATE SET extra = sms_budget_grants.extra + EXCLUDED.extra,
                                  granted_by = EXCLUDED.granted_by, granted_at = now()
-RETURNING sms_budget_left(CAST(:sms_max AS integer)) + :extra AS sms_budget_left
+RETURNING sms_budget_left(CAST(:sms_max AS integer)) + :extra AS budget_left
+
+-- name: voice_grant
+-- verifyctl voice resume: grant the current UTC hour another budget's worth of calls.
+INSERT INTO voice_budget_grants (hour, extra, granted_by)
+VALUES (date_trunc('hour', now(), 'UTC'), :extra, :granted_by)
+ON CONFLICT (hour) DO UPDATE SET extra = voice_budget_grants.extra + EXCLUDED.extra,
+                                 granted_by = EXCLUDED.granted_by, granted_at = now()
+RETURNING voice_budget_left(CAST(:voice_max AS integer)) + :extra AS budget_left

@@ -2,7 +2,7 @@
 
 Every statement that changes `delivery_intents.status` is a section of the outbox's catalogue
 (outbox/queries.sql, run by the functions below) or one of its functions (outbox/functions.sql, which
-other SQL calls: create's enqueue_messages, the reports' observe_deliveries, record_event, the
+other SQL calls: create's enqueue_steps, the reports' observe_deliveries, record_event, the
 suppression), and declares the statuses it moves from and to in a `-- transition:` line
 (states.transitions(); docs/state-model.md shows them; tests/integration/outbox/test_state_machine.py
 holds that nothing else writes a status).
@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..platform.catalogue import catalogue
+from ..platform.channels import DELIVERY_CHANNELS
 from ..platform.database import Database
 from .config import FailurePolicy, RetryPolicy
 from .states import SEND_OUTCOMES, AttemptOutcome, VerificationStatus
@@ -186,26 +187,27 @@ def claim(
     lease_seconds: float,
     sms_max_per_hour: int | None = None,
     *,
+    voice_max_per_hour: int | None = None,
     begin: bool = False,
     dead_within: float = 0.0,
     limits: Mapping[str, int] | None = None,
 ) -> list[ClaimedIntent]:
-    """`sms_max_per_hour`: the global SMS budget (None: none); past it SMS intents are left eligible.
+    """`sms_max_per_hour`: the global SMS budget (None: none), which WhatsApp counts in too;
+    `voice_max_per_hour`: the call budget. Past a budget its channels' intents are left eligible.
     `begin`: the fused claim: intents whose link lives `dead_within` seconds more are begun too
     (`begun`; their sends are handed over later with `start`, or they are `release`d).
     `limits`: at most this many of each channel (a channel not named: up to `limit`)."""
     if limit <= 0:
         return []
-    per_channel = {c: min(limit, (limits or {}).get(c, limit)) for c in ("email", "sms", "webhook")}
+    per_channel = {c: min(limit, (limits or {}).get(c, limit)) for c in DELIVERY_CHANNELS}
     rows = db.rows(
         _CLAIM,
         owner=owner,
         limit=limit,
-        email_limit=per_channel["email"],
-        sms_limit=per_channel["sms"],
-        webhook_limit=per_channel["webhook"],
+        **{f"{channel}_limit": n for channel, n in per_channel.items()},
         lease_seconds=lease_seconds,
         sms_max=sms_max_per_hour,
+        voice_max=voice_max_per_hour,
         begin=begin,
         dead_within=float(dead_within),
     )

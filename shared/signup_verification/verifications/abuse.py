@@ -1,8 +1,9 @@
-"""Abuse protection at create: SMS destination policy, the keys velocity limits count on, and the
+"""Abuse protection at create: the phone number policy (SMS, WhatsApp, voice), the keys velocity limits count on, and the
 exact keys the suppression list is kept under.
 
-SMS pumping: we send through Twilio's Messages API, so nothing but this module stops a script from
-sending codes to premium-rate, shared-cost or satellite ranges. Numbers are refused unless their
+SMS pumping (and its calling twin, toll fraud): we send through Twilio's Messages and Calls APIs, so
+nothing but this module stops a script from sending codes to premium-rate, shared-cost or satellite
+ranges. Every phone channel meets the same policy. Numbers are refused unless their
 country is allowed (SMS_ALLOWED_COUNTRIES) and their type is (SMS_ALLOWED_NUMBER_TYPES, default
 mobile and fixed-line-or-mobile). The limits themselves run in SQL (create_limit_wait); this
 module computes what they count: keyed digests of the canonical destination, the number prefix
@@ -25,6 +26,7 @@ import math
 import unicodedata
 from dataclasses import dataclass
 
+from ..platform.channels import LANDLINE_CHANNELS, PHONE_CHANNELS, SMS, VOICE, WHATSAPP
 from .config import AbuseConfig, ascii_domain
 
 DOTLESS_DOMAINS = frozenset({"gmail.com"})  # Gmail ignores dots in the local part (only Gmail does)
@@ -57,9 +59,18 @@ class LimitKeys:
     exact: bytes | None = None  # the exact address's key (suppression); None: the same digest as `destination`
 
 
-def check_sms_number(config: AbuseConfig, e164: str) -> str:
-    """The number's ISO country, or Refused when its country or type is not allowed. Twilio's magic
-    test numbers pass on test credentials: Twilio answers them with their documented errors."""
+# How a refusal names the channel it refused for.
+_REACHING = {SMS: "SMS", WHATSAPP: "WhatsApp messages", VOICE: "calls"}
+
+
+def check_phone_number(config: AbuseConfig, channel: str, e164: str) -> str | None:
+    """A phone channel's number: its ISO country, or Refused when its country or type is not allowed
+    (None for the email, which has neither). Every phone channel goes to the countries
+    SMS_ALLOWED_COUNTRIES names and the types SMS_ALLOWED_NUMBER_TYPES names; a call reaches a
+    landline too (`fixed_line`), a text does not. Twilio's magic test numbers pass on test
+    credentials: Twilio answers them with their documented errors."""
+    if channel not in PHONE_CHANNELS:
+        return None
     if config.twilio_test_numbers and e164 in TWILIO_TEST_RECIPIENTS:
         return "US"
     import phonenumbers
@@ -69,12 +80,21 @@ def check_sms_number(config: AbuseConfig, e164: str) -> str:
     if country not in config.sms_allowed_countries:
         raise Refused(
             "sms-country-not-allowed",
-            "SMS to this country is not enabled",
-            "This service does not send SMS to numbers of this country.",
+            "SMS to this country is not enabled",  # one title per problem type (RFC 9457)
+            f"This service does not send {_REACHING[channel]} to numbers of this country.",
             "country not allowed",
         )
     kind = phonenumbers.number_type(number)
-    if not any(getattr(phonenumbers.PhoneNumberType, name.upper()) == kind for name in config.sms_allowed_number_types):
+    allowed = set(config.sms_allowed_number_types) | ({"fixed_line"} if channel in LANDLINE_CHANNELS else set())
+    if not any(getattr(phonenumbers.PhoneNumberType, name.upper()) == kind for name in allowed):
+        if kind == phonenumbers.PhoneNumberType.FIXED_LINE:
+            raise Refused(
+                "sms-number-type-not-allowed",
+                "This kind of number cannot receive the code",
+                f"This is a landline number: {_REACHING[channel]} cannot reach it. Use a mobile number, "
+                "or a voice call (channel `voice`), which reaches a landline.",
+                "landline: voice only",
+            )
         raise Refused(
             "sms-number-type-not-allowed",
             "This kind of number cannot receive the code",

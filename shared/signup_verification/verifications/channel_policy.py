@@ -1,17 +1,18 @@
-"""Channel policy: an optional fallback on the other message channel, encoded in the records.
+"""Channel policy: a verification's ordered steps, each on a channel of its own, encoded in the records.
 
-    single    one channel (no fallback)
-    fallback  the primary now, the other channel `after_seconds` later unless the verification was
-              confirmed (or died) first; brought forward at once when the primary fails for good
-    both      `after_seconds` 0: both channels at once
+    single    one step
+    fallback  step 1 now, each later step `after_seconds` after create unless the verification was
+              proved (or ended) first; brought forward at once when the step before it fails for good
+    both      a step 2 with `after_seconds` 0: both at once
 
-The database names the policy from the fallback (channel_policy(), recorded on the intents).
+Step 2 is the fallback (its `after_seconds` names the policy: channel_policy() in the database,
+recorded on the intents), step 3 the step after it (at most three steps: api/models.py MAX_STEPS).
 
-One verification, one secret per channel, both derived from the verification's one nonce
-(tokens.py): the email carries the link, the SMS the code. Only their keyed digests are stored
-(verifications.token_digest for the primary channel, fallback_digest for the fallback's). The
-fallback's destination passes the same abuse checks as a primary one (abuse.py) and counts against
-its own velocity limits (create_verification).
+One verification, one secret per step, each derived from the verification's one nonce and the step's
+channel (tokens.py): the email carries the link, each code channel (SMS, WhatsApp, voice) a code of
+its own. Only their keyed digests are stored (verifications.token_digest for step 1, fallback_digest
+for step 2, step3_digest for step 3). A later step's destination passes the same abuse checks as a
+first one (abuse.py) and counts against its own velocity limits (create_verification_v2).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ..platform.channels import EMAIL
 from . import abuse
 from .config import AbuseConfig
 from .tokens import TokenKey
@@ -27,7 +29,8 @@ from .tokens import TokenKey
 
 @dataclass(frozen=True)
 class Fallback:
-    """A validated fallback: the other channel, a normalised destination, 0 <= after_seconds < ttl."""
+    """A validated later step (the fallback, or step 3): a channel of its own, a normalised destination,
+    0 <= after_seconds < ttl."""
 
     channel: str
     destination: str
@@ -39,47 +42,53 @@ class Fallback:
 
 def channel_digest(key: TokenKey, channel: str, verification_id: uuid.UUID, nonce: bytes, code_digits: int) -> bytes:
     """The keyed digest confirmation matches for this channel's secret (link or code)."""
-    if channel == "email":
+    if channel == EMAIL:
         return key.link_digest(key.link_token(verification_id, nonce))
-    return key.code_digest(verification_id, key.sms_code(verification_id, nonce, code_digits))
+    return key.code_digest(verification_id, key.code(channel, verification_id, nonce, code_digits))
 
 
-NO_FALLBACK: dict[str, Any] = dict(
-    fallback_channel=None,
-    fallback_destination=None,
-    fallback_after=None,
-    fallback_digest=None,
-    fallback_destination_key=None,
-    fallback_prefix_key=None,
-    fallback_country=None,
-    fallback_exact_key=None,
+_LATER_STEP_KEYS = (
+    "channel",
+    "destination",
+    "after",
+    "digest",
+    "destination_key",
+    "prefix_key",
+    "country",
+    "exact_key",
 )
+# the later steps' parameters of verifications/queries.sql:create, by the prefix each takes there
+FALLBACK, STEP3 = "fallback", "step3"
 
 
-def fallback_parameters(
+def later_step_parameters(
     policy: AbuseConfig,
     key: TokenKey,
-    fallback: Fallback | None,
+    step: Fallback | None,
     verification_id: uuid.UUID,
     nonce: bytes,
     code_digits: int,
+    prefix: str = FALLBACK,
+    pointer: str = "#/fallback/destination",
 ) -> dict[str, Any]:
-    """verifications/queries.sql:create's fallback parameters; raises abuse.Refused (pointing at the fallback) first."""
-    if fallback is None:
-        return NO_FALLBACK
+    """verifications/queries.sql:create's parameters of one later step (step 2: `fallback_*`, step 3:
+    `step3_*`), all None without it; raises abuse.Refused (pointing at `pointer`) first."""
+    if step is None:
+        return {f"{prefix}_{name}": None for name in _LATER_STEP_KEYS}
     try:
-        country = abuse.check_sms_number(policy, fallback.destination) if fallback.channel == "sms" else None
+        country = abuse.check_phone_number(policy, step.channel, step.destination)
     except abuse.Refused as refused:
-        refused.pointer = "#/fallback/destination"
+        refused.pointer = pointer
         raise
-    keys = abuse.limit_keys(key.secret, policy, fallback.channel, fallback.destination, None, country)
-    return dict(
-        fallback_channel=fallback.channel,
-        fallback_destination=fallback.destination,
-        fallback_after=fallback.after_seconds,
-        fallback_digest=channel_digest(key, fallback.channel, verification_id, nonce, code_digits),
-        fallback_destination_key=keys.destination,
-        fallback_prefix_key=keys.prefix,
-        fallback_country=keys.country,
-        fallback_exact_key=keys.exact,
+    keys = abuse.limit_keys(key.secret, policy, step.channel, step.destination, None, country)
+    values = (
+        step.channel,
+        step.destination,
+        step.after_seconds,
+        channel_digest(key, step.channel, verification_id, nonce, code_digits),
+        keys.destination,
+        keys.prefix,
+        keys.country,
+        keys.exact,
     )
+    return {f"{prefix}_{name}": value for name, value in zip(_LATER_STEP_KEYS, values, strict=True)}

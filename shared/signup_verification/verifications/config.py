@@ -26,6 +26,24 @@ TWILIO_TEST_SENDER = "+15005550006"
 # Every `From` number Twilio's test credentials answer (twilio.com/docs/iam/test-credentials): the test
 # sender and three that fail on purpose. None is a live account's number: production refuses them all.
 TWILIO_MAGIC_SENDERS = frozenset({TWILIO_TEST_SENDER, "+15005550001", "+15005550007", "+15005550008"})
+# Read by dispatch (which sends through them) and by create (which offers WhatsApp and calls in
+# production only where their transport is set: an upgrade offers no channel its operator has not set up).
+WHATSAPP_TRANSPORT = Setting(
+    "WHATSAPP_TRANSPORT",
+    "console",
+    choices=("twilio", "console"),
+    help="`twilio` (Twilio's Messages API with `TWILIO_ACCOUNT_SID`, `TWILIO_AUTH_TOKEN`, `TWILIO_WHATSAPP_FROM`, "
+    "`TWILIO_WHATSAPP_CONTENT_SIDS`) or `console`; set it on create too: in production create offers `whatsapp` "
+    "only with `twilio` (else 422 `channel-not-offered`)",
+)
+VOICE_TRANSPORT = Setting(
+    "VOICE_TRANSPORT",
+    "console",
+    choices=("twilio", "console"),
+    help="`twilio` (Twilio's Calls API with `TWILIO_ACCOUNT_SID`, `TWILIO_AUTH_TOKEN` and a caller ID) or "
+    "`console`; set it on create too: in production create offers `voice` only with `twilio` (else 422 "
+    "`channel-not-offered`)",
+)
 VERIFICATION_TTL = Setting(
     "VERIFICATION_TTL_SECONDS",
     600,
@@ -121,15 +139,16 @@ class AbuseConfig:
         parse=_countries,
         required_in_production={Target.CREATE},
         form="ISO 3166 alpha-2 codes, e.g. US,CA,GB",
-        help="ISO 3166 alpha-2 codes SMS may go to; others answer 422 `sms-country-not-allowed`",
+        help="ISO 3166 alpha-2 codes SMS, WhatsApp messages and calls may go to; others answer 422 "
+        "`sms-country-not-allowed`",
     )
     sms_allowed_number_types: frozenset[str] = setting(
         "SMS_ALLOWED_NUMBER_TYPES",
         DEFAULT_NUMBER_TYPES,
         parse=_number_types,
-        help="`phonenumbers` types accepted for SMS (`fixed_line`, `voip`, `toll_free`, `premium_rate`, "
+        help="`phonenumbers` types accepted for SMS and WhatsApp (`fixed_line`, `voip`, `toll_free`, `premium_rate`, "
         "`shared_cost`, `personal_number`, `pager`, `uan`, `voicemail`, `unknown`); others answer 422 "
-        "`sms-number-type-not-allowed`",
+        "`sms-number-type-not-allowed`. A call also reaches `fixed_line` (a landline)",
     )
     per_account_per_hour: int = setting(
         "RATE_LIMIT_ACCOUNT_PER_HOUR",
@@ -207,8 +226,17 @@ class CreateConfig:
         "RATE_LIMIT_SPACING_SECONDS", 60, minimum=0, help="the least time between two creates for one destination"
     )
     link_base: str = VERIFY_LINK_BASE.field()  # the confirm target: `code_entry_url` is on it
+    whatsapp_transport: str = WHATSAPP_TRANSPORT.field()
+    voice_transport: str = VOICE_TRANSPORT.field()
+    production: bool = production_flag()
     abuse: AbuseConfig = part(AbuseConfig)
     nudge: NudgeConfig = part(NudgeConfig)  # a created verification starts dispatch (outbox/nudge.py)
+
+    def offers(self, channel: str) -> bool:
+        """Whether create takes this channel: WhatsApp and voice in production only once their transport
+        is set (their console transport is refused there: every send would fail)."""
+        transport = {"whatsapp": self.whatsapp_transport, "voice": self.voice_transport}.get(channel)
+        return not (self.production and transport == "console")
 
 
 @dataclass(frozen=True)

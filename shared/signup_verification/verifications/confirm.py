@@ -1,8 +1,10 @@
-"""Confirming a verification: the email link's token or the SMS code, each proving its own destination once.
+"""Confirming a verification: the email link's token or a step's code, each proving its own destination once.
 
-Every secret proves its own channel's destination (proofs.py): the link the address, the code the
-number. The first proof makes a pending verification verified; the other channel's secret, used later
-but before expiry, records its proof too. Looking a link up never changes anything (mail scanners and
+Every secret proves its own step's destination (proofs.py): the link the address, a code its number.
+A verification has up to three steps, each on a channel of its own with its own secret; a code is
+matched against every code step's digest, and the one it matches names the step (`presented`). The
+first proof makes a pending verification verified; another step's secret, used later but before
+expiry, records its proof too. Looking a link up never changes anything (mail scanners and
 link previews fetch links); only `confirm_link` / `confirm_code` consume, with one UPDATE that requires
 the matched digest, an unexpired verification and a secret that has not proved before
 (verifications/queries.sql:confirm_link, verifications/queries.sql:confirm_consume), so two concurrent confirmations record one proof.
@@ -36,6 +38,7 @@ from typing import Any
 
 from ..outbox.states import VerificationStatus
 from ..platform.catalogue import catalogue
+from ..platform.channels import CODE_CHANNELS, code_channels, is_code_channel
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
@@ -83,14 +86,14 @@ class Outcome:
     verification_id: uuid.UUID | None = None
     account_id: str | None = None
     channel: str | None = None  # the primary channel requested, as in the read API
-    presented: str | None = None  # whose secret this request presented: 'email' (the link) or 'sms' (the code)
+    presented: str | None = None  # whose secret this request presented: its step's channel ('email': the link)
     verified_at: datetime | None = None
     expires_at: datetime | None = None
     destination_hint: str | None = None  # masked: the destination this secret proves, for the page
     remaining_attempts: int | None = None
     locale: str | None = None  # the verification's (its message used it): its page follows
     return_url: str | None = None  # the site's page the Continue / back links go to (stored, checked at create)
-    verified_channel: str | None = None  # the first proof, which made it verified: 'email' or 'sms'
+    verified_channel: str | None = None  # the first proof, which made it verified: its step's channel
     verified_via: str | None = None  # 'link' | 'code'
     proofs: tuple[Proof, ...] = ()  # every proof so far, first first
 
@@ -137,7 +140,7 @@ def preview_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
         return Outcome(INVALID)
     verification_id, token = target
     state = db.one(_STATE, id=verification_id)
-    row = presented_by(state, "email") if state is not None else None  # the email may be the fallback
+    row = presented_by(state, "email") if state is not None else None  # the email may be any step
     if row is None:
         return Outcome(INVALID)
     try:
@@ -183,42 +186,47 @@ def confirm_code(
     `failures_per_day` (> 0): once the destination had that many wrong codes in a day, across all its
     verifications, every code is answered locked, the right one too (else the answer is an oracle)."""
     state = db.one(_STATE, id=verification_id)
-    row = presented_by(state, "sms") if state is not None else None  # the SMS may be the fallback
-    if row is None:
+    rows = code_rows(state) if state is not None else []  # each code channel's secret (primary or fallback)
+    if not rows:
         _log.info(
             "confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}}
         )
         return Outcome(INVALID)
-    stored = bytes(row["presented_digest"])
-    matched: bytes | None = None
-    for key in keyring.keys:  # every key, no early exit: the time does not depend on which matched
-        digest = key.code_digest(verification_id, code)
-        if hmac.compare_digest(digest, stored):
-            matched = digest
+    # a wrong code is told as the first code channel's that can still prove (else the first's)
+    row, matched = next((r for r in rows if from_state(r).result == PENDING), rows[0]), None
+    digests = [key.code_digest(verification_id, code) for key in keyring.keys]
+    for seen in rows:  # every key and channel, no early exit: the time does not depend on which matched
+        for digest in digests:
+            if hmac.compare_digest(digest, bytes(seen["presented_digest"])):
+                row, matched = seen, digest
     known = from_state(row)
     if known.result != PENDING:  # this code can no longer prove: only its own earlier proof is told
         if matched is not None and known.result == ALREADY_VERIFIED:
             return _logged(known)
         if matched is None:
-            db.one(_WRONG_CODE, id=verification_id)
-        return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
-    if failures_per_day > 0 and db.single(_DESTINATION_FAILURES, id=verification_id)["failures"] >= failures_per_day:
+            db.one(_WRONG_CODE, id=verification_id, code_channels=list(CODE_CHANNELS))
+        return _logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
+    if (
+        failures_per_day > 0
+        and db.single(_DESTINATION_FAILURES, id=verification_id, code_channels=list(CODE_CHANNELS))["failures"]
+        >= failures_per_day
+    ):
         _log.warning(
             "confirmation refused: destination over its daily wrong-code budget",
             extra={"json_fields": {"event": "confirm", "result": LOCKED, "reason": "destination_failures"}},
         )
         # verified by the link: it stays verified, the code proves nothing
         if row["status"] != VerificationStatus.PENDING:
-            return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
+            return _logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
         db.one(_LOCK_DESTINATION, id=verification_id)  # locked for real: the site reads and hears `locked`
         return _attempted(LOCKED, row)
     if matched is not None:
         return _consume(db, row, matched)
-    failed = db.one(_WRONG_CODE, id=verification_id)
+    failed = db.one(_WRONG_CODE, id=verification_id, code_channels=list(CODE_CHANNELS))
     if failed is None:  # purged between the two statements
         return _logged(Outcome(INVALID))
     if failed["status"] not in (row["status"], VerificationStatus.LOCKED):  # it ended between the two statements
-        return _logged(Outcome(FINISHED, presented="sms", locale=row["locale"]))
+        return _logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
     remaining = max(failed["max_confirm_failures"] - failed["confirm_failures"], 0)
     return _attempted(LOCKED if failed["status"] == VerificationStatus.LOCKED else WRONG_CODE, row, remaining)
 
@@ -229,8 +237,8 @@ def preview_entry(db: Database, keyring: Keyring, handle: str | None) -> Outcome
     A handle no key of the ring made costs no query. Never writes."""
     verification_id = keyring.code_entry_target(handle)
     state = db.one(_STATE, id=verification_id) if verification_id is not None else None
-    row = presented_by(state, "sms") if state is not None else None
-    return from_state(row) if row is not None else Outcome(INVALID)
+    rows = code_rows(state) if state is not None else []
+    return from_state(rows[0]) if rows else Outcome(INVALID)
 
 
 def confirm_entry(db: Database, keyring: Keyring, handle: str | None, code: str, failures_per_day: int = 0) -> Outcome:
@@ -249,13 +257,13 @@ def confirm_entry(db: Database, keyring: Keyring, handle: str | None, code: str,
 
 # -- shared -----------------------------------------------------------------------------------
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
-    consumed = db.one(_CONSUME, id=row["id"], digest=digest)
+    consumed = db.one(_CONSUME, id=row["id"], digest=digest, channel=row["presented"])
     if consumed is not None:
-        return _proved(_seen(_consumed(row, consumed), "sms"))
+        return _proved(_seen(_consumed(row, consumed), row["presented"]))
     restated = _restate(db, row)
     if restated.result in (ALREADY_VERIFIED, PENDING):
         return restated
-    return Outcome(FINISHED, presented="sms", locale=row["locale"])
+    return Outcome(FINISHED, presented=row["presented"], locale=row["locale"])
 
 
 def _consumed(row: dict[str, Any], after: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -265,7 +273,7 @@ def _consumed(row: dict[str, Any], after: dict[str, Any], prefix: str = "") -> d
         **row,
         "status": VerificationStatus.VERIFIED,
         **{column: after[prefix + column] for column in ("verified_at", "verified_channel", "verified_via")},
-        "second_proof_at": after[prefix + "second_proof_at"],
+        **{column: after[prefix + column] for column in ("second_proof_at", "second_proof_channel", "third_proof_at")},
     }
 
 
@@ -284,16 +292,34 @@ def _restate(db: Database, row: dict[str, Any]) -> Outcome:
     return _logged(from_state((presented_by(latest, row["presented"]) if latest else None) or row))
 
 
+def step_secrets(row: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """Each step's channel and its secret's digest, in step order: step 1 the verification's channel
+    and token_digest, step 2 the fallback's, step 3 step3_*. A step's channel names it: channels differ."""
+    steps = (
+        (row["channel"], row["token_digest"]),
+        (row.get("fallback_channel"), row.get("fallback_digest")),
+        (row.get("step3_channel"), row.get("step3_digest")),
+    )
+    return [(channel, bytes(digest)) for channel, digest in steps if channel is not None and digest is not None]
+
+
 def presented_by(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
-    """The row as seen by one message channel's secret (`presented`: the channel, `presented_digest`:
-    its digest), or None when the verification has no such channel. `channel` stays the primary."""
-    if channel == row["channel"]:
-        digest = row["token_digest"]
-    elif channel == row.get("fallback_channel"):
-        digest = row["fallback_digest"]
-    else:
+    """The row as seen by one step's secret (`presented`: the step's channel, `presented_digest`: its
+    digest), or None when the verification has no step on that channel. `channel` stays step 1's."""
+    digest = next((d for c, d in step_secrets(row) if c == channel), None)
+    if digest is None:
         return None
     return {**row, "presented": channel, "presented_digest": digest}
+
+
+def code_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row as seen by each code channel's secret (presented_by), the primary's first: the code
+    channels of this verification, whose codes a typed code is compared with."""
+    return [
+        seen
+        for channel in code_channels(row["channel"], row.get("fallback_channel"), row.get("step3_channel"))
+        if (seen := presented_by(row, channel))
+    ]
 
 
 def _seen(row: dict[str, Any], channel: str) -> dict[str, Any]:
@@ -308,7 +334,7 @@ def from_state(row: dict[str, Any]) -> Outcome:
     """What the verification's state means to the secret `row` is seen by (presented_by), without a write."""
     status, presented = row["status"], row["presented"]
     unexpired = row["expires_at"] > row["db_now"]
-    tries_spent = presented == "sms" and row["confirm_failures"] >= row["max_confirm_failures"]
+    tries_spent = is_code_channel(presented) and row["confirm_failures"] >= row["max_confirm_failures"]
     if status == VerificationStatus.VERIFIED:
         if proved_at(row, presented) is not None:
             result = ALREADY_VERIFIED
@@ -325,7 +351,7 @@ def from_state(row: dict[str, Any]) -> Outcome:
     else:
         result = LOCKED
     remaining = max(row["max_confirm_failures"] - row["confirm_failures"], 0)
-    return _described(result, row, remaining_attempts=remaining if presented == "sms" else None)
+    return _described(result, row, remaining_attempts=remaining if is_code_channel(presented) else None)
 
 
 def _described(result: Result, row: dict[str, Any], **fields: Any) -> Outcome:

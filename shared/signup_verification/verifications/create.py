@@ -17,10 +17,11 @@ from typing import Any
 
 from ..outbox import nudge
 from ..platform.catalogue import catalogue
+from ..platform.channels import code_channels
 from ..platform.database import Database
 from ..platform.ids import uuid7
 from . import abuse
-from .channel_policy import Fallback, channel_digest, fallback_parameters
+from .channel_policy import STEP3, Fallback, channel_digest, later_step_parameters
 from .config import CreateConfig
 from .tokens import Keyring, code_entry_url, new_nonce
 
@@ -30,6 +31,10 @@ _log = logging.getLogger("signup_verification.verifications.create")
 
 IDEMPOTENCY_SCOPE = "create_verification"
 _CREATE = _SQL["create"]
+# where a refusal of step 3 points: the request names it in `steps` only
+_STEP3_POINTER = "#/steps/2/"
+# create_verification_v2's `field` of a suppressed destination, as a request pointer
+_SUPPRESSED_POINTERS = {"fallback": "#/fallback/destination", "step3": _STEP3_POINTER + "destination"}
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,8 @@ class NewVerification:
     template_version: str
     fingerprint: bytes  # what makes two requests 'the same' for one idempotency key
     client_ip: str | None = None  # the end user's address as the site saw it (velocity limit only)
-    fallback: Fallback | None = None  # the channel policy (channel_policy.py)
+    fallback: Fallback | None = None  # the channel policy (channel_policy.py): step 2
+    step3: Fallback | None = None  # step 3 (only after a step 2)
     return_url: str | None = None  # checked at the edge (api/return_url.py); the pages link to it
 
 
@@ -59,7 +65,8 @@ class Verification:
     expires_at: str
     created_at: str
     fallback: dict[str, Any] | None = None  # {channel, after_seconds, policy}; never the destination
-    code_entry_url: str | None = None  # the hosted code-entry page, when an SMS is among the channels
+    steps: list[dict[str, Any]] | None = None  # [{channel, after_seconds}] of every step, with a third
+    code_entry_url: str | None = None  # the hosted code-entry page, when a code channel is among the channels
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Verification:
@@ -89,13 +96,14 @@ class KeyReused:
 
 @dataclass(frozen=True)
 class Refused:
-    """The destination is not allowed (SMS country or number type): nothing was written."""
+    """The destination is not allowed (a number's country or type), or the channel is not offered here:
+    nothing was written."""
 
     slug: str
     title: str
     detail: str
     field_detail: str
-    pointer: str = "#/destination"  # or '#/fallback/destination'
+    pointer: str = "#/destination"  # or '#/fallback/destination', '#/steps/2/destination'
     kind: str = "refused"
 
 
@@ -120,7 +128,7 @@ class Suppressed:
     """A delivery to this exact destination failed for the recipient's fault (SUPPRESSED_ANSWER=refuse):
     nothing was written."""
 
-    pointer: str = "#/destination"  # or '#/fallback/destination'
+    pointer: str = "#/destination"  # or '#/fallback/destination', '#/steps/2/destination'
     kind: str = "suppressed"
 
 
@@ -130,20 +138,44 @@ CreateOutcome = Created | Replayed | KeyReused | Refused | Invalid | RateLimited
 def create(
     db: Database, config: CreateConfig, keyring: Keyring, new: NewVerification, idempotency_key: str
 ) -> CreateOutcome:
-    if new.fallback is not None and new.fallback.after_seconds >= config.ttl_seconds:
-        # a fallback due at or after expiry could never be sent: refused, the limit named
-        invalid = Invalid(
-            "#/fallback/after_seconds", f"must be less than the verification's lifetime ({config.ttl_seconds} s)"
-        )
-        _logged(invalid, new.channel)
-        return invalid
+    asked = [(new.channel, "#/channel")]
+    asked += [(new.fallback.channel, "#/fallback/channel")] if new.fallback else []
+    asked += [(new.step3.channel, _STEP3_POINTER + "channel")] if new.step3 else []
+    for channel, pointer in asked:
+        if not config.offers(channel):  # not set up here: refused, nothing written
+            refused = Refused(
+                "channel-not-offered",
+                "This channel is not offered",
+                f"This service does not send {channel} messages: its operator has not set the channel up. "
+                "Use another channel.",
+                "channel not offered",
+                pointer,
+            )
+            _logged(refused, new.channel)
+            return refused
+    for step, pointer in ((new.fallback, "#/fallback/after_seconds"), (new.step3, _STEP3_POINTER + "after_seconds")):
+        if step is not None and step.after_seconds >= config.ttl_seconds:
+            # a step due at or after expiry could never be sent: refused, the limit named
+            invalid = Invalid(pointer, f"must be less than the verification's lifetime ({config.ttl_seconds} s)")
+            _logged(invalid, new.channel)
+            return invalid
     verification_id = uuid7()  # time-ordered: inserts land on the indexes' rightmost pages
     key = keyring.primary
     nonce = new_nonce()
     try:
         limits = _abuse_limits(config, keyring, new)
-        # the fallback's secret digest, destination checks and limit keys
-        limits |= fallback_parameters(config.abuse, key, new.fallback, verification_id, nonce, config.code_digits)
+        # the later steps' secret digests, destination checks and limit keys
+        limits |= later_step_parameters(config.abuse, key, new.fallback, verification_id, nonce, config.code_digits)
+        limits |= later_step_parameters(
+            config.abuse,
+            key,
+            new.step3,
+            verification_id,
+            nonce,
+            config.code_digits,
+            STEP3,
+            _STEP3_POINTER + "destination",
+        )
     except abuse.Refused as refused:
         outcome: CreateOutcome = Refused(
             refused.slug, refused.title, refused.detail, refused.field_detail, refused.pointer
@@ -186,8 +218,8 @@ def create(
         case "mismatch":
             outcome = KeyReused()
         case "suppressed":
-            is_fallback = bool(data) and data.get("field") == "fallback"
-            outcome = Suppressed("#/fallback/destination" if is_fallback else "#/destination")
+            field = str(data.get("field")) if data else ""
+            outcome = Suppressed(_SUPPRESSED_POINTERS.get(field, "#/destination"))
         case "rate_limited":
             outcome = RateLimited(abuse.retry_after(config.abuse, int(retry_after)))
         case _:
@@ -197,20 +229,20 @@ def create(
 
 
 def _answered(config: CreateConfig, keyring: Keyring, new: NewVerification, data: dict[str, Any]) -> Verification:
-    """The verification as answered: the stored record, and the code-entry page's URL when an SMS is
-    among the channels (a replay is the same request, so the same channels). Under a key rotated in
+    """The verification as answered: the stored record, and the code-entry page's URL when a code
+    channel is among the channels (a replay is the same request, so the same channels). Under a key rotated in
     since the first answer, a replay's URL is another handle of the same page: every key opens it."""
     verification = Verification.from_record(data)
-    if "sms" not in (new.channel, new.fallback.channel if new.fallback else None):
+    if not code_channels(new.channel, *(s.channel for s in (new.fallback, new.step3) if s is not None)):
         return verification
     url = code_entry_url(config.link_base, keyring.primary, uuid.UUID(verification.verification_id))
     return replace(verification, code_entry_url=url)
 
 
 def _abuse_limits(config: CreateConfig, keyring: Keyring, new: NewVerification) -> dict[str, Any]:
-    """The SMS policy check (raises abuse.Refused) and the velocity limits' keys."""
+    """The phone number policy check (raises abuse.Refused) and the velocity limits' keys."""
     policy = config.abuse
-    country = abuse.check_sms_number(policy, new.destination) if new.channel == "sms" else None
+    country = abuse.check_phone_number(policy, new.channel, new.destination)
     # The keyed digest uses the token keyring's signing key under its own label: no new secret to
     # provision; a key rotation starts the windows afresh, which costs at most one hour of history.
     keys = abuse.limit_keys(keyring.primary.secret, policy, new.channel, new.destination, new.client_ip, country)
@@ -231,14 +263,12 @@ def _suppression_keys(config: CreateConfig, keyring: Keyring, new: NewVerificati
     """The destinations' suppression keys under every key of the ring, for the suppression check."""
     secrets = [k.secret for k in keyring.keys]
     primary = abuse.destination_keys(secrets, config.abuse, new.channel, new.destination)
-    f = new.fallback
-    fallback = abuse.destination_keys(secrets, config.abuse, f.channel, f.destination) if f else None
-    return dict(
-        suppression_keys=primary.exact,
-        alias_suppression_keys=primary.alias,
-        fallback_suppression_keys=fallback.exact if fallback else None,
-        fallback_alias_suppression_keys=fallback.alias if fallback else None,
-    )
+    keys: dict[str, list[bytes] | None] = dict(suppression_keys=primary.exact, alias_suppression_keys=primary.alias)
+    for prefix, step in (("fallback", new.fallback), (STEP3, new.step3)):
+        found = abuse.destination_keys(secrets, config.abuse, step.channel, step.destination) if step else None
+        keys[f"{prefix}_suppression_keys"] = found.exact if found else None
+        keys[f"{prefix}_alias_suppression_keys"] = found.alias if found else None
+    return keys
 
 
 def _logged(outcome: CreateOutcome, channel: str) -> None:

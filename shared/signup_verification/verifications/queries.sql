@@ -2,9 +2,8 @@
 
 -- name: create
 -- One round trip: the whole create (idempotency, rate and abuse limits, the suppression list,
--- supersede, outbox rows) is the SQL function create_verification
--- (create_verification).
-SELECT outcome, verification, retry_after FROM create_verification(
+-- supersede, outbox rows) is the SQL function create_verification_v2.
+SELECT outcome, verification, retry_after FROM create_verification_v2(
     :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
     :id, :account_id, :channel, :destination, :purpose, :locale,
     :template_version, :key_id, :nonce, :digest,
@@ -19,12 +18,17 @@ SELECT outcome, verification, retry_after FROM create_verification(
     -- the suppression list: exact and alias keys under every key of the ring; the exact keys kept
     CAST(:suppression_keys AS bytea[]), CAST(:fallback_suppression_keys AS bytea[]),
     CAST(:alias_suppression_keys AS bytea[]), CAST(:fallback_alias_suppression_keys AS bytea[]),
-    CAST(:exact_key AS bytea), CAST(:fallback_exact_key AS bytea), :suppressed_answer)
+    CAST(:exact_key AS bytea), CAST(:fallback_exact_key AS bytea), :suppressed_answer,
+    -- step 3: all NULL without one
+    :step3_channel, :step3_destination, CAST(:step3_after AS integer), CAST(:step3_digest AS bytea),
+    CAST(:step3_destination_key AS bytea), CAST(:step3_prefix_key AS bytea), :step3_country,
+    CAST(:step3_suppression_keys AS bytea[]), CAST(:step3_alias_suppression_keys AS bytea[]),
+    CAST(:step3_exact_key AS bytea))
 
 -- name: read
 -- GET /<verification_id> on create_verification (verifications/read.py): the verification as its site
 -- may see it, its proofs (verifications/proofs.py: from the verified_* columns and second_proof_at) and
--- its message deliveries, in one statement. Never the nonce, the digest, a token or a code (key_id
+-- its message deliveries (the verification's steps, in order: intents are written in step order), in one statement. Never the nonce, the digest, a token or a code (key_id
 -- names the key the code-entry page's handle is made with); the destination is masked in Python. Event intents (role 'event', the webhooks to the site
 -- itself) are not deliveries of the message: they never show here. A pending verification past its
 -- expiry reads as expired: expires_at is the truth, the status catches up at the reconciler's sweep.
@@ -32,16 +36,19 @@ SELECT outcome, verification, retry_after FROM create_verification(
 -- `delivered` (accepted, then reported delivered) and `undeliverable` (accepted, then reported
 -- failed for good). Its reason is the recorded verdict (failure_*), or `expired` for a delivery whose
 -- link died before it could be sent.
-SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel,
+SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel, v.step3_channel,
        CASE WHEN v.status = 'pending' AND v.expires_at <= now() THEN 'expired' ELSE v.status END AS status,
        rfc3339(v.created_at) AS created_at, rfc3339(v.expires_at) AS expires_at,
        rfc3339(v.verified_at) AS verified_at, v.verified_channel, v.verified_via,
-       rfc3339(v.second_proof_at) AS second_proof_at,
+       rfc3339(v.second_proof_at) AS second_proof_at, v.second_proof_channel,
+       rfc3339(v.third_proof_at) AS third_proof_at,
        coalesce((
            SELECT jsonb_agg(jsonb_build_object(
                       'channel', i.channel,
                       'role', i.role,
-                      -- a fallback's own destination, masked in Python; a primary's is the verification's
+                      -- when the step is due unless proved first (or brought forward): the first at once
+                      'after_seconds', CASE WHEN i.role = 'primary' THEN 0 ELSE i.after_seconds END,
+                      -- a later step's own destination, masked in Python; a primary's is the verification's
                       'destination', coalesce(i.destination, v.destination),
                       'status', CASE WHEN i.status = 'accepted' AND i.delivered_at IS NOT NULL THEN 'delivered'
                                      WHEN i.status = 'failed' AND i.undeliverable_reason IS NOT NULL THEN 'undeliverable'
@@ -69,14 +76,18 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.f
 
 -- name: confirm_state
 -- One verification's state, read in a fresh statement (so it sees every commit before it), with its
--- fallback channel's digest and destination (a code may be the fallback's secret) and its proofs.
+-- later steps' channels, digests and destinations (a secret may be any step's) and its proofs.
 SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
        confirm_failures, max_confirm_failures, now() AS db_now,
        fallback_channel, fallback_digest,
        (SELECT i.destination FROM delivery_intents AS i
          WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
            AND i.event_type IS NULL) AS fallback_destination,
-       return_url, verified_channel, verified_via, second_proof_at
+       step3_channel, step3_digest,
+       (SELECT i.destination FROM delivery_intents AS i
+         WHERE i.verification_id = verifications.id AND i.channel = verifications.step3_channel
+           AND i.event_type IS NULL) AS step3_destination,
+       return_url, verified_channel, verified_via, second_proof_at, second_proof_channel, third_proof_at
   FROM verifications
  WHERE id = :id
 
@@ -86,13 +97,14 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
 -- for a code. The row is the link's verification (:id: the link names it), and it is consumed only
 -- where the token's keyed digest
 -- under the key the row names (:key_ids / :digests, pairwise: the digest under each key of the ring)
--- is its email digest (the email may be the fallback channel). The link proves the address once:
+-- is its email digest (the email may be any step's channel). The link proves the address once:
 -- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
 --   'email', `verified_via` 'link'; its undelivered intents (both channels) are suppressed in the same
 --   statement through the shared transition (suppress_undelivered_intents), and
 --   the `verification.verified` webhook event is recorded (record_event);
--- - a later proof: a verification its SMS code verified, still unexpired, whose link has not
---   proved the address yet: `second_proof_at`.
+-- - a later proof: a verification another step's code verified, still unexpired, whose link has not
+--   proved the address yet: `second_proof_at` / `second_proof_channel`, or `third_proof_at` when
+--   another step proved second (verifications/queries.sql:confirm_consume writes them alike).
 -- Either way the `verification.proved` event is recorded, its subject the channel proved. Of two
 -- concurrent confirmations exactly one consumes; the other gets the row with `consumed` false. The
 -- answer is the row as the statement found it, and the proof columns as it left them (`new_*`).
@@ -103,10 +115,15 @@ WITH found AS (
            (SELECT i.destination FROM delivery_intents AS i
              WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
                AND i.event_type IS NULL) AS fallback_destination,
-           return_url, verified_channel, verified_via, second_proof_at,
-           CASE WHEN channel = 'email' THEN token_digest ELSE fallback_digest END AS email_digest
+           step3_channel, step3_digest,
+           (SELECT i.destination FROM delivery_intents AS i
+             WHERE i.verification_id = verifications.id AND i.channel = verifications.step3_channel
+               AND i.event_type IS NULL) AS step3_destination,
+           return_url, verified_channel, verified_via, second_proof_at, second_proof_channel, third_proof_at,
+           CASE 'email' WHEN channel THEN token_digest WHEN fallback_channel THEN fallback_digest
+                        ELSE step3_digest END AS email_digest
       FROM verifications
-     WHERE id = :id AND 'email' IN (channel, fallback_channel)
+     WHERE id = :id AND 'email' IN (channel, fallback_channel, step3_channel)
 ), candidate AS (
     SELECT f.* FROM found AS f
       JOIN unnest(CAST(:key_ids AS text[]), CAST(:digests AS bytea[])) AS k(key_id, digest)
@@ -123,22 +140,32 @@ WITH found AS (
            verified_channel = CASE WHEN v.status = 'verified' THEN v.verified_channel ELSE 'email' END,
            verified_via = CASE WHEN v.status = 'verified' THEN v.verified_via ELSE 'link' END,
            -- a concurrent first proof may commit a verified_at later than this transaction's now()
-           second_proof_at = CASE WHEN v.status = 'verified' THEN greatest(now(), v.verified_at) END,
+           second_proof_at = CASE WHEN v.status <> 'verified' THEN NULL WHEN v.second_proof_at IS NULL
+                                  THEN greatest(now(), v.verified_at) ELSE v.second_proof_at END,
+           second_proof_channel = CASE WHEN v.status <> 'verified' THEN NULL WHEN v.second_proof_at IS NULL
+                                       THEN 'email' ELSE v.second_proof_channel END,
+           third_proof_at = CASE WHEN v.status = 'verified' AND v.second_proof_at IS NOT NULL
+                                 THEN greatest(now(), v.second_proof_at) END,
            updated_at = now()
      WHERE v.id = (SELECT c.id FROM candidate AS c) AND v.expires_at > now()
        AND (v.status NOT IN ('verified', 'expired', 'superseded', 'locked')
-            OR (v.status = 'verified' AND v.verified_channel = 'sms' AND v.second_proof_at IS NULL))
-    RETURNING v.id, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at, v AS verification
+            -- a later proof: verified by another step's secret, and this one not proved yet (a row
+            -- from before second_proof_channel with a second proof has no step left to prove)
+            OR (v.status = 'verified' AND v.verified_channel <> 'email' AND v.third_proof_at IS NULL
+                AND (v.second_proof_at IS NULL OR v.second_proof_channel <> 'email')))
+    RETURNING v.id, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at, v.second_proof_channel,
+              v.third_proof_at, v AS verification
 )
 SELECT c.*, k.id IS NOT NULL AS consumed, k.verified_at AS new_verified_at, k.verified_channel AS new_verified_channel,
        k.verified_via AS new_verified_via, k.second_proof_at AS new_second_proof_at,
+       k.second_proof_channel AS new_second_proof_channel, k.third_proof_at AS new_third_proof_at,
        (SELECT count(*) FROM (SELECT id FROM consumed WHERE second_proof_at IS NULL) AS s,
                LATERAL suppress_undelivered_intents(ARRAY[s.id], 'verified')) AS suppressed,
        (SELECT CASE WHEN s.second_proof_at IS NULL THEN record_event(s.verification, 'verification.verified') ELSE 0 END
                + record_event(s.verification, 'verification.proved',
                               jsonb_build_object('proof', jsonb_build_object(
                                   'channel', 'email', 'via', 'link',
-                                  'at', rfc3339(coalesce(s.second_proof_at, s.verified_at)))),
+                                  'at', rfc3339(coalesce(s.third_proof_at, s.second_proof_at, s.verified_at)))),
                               'email')
           FROM consumed AS s) AS events
   FROM candidate AS c
@@ -146,15 +173,17 @@ SELECT c.*, k.id IS NOT NULL AS consumed, k.verified_at AS new_verified_at, k.ve
 
 -- name: confirm_consume
 -- consume: the one atomic UPDATE that records a code's proof (a link's is verifications/queries.sql:confirm_link, which finds
--- and consumes in one statement: keep the two in step). A code is the SMS channel's secret, whether SMS
--- is the primary channel or the fallback, and proves the number once, in one of two ways:
+-- and consumes in one statement: keep the two in step). A code is the secret of one step's code
+-- channel (:channel, whichever step it is: the caller matched :digest with that step's digest), and
+-- proves that step's number once, in one of two ways:
 -- - the first proof: a pending, unexpired verification becomes verified, its proof `verified_channel`
---   'sms', `verified_via` 'code'. Its undelivered intents are suppressed in the same statement, through
---   the shared transition (suppress_undelivered_intents), the other channel's
---   too ('verified': a fallback confirmed before its time is never sent), and the
+--   :channel, `verified_via` 'code'. Its undelivered intents are suppressed in the same statement, through
+--   the shared transition (suppress_undelivered_intents), every other step's
+--   too ('verified': a later step proved before its time is never sent), and the
 --   `verification.verified` webhook event is recorded (record_event);
--- - a later proof: a verification its email's link verified, still unexpired, whose code has
---   not proved the number yet and has wrong tries left: `second_proof_at`. Nothing is left to suppress.
+-- - a later proof: a verification another step's secret verified, still unexpired, whose code has
+--   not proved its number yet and has wrong tries left: `second_proof_at` / `second_proof_channel`,
+--   or `third_proof_at` when another step proved second. Nothing is left to suppress.
 -- Either way the `verification.proved` event is recorded, its subject the channel proved. The UPDATE
 -- requires the digest the caller matched and one of those two states, so of two concurrent
 -- confirmations with this code exactly one returns a row.
@@ -162,31 +191,42 @@ WITH consumed AS (
     UPDATE verifications AS v
        SET status = 'verified',
            verified_at = CASE WHEN v.status = 'verified' THEN v.verified_at ELSE now() END,
-           verified_channel = CASE WHEN v.status = 'verified' THEN v.verified_channel ELSE 'sms' END,
+           verified_channel = CASE WHEN v.status = 'verified' THEN v.verified_channel ELSE CAST(:channel AS text) END,
            verified_via = CASE WHEN v.status = 'verified' THEN v.verified_via ELSE 'code' END,
            -- a concurrent first proof may commit a verified_at later than this transaction's now()
-           second_proof_at = CASE WHEN v.status = 'verified' THEN greatest(now(), v.verified_at) END,
+           second_proof_at = CASE WHEN v.status <> 'verified' THEN NULL WHEN v.second_proof_at IS NULL
+                                  THEN greatest(now(), v.verified_at) ELSE v.second_proof_at END,
+           second_proof_channel = CASE WHEN v.status <> 'verified' THEN NULL WHEN v.second_proof_at IS NULL
+                                       THEN CAST(:channel AS text) ELSE v.second_proof_channel END,
+           third_proof_at = CASE WHEN v.status = 'verified' AND v.second_proof_at IS NOT NULL
+                                 THEN greatest(now(), v.second_proof_at) END,
            updated_at = now()
-     WHERE v.id = :id AND (v.token_digest = :digest OR v.fallback_digest = :digest) AND v.expires_at > now()
+     WHERE v.id = :id AND v.expires_at > now()
+       AND ((v.channel = CAST(:channel AS text) AND v.token_digest = :digest)
+            OR (v.fallback_channel = CAST(:channel AS text) AND v.fallback_digest = :digest)
+            OR (v.step3_channel = CAST(:channel AS text) AND v.step3_digest = :digest))
        -- pending, written so it implies no partial index (verifications/queries.sql:confirm_link says why), or the later proof
        AND (v.status NOT IN ('verified', 'expired', 'superseded', 'locked')
-            OR (v.status = 'verified' AND v.verified_channel = 'email' AND v.second_proof_at IS NULL
+            OR (v.status = 'verified' AND v.verified_channel <> CAST(:channel AS text) AND v.third_proof_at IS NULL
+                AND (v.second_proof_at IS NULL OR v.second_proof_channel <> CAST(:channel AS text))
                 AND v.confirm_failures < v.max_confirm_failures))
     RETURNING v.id, v.account_id, v.verified_at, v.verified_channel, v.verified_via, v.second_proof_at,
-              v AS verification
+              v.second_proof_channel, v.third_proof_at, v AS verification
 )
 SELECT c.id, c.account_id, c.verified_at, c.verified_channel, c.verified_via, c.second_proof_at,
+       c.second_proof_channel, c.third_proof_at,
        CASE WHEN c.second_proof_at IS NULL
             THEN (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[c.id], 'verified')) ELSE 0 END AS suppressed,
        CASE WHEN c.second_proof_at IS NULL THEN record_event(c.verification, 'verification.verified') ELSE 0 END
        + record_event(c.verification, 'verification.proved',
                       jsonb_build_object('proof', jsonb_build_object(
-                          'channel', 'sms', 'via', 'code', 'at', rfc3339(coalesce(c.second_proof_at, c.verified_at)))),
-                      'sms') AS events
+                          'channel', CAST(:channel AS text), 'via', 'code',
+                          'at', rfc3339(coalesce(c.third_proof_at, c.second_proof_at, c.verified_at)))),
+                      CAST(:channel AS text)) AS events
   FROM consumed AS c
 
 -- name: confirm_wrong_code
--- A wrong SMS code: counted atomically, whatever the verification's state, so guessing against a
+-- A wrong code (:code_channels: the channels that carry one, at any step): counted atomically, whatever the verification's state, so guessing against a
 -- finished verification costs the same budgets (its own count, and the destination's daily budget,
 -- which sums these counts: verifications/queries.sql:confirm_destination_failures). Only a pending, unexpired verification
 -- changes state: the attempt that reaches the limit locks it, suppresses what it had left to send
@@ -199,7 +239,8 @@ WITH failed AS (
                               AND confirm_failures + 1 >= max_confirm_failures
                          THEN 'locked' ELSE status END,
            updated_at = now()
-     WHERE id = :id AND (channel = 'sms' OR fallback_channel = 'sms')
+     WHERE id = :id AND (channel = ANY (CAST(:code_channels AS text[])) OR fallback_channel = ANY (CAST(:code_channels AS text[]))
+                         OR step3_channel = ANY (CAST(:code_channels AS text[])))
     RETURNING id, status, confirm_failures, max_confirm_failures, verifications AS verification
 )
 SELECT f.id, f.status, f.confirm_failures, f.max_confirm_failures,
@@ -213,15 +254,19 @@ SELECT f.id, f.status, f.confirm_failures, f.max_confirm_failures,
 -- Wrong codes typed in the last day against every verification of this one's destination
 -- (the per-verification allowance resets with each new verification). The
 -- destination is matched on create_events' keyed digest, on its (channel, destination_key, created_at) index.
+-- A number's wrong codes count together whichever code channel (:code_channels) carried them: every
+-- phone channel's destination key is the number's (verifications/abuse.py), so switching channels
+-- buys no more guesses. Each verification counts once, however many of its rows match.
 SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
-  FROM create_events AS mine
-  JOIN create_events AS e
-    ON e.channel = mine.channel
-   AND e.destination_key = mine.destination_key
-   AND e.created_at > now() - interval '1 day'
-  JOIN verifications AS v ON v.id = e.verification_id
- WHERE mine.verification_id = :id
-   AND mine.channel = 'sms'  -- the SMS row (a verification with a fallback has two)
+  FROM verifications AS v
+ WHERE v.id IN (SELECT e.verification_id
+                  FROM create_events AS mine
+                  JOIN create_events AS e
+                    ON e.channel = ANY (CAST(:code_channels AS text[]))
+                   AND e.destination_key = mine.destination_key
+                   AND e.created_at > now() - interval '1 day'
+                 WHERE mine.verification_id = :id
+                   AND mine.channel = ANY (CAST(:code_channels AS text[])))  -- its code channels' rows
 
 -- name: confirm_lock_destination
 -- The destination is over its daily wrong-code budget: the answer is `locked`, so

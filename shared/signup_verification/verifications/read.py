@@ -3,8 +3,8 @@
 What the site may learn: the verification's state, its timestamps, which secret verified it
 (`verified_channel`, `verified_via`: `channel` is the primary channel requested, not what was
 proved), every proof (`proofs`: each secret proves its own destination, proofs.py), where its person
-can type the SMS code (`code_entry_url`, when an SMS is among its channels), and its message
-deliveries (channel, role, status, attempts, the last attempt's outcome, when accepted, delivered or
+can type the code (`code_entry_url`, when a code channel is among its channels), and its message
+deliveries, one per step in order (step, channel, role, after_seconds, status, attempts, the last attempt's outcome, when accepted, delivered or
 failed, and why a failed one failed). The destination only masked; never a token, a code, a nonce or
 a digest; webhook events (role 'event') are not deliveries.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..platform.catalogue import catalogue
+from ..platform.channels import code_channels
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
@@ -29,8 +30,10 @@ _READ = _SQL["read"]
 
 @dataclass(frozen=True)
 class Delivery:
+    step: int  # 1, 2, 3: the verification's steps in order (the primary is step 1)
     channel: str
-    role: str  # primary | fallback
+    role: str  # primary (step 1) | fallback (every later step)
+    after_seconds: int  # when the step is due after create unless proved first (0: at once)
     destination: str  # masked, like the verification's
     status: str  # the intent's status, or delivered / undeliverable (what the provider reported)
     attempts: int
@@ -51,10 +54,10 @@ class VerificationView:
     created_at: str
     expires_at: str
     verified_at: str | None
-    verified_channel: str | None  # whose secret verified it (the first proof): 'email' (the link) or 'sms' (the code)
+    verified_channel: str | None  # whose secret verified it (the first proof): its step's channel
     verified_via: str | None  # 'link' | 'code'
     proofs: tuple[Proof, ...]  # every proof, first first
-    code_entry_url: str | None  # the hosted code-entry page, when an SMS is among the channels
+    code_entry_url: str | None  # the hosted code-entry page, when a code channel is among the channels
     return_url: str | None
     deliveries: tuple[Delivery, ...]
 
@@ -82,12 +85,15 @@ def read(db: Database, keyring: Keyring, link_base: str, verification_id: uuid.U
     row = db.one(_READ, id=verification_id)
     if row is None:
         return None
-    fallback = next((d for d in row["deliveries"] if d["role"] == "fallback"), None)
-    row["fallback_destination"] = fallback["destination"] if fallback else None
+    by_channel = {d["channel"]: d["destination"] for d in row["deliveries"]}  # a step's channel names it
+    row["fallback_destination"] = by_channel.get(row["fallback_channel"])
+    row["step3_destination"] = by_channel.get(row["step3_channel"])
     deliveries = tuple(
         Delivery(
+            step,
             d["channel"],
             d["role"],
+            d["after_seconds"],
             mask_destination(d["channel"], d["destination"]),
             d["status"],
             d["attempts"],
@@ -97,7 +103,7 @@ def read(db: Database, keyring: Keyring, link_base: str, verification_id: uuid.U
             d["failed_at"],
             d["reason"],
         )
-        for d in row["deliveries"]
+        for step, d in enumerate(row["deliveries"], start=1)
     )
     return VerificationView(
         verification_id=str(row["id"]),
@@ -120,7 +126,7 @@ def read(db: Database, keyring: Keyring, link_base: str, verification_id: uuid.U
 def _code_entry_url(keyring: Keyring, link_base: str, row: dict[str, Any]) -> str | None:
     """The page's URL under the key the verification was made with (the create answer's), or the
     ring's first when that key was retired (every key of the ring opens the page)."""
-    if "sms" not in (row["channel"], row["fallback_channel"]):
+    if not code_channels(row["channel"], row["fallback_channel"], row["step3_channel"]):
         return None
     try:
         key = keyring.get(row["key_id"])

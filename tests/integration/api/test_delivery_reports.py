@@ -228,6 +228,14 @@ def test_twilio_unsigned_and_malformed(client, db):
     assert client.post("/elsewhere", data=b"").status_code == 404
 
 
+def test_a_whatsapp_status_callback_is_verified_with_twilios_signature_as_an_sms_one(client, db):
+    form = twilio_form("SM" + "2" * 32, "undelivered", ErrorCode="63003", To="whatsapp:+14155550100")
+    body, headers = twilio_post(form)
+    assert client.post("/twilio", data=body, headers={"Content-Type": headers["Content-Type"]}).status_code == 401
+    assert client.post("/twilio", data=body, headers=headers).get_json()["unknown"] == 1  # verified; no intent of ours
+    assert observations(db) == []
+
+
 def test_not_configured_provider_is_refused(app_client, db, monkeypatch):
     monkeypatch.delenv("SENDGRID_WEBHOOK_PUBLIC_KEY", raising=False)
     client = app_client("delivery_reports")

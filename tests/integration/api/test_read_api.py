@@ -44,8 +44,10 @@ def test_a_new_verification_reads_pending_with_its_queued_delivery(client):
     assert body["destination"] == "a***@example.com"  # masked, never the address
     assert body["deliveries"] == [
         {
+            "step": 1,
             "channel": "email",
             "role": "primary",
+            "after_seconds": 0,
             "destination": "a***@example.com",
             "status": "ready",
             "attempts": 0,
@@ -169,7 +171,7 @@ def test_a_fallback_shows_as_its_own_delivery_with_its_masked_number(client):
     }
     verification_id = _create(client, body)
     deliveries = client.get(f"/{verification_id}").get_json()["deliveries"]
-    assert [(d["channel"], d["role"], d["destination"]) for d in deliveries] == [
-        ("email", "primary", "a***@example.com"),
-        ("sms", "fallback", "+1******0142"),
+    assert [(d["step"], d["channel"], d["role"], d["after_seconds"], d["destination"]) for d in deliveries] == [
+        (1, "email", "primary", 0, "a***@example.com"),
+        (2, "sms", "fallback", 120, "+1******0142"),
     ]

@@ -30,8 +30,8 @@ from signup_verification.config import load
 from signup_verification.platform import logs as service_logging
 from signup_verification.verifications.tokens import Keyring
 from support.auth import AUTH_SCHEMES, cloud_run_identity, signed_headers
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer
+from support.fakes.twilio import FakeTwilio
 from support.paths import ROOT, TEST_TOKEN_KEYS
 from support.policy import token_in
 

@@ -15,8 +15,8 @@ import signup_verification_client as svc
 from signup_verification import runtime
 from support.client_calls import fresh_email, no_sleep
 from support.dispatch import provider_settings, run_dispatch
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 from support.reports import reports_env, twilio_form, twilio_post
 from support.served import serve
 from support.webhooks import link_token, sms_code
@@ -46,6 +46,39 @@ def test_a_fallback_is_sent_with_the_create_and_its_policy_comes_back(client):
     state = client.get(created.verification_id)
     assert [(d.channel, d.role) for d in state.deliveries] == [("email", "primary"), ("sms", "fallback")]
     assert state.deliveries[1].destination.endswith("0142") and PHONE not in state.deliveries[1].destination
+
+
+def test_steps_are_the_fallback_in_order_and_each_delivery_says_its_step(client):
+    email = fresh_email()
+    steps = [svc.Step("email", email), svc.Step("sms", PHONE, 30)]
+    created = client.create_steps("acct-s1", steps, idempotency_key="steps-1")
+    assert created.fallback == svc.FallbackPolicy("sms", 30, "fallback")
+    # the same steps through the shorthand: the same request, so the key replays the first answer
+    again = client.create("acct-s1", "email", email, fallback=svc.Fallback("sms", PHONE, 30), idempotency_key="steps-1")
+    assert again.replayed and again.verification_id == created.verification_id
+    state = client.get(created.verification_id)
+    assert [(d.step, d.channel, d.after_seconds) for d in state.deliveries] == [(1, "email", 0), (2, "sms", 30)]
+    with pytest.raises(svc.InvalidRequest) as same_channel:
+        client.create_steps("acct-s2", [svc.Step("sms", PHONE), svc.Step("sms", "+14155550143", 30)])
+    assert [e["pointer"] for e in same_channel.value.errors] == ["#/steps"]
+
+
+def test_three_steps_come_back_in_order_and_a_replay_answers_the_same_three(client):
+    steps = [svc.Step("email", fresh_email()), svc.Step("sms", PHONE, 30), svc.Step("whatsapp", PHONE, 90)]
+    created = client.create_steps("acct-s3", steps, idempotency_key="steps-3")
+    assert created.steps == (
+        svc.StepPolicy("email", 0),
+        svc.StepPolicy("sms", 30),
+        svc.StepPolicy("whatsapp", 90),
+    )
+    again = client.create_steps("acct-s3", steps, idempotency_key="steps-3")
+    assert again.replayed and (again.verification_id, again.steps) == (created.verification_id, created.steps)
+    state = client.get(created.verification_id)
+    assert [(d.step, d.channel, d.role) for d in state.deliveries] == [
+        (1, "email", "primary"),
+        (2, "sms", "fallback"),
+        (3, "whatsapp", "fallback"),
+    ]
 
 
 def test_a_fallback_due_at_once_is_the_both_policy_and_no_fallback_reads_none(client):

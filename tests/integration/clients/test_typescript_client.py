@@ -26,8 +26,8 @@ from werkzeug.wrappers import Response
 
 from signup_verification import runtime
 from support.dev_process import free_ports
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 from support.fakes.webhooks import new_secret
 from support.served import serve
 from support.typescript_client import PACKAGE, node_test_command, npm, run_npm

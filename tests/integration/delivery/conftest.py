@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import FakeSmtpServer
+from support.fakes.twilio import FakeTwilio
 
 
 @pytest.fixture

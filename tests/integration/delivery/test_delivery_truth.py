@@ -213,6 +213,8 @@ def test_opt_in_delivery_events_one_per_delivery_and_type(db):
     assert [(r["event_type"], r["event_subject"]) for r in rows] == [
         ("delivery.delivered", "email"), ("delivery.delivered", "sms")]  # fmt: skip
     assert rows[0]["payload"]["delivery"]["status"] == "delivered" and rows[0]["payload"]["delivery"]["delivered_at"]
+    assert [(r["payload"]["delivery"]["step"], r["payload"]["delivery"]["role"]) for r in rows] == [
+        (1, "primary"), (2, "fallback")]  # fmt: skip
     assert webhook_id(vid, "delivery.delivered", "email") != webhook_id(vid, "delivery.delivered", "sms")
     assert not db.rows("SELECT 1 FROM delivery_intents WHERE verification_id = :v AND event_type = 'delivery.bounced'",
                        v=vid)  # fmt: skip
@@ -234,6 +236,6 @@ def test_a_bounce_records_delivery_bounced_with_its_reason_only_when_asked(db):
     reason = {"category": "bounced", "code": "5.1.1", "provider": "sendgrid", "fault": "recipient"}
     assert rows["delivery.bounced"]["delivery"]["reason"] == reason
     assert rows["delivery.failed"]["deliveries"] == [
-        {"channel": "email", "role": "primary", "status": "undeliverable",
+        {"step": 1, "channel": "email", "role": "primary", "status": "undeliverable",
          "failed_at": rows["delivery.failed"]["deliveries"][0]["failed_at"], "reason": reason}]  # fmt: skip
     assert rows["delivery.failed"]["failed_channels"] == ["email"]

@@ -18,9 +18,10 @@ from signup_verification.platform.database import Database
 from signup_verification.verifications.tokens import split_link
 from support.dispatch import KEYRING, attempts, intent, provider_settings, run_dispatch
 from support.factories import created
-from support.fakes.http import Answer, FakeTwilio
+from support.fakes.http import Answer
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 
 
 def create(db, settings, n, channel="email", account="acct"):

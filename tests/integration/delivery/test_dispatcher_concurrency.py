@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 
 from support.dispatch import worker_env
-from support.fakes.http import FakeTwilio
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
+from support.fakes.twilio import FakeTwilio
 from support.paths import ROOT
 
 pytestmark = pytest.mark.slow

@@ -16,9 +16,9 @@ import pytest
 
 from signup_verification.outbox import transitions as t
 from support.dispatch import attempts, provider_settings, run_dispatch, worker_env
-from support.fakes.http import FakeTwilio
 from support.fakes.seed import seed_intents
 from support.fakes.smtp import FakeSmtpServer
+from support.fakes.twilio import FakeTwilio
 from support.paths import ROOT
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from support.dispatch import attempts, intent, provider_settings, run_dispatch
-from support.fakes.http import FakeTwilio
 from support.fakes.seed import seed_intents
+from support.fakes.twilio import FakeTwilio
 
 
 @pytest.fixture

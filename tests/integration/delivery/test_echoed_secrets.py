@@ -10,8 +10,8 @@ import pytest
 from signup_verification.platform.redaction import scrub
 from support.dispatch import KEYRING, provider_settings, run_dispatch
 from support.factories import created
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 
 
 def test_an_echoed_url_is_scrubbed_before_it_is_stored_or_logged(db, smtp, caplog):

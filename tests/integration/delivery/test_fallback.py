@@ -13,8 +13,8 @@ from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.catalogue import catalogue
 from signup_verification.verifications import confirm as c
 from support.dispatch import KEYRING, provider_settings, run_dispatch
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 from support.policy import code_in, create_with_fallback, intents, token_in
 
 
@@ -229,3 +229,24 @@ def test_a_hard_bounce_reported_later_brings_the_sms_forward(db):
     assert rows["primary"]["status"] == "failed" and rows["fallback"]["brought_forward_at"] is not None
     [fallback] = t.claim(db, "w", 10, 30)
     assert (fallback.channel, fallback.destination) == ("sms", "+14155550100")
+
+
+def test_the_events_name_each_failed_delivery_by_its_step(db):
+    """The email fails for good, then the SMS brought forward fails too: `delivery.bounced` names each
+    step as it fails, and `delivery.failed` lists both steps in order."""
+    db.run("SET signup_verification.webhooks = 'on'")
+    db.run("SET signup_verification.webhook_events = 'delivery.bounced,delivery.failed'")
+    vid = create_with_fallback(db, provider_settings().create, after_seconds=300)
+    _fail_primary(db, vid, "failed")
+    # the fallback, brought forward, is claimed next (with the event just recorded): it fails too
+    [sms] = [i for i in t.claim(db, "w", 10, 30) if i.channel == "sms"]
+    t.begin_attempts(db, "w", [sms.fence])
+    t.settle(db, "w", [Settlement(sms.id, sms.lease_version, "failed", 0, "x", "y")])
+    payloads = db.rows(
+        "SELECT event_type, payload FROM delivery_intents WHERE verification_id = :v AND role = 'event' ORDER BY id",
+        v=vid,
+    )
+    bounced = [p["payload"]["delivery"] for p in payloads if p["event_type"] == "delivery.bounced"]
+    assert [(d["step"], d["channel"], d["role"]) for d in bounced] == [(1, "email", "primary"), (2, "sms", "fallback")]
+    [failed] = [p["payload"] for p in payloads if p["event_type"] == "delivery.failed"]
+    assert [(d["step"], d["channel"]) for d in failed["deliveries"]] == [(1, "email"), (2, "sms")]

@@ -17,8 +17,8 @@ from signup_verification.operations import channel_holds, signals
 from support.dispatch import intent, provider_settings, run_dispatch
 from support.factories import created
 from support.factories import intent as primary_intent
-from support.fakes.http import FakeTwilio
 from support.fakes.smtp import SmtpBehaviour
+from support.fakes.twilio import FakeTwilio
 from support.reports import twilio_form
 
 SETTINGS = dict(rate_limit_prefix_per_hour=1000, rate_limit_account_per_hour=1000)

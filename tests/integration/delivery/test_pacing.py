@@ -13,8 +13,9 @@ from signup_verification.delivery.batch_sizing import LatencyEstimator
 from signup_verification.outbox import transitions
 from signup_verification.platform.database import Database
 from support.dispatch import attempts, intent, provider_settings, run_dispatch
-from support.fakes.http import Answer, FakeSendGrid, FakeTwilio
+from support.fakes.http import Answer, FakeSendGrid
 from support.fakes.seed import seed_intents
+from support.fakes.twilio import FakeTwilio
 from support.waiting import until
 
 TOO_MANY = {"errors": [{"field": None, "message": "too many requests"}]}

@@ -150,7 +150,8 @@ def test_bounce_this_makes_the_next_create_answer_422_and_writes_delivery_failed
 def test_an_sms_gets_queued_sent_delivered_callbacks_at_its_status_callback(stack, db):
     s = stack()
     vid, message = _sent(s, "sms", "+14155550123")
-    assert message.status_callback == s.reports_url + "/twilio"  # what our Twilio adapter sent
+    # what our Twilio adapter sent: the attempt named in the URL
+    assert message.status_callback == s.reports_url + f"/twilio?attempt={_intent(db, vid)['id']}:1"
     assert message.delivery == "accepted"
     _press(s, message, "report")
     _wait_state(s, message, "delivered")

@@ -8,6 +8,7 @@ from signup_verification.operations import signals
 from signup_verification.operations.config import SignalsConfig
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.transitions import Settlement
+from signup_verification.platform.channels import DELIVERY_CHANNELS
 from support.factories import SETTINGS, CountingDatabase, deliver, make_verifications, run
 
 AGREED_FIELDS = {
@@ -28,7 +29,7 @@ def by_channel(db, config: SignalsConfig | None = None) -> dict[str, signals.Cha
 
 def test_an_empty_outbox_reads_zero_and_every_channel_is_present(db):
     got = by_channel(db)
-    assert set(got) == {"email", "sms", "webhook"}
+    assert set(got) == set(DELIVERY_CHANNELS)  # whatsapp and voice too
     assert all(c.ready_count == 0 and c.oldest_ready_verification_seconds == 0 for c in got.values())
     assert got["email"].last_claim_age_seconds is None and got["email"].reconciler_watermark_age_seconds is None
 
@@ -130,8 +131,8 @@ def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '3 minutes' WHERE id = 1")
     signals.emit(db, SETTINGS.deployment, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
     records = log_lines.events("signals")
-    assert [r["channel"] for r in records] == ["email", "sms", "webhook"]
-    email, sms, webhook = records
+    assert [r["channel"] for r in records] == sorted(DELIVERY_CHANNELS)
+    email, sms, _voice, webhook, _whatsapp = records
     assert AGREED_FIELDS <= set(email)
     assert email["logging.googleapis.com/labels"] == {
         "python_logger": "signup_verification.operations.signals",

@@ -57,7 +57,7 @@ def test_the_transitions_read_from_the_catalogue():
     by_statement = {t.statement: t for t in transitions()}
     claim = by_statement["outbox/queries.sql:claim"]
     assert (claim.before, claim.after) == ({"ready", "retryable"}, {"claimed", "attempting"}) and claim.why
-    assert by_statement["outbox/functions.sql:enqueue_messages"].before == set()  # `(new)`: it creates intents
+    assert by_statement["outbox/functions.sql:enqueue_steps"].before == set()  # `(new)`: it creates intents
     # every status is reached by some transition, and every one but the created ones is left by one
     assert set().union(*(t.after for t in transitions())) == set(IntentStatus)
 

@@ -9,7 +9,9 @@ verification_app was made by a superuser, which is not the question asked here. 
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import pg8000.native
@@ -108,3 +110,22 @@ def test_the_roles_belong_to_cloudsqlsuperuser_and_the_defaults_to_the_tables_ow
         "WHERE schemaname = 'public') FROM pg_default_acl d"
     )
     assert owners == [[MIGRATOR, MIGRATOR]]
+
+
+def test_a_stopped_instance_leaves_no_server_running():
+    # it runs as another user, outside any test folder: nothing else would ever stop it
+    server = Instance("p:europe-west1:stopped")
+    pid = int((server.data_dir / "postmaster.pid").read_text(encoding="utf-8").split("\n", 1)[0])
+    server.stop()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid) and not server.home.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

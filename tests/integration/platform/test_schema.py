@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from signup_verification.platform.catalogue import catalogue
+from signup_verification.platform.channels import DELIVERY_CHANNELS
 from signup_verification.platform.database import Database, DatabaseError
 
 UNIQUE, CHECK, NOT_NULL, REFUSED = "23505", "23514", "23502", "42501"
@@ -286,10 +287,13 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
         ("owner", "'w'"),
         ("email_limit", "10"),
         ("sms_limit", "10"),
+        ("whatsapp_limit", "10"),
+        ("voice_limit", "10"),
         ("webhook_limit", "10"),
         ("limit", "10"),
         ("lease_seconds", "30"),
         ("sms_max", "NULL"),
+        ("voice_max", "NULL"),
         ("begin", "true"),
         ("dead_within", "0"),
         ("name", "'dispatch:t'"),
@@ -300,5 +304,5 @@ def test_claim_and_oldest_age_read_the_partial_index_whatever_the_history(db):
         assert "delivery_intents_eligible" in plan and "Seq Scan on delivery_intents" not in plan, plan
     # each channel's range by itself, so one channel's backlog is never scanned past for another's
     plan = "\n".join(r[0] for r in db.run("EXPLAIN " + claim))
-    for channel in ("email", "webhook", "sms"):
+    for channel in DELIVERY_CHANNELS:
         assert f"Index Cond: ((channel = '{channel}'::text)" in plan, plan

@@ -1,7 +1,7 @@
 """The idempotency record is written complete when it is inserted: one INSERT, no UPDATE,
 and what it stores is exactly what the first answer said and what the verification row holds: the
 answer's inputs as columns (not a jsonb copy of it), rebuilt by the function that built the first
-answer (created_answer)."""
+answer (created_answer_v2)."""
 
 from __future__ import annotations
 

@@ -104,19 +104,19 @@ def test_the_generic_plans_of_confirming_are_index_probes(history):
     """No walk of the pending set (the statistics here saw none pending: the plan a pending partial
     index would get) nor of the table: a link's and a code's row by primary key."""
     link = VERIFICATIONS["confirm_link"].replace(":key_ids", "$2").replace(":digests", "$3").replace(":id", "$1")
-    consume = VERIFICATIONS["confirm_consume"].replace(":id", "$1").replace(":digest", "$2")
+    consume = VERIFICATIONS["confirm_consume"].replace(":id", "$1").replace(":digest", "$2").replace(":channel", "$3")
     history.run("SET plan_cache_mode = force_generic_plan")
     history.execute_script(f"PREPARE link(uuid, text[], bytea[]) AS {link}")
-    history.execute_script(f"PREPARE code(uuid, bytea) AS {consume}")
+    history.execute_script(f"PREPARE code(uuid, bytea, text) AS {consume}")
     for execute, index in (
         (f"link('{uuid.uuid4()}', ARRAY['test-k1'], ARRAY['\\x00'::bytea])", "verifications_pkey"),
-        (f"code('{uuid.uuid4()}', '\\x00'::bytea)", "verifications_pkey"),
+        (f"code('{uuid.uuid4()}', '\\x00'::bytea, 'whatsapp')", "verifications_pkey"),
     ):
         plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE {execute}"))
         assert "Seq Scan" not in plan and "pending" not in plan, plan
         assert index in plan, plan
     for name in ("confirm_wrong_code", "confirm_lock_destination"):
-        sql = VERIFICATIONS[name].replace(":id", "$1")
+        sql = VERIFICATIONS[name].replace(":id", "$1").replace(":code_channels", "ARRAY['sms', 'whatsapp', 'voice']")
         history.execute_script(f"PREPARE p_{name}(uuid) AS {sql}")
         plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE p_{name}('{uuid.uuid4()}')"))
         assert "pending" not in plan and "verifications_pkey" in plan, (name, plan)
@@ -126,11 +126,11 @@ def test_the_supersede_of_a_create_reads_the_accounts_pending_rows_only(history)
     """The create's supersede names an account: its pending index, never a walk of every pending row."""
     history.run("SET plan_cache_mode = force_generic_plan")
     history.execute_script(
-        "PREPARE s(text, uuid, text, text) AS UPDATE verifications SET status = 'superseded', superseded_by = $2"
+        "PREPARE s(text, uuid, text, text, text) AS UPDATE verifications SET status = 'superseded', superseded_by = $2"
         " WHERE account_id = $1 AND status = 'pending' AND id <> $2"
-        " AND (channel IN ($3, $4) OR fallback_channel IN ($3, $4)) RETURNING id"
+        " AND (channel IN ($3, $4, $5) OR fallback_channel IN ($3, $4, $5) OR step3_channel IN ($3, $4, $5)) RETURNING id"
     )
-    plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE s('a', '{uuid.uuid4()}', 'email', NULL)"))
+    plan = "\n".join(r[0] for r in history.run(f"EXPLAIN EXECUTE s('a', '{uuid.uuid4()}', 'email', NULL, NULL)"))
     assert "verifications_pending_account" in plan and "pending_expiry" not in plan, plan
 
 
@@ -145,7 +145,14 @@ def test_the_redaction_sweep_reads_its_partial_index(history):
 def test_the_signals_read_no_verification_history(history):
     """The wrong-codes count reads verifications_wrong_codes, not a scan of every verification."""
     sql = catalogue("operations")["signals"]
-    for name, value in (("window_seconds", "3600"), ("deployment", "'t'"), ("sms_max", "NULL")):
+    channels = "ARRAY['email', 'sms', 'whatsapp', 'voice', 'webhook']"
+    for name, value in (
+        ("window_seconds", "3600"),
+        ("deployment", "'t'"),
+        ("sms_max", "NULL"),
+        ("voice_max", "NULL"),
+        ("channels", channels),
+    ):
         sql = sql.replace(f":{name}", value)
     plan = "\n".join(r[0] for r in history.run("EXPLAIN " + sql))
     assert "Seq Scan on verifications" not in plan and "verifications_wrong_codes" in plan, plan

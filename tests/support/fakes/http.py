@@ -1,4 +1,5 @@
-"""Local HTTP servers answering as SendGrid's v3 mail send and Twilio's Messages API do.
+"""Local HTTP servers answering as providers do: SendGrid's v3 mail send here, Twilio's Messages and
+Calls APIs in twilio.py.
 
 Each records the requests it accepted as deliveries. Misbehaviour is scripted per request
 (`server.script(Answer(...), ...)` for the next requests, in order) or per destination
@@ -10,9 +11,7 @@ as sent) is kept in `exchanges` for the contract tests (tests/unit/test_provider
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import email.utils
 import json
 import socket
 import struct
@@ -21,9 +20,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs
 
 
 @dataclass
@@ -231,111 +228,3 @@ class FakeSendGrid(FakeProvider):
 
     def invalid(self, reason):
         return Answer(400, {"errors": [{"field": "personalizations", "message": "malformed request"}]})
-
-
-class FakeTwilio(FakeProvider):
-    """POST /2010-04-01/Accounts/{sid}/Messages.json, form-encoded, HTTP Basic; 201 + JSON with sid."""
-
-    name = "twilio"
-
-    def __init__(self, account_sid: str = "AC" + "0123456789abcdef" * 2, auth_token: str = "twilio-token"):
-        self.account_sid = account_sid
-        self.auth_token = auth_token
-        self.messages: dict[int, dict] = {}  # id(delivery) -> its Message resource (sid, date_created)
-        self.list_answers: deque[Answer] = deque()  # scripted answers of the Messages list API
-        self.list_requests: list[str] = []
-        super().__init__()
-
-    def message(self, delivery: Delivery) -> dict:
-        """The Message resource of a recorded delivery (one sid per delivery, also after a 5xx or reset)."""
-        with self._lock:
-            return self.messages.setdefault(
-                id(delivery),
-                {
-                    "sid": "SM" + uuid.uuid4().hex,
-                    "to": delivery.destination,
-                    "from": delivery.request.get("From"),
-                    "date_created": email.utils.format_datetime(datetime.now(UTC)),
-                    "status": "queued",
-                },
-            )
-
-    def get(self, path, headers):
-        """GET Messages.json?To=&From=: the Messages list API (newest first), as the reconciler asks it."""
-        base, _, query = path.partition("?")
-        self.list_requests.append(path)
-        denied = self.check_auth(base, headers)
-        if denied is not None:
-            return denied
-        if self.list_answers:
-            return self.list_answers.popleft()
-        filters = {k: v[0] for k, v in parse_qs(query).items()}
-        found = [
-            self.message(d)
-            for d in reversed(list(self.deliveries))
-            if d.destination == filters.get("To")
-            and ("From" not in filters or d.request.get("From") == filters["From"])
-        ]
-        return Answer(200, {"messages": found, "page": 0, "page_size": len(found), "uri": base, "next_page_uri": None})
-
-    @staticmethod
-    def error(status: int, code: int, message: str = "error", **extra) -> Answer:
-        return Answer(
-            status,
-            {
-                "code": code,
-                "message": message,
-                "more_info": f"https://www.twilio.com/docs/errors/{code}",
-                "status": status,
-            },
-            **extra,
-        )
-
-    def check_auth(self, path, headers):
-        if path != f"/2010-04-01/Accounts/{self.account_sid}/Messages.json":
-            return self.error(404, 20404, "The requested resource was not found")
-        expected = "Basic " + base64.b64encode(f"{self.account_sid}:{self.auth_token}".encode()).decode()
-        if headers.get("Authorization") != expected:
-            return self.error(401, 20003, "Authenticate")
-        return None
-
-    def parse(self, raw):
-        form = {k: v[0] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()}
-        if not form.get("To", "").startswith("+"):
-            raise ValueError("invalid To")
-        return form["To"], form["Body"], form
-
-    def success(self, destination, fields):
-        """Twilio's 201 Message resource (the fields its spec describes that a queued message has)."""
-        delivered = next((d for d in reversed(self.deliveries) if d.destination == destination), None)
-        sid = self.message(delivered)["sid"] if delivered is not None else "SM" + uuid.uuid4().hex
-        now = email.utils.format_datetime(datetime.now(UTC))
-        uri = f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}"
-        return Answer(
-            201,
-            {
-                "sid": sid,
-                "account_sid": self.account_sid,
-                "api_version": "2010-04-01",
-                "status": "queued",
-                "to": destination,
-                "from": fields.get("From"),
-                "messaging_service_sid": fields.get("MessagingServiceSid"),
-                "body": fields.get("Body"),
-                "direction": "outbound-api",
-                "num_segments": "1",
-                "num_media": "0",
-                "date_created": now,
-                "date_updated": now,
-                "date_sent": None,
-                "error_code": None,
-                "error_message": None,
-                "price": None,
-                "price_unit": "USD",
-                "uri": f"{uri}.json",
-                "subresource_uris": {"media": f"{uri}/Media.json"},
-            },
-        )
-
-    def invalid(self, reason):
-        return self.error(400, 21211, "The 'To' number is not a valid phone number.")

@@ -1,4 +1,4 @@
-"""The HTTP client: create (idempotent, retried briefly, with an optional fallback), get, confirm a code.
+"""The HTTP client: create (idempotent, retried briefly, with an optional fallback or ordered steps), get, confirm a code.
 
 Each target of the service is its own deployment with its own URL: `create_url` serves create and
 the read (`GET /<verification_id>`), `confirm_url` the code confirmation. Redirects are never
@@ -13,12 +13,12 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import errors, models
 from .auth import CallerAuth
-from .models import Confirmation, Fallback, Verification, VerificationState
+from .models import Confirmation, Fallback, Step, Verification, VerificationState
 
 RETRYABLE = frozenset({429, 503})
 T = TypeVar("T")
@@ -78,12 +78,41 @@ class Client:
         message too, `fallback.after_seconds` later). The key is generated unless given and kept for
         every retry, so a retried create never sends twice; every error raised carries it as
         `idempotency_key`. `RateLimited` is raised at once, with its `retry_after`."""
-        key = idempotency_key or str(uuid.uuid4())
-        fields = {"locale": locale, "template": template, "return_url": return_url, "client_ip": client_ip}
         payload: dict[str, Any] = {"account_id": account_id, "channel": channel, "destination": destination}
-        payload.update({name: value for name, value in fields.items() if value is not None})
         if fallback is not None:
             payload["fallback"] = fallback.as_json()
+        return self._create_from(payload, locale, template, return_url, client_ip, idempotency_key)
+
+    def create_steps(
+        self,
+        account_id: str,
+        steps: Sequence[Step],
+        *,
+        locale: str | None = None,
+        template: str | None = None,
+        return_url: str | None = None,
+        client_ip: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Verification:
+        """Create a verification that tries its steps in order (at most three, each on a channel of its
+        own): the first at once, each later one at its `after_seconds` or when the step before failed
+        for good, none after a proof. Two steps are the same request as `create` with a `fallback` (the
+        same key replays either); the answer lists the steps when there is a third (`Verification.steps`)."""
+        payload: dict[str, Any] = {"account_id": account_id, "steps": [step.as_json() for step in steps]}
+        return self._create_from(payload, locale, template, return_url, client_ip, idempotency_key)
+
+    def _create_from(
+        self,
+        payload: dict[str, Any],
+        locale: str | None,
+        template: str | None,
+        return_url: str | None,
+        client_ip: str | None,
+        idempotency_key: str | None,
+    ) -> Verification:
+        key = idempotency_key or str(uuid.uuid4())
+        fields = {"locale": locale, "template": template, "return_url": return_url, "client_ip": client_ip}
+        payload.update({name: value for name, value in fields.items() if value is not None})
         try:
             return self._create(json.dumps(payload, separators=(",", ":")).encode(), key)
         except errors.VerificationError as exc:

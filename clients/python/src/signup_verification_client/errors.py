@@ -51,8 +51,9 @@ class IdempotencyKeyReused(VerificationError):
 
 
 class DestinationRefused(VerificationError):
-    """422 at create: the destination is not allowed (`destination-suppressed`, SMS country, number
-    type, ...); `errors` points at `#/destination` or `#/fallback/destination`."""
+    """422 at create: the destination is not allowed (`destination-suppressed`, a number's country or
+    type: a landline is for voice only), or the channel is not offered here (`channel-not-offered`);
+    `errors` points at the field (`#/destination`, `#/fallback/destination`, `#/channel`, ...)."""
 
 
 class CodeIncorrect(VerificationError):

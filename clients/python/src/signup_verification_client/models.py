@@ -1,4 +1,4 @@
-"""What the service answers, as typed values (docs/openapi.yaml's schemas), and the fallback a create asks for.
+"""What the service answers, as typed values (docs/openapi.yaml's schemas), and the fallback or steps a create asks for.
 
 Timestamps are kept as the service sends them: RFC 3339 strings, UTC, `Z`, milliseconds. Fields a
 service older than this client does not send read as None.
@@ -10,18 +10,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Channel = Literal["email", "sms"]
+# email carries a link; sms, whatsapp and voice (a call) each carry a code of their own to an E.164 number
+Channel = Literal["email", "sms", "whatsapp", "voice"]
 
 
 @dataclass(frozen=True)
 class Fallback:
-    """The other message channel, sent `after_seconds` after create unless the verification was
+    """Another message channel, sent `after_seconds` after create unless the verification was
     confirmed first; `after_seconds=0` sends both at once (the `both` policy). The destination is
     validated like a primary one (its refusals point at `#/fallback/destination`)."""
 
     channel: Channel
     destination: str
     after_seconds: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"channel": self.channel, "destination": self.destination, "after_seconds": self.after_seconds}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an ordered verification (`Client.create_steps`): its channel and destination, sent
+    `after_seconds` after create unless the verification was confirmed first, or at once when the
+    step before failed for good. The first step's after_seconds is 0; each step is on its own channel."""
+
+    channel: Channel
+    destination: str
+    after_seconds: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {"channel": self.channel, "destination": self.destination, "after_seconds": self.after_seconds}
@@ -37,10 +52,18 @@ class FallbackPolicy:
 
 
 @dataclass(frozen=True)
+class StepPolicy:
+    """One step as a create answer confirms it: its channel and when it is due (never its destination)."""
+
+    channel: str
+    after_seconds: int
+
+
+@dataclass(frozen=True)
 class Verification:
     """A create's answer, with the Idempotency-Key it was sent under (keep it to retry later).
-    `code_entry_url`: the service's page where the person types the SMS code, when an SMS is among the
-    channels (send them there, or confirm the code from your own form with `Client.confirm_code`)."""
+    `code_entry_url`: the service's page where the person types the code, when a code channel (sms,
+    whatsapp, voice) is among the channels (send them there, or confirm the code from your own form with `Client.confirm_code`)."""
 
     verification_id: str
     account_id: str
@@ -52,12 +75,14 @@ class Verification:
     replayed: bool = False
     fallback: FallbackPolicy | None = None
     code_entry_url: str | None = None
+    steps: tuple[StepPolicy, ...] = ()  # every step in order, when the verification has a third
 
 
 @dataclass(frozen=True)
 class Proof:
-    """What one secret proved: the email's link the address (`channel` email, `via` link), the SMS code
-    the number (`sms`, `code`). Each secret proves its own destination, once."""
+    """What one step's secret proved: the email's link the address (`channel` email, `via` link), a
+    code its number (`sms`, `whatsapp` or `voice`: the channel that delivered it, `code`). Each secret
+    proves its own destination, once."""
 
     channel: str
     via: str
@@ -79,8 +104,10 @@ class DeliveryReason:
 
 @dataclass(frozen=True)
 class Delivery:
+    """One step's delivery (`step` 1 the primary), in order."""
+
     channel: str
-    role: str  # primary | fallback
+    role: str  # primary (step 1) | fallback (every later step)
     destination: str  # masked
     status: (
         str  # ready, claimed, attempting, retryable, ambiguous, accepted, delivered, failed, undeliverable, suppressed
@@ -91,6 +118,8 @@ class Delivery:
     delivered_at: str | None = None
     failed_at: str | None = None
     reason: DeliveryReason | None = None
+    step: int | None = None  # its place in the order (1: the primary); None from an older service
+    after_seconds: int | None = None  # when it was due after create unless proved first (0: at once)
 
 
 @dataclass(frozen=True)
@@ -98,7 +127,8 @@ class VerificationState:
     """GET /<verification_id>: the state as the service sees it now.
 
     `channel` is the primary channel requested; `proofs` lists what the person proved (the address by
-    the email's link, the number by the SMS code), first first; `verified_channel` (email | sms) and
+    the email's link, the number by a code), first first; `verified_channel` (email | sms | whatsapp |
+    voice) and
     `verified_via` (link | code) name the first, which made it verified."""
 
     verification_id: str
@@ -114,14 +144,14 @@ class VerificationState:
     verified_channel: str | None = None
     verified_via: str | None = None
     proofs: tuple[Proof, ...] = ()
-    code_entry_url: str | None = None  # the hosted code-entry page, when an SMS is among the channels
+    code_entry_url: str | None = None  # the hosted code-entry page, when a code channel is among the channels
 
     @property
     def is_verified(self) -> bool:
         return self.status == "verified"
 
     def proved(self, channel: str) -> bool:
-        """Whether the person proved this channel's destination ("email": the address, "sms": the number)."""
+        """Whether the person proved this channel's destination ("email": the address, a code channel: the number)."""
         return any(p.channel == channel for p in self.proofs)
 
 
@@ -137,7 +167,7 @@ class Confirmation:
     channel: str | None = None  # the primary channel requested, as in VerificationState
     verified_channel: str | None = None  # the first proof's channel, which made it verified
     verified_via: str | None = None
-    proof: Proof | None = None  # what this request's code proved: channel "sms", via "code"
+    proof: Proof | None = None  # what this request's code proved: its channel (sms, whatsapp, voice), via "code"
     proofs: tuple[Proof, ...] = ()
 
 
@@ -161,6 +191,7 @@ def verification(answer: Mapping[str, Any], key: str, replayed: bool) -> Verific
         if isinstance(fallback, Mapping)
         else None,
         code_entry_url=answer.get("code_entry_url"),
+        steps=tuple(StepPolicy(s["channel"], int(s["after_seconds"])) for s in answer.get("steps") or ()),
     )
 
 
@@ -179,6 +210,8 @@ def delivery(item: Mapping[str, Any]) -> Delivery:
         reason=DeliveryReason(reason["category"], reason.get("code"), reason.get("provider"), reason["fault"])
         if isinstance(reason, Mapping)
         else None,
+        step=item.get("step"),
+        after_seconds=item.get("after_seconds"),
     )
 
 

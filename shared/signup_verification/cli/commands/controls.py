@@ -1,4 +1,4 @@
-"""The operator's levers: the SMS budget, a held channel or route, the suppression list."""
+"""The operator's levers: the SMS and call budgets, a held channel or route, the suppression list."""
 
 from __future__ import annotations
 
@@ -13,10 +13,19 @@ from . import add_command, add_group, operator
 
 def cmd_sms_resume(args: argparse.Namespace, runtime: Runtime) -> int:
     """Lift a paused SMS budget for the rest of this hour: another SMS_MAX_PER_HOUR sends."""
-    from ...operations import signals
+    from ...operations import budgets
 
-    left = signals.resume_sms(runtime.db, runtime.config.signals, operator())
+    left = budgets.resume(runtime.db, runtime.config.signals, "sms", operator())
     print(json.dumps({"sms_budget_left": left}) if args.json else f"SMS resumed: {left} sends left this hour")
+    return 0
+
+
+def cmd_voice_resume(args: argparse.Namespace, runtime: Runtime) -> int:
+    """Lift a paused call budget for the rest of this hour: another VOICE_MAX_PER_HOUR calls."""
+    from ...operations import budgets
+
+    left = budgets.resume(runtime.db, runtime.config.signals, "voice", operator())
+    print(json.dumps({"voice_budget_left": left}) if args.json else f"Calls resumed: {left} calls left this hour")
     return 0
 
 
@@ -108,8 +117,8 @@ def add_sms(sub: Any) -> None:
     actions = add_group(
         sub,
         "sms",
-        "the global SMS budget (SMS_MAX_PER_HOUR)",
-        "The global SMS budget: past SMS_MAX_PER_HOUR in a UTC hour, SMS sends "
+        "the global SMS budget (SMS_MAX_PER_HOUR), WhatsApp messages included",
+        "The global SMS budget: past SMS_MAX_PER_HOUR in a UTC hour, SMS and WhatsApp sends "
         "pause (intents stay eligible) until the next hour or a resume.",
         "sms_command",
     )
@@ -119,6 +128,24 @@ def add_sms(sub: Any) -> None:
         "grant this hour another budget's worth of SMS after a pause",
         "Grant the current UTC hour another SMS_MAX_PER_HOUR sends (recorded with who asked).",
         cmd_sms_resume,
+    )
+
+
+def add_voice(sub: Any) -> None:
+    actions = add_group(
+        sub,
+        "voice",
+        "the global call budget (VOICE_MAX_PER_HOUR)",
+        "The global call budget: past VOICE_MAX_PER_HOUR in a UTC hour, calls pause (intents stay "
+        "eligible) until the next hour or a resume.",
+        "voice_command",
+    )
+    add_command(
+        actions,
+        "resume",
+        "grant this hour another budget's worth of calls after a pause",
+        "Grant the current UTC hour another VOICE_MAX_PER_HOUR calls (recorded with who asked).",
+        cmd_voice_resume,
     )
 
 

@@ -1,5 +1,6 @@
-"""Channel adapters: one per transport, chosen by EMAIL_TRANSPORT and SMS_TRANSPORT; the webhook
-channel when WEBHOOK_URL is set."""
+"""Channel adapters: one per message channel (platform/channels.py's MESSAGE_CHANNELS), its transport
+chosen by EMAIL_TRANSPORT, SMS_TRANSPORT, WHATSAPP_TRANSPORT and VOICE_TRANSPORT; the webhook channel
+when WEBHOOK_URL is set."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import ssl
 from collections.abc import Mapping
 
+from ...platform.channels import EMAIL, MESSAGE_CHANNELS, SMS, VOICE, WHATSAPP
 from ...platform.errors import ConfigError
 from ..config import ChannelsConfig
 from .base import CONFIGURATION, Channel, SendResult
@@ -16,12 +18,18 @@ __all__ = ["Channel", "SendResult", "CONFIGURATION", "build_channels", "smtp_tls
 
 
 def build_channels(config: ChannelsConfig, *, ssl_context: ssl.SSLContext | None = None) -> Mapping[str, Channel]:
-    """{'email': adapter, 'sms': adapter} for this config. A transport whose credentials are
+    """{channel: adapter} for every message channel of this config. A transport whose credentials are
     missing raises ConfigError naming each (the dispatch target is refused at start, config/checks.py)."""
     missing = config.missing()
     if missing:
         raise ConfigError("; ".join(missing), tuple(missing))
-    channels = {"email": _email(config, ssl_context), "sms": _sms(config)}
+    channels = {
+        EMAIL: _email(config, ssl_context),
+        SMS: _sms(config),
+        WHATSAPP: _whatsapp(config),
+        VOICE: _voice(config),
+    }
+    assert tuple(channels) == MESSAGE_CHANNELS  # nosec B101: one adapter per message channel
     if config.webhook.enabled:
         channels["webhook"] = _webhook(config)
     return channels
@@ -90,3 +98,40 @@ def _sms(config: ChannelsConfig) -> Channel:
             status_callback=twilio.status_callback,  # delivery reports
         )
     return _console(config, "sms")
+
+
+def _whatsapp(config: ChannelsConfig) -> Channel:
+    if config.whatsapp_transport == "twilio":
+        from .http import HttpClient
+        from .twilio_whatsapp import TwilioWhatsAppChannel
+
+        twilio = config.twilio
+        return TwilioWhatsAppChannel(
+            twilio.account_sid or "",
+            twilio.auth_token or "",
+            config.whatsapp.sender or "",
+            twilio.api_url,
+            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.pool_size(WHATSAPP)),
+            dict(config.whatsapp.content_sids or {}),
+            status_callback=twilio.status_callback,
+        )
+    return _console(config, WHATSAPP)
+
+
+def _voice(config: ChannelsConfig) -> Channel:
+    if config.voice_transport == "twilio":
+        from .http import HttpClient
+        from .twilio_voice import TwilioVoiceChannel
+
+        twilio = config.twilio
+        return TwilioVoiceChannel(
+            twilio.account_sid or "",
+            twilio.auth_token or "",
+            config.caller_id or "",
+            twilio.api_url,
+            HttpClient(timeout=config.send_timeout_seconds, pool_size=config.pool_size(VOICE)),
+            status_callback=twilio.status_callback,
+            ring_seconds=config.voice.ring_seconds,
+            limit_seconds=config.voice.limit_seconds,
+        )
+    return _console(config, VOICE)

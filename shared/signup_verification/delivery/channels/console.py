@@ -1,7 +1,8 @@
 """Local transports: nothing leaves the machine.
 
 ConsoleChannel writes each message to a file under the git-ignored local folder (`.local/outbox/`,
-an .eml per email, a .txt per SMS) and logs one line with the masked destination and the file
+an .eml per email, a .sms.txt per SMS, a .whatsapp.txt per WhatsApp message, a .voice.txt per call
+with what it says) and logs one line with the masked destination and the file
 name: the link or code is in the file, never in the log. DisabledChannel stands in for a console
 transport in production, where every send fails as a configuration error (it alerts) rather
 than writing tokens to an instance's disk.
@@ -14,7 +15,8 @@ import os
 from pathlib import Path
 
 from ...platform.redaction import mask_destination
-from ..messages import EmailContent, SmsContent
+from ..code_messages import VoiceContent, WhatsAppContent
+from ..messages import Content, EmailContent, SmsContent
 from .base import SendResult
 
 _log = logging.getLogger("signup_verification.delivery.channels.console")
@@ -27,15 +29,23 @@ class ConsoleChannel:
         self.channel = channel
         self.folder = Path(folder)
 
-    def send(self, message: EmailContent | SmsContent, deadline: float) -> SendResult:
+    def send(self, message: Content, deadline: float) -> SendResult:
         name = message.attempt_id.replace(":", "-")
         if isinstance(message, EmailContent):
             data, path = message.mime(), self.folder / f"{name}.eml"
-        else:
+        elif isinstance(message, SmsContent):
             data = (
                 f"To: {message.to}\nEncoding: {message.encoding}\nSegments: {message.segments}\n\n{message.body}\n"
             ).encode()
             path = self.folder / f"{name}.sms.txt"
+        elif isinstance(message, WhatsAppContent):
+            data = f"To: whatsapp:{message.to}\nLanguage: {message.locale}\n\n{message.text}\n".encode()
+            path = self.folder / f"{name}.whatsapp.txt"
+        elif isinstance(message, VoiceContent):
+            data = f"To: {message.to}\nLanguage: {message.language}\n\n{message.speech}\n".encode()
+            path = self.folder / f"{name}.voice.txt"
+        else:
+            return SendResult.configuration(f"the console transport writes no {message.channel}", None)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(path.suffix + ".tmp")

@@ -21,7 +21,7 @@ from base64 import b64encode
 from urllib.parse import quote, urlencode
 
 from ...platform.redaction import scrub
-from ..classification import Verdict, unexplained
+from ..classification import Rule, Verdict, unexplained
 from ..classification import twilio as table
 from ..messages import SmsContent
 from .base import SendResult, forget, http_retry_after
@@ -31,6 +31,11 @@ from .http import HttpClient, HttpFailure
 class TwilioChannel:
     channel = "sms"
     transport = "twilio"
+
+    @staticmethod
+    def find(code: int) -> Rule | None:
+        """A code's row in the channel's classification table."""
+        return table.ERRORS.get(code)
 
     def __init__(
         self,
@@ -56,13 +61,18 @@ class TwilioChannel:
         sender_field = "MessagingServiceSid" if self.sender.startswith("MG") else "From"
         fields = {"To": message.to, sender_field: self.sender, "Body": message.body}
         if self.status_callback:  # queued, sent, delivered, undelivered and failed come back there
-            fields["StatusCallback"] = self.status_callback
+            fields["StatusCallback"] = self.callback(message)
         return urlencode(fields).encode()
+
+    def callback(self, message) -> str:
+        """The StatusCallback URL naming the message's attempt (`?attempt=<intent>:<n>`): Twilio signs the
+        URL with its query, so each report links to its attempt even before the send is settled."""
+        return status_callback_url(self.status_callback or "", message.attempt_id)
 
     def send(self, message: SmsContent, deadline: float) -> SendResult:
         return forget(self._send(message, deadline), message.secret)  # the rendered secret, by value
 
-    def _send(self, message: SmsContent, deadline: float) -> SendResult:
+    def _send(self, message, deadline: float) -> SendResult:
         headers = {
             "Authorization": self._authorization,
             "Content-Type": "application/x-www-form-urlencoded",
@@ -80,8 +90,9 @@ class TwilioChannel:
             f"twilio {answer.status}{f' code {code}' if code else ''}: {scrub(str(error.get('message') or ''), 160)}"
         )
         wait = http_retry_after(answer.headers.get("Retry-After"))
-        if code is not None and code in table.ERRORS:
-            found = table.verdict(code)
+        found_rule = self.find(code) if code is not None else None
+        if found_rule is not None:
+            found = Verdict.of(found_rule, table.PROVIDER, code)
             if not found.final:  # 21611: the sender's queue is full; never created: slow down, retry later
                 return SendResult.retryable("rate_limited", detail, wait)
             return SendResult.refused(found, detail)
@@ -95,6 +106,11 @@ class TwilioChannel:
 
     def close(self) -> None:
         self.client.close()
+
+
+def status_callback_url(base: str, attempt_id: str) -> str:
+    """`base` with the attempt in its query (api/delivery_reports.py reads it back once signed)."""
+    return f"{base}{'&' if '?' in base else '?'}attempt={quote(attempt_id, safe=':')}"
 
 
 def _unlisted(code: int | None, status: int) -> Verdict:

@@ -32,7 +32,7 @@ C = Category
 ACCOUNT, ROUTE, MESSAGE = Scope.ACCOUNT, Scope.ROUTE, Scope.MESSAGE
 
 
-def _row(
+def row(
     code: int, fault: Fault, category: Category, meaning: str, scope: Scope = MESSAGE, *, final: bool = True
 ) -> tuple[int, Rule]:
     return code, rule(final, fault, category, f"{_DOCS}{code}", meaning, scope=scope)
@@ -41,47 +41,47 @@ def _row(
 ERRORS: dict[int, Rule] = dict(
     [
         # credentials and the account: every message fails
-        _row(20003, S, C.SENDER_MISCONFIGURED, "Authentication Error", ACCOUNT),
-        _row(20404, S, C.SENDER_MISCONFIGURED, "The requested resource was not found", ACCOUNT),
+        row(20003, S, C.SENDER_MISCONFIGURED, "Authentication Error", ACCOUNT),
+        row(20404, S, C.SENDER_MISCONFIGURED, "The requested resource was not found", ACCOUNT),
         # the request: To, From, Body
-        _row(21211, R, C.INVALID_DESTINATION, "Invalid 'To' Phone Number"),
-        _row(21212, S, C.SENDER_MISCONFIGURED, "Invalid 'From' Phone Number", ACCOUNT),
-        _row(21265, R, C.INVALID_DESTINATION, "'To' number cannot be a Short Code"),
-        _row(21266, R, C.INVALID_DESTINATION, "'To' and 'From' numbers cannot be the same"),
-        _row(21408, S, C.REGION_NOT_PERMITTED, "Permission to send an SMS not enabled for the region", ROUTE),
-        _row(21603, S, C.SENDER_MISCONFIGURED, "'From' phone number is required", ACCOUNT),
-        _row(21604, S, C.MESSAGE_REJECTED, "'To' number is required (or the request is not form-encoded)", ACCOUNT),
-        _row(21606, S, C.SENDER_MISCONFIGURED, "'From' is not a message-capable number for this destination", ROUTE),
-        _row(21608, S, C.SENDER_MISCONFIGURED, "Trial account: the 'To' number is not verified", ROUTE),
-        _row(21610, R, C.UNSUBSCRIBED, "Attempt to send to unsubscribed recipient (replied STOP)"),
-        _row(
+        row(21211, R, C.INVALID_DESTINATION, "Invalid 'To' Phone Number"),
+        row(21212, S, C.SENDER_MISCONFIGURED, "Invalid 'From' Phone Number", ACCOUNT),
+        row(21265, R, C.INVALID_DESTINATION, "'To' number cannot be a Short Code"),
+        row(21266, R, C.INVALID_DESTINATION, "'To' and 'From' numbers cannot be the same"),
+        row(21408, S, C.REGION_NOT_PERMITTED, "Permission to send an SMS not enabled for the region", ROUTE),
+        row(21603, S, C.SENDER_MISCONFIGURED, "'From' phone number is required", ACCOUNT),
+        row(21604, S, C.MESSAGE_REJECTED, "'To' number is required (or the request is not form-encoded)", ACCOUNT),
+        row(21606, S, C.SENDER_MISCONFIGURED, "'From' is not a message-capable number for this destination", ROUTE),
+        row(21608, S, C.SENDER_MISCONFIGURED, "Trial account: the 'To' number is not verified", ROUTE),
+        row(21610, R, C.UNSUBSCRIBED, "Attempt to send to unsubscribed recipient (replied STOP)"),
+        row(
             21611, S, C.RATE_LIMITED, "'From' exceeded its queue (10 h of messages): retry later", ACCOUNT, final=False
         ),
-        _row(21612, S, C.SENDER_MISCONFIGURED, "Not sendable with this combination of 'To' and 'From'", ROUTE),
-        _row(21614, R, C.NOT_MOBILE, "'To' number is not a valid mobile number"),
-        _row(21617, S, C.MESSAGE_REJECTED, "The concatenated message body exceeds the 1600 character limit"),
-        _row(21635, R, C.NOT_MOBILE, "'To' number cannot be a landline"),
-        _row(21659, S, C.SENDER_MISCONFIGURED, "'From' is not a Twilio number, or short code country mismatch", ROUTE),
-        _row(21660, S, C.SENDER_MISCONFIGURED, "Mismatch between the 'From' number and the account", ACCOUNT),
-        _row(21661, S, C.SENDER_MISCONFIGURED, "'From' number is not SMS-capable", ACCOUNT),
+        row(21612, S, C.SENDER_MISCONFIGURED, "Not sendable with this combination of 'To' and 'From'", ROUTE),
+        row(21614, R, C.NOT_MOBILE, "'To' number is not a valid mobile number"),
+        row(21617, S, C.MESSAGE_REJECTED, "The concatenated message body exceeds the 1600 character limit"),
+        row(21635, R, C.NOT_MOBILE, "'To' number cannot be a landline"),
+        row(21659, S, C.SENDER_MISCONFIGURED, "'From' is not a Twilio number, or short code country mismatch", ROUTE),
+        row(21660, S, C.SENDER_MISCONFIGURED, "Mismatch between the 'From' number and the account", ACCOUNT),
+        row(21661, S, C.SENDER_MISCONFIGURED, "'From' number is not SMS-capable", ACCOUNT),
         # delivery (status callbacks)
-        _row(30001, S, C.RATE_LIMITED, "Queue overflow: sent faster than the sender's rate"),
-        _row(30002, S, C.SENDER_MISCONFIGURED, "Account suspended", ACCOUNT),
-        _row(30003, T, C.UNREACHABLE, "Unreachable destination handset (off, no signal): not the number's fault"),
-        _row(30004, T, C.BLOCKED, "Message blocked: opted out, or carrier or compliance filtering"),
-        _row(30005, R, C.INVALID_DESTINATION, "Unknown destination handset (inactive number)"),
-        _row(30006, T, C.NOT_MOBILE, "Landline, or a carrier the sender (a short code) cannot reach"),
-        _row(30007, S, C.CARRIER_FILTERED, "Message filtered by Twilio or the carrier: our content or sender", ROUTE),
-        _row(30008, T, C.UNKNOWN, "Unknown error"),
-        _row(30022, S, C.RATE_LIMITED, "US A2P 10DLC: rate limits exceeded"),
-        _row(30023, S, C.QUOTA_EXCEEDED, "US A2P 10DLC: daily message cap reached (T-Mobile, per brand)", ROUTE),
-        _row(30024, S, C.SENDER_MISCONFIGURED, "Numeric Sender ID not provisioned on the carrier", ROUTE),
-        _row(30032, S, C.SENDER_MISCONFIGURED, "Toll-free number has not been verified (US and Canada)", ROUTE),
-        _row(30034, S, C.SENDER_MISCONFIGURED, "US A2P 10DLC: message from an unregistered number", ROUTE),
-        _row(30036, S, C.RATE_LIMITED, "Validity period expired: it waited in Twilio's queue too long"),
-        _row(30410, T, C.UNKNOWN, "Provider timeout: failed and not retried by Twilio; send again later"),
-        _row(30450, T, C.BLOCKED, "Delivery blocked: SMS pumping protection on this destination", ROUTE),
-        _row(63038, S, C.QUOTA_EXCEEDED, "Account exceeded the daily messages limit", ACCOUNT),
+        row(30001, S, C.RATE_LIMITED, "Queue overflow: sent faster than the sender's rate"),
+        row(30002, S, C.SENDER_MISCONFIGURED, "Account suspended", ACCOUNT),
+        row(30003, T, C.UNREACHABLE, "Unreachable destination handset (off, no signal): not the number's fault"),
+        row(30004, T, C.BLOCKED, "Message blocked: opted out, or carrier or compliance filtering"),
+        row(30005, R, C.INVALID_DESTINATION, "Unknown destination handset (inactive number)"),
+        row(30006, T, C.NOT_MOBILE, "Landline, or a carrier the sender (a short code) cannot reach"),
+        row(30007, S, C.CARRIER_FILTERED, "Message filtered by Twilio or the carrier: our content or sender", ROUTE),
+        row(30008, T, C.UNKNOWN, "Unknown error"),
+        row(30022, S, C.RATE_LIMITED, "US A2P 10DLC: rate limits exceeded"),
+        row(30023, S, C.QUOTA_EXCEEDED, "US A2P 10DLC: daily message cap reached (T-Mobile, per brand)", ROUTE),
+        row(30024, S, C.SENDER_MISCONFIGURED, "Numeric Sender ID not provisioned on the carrier", ROUTE),
+        row(30032, S, C.SENDER_MISCONFIGURED, "Toll-free number has not been verified (US and Canada)", ROUTE),
+        row(30034, S, C.SENDER_MISCONFIGURED, "US A2P 10DLC: message from an unregistered number", ROUTE),
+        row(30036, S, C.RATE_LIMITED, "Validity period expired: it waited in Twilio's queue too long"),
+        row(30410, T, C.UNKNOWN, "Provider timeout: failed and not retried by Twilio; send again later"),
+        row(30450, T, C.BLOCKED, "Delivery blocked: SMS pumping protection on this destination", ROUTE),
+        row(63038, S, C.QUOTA_EXCEEDED, "Account exceeded the daily messages limit", ACCOUNT),
     ]
 )
 UNKNOWN = rule(

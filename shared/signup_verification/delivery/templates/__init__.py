@@ -32,6 +32,8 @@ class Template:
     html: str
     sms: str
     sms_max_segments: int
+    whatsapp: str = ""  # the text of the approved WhatsApp authentication template (Meta's, for this language)
+    voice: str = ""  # what the call says, read by a speech engine in this language
 
     @property
     def version_ref(self) -> str:
@@ -87,6 +89,8 @@ def load(version_ref: str, locale: str) -> Template:
         data["html"].strip() + "\n",
         data["sms"].strip(),
         int(data.get("sms_max_segments", 1)),
+        data.get("whatsapp", "").strip(),
+        data.get("voice", "").strip(),
     )
 
 

@@ -10,8 +10,9 @@ import pytest
 from signup_verification.operations.config import SmsLookupConfig
 from signup_verification.operations.reconciler.runner import reconcile
 from support.dispatch import attempts, provider_settings, run_dispatch
-from support.fakes.http import Answer, FakeTwilio
+from support.fakes.http import Answer
 from support.fakes.seed import seed_intents
+from support.fakes.twilio import FakeTwilio
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from dataclasses import replace
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.config import ChannelPolicy, RetryPolicy
 from signup_verification.platform import logs as service_logging
+from signup_verification.platform.channels import DELIVERY_CHANNELS
 from signup_verification.platform.database import Database
 from signup_verification.platform.timestamps import rfc3339
 from support.factories import CONFIG, CountingDatabase, deliver, expire_leases, make_verifications, run, statuses
@@ -112,7 +113,7 @@ def test_reconcile_logs_one_run_record_and_one_signals_record_per_channel(app_cl
     runs = log_lines.events("reconcile")
     assert len(runs) == 1 and runs[0]["claims_expired"] == 0 and runs[0]["drained"] is True
     signal_records = log_lines.events("signals")
-    assert sorted(r["channel"] for r in signal_records) == ["email", "sms", "webhook"]
+    assert sorted(r["channel"] for r in signal_records) == sorted(DELIVERY_CHANNELS)
     assert all(r["source"] == "reconcile" and r["reconciler_watermark_age_seconds"] is not None for r in signal_records)
 
 
