@@ -15,15 +15,18 @@ unreachable handset (final, nobody's fault), carrier filtering (ours) and unknow
 WhatsApp a number without WhatsApp (the recipient's) and Meta's failures (nobody's); a call answered
 by a person or a machine (detection's result, then `completed`), busy, not answered or failed.
 Some reports come early: a final one about an attempt still in flight (its send not settled, or
-settled ambiguous), linked by the attempt it names (a Twilio callback's URL, SendGrid's custom_args),
-as a provider posts it when its failure is faster than our batch.
+settled ambiguous, or retryable once its ambiguous hold passed), linked by the attempt it names (a
+Twilio callback's URL, SendGrid's custom_args), as a provider posts it when its failure is faster
+than our batch.
 
 Invariants (docs/reliability.md): the observation log explains every state: every delivered_at has
 a delivered observation of its intent, every undeliverable intent a final one, no intent is both,
 every failed delivery has its reason; every report the ingest acknowledged is stored exactly once
 and nothing else is stored; a final report that came before its attempt was found sent (settled
-accepted, or found by the reconciler's lookup) failed it for good, unless a delivery came first; a suppression only for a destination whose intent failed or was
-reported for the recipient's fault: no sender or account fact ever suppresses.
+accepted, found by the reconciler's lookup, or ambiguous: the report proves it sent) failed it for
+good, unless a delivery came first, and nothing was sent again for it; a suppression only for a
+destination whose intent failed or was reported for the recipient's fault: no sender or account fact
+ever suppresses.
 """
 
 from __future__ import annotations
@@ -49,11 +52,26 @@ SELECT a.id, a.attempt_id, a.intent_id, a.channel, a.provider_ref,
  WHERE a.outcome = 'accepted' AND a.channel IN ('email', 'sms', 'whatsapp', 'voice') AND a.id > :after
  ORDER BY a.id LIMIT 500
 """
-_IN_FLIGHT = (  # attempts whose send is not settled as sent yet: in flight, or ambiguous
-    "SELECT id AS intent_id, id || ':' || attempts AS attempt_id, channel FROM delivery_intents"
-    " WHERE status IN ('attempting', 'ambiguous') AND attempts > 0 AND channel IN ('email', 'sms', 'whatsapp', 'voice')"
-    " ORDER BY id LIMIT 200"
+_IN_FLIGHT = (  # attempts whose send is not settled as sent yet: in flight, ambiguous, or retryable after that
+    "SELECT i.id AS intent_id, i.id || ':' || i.attempts AS attempt_id, i.channel FROM delivery_intents AS i"
+    " WHERE (i.status IN ('attempting', 'ambiguous')"
+    "        OR (i.status = 'retryable' AND EXISTS (SELECT 1 FROM delivery_attempts AS a WHERE a.intent_id = i.id"
+    "                                               AND a.attempt_number = i.attempts AND a.outcome = 'ambiguous')))"
+    " AND i.attempts > 0 AND i.channel IN ('email', 'sms', 'whatsapp', 'voice')"
+    " ORDER BY i.id LIMIT 200"
 )
+# A later attempt begun after a final report proved the earlier one was sent (it may have been: an
+# ambiguous outcome; or it was: accepted). A claim that committed while the report's ingest waited
+# for the intent may win the race, so one begun within a few seconds of the report is not counted.
+_SENT_AGAIN = """
+SELECT DISTINCT o.attempt_id, o.intent_id, later.attempt_id AS later_attempt
+  FROM delivery_observations AS o
+  JOIN delivery_attempts AS sent
+    ON sent.intent_id = o.intent_id AND sent.attempt_id = o.attempt_id AND sent.outcome IN ('ambiguous', 'accepted')
+  JOIN delivery_attempts AS later
+    ON later.intent_id = o.intent_id AND later.attempt_number > sent.attempt_number AND later.outcome = 'attempting'
+ WHERE o.attempt_id = ANY (:attempts) AND o.permanent AND later.observed_at > o.received_at + interval '5 seconds'
+"""
 _LAST_ACCEPTED = (
     "SELECT coalesce(max(id), 0) FROM delivery_attempts WHERE outcome = 'accepted'"
     " AND channel IN ('email', 'sms', 'whatsapp', 'voice')"
@@ -351,10 +369,15 @@ def check(db: Database, found: Findings, acknowledged: set[tuple[str, str]]) -> 
 
 
 def check_early(db: Database, found: Findings, early: dict[str, int]) -> None:
-    """Every attempt reported final before it was found sent (settled accepted, or accepted by the
-    lookup) failed for good with that report (undeliverable), unless it was reported delivered first."""
+    """Every attempt reported final before it was found sent (settled accepted, accepted by the lookup,
+    or settled by the report itself when ambiguous) failed for good with that report (undeliverable),
+    unless it was reported delivered first; and no attempt of its intent began after that proof (no
+    step sent again, no second message)."""
     if not early:
         return
+    for r in db.rows(_SENT_AGAIN, attempts=list(early)):
+        found.fail("reports_early", f"intent {r['intent_id']}: attempt {r['later_attempt']} began after a final "
+                   f"report proved attempt {r['attempt_id']} was sent")  # fmt: skip
     rows = db.rows(
         "SELECT a.attempt_id, i.id, i.status, i.delivered_at, i.undeliverable_reason FROM delivery_attempts AS a"
         " JOIN delivery_intents AS i ON i.id = a.intent_id"

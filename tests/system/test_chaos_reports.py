@@ -168,3 +168,43 @@ def test_early_final_reports_are_applied_by_the_settle_and_the_check_catches_one
            " failure_category = NULL, failure_code = NULL, failure_provider = NULL, failure_fault = NULL"
            " WHERE id = :i", i=claimed[0].id)  # fmt: skip
     assert "reports_early" in _found(db, reporter).violations
+
+
+def test_early_reports_of_ambiguous_sends_settle_them_and_the_check_catches_a_send_after_the_proof(db):
+    """Final reports about SMS whose send ended ambiguous (one of them retryable once its hold passed)
+    settle them at once: failed for good, nothing left to send again. An attempt planted after the
+    proof is found."""
+    from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.config import ChannelPolicy, RetryPolicy
+    from signup_verification.outbox.transitions import Settlement
+    from support.factories import make_verifications
+
+    make_verifications(db, 3, "sms", prefix="ambrep")
+    claimed = t.claim(db, "worker", 10, 30)
+    t.begin_attempts(db, "worker", [c.fence for c in claimed])
+    t.settle(db, "worker", [Settlement(c.id, c.lease_version, "ambiguous", error_class="timeout_after_send")
+                            for c in claimed])  # fmt: skip
+    assert [r[2] for r in t.resolve_ambiguous(db, RetryPolicy(channels={"sms": ChannelPolicy("retry", 0)}), 1)] == [
+        "retryable"
+    ]
+    reporter = Reports(SimpleNamespace(config=SimpleNamespace(seed=3)))
+    reporter.early_share = 1.0
+    reporter._report_early(db)
+    assert reporter.figures["reports_early"] == 3
+    statuses = db.run("SELECT status, undeliverable_reason IS NOT NULL FROM delivery_intents WHERE role <> 'event'")
+    assert statuses == [["failed", True]] * 3
+    assert t.claim(db, "worker", 10, 30) == []  # nothing is sent again
+    found = _found(db, reporter)
+    assert found.ok, dict(found.violations)
+    assert found.figures["reports_early_applied"] == 3
+    assert _checked_attempts(db).ok
+    # a second message sent well after the proof (as a retry that ignored the report would)
+    db.run("SET session_replication_role = replica")  # the logs are append-only: their triggers set aside
+    try:
+        db.run("UPDATE delivery_observations SET received_at = received_at - interval '1 minute'")
+        db.run("INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version,"
+               " outcome) VALUES (:a, :i, 2, 'sms', 'signup/v1', 'attempting')", a=f"{claimed[0].id}:2", i=claimed[0].id)  # fmt: skip
+    finally:
+        db.run("RESET session_replication_role")
+    caught = _found(db, reporter).violations["reports_early"]
+    assert any(f"attempt {claimed[0].id}:2 began after a final report" in m for m in caught), caught

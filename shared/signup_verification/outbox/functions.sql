@@ -394,8 +394,9 @@ END $$;
 
 -- name: stored_final_reports
 -- stored_final_reports: the final provider reports already stored about attempts a statement is about
--- to end as sent: the settle (outbox/queries.sql:settle, intents `attempting`) and the reconciler's
--- lookup that finds an ambiguous SMS at the provider (outbox/queries.sql:resolve_lookup, `ambiguous`).
+-- to end: the settle (outbox/queries.sql:settle, intents `attempting`), the reconciler's lost-lease
+-- sweep (outbox/queries.sql:lose_leases, `attempting`) and its lookup that finds an ambiguous SMS at
+-- the provider (outbox/queries.sql:resolve_lookup, `ambiguous`).
 -- One per intent of p_intent_ids still in p_status and not reported delivered: the first report of
 -- its current attempt that says the message will never arrive. The intents are locked first (in id
 -- order, as the reports' ingest locks the in-flight ones it stores reports about), and the reports
@@ -422,22 +423,29 @@ END $$;
 
 -- name: observe_deliveries
 -- transition: accepted, ambiguous, retryable -> accepted, failed
--- why: a provider report: delivered (accepted), or final (undeliverable)
+-- why: a provider report: delivered (accepted), or final (undeliverable; an ambiguous send settled as sent)
 -- observe_deliveries: what providers reported about intents, applied to them by the statement that
 -- stored the reports (delivery/functions.sql ingest_delivery_reports), so both commit together.
--- p_reports: a JSON array with one {intent_id, delivered_at, delivered_attempt, failure, reason} per
--- intent: its batch's first `delivered` report (when, and the attempt it names) and its first final
--- one (the failure's text and its reason {category, code, provider, fault}).
+-- p_reports: a JSON array with one {intent_id, delivered_at, delivered_attempt, failure, failure_attempt,
+-- failure_ref, reason} per intent: its batch's first `delivered` report (when, and the attempt it
+-- names) and its first final one about the intent's current attempt (the failure's text, the attempt,
+-- the provider's reference of the message or call, and its reason {category, code, provider, fault}).
 --   delivered -> delivered_at (the first report wins), also while the attempt is still in flight (the
 --                report overtook our settle) unless a final report of it came first; an ambiguous or
 --                retryable intent whose attempt the provider reports delivered was sent: accepted, with
 --                an attempt-log row;
 --                `delivery.delivered` (opt-in) for each delivery;
---   final     -> an accepted intent not yet delivered is failed with its reason (undeliverable); one
---                still in flight is failed by the settle that accepts it (stored_final_reports).
--- The first terminal fact wins: a delivered intent is never made undeliverable later, an undeliverable
--- one never delivered. Returns how many were reported delivered, and the intents made undeliverable
--- with their reasons (for delivery_failed(), which the caller runs).
+--   final     -> an intent not yet delivered whose current attempt it reports is failed with its reason
+--                (undeliverable): an accepted one, and an ambiguous one (or retryable after its hold,
+--                not yet claimed again), whose report proves the provider created the message or call:
+--                it was sent and ends here, with an attempt-log row (`accepted`, `provider_report`), so
+--                no second message or call goes to the person; one still in flight is failed by the
+--                settle that ends it (stored_final_reports). A report of an older attempt changes nothing.
+-- The caller locks the ambiguous and retryable intents first (as it does the in-flight ones), so their
+-- status read here is the one this statement changes. The first terminal fact wins: a delivered
+-- intent is never made undeliverable later, an undeliverable one never delivered. Returns how many
+-- were reported delivered, and the intents made undeliverable with their reasons (for
+-- delivery_failed(), which the caller runs).
 CREATE OR REPLACE FUNCTION observe_deliveries(p_reports jsonb)
 RETURNS TABLE (delivered integer, failed_ids bigint[], failed_reasons jsonb)
 LANGUAGE plpgsql AS $$
@@ -446,41 +454,31 @@ BEGIN
     WITH per_intent AS MATERIALIZED (  -- computed once, not per updated row
         SELECT r.*, (SELECT i0.status FROM delivery_intents AS i0 WHERE i0.id = r.intent_id) AS old_status
           FROM jsonb_to_recordset(p_reports)
-               AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, failure text, reason jsonb)
+               AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, failure text,
+                    failure_attempt text, failure_ref text, reason jsonb)
     ), changed AS (
         UPDATE delivery_intents AS i
-           SET delivered_at = CASE WHEN p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
-                                   THEN least(i.delivered_at, p.delivered_at) ELSE i.delivered_at END,
-               status = CASE WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
-                             THEN 'accepted'
-                             WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                  AND i.delivered_at IS NULL
-                             THEN 'failed' ELSE i.status END,
-               completed_at = CASE WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
-                                   THEN now() ELSE i.completed_at END,
-               undeliverable_reason = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL
-                                                AND i.status = 'accepted' AND i.delivered_at IS NULL
-                                           THEN p.failure ELSE i.undeliverable_reason END,
-               last_error = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                      AND i.delivered_at IS NULL
-                                 THEN left('undeliverable: ' || p.failure, 500)
-                                 WHEN p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
-                                 THEN NULL ELSE i.last_error END,
-               failed_at = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                     AND i.delivered_at IS NULL
-                                THEN now() ELSE i.failed_at END,
-               failure_category = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                            AND i.delivered_at IS NULL
-                                       THEN p.reason ->> 'category' ELSE i.failure_category END,
-               failure_code = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                        AND i.delivered_at IS NULL
-                                   THEN left(p.reason ->> 'code', 64) ELSE i.failure_code END,
-               failure_provider = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                            AND i.delivered_at IS NULL
-                                       THEN p.reason ->> 'provider' ELSE i.failure_provider END,
-               failure_fault = CASE WHEN p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.status = 'accepted'
-                                         AND i.delivered_at IS NULL
-                                    THEN p.reason ->> 'fault' ELSE i.failure_fault END,
+           SET (status, delivered_at, completed_at, undeliverable_reason, last_error, failed_at, failure_category,
+                failure_code, failure_provider, failure_fault, provider_ref) = (
+                   SELECT CASE WHEN d.accepts THEN 'accepted' WHEN d.fails THEN 'failed' ELSE i.status END,
+                          CASE WHEN d.delivers THEN least(i.delivered_at, p.delivered_at) ELSE i.delivered_at END,
+                          CASE WHEN d.accepts OR (d.fails AND i.status <> 'accepted') THEN now()
+                               ELSE i.completed_at END,
+                          CASE WHEN d.fails THEN p.failure ELSE i.undeliverable_reason END,
+                          CASE WHEN d.fails THEN left('undeliverable: ' || p.failure, 500)
+                               WHEN d.accepts THEN NULL ELSE i.last_error END,
+                          CASE WHEN d.fails THEN now() ELSE i.failed_at END,
+                          CASE WHEN d.fails THEN p.reason ->> 'category' ELSE i.failure_category END,
+                          CASE WHEN d.fails THEN left(p.reason ->> 'code', 64) ELSE i.failure_code END,
+                          CASE WHEN d.fails THEN p.reason ->> 'provider' ELSE i.failure_provider END,
+                          CASE WHEN d.fails THEN p.reason ->> 'fault' ELSE i.failure_fault END,
+                          CASE WHEN d.fails AND i.status <> 'accepted' THEN coalesce(p.failure_ref, i.provider_ref)
+                               ELSE i.provider_ref END
+                     FROM (SELECT p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL AS delivers,
+                                  p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable') AS accepts,
+                                  p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.delivered_at IS NULL
+                                  AND i.status IN ('accepted', 'ambiguous', 'retryable')
+                                  AND p.failure_attempt = i.id || ':' || i.attempts AS fails) AS d),
                updated_at = now()
           FROM per_intent AS p
          WHERE i.id = p.intent_id
@@ -493,21 +491,31 @@ BEGIN
                           AND NOT EXISTS (SELECT 1 FROM delivery_observations AS o
                                            WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts
                                              AND o.permanent))))
-                OR (p.failure IS NOT NULL AND i.status = 'accepted' AND i.delivered_at IS NULL))
+                OR (p.failure IS NOT NULL AND i.delivered_at IS NULL
+                    AND i.status IN ('accepted', 'ambiguous', 'retryable')
+                    AND p.failure_attempt = i.id || ':' || i.attempts))
         RETURNING i.id, i.verification_id, i.channel, i.role, i.template_version, p.delivered_attempt, p.reason,
                   i.delivered_at, p.delivered_at IS NOT NULL AS reported,
-                  (p.old_status = 'accepted' AND i.status = 'failed') AS made_undeliverable,
+                  (p.old_status IN ('accepted', 'ambiguous', 'retryable') AND i.status = 'failed') AS made_undeliverable,
                   (p.old_status IN ('ambiguous', 'retryable') AND i.status = 'accepted') AS made_accepted,
+                  -- the attempt a final report settled as sent (its log row below), with the provider's reference
+                  CASE WHEN p.old_status IN ('ambiguous', 'retryable') AND i.status = 'failed'
+                       THEN p.failure_attempt END AS settled_attempt,
+                  p.failure_ref,
                   (p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL) AS now_delivered
     ), explained AS (
-        -- ambiguous/retryable -> accepted is a settlement of the reported attempt: the log says so
+        -- ambiguous/retryable -> accepted or failed is a settlement of the reported attempt: the provider
+        -- created the message or call, so the attempt was accepted, and the log says so (a final report
+        -- is an observation beside it, as for an attempt accepted at its settle)
         INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,
                                        error_class, provider_ref, attempted_at)
         SELECT a.attempt_id, c.id, a.attempt_number, c.channel, c.template_version, 'accepted', 'provider_report',
-               a.provider_ref, a.attempted_at
+               CASE WHEN c.settled_attempt IS NOT NULL THEN c.failure_ref ELSE a.provider_ref END, a.attempted_at
           FROM changed AS c
-          JOIN delivery_attempts AS a ON a.intent_id = c.id AND a.attempt_id = c.delivered_attempt AND a.outcome = 'attempting'
-         WHERE c.made_accepted
+          JOIN delivery_attempts AS a
+            ON a.intent_id = c.id AND a.outcome = 'attempting'
+           AND a.attempt_id = CASE WHEN c.made_accepted THEN c.delivered_attempt ELSE c.settled_attempt END
+         WHERE c.made_accepted OR c.settled_attempt IS NOT NULL
         ON CONFLICT (intent_id, attempt_number, outcome) DO NOTHING  -- one row per attempt and outcome
         RETURNING 1
     ), delivered_events AS (

@@ -149,7 +149,7 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 
 -- name: settle
 -- transition: attempting -> accepted, retryable, ambiguous, failed
--- why: record a send's outcome; a retryable one on the last attempt fails, an accepted one already reported final fails
+-- why: record a send's outcome; a retryable one on the last attempt fails, one already reported final fails
 -- settle (fenced): attempting -> accepted | retryable | ambiguous | failed, with the outcome row
 -- appended in the same statement. Returns (intent id, final status) for each row it settled; rows
 -- whose lease was lost (expired, or taken over) match nothing: the caller counts them stale.
@@ -171,10 +171,13 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 -- needs); otherwise no route is even looked up.
 -- A provider's final report about the attempt can come before this settle (a status callback posted
 -- while the rest of the batch was still being sent): it is stored then (the reports' ingest) and
--- applied here (stored_final_reports): an accepted send whose attempt was reported final, and not
--- delivered, is failed for good with the report's reason (undeliverable, as observe_deliveries fails an
--- accepted one) and delivery_failed runs for it; its recipient, account and route faults were counted
--- when the report was stored. A delivery reported first keeps its delivered_at (never written here).
+-- applied here (stored_final_reports): a send whose attempt was reported final, and not delivered, is
+-- failed for good with the report's reason (undeliverable, as observe_deliveries fails an accepted
+-- one) and delivery_failed runs for it; its recipient, account and route faults were counted when the
+-- report was stored. That holds for an ambiguous (or retryable) outcome too: the report proves the
+-- provider created the message or call, so it was sent, and the attempt log gains the settlement
+-- (`accepted`, `provider_report`) beside the send's own outcome. A delivery reported first keeps its
+-- delivered_at (never written here).
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :versions::bigint[], :outcomes::text[], :delays::float8[],
                          :error_classes::text[], :error_details::text[], :provider_refs::text[],
@@ -199,8 +202,10 @@ WITH input AS (
       FROM input AS t
       JOIN delivery_intents AS i ON i.id = t.id
       LEFT JOIN observed AS o ON o.intent_id = t.id
-     CROSS JOIN LATERAL (SELECT t.outcome = 'retryable' AND t.attempted AND i.attempts >= i.max_attempts AS exhausted,
-                                t.outcome = 'accepted' AND o.intent_id IS NOT NULL AS reported) AS e
+     CROSS JOIN LATERAL (SELECT o.intent_id IS NOT NULL AND t.attempted
+                                AND t.outcome IN ('accepted', 'ambiguous', 'retryable') AS reported) AS r
+     CROSS JOIN LATERAL (SELECT t.outcome = 'retryable' AND t.attempted AND i.attempts >= i.max_attempts
+                                AND NOT r.reported AS exhausted, r.reported) AS e
 ), settled AS (
     UPDATE delivery_intents AS i
        SET status = d.status,
@@ -208,7 +213,7 @@ WITH input AS (
            lease_owner = NULL, lease_until = NULL,
            next_attempt_at = CASE WHEN d.status IN ('retryable', 'ambiguous')
                                   THEN now() + make_interval(secs => d.delay_seconds) ELSE i.next_attempt_at END,
-           ambiguous_count = i.ambiguous_count + (d.status = 'ambiguous')::integer,
+           ambiguous_count = i.ambiguous_count + (d.outcome = 'ambiguous')::integer,  -- as its log rows, whatever it ended as
            last_error = CASE WHEN d.status = 'accepted' THEN NULL
                              WHEN d.undeliverable IS NOT NULL THEN left('undeliverable: ' || d.undeliverable, 500)
                              WHEN d.exhausted
@@ -239,6 +244,15 @@ WITH input AS (
            (SELECT a.attempted_at FROM delivery_attempts AS a
              WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
+    UNION ALL
+    -- an ambiguous (or retryable) send whose final report came first was sent: the report settles it,
+    -- as observe_deliveries settles one reported after this settle (the provider's evidence: no lease)
+    SELECT s.id || ':' || s.attempts, s.id, s.attempts, s.channel, s.template_version, NULL, NULL,
+           'accepted', 'provider_report', NULL, s.provider_ref, NULL, NULL,
+           (SELECT a.attempted_at FROM delivery_attempts AS a
+             WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
+      FROM settled AS s
+     WHERE s.undeliverable AND s.outcome <> 'accepted'
 ), failures AS MATERIALIZED (
     SELECT s.id, s.channel, s.failure_fault, s.scope, s.undeliverable,
            jsonb_build_object('intent_id', s.id, 'category', s.failure_category, 'code', s.failure_code,
@@ -356,11 +370,15 @@ WITH expired AS (
 SELECT r.id, r.channel FROM released AS r
 
 -- name: lose_leases
--- transition: attempting -> ambiguous
--- why: the reconciler: a lease expired mid-send, so it may have been sent
+-- transition: attempting -> ambiguous, failed
+-- why: the reconciler: a lease expired mid-send, so it may have been sent (already reported final: it was, failed)
 -- lease lost: attempting with an expired lease -> ambiguous (a send may have happened), held per
 -- the channel's policy, with an attempt row recording the lost lease. Only once its sends started
 -- (sending_at): an attempt the fused claim began whose sends never started is released instead.
+-- A final report of the attempt stored while it was in flight (stored_final_reports, as the settle
+-- reads them) proves the provider created the message or call: the intent fails for good with the
+-- report's reason (undeliverable) instead of waiting for the ambiguity policy, the log gains the
+-- settlement (`accepted`, `provider_report`) after the lost lease, and delivery_failed runs for it.
 WITH policy AS (
     SELECT * FROM unnest(:channels::text[], :holds::float8[]) AS p(channel, hold_seconds)
 ), lost AS (
@@ -369,23 +387,57 @@ WITH policy AS (
      ORDER BY lease_until
      LIMIT :limit
        FOR UPDATE SKIP LOCKED
+), observed AS MATERIALIZED (
+    SELECT * FROM stored_final_reports(ARRAY(SELECT id FROM lost), 'attempting')
 ), moved AS (
     UPDATE delivery_intents AS i
-       SET status = 'ambiguous', lease_owner = NULL, lease_until = NULL,
-           next_attempt_at = now() + make_interval(secs => coalesce(p.hold_seconds, 0)),
+       SET status = CASE WHEN o.intent_id IS NOT NULL THEN 'failed' ELSE 'ambiguous' END,
+           lease_owner = NULL, lease_until = NULL,
+           next_attempt_at = CASE WHEN o.intent_id IS NOT NULL THEN i.next_attempt_at
+                                  ELSE now() + make_interval(secs => coalesce(p.hold_seconds, 0)) END,
            ambiguous_count = i.ambiguous_count + 1,
-           last_error = 'lease_lost: the worker stopped after starting the send', updated_at = now()
-      FROM lost AS l, delivery_intents AS before
+           last_error = CASE WHEN o.intent_id IS NOT NULL THEN left('undeliverable: ' || o.failure, 500)
+                             ELSE 'lease_lost: the worker stopped after starting the send' END,
+           undeliverable_reason = coalesce(o.failure, i.undeliverable_reason),
+           completed_at = CASE WHEN o.intent_id IS NOT NULL THEN now() ELSE i.completed_at END,
+           failed_at = CASE WHEN o.intent_id IS NOT NULL THEN now() ELSE i.failed_at END,
+           failure_category = CASE WHEN o.intent_id IS NOT NULL THEN o.category ELSE i.failure_category END,
+           failure_code = CASE WHEN o.intent_id IS NOT NULL THEN left(o.code, 64) ELSE i.failure_code END,
+           failure_provider = CASE WHEN o.intent_id IS NOT NULL THEN o.provider ELSE i.failure_provider END,
+           failure_fault = CASE WHEN o.intent_id IS NOT NULL THEN o.fault ELSE i.failure_fault END,
+           updated_at = now()
+      FROM lost AS l
+      JOIN delivery_intents AS before ON before.id = l.id
       LEFT JOIN policy AS p ON p.channel = before.channel
-     WHERE i.id = l.id AND before.id = l.id
-    RETURNING i.id, i.attempts, i.channel, i.template_version, before.lease_owner, i.lease_version, i.last_claimed_at
+      LEFT JOIN observed AS o ON o.intent_id = l.id
+     WHERE i.id = l.id
+    RETURNING i.id, i.attempts, i.channel, i.template_version, before.lease_owner, i.lease_version, i.last_claimed_at,
+              i.status, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault
+), logged AS (
+    INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
+                                   lease_version, outcome, error_class, error_detail, claimed_at, attempted_at)
+    SELECT m.id || ':' || m.attempts, m.id, m.attempts, m.channel, m.template_version,
+           -- the settlement is the provider's evidence, written under no lease (as observe_deliveries')
+           CASE WHEN e.outcome = 'ambiguous' THEN m.lease_owner END,
+           CASE WHEN e.outcome = 'ambiguous' THEN m.lease_version END, e.outcome, e.error_class, e.error_detail,
+           CASE WHEN e.outcome = 'ambiguous' THEN m.last_claimed_at END,
+           CASE WHEN e.outcome = 'accepted'
+                THEN (SELECT a.attempted_at FROM delivery_attempts AS a
+                       WHERE a.intent_id = m.id AND a.attempt_number = m.attempts AND a.outcome = 'attempting') END
+      FROM moved AS m
+     CROSS JOIN LATERAL (VALUES ('ambiguous', 'lease_lost', 'lease expired while attempting'),
+                                ('accepted', 'provider_report', NULL)) AS e(outcome, error_class, error_detail)
+     WHERE e.outcome = 'ambiguous' OR m.status = 'failed'
+), followed AS (
+    -- what a failure for good sets off (delivery_failed), in this statement
+    SELECT delivery_failed(array_agg(m.id) FILTER (WHERE m.status = 'failed'),
+                           jsonb_agg(jsonb_build_object('intent_id', m.id, 'category', m.failure_category,
+                                                        'code', m.failure_code, 'provider', m.failure_provider,
+                                                        'fault', m.failure_fault, 'status', 'undeliverable'))
+                               FILTER (WHERE m.status = 'failed')) AS written
+      FROM moved AS m
 )
-INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
-                               lease_version, outcome, error_class, error_detail, claimed_at)
-SELECT m.id || ':' || m.attempts, m.id, m.attempts, m.channel, m.template_version, m.lease_owner,
-       m.lease_version, 'ambiguous', 'lease_lost', 'lease expired while attempting', m.last_claimed_at
-  FROM moved AS m
-RETURNING intent_id, channel
+SELECT m.id AS intent_id, m.channel FROM moved AS m, followed
 
 -- name: resolve_ambiguous
 -- transition: ambiguous -> retryable, failed
@@ -437,7 +489,7 @@ SELECT r.id, r.channel, r.status FROM resolved AS r, followed
 --                          attempt sends it once.
 -- Only rows still ambiguous with the same attempt move (a concurrent report or resolve wins); the
 -- attempt log gains the outcome of the looked-up attempt in the same statement.
--- A final report of the found attempt stored while it was ambiguous (stored_final_reports) is applied
+-- A final report of the found attempt already stored and not applied (stored_final_reports) is applied
 -- here, as the settle applies one: the message was sent and will never arrive, so the intent fails for
 -- good with the report's reason (undeliverable) and delivery_failed runs for it.
 WITH input AS (

@@ -12,10 +12,11 @@ holds that nothing else writes a status).
     claimed, or attempting not yet started --release (owner, or reconciler on expiry)--> ready/retryable
                                                             (not an attempt; a begun one logs 'released')
     attempting, sending --lease lost (reconciler)--> ambiguous                 (an attempt row records it)
+                                                   or failed when reported final meanwhile
     ambiguous --resolve (reconciler, hold passed)--> retryable|failed
     ambiguous --lookup (reconciler asked the provider)--> accepted|retryable|failed
     ambiguous|retryable --delivered report (observe_deliveries)--> accepted
-    accepted --permanent report--> failed (undeliverable_reason)
+    accepted, ambiguous|retryable --permanent report of the current attempt--> failed (undeliverable_reason)
     ready|retryable|claimed|ambiguous --suppress--> suppressed                  (suppress_undelivered_intents, dead verification)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease

@@ -8,16 +8,18 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 
 from signup_verification.delivery import reports
 from signup_verification.delivery.channels.twilio import status_callback_url
 from signup_verification.outbox import transitions as t
-from signup_verification.outbox.config import FailurePolicy
+from signup_verification.outbox.config import ChannelPolicy, FailurePolicy, RetryPolicy
 from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.database import Database
 from support.dispatch import provider_settings
+from support.factories import expire_leases
 from support.policy import create_with_fallback
 from support.reports import REPORTS_URL, post_sendgrid, reports_env, sendgrid_event, twilio_form, twilio_post
 
@@ -76,9 +78,11 @@ def test_a_callback_links_by_the_attempt_its_signed_url_names_before_the_settle(
 
 
 @pytest.mark.parametrize("ingested", ["in flight", "ambiguous"])
-def test_a_final_report_of_an_ambiguous_send_is_applied_when_the_lookup_finds_it(client, db, ingested):
-    """The send timed out after its request (ambiguous), its report came while it was in flight or
-    after: the reconciler's lookup finds the message sent, and the report fails it for good."""
+def test_a_final_report_settles_an_ambiguous_send_once_and_the_lookup_applies_nothing_again(client, db, ingested):
+    """The send timed out after its request (ambiguous); its report, come while it was in flight or
+    after, proves Twilio created the message: the step fails for good with the report's reason at
+    once, the next one comes forward, and the reconciler's lookup, which would find the message,
+    changes nothing."""
     step = in_flight(db, "sms")
     sid = "SM" + uuid.uuid4().hex
     url = status_callback_url(REPORTS_URL + "/twilio", step["attempt_id"])
@@ -87,17 +91,57 @@ def test_a_final_report_of_an_ambiguous_send_is_applied_when_the_lookup_finds_it
         assert post_named(client, form, url, url).get_json()["stored"] == 1
     ambiguous = Settlement(step["intent_id"], step["lease_version"], "ambiguous", delay_seconds=60,
                            error_class="timeout_after_send")  # fmt: skip
-    assert t.settle(db, "worker", [ambiguous]) == {step["intent_id"]: "ambiguous"}
+    settled = t.settle(db, "worker", [ambiguous])
+    assert settled == {step["intent_id"]: "failed" if ingested == "in flight" else "ambiguous"}
     if ingested == "ambiguous":
-        assert post_named(client, form, url, url).get_json()["undeliverable"] == 0  # not known sent yet
-    assert t.resolve_by_lookup(db, [(step["intent_id"], step["attempt_id"], sid)]) == {step["intent_id"]: "failed"}
+        assert post_named(client, form, url, url).get_json()["undeliverable"] == 1
     row = intent(db, step["intent_id"])
-    assert (row["failure_category"], row["failure_code"], row["provider_ref"]) == ("unreachable", "30003", sid)
+    assert (row["status"], row["failure_category"], row["failure_code"]) == ("failed", "unreachable", "30003")
+    assert row["undeliverable_reason"] is not None and row["delivered_at"] is None
+    assert row["ambiguous_count"] == 1  # its ambiguous outcome is counted, whatever the report made of it
+    forward = intent(db, step["fallback_id"])["brought_forward_at"]
+    assert forward is not None
+    logged = db.rows("SELECT outcome, error_class FROM delivery_attempts WHERE intent_id = :i ORDER BY id",
+                     i=step["intent_id"])  # fmt: skip
+    assert [(r["outcome"], r["error_class"]) for r in logged][1:] == [
+        ("ambiguous", "timeout_after_send"),
+        ("accepted", "provider_report"),
+    ]
+    # the lookup duty no longer finds it ambiguous; the transition itself moves nothing either
+    assert db.rows("SELECT 1 FROM delivery_intents WHERE status = 'ambiguous'") == []
+    assert t.resolve_by_lookup(db, [(step["intent_id"], step["attempt_id"], sid)]) == {}
+    again = intent(db, step["intent_id"])
+    assert (again["status"], again["failed_at"], again["completed_at"]) == (
+        "failed",
+        row["failed_at"],
+        row["completed_at"],
+    )
+    assert intent(db, step["fallback_id"])["brought_forward_at"] == forward
+    assert len(db.rows("SELECT 1 FROM delivery_attempts WHERE intent_id = :i", i=step["intent_id"])) == 3
+
+
+def test_a_final_report_before_the_worker_died_fails_the_step_when_its_lease_is_lost(client, db):
+    """The report came while the send was in flight and the worker died before its settle: the
+    reconciler's lost-lease sweep applies the report (it was sent) instead of leaving the intent to
+    the ambiguity policy."""
+    step = in_flight(db, "sms")
+    url = status_callback_url(REPORTS_URL + "/twilio", step["attempt_id"])
+    sid = "SM" + uuid.uuid4().hex
+    assert post_named(client, twilio_form(sid, "undelivered", ErrorCode="30003"), url, url).get_json()["stored"] == 1
+    expire_leases(db)
+    assert t.lose_leases(db, RetryPolicy(), 10) == [(step["intent_id"], "sms")]
+    row = intent(db, step["intent_id"])
+    assert (row["status"], row["failure_category"], row["failure_code"]) == ("failed", "unreachable", "30003")
     assert row["undeliverable_reason"] is not None
     assert intent(db, step["fallback_id"])["brought_forward_at"] is not None
     logged = db.rows("SELECT outcome, error_class FROM delivery_attempts WHERE intent_id = :i ORDER BY id",
                      i=step["intent_id"])  # fmt: skip
-    assert [(r["outcome"], r["error_class"]) for r in logged][-1] == ("accepted", "provider_lookup_found")
+    assert [(r["outcome"], r["error_class"]) for r in logged] == [
+        ("attempting", None),
+        ("ambiguous", "lease_lost"),
+        ("accepted", "provider_report"),
+    ]
+    assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []
 
 
 def test_a_callback_whose_url_names_another_attempt_than_twilio_signed_is_refused(client, db):
@@ -181,3 +225,71 @@ def test_a_report_and_the_settle_at_once_apply_the_failure_once(db, database_url
     row = intent(db, step["intent_id"])
     assert (row["status"], row["failure_fault"]) == ("failed", "recipient")
     assert intent(db, step["fallback_id"])["brought_forward_at"] is not None
+
+
+def ambiguous(db) -> dict:
+    """An SMS step whose send timed out after its request, its hold over: in_flight's, settled ambiguous."""
+    step = in_flight(db, "sms")
+    hold_over = Settlement(step["intent_id"], step["lease_version"], "ambiguous", delay_seconds=0,
+                           error_class="timeout_after_send")  # fmt: skip
+    assert t.settle(db, "worker", [hold_over]) == {step["intent_id"]: "ambiguous"}
+    return step
+
+
+def undelivered_of(step: dict, sid: str) -> list[reports.Observation]:
+    """Twilio's `undelivered` callback about the step's attempt, linked by its signed URL's attempt."""
+    url = status_callback_url(REPORTS_URL + "/twilio", step["attempt_id"])
+    form = twilio_form(sid, "undelivered", ErrorCode="30003")
+    return [reports.callback_attempt(reports.twilio_observation(form), urlsplit(url).query)]
+
+
+RETRY_AT_ONCE = RetryPolicy(channels={"sms": ChannelPolicy("retry", 0)})
+
+
+@pytest.mark.parametrize("first", ["report", "lookup", "resolve"])
+def test_a_report_of_an_ambiguous_send_racing_the_reconciler_is_applied_once(db, database_url, first):
+    """The report's ingest and the reconciler's lookup (which finds the message) or its resolve (policy
+    retry) each hold their transaction open while the other runs. The lookup waits for the intent's
+    lock and then finds it failed; the resolve skips the locked intent; the ingest waits for either
+    and then fails the accepted or retryable intent. Exactly one failure, one next step brought
+    forward, one settlement in the attempt log, and no claim takes the intent meanwhile."""
+    step = ambiguous(db)
+    sid = "SM" + uuid.uuid4().hex
+    results: dict[str, object] = {}
+    other, watcher = Database.from_url(database_url), Database.from_url(database_url)
+    try:
+        with other.transaction() as held:
+            if first == "report":
+                results["report"] = reports.ingest(held, "twilio", undelivered_of(step, sid), FailurePolicy())
+                assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []  # locked: skipped, not waited for
+                assert t.claim(db, "worker", 10, 30) == []
+                second = threading.Thread(
+                    target=lambda: results.update(
+                        lookup=t.resolve_by_lookup(db, [(step["intent_id"], step["attempt_id"], sid)])
+                    )
+                )
+            else:
+                if first == "lookup":
+                    results[first] = t.resolve_by_lookup(held, [(step["intent_id"], step["attempt_id"], sid)])
+                else:
+                    results[first] = [r[2] for r in t.resolve_ambiguous(held, RETRY_AT_ONCE, 10)]
+                second = threading.Thread(
+                    target=lambda: results.update(report=reports.ingest(db, "twilio", undelivered_of(step, sid)))
+                )
+            second.start()
+            waiting_for_a_lock(watcher)
+        second.join(10)
+    finally:
+        other.close()
+        watcher.close()
+    if first == "report":
+        assert results["lookup"] == {}  # it found the intent failed: nothing moved, nothing applied again
+    else:
+        assert results[first] == ({step["intent_id"]: "accepted"} if first == "lookup" else ["retryable"])
+    assert results["report"].undeliverable == 1  # type: ignore[attr-defined]
+    row = intent(db, step["intent_id"])
+    assert (row["status"], row["failure_code"], row["attempts"]) == ("failed", "30003", 1)
+    assert intent(db, step["fallback_id"])["brought_forward_at"] is not None
+    logged = db.rows("SELECT outcome, error_class FROM delivery_attempts WHERE intent_id = :i ORDER BY id",
+                     i=step["intent_id"])  # fmt: skip
+    assert [r["outcome"] for r in logged].count("accepted") == 1
