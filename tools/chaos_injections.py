@@ -80,6 +80,7 @@ class Injections(RunState):
                 if s["proc"] is not None
                 and s["proc"].poll() is None
                 and not s["paused"]
+                and not s.get("frozen")  # thawed, it must live to try its fenced writes (the figures check them)
                 and not s.get("fault")
                 and s.get("kind", "task") == "task"  # a replayed or forged fan-out task: its answer is checked
             ]
