@@ -816,12 +816,14 @@ export interface components {
                     attempts: components["schemas"]["Counts"];
                     last_claim_age_seconds?: number | null;
                     reconciler_watermark_age_seconds?: number | null;
-                    /** @description fallbacks on this channel begun in the window by why they were due, and those suppressed */
-                    fallbacks?: {
-                        timer?: number;
-                        primary_failed?: number;
-                        at_once?: number;
-                        suppressed?: number;
+                    /** @description a verification's later steps (2: the fallback, 3) on this channel, by step: those begun in the window by why they were due (their timer passed, the step before failed for good, policy both), and those suppressed */
+                    later_steps?: {
+                        [key: string]: {
+                            timer?: number;
+                            brought_forward?: number;
+                            at_once?: number;
+                            suppressed?: number;
+                        };
                     };
                 };
             };
