@@ -742,7 +742,10 @@ export interface components {
             /** @description the provider accepted the submission (not delivery) */
             accepted: number;
             retryable: number;
+            /** @description the send failed for good (refused, attempts exhausted) */
             failed: number;
+            /** @description the provider accepted the send, but its final report, come before the outcome was recorded, says it cannot be delivered (not a send failure) */
+            undeliverable: number;
             /** @description may have been sent; held per channel policy */
             ambiguous: number;
             suppressed: number;
