@@ -9,6 +9,9 @@ import re
 
 from signup_verification.config import load
 from signup_verification.delivery import templates
+from signup_verification.delivery.capacity_config import PacingConfig
+from signup_verification.delivery.config import VOICE_MAX_PER_HOUR
+from support.deploy_docs import CALL_SHARE
 from support.infra_plans import EXAMPLE, plan_of, planned_block, run_tool
 from support.terraform_model import INFRA, load_infra
 
@@ -83,6 +86,19 @@ def test_every_setting_of_the_channels_is_an_infra_variable_or_left_to_the_code_
     described = variables["whatsapp"]["description"] + variables["voice"]["description"]
     for name in read - set(LEFT_TO_THE_CODE) - {"WHATSAPP_TRANSPORT", "VOICE_TRANSPORT"}:
         assert name in described, f"{name}: no variable's description names it"
+
+
+def test_each_tiers_call_budget_is_its_share_of_the_phone_load_and_the_default_cps_places_the_standard_ones():
+    """docs/capacity.md, "Calls and WhatsApp in the budgets": 2 % of the tier's SMS budget (its design
+    phone hour x 1.3), rounded up, at least 10; the application's default is the standard tier's."""
+    tiers = load_infra().locals["tiers"]
+    budgets = {tier: preset["voice_max_per_hour"] for tier, preset in tiers.items()}
+    assert budgets["standard"] == VOICE_MAX_PER_HOUR.default
+    for tier, preset in tiers.items():
+        design = CALL_SHARE * preset["sms_max_per_hour"]
+        assert design <= budgets[tier] <= max(10, 1.1 * design), tier
+    # one call a second (Twilio's default CPS) places the standard tier's budget, not the large tier's
+    assert budgets["standard"] <= 3600 * PacingConfig().voice_calls_per_second < budgets["large"]
 
 
 def test_the_planned_channels_reach_create_dispatch_and_the_twilio_secret(tmp_path):
