@@ -104,7 +104,7 @@ locals {
         filter       = "metric.type=\"${local.metric_type["drain_seconds"]}\" AND ${local.run_filter} AND metric.label.channel != \"webhook\""
         threshold    = local.drain_threshold
         group_by     = ["metric.label.channel", "metric.label.deployment"]
-        text         = "At the rate sends began over the last 5 minutes, the ready backlog of one channel takes longer to drain than a link lives (${var.verification_ttl_seconds}s): links will expire unsent. Check `verifyctl status` (drains in, the fan-out line, a provider's slow-down), the dispatch logs (dispatch_fanout records: is the fan-out at dispatch_max_parallel?), the provider pacing (EMAIL_MAX_PER_SECOND, TWILIO_SENDER_MPS). docs/runbook.md, \"Backlog against the TTL\"."
+        text         = "At the rate sends began over the last 5 minutes, the ready backlog of one channel takes longer to drain than a link lives (${var.verification_ttl_seconds}s): links will expire unsent. Check `verifyctl status` (drains in, the fan-out line, a provider's slow-down), the dispatch logs (dispatch_fanout records: is the fan-out at dispatch_max_parallel?), the provider pacing (EMAIL_MAX_PER_SECOND, TWILIO_SENDER_MPS, WHATSAPP_MAX_PER_SECOND, VOICE_CALLS_PER_SECOND). docs/runbook.md, \"Backlog against the TTL\"."
       })
     },
     local.report_alerts,

@@ -1,10 +1,13 @@
 # WhatsApp and voice (variables_channels.tf): each setting goes to exactly the functions that read
 # it (services.tf merges local.channel_env[key] into that function's settings). create reads the
 # transports to know which channels it offers (in production it answers 422 channel-not-offered
-# for one whose transport is not twilio); dispatch sends; status and reconcile report the call
+# for one whose transport is not twilio); dispatch sends, paced to whatsapp.max_per_second and
+# voice.calls_per_second as SMS is to sms_max_per_second (fanout.tf); status and reconcile report the call
 # budget in their signal records (the voice_budget page, alerts.tf). The reports function ends
 # calls a machine answered (delivery/call_control.py) with TWILIO_ACCOUNT_SID and the Twilio
 # secret, which it already holds; reconcile asks Twilio about ambiguous attempts with the same.
+# What infra leaves to the code's per-channel defaults, as for SMS (an ambiguous send held for the
+# operator, the sends in flight per invocation): tests/system/test_infra_channels.py lists them.
 locals {
   # The languages of the message templates (delivery/templates/signup): WhatsApp needs an approved
   # template in each. tests/system/test_infra_channels.py checks this list against the templates.
@@ -25,9 +28,11 @@ locals {
     dispatch = merge(local.transports_env, local.voice_budget_env, {
       TWILIO_WHATSAPP_FROM         = local.whatsapp_on ? var.whatsapp.from : ""
       TWILIO_WHATSAPP_CONTENT_SIDS = local.whatsapp_on ? join(",", [for language in sort(keys(var.whatsapp.content_sids)) : "${language}:${var.whatsapp.content_sids[language]}"]) : ""
+      WHATSAPP_MAX_PER_SECOND      = local.whatsapp_on ? tostring(var.whatsapp.max_per_second) : ""
       TWILIO_VOICE_FROM            = local.voice_on ? var.voice.from : ""
       VOICE_RING_SECONDS           = local.voice_on ? tostring(var.voice.ring_seconds) : ""
       VOICE_TIME_LIMIT_SECONDS     = local.voice_on ? tostring(var.voice.time_limit_seconds) : ""
+      VOICE_CALLS_PER_SECOND       = local.voice_on ? tostring(var.voice.calls_per_second) : ""
     })
     reconcile = local.voice_budget_env
     status    = local.voice_budget_env

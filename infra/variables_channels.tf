@@ -4,11 +4,12 @@
 # each setting to the functions that read it.
 
 variable "whatsapp" {
-  description = "The WhatsApp channel through Twilio's Messages API (WHATSAPP_TRANSPORT=twilio on create, which then offers it, and on dispatch, which sends it). from: the WhatsApp sender registered in Twilio, whatsapp:+<E.164>, or a Messaging Service SID MG... holding it (TWILIO_WHATSAPP_FROM); content_sids: the approved authentication template (HX...) of every language the message templates have, en and ja (TWILIO_WHATSAPP_CONTENT_SIDS; docs/channels.md). WhatsApp messages count in sms_max_per_hour."
+  description = "The WhatsApp channel through Twilio's Messages API (WHATSAPP_TRANSPORT=twilio on create, which then offers it, and on dispatch, which sends it). from: the WhatsApp sender registered in Twilio, whatsapp:+<E.164>, or a Messaging Service SID MG... holding it (TWILIO_WHATSAPP_FROM); content_sids: the approved authentication template (HX...) of every language the message templates have, en and ja (TWILIO_WHATSAPP_CONTENT_SIDS; docs/channels.md); max_per_second: WhatsApp messages per second the deployment may send, shared by the dispatch invocations (WHATSAPP_MAX_PER_SECOND, default 80: Meta's default throughput of a business number; raise it when Meta raised yours). WhatsApp messages count in sms_max_per_hour."
   type = object({
-    enabled      = optional(bool, false)
-    from         = optional(string, "")
-    content_sids = optional(map(string), {})
+    enabled        = optional(bool, false)
+    from           = optional(string, "")
+    content_sids   = optional(map(string), {})
+    max_per_second = optional(number, 80)
   })
   default = {}
   validation {
@@ -27,16 +28,21 @@ variable "whatsapp" {
     condition     = !var.whatsapp.enabled || can(regex("^AC[0-9a-fA-F]{32}$", var.twilio_account_sid))
     error_message = "whatsapp.enabled needs twilio_account_sid (AC<32 hex digits>): WhatsApp goes through the Twilio account of the SMS channel."
   }
+  validation {
+    condition     = var.whatsapp.max_per_second > 0
+    error_message = "whatsapp.max_per_second must be positive."
+  }
 }
 
 variable "voice" {
-  description = "The voice channel through Twilio's Calls API (VOICE_TRANSPORT=twilio on create, which then offers it, and on dispatch, which calls). from: the caller ID, an E.164 Twilio number or verified caller ID (TWILIO_VOICE_FROM; empty: twilio_from when that is a number); max_per_hour: the call budget per UTC hour (VOICE_MAX_PER_HOUR; null: the tier's, small 10, standard 2,000, large 20,000), past it calls pause and a page fires (`verifyctl voice resume`); ring_seconds (VOICE_RING_SECONDS) and time_limit_seconds (VOICE_TIME_LIMIT_SECONDS, what bounds one call's cost)."
+  description = "The voice channel through Twilio's Calls API (VOICE_TRANSPORT=twilio on create, which then offers it, and on dispatch, which calls). from: the caller ID, an E.164 Twilio number or verified caller ID (TWILIO_VOICE_FROM; empty: twilio_from when that is a number); max_per_hour: the call budget per UTC hour (VOICE_MAX_PER_HOUR; null: the tier's, small 10, standard 2,000, large 20,000), past it calls pause and a page fires (`verifyctl voice resume`); ring_seconds (VOICE_RING_SECONDS, default 30) and time_limit_seconds (VOICE_TIME_LIMIT_SECONDS, default 90, what bounds one call's cost); calls_per_second: calls per second the deployment may place, shared by the dispatch invocations (VOICE_CALLS_PER_SECOND, default 1: Twilio's CPS unless the account's was raised; a call past it waits in Twilio's queue)."
   type = object({
     enabled            = optional(bool, false)
     from               = optional(string, "")
     max_per_hour       = optional(number)
     ring_seconds       = optional(number, 30)
     time_limit_seconds = optional(number, 90)
+    calls_per_second   = optional(number, 1)
   })
   default = {}
   validation {
@@ -62,5 +68,9 @@ variable "voice" {
   validation {
     condition     = var.voice.ring_seconds >= 5 && var.voice.ring_seconds <= 600 && var.voice.time_limit_seconds >= 30 && var.voice.time_limit_seconds <= 600
     error_message = "voice.ring_seconds must be between 5 and 600 and voice.time_limit_seconds between 30 and 600."
+  }
+  validation {
+    condition     = var.voice.calls_per_second > 0
+    error_message = "voice.calls_per_second must be positive."
   }
 }

@@ -141,7 +141,32 @@ def tiers_table(infra: Infra) -> str:
     return "\n".join(rows) + "\n"
 
 
-RENDERERS = {"functions": functions_table, "connection-budget": budget, "tiers": tiers_table}
+# docs/capacity.md, "Calls and WhatsApp in the budgets": the design's calls are this share of its phone
+# verifications, each bills at most two started minutes (VOICE_TIME_LIMIT_SECONDS 90) at Twilio's US rate.
+CALL_SHARE, CALL_MINUTES, US_MINUTE = 0.02, 2, 0.013
+
+
+def calls_table(infra: Infra) -> str:
+    """Each tier's call budget against 2 % of its SMS budget (the design's phone hour x 1.3), what an hour
+    of pumping costs at it, and the calls per second it needs of Twilio (infra/tiers.tf)."""
+    rows = [
+        "| tier | `sms_max_per_hour` | 2 % of it | `voice_max_per_hour` | an hour of pumping (US, 2 minutes a call) "
+        "| calls/s at the budget | CPS it needs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for tier, preset in infra.locals["tiers"].items():
+        sms, calls = preset["sms_max_per_hour"], preset["voice_max_per_hour"]
+        cost, rate = calls * CALL_MINUTES * US_MINUTE, calls / 3600
+        cps = max(1, -(-calls // 3600))
+        rows.append(
+            f"| `{tier}` | {sms:,} | {sms * CALL_SHARE:,.0f} | **{calls:,}** | ~${cost:,.{2 if cost < 10 else 0}f} "
+            f"| {rate:.2g} "
+            f"| {cps}{' (the default)' if cps == 1 else ': raise `voice.calls_per_second` with the account'} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+RENDERERS = {"functions": functions_table, "connection-budget": budget, "tiers": tiers_table, "calls": calls_table}
 
 
 def render_file(text: str, infra: Infra) -> str:

@@ -742,7 +742,10 @@ export interface components {
             /** @description the provider accepted the submission (not delivery) */
             accepted: number;
             retryable: number;
+            /** @description the send failed for good (refused, attempts exhausted) */
             failed: number;
+            /** @description the provider accepted the send, but its final report, come before the outcome was recorded, says it cannot be delivered (not a send failure) */
+            undeliverable: number;
             /** @description may have been sent; held per channel policy */
             ambiguous: number;
             suppressed: number;
@@ -816,12 +819,14 @@ export interface components {
                     attempts: components["schemas"]["Counts"];
                     last_claim_age_seconds?: number | null;
                     reconciler_watermark_age_seconds?: number | null;
-                    /** @description fallbacks on this channel begun in the window by why they were due, and those suppressed */
-                    fallbacks?: {
-                        timer?: number;
-                        primary_failed?: number;
-                        at_once?: number;
-                        suppressed?: number;
+                    /** @description a verification's later steps (2: the fallback, 3) on this channel, by step: those begun in the window by why they were due (their timer passed, the step before failed for good, policy both), and those suppressed */
+                    later_steps?: {
+                        [key: string]: {
+                            timer?: number;
+                            brought_forward?: number;
+                            at_once?: number;
+                            suppressed?: number;
+                        };
                     };
                 };
             };

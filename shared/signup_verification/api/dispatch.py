@@ -1,6 +1,6 @@
 """The dispatch target's edge: `POST` drains eligible intents until none is left or the time budget
 is spent (operations/dispatcher.py), and answers its report: {claimed, accepted, retryable,
-failed, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}.
+failed, undeliverable, ambiguous, suppressed, released, stale_writes, batches, elapsed_ms}.
 
 Three paths, told apart by the body, each with its own caller:
 - scheduled: Cloud Scheduler's POST (body `{}`, or none). It may start more (delivery/fanout.py).

@@ -9,11 +9,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, assert_never
 
 from ..delivery.sending import SendOutcome
-from ..outbox.states import IntentStatus
+from ..outbox.states import AttemptOutcome, IntentStatus
 
 _log = logging.getLogger("signup_verification.operations.dispatcher")
-# What became of the claimed intents, in the order a person reads them.
-_OUTCOMES = ("accepted", "retryable", "failed", "ambiguous", "suppressed", "released")
+# What became of the claimed intents, in the order a person reads them. `undeliverable`: the provider
+# accepted the send, but a final report of it that came first (stored before the settle) failed it.
+_OUTCOMES = ("accepted", "retryable", "failed", "undeliverable", "ambiguous", "suppressed", "released")
 
 
 @dataclass
@@ -21,7 +22,8 @@ class DispatchReport:
     claimed: int = 0
     accepted: int = 0
     retryable: int = 0
-    failed: int = 0
+    failed: int = 0  # the send failed for good (refused, attempts exhausted)
+    undeliverable: int = 0  # accepted by the provider, then failed by its final report (no send failure)
     ambiguous: int = 0
     suppressed: int = 0
     released: int = 0
@@ -59,19 +61,23 @@ class DispatchReport:
                 assert_never(settled)
 
     def tally(self, outcomes: Sequence[SendOutcome], applied: Mapping[int, str]) -> None:
-        """Count a settled batch by the status outbox/queries.sql:settle left; an outcome that did not apply is stale."""
+        """Count a settled batch by the status outbox/queries.sql:settle left; an outcome that did not apply is stale.
+        Settle fails an accepted send only when the provider's final report of it was stored first: the
+        provider took it and reported it undeliverable, which is no failure of the send."""
         self.stale_writes += len(outcomes) - len(applied)
         for outcome in outcomes:
             status = applied.get(outcome.intent.id)
-            if status is not None:
-                self.count(IntentStatus(status))
-            else:
+            if status is None:
                 _log.warning(
                     "stale write: intent %s was taken over before its %s outcome was recorded",
                     outcome.intent.id,
                     outcome.result.outcome,
                     extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
                 )
+            elif status == IntentStatus.FAILED and outcome.result.outcome is AttemptOutcome.ACCEPTED:
+                self.undeliverable += 1
+            else:
+                self.count(IntentStatus(status))
 
     @property
     def moved(self) -> bool:

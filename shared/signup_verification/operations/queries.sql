@@ -44,25 +44,30 @@ ready AS (
          GROUP BY channel, outcome
     ) AS a
      GROUP BY channel
-), fallbacks AS (
-    -- fallback intents whose sending began in the window, by why they became due
-    -- (timer, primary_failed, at_once), and those suppressed in the window (never sent: the
-    -- verification was confirmed, superseded, expired or locked first)
-    SELECT channel, jsonb_object_agg(reason, n) AS by_reason FROM (
-        SELECT i.channel, CASE WHEN i.brought_forward_at IS NOT NULL THEN 'primary_failed'
-                               WHEN i.policy = 'both' THEN 'at_once' ELSE 'timer' END AS reason,
-               count(DISTINCT i.id) AS n
-          FROM delivery_attempts AS a JOIN delivery_intents AS i ON i.id = a.intent_id
-         WHERE a.observed_at > now() - make_interval(secs => :window_seconds) AND a.outcome = 'attempting'
-           AND i.role = 'fallback'
-         GROUP BY 1, 2
-        UNION ALL
-        SELECT channel, 'suppressed', count(*)
-          FROM delivery_intents
-         WHERE completed_at > now() - make_interval(secs => :window_seconds) AND status = 'suppressed'
-           AND role = 'fallback'
-         GROUP BY 1
-    ) AS f
+), later_steps AS (
+    -- later steps (2 and 3, role fallback) whose sending began in the window, by step and by why
+    -- they became due: timer (their after_seconds passed), brought_forward (the step before failed
+    -- for good), at_once (policy both); and those suppressed in the window (never sent: the
+    -- verification was confirmed, superseded, expired or locked first). {"2": {"timer": n, ...}}
+    SELECT channel, jsonb_object_agg(step, by_reason) AS by_step FROM (
+        SELECT channel, step, jsonb_object_agg(reason, n) AS by_reason FROM (
+            SELECT i.channel, intent_step(i.verification_id, i.id) AS step,
+                   CASE WHEN i.brought_forward_at IS NOT NULL THEN 'brought_forward'
+                        WHEN i.policy = 'both' THEN 'at_once' ELSE 'timer' END AS reason,
+                   count(DISTINCT i.id) AS n
+              FROM delivery_attempts AS a JOIN delivery_intents AS i ON i.id = a.intent_id
+             WHERE a.observed_at > now() - make_interval(secs => :window_seconds) AND a.outcome = 'attempting'
+               AND i.role = 'fallback'
+             GROUP BY 1, 2, 3
+            UNION ALL
+            SELECT channel, intent_step(verification_id, id), 'suppressed', count(*)
+              FROM delivery_intents
+             WHERE completed_at > now() - make_interval(secs => :window_seconds) AND status = 'suppressed'
+               AND role = 'fallback'
+             GROUP BY 1, 2
+        ) AS r
+         GROUP BY channel, step
+    ) AS s
      GROUP BY channel
 ), reports AS (
     -- accepted deliveries still without the provider's delivered report (accepted in the last
@@ -134,7 +139,7 @@ SELECT c.channel,
        coalesce(extract(epoch FROM now() - rp.oldest), 0)::float8 AS oldest_awaiting_report_seconds,
        dl.p50::float8 AS delivery_latency_p50_seconds,
        dl.p95::float8 AS delivery_latency_p95_seconds,
-       coalesce(f.by_reason, '{}'::jsonb) AS fallbacks,
+       coalesce(f.by_step, '{}'::jsonb) AS later_steps,
        h.last_claim_at,
        extract(epoch FROM now() - h.last_claim_at)::float8 AS last_claim_age_seconds,
        h.covered_through AS reconciler_watermark,
@@ -166,7 +171,7 @@ SELECT c.channel,
   LEFT JOIN ambiguous AS a USING (channel)
   LEFT JOIN oscillating_elsewhere AS o USING (channel)
   LEFT JOIN attempts AS t USING (channel)
-  LEFT JOIN fallbacks AS f USING (channel)
+  LEFT JOIN later_steps AS f USING (channel)
   LEFT JOIN reports AS rp USING (channel)
   LEFT JOIN delivered AS dl USING (channel)
   LEFT JOIN holds AS hd USING (channel)

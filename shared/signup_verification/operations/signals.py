@@ -39,8 +39,11 @@ _log = logging.getLogger("signup_verification.operations.signals")
 # Attempt-log rows by outcome in the window, and 'delivered': deliveries the provider reported
 # delivered in the window (a report, not an attempt-log row).
 ATTEMPT_OUTCOMES = (*(o.value for o in AttemptOutcome), "delivered")
-# fallbacks whose sending began in the window, by why they became due; and those suppressed
-FALLBACK_REASONS = ("timer", "primary_failed", "at_once", "suppressed")
+# A verification's later steps (2: the fallback, 3) whose sending began in the window, by step and by
+# why they became due: their timer passed, the step before failed for good (brought forward), or
+# policy both sent them at once; and those suppressed in the window, never sent.
+LATER_STEPS = ("2", "3")
+LATER_STEP_REASONS = ("timer", "brought_forward", "at_once", "suppressed")
 SMS_BUDGET_WARN = 0.8  # the share of SMS_MAX_PER_HOUR spent at which status warns (and infra pages)
 
 
@@ -58,7 +61,8 @@ class ChannelSignals:
     attempts: dict[str, int]  # attempt-log rows in the window, by outcome ('attempting' = begun)
     last_claim_age_seconds: float | None
     reconciler_watermark_age_seconds: float | None
-    fallbacks: dict[str, int] = field(default_factory=dict)  # FALLBACK_REASONS over the window
+    # {step: {reason: n}} of LATER_STEPS and LATER_STEP_REASONS over the window
+    later_steps: dict[str, dict[str, int]] = field(default_factory=dict)
     # accepted (in the last day) but not reported delivered, and accepted->delivered latency
     awaiting_report_count: int = 0
     oldest_awaiting_report_seconds: float = 0.0
@@ -229,8 +233,7 @@ def compute(
     for row in rows:
         attempts = {outcome: 0 for outcome in ATTEMPT_OUTCOMES}
         attempts.update({k: int(v) for k, v in (row["attempts"] or {}).items()})
-        fallbacks = {reason: 0 for reason in FALLBACK_REASONS}
-        fallbacks.update({k: int(v) for k, v in (row["fallbacks"] or {}).items()})
+        later_steps = _later_steps(row["later_steps"] or {})
         channels.append(
             ChannelSignals(
                 channel=row["channel"],
@@ -245,7 +248,7 @@ def compute(
                 attempts=attempts,
                 last_claim_age_seconds=_rounded(row["last_claim_age_seconds"]),
                 reconciler_watermark_age_seconds=_rounded(row["reconciler_watermark_age_seconds"]),
-                fallbacks=fallbacks,
+                later_steps=later_steps,
                 awaiting_report_count=row["awaiting_report_count"],
                 oldest_awaiting_report_seconds=round(row["oldest_awaiting_report_seconds"], 3),
                 delivery_latency_p50_seconds=_rounded(row["delivery_latency_p50_seconds"]),
@@ -333,7 +336,7 @@ def record_fields(signals: Signals, channel: ChannelSignals, source: str) -> dic
         "slowed_seconds": channel.slowed_seconds,
     }
     fields.update({f"attempts_{outcome}": n for outcome, n in channel.attempts.items()})
-    fields.update({f"fallback_{reason}": n for reason, n in channel.fallbacks.items()})
+    fields.update({f"step{step}_{reason}": n for step, by in channel.later_steps.items() for reason, n in by.items()})
     if channel.channel == "sms":  # infra/metrics.tf counts records with sms_budget_paused = true, and at 80 %
         fields.update(
             sms_budget_left=signals.sms_budget_left,
@@ -449,3 +452,11 @@ def _route_hold_alert(run: dict[str, Any]) -> str:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def _later_steps(by_step: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Every later step and reason, zero where the window had none (a record's fields stay the same)."""
+    return {
+        step: {reason: int((by_step.get(step) or {}).get(reason, 0)) for reason in LATER_STEP_REASONS}
+        for step in LATER_STEPS
+    }

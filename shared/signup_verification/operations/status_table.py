@@ -86,15 +86,16 @@ def render(s: Signals) -> str:
     )
     lines += _delivery_limits(s)
     lines += _holds(s)
-    # only when a channel policy sent or suppressed a fallback in the window
+    # only when a channel policy sent or suppressed a later step in the window
     for c in s.channels:
-        f = c.fallbacks
-        if any(f.values()):
-            lines.append(
-                f"fallbacks on {c.channel} ({window}): sent {f['timer'] + f['primary_failed'] + f['at_once']} "
-                f"(timer {f['timer']}, primary failed {f['primary_failed']}, at once {f['at_once']}), "
-                f"suppressed {f['suppressed']}"
-            )
+        steps = [
+            f"step {step} sent {f['timer'] + f['brought_forward'] + f['at_once']} (timer {f['timer']}, "
+            f"brought forward {f['brought_forward']}, at once {f['at_once']}), suppressed {f['suppressed']}"
+            for step, f in c.later_steps.items()
+            if any(f.values())
+        ]
+        if steps:
+            lines.append(f"later steps on {c.channel} ({window}): " + "; ".join(steps))
     first = s.channels[0] if s.channels else None
     claim = first.last_claim_age_seconds if first else None
     mark = first.reconciler_watermark_age_seconds if first else None

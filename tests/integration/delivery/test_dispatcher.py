@@ -340,6 +340,7 @@ def test_dispatch_target_answers_its_report(app_client, service_env, db, tmp_pat
         "accepted",
         "retryable",
         "failed",
+        "undeliverable",
         "ambiguous",
         "suppressed",
         "released",

@@ -80,7 +80,10 @@ def test_a_final_report_before_the_settle_fails_the_step_at_settle_and_brings_th
     vid = phone_then_email(db, settings, channel)
     posted: list[tuple[str, bytes, dict]] = []
     answers = reported_first(twilio, reports, outcome, posted)
-    assert run_dispatch(db, settings).failed == 1  # Twilio took it; its report, applied at settle, failed it
+    # Twilio took it; its report, applied at settle, failed it: undeliverable, not a failed send
+    report = run_dispatch(db, settings)
+    assert (report.accepted, report.failed, report.undeliverable) == (0, 0, 1)
+    assert report.summary().endswith(": 1 undeliverable")
     # each callback linked by its URL's attempt while the send was in flight: none unknown, the final
     # one stored, its effect left to the settle
     assert answers and all(a["unknown"] == 0 and a["undeliverable"] == 0 for a in answers)
@@ -116,7 +119,8 @@ def test_a_delivery_reported_before_the_settle_counts(db, reports, settings, twi
 def test_a_machine_answer_before_the_settle_ends_the_call_and_fails_the_step(db, reports, settings, twilio):
     vid = phone_then_email(db, settings, "voice")
     answers = reported_first(twilio, reports, "machine")
-    assert run_dispatch(db, settings).failed == 1
+    report = run_dispatch(db, settings)
+    assert (report.failed, report.undeliverable) == (0, 1)
     [sid] = list(twilio.calls)
     ended = [e for e in twilio.exchanges if e.path.endswith(f"/Calls/{sid}.json") and e.status == 200]
     assert len(ended) == 1  # hung up while the greeting played, before the send was even settled

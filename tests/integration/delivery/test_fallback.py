@@ -38,7 +38,7 @@ def test_unconfirmed_the_sms_goes_out_when_due_and_its_code_verifies(db, smtp, t
     [sms] = twilio.deliveries
     assert sms.destination == "+14155550100"
     assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
-    assert signals.compute(db, "test").channel("sms").fallbacks["timer"] == 1
+    assert signals.compute(db, "test").channel("sms").later_steps["2"]["timer"] == 1
 
 
 def test_confirmed_by_email_first_the_sms_is_never_sent(db, smtp, twilio):
@@ -52,11 +52,9 @@ def test_confirmed_by_email_first_the_sms_is_never_sent(db, smtp, twilio):
     assert not twilio.deliveries
     fallback = intents(db, vid)["fallback"]
     assert (fallback["status"], fallback["suppression_reason"], fallback["attempts"]) == ("suppressed", "verified", 0)
-    assert signals.compute(db, "test").channel("sms").fallbacks == {
-        "timer": 0,
-        "primary_failed": 0,
-        "at_once": 0,
-        "suppressed": 1,
+    assert signals.compute(db, "test").channel("sms").later_steps == {
+        "2": {"timer": 0, "brought_forward": 0, "at_once": 0, "suppressed": 1},
+        "3": {"timer": 0, "brought_forward": 0, "at_once": 0, "suppressed": 0},
     }
 
 
@@ -73,7 +71,7 @@ def test_an_email_refused_permanently_brings_the_sms_forward_at_once(db, smtp, t
     [sms] = twilio.deliveries
     assert intents(db, vid)["fallback"]["status"] == "accepted"
     assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
-    assert signals.compute(db, "test").channel("sms").fallbacks["primary_failed"] == 1
+    assert signals.compute(db, "test").channel("sms").later_steps["2"]["brought_forward"] == 1
 
 
 def test_after_seconds_zero_sends_both_at_once(db, smtp, twilio):
@@ -81,7 +79,7 @@ def test_after_seconds_zero_sends_both_at_once(db, smtp, twilio):
     vid = create_with_fallback(db, settings.create, after_seconds=0)
     assert run_dispatch(db, settings).accepted == 2
     assert len(smtp.received) == 1 and len(twilio.deliveries) == 1
-    assert signals.compute(db, "test").channel("sms").fallbacks["at_once"] == 1
+    assert signals.compute(db, "test").channel("sms").later_steps["2"]["at_once"] == 1
     assert {r["status"] for r in intents(db, vid).values()} == {"accepted"}
 
 
@@ -195,12 +193,12 @@ def test_one_waiting_worker_sends_the_sms_when_its_time_comes_not_before(db, smt
     assert c.confirm_code(db, KEYRING, vid, code_in(sms.body)).result == c.VERIFIED
 
 
-def test_verifyctl_status_shows_the_fallbacks_by_reason(db, smtp, twilio):
+def test_verifyctl_status_shows_the_later_steps_by_step_and_reason(db, smtp, twilio):
     from signup_verification.operations import status_table
 
     settings = provider_settings(smtp, twilio)
     quiet = status_table.render(signals.compute(db, "test"))
-    assert "fallbacks on" not in quiet  # nothing changes for deployments without a channel policy
+    assert "later steps on" not in quiet  # nothing changes for deployments without a channel policy
     create_with_fallback(db, settings.create, after_seconds=0, account="a1", phone="+14155550101")
     confirmed = create_with_fallback(db, settings.create, account="a2", email="b@example.com", phone="+14155550102")
     run_dispatch(db, settings)
@@ -209,7 +207,7 @@ def test_verifyctl_status_shows_the_fallbacks_by_reason(db, smtp, twilio):
     assert c.confirm_link(db, KEYRING, token_in(text)).result == c.VERIFIED
     assert intents(db, confirmed)["fallback"]["status"] == "suppressed"
     rendered = status_table.render(signals.compute(db, "test"))
-    assert "fallbacks on sms (5 min): sent 1 (timer 0, primary failed 0, at once 1), suppressed 1" in rendered
+    assert "later steps on sms (5 min): step 2 sent 1 (timer 0, brought forward 0, at once 1), suppressed 1" in rendered
 
 
 def test_a_hard_bounce_reported_later_brings_the_sms_forward(db):

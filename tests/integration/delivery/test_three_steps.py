@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from signup_verification.operations import signals
+from signup_verification.operations import signals, status_table
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.smtp import SmtpBehaviour
 from support.fakes.twilio import FakeTwilio
@@ -112,7 +112,17 @@ def test_a_final_failure_brings_the_next_step_forward_down_the_chain(db, targets
         ("failed", "invalid_destination"),
         ("accepted", None),
     ]
-    assert signals.compute(db, "test").channel("whatsapp").fallbacks["primary_failed"] == 1
+    # the signals say which step went out and why: the SMS as step 2, the WhatsApp as step 3, each
+    # brought forward by the failure of the step before it
+    snapshot = signals.compute(db, "test")
+    whatsapp_steps, sms_steps = snapshot.channel("whatsapp").later_steps, snapshot.channel("sms").later_steps
+    assert (whatsapp_steps["3"]["brought_forward"], sum(whatsapp_steps["2"].values())) == (1, 0)
+    assert (sms_steps["2"]["brought_forward"], sum(sms_steps["3"].values())) == (1, 0)
+    record = signals.record_fields(snapshot, snapshot.channel("whatsapp"), "dispatch")
+    assert (record["step3_brought_forward"], record["step2_brought_forward"], record["step3_timer"]) == (1, 0, 0)
+    assert "later steps on whatsapp (5 min): step 3 sent 1 (timer 0, brought forward 1, at once 0)" in (
+        status_table.render(snapshot)
+    )
 
 
 def test_whatsapp_then_sms_then_a_call_each_after_its_delay(db, targets, twilio):
@@ -131,6 +141,8 @@ def test_whatsapp_then_sms_then_a_call_each_after_its_delay(db, targets, twilio)
     assert "Twiml" in call.request and whatsapp.destination == "whatsapp:" + MOBILE and sms.destination == MOBILE
     codes = [_code(d.body) for d in (whatsapp, sms, call)]
     assert len(set(codes)) == 3  # a code of its own per step
+    snapshot = signals.compute(db, "test")  # each later step counted as its step, its timer passed
+    assert snapshot.channel("sms").later_steps["2"]["timer"] == snapshot.channel("voice").later_steps["3"]["timer"] == 1
     answer = confirm.post("/", json={"verification_id": str(vid), "code": codes[2]}).get_json()
     assert answer["verified_channel"] == "voice"
     for code, proved in ((codes[0], "whatsapp"), (codes[1], "sms")):  # each earlier step's code proves its own
