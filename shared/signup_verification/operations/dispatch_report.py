@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, assert_never
 
 from ..delivery.sending import SendOutcome
-from ..outbox.states import AttemptOutcome, IntentStatus
+from ..outbox import transitions
+from ..outbox.states import IntentStatus
 
 _log = logging.getLogger("signup_verification.operations.dispatcher")
 # What became of the claimed intents, in the order a person reads them. `undeliverable`: the provider
@@ -62,8 +63,9 @@ class DispatchReport:
 
     def tally(self, outcomes: Sequence[SendOutcome], applied: Mapping[int, str]) -> None:
         """Count a settled batch by the status outbox/queries.sql:settle left; an outcome that did not apply is stale.
-        Settle fails an accepted send only when the provider's final report of it was stored first: the
-        provider took it and reported it undeliverable, which is no failure of the send."""
+        A send whose final provider report was stored first is failed by the settle whatever the send's own
+        outcome (accepted, ambiguous, retryable): the provider took it and reported it undeliverable, which
+        is no failure of the send."""
         self.stale_writes += len(outcomes) - len(applied)
         for outcome in outcomes:
             status = applied.get(outcome.intent.id)
@@ -74,7 +76,7 @@ class DispatchReport:
                     outcome.result.outcome,
                     extra={"json_fields": {"event": "stale_write", "intent_id": outcome.intent.id}},
                 )
-            elif status == IntentStatus.FAILED and outcome.result.outcome is AttemptOutcome.ACCEPTED:
+            elif status == transitions.UNDELIVERABLE:
                 self.undeliverable += 1
             else:
                 self.count(IntentStatus(status))

@@ -289,7 +289,7 @@ WITH input AS (
                make_interval(secs => CAST(:hold_window AS float8)),
                make_interval(secs => CAST(:hold_seconds AS float8))) AS route_holds
 )
-SELECT s.id AS intent_id, s.status FROM settled AS s, followed
+SELECT s.id AS intent_id, s.status, s.undeliverable FROM settled AS s, followed
 
 -- name: release
 -- transition: claimed, attempting -> ready, retryable

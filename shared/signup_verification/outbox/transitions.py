@@ -40,6 +40,9 @@ from ..platform.database import Database
 from .config import FailurePolicy, RetryPolicy
 from .states import SEND_OUTCOMES, AttemptOutcome, VerificationStatus
 
+# settle: a send the provider took whose final report, stored first, failed the intent (status `failed`)
+UNDELIVERABLE = "undeliverable"
+
 _SQL = catalogue("outbox")
 _CLAIM = _SQL["claim"]
 _BEGIN_ATTEMPTS = _SQL["begin_attempts"]
@@ -236,7 +239,8 @@ def settle(
     db: Database, owner: str, settlements: Sequence[Settlement], failures: FailurePolicy | None = None
 ) -> dict[int, str]:
     """Record outcomes; returns intent id -> the status the settle statement left (a retryable outcome on the
-    last attempt is `failed` there) for each settlement that applied (the rest were stale).
+    last attempt is `failed` there) for each settlement that applied (the rest were stale); `undeliverable`
+    for one a final provider report stored before the settle failed (the provider took the send).
     `failures`: what a failure for good sets off (suppression, channel and route holds)."""
     if not settlements:
         return {}
@@ -259,7 +263,7 @@ def settle(
         scopes=_text_array([s.scope for s in settlements]),
         **(failures or FailurePolicy()).parameters(),
     )
-    return {row[0]: row[1] for row in rows}
+    return {row[0]: UNDELIVERABLE if row[2] else row[1] for row in rows}
 
 
 def release(db: Database, owner: str, fences: Sequence[tuple[int, int]]) -> set[int]:

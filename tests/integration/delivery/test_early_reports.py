@@ -7,6 +7,7 @@ forward), a delivery reported first is counted, and a machine's answer ends the 
 
 from __future__ import annotations
 
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -143,3 +144,29 @@ def test_a_callback_without_the_attempt_in_its_url_still_links_by_sid_once_settl
                           "undelivered:30003") == [200, 200, 200]  # fmt: skip
     step, email = steps(db, vid)
     assert (step["status"], step["failure_code"], email["brought_forward_at"] is not None) == ("failed", "30003", True)
+
+
+@pytest.mark.parametrize("channel", ["whatsapp", "voice"])
+def test_a_final_report_before_an_answer_that_never_came_counts_undeliverable_not_failed(
+    db, reports, smtp, twilio, channel
+):
+    """Twilio creates the message or call and posts its final status, then its answer to our request is
+    lost (it comes after our timeout): the send's own outcome is ambiguous, the stored report settles it."""
+    settings = provider_settings(smtp, twilio, delivery_reports_url=REPORTS_URL, send_timeout_seconds=0.5)
+    vid = phone_then_email(db, settings, channel)
+    answers = reported_first(twilio, reports, "busy" if channel == "voice" else "undelivered:63024")
+    posting = twilio.before_answer
+    assert posting is not None
+
+    def report_then_stall(sid: str, to: str, form: dict) -> None:
+        posting(sid, to, form)
+        time.sleep(1.0)  # past the worker's 0.5 s timeout: it never reads the 201
+
+    twilio.before_answer = report_then_stall
+    report = run_dispatch(db, settings)
+    assert (report.ambiguous, report.failed, report.undeliverable) == (0, 0, 1)
+    assert report.summary().endswith(": 1 undeliverable")
+    assert answers and all(a["unknown"] == 0 for a in answers)
+    step, email = steps(db, vid)
+    assert (step["status"], step["undeliverable_reason"] is not None) == ("failed", True)
+    assert email["brought_forward_at"] is not None
