@@ -70,7 +70,7 @@ def test_a_callback_links_by_the_attempt_its_signed_url_names_before_the_settle(
     sid = "SM" + uuid.uuid4().hex
     answer = post_named(client, twilio_form(sid, "failed", ErrorCode="30003"), url, url).get_json()
     assert (answer["stored"], answer["unknown"], answer["undeliverable"]) == (1, 0, 0)  # the settle applies it
-    assert settle(db, step, sid) == {step["intent_id"]: "failed"}
+    assert settle(db, step, sid) == {step["intent_id"]: "undeliverable"}
     row = intent(db, step["intent_id"])
     assert (row["failure_category"], row["failure_code"], row["failure_provider"]) == ("unreachable", "30003", "twilio")
     assert row["undeliverable_reason"].startswith("failed")
@@ -92,7 +92,7 @@ def test_a_final_report_settles_an_ambiguous_send_once_and_the_lookup_applies_no
     ambiguous = Settlement(step["intent_id"], step["lease_version"], "ambiguous", delay_seconds=60,
                            error_class="timeout_after_send")  # fmt: skip
     settled = t.settle(db, "worker", [ambiguous])
-    assert settled == {step["intent_id"]: "failed" if ingested == "in flight" else "ambiguous"}
+    assert settled == {step["intent_id"]: "undeliverable" if ingested == "in flight" else "ambiguous"}
     if ingested == "ambiguous":
         assert post_named(client, form, url, url).get_json()["undeliverable"] == 1
     row = intent(db, step["intent_id"])
@@ -162,7 +162,7 @@ def test_a_sendgrid_bounce_before_the_settle_fails_the_step_at_settle_once(clien
     answer = post_sendgrid(client, [bounce]).get_json()
     assert (answer["stored"], answer["undeliverable"], answer["suppressed"]) == (1, 0, 1)
     assert intent(db, step["intent_id"])["status"] == "attempting"
-    assert settle(db, step, f"msg-{step['intent_id']}") == {step["intent_id"]: "failed"}
+    assert settle(db, step, f"msg-{step['intent_id']}") == {step["intent_id"]: "undeliverable"}
     row = intent(db, step["intent_id"])
     assert (row["failure_fault"], row["failure_code"], row["failure_provider"]) == ("recipient", "5.1.1", "sendgrid")
     assert intent(db, step["fallback_id"])["brought_forward_at"] is not None
@@ -220,7 +220,7 @@ def test_a_report_and_the_settle_at_once_apply_the_failure_once(db, database_url
     finally:
         other.close()
         watcher.close()
-    assert results["settle"] == {step["intent_id"]: "failed" if first == "report" else "accepted"}
+    assert results["settle"] == {step["intent_id"]: "undeliverable" if first == "report" else "accepted"}
     assert results["report"].undeliverable == (1 if first == "settle" else 0)  # type: ignore[attr-defined]
     row = intent(db, step["intent_id"])
     assert (row["status"], row["failure_fault"]) == ("failed", "recipient")
