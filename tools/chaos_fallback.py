@@ -350,6 +350,7 @@ def check_proofs(db: Database, found: Findings) -> None:
 
 
 def _proofs_of_sent_steps(found: Findings, v: dict, first_sent: dict) -> None:
+    """Each code proof of the verification (first, second, third) came after its step's send began."""
     later = v["second_proof_channel"] or next(
         (c for c in (v["channel"], v["fallback_channel"]) if c != v["verified_channel"]), None
     )

@@ -11,11 +11,11 @@ the matched digest, an unexpired verification and a secret that has not proved b
 
 What a secret hears is about that secret (`Outcome.presented`): ALREADY_VERIFIED only when this same
 secret proved its destination before; a verification another secret verified leaves this one
-PENDING (it can still prove, if its step was sent) until it expires. A code that can no longer prove
-(the verification expired, superseded or locked, or its number proved, or its tries spent) is answered FINISHED whatever
-the reason (the read API is where the site learns which), and a wrong one is counted there too,
-against the verification's and the destination's budgets: guessing after the end costs what guessing
-before it does. Only the right code of a number it proved before hears ALREADY_VERIFIED.
+PENDING (it can still prove, if its step was sent) until it expires. A code that can no longer
+prove (the verification expired, superseded or locked, or its number proved, or its tries spent) is
+answered FINISHED whatever the reason (the read API is where the site learns which), and a wrong one
+is counted there too, against the verification's and the destination's budgets: guessing after the
+end costs what guessing before it does. Only the right code of a number it proved before hears ALREADY_VERIFIED.
 
 Digests are keyed HMACs (tokens.py). A link names its verification (the id, then the token), whose
 row is read by primary key; the token's digest under the key that row names must be the row's
