@@ -24,6 +24,8 @@ At the end, besides the run's own invariants (which read the primary intents), t
                                  each other step's channel (each after the one before), one
                                  verification.verified event and one verification.proved event per proof, of
                                  that proof's channel
+    proof_unsent                 no code proved a step that was never sent: each code proof's step had an
+                                 attempt begun before the proof and not released (its send started)
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class FallbackShare:
     three_step_share: float = 0.4  # of those with a timer: a third step on WhatsApp after the fallback
     step3_after: tuple[int, int] = (4, 8)  # seconds after the fallback's (and below the short TTL)
     proved_at_step_2_share: float = 0.5  # of the three-step ones: proved by the fallback's code before step 3
+    code_looks: int = 40  # a code is typed once its message arrived: looked for every 0.5 s, this many times
 
 
 @dataclass
@@ -67,7 +70,7 @@ class Traffic:
     seed: int
     share: FallbackShare = field(default_factory=FallbackShare)
     figures: Counter = field(default_factory=Counter)
-    _due: list = field(default_factory=list)  # heap of (confirm at, verification id, channel)
+    _due: list = field(default_factory=list)  # heap of (confirm at, verification id, channel, looks so far)
     # the confirmations' own connection, set up as the confirm API's (webhooks on: their events recorded)
     confirm_db: Database | None = None
 
@@ -110,7 +113,7 @@ class Traffic:
             first, fallback, step3 = steps
             if self.rng.random() < self.share.proved_at_step_2_share:
                 at = time.time() + self.rng.uniform(fallback["after_seconds"] + 0.5, step3["after_seconds"] - 1.5)
-                heapq.heappush(self._due, (at, vid.int, fallback["channel"]))
+                heapq.heappush(self._due, (at, vid.int, fallback["channel"], 0))
                 return
             body = {"channel": first["channel"], "fallback": fallback}  # else: as a fallback verification
         fallback = body.get("fallback")
@@ -119,27 +122,39 @@ class Traffic:
         if fallback["after_seconds"] == 0:
             if self.rng.random() < self.share.second_proof_share:
                 first = time.time() + self.rng.uniform(2.0, 6.0)  # after the messages went out, mostly
-                heapq.heappush(self._due, (first, vid.int, body["channel"]))
-                heapq.heappush(self._due, (first + self.rng.uniform(0.0, 2.0), vid.int, fallback["channel"]))
+                heapq.heappush(self._due, (first, vid.int, body["channel"], 0))
+                heapq.heappush(self._due, (first + self.rng.uniform(0.0, 2.0), vid.int, fallback["channel"], 0))
             return
         if self.rng.random() >= self.share.confirm_first_share:
             return
         at = time.time() + self.rng.uniform(0.2, max(0.3, fallback["after_seconds"] - 2.0))
-        heapq.heappush(self._due, (at, vid.int, body["channel"]))
+        heapq.heappush(self._due, (at, vid.int, body["channel"], 0))
 
     def tick(self, db: Database, wait: bool = False) -> None:
         """Confirm what is due (all of it, sleeping until each, with `wait`, then close)."""
         while self._due and (wait or self._due[0][0] <= time.time()):
-            at, vid_int, channel = heapq.heappop(self._due)
+            at, vid_int, channel, looks = heapq.heappop(self._due)
             time.sleep(max(0.0, at - time.time()))
-            self._confirm(self.confirm_db or db, uuid.UUID(int=vid_int), channel)
+            if not self._confirm(self.confirm_db or db, uuid.UUID(int=vid_int), channel):
+                if looks < self.share.code_looks:  # not received yet: the person waits for it
+                    heapq.heappush(self._due, (time.time() + 0.5, vid_int, channel, looks + 1))
+                else:
+                    self.figures["fallback_confirm_code_never_received"] += 1
         if wait and self.confirm_db is not None:
             self.confirm_db.close()
             self.confirm_db = None
 
-    def _confirm(self, db: Database, vid: uuid.UUID, channel: str) -> None:
+    def _confirm(self, db: Database, vid: uuid.UUID, channel: str) -> bool:
+        """Type the channel's secret, as its person would: a code only once its message reached them (its
+        send accepted by the provider, or ambiguous: maybe taken). False: not received yet, look again."""
         for _ in range(50):
             try:
+                step = db.single(_RECEIVED, v=vid, c=channel) if channel != "email" else None
+                if step is not None and step["never"]:  # ended unsent: nothing for its person to type
+                    self.figures["fallback_confirm_code_never_sent"] += 1
+                    return True
+                if step is not None and not step["received"]:
+                    return False
                 row = db.single("SELECT key_id, token_nonce FROM verifications WHERE id = :id", id=vid)
                 key = self.keyring.get(row["key_id"])
                 nonce = bytes(row["token_nonce"])
@@ -148,9 +163,10 @@ class Traffic:
                 else:  # the code of the channel being confirmed (each code channel its own)
                     outcome = confirm.confirm_code(db, self.keyring, vid, key.code(channel, vid, nonce, 6))
                 self.figures[f"fallback_confirm_{outcome.result}"] += 1
-                return
+                return True
             except UnavailableError:  # the database restart: a person would press the button again
                 time.sleep(0.3)
+        return True
 
     def _refused(self, channel: str, index: int) -> str:
         """A destination the chaos providers refuse for good (Faults.permanent)."""
@@ -162,6 +178,14 @@ class Traffic:
             if self.faults.permanent(candidate):
                 return candidate
         raise RuntimeError("no refused destination found")
+
+
+# Whether a step's message reached its person: its provider took it (or may have: ambiguous).
+_RECEIVED = """
+SELECT status IN ('accepted', 'ambiguous') OR undeliverable_reason IS NOT NULL AS received,
+       status IN ('suppressed', 'failed') AND undeliverable_reason IS NULL AS never
+  FROM delivery_intents WHERE verification_id = :v AND channel = :c AND event_type IS NULL
+"""
 
 
 # -- the checks -----------------------------------------------------------------------------------------
@@ -280,11 +304,27 @@ SELECT v.id, v.channel, v.fallback_channel, v.step3_channel, v.verified_channel,
 """
 
 
+# Each step's first attempt whose send started (begun, and not released before its send): by
+# verification and channel.
+_FIRST_SENT = """
+SELECT i.verification_id, i.channel, min(a.attempted_at) AS first_sent
+  FROM delivery_intents AS i
+  JOIN delivery_attempts AS a ON a.intent_id = i.id AND a.outcome = 'attempting'
+ WHERE i.event_type IS NULL
+   AND NOT EXISTS (SELECT 1 FROM delivery_attempts AS r
+                    WHERE r.intent_id = a.intent_id AND r.attempt_number = a.attempt_number AND r.outcome = 'released')
+ GROUP BY i.verification_id, i.channel
+"""
+
+
 def check_proofs(db: Database, found: Findings) -> None:
-    """Every secret proved its own destination at most once, the first verified it, and each proof wrote
-    its event (where its session recorded events at all: chaos_webhooks.py counts those)."""
+    """Every secret proved its own destination at most once, the first verified it, each proof wrote
+    its event (where its session recorded events at all: chaos_webhooks.py counts those), and no code
+    proved before its step's send began (the link is only ever known from its message)."""
     seconds = 0
+    first_sent = {(r["verification_id"], r["channel"]): r["first_sent"] for r in db.rows(_FIRST_SENT)}
     for v in db.rows(_PROOFS):
+        _proofs_of_sent_steps(found, v, first_sent)
         expected = [v["verified_channel"]]
         steps = [c for c in (v["channel"], v["fallback_channel"], v["step3_channel"]) if c]
         if v["second_proof_at"] is not None:
@@ -307,3 +347,19 @@ def check_proofs(db: Database, found: Findings) -> None:
                 f" {list(v['proved_subjects'])}, proofs {expected}",
             )
     found.figures["proofs_second"] = seconds
+
+
+def _proofs_of_sent_steps(found: Findings, v: dict, first_sent: dict) -> None:
+    """Each code proof of the verification (first, second, third) came after its step's send began."""
+    later = v["second_proof_channel"] or next(
+        (c for c in (v["channel"], v["fallback_channel"]) if c != v["verified_channel"]), None
+    )
+    made = [(v["verified_channel"], v["verified_at"]), (later, v["second_proof_at"])]
+    steps = [c for c in (v["channel"], v["fallback_channel"], v["step3_channel"]) if c]
+    made.append((next((c for c in steps if c not in (made[0][0], made[1][0])), None), v["third_proof_at"]))
+    for channel, at in made:
+        if at is None or channel in (None, "email"):
+            continue
+        sent = first_sent.get((v["id"], channel))
+        if sent is None or sent > at:
+            found.fail("proof_unsent", f"verification {v['id']}: its {channel} code proved before its step was sent")

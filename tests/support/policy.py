@@ -8,6 +8,8 @@ import re
 import uuid
 
 from signup_verification.delivery import templates
+from signup_verification.outbox import transitions as t
+from signup_verification.outbox.transitions import Settlement
 from signup_verification.platform.database import Database
 from signup_verification.verifications import create as create_domain
 from signup_verification.verifications.channel_policy import Fallback
@@ -91,3 +93,22 @@ def steps_of(db: Database, verification_id: uuid.UUID) -> list[dict]:
         " FROM delivery_intents WHERE verification_id = :v AND role <> 'event' ORDER BY id",
         v=verification_id,
     )
+
+
+def sent(db: Database, verification_id: uuid.UUID, *channels: str) -> None:
+    """The worker's send of these steps of the verification, through the outbox's own statements: due
+    now, claimed, begun and accepted. Only then does their person hold the codes, and may a code
+    prove. Whatever else the claim took is given back as it was (released: not an attempt)."""
+    for channel in channels:
+        db.run(
+            "UPDATE delivery_intents SET next_attempt_at = least(next_attempt_at, now() - interval '1 second')"
+            " WHERE verification_id = :v AND channel = :c AND event_type IS NULL",
+            v=verification_id,
+            c=channel,
+        )
+        claimed = t.claim(db, "test-sender", 1000, 30)
+        mine = [i for i in claimed if i.verification_id == verification_id and i.channel == channel]
+        t.release(db, "test-sender", [i.fence for i in claimed if i not in mine])
+        assert len(mine) == 1, f"{verification_id}: no {channel} step to send"
+        t.begin_attempts(db, "test-sender", [mine[0].fence])
+        t.settle(db, "test-sender", [Settlement(mine[0].id, mine[0].lease_version, "accepted", provider_ref="SMsent")])

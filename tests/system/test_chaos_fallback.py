@@ -8,10 +8,11 @@ import uuid
 
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.transitions import Settlement
+from signup_verification.platform.catalogue import catalogue
 from signup_verification.verifications import confirm
 from support.dispatch import KEYRING, provider_settings
 from support.paths import ROOT
-from support.policy import create_steps, create_with_fallback
+from support.policy import create_steps, create_with_fallback, sent
 from support.webhooks import events_database
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -85,6 +86,7 @@ def test_the_proofs_check_passes_a_second_proof_and_catches_a_proof_without_its_
     edb = events_database(database_url)
     try:
         vid = create_with_fallback(edb, provider_settings().create, account="p1", after_seconds=0)
+        sent(edb, vid, "sms")
         link, code = _secrets(edb, vid)
         assert confirm.confirm_link(edb, KEYRING, link).result == confirm.VERIFIED
         assert confirm.confirm_code(edb, KEYRING, vid, code).result == confirm.VERIFIED  # the number, too
@@ -109,9 +111,16 @@ def test_a_third_step_sent_after_a_proof_at_step_2_is_caught_and_one_brought_for
     vid = uuid.UUID(proved.verification.verification_id)
     nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
     sms_code = KEYRING.primary.code("sms", vid, nonce, 6)
+    db.run(
+        "UPDATE delivery_intents SET created_at = created_at - interval '61 seconds',"
+        " next_attempt_at = next_attempt_at - interval '61 seconds' WHERE verification_id = :v",
+        v=vid,
+    )  # step 2's time came (60 s), not step 3's (120 s)
+    sent(db, vid, "sms")
+    sms = Delivered("sms", "+14155550100", sms_code, 0.0)
     assert confirm.confirm_code(db, KEYRING, vid, sms_code).result == confirm.VERIFIED  # step 2 proves first
     whatsapp = Delivered("whatsapp", "+14155550199", KEYRING.primary.code("whatsapp", vid, nonce, 6), 0.0)
-    found = _run_checks(db, [whatsapp])  # yet step 3 reached the phone
+    found = _run_checks(db, [sms, whatsapp])  # yet step 3 reached the phone
     assert "fallback_sent_after_confirm" in found.violations
     # a verification whose first two steps failed for good, its third brought forward and sent: sound
     failed = create_steps(db, settings, account="s2", key="s2")
@@ -122,7 +131,22 @@ def test_a_third_step_sent_after_a_proof_at_step_2_is_caught_and_one_brought_for
     t.begin_attempts(db, "w", [step3.fence])
     t.settle(db, "w", [Settlement(step3.id, step3.lease_version, "accepted", provider_ref="SM3")])
     nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
-    sent = Delivered("whatsapp", "+14155550199", KEYRING.primary.code("whatsapp", vid, nonce, 6), 0.0)
-    found = _run_checks(db, [sent])
+    taken = Delivered("whatsapp", "+14155550199", KEYRING.primary.code("whatsapp", vid, nonce, 6), 0.0)
+    found = _run_checks(db, [sms, taken])
     assert found.ok, dict(found.violations)
     assert found.figures["fallback_attempted_primary_failed"] == 2
+
+
+def test_a_code_proof_of_a_step_never_sent_is_caught(db):
+    vid = create_with_fallback(db, provider_settings().create, account="u1", after_seconds=0)
+    link, _ = _secrets(db, vid)
+    assert confirm.confirm_link(db, KEYRING, link).result == confirm.VERIFIED  # the email's link: sound
+    found = Findings()
+    chaos_fallback.check_proofs(db, found)
+    assert found.ok, dict(found.violations)
+    # the SMS, suppressed by that proof, proves all the same: the consuming statement run directly
+    digest = bytes(db.one("SELECT fallback_digest FROM verifications WHERE id = :v", v=vid)["fallback_digest"])
+    assert db.one(catalogue("verifications")["confirm_consume"], id=vid, digest=digest, channel="sms") is not None
+    found = Findings()
+    chaos_fallback.check_proofs(db, found)
+    assert set(found.violations) == {"proof_unsent"}, dict(found.violations)

@@ -88,6 +88,8 @@ export interface paths {
          *     Each secret proves its own destination once: the first proof makes the verification verified;
          *     another step's secret, used later but before expiry, records its proof too (200,
          *     `already_verified: false`). The same secret again answers 200 `already_verified: true`.
+         *     A code proves only once its step's message was sent: typed before (the step not due yet) it is a
+         *     wrong code, counted, and a step that ended unsent (another secret proved first) never proves.
          *     A code that can no longer prove (the verification expired, superseded or locked, its number
          *     proved with another code, its tries spent) answers 410 `verification-finished` whatever the
          *     reason: the read API is where the site learns which. A wrong code counts one try, on a verified

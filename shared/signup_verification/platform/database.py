@@ -144,8 +144,15 @@ class Database:
                 )
             except (OSError, InterfaceError, DatabaseError) as exc:
                 raise UnavailableError(f"cannot connect to the database: {type(exc).__name__}") from exc
-            for statement in self.SESSION_SETUP:
-                con.run(statement.format(timeout=self.statement_timeout_ms))
+            try:  # a server shutting down may take the connection and end it before its setup
+                for statement in self.SESSION_SETUP:
+                    con.run(statement.format(timeout=self.statement_timeout_ms))
+            except (OSError, InterfaceError, DatabaseError) as exc:
+                try:
+                    con.close()
+                except Exception:  # its socket is gone already: nothing left to close  # nosec B110
+                    pass
+                raise UnavailableError(f"database connection lost: {type(exc).__name__}") from exc
             con.register_in_adapter(TIMESTAMPTZ_OID, _timestamptz_in)
             self._con = con
             self._prepared = {}

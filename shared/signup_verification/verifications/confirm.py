@@ -11,17 +11,31 @@ the matched digest, an unexpired verification and a secret that has not proved b
 
 What a secret hears is about that secret (`Outcome.presented`): ALREADY_VERIFIED only when this same
 secret proved its destination before; a verification another secret verified leaves this one
-PENDING (it can still prove) until it expires. A code that can no longer prove (the verification
-expired, superseded or locked, or its number proved, or its tries spent) is answered FINISHED whatever
-the reason (the read API is where the site learns which), and a wrong one is counted there too,
-against the verification's and the destination's budgets: guessing after the end costs what guessing
-before it does. Only the right code of a number it proved before hears ALREADY_VERIFIED.
+PENDING (it can still prove, if its step was sent) until it expires. A code that can no longer
+prove (the verification expired, superseded or locked, or its number proved, or its tries spent) is
+answered FINISHED whatever the reason (the read API is where the site learns which), and a wrong one
+is counted there too, against the verification's and the destination's budgets: guessing after the
+end costs what guessing before it does. Only the right code of a number it proved before hears ALREADY_VERIFIED.
 
 Digests are keyed HMACs (tokens.py). A link names its verification (the id, then the token), whose
 row is read by primary key; the token's digest under the key that row names must be the row's
 (compared in SQL to consume, in constant time to show the page). A code is compared under
 every key, without stopping at the first match. The hosted code-entry page names its verification by a
 handle only the keyring makes (tokens.py), and confirms through `confirm_code`.
+
+A step's code proves only once a send of that step has begun (`was_sent`): before, nobody was given
+it, so a code that matches only an unsent step's secret is a wrong code, counted and answered as any
+other (every step's digest is still compared: neither the time nor the answer tells which steps were
+sent). Else each try would guess every step's code at once, and a step not due yet, or one a proof
+cancelled, would prove a destination nobody showed they control. "Begun" is the earliest moment the
+provider may have the code: the attempt's send started (the intent's `sending_at`, which the outbox
+sets before the network call and keeps through the settle), or an attempt of it ended ambiguous. An
+attempt the claim began but released before its send started, or one settled `retryable` (certainly
+not sent), does not count; one that failed for good does (it was handed over, and a report of
+non-delivery can be wrong). The state statement reads it (`sent_channels`): no round trip of its own.
+A verified verification sends nothing more (its proof suppressed the unsent steps), so an unsent
+step's code there is dead: a look-up answers EXPIRED, a code FINISHED. The email's link is only ever
+known from its message: it may always prove.
 """
 
 from __future__ import annotations
@@ -38,11 +52,11 @@ from typing import Any
 
 from ..outbox.states import VerificationStatus
 from ..platform.catalogue import catalogue
-from ..platform.channels import CODE_CHANNELS, code_channels, is_code_channel
+from ..platform.channels import CODE_CHANNELS, is_code_channel
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
-from .proofs import Proof, destination_of, proofs, proved_at
+from .proofs import Proof, code_rows, destination_of, presented_by, proofs, proved_at, was_sent
 from .tokens import Keyring, split_link
 
 _SQL = catalogue("verifications")
@@ -196,8 +210,10 @@ def confirm_code(
     row, matched = next((r for r in rows if from_state(r).result == PENDING), rows[0]), None
     digests = [key.code_digest(verification_id, code) for key in keyring.keys]
     for seen in rows:  # every key and channel, no early exit: the time does not depend on which matched
+        sent = was_sent(seen, seen["presented"])
         for digest in digests:
-            if hmac.compare_digest(digest, bytes(seen["presented_digest"])):
+            # an unsent step's code matches nothing: every digest is compared all the same
+            if hmac.compare_digest(digest, bytes(seen["presented_digest"])) and sent:
                 row, matched = seen, digest
     known = from_state(row)
     if known.result != PENDING:  # this code can no longer prove: only its own earlier proof is told
@@ -292,36 +308,6 @@ def _restate(db: Database, row: dict[str, Any]) -> Outcome:
     return _logged(from_state((presented_by(latest, row["presented"]) if latest else None) or row))
 
 
-def step_secrets(row: dict[str, Any]) -> list[tuple[str, bytes]]:
-    """Each step's channel and its secret's digest, in step order: step 1 the verification's channel
-    and token_digest, step 2 the fallback's, step 3 step3_*. A step's channel names it: channels differ."""
-    steps = (
-        (row["channel"], row["token_digest"]),
-        (row.get("fallback_channel"), row.get("fallback_digest")),
-        (row.get("step3_channel"), row.get("step3_digest")),
-    )
-    return [(channel, bytes(digest)) for channel, digest in steps if channel is not None and digest is not None]
-
-
-def presented_by(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
-    """The row as seen by one step's secret (`presented`: the step's channel, `presented_digest`: its
-    digest), or None when the verification has no step on that channel. `channel` stays step 1's."""
-    digest = next((d for c, d in step_secrets(row) if c == channel), None)
-    if digest is None:
-        return None
-    return {**row, "presented": channel, "presented_digest": digest}
-
-
-def code_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The row as seen by each code channel's secret (presented_by), the primary's first: the code
-    channels of this verification, whose codes a typed code is compared with."""
-    return [
-        seen
-        for channel in code_channels(row["channel"], row.get("fallback_channel"), row.get("step3_channel"))
-        if (seen := presented_by(row, channel))
-    ]
-
-
 def _seen(row: dict[str, Any], channel: str) -> dict[str, Any]:
     """presented_by for a row the statement that returned it found by that channel's digest."""
     seen = presented_by(row, channel)
@@ -339,6 +325,8 @@ def from_state(row: dict[str, Any]) -> Outcome:
         if proved_at(row, presented) is not None:
             result = ALREADY_VERIFIED
         elif row["verified_channel"] is None or not unexpired:  # expired, or verified before proofs were kept
+            result = EXPIRED
+        elif not was_sent(row, presented):  # never sent, and a verified verification sends nothing more
             result = EXPIRED
         else:
             result = LOCKED if tries_spent else PENDING  # this one can still prove its destination

@@ -8,6 +8,10 @@ before expiry, at `second_proof_at` (its channel `second_proof_channel`; NULL on
 steps, where it is the other of the two), then `third_proof_at` (the one step left). The read API,
 the confirm answer and `verifyctl inspect` list them as `{channel, via, destination (masked), at}`.
 
+A code step's secret may prove only once a send of that step began (`was_sent`, verifications/confirm.py
+says which sends count): a step not yet due, or one a proof cancelled, was given to nobody. The email's
+link is only ever known from its message.
+
 The functions read a verification row with `channel`, `destination`, `fallback_channel`,
 `fallback_destination`, `step3_channel`, `step3_destination`, the three `verified_*` columns and the
 later proofs' columns.
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..platform.channels import EMAIL
+from ..platform.channels import EMAIL, code_channels
 from ..platform.redaction import mask_destination
 from ..platform.timestamps import rfc3339
 
@@ -86,3 +90,40 @@ def proofs(row: Mapping[str, Any]) -> tuple[Proof, ...]:
 
 def _text(at: datetime | str) -> str:
     return at if isinstance(at, str) else rfc3339(at)
+
+
+# -- the secrets a presented one is compared with (verifications/confirm.py) ----------------------
+def step_secrets(row: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """Each step's channel and its secret's digest, in step order: step 1 the verification's channel
+    and token_digest, step 2 the fallback's, step 3 step3_*. A step's channel names it: channels differ."""
+    steps = (
+        (row["channel"], row["token_digest"]),
+        (row.get("fallback_channel"), row.get("fallback_digest")),
+        (row.get("step3_channel"), row.get("step3_digest")),
+    )
+    return [(channel, bytes(digest)) for channel, digest in steps if channel is not None and digest is not None]
+
+
+def presented_by(row: dict[str, Any], channel: str) -> dict[str, Any] | None:
+    """The row as seen by one step's secret (`presented`: the step's channel, `presented_digest`: its
+    digest), or None when the verification has no step on that channel. `channel` stays step 1's."""
+    digest = next((d for c, d in step_secrets(row) if c == channel), None)
+    if digest is None:
+        return None
+    return {**row, "presented": channel, "presented_digest": digest}
+
+
+def code_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row as seen by each code channel's secret (presented_by), the primary's first: the code
+    channels of this verification, whose codes a typed code is compared with."""
+    return [
+        seen
+        for channel in code_channels(row["channel"], row.get("fallback_channel"), row.get("step3_channel"))
+        if (seen := presented_by(row, channel))
+    ]
+
+
+def was_sent(row: dict[str, Any], channel: str) -> bool:
+    """Whether this step's secret may be known, so may prove: a send of the step began (the confirm
+    state's `sent_channels`), or it is the email's link."""
+    return channel == EMAIL or channel in row["sent_channels"]

@@ -77,8 +77,16 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.f
 -- name: confirm_state
 -- One verification's state, read in a fresh statement (so it sees every commit before it), with its
 -- later steps' channels, digests and destinations (a secret may be any step's) and its proofs.
+-- `sent_channels`: the steps whose send began, the only ones whose code may prove (confirm.py says
+-- why this condition): the attempt's send started (sending_at, set before the network call and kept
+-- through its settle; a claim clears it, and takes only an intent whose earlier attempts certainly
+-- reached no one unless one of them was ambiguous) or an attempt may have been sent (ambiguous_count).
+-- On the unique index by verification, in this statement: no round trip of its own.
 SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
        confirm_failures, max_confirm_failures, now() AS db_now,
+       ARRAY(SELECT i.channel FROM delivery_intents AS i
+              WHERE i.verification_id = verifications.id AND i.event_type IS NULL
+                AND (i.sending_at IS NOT NULL OR i.ambiguous_count > 0)) AS sent_channels,
        fallback_channel, fallback_digest,
        (SELECT i.destination FROM delivery_intents AS i
          WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel

@@ -14,8 +14,9 @@ import pytest
 from signup_verification import runtime
 from signup_verification.verifications.tokens import Keyring
 from support.paths import TEST_TOKEN_KEYS
+from support.policy import sent
 from support.signup_requests import created_json, signup_body
-from support.webhooks import sms_code
+from support.webhooks import link_token, sms_code
 
 KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 BASE = "https://verify.example.org/confirm?src=sms"
@@ -78,6 +79,7 @@ def test_the_form_confirms_the_code_and_ends_on_the_confirmed_page_with_its_way_
     assert re.search(r'<input id="code" name="code" type="text" autocomplete="one-time-code" inputmode="numeric"', page)
     assert _form(page) == {"entry": handle}
     vid = uuid.UUID(created["verification_id"])
+    sent(db, vid, "sms")
     code = sms_code(db, vid)
     done = confirm.post("/", data={"entry": handle, "code": f"{code[:3]} {code[3:]}"})
     page = done.get_data(as_text=True)
@@ -85,6 +87,45 @@ def test_the_form_confirms_the_code_and_ends_on_the_confirmed_page_with_its_way_
     assert f'href="{SITE}/welcome"' in page and "Continue to" in page
     assert create.get(f"/{vid}").get_json()["proofs"][0]["channel"] == "sms"
     assert "Already confirmed" in confirm.get("/?entry=" + handle).get_data(as_text=True)
+
+
+def _email_then_sms(create) -> tuple[str, uuid.UUID]:
+    created = _create(
+        create, channel="email", destination="ada@example.com",
+        fallback={"channel": "sms", "destination": "+14155550143", "after_seconds": 30},
+    )  # fmt: skip
+    return _entry(created["code_entry_url"]), uuid.UUID(created["verification_id"])
+
+
+def test_the_sms_code_proves_only_once_its_sms_was_sent_before_it_a_wrong_code(targets, db):
+    create, confirm = targets
+    handle, vid = _email_then_sms(create)
+    code = sms_code(db, vid)
+    assert "Enter your code" in confirm.get("/?entry=" + handle).get_data(as_text=True)  # the form waits for it
+    early = confirm.post("/", data={"entry": handle, "code": code})  # the SMS is not due yet: nobody has it
+    assert early.status_code == 422 and "You can try 4 more times" in early.get_data(as_text=True)
+    sent(db, vid, "sms")
+    done = confirm.post("/", data={"entry": handle, "code": code})
+    assert done.status_code == 200 and "Phone number confirmed" in done.get_data(as_text=True)
+    assert db.one("SELECT verified_channel, confirm_failures FROM verifications WHERE id = :id", id=vid) == {
+        "verified_channel": "sms",
+        "confirm_failures": 1,
+    }
+
+
+def test_an_sms_the_link_cancelled_never_proves_and_the_page_no_longer_asks_for_it(targets, db):
+    create, confirm = targets
+    handle, vid = _email_then_sms(create)
+    assert confirm.post("/", json={"token": link_token(db, vid)}).status_code == 200  # the address first
+    shown = confirm.get("/?entry=" + handle)
+    page = shown.get_data(as_text=True)
+    assert shown.status_code == 410 and "This code has expired" in page and "Enter your code" not in page
+    posted = confirm.post("/", data={"entry": handle, "code": sms_code(db, vid)})
+    assert posted.status_code == 410 and "Phone number confirmed" not in posted.get_data(as_text=True)
+    by_api = confirm.post("/", json={"verification_id": str(vid), "code": sms_code(db, vid)})
+    assert by_api.status_code == 410 and by_api.get_json()["type"].endswith("/verification-finished")
+    state = db.one("SELECT second_proof_at, confirm_failures FROM verifications WHERE id = :id", id=vid)
+    assert state == {"second_proof_at": None, "confirm_failures": 2}  # each counted as a wrong code
 
 
 def test_wrong_codes_count_against_the_same_limit_and_end_locked(targets, db):

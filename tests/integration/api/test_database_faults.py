@@ -6,7 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from signup_verification import runtime
+from signup_verification.platform.database import ConnectionParams, Database, UnavailableError
 
 BODY = {"account_id": "acct-1", "channel": "email", "destination": "victim@example.com"}
 # The per-account lock create_verification takes: holding it parks a create
@@ -106,3 +109,26 @@ def test_unreachable_database_answers_503(app_client, monkeypatch):
     runtime.reset()
     response = app_client("create_verification").post("/", json=BODY, headers={"Idempotency-Key": "k"})
     _assert_unavailable(response)
+
+
+def test_a_connection_ended_before_its_session_setup_is_unavailable_and_the_next_use_reconnects(db, database_url):
+    """A server shutting down may take a connection and end it before its SET statements ran: that is
+    the database unavailable (a 503 at the edge, a retry in a worker), never a raw driver error."""
+    params = ConnectionParams.from_url(database_url)
+    ended = []
+
+    def connector():  # the seam a Cloud SQL connector fills: the server ends the first connection at once
+        con = params.connect("setup-ended")
+        if not ended:
+            [[pid]] = con.run("SELECT pg_backend_pid()")
+            ended.append(db.run("SELECT pg_terminate_backend(:p, 5000)", p=pid)[0][0])
+        return con
+
+    target = Database(params, connector=connector)
+    try:
+        with pytest.raises(UnavailableError, match="connection lost"):
+            target.run("SELECT 1")
+        assert ended == [True]
+        assert target.run("SHOW statement_timeout") == [["15s"]]  # connected again, set up this time
+    finally:
+        target.close()

@@ -190,10 +190,10 @@ def test_confirm_code_brute_force_is_stopped_by_the_attempt_limit(app_client, db
         assert answer.status_code == 422 and answer.get_json()["remaining_attempts"] == 5 - number
     locked = confirm.post("/", json={"verification_id": vid, "code": guesses[4]})
     assert locked.status_code == 410 and locked.get_json()["type"].endswith("/verification-locked")
-    # Even the right code cannot open it now.
+    # Even the right code cannot open it now; its SMS was never sent, so it is one more wrong code too.
     assert confirm.post("/", json={"verification_id": vid, "code": code}).status_code == 410
     row = db.one("SELECT status, verified_at, confirm_failures FROM verifications WHERE id = :id", id=uuid.UUID(vid))
-    assert (row["status"], row["verified_at"], row["confirm_failures"]) == ("locked", None, 5)
+    assert (row["status"], row["verified_at"], row["confirm_failures"]) == ("locked", None, 6)
     # And a fresh code for the same number cannot be minted at once (60 s spacing, 5 an hour).
     again = create.post("/", json={**body, "account_id": "acct-bf-2"}, headers={"Idempotency-Key": "bf-2"})
     assert again.status_code == 429 and int(again.headers["Retry-After"]) > 0

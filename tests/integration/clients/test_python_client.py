@@ -21,6 +21,7 @@ from signup_verification import runtime
 from support.auth import cloud_run_identity
 from support.client_calls import fresh_email, no_sleep
 from support.paths import ROOT
+from support.policy import sent
 from support.served import serve
 
 SECRET = b"c" * 32
@@ -121,6 +122,7 @@ def test_by_default_a_request_handler_is_never_held_by_a_long_retry_after(urls, 
 
 def test_confirm_a_code_wrong_then_right(client, db):
     created = client.create("acct-8", "sms", "+14155550142")
+    sent(db, uuid.UUID(created.verification_id), "sms")
     row = db.one("SELECT * FROM verifications WHERE id = :id", id=uuid.UUID(created.verification_id))
     key = runtime.get_runtime().keyring.get(row["key_id"])
     code = key.sms_code(row["id"], bytes(row["token_nonce"]), 6)

@@ -17,6 +17,7 @@ from support.client_calls import fresh_email, no_sleep
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
 from support.fakes.twilio import FakeTwilio
+from support.policy import sent
 from support.reports import reports_env, twilio_form, twilio_post
 from support.served import serve
 from support.webhooks import link_token, sms_code
@@ -141,6 +142,7 @@ def test_an_email_verification_confirmed_by_its_sms_fallback_names_the_phone_the
     assert created.code_entry_url and "?entry=" in created.code_entry_url  # an SMS is among the channels
     before = client.get(created.verification_id)
     assert (before.verified_channel, before.verified_via, before.proofs) == (None, None, ())
+    sent(db, uuid.UUID(created.verification_id), "sms")
     confirmed = client.confirm_code(created.verification_id, sms_code(db, uuid.UUID(created.verification_id)))
     assert (confirmed.channel, confirmed.verified_channel, confirmed.verified_via) == ("email", "sms", "code")
     assert confirmed.proof is not None and confirmed.proof.channel == "sms"

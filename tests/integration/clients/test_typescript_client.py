@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,6 +30,7 @@ from support.dev_process import free_ports
 from support.fakes.smtp import FakeSmtpServer, SmtpBehaviour
 from support.fakes.twilio import FakeTwilio
 from support.fakes.webhooks import new_secret
+from support.policy import sent
 from support.served import serve
 from support.typescript_client import PACKAGE, node_test_command, npm, run_npm
 from support.webhooks import link_token, sms_code
@@ -48,7 +50,7 @@ class Harness:
         self.database_url = os.environ["DATABASE_URL"]
         self.routes = Map(
             [
-                Rule("/sms-code/<uuid:vid>", endpoint=lambda vid: {"code": sms_code(self.db, vid)}),
+                Rule("/sms-code/<uuid:vid>", endpoint=self._sms_code),
                 Rule("/link-token/<uuid:vid>", endpoint=lambda vid: {"token": link_token(self.db, vid)}),
                 Rule("/verifications/count", endpoint=lambda: {"count": self._count("verifications", "true")}),
                 Rule(
@@ -59,6 +61,11 @@ class Harness:
                 Rule("/database/up", endpoint=lambda: self._database(self.database_url)),
             ]
         )
+
+    def _sms_code(self, vid: uuid.UUID) -> dict:
+        """The code as its person gets it: the SMS sent first (a code proves only once its step was sent)."""
+        sent(self.db, vid, "sms")
+        return {"code": sms_code(self.db, vid)}
 
     def _count(self, table: str, where: str, **params) -> int:
         return self.db.run(f"SELECT count(*) FROM {table} WHERE {where}", **params)[0][0]  # noqa: S608 - fixed names

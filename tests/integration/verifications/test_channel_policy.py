@@ -13,7 +13,7 @@ from signup_verification.verifications import confirm as c
 from signup_verification.verifications.tokens import split_link
 from support.dispatch import KEYRING
 from support.factories import SETTINGS, created
-from support.policy import create_with_fallback, intents
+from support.policy import create_with_fallback, intents, sent
 
 KEY = KEYRING.primary
 
@@ -39,14 +39,17 @@ def test_confirming_the_email_link_first_suppresses_the_sms_fallback_as_verified
     assert outcome.destination_hint is not None and "ada" not in outcome.destination_hint[1:]
     fallback = intents(db, vid)["fallback"]
     assert (fallback["status"], fallback["suppression_reason"], fallback["attempts"]) == ("suppressed", "verified", 0)
-    # the SMS code still proves the number (once), and verifies nothing twice
-    assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.VERIFIED
-    assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.ALREADY_VERIFIED
-    assert db.one("SELECT verified_channel FROM verifications WHERE id = :id", id=vid)["verified_channel"] == "email"
+    # the SMS code was never sent: it proves nothing now, and counts as a wrong code
+    assert c.confirm_code(db, KEYRING, vid, code(vid, db)).result == c.FINISHED
+    proved = db.one(
+        "SELECT verified_channel, second_proof_at, confirm_failures FROM verifications WHERE id = :id", id=vid
+    )
+    assert (proved["verified_channel"], proved["second_proof_at"], proved["confirm_failures"]) == ("email", None, 1)
 
 
 def test_the_fallback_sms_code_verifies_and_suppresses_the_undelivered_email(db):
     vid = create_with_fallback(db, SETTINGS.create)
+    sent(db, vid, "sms")
     outcome = c.confirm_code(db, KEYRING, vid, code(vid, db))
     assert outcome.result == c.VERIFIED and (outcome.channel, outcome.presented) == ("email", "sms")
     assert outcome.destination_hint.endswith("00") and "555" not in outcome.destination_hint
@@ -90,6 +93,7 @@ def test_wrong_codes_on_the_fallback_count_and_lock_every_channel(db):
 
 def test_concurrent_link_and_code_each_prove_and_verify_once(db, database_url):
     vid = create_with_fallback(db, SETTINGS.create)
+    sent(db, vid, "sms")
     token, sms = link(vid, db), code(vid, db)
     results: list = []
     barrier = threading.Barrier(2)
@@ -119,6 +123,7 @@ def test_a_second_proof_whose_transaction_began_before_the_first_proof_committed
     earlier stands for a statement that waited on the row): its proof is recorded, never before the
     first one, instead of breaking the proofs' order constraint."""
     vid = create_with_fallback(db, SETTINGS.create)
+    sent(db, vid, "sms")
     token, sms = link(vid, db), code(vid, db)
     own = Database.from_url(database_url)
     try:

@@ -18,6 +18,7 @@ from signup_verification.verifications import confirm as confirmations
 from signup_verification.verifications.tokens import Keyring
 from support.factories import created
 from support.paths import TEST_TOKEN_KEYS
+from support.policy import sent
 
 
 def _create(
@@ -221,6 +222,7 @@ def test_database_down_shows_a_retry_page(app_client, service_env, monkeypatch):
 # -- SMS codes --------------------------------------------------------------------------------
 def test_sms_code_verifies_and_spaces_are_accepted(client, db, service_env):
     row = _create(db, channel="sms")
+    sent(db, row["id"], "sms")
     code = _code(row)
     response = _post_json(client, {"verification_id": str(row["id"]), "code": f"{code[:3]} {code[3:]}"})
     assert response.status_code == 200, response.get_json()
@@ -298,6 +300,7 @@ def test_unknown_verification_or_wrong_channel_is_a_generic_404(client, db, serv
 
 def test_a_wrong_code_for_an_expired_verification_is_finished_and_counted(client, db, service_env):
     row = _create(db, channel="sms", destination="+14155550104")
+    sent(db, row["id"], "sms")
     _expire(db, row)
     response = _post_json(client, {"verification_id": str(row["id"]), "code": _wrong(_code(row))})
     assert response.status_code == 410 and response.get_json()["type"].endswith("/verification-finished")

@@ -10,12 +10,14 @@ import pytest
 from signup_verification.config import load
 from signup_verification.verifications import confirm as confirmations
 from support.factories import created
+from support.policy import sent
 from support.webhooks import events, sms_code
 
 
 def _create_sms(db, destination: str = "+14155550100", **options) -> tuple[dict, str]:
-    """An SMS verification under the configured limits: its row and its code."""
+    """An SMS verification under the configured limits, its SMS sent: its row and its code."""
     vid = created(db, destination, **{"config": load().create, **options})
+    sent(db, vid, "sms")
     return db.one("SELECT * FROM verifications WHERE id = :id", id=vid), sms_code(db, vid)
 
 

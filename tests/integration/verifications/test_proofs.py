@@ -17,7 +17,7 @@ from signup_verification.verifications import confirm as c
 from signup_verification.verifications import read
 from support.dispatch import KEYRING
 from support.factories import SETTINGS
-from support.policy import create_with_fallback
+from support.policy import create_with_fallback, sent
 from support.webhooks import events, events_database, link_token, sms_code
 
 LINK_BASE = SETTINGS.create.link_base
@@ -41,6 +41,7 @@ def proofs(db, vid) -> list[tuple[str, str, str]]:
 
 def test_after_the_sms_code_the_email_link_proves_the_address_it_was_not_yet(db):
     vid = create_with_fallback(db, SETTINGS.create)
+    sent(db, vid, "sms")
     assert c.confirm_code(db, KEYRING, vid, sms_code(db, vid)).result == c.VERIFIED
     assert proofs(db, vid) == [("sms", "code", "+1******0100")]
     token = link_token(db, vid)
@@ -56,6 +57,7 @@ def test_after_the_sms_code_the_email_link_proves_the_address_it_was_not_yet(db)
 
 def test_after_the_link_the_code_proves_the_number_once(db):
     vid = create_with_fallback(db, SETTINGS.create, after_seconds=0)
+    sent(db, vid, "sms")
     assert c.confirm_link(db, KEYRING, link_token(db, vid)).result == c.VERIFIED
     code = sms_code(db, vid)
     assert c.confirm_code(db, KEYRING, vid, code).result == c.VERIFIED
@@ -65,6 +67,7 @@ def test_after_the_link_the_code_proves_the_number_once(db):
 
 def test_wrong_codes_after_the_verification_cost_the_same_tries_and_then_the_code_proves_nothing(db):
     vid = create_with_fallback(db, SETTINGS.create, after_seconds=0)
+    sent(db, vid, "sms")
     assert c.confirm_link(db, KEYRING, link_token(db, vid)).result == c.VERIFIED
     code = sms_code(db, vid)
     tries = [c.confirm_code(db, KEYRING, vid, wrong(code)) for _ in range(SETTINGS.create.max_confirm_attempts)]
@@ -78,6 +81,7 @@ def test_wrong_codes_after_the_verification_cost_the_same_tries_and_then_the_cod
 
 def test_the_numbers_daily_budget_stops_a_later_proof_too(db):
     vid = create_with_fallback(db, SETTINGS.create, after_seconds=0)
+    sent(db, vid, "sms")
     assert c.confirm_link(db, KEYRING, link_token(db, vid)).result == c.VERIFIED
     db.run("UPDATE verifications SET confirm_failures = 3 WHERE id = :id", id=vid)
     refused = c.confirm_code(db, KEYRING, vid, sms_code(db, vid), failures_per_day=3)
@@ -91,6 +95,7 @@ def test_the_numbers_daily_budget_stops_a_later_proof_too(db):
 @pytest.mark.parametrize("first", ["code", "link"])
 def test_after_expiry_the_other_secret_proves_nothing_and_says_so(db, first):
     vid = create_with_fallback(db, SETTINGS.create, after_seconds=0)
+    sent(db, vid, "sms")
     token, code = link_token(db, vid), sms_code(db, vid)
     if first == "code":
         assert c.confirm_code(db, KEYRING, vid, code).result == c.VERIFIED
@@ -127,6 +132,7 @@ def test_superseded_and_locked_verifications_keep_refusing_every_secret(db):
 
 def test_two_presses_of_the_second_link_record_one_proof(db, database_url):
     vid = create_with_fallback(db, SETTINGS.create)
+    sent(db, vid, "sms")
     assert c.confirm_code(db, KEYRING, vid, sms_code(db, vid)).result == c.VERIFIED
     token = link_token(db, vid)
     results: list = []
@@ -148,6 +154,7 @@ def test_each_proof_is_one_verification_proved_event_and_the_first_one_verified_
     edb = events_database(database_url)
     try:
         vid = create_with_fallback(edb, SETTINGS.create, account=f"acct-{uuid.uuid4().hex[:6]}")
+        sent(edb, vid, "sms")
         assert c.confirm_code(edb, KEYRING, vid, sms_code(edb, vid)).result == c.VERIFIED
         assert c.confirm_link(edb, KEYRING, link_token(edb, vid)).result == c.VERIFIED
         c.confirm_link(edb, KEYRING, link_token(edb, vid))  # again: nothing new
@@ -167,6 +174,7 @@ def test_each_proof_is_one_verification_proved_event_and_the_first_one_verified_
 
 def test_the_confirm_answer_names_its_fields_as_the_read_api(db):
     vid = create_with_fallback(db, SETTINGS.create)
+    sent(db, vid, "sms")
     status, body = _json(c.confirm_code(db, KEYRING, vid, sms_code(db, vid)))
     assert status == 200 and body["channel"] == "email"  # the primary channel, as the read API says
     assert (body["verified_channel"], body["verified_via"], body["already_verified"]) == ("sms", "code", False)

@@ -88,11 +88,12 @@ def test_confirming_a_link_is_one_round_trip_with_a_cached_generic_plan(db):
 
 def test_a_later_proof_costs_the_round_trips_a_first_one_does(db):
     """After the SMS code verified it, the email's link proves the address in its one statement, and the
-    code after the link in the code's two (its state, then the consuming UPDATE): a proof is no dearer."""
+    code after the link in the code's two (its state, which says whether the SMS was sent, then the
+    consuming UPDATE): a proof is no dearer."""
     from signup_verification.verifications import confirm as confirmations
     from support.dispatch import KEYRING
     from support.factories import SETTINGS
-    from support.policy import create_with_fallback
+    from support.policy import create_with_fallback, sent
     from support.webhooks import link_token, sms_code
 
     def later(first: str, i: int) -> int:
@@ -104,6 +105,7 @@ def test_a_later_proof_costs_the_round_trips_a_first_one_does(db):
             phone=f"+1415555{i:04d}",
             after_seconds=0,
         )
+        sent(db, vid, "sms")
         token, code = link_token(db, vid), sms_code(db, vid)
         if first == "code":
             confirmations.confirm_code(db, KEYRING, vid, code)
