@@ -160,7 +160,7 @@ def test_early_final_reports_are_applied_by_the_settle_and_the_check_catches_one
     assert reporter.figures["reports_early"] == len(claimed) == 4
     settled = t.settle(db, "worker", [Settlement(c.id, c.lease_version, "accepted", provider_ref=f"SM{c.id:032x}")
                                       for c in claimed])  # fmt: skip
-    assert set(settled.values()) == {"failed"}
+    assert set(settled.values()) == {"undeliverable"}
     found = _found(db, reporter)
     assert found.ok, dict(found.violations)
     assert found.figures["reports_early_applied"] == 4
