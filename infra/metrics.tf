@@ -1,5 +1,5 @@
 # Log-based metrics from the structured signal records the dispatch and reconcile functions log
-# (contract: docs/deploy.md, "Signal records"; emitted by signals.emit). One record per channel per
+# (contract: docs/deploy.md, "Signal records"; emitted by signal_records.emit). One record per channel per
 # invocation: jsonPayload.event = "signals", .deployment, .channel, .oldest_ready_verification_seconds,
 # .ready_count, .reconciler_watermark_age_seconds, .ambiguous_count, .oscillating_count, .attempts_<outcome>
 locals {

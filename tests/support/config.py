@@ -17,3 +17,15 @@ def environment(**settings: Any) -> dict[str, str]:
 def make_config(**settings: Any) -> Config:
     """Only what is passed, never the process environment."""
     return load(environment(**settings))
+
+
+class RecordingEnv(dict[str, str]):
+    """An environment that remembers every variable the loader asked for (`asked`)."""
+
+    def __init__(self, env: dict[str, str]):
+        super().__init__(env)
+        self.asked: set[str] = set()
+
+    def get(self, name, default=None):
+        self.asked.add(name)
+        return super().get(name, default)

@@ -321,10 +321,10 @@ def test_checkov_passes():
 
 
 def test_metric_filters_match_the_signal_records_the_code_emits(db):
-    """Every jsonPayload field a log-based metric reads is in signals.emit's records, of the type it compares."""
+    """Every jsonPayload field a log-based metric reads is in signal_records.emit's records, of the type it compares."""
     import logging
 
-    from signup_verification.operations import signals
+    from signup_verification.operations import signal_records
 
     infra = load_infra()
     fields = {spec["field"] for spec in infra.locals["distributions"].values()}
@@ -343,18 +343,18 @@ def test_metric_filters_match_the_signal_records_the_code_emits(db):
     logger = logging.getLogger("test_infra.signals")
     logger.addHandler(Keep())
     logger.setLevel(logging.DEBUG)  # an idle channel's record is DEBUG; the metrics count it all the same
-    signals.emit(db, "verify", logger, source="dispatch")
+    signal_records.emit(db, "verify", logger, source="dispatch")
     payloads = [r.json_fields for r in records]
     assert {p["channel"] for p in payloads} == set(DELIVERY_CHANNELS)
     for payload in payloads:
         assert payload["event"] == "signals" and payload["deployment"] == "verify"
         for field in fields:
-            assert field in payload, f"metric reads jsonPayload.{field}, signals.emit does not write it"
+            assert field in payload, f"metric reads jsonPayload.{field}, signal_records.emit does not write it"
             assert payload[field] is None or isinstance(payload[field], (int, float)), field
         for field, value in counted.items():  # a counted condition tests a boolean or compares a number
             if field.startswith(("sms_", "voice_")) and payload["channel"] != field.split("_")[0]:
                 continue  # the SMS budget is on the SMS record only, the call budget on the voice record
-            assert field in payload, f"a metric counts jsonPayload.{field}, signals.emit does not write it"
+            assert field in payload, f"a metric counts jsonPayload.{field}, signal_records.emit does not write it"
             assert isinstance(payload[field], bool if value == "true" else (int, float)), field
 
 

@@ -11,6 +11,7 @@ from signup_verification.config import load
 from signup_verification.delivery import templates
 from signup_verification.delivery.capacity_config import PacingConfig
 from signup_verification.delivery.config import VOICE_MAX_PER_HOUR
+from support.config import RecordingEnv
 from support.deploy_docs import CALL_SHARE
 from support.infra_plans import EXAMPLE, plan_of, planned_block, run_tool
 from support.terraform_model import INFRA, load_infra
@@ -27,21 +28,9 @@ LEFT_TO_THE_CODE = {
 }
 
 
-class _Recording(dict[str, str]):
-    """An environment that remembers every variable the loader asked for."""
-
-    def __init__(self, env: dict[str, str]):
-        super().__init__(env)
-        self.asked: set[str] = set()
-
-    def get(self, name, default=None):  # type: ignore[override]
-        self.asked.add(name)
-        return super().get(name, default)
-
-
 def _channel_settings() -> set[str]:
     """Every variable the configuration reads for WhatsApp or voice, both channels on."""
-    recording = _Recording({"WHATSAPP_TRANSPORT": "twilio", "VOICE_TRANSPORT": "twilio", "SMS_TRANSPORT": "twilio"})
+    recording = RecordingEnv({"WHATSAPP_TRANSPORT": "twilio", "VOICE_TRANSPORT": "twilio", "SMS_TRANSPORT": "twilio"})
     load(recording)
     return {name for name in recording.asked if "WHATSAPP" in name or "VOICE" in name}
 

@@ -15,6 +15,7 @@ from signup_verification.delivery.channels import build_channels
 from signup_verification.delivery.channels.console import DisabledChannel
 from signup_verification.runtime import Runtime
 from signup_verification.verifications.tokens import new_key_spec
+from support.config import RecordingEnv
 from support.paths import ROOT, TEST_TOKEN_KEYS
 
 PACKAGE = Path(signup_verification.__file__).resolve().parent
@@ -196,18 +197,6 @@ def test_only_the_config_module_reads_the_environment():
     assert readers == {"config/__init__.py"}
 
 
-class _Recording(dict[str, str]):
-    """An environment that remembers every variable the loader asked for."""
-
-    def __init__(self, env: dict[str, str]):
-        super().__init__(env)
-        self.asked: set[str] = set()
-
-    def get(self, name, default=None):  # type: ignore[override]
-        self.asked.add(name)
-        return super().get(name, default)
-
-
 def _documented() -> list[str]:
     """The variables README.md's settings tables name in their first column."""
     text = (ROOT / "README.md").read_text()
@@ -227,7 +216,7 @@ def test_every_variable_the_configuration_reads_has_its_row_in_the_readme():
         {"SMS_TRANSPORT": "twilio", "TWILIO_ACCOUNT_SID": "AC1", "TWILIO_AUTH_TOKEN": "t", "TWILIO_FROM": "+15005550006",
          "DELIVERY_REPORTS_URL": "http://127.0.0.1:1"},
     ):  # fmt: skip
-        recording = _Recording(env)
+        recording = RecordingEnv(env)
         load(recording)
         asked |= recording.asked
     documented = _documented()

@@ -74,7 +74,7 @@ from ..platform.database import Database
 from ..platform.deadline import Deadline
 from ..platform.tasks import TaskStarter
 from ..verifications.tokens import Keyring
-from . import idle_wait, signals
+from . import idle_wait, signal_records
 from .config import DispatchConfig
 from .dispatch_report import DispatchReport
 
@@ -138,7 +138,7 @@ def dispatch(run: DispatchRun) -> DispatchReport:
         if run.stop.is_set() and run.close_channels is not None:
             run.close_channels()
     heartbeats.complete_dispatch(run.db, config.deployment)
-    signals.emit(run.db, config.deployment, source="dispatch", config=config.signals, moved=report.moved)
+    signal_records.emit(run.db, config.deployment, source="dispatch", config=config.signals, moved=report.moved)
     return report
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pytest
@@ -188,13 +189,25 @@ def bounce_of(step: dict) -> list[reports.Observation]:
     return [reports.sendgrid_observation(event)]
 
 
-def waiting_for_a_lock(db) -> None:
-    """Until another session waits for a row lock (polled, at most 10 s)."""
-    for _ in range(1000):
-        if db.one("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")["n"]:
-            return
-        time.sleep(0.01)
-    raise AssertionError("no session waited for the lock")
+def held_while(database_url: str, first: Callable[[Database], None], second: Callable[[], None]) -> None:
+    """`first` in a transaction of its own, held open while `second` runs in a thread until it waits for
+    a row lock (polled, at most 10 s); then the transaction commits and `second` finishes."""
+    other, watcher = Database.from_url(database_url), Database.from_url(database_url)
+    try:
+        with other.transaction() as held:
+            first(held)
+            thread = threading.Thread(target=second)
+            thread.start()
+            for _ in range(1000):
+                if watcher.one("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")["n"]:
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("no session waited for the lock")
+        thread.join(10)
+    finally:
+        other.close()
+        watcher.close()
 
 
 @pytest.mark.parametrize("first", ["report", "settle"])
@@ -203,23 +216,17 @@ def test_a_report_and_the_settle_at_once_apply_the_failure_once(db, database_url
     and then sees the first's commit, so exactly one of them fails the intent."""
     step = in_flight(db, "email")
     results: dict[str, object] = {}
-    other, watcher = Database.from_url(database_url), Database.from_url(database_url)
-    try:
-        with other.transaction() as held:
-            if first == "report":
-                results["report"] = reports.ingest(held, "sendgrid", bounce_of(step), FailurePolicy())
-                second = threading.Thread(target=lambda: results.update(settle=settle(db, step, "msg-x")))
-            else:
-                results["settle"] = settle(held, step, "msg-x")
-                second = threading.Thread(
-                    target=lambda: results.update(report=reports.ingest(db, "sendgrid", bounce_of(step)))
-                )
-            second.start()
-            waiting_for_a_lock(watcher)
-        second.join(10)
-    finally:
-        other.close()
-        watcher.close()
+
+    def report(on: Database) -> None:
+        results["report"] = reports.ingest(on, "sendgrid", bounce_of(step), FailurePolicy())
+
+    def settle_it(on: Database) -> None:
+        results["settle"] = settle(on, step, "msg-x")
+
+    if first == "report":
+        held_while(database_url, report, lambda: settle_it(db))
+    else:
+        held_while(database_url, settle_it, lambda: report(db))
     assert results["settle"] == {step["intent_id"]: "undeliverable" if first == "report" else "accepted"}
     assert results["report"].undeliverable == (1 if first == "settle" else 0)  # type: ignore[attr-defined]
     row = intent(db, step["intent_id"])
@@ -256,32 +263,25 @@ def test_a_report_of_an_ambiguous_send_racing_the_reconciler_is_applied_once(db,
     step = ambiguous(db)
     sid = "SM" + uuid.uuid4().hex
     results: dict[str, object] = {}
-    other, watcher = Database.from_url(database_url), Database.from_url(database_url)
-    try:
-        with other.transaction() as held:
-            if first == "report":
-                results["report"] = reports.ingest(held, "twilio", undelivered_of(step, sid), FailurePolicy())
-                assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []  # locked: skipped, not waited for
-                assert t.claim(db, "worker", 10, 30) == []
-                second = threading.Thread(
-                    target=lambda: results.update(
-                        lookup=t.resolve_by_lookup(db, [(step["intent_id"], step["attempt_id"], sid)])
-                    )
-                )
-            else:
-                if first == "lookup":
-                    results[first] = t.resolve_by_lookup(held, [(step["intent_id"], step["attempt_id"], sid)])
-                else:
-                    results[first] = [r[2] for r in t.resolve_ambiguous(held, RETRY_AT_ONCE, 10)]
-                second = threading.Thread(
-                    target=lambda: results.update(report=reports.ingest(db, "twilio", undelivered_of(step, sid)))
-                )
-            second.start()
-            waiting_for_a_lock(watcher)
-        second.join(10)
-    finally:
-        other.close()
-        watcher.close()
+
+    def report(on: Database) -> None:
+        results["report"] = reports.ingest(on, "twilio", undelivered_of(step, sid), FailurePolicy())
+
+    def reconcile(on: Database) -> None:
+        if first == "resolve":
+            results[first] = [r[2] for r in t.resolve_ambiguous(on, RETRY_AT_ONCE, 10)]
+        else:
+            results["lookup"] = t.resolve_by_lookup(on, [(step["intent_id"], step["attempt_id"], sid)])
+
+    def report_then_try_the_others(on: Database) -> None:
+        report(on)
+        assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []  # locked: skipped, not waited for
+        assert t.claim(db, "worker", 10, 30) == []
+
+    if first == "report":
+        held_while(database_url, report_then_try_the_others, lambda: reconcile(db))
+    else:
+        held_while(database_url, reconcile, lambda: report(db))
     if first == "report":
         assert results["lookup"] == {}  # it found the intent failed: nothing moved, nothing applied again
     else:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from signup_verification.delivery import reports
-from signup_verification.operations import channel_holds, signals
+from signup_verification.operations import channel_holds, signal_records, signals
 from support.dispatch import intent, provider_settings, run_dispatch
 from support.factories import created
 from support.factories import intent as primary_intent
@@ -216,7 +216,9 @@ def test_a_route_hold_is_shown_by_its_scope_and_lapses_on_its_own(db, twilio):
         twilio.by_destination[french(n)] = FR_21606
         create(db, settings, french(n))
     run_dispatch(db, settings)
-    record = signals.record_fields(signals.compute(db, "test"), signals.compute(db, "test").channel("sms"), "test")
+    record = signal_records.record_fields(
+        signals.compute(db, "test"), signals.compute(db, "test").channel("sms"), "test"
+    )
     assert (record["routes_held"], record["held_routes"], record["channel_held"]) == (1, ["sms:FR"], False)
     db.run("UPDATE channel_holds SET held_until = now() - interval '1 second', "
            "window_started_at = now() - interval '1 hour'")  # fmt: skip

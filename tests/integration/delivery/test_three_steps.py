@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from signup_verification.operations import signals, status_table
+from signup_verification.operations import signal_records, signals, status_table
 from support.dispatch import provider_settings, run_dispatch
 from support.fakes.smtp import SmtpBehaviour
 from support.fakes.twilio import FakeTwilio
@@ -118,7 +118,7 @@ def test_a_final_failure_brings_the_next_step_forward_down_the_chain(db, targets
     whatsapp_steps, sms_steps = snapshot.channel("whatsapp").later_steps, snapshot.channel("sms").later_steps
     assert (whatsapp_steps["3"]["brought_forward"], sum(whatsapp_steps["2"].values())) == (1, 0)
     assert (sms_steps["2"]["brought_forward"], sum(sms_steps["3"].values())) == (1, 0)
-    record = signals.record_fields(snapshot, snapshot.channel("whatsapp"), "dispatch")
+    record = signal_records.record_fields(snapshot, snapshot.channel("whatsapp"), "dispatch")
     assert (record["step3_brought_forward"], record["step2_brought_forward"], record["step3_timer"]) == (1, 0, 0)
     assert "later steps on whatsapp (5 min): step 3 sent 1 (timer 0, brought forward 1, at once 0)" in (
         status_table.render(snapshot)

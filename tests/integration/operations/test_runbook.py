@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from signup_verification.operations import signals
+from signup_verification.operations import signal_records, signals
 from signup_verification.operations.config import SignalsConfig
 from signup_verification.outbox import transitions as t
 from support.factories import SETTINGS, expire_leases, make_verifications
@@ -46,7 +46,7 @@ def test_runbook_opens_with_the_five_questions_and_how_to_answer_each():
 
 def test_runbook_documents_every_field_of_the_signals_record(db, log_lines):
     make_verifications(db, 1)
-    signals.emit(db, SETTINGS.deployment, source="dispatch", config=SETTINGS.signals)
+    signal_records.emit(db, SETTINGS.deployment, source="dispatch", config=SETTINGS.signals)
     record = log_lines.events("signals")[0]
     fields = set(record) - {"message", "severity", "httpRequest"} - {k for k in record if k.startswith("logging.")}
     text = RUNBOOK.read_text()

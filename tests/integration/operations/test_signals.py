@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from signup_verification.operations import signals
+from signup_verification.operations import signal_records, signals
 from signup_verification.operations.config import SignalsConfig
 from signup_verification.outbox import transitions as t
 from signup_verification.outbox.transitions import Settlement
@@ -129,7 +129,7 @@ def test_compute_is_one_round_trip(db):
 def test_emit_logs_one_record_per_channel_with_numeric_fields(db, log_lines):
     make_verifications(db, 2)
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '3 minutes' WHERE id = 1")
-    signals.emit(db, SETTINGS.deployment, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
+    signal_records.emit(db, SETTINGS.deployment, source="dispatch", config=SignalsConfig(ready_age_alert_seconds=120))
     records = log_lines.events("signals")
     assert [r["channel"] for r in records] == sorted(DELIVERY_CHANNELS)
     email, sms, _voice, webhook, _whatsapp = records
@@ -151,13 +151,13 @@ def test_the_reconcilers_run_writes_one_page_record_while_a_page_holds(db, log_l
     per reconciler run naming every page that holds, none while nothing does, none from dispatch."""
     config = SignalsConfig(ready_age_alert_seconds=120)
     run(db)  # a completed sweep: the watermark is fresh
-    signals.emit(db, SETTINGS.deployment, source="reconcile", config=config)
+    signal_records.emit(db, SETTINGS.deployment, source="reconcile", config=config)
     assert log_lines.events("page") == []
     make_verifications(db, 1)
     db.run("UPDATE delivery_intents SET next_attempt_at = now() - interval '5 minutes'")
-    signals.emit(db, SETTINGS.deployment, source="dispatch", config=config)
+    signal_records.emit(db, SETTINGS.deployment, source="dispatch", config=config)
     assert log_lines.events("page") == []  # the reconciler's alone: once a minute, whatever else runs
-    signals.emit(db, SETTINGS.deployment, source="reconcile", config=config)
+    signal_records.emit(db, SETTINGS.deployment, source="reconcile", config=config)
     [page] = log_lines.events("page")
     assert page["deployment"] == "test" and page["severity"] == "WARNING"
     assert [a.split(":")[0] for a in page["alerts"]] == ["email"]

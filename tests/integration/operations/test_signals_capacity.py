@@ -4,7 +4,7 @@ measured send rate against the link TTL, how much of the hour's SMS budget is us
 
 from __future__ import annotations
 
-from signup_verification.operations import signals, status_table
+from signup_verification.operations import signal_records, signals, status_table
 from signup_verification.operations.signals import SignalsConfig, drain_seconds
 from support.factories import make_verifications
 
@@ -38,7 +38,7 @@ def test_a_backlog_that_drains_slower_than_links_live_is_an_alert_and_in_status(
     assert alert.startswith("email: 30 ready drain in ~30 min") and "links will expire unsent" in alert
     table = status_table.render(snapshot)
     assert "30 min > TTL" in table
-    fields = signals.record_fields(snapshot, email, "dispatch")
+    fields = signal_records.record_fields(snapshot, email, "dispatch")
     assert fields["drain_seconds"] == 1800.0 and fields["slowed_seconds"] == 0.0
     assert not [a for a in signals.compute(db, "test", SignalsConfig(ttl_seconds=3600)).alerts() if "drain" in a]
 
@@ -52,7 +52,7 @@ def test_the_sms_budget_shows_its_use_and_warns_at_80_percent(db):
     [warning] = [a for a in snapshot.alerts() if a.startswith("sms:")]
     assert "80 % of this hour's budget (8 of 10) used" in warning
     assert "sms budget: 8 of 10 this hour (80 %)" in status_table.render(snapshot)
-    sms = signals.record_fields(snapshot, snapshot.channel("sms"), "dispatch")
+    sms = signal_records.record_fields(snapshot, snapshot.channel("sms"), "dispatch")
     assert sms["sms_budget_used_percent"] == 80.0  # what infra's warning metric counts (>= 80)
     assert snapshot.as_json()["sms_budget"]["used"] == 8
     db.run(

@@ -19,7 +19,7 @@ from typing import Any
 from ...platform.database import Database
 from ...platform.deadline import Deadline
 from ...platform.timestamps import rfc3339
-from .. import signals
+from .. import signal_records
 from ..config import ReconcilerConfig, SignalsConfig
 from . import watermark
 from .count_overdue import DUTY as COUNT_OVERDUE
@@ -136,7 +136,7 @@ def reconcile(
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
     _log_run(report)
     if emit_signals:
-        signals.emit(db, config.deployment, source="reconcile", config=signals_config, moved=report.busy)
+        signal_records.emit(db, config.deployment, source="reconcile", config=signals_config, moved=report.busy)
     return report
 
 
