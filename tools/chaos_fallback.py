@@ -237,6 +237,11 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
         begun[intent_id] += outcome == "attempting"
         ambiguous[intent_id] += outcome == "ambiguous"
     figures: Counter = Counter()
+    # steps a proof (or another end) suppressed while their batch waited, claimed ahead, to start
+    figures["fallback_suppressed_claimed_ahead"] = db.single(
+        "SELECT count(*) AS n FROM delivery_attempts AS a JOIN delivery_intents AS i ON i.id = a.intent_id"
+        " WHERE i.role = 'fallback' AND i.status = 'suppressed' AND a.outcome = 'released'"
+    )["n"]
     for f in rows:
         label = f"fallback intent {f['id']} ({f['policy']}, {f['status']})"
         messages = fallback_deliveries.get(f["id"], [])
@@ -280,6 +285,10 @@ def check(db: Database, found: Findings, fallback_deliveries: dict[int, list[Del
                 )
         if f["status"] not in TERMINAL and f["status"] != "ambiguous":
             found.fail("fallback_lost", f"{label}: neither terminal nor held")
+        # suppressed never sends: one claimed ahead and suppressed before its start is fenced out there; only an
+        # ambiguous one (a send may have happened, then its verification ended) can have a message taken
+        if f["status"] == "suppressed" and messages and not f["ambiguous_count"]:
+            found.fail("fallback_sent_after_confirm", f"{label}: suppressed ({f['suppression_reason']}), yet sent")
         if f["status"] == "accepted" and not messages:
             found.fail("fallback_lost", f"{label}: accepted but no provider took its message")
         if len(messages) > begun[f["id"]] or len(messages) - 1 > ambiguous[f["id"]]:

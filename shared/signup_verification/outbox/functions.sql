@@ -63,13 +63,18 @@ CREATE OR REPLACE VIEW eligible_delivery_intents AS
     WHERE status IN ('ready', 'retryable') AND next_attempt_at <= now();
 
 -- name: suppress_undelivered_intents
--- transition: ready, retryable, claimed, ambiguous -> suppressed
+-- transition: ready, retryable, claimed, attempting, ambiguous -> suppressed
 -- why: its verification ended: nothing left to send (unfenced)
--- suppress: an intent that has not started a send (ready, retryable, claimed, ambiguous) becomes
--- `suppressed` with a reason. Used by create (supersede), the worker (dead link found at claim)
--- and the reconciler (expired, superseded or verified verifications). It is the one write that
--- needs no lease: a dead verification is a fact whoever holds the row, and an `attempting`
--- row is left to settle first. A claimer that loses its row this way sees a stale write.
+-- suppress: an intent that has not started a send (ready, retryable, claimed, ambiguous, or attempting
+-- with sending_at NULL: the fused claim began its attempt, outbox/queries.sql:start has not handed it
+-- to a provider) becomes `suppressed` with a reason. Used by create (supersede), the worker (dead link
+-- found at claim), confirm (a proof ends the remaining steps) and the reconciler (expired, superseded
+-- or verified verifications). It is the one write that needs no lease: a dead verification is a fact
+-- whoever holds the row. A batch claimed ahead may wait behind slow sends; a proof meanwhile
+-- suppresses its step here, the start's fence then finds it gone (a stale write), and it is never
+-- sent. The attempt such a claim began ends with a 'released' row, as outbox/queries.sql:release
+-- ends one. A row whose send started is left to settle. Row locks order it against start: whichever
+-- commits first, the other's WHERE sees it.
 -- Webhook events (role 'event') are never suppressed: a verified, expired or locked
 -- verification is exactly what they report, so they must still be delivered.
 -- plpgsql, not sql: its body is checked when it runs, not when it is created, so this file still applies
@@ -78,13 +83,28 @@ CREATE OR REPLACE FUNCTION suppress_undelivered_intents(p_verification_ids uuid[
 RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 BEGIN
     RETURN QUERY
-    UPDATE delivery_intents
-       SET status = 'suppressed', suppression_reason = p_reason, lease_owner = NULL, lease_until = NULL,
-           completed_at = now(), updated_at = now()
-     WHERE verification_id = ANY (p_verification_ids)
-       AND status IN ('ready', 'retryable', 'claimed', 'ambiguous')
-       AND role <> 'event'
-    RETURNING id;
+    WITH suppressed AS (
+        UPDATE delivery_intents AS i
+           SET status = 'suppressed', suppression_reason = p_reason, lease_owner = NULL, lease_until = NULL,
+               completed_at = now(), updated_at = now()
+          FROM delivery_intents AS before
+         WHERE before.id = i.id
+           AND i.verification_id = ANY (p_verification_ids)
+           AND (i.status IN ('ready', 'retryable', 'claimed', 'ambiguous')
+                OR (i.status = 'attempting' AND i.sending_at IS NULL))
+           AND i.role <> 'event'
+        RETURNING i.id, i.attempts, i.channel, i.template_version, before.lease_owner, before.lease_version,
+                  before.last_claimed_at, before.status = 'attempting' AS begun
+    ), logged AS (
+        INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
+                                       lease_version, outcome, error_class, error_detail, claimed_at)
+        SELECT s.id || ':' || s.attempts, s.id, s.attempts, s.channel, s.template_version, s.lease_owner,
+               s.lease_version, 'released', 'released', left('claimed ahead; ' || p_reason || ' before its send started', 500),
+               s.last_claimed_at
+          FROM suppressed AS s
+         WHERE s.begun
+    )
+    SELECT s.id FROM suppressed AS s;
 END $$;
 
 -- name: event_data

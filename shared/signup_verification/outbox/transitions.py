@@ -18,6 +18,7 @@ holds that nothing else writes a status).
     ambiguous|retryable --delivered report (observe_deliveries)--> accepted
     accepted, ambiguous|retryable --permanent report of the current attempt--> failed (undeliverable_reason)
     ready|retryable|claimed|ambiguous --suppress--> suppressed                  (suppress_undelivered_intents, dead verification)
+    attempting not yet started --suppress--> suppressed, a 'released' row     (a proof while a batch waits to start)
 
 Every write after the claim is fenced: it matches id AND lease_owner AND lease_version AND a lease
 still current (`lease_until > now()`). A write from a worker that lost its lease changes nothing

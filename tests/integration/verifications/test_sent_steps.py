@@ -124,3 +124,37 @@ def test_a_voice_step_brought_forward_by_the_sms_failure_proves_with_the_voice_c
     proved = c.confirm_code(db, KEYRING, vid, voice_code)
     assert (proved.result, proved.presented, proved.verified_channel) == (c.VERIFIED, "voice", "voice")
     assert proved.proof is not None and proved.proof.via == "code"
+
+
+def test_a_proof_while_a_step_waits_claimed_ahead_suppresses_it_and_its_start_sends_nothing(db):
+    """A batch claimed ahead waits behind slow sends with its attempts begun, not started: a proof
+    meanwhile ends the step for good, and the worker's start finds it gone (a stale write)."""
+    vid = _created(db, (("email", "ada@example.com", 0), ("sms", "+14155550100", 0)))
+    claimed = {i.channel: i for i in t.claim(db, "w", 10, 30, begin=True)}
+    assert set(claimed) == {"email", "sms"} and all(i.begun for i in claimed.values())
+    assert len(t.start(db, "w", [claimed["email"].fence])) == 1
+    t.settle(db, "w", [Settlement(claimed["email"].id, claimed["email"].lease_version, "accepted", provider_ref="m1")])
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
+    assert c.confirm_link(db, KEYRING, KEYRING.primary.link(vid, nonce)).result == c.VERIFIED
+    sms = claimed["sms"]
+    assert t.start(db, "w", [sms.fence]) == []  # fenced out: never handed to Twilio
+    row = db.one("SELECT status, suppression_reason, sending_at, lease_owner FROM delivery_intents WHERE id = :i",
+                 i=sms.id)  # fmt: skip
+    assert row == {"status": "suppressed", "suppression_reason": "verified", "sending_at": None, "lease_owner": None}
+    log = db.rows("SELECT outcome FROM delivery_attempts WHERE intent_id = :i ORDER BY id", i=sms.id)
+    assert [r["outcome"] for r in log] == ["attempting", "released"]  # the begun attempt ended, not a send
+    assert t.settle(db, "w", [Settlement(sms.id, sms.lease_version, "accepted")]) == {}  # a late settle is stale
+    assert c.confirm_code(db, KEYRING, vid, _code(db, vid, "sms")).result == c.FINISHED  # and it never proves
+
+
+def test_a_step_whose_send_started_is_left_to_settle_by_a_proof(db):
+    vid = _created(db, (("email", "ada@example.com", 0), ("sms", "+14155550100", 0)))
+    claimed = {i.channel: i for i in t.claim(db, "w", 10, 30, begin=True)}
+    t.start(db, "w", [i.fence for i in claimed.values()])  # both handed to their providers
+    t.settle(db, "w", [Settlement(claimed["email"].id, claimed["email"].lease_version, "accepted", provider_ref="m1")])
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=vid)["token_nonce"])
+    assert c.confirm_link(db, KEYRING, KEYRING.primary.link(vid, nonce)).result == c.VERIFIED
+    sms = claimed["sms"]
+    assert t.settle(db, "w", [Settlement(sms.id, sms.lease_version, "accepted", provider_ref="SM1")]) == {
+        sms.id: "accepted"
+    }
