@@ -47,7 +47,6 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from ..outbox.states import VerificationStatus
@@ -56,7 +55,21 @@ from ..platform.channels import CODE_CHANNELS, is_code_channel
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
-from .proofs import Proof, code_rows, destination_of, presented_by, proofs, proved_at, was_sent
+from .proofs import Proof, code_rows, destination_of, presented_by, proofs, was_sent
+from .step_state import (
+    ALREADY_VERIFIED,
+    FINISHED,
+    INVALID,
+    LOCKED,
+    PENDING,
+    VERIFIED,
+    WRONG_CODE,
+    Result,
+    result_of,
+    waiting_channel,
+)
+from .step_state import EXPIRED as EXPIRED  # every outcome is confirm's vocabulary too
+from .step_state import SUPERSEDED as SUPERSEDED
 from .tokens import Keyring, split_link
 
 _SQL = catalogue("verifications")
@@ -73,25 +86,6 @@ _LOCK_DESTINATION = _SQL["confirm_lock_destination"]
 # A link carries the verification id and 32 bytes of HMAC, unpadded base64url (tokens.TokenKey.link).
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{65}$")
 _CODE_SEPARATORS = re.compile(r"[\s-]")
-
-
-class Result(StrEnum):
-    """What a look-up or a confirmation found. Outcomes only: api/confirm.py renders each one."""
-
-    PENDING = "pending"  # only from a look-up: this secret can still prove its destination
-    VERIFIED = "verified"  # this request's secret proved its destination now
-    ALREADY_VERIFIED = "already_verified"  # this same secret proved it before: the person is done
-    EXPIRED = "expired"
-    SUPERSEDED = "superseded"  # a newer message replaced this one
-    LOCKED = "locked"  # too many wrong codes
-    WRONG_CODE = "wrong_code"  # counted; `remaining_attempts` tries remain
-    FINISHED = "finished"  # a code that can no longer prove, whichever way: says nothing more
-    INVALID = "invalid"  # unknown or malformed (not found): says nothing more
-
-
-PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
-SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Result.WRONG_CODE, Result.INVALID
-FINISHED = Result.FINISHED
 
 
 @dataclass(frozen=True)
@@ -248,15 +242,6 @@ def confirm_code(
     return _attempted(LOCKED if failed["status"] == VerificationStatus.LOCKED else WRONG_CODE, row, remaining)
 
 
-def waiting_channel(row: dict[str, Any], channels: tuple[str, ...]) -> str | None:
-    """Of these code steps, the one a code is asked for: the latest sent that can still prove (the
-    newest message the person holds), else the first that can (not sent yet); None when none can."""
-    waiting = [channel for channel in channels if result_of(row, channel) == PENDING]
-    sent = [channel for channel in waiting if was_sent(row, channel)]
-    chosen = sent or waiting[:1]
-    return chosen[-1] if chosen else None
-
-
 # -- shared -----------------------------------------------------------------------------------
 def _consume(db: Database, row: dict[str, Any], digest: bytes) -> Outcome:
     consumed = db.one(_CONSUME, id=row["id"], digest=digest, channel=row["presented"])
@@ -309,26 +294,6 @@ def from_state(row: dict[str, Any]) -> Outcome:
     return _described(
         result_of(row, presented), row, remaining_attempts=remaining if is_code_channel(presented) else None
     )
-
-
-def result_of(row: dict[str, Any], presented: str) -> Result:
-    """What the verification's state means to one step's secret (`presented`: its channel)."""
-    status = row["status"]
-    unexpired = row["expires_at"] > row["db_now"]
-    tries_spent = is_code_channel(presented) and row["confirm_failures"] >= row["max_confirm_failures"]
-    if status == VerificationStatus.VERIFIED:
-        if proved_at(row, presented) is not None:
-            return ALREADY_VERIFIED
-        if row["verified_channel"] is None or not unexpired:  # expired, or verified before proofs were kept
-            return EXPIRED
-        if not was_sent(row, presented):  # never sent, and a verified verification sends nothing more
-            return EXPIRED
-        return LOCKED if tries_spent else PENDING  # this one can still prove its destination
-    if status == VerificationStatus.PENDING and unexpired:
-        return PENDING
-    if status in (VerificationStatus.PENDING, VerificationStatus.EXPIRED):
-        return EXPIRED  # expires_at is the truth; the status catches up lazily
-    return SUPERSEDED if status == VerificationStatus.SUPERSEDED else LOCKED
 
 
 def _described(result: Result, row: dict[str, Any], **fields: Any) -> Outcome:

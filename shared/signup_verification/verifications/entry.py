@@ -12,10 +12,8 @@ a code (verifications/read.py).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from ..platform.catalogue import catalogue
-from ..platform.channels import code_channels
 from ..platform.database import Database
 from .confirm import (
     FINISHED,
@@ -27,10 +25,9 @@ from .confirm import (
     confirm_code,
     from_state,
     logged,
-    result_of,
-    waiting_channel,
 )
-from .proofs import presented_by, proofs
+from .proofs import presented_by
+from .step_state import entry_channel
 from .tokens import Keyring
 
 _STATE = catalogue("verifications")["confirm_state"]
@@ -45,27 +42,6 @@ def preview_entry(db: Database, keyring: Keyring, handle: str | None) -> Outcome
     channel = entry_channel(state) if state is not None else None
     row = presented_by(state, channel) if state is not None and channel is not None else None
     return from_state(row) if row is not None else Outcome(INVALID)
-
-
-def entry_channel(row: dict[str, Any]) -> str | None:
-    """The code step the code-entry page speaks for, None without one. The page is one person's way to
-    prove a number: once a code of this verification proved, it says so (the first code proof's step),
-    whatever other step could still prove. Else it asks for a code while any code step can prove
-    (pending here: sent, or not sent yet while the verification waits for it), naming the latest
-    such step sent (the message the person holds newest), or the first when none was sent yet. Else
-    how it ended: locked when a sent step's tries are spent, otherwise as the first step sees it.
-    `row` is a confirm state (verifications/queries.sql:confirm_state) or a read row with the same
-    columns; no digest is needed."""
-    channels = code_channels(row["channel"], row.get("fallback_channel"), row.get("step3_channel"))
-    if not channels:
-        return None
-    proved = next((p.channel for p in proofs(row) if p.via == "code"), None)
-    if proved is not None:
-        return proved
-    waiting = waiting_channel(row, channels)
-    if waiting is not None:
-        return waiting
-    return next((channel for channel in channels if result_of(row, channel) == LOCKED), channels[0])
 
 
 def confirm_entry(db: Database, keyring: Keyring, handle: str | None, code: str, failures_per_day: int = 0) -> Outcome:

@@ -19,9 +19,8 @@ from ..platform.catalogue import catalogue
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
-from .confirm import PENDING, result_of
-from .entry import entry_channel
 from .proofs import Proof, proofs
+from .step_state import PENDING, entry_channel, result_of
 from .tokens import Keyring, code_entry_url
 
 _SQL = catalogue("verifications")
