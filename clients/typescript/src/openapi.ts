@@ -75,8 +75,11 @@ export interface paths {
          *     `?entry=` (`code_entry_url`): the code-entry page, one field for the code
          *     (`autocomplete="one-time-code"`, numeric input) that posts back here. Its handle names the
          *     verification and proves nothing: only the code confirms, and it is tried with the same limits as
-         *     the API's. Either page says how the verification ended when it can no longer prove (410), and
-         *     "already confirmed" only when this same secret proved its destination before.
+         *     the API's. It speaks for every code step: it asks for a code while any can prove (naming the
+         *     newest message sent), says "already confirmed" once any step's code proved, and otherwise how
+         *     the verification ended; a posted code that does not prove is answered with what the GET shows.
+         *     Either page says how the verification ended when it can no longer prove (410), and a link's page
+         *     "already confirmed" only when this same link proved its address before.
          */
         get: operations["showConfirmPage"];
         put?: never;
@@ -700,7 +703,12 @@ export interface components {
             verified_via: components["schemas"]["VerifiedVia"];
             /** @description Every proof, first first (the first made it verified); empty until verified. */
             proofs: components["schemas"]["Proof"][];
-            /** @description The hosted code-entry page when a code channel is among the channels; null otherwise. */
+            /**
+             * @description The hosted code-entry page while it asks for a code: a code step (sms, whatsapp, voice) can
+             *     still prove, its message sent or not sent yet while the verification waits for it. Null once
+             *     a code proved, once the verification ended (expired, superseded, locked), after a link
+             *     proof that left no code step sent (the proof cancelled them), and without a code channel.
+             */
             code_entry_url: components["schemas"]["CodeEntryUrl"] | null;
             return_url: string | null;
             deliveries: components["schemas"]["Delivery"][];

@@ -24,6 +24,7 @@ from ..platform.config import Target
 from ..platform.database import Database
 from ..platform.timestamps import rfc3339_or_none
 from ..verifications import confirm as confirmations
+from ..verifications import entry as entries
 from ..verifications.config import ConfirmConfig
 from ..verifications.confirm import MalformedCode, Outcome, Result, normalise_code
 from ..verifications.tokens import ENTRY_PARAMETER, LINK_PARAMETER, Keyring
@@ -95,7 +96,7 @@ def handle(request: flask.Request, services: Services) -> Response:
         entry = incoming.args.get(ENTRY_PARAMETER)
         if entry is not None:  # the hosted code-entry page
             return pages.guarded(
-                lambda: page_answer(confirmations.preview_entry(db, keyring, entry), incoming, entry, config, "code"),
+                lambda: page_answer(entries.preview_entry(db, keyring, entry), incoming, entry, config, "code"),
                 incoming,
                 "code",
                 entry,
@@ -137,12 +138,12 @@ def entry_answer(
     try:
         code = normalise_code(typed or "", config.code_digits)
     except MalformedCode:
-        shown = confirmations.preview_entry(db, keyring, entry)
+        shown = entries.preview_entry(db, keyring, entry)
         if shown.result != Result.PENDING:
             return page_answer(shown, request, entry, config, "code")
         return page_answer(shown, request, entry, config, "code", status=400, error="malformed")
     failures = config.destination_failures_per_day
-    outcome = confirmations.confirm_entry(db, keyring, entry, code, failures_per_day=failures)
+    outcome = entries.confirm_entry(db, keyring, entry, code, failures_per_day=failures)
     return page_answer(outcome, request, entry, config, "code", error="wrong")
 
 

@@ -21,7 +21,7 @@ Digests are keyed HMACs (tokens.py). A link names its verification (the id, then
 row is read by primary key; the token's digest under the key that row names must be the row's
 (compared in SQL to consume, in constant time to show the page). A code is compared under
 every key, without stopping at the first match. The hosted code-entry page names its verification by a
-handle only the keyring makes (tokens.py), and confirms through `confirm_code`.
+handle only the keyring makes (tokens.py), and confirms through `confirm_code` (entry.py).
 
 A step's code proves only once a send of that step has begun (`was_sent`): before, nobody was given
 it, so a code that matches only an unsent step's secret is a wrong code, counted and answered as any
@@ -45,9 +45,8 @@ import logging
 import re
 import unicodedata
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from ..outbox.states import VerificationStatus
@@ -56,7 +55,21 @@ from ..platform.channels import CODE_CHANNELS, is_code_channel
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
-from .proofs import Proof, code_rows, destination_of, presented_by, proofs, proved_at, was_sent
+from .proofs import Proof, code_rows, destination_of, presented_by, proofs, was_sent
+from .step_state import (
+    ALREADY_VERIFIED,
+    FINISHED,
+    INVALID,
+    LOCKED,
+    PENDING,
+    VERIFIED,
+    WRONG_CODE,
+    Result,
+    result_of,
+    waiting_channel,
+)
+from .step_state import EXPIRED as EXPIRED  # every outcome is confirm's vocabulary too
+from .step_state import SUPERSEDED as SUPERSEDED
 from .tokens import Keyring, split_link
 
 _SQL = catalogue("verifications")
@@ -73,25 +86,6 @@ _LOCK_DESTINATION = _SQL["confirm_lock_destination"]
 # A link carries the verification id and 32 bytes of HMAC, unpadded base64url (tokens.TokenKey.link).
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{65}$")
 _CODE_SEPARATORS = re.compile(r"[\s-]")
-
-
-class Result(StrEnum):
-    """What a look-up or a confirmation found. Outcomes only: api/confirm.py renders each one."""
-
-    PENDING = "pending"  # only from a look-up: this secret can still prove its destination
-    VERIFIED = "verified"  # this request's secret proved its destination now
-    ALREADY_VERIFIED = "already_verified"  # this same secret proved it before: the person is done
-    EXPIRED = "expired"
-    SUPERSEDED = "superseded"  # a newer message replaced this one
-    LOCKED = "locked"  # too many wrong codes
-    WRONG_CODE = "wrong_code"  # counted; `remaining_attempts` tries remain
-    FINISHED = "finished"  # a code that can no longer prove, whichever way: says nothing more
-    INVALID = "invalid"  # unknown or malformed (not found): says nothing more
-
-
-PENDING, VERIFIED, ALREADY_VERIFIED, EXPIRED = Result.PENDING, Result.VERIFIED, Result.ALREADY_VERIFIED, Result.EXPIRED
-SUPERSEDED, LOCKED, WRONG_CODE, INVALID = Result.SUPERSEDED, Result.LOCKED, Result.WRONG_CODE, Result.INVALID
-FINISHED = Result.FINISHED
 
 
 @dataclass(frozen=True)
@@ -189,7 +183,7 @@ def confirm_link(db: Database, keyring: Keyring, link: str | None) -> Outcome:
     known = from_state(row)
     if known.result == PENDING:  # it could prove in this statement's snapshot: a concurrent one won
         return _restate(db, row)
-    return _logged(known)
+    return logged(known)
 
 
 # -- SMS codes --------------------------------------------------------------------------------
@@ -206,8 +200,9 @@ def confirm_code(
             "confirmation refused: unknown verification", extra={"json_fields": {"event": "confirm", "result": INVALID}}
         )
         return Outcome(INVALID)
-    # a wrong code is told as the first code channel's that can still prove (else the first's)
-    row, matched = next((r for r in rows if from_state(r).result == PENDING), rows[0]), None
+    # a wrong code is told as the code step's a code is asked for (waiting_channel), else the first's
+    waiting = waiting_channel(state, tuple(r["presented"] for r in rows)) if state is not None else None
+    row, matched = next((r for r in rows if r["presented"] == waiting), rows[0]), None
     digests = [key.code_digest(verification_id, code) for key in keyring.keys]
     for seen in rows:  # every key and channel, no early exit: the time does not depend on which matched
         sent = was_sent(seen, seen["presented"])
@@ -218,10 +213,10 @@ def confirm_code(
     known = from_state(row)
     if known.result != PENDING:  # this code can no longer prove: only its own earlier proof is told
         if matched is not None and known.result == ALREADY_VERIFIED:
-            return _logged(known)
+            return logged(known)
         if matched is None:
             db.one(_WRONG_CODE, id=verification_id, code_channels=list(CODE_CHANNELS))
-        return _logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
+        return logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
     if (
         failures_per_day > 0
         and db.single(_DESTINATION_FAILURES, id=verification_id, code_channels=list(CODE_CHANNELS))["failures"]
@@ -233,42 +228,18 @@ def confirm_code(
         )
         # verified by the link: it stays verified, the code proves nothing
         if row["status"] != VerificationStatus.PENDING:
-            return _logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
+            return logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
         db.one(_LOCK_DESTINATION, id=verification_id)  # locked for real: the site reads and hears `locked`
         return _attempted(LOCKED, row)
     if matched is not None:
         return _consume(db, row, matched)
     failed = db.one(_WRONG_CODE, id=verification_id, code_channels=list(CODE_CHANNELS))
     if failed is None:  # purged between the two statements
-        return _logged(Outcome(INVALID))
+        return logged(Outcome(INVALID))
     if failed["status"] not in (row["status"], VerificationStatus.LOCKED):  # it ended between the two statements
-        return _logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
+        return logged(Outcome(FINISHED, presented=row["presented"], locale=row["locale"]))
     remaining = max(failed["max_confirm_failures"] - failed["confirm_failures"], 0)
     return _attempted(LOCKED if failed["status"] == VerificationStatus.LOCKED else WRONG_CODE, row, remaining)
-
-
-# -- the hosted code-entry page (api/confirm.py: `?entry=<handle>`) -----------------------------
-def preview_entry(db: Database, keyring: Keyring, handle: str | None) -> Outcome:
-    """What the code-entry page shows (GET): its form while the code can prove, else how it ended.
-    A handle no key of the ring made costs no query. Never writes."""
-    verification_id = keyring.code_entry_target(handle)
-    state = db.one(_STATE, id=verification_id) if verification_id is not None else None
-    rows = code_rows(state) if state is not None else []
-    return from_state(rows[0]) if rows else Outcome(INVALID)
-
-
-def confirm_entry(db: Database, keyring: Keyring, handle: str | None, code: str, failures_per_day: int = 0) -> Outcome:
-    """The code-entry page's form: the handle names the verification, the code proves (confirm_code,
-    the same tries and limits as the API). A code that can no longer prove is answered with how the
-    verification ended, as the page's GET shows it anyway."""
-    verification_id = keyring.code_entry_target(handle)
-    if verification_id is None:
-        return _logged(Outcome(INVALID))
-    outcome = confirm_code(db, keyring, verification_id, code, failures_per_day)
-    if outcome.result != FINISHED:
-        return outcome
-    shown = preview_entry(db, keyring, handle)
-    return replace(shown, result=LOCKED) if shown.result == PENDING else shown  # over the number's daily budget
 
 
 # -- shared -----------------------------------------------------------------------------------
@@ -294,18 +265,18 @@ def _consumed(row: dict[str, Any], after: dict[str, Any], prefix: str = "") -> d
 
 
 def _proved(row: dict[str, Any]) -> Outcome:
-    return _logged(_described(VERIFIED, row))
+    return logged(_described(VERIFIED, row))
 
 
 def _attempted(result: Result, row: dict[str, Any], remaining: int | None = None) -> Outcome:
     """A code tried while it could still prove: wrong (counted), or the verification locked."""
-    return _logged(_described(result, row, remaining_attempts=remaining))
+    return logged(_described(result, row, remaining_attempts=remaining))
 
 
 def _restate(db: Database, row: dict[str, Any]) -> Outcome:
     # Lost the race or the state changed since the look-up: read it again in a fresh statement.
     latest = db.one(_STATE, id=row["id"])
-    return _logged(from_state((presented_by(latest, row["presented"]) if latest else None) or row))
+    return logged(from_state((presented_by(latest, row["presented"]) if latest else None) or row))
 
 
 def _seen(row: dict[str, Any], channel: str) -> dict[str, Any]:
@@ -318,28 +289,11 @@ def _seen(row: dict[str, Any], channel: str) -> dict[str, Any]:
 
 def from_state(row: dict[str, Any]) -> Outcome:
     """What the verification's state means to the secret `row` is seen by (presented_by), without a write."""
-    status, presented = row["status"], row["presented"]
-    unexpired = row["expires_at"] > row["db_now"]
-    tries_spent = is_code_channel(presented) and row["confirm_failures"] >= row["max_confirm_failures"]
-    if status == VerificationStatus.VERIFIED:
-        if proved_at(row, presented) is not None:
-            result = ALREADY_VERIFIED
-        elif row["verified_channel"] is None or not unexpired:  # expired, or verified before proofs were kept
-            result = EXPIRED
-        elif not was_sent(row, presented):  # never sent, and a verified verification sends nothing more
-            result = EXPIRED
-        else:
-            result = LOCKED if tries_spent else PENDING  # this one can still prove its destination
-    elif status == VerificationStatus.PENDING and unexpired:
-        result = PENDING
-    elif status in (VerificationStatus.PENDING, VerificationStatus.EXPIRED):
-        result = EXPIRED  # expires_at is the truth; the status catches up lazily
-    elif status == VerificationStatus.SUPERSEDED:
-        result = SUPERSEDED
-    else:
-        result = LOCKED
+    presented = row["presented"]
     remaining = max(row["max_confirm_failures"] - row["confirm_failures"], 0)
-    return _described(result, row, remaining_attempts=remaining if is_code_channel(presented) else None)
+    return _described(
+        result_of(row, presented), row, remaining_attempts=remaining if is_code_channel(presented) else None
+    )
 
 
 def _described(result: Result, row: dict[str, Any], **fields: Any) -> Outcome:
@@ -362,7 +316,7 @@ def _described(result: Result, row: dict[str, Any], **fields: Any) -> Outcome:
     )
 
 
-def _logged(outcome: Outcome) -> Outcome:
+def logged(outcome: Outcome) -> Outcome:
     _log.info(
         "confirmation %s",
         outcome.result,

@@ -36,7 +36,15 @@ SELECT outcome, verification, retry_after FROM create_verification_v2(
 -- `delivered` (accepted, then reported delivered) and `undeliverable` (accepted, then reported
 -- failed for good). Its reason is the recorded verdict (failure_*), or `expired` for a delivery whose
 -- link died before it could be sent.
+-- The code-entry page's state (verifications/entry.py: `code_entry_url` only while it asks for a
+-- code): the stored status and expiry, the tries, and `sent_channels` as confirm_state reads them
+-- (keep the two in step).
 SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel, v.step3_channel,
+       v.status AS stored_status, v.expires_at AS expires_ts, now() AS db_now, v.confirm_failures,
+       v.max_confirm_failures,
+       ARRAY(SELECT i.channel FROM delivery_intents AS i
+              WHERE i.verification_id = v.id AND i.event_type IS NULL
+                AND (i.sending_at IS NOT NULL OR i.ambiguous_count > 0)) AS sent_channels,
        CASE WHEN v.status = 'pending' AND v.expires_at <= now() THEN 'expired' ELSE v.status END AS status,
        rfc3339(v.created_at) AS created_at, rfc3339(v.expires_at) AS expires_at,
        rfc3339(v.verified_at) AS verified_at, v.verified_channel, v.verified_via,

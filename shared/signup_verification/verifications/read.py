@@ -3,7 +3,7 @@
 What the site may learn: the verification's state, its timestamps, which secret verified it
 (`verified_channel`, `verified_via`: `channel` is the primary channel requested, not what was
 proved), every proof (`proofs`: each secret proves its own destination, proofs.py), where its person
-can type the code (`code_entry_url`, when a code channel is among its channels), and its message
+can type the code (`code_entry_url`, while that page asks for a code: entry.py), and its message
 deliveries, one per step in order (step, channel, role, after_seconds, status, attempts, the last attempt's outcome, when accepted, delivered or
 failed, and why a failed one failed). The destination only masked; never a token, a code, a nonce or
 a digest; webhook events (role 'event') are not deliveries.
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..platform.catalogue import catalogue
-from ..platform.channels import code_channels
 from ..platform.database import Database
 from ..platform.errors import ConfigError
 from ..platform.redaction import mask_destination
 from .proofs import Proof, proofs
+from .step_state import PENDING, entry_channel, result_of
 from .tokens import Keyring, code_entry_url
 
 _SQL = catalogue("verifications")
@@ -57,7 +57,7 @@ class VerificationView:
     verified_channel: str | None  # whose secret verified it (the first proof): its step's channel
     verified_via: str | None  # 'link' | 'code'
     proofs: tuple[Proof, ...]  # every proof, first first
-    code_entry_url: str | None  # the hosted code-entry page, when a code channel is among the channels
+    code_entry_url: str | None  # the hosted code-entry page, while it asks for a code
     return_url: str | None
     deliveries: tuple[Delivery, ...]
 
@@ -124,9 +124,13 @@ def read(db: Database, keyring: Keyring, link_base: str, verification_id: uuid.U
 
 
 def _code_entry_url(keyring: Keyring, link_base: str, row: dict[str, Any]) -> str | None:
-    """The page's URL under the key the verification was made with (the create answer's), or the
-    ring's first when that key was retired (every key of the ring opens the page)."""
-    if not code_channels(row["channel"], row["fallback_channel"], row["step3_channel"]):
+    """The page's URL while it asks for a code (entry.py): a code step can still prove, sent or not
+    sent yet while the verification waits for it. Not once a code proved, nor after a link proof that
+    left no code step sent, nor when the verification ended. Under the key the verification was made
+    with (the create answer's), or the ring's first when that key was retired (every key opens it)."""
+    page = {**row, "status": row["stored_status"], "expires_at": row["expires_ts"]}
+    channel = entry_channel(page)
+    if channel is None or result_of(page, channel) != PENDING:
         return None
     try:
         key = keyring.get(row["key_id"])
