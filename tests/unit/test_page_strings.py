@@ -129,3 +129,30 @@ def test_a_hint_is_escaped():
     outcome = Outcome(Result.VERIFIED, destination_hint="<script>x</script>")
     html = pages.outcome_page("verified.html", 200, outcome, locale="ja")[0]
     assert "<script>x" not in html and "<strong>&lt;script&gt;x&lt;/script&gt;</strong>" in html
+
+
+@pytest.mark.parametrize(
+    ("channel", "medium", "others"),
+    [
+        ("sms", {"en": "text message", "ja": "SMS"}, ("WhatsApp", "call")),
+        ("whatsapp", {"en": "WhatsApp message", "ja": "WhatsApp"}, ("text message", "SMS")),
+        ("voice", {"en": "call", "ja": "電話"}, ("text message", "SMS", "WhatsApp")),
+    ],
+)
+@pytest.mark.parametrize("locale", sorted(STRINGS))
+def test_the_code_entry_page_names_the_message_or_call_that_carried_the_code(locale, channel, medium, others):
+    soon = datetime.now(UTC) + timedelta(minutes=5)
+    shown = {}
+    for error in (None, "malformed"):
+        pending = Outcome(Result.PENDING, presented=channel, expires_at=soon, destination_hint="+1******0100")
+        html = pages.outcome_page("code.html", 200, pending, "e" * 44, "Shop", locale, kind="code", error=error,
+                                  digits=6)[0]  # fmt: skip
+        shown[error] = re.sub(r"<style>.*?</style>|<[^>]+>", " ", html, flags=re.S)
+    superseded = Outcome(Result.SUPERSEDED, presented=channel, destination_hint="+1******0100")
+    rendering = RENDERINGS[Result.SUPERSEDED]
+    shown["superseded"] = pages.outcome_page(rendering.page, rendering.status, superseded, locale=locale, kind="code")[
+        0
+    ]
+    for page, text in shown.items():
+        assert medium[locale] in text, page
+        assert not any(other in text for other in others), page

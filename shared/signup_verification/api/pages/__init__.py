@@ -45,10 +45,12 @@ def choose_locale(verification_locale: str | None, accept_language: str | None) 
     return offered.best_match(list(STRINGS), default=DEFAULT) or DEFAULT
 
 
-def _translator(locale: str, kind: str) -> Callable[..., Markup]:
-    """`t(key, **values)`: the string in the locale; on a page about a code, its `<key>_code` variant
-    where one exists (strings.py: "This code has expired" rather than "This link has expired")."""
+def _translator(locale: str, kind: str, channel: str | None = None) -> Callable[..., Markup]:
+    """`t(key, **values)`: the string in the locale; on a page about a code, its `<key>_<channel>`
+    variant where one exists (a WhatsApp message or a call rather than a text message), else its
+    `<key>_code` one (strings.py: "This code has expired" rather than "This link has expired")."""
     table = STRINGS[locale]
+    variants = (f"_{channel}", f"_{kind}") if kind == "code" and channel else (f"_{kind}",)
 
     def t(key: str, **values: Any) -> Markup:
         # Plain text in, markup out: the string and every value filled in are escaped (a hint in bold).
@@ -56,7 +58,8 @@ def _translator(locale: str, kind: str) -> Callable[..., Markup]:
             name: Markup("<strong>{}</strong>").format(value) if name == "hint" else value
             for name, value in values.items()
         }
-        return escape(table.get(f"{key}_{kind}", table[key])).format(**filled)
+        text = next((table[key + v] for v in variants if key + v in table), table[key])
+        return escape(text).format(**filled)
 
     return t
 
@@ -67,11 +70,12 @@ def render(
     headers: dict[str, str] | None = None,
     locale: str = DEFAULT,
     kind: str = "link",
+    channel: str | None = None,
     **variables: Any,
 ) -> Response:
     variables.setdefault("product", None)
     variables.setdefault("return_url", None)
-    t = _translator(locale, kind)
+    t = _translator(locale, kind, channel)
     variables["product_or_site"] = variables["product"] or STRINGS[locale]["the_site"]
     html = _env.get_template(template).render(style=STYLE, lang=locale, t=t, kind=kind, **variables)
     return html, status, {**SECURITY_HEADERS, **(headers or {})}
@@ -101,6 +105,7 @@ def outcome_page(
         status,
         locale=locale,
         kind=kind,
+        channel=outcome.presented,  # the code step the page speaks for: its words name that message or call
         field=FIELDS[kind],
         value=value or "",
         destination_hint=outcome.destination_hint,

@@ -1,8 +1,9 @@
 """Every word the confirmation pages show, per locale (the locales the message templates have).
 
 Values are trusted markup-free text with `{name}` placeholders; pages/__init__.py escapes the
-values it fills in. A key ending `_code` is what a page about an SMS code (the code-entry page and the
-pages it ends on) says instead of the key without it. tests/unit/test_page_strings.py checks every key
+values it fills in. A key ending `_code` is what a page about a code (the code-entry page and the
+pages it ends on) says instead of the key without it, in the words of an SMS; one ending `_whatsapp` or
+`_voice` is what it says instead when the code step is a WhatsApp message or a call. tests/unit/test_page_strings.py checks every key
 exists in every locale.
 """
 
@@ -79,6 +80,24 @@ STRINGS: dict[str, dict[str, str]] = {
         "the whole address.",
         "unavailable_body_code": "We could not check your code just now. Nothing was changed.",
         "unavailable_retry_get_code": "Wait a few seconds, then press the button and enter the code again.",
+        "code_lead_whatsapp": "A WhatsApp message with a code went to {hint}. Enter the code to confirm your phone "
+        "number.",
+        "code_lead_product_whatsapp": "{product} sent a WhatsApp message with a code to {hint}. Enter the code to "
+        "confirm your phone number.",
+        "code_label_whatsapp": "Code from the WhatsApp message",
+        "code_malformed_whatsapp": "Enter the {digits}-digit code from the WhatsApp message.",
+        "new_steps_whatsapp": "To get a new code: open {product} in this browser, go to the sign-up or sign-in page, "
+        "and choose to send the code again. Then use the code in the newest WhatsApp message.",
+        "superseded_body_whatsapp": "This code was replaced by a newer one. Use the code in the most recent WhatsApp "
+        "message.",
+        "code_lead_voice": "A phone call read a code to {hint}. Enter the code to confirm your phone number.",
+        "code_lead_product_voice": "{product} called {hint} and read a code. Enter the code to confirm your phone "
+        "number.",
+        "code_label_voice": "Code from the call",
+        "code_malformed_voice": "Enter the {digits}-digit code from the call.",
+        "new_steps_voice": "To get a new code: open {product} in this browser, go to the sign-up or sign-in page, "
+        "and choose to send the code again. Then use the code from the newest call.",
+        "superseded_body_voice": "This code was replaced by a newer one. Use the code from the most recent call.",
     },
     "ja": {
         "the_site": "サイト",
@@ -146,5 +165,22 @@ STRINGS: dict[str, dict[str, str]] = {
         "コピーしてください。",
         "unavailable_body_code": "現在コードを確認できませんでした。何も変更されていません。",
         "unavailable_retry_get_code": "数秒待ってから、ボタンを押してもう一度コードを入力してください。",
+        "code_lead_whatsapp": "{hint} にコードをWhatsAppで送信しました。コードを入力して電話番号を確認してください。",
+        "code_lead_product_whatsapp": "{product} から {hint} にコードをWhatsAppで送信しました。コードを入力して"
+        "電話番号を確認してください。",
+        "code_label_whatsapp": "WhatsAppのメッセージに記載されたコード",
+        "code_malformed_whatsapp": "WhatsAppのメッセージに記載された{digits}桁のコードを入力してください。",
+        "new_steps_whatsapp": "新しいコードを受け取るには、このブラウザで {product} を開き、登録またはログインのページから"
+        "コードを再送してください。そのあと最新のWhatsAppのメッセージのコードを使ってください。",
+        "superseded_body_whatsapp": "このコードは新しいコードに置き換えられました。最新のWhatsAppのメッセージに記載された"
+        "コードを使ってください。",
+        "code_lead_voice": "{hint} に電話をかけ、コードをお伝えしました。コードを入力して電話番号を確認してください。",
+        "code_lead_product_voice": "{product} から {hint} に電話をかけ、コードをお伝えしました。コードを入力して"
+        "電話番号を確認してください。",
+        "code_label_voice": "電話でお伝えしたコード",
+        "code_malformed_voice": "電話でお伝えした{digits}桁のコードを入力してください。",
+        "new_steps_voice": "新しいコードを受け取るには、このブラウザで {product} を開き、登録またはログインのページから"
+        "コードを再送してください。そのあと最新の電話でお伝えしたコードを使ってください。",
+        "superseded_body_voice": "このコードは新しいコードに置き換えられました。最新の電話でお伝えしたコードを使ってください。",
     },
 }
