@@ -49,7 +49,12 @@ class Fanout(RunState):
                 pass
 
             def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:  # its sender killed mid-request: no task (Cloud Tasks gets none)
+                    run.figures["fanout_request_cut_short"] += 1
+                    self.close_connection = True
+                    return
                 if run._is_nudge(body):
                     started = run._start_nudge(body)
                     if started and not run.figures["nudge_duplicate_deliveries"]:
