@@ -74,7 +74,10 @@ CREATE OR REPLACE VIEW eligible_delivery_intents AS
 -- suppresses its step here, the start's fence then finds it gone (a stale write), and it is never
 -- sent. The attempt such a claim began ends with a 'released' row, as outbox/queries.sql:release
 -- ends one. A row whose send started is left to settle. Row locks order it against start: whichever
--- commits first, the other's WHERE sees it.
+-- commits first, the other's WHERE sees it. The rows are locked first (FOR UPDATE) and the attempt
+-- log is written from the locked versions: a claim that commits while this waits for its lock has
+-- turned a ready row into one 'attempting' with its attempt begun, and that attempt must end with
+-- its 'released' row. (The statement's snapshot still shows the row as it was before the claim.)
 -- Webhook events (role 'event') are never suppressed: a verified, expired or locked
 -- verification is exactly what they report, so they must still be delivered.
 -- plpgsql, not sql: its body is checked when it runs, not when it is created, so this file still applies
@@ -83,18 +86,21 @@ CREATE OR REPLACE FUNCTION suppress_undelivered_intents(p_verification_ids uuid[
 RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 BEGIN
     RETURN QUERY
-    WITH suppressed AS (
+    WITH locked AS (
+        SELECT id, status, lease_owner, lease_version, last_claimed_at
+          FROM delivery_intents
+         WHERE verification_id = ANY (p_verification_ids)
+           AND (status IN ('ready', 'retryable', 'claimed', 'ambiguous') OR (status = 'attempting' AND sending_at IS NULL))
+           AND role <> 'event'
+           FOR UPDATE
+    ), suppressed AS (
         UPDATE delivery_intents AS i
            SET status = 'suppressed', suppression_reason = p_reason, lease_owner = NULL, lease_until = NULL,
                completed_at = now(), updated_at = now()
-          FROM delivery_intents AS before
-         WHERE before.id = i.id
-           AND i.verification_id = ANY (p_verification_ids)
-           AND (i.status IN ('ready', 'retryable', 'claimed', 'ambiguous')
-                OR (i.status = 'attempting' AND i.sending_at IS NULL))
-           AND i.role <> 'event'
-        RETURNING i.id, i.attempts, i.channel, i.template_version, before.lease_owner, before.lease_version,
-                  before.last_claimed_at, before.status = 'attempting' AS begun
+          FROM locked AS l
+         WHERE i.id = l.id
+        RETURNING i.id, i.attempts, i.channel, i.template_version, l.lease_owner, l.lease_version,
+                  l.last_claimed_at, l.status = 'attempting' AS begun
     ), logged AS (
         INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                        lease_version, outcome, error_class, error_detail, claimed_at)

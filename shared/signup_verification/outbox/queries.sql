@@ -301,18 +301,22 @@ SELECT s.id AS intent_id, s.status, s.undeliverable FROM settled AS s, followed
 --                                    began (outbox/queries.sql:claim); max_attempts + 1, so it is not charged
 --                                    (its number stays used: attempt ids are Message-IDs/keys).
 -- An attempt whose sends started (sending_at set) is never released: only settle ends it.
-WITH input AS (
-    SELECT * FROM unnest(:ids::bigint[], :versions::bigint[]) AS t(id, lease_version)
+-- The rows are locked first and `begun` read from the locked versions (expire_claims says why).
+WITH held AS (
+    SELECT i.id, i.status FROM delivery_intents AS i
+      JOIN unnest(:ids::bigint[], :versions::bigint[]) AS t(id, lease_version) ON t.id = i.id
+     WHERE i.lease_owner = :owner AND i.lease_version = t.lease_version AND i.lease_until > now()
+       AND (i.status = 'claimed' OR (i.status = 'attempting' AND i.sending_at IS NULL))
+       FOR UPDATE OF i
 ), released AS (
     UPDATE delivery_intents AS i
        SET status = CASE WHEN i.attempts = 0 THEN 'ready' ELSE 'retryable' END,
-           max_attempts = i.max_attempts + (before.status = 'attempting')::integer,
+           max_attempts = i.max_attempts + (h.status = 'attempting')::integer,
            lease_owner = NULL, lease_until = NULL, updated_at = now()
-      FROM input AS t, delivery_intents AS before
-     WHERE i.id = t.id AND before.id = t.id AND i.lease_owner = :owner AND i.lease_version = t.lease_version
-       AND (i.status = 'claimed' OR (i.status = 'attempting' AND i.sending_at IS NULL)) AND i.lease_until > now()
+      FROM held AS h
+     WHERE i.id = h.id
     RETURNING i.id, i.attempts, i.channel, i.template_version, i.lease_version, i.last_claimed_at,
-              before.status = 'attempting' AS begun
+              h.status = 'attempting' AS begun
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                    lease_version, outcome, error_class, error_detail, claimed_at)
@@ -344,8 +348,10 @@ SELECT suppress_undelivered_intents(:ids::uuid[], :reason)
 -- Same transition as outbox/queries.sql:release (not an attempt; an attempt begun by the fused claim gets its
 -- 'released' row); only the guard differs: expiry instead of owner. "Before any send began" is
 -- status 'claimed', or 'attempting' with sending_at NULL (outbox/queries.sql:start never ran for it).
+-- The attempt log is written from the locked row (the CTE's columns), never from the statement's
+-- snapshot, which may predate the row's last change.
 WITH expired AS (
-    SELECT id FROM delivery_intents
+    SELECT id, status, lease_owner FROM delivery_intents
      WHERE status IN ('claimed', 'attempting') AND lease_until <= now() AND (status = 'claimed' OR sending_at IS NULL)
      ORDER BY lease_until
      LIMIT :limit
@@ -353,12 +359,12 @@ WITH expired AS (
 ), released AS (
     UPDATE delivery_intents AS i
        SET status = CASE WHEN i.attempts = 0 THEN 'ready' ELSE 'retryable' END,
-           max_attempts = i.max_attempts + (before.status = 'attempting')::integer,
+           max_attempts = i.max_attempts + (e.status = 'attempting')::integer,
            lease_owner = NULL, lease_until = NULL, updated_at = now()
-      FROM expired AS e, delivery_intents AS before
-     WHERE i.id = e.id AND before.id = e.id
+      FROM expired AS e
+     WHERE i.id = e.id
     RETURNING i.id, i.channel, i.attempts, i.template_version, i.lease_version, i.last_claimed_at,
-              before.lease_owner, before.status = 'attempting' AS begun
+              e.lease_owner, e.status = 'attempting' AS begun
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                    lease_version, outcome, error_class, error_detail, claimed_at)
@@ -381,8 +387,8 @@ SELECT r.id, r.channel FROM released AS r
 -- settlement (`accepted`, `provider_report`) after the lost lease, and delivery_failed runs for it.
 WITH policy AS (
     SELECT * FROM unnest(:channels::text[], :holds::float8[]) AS p(channel, hold_seconds)
-), lost AS (
-    SELECT id FROM delivery_intents
+), lost AS (  -- the locked rows' columns, not the statement snapshot's (expire_claims says why)
+    SELECT id, channel, lease_owner FROM delivery_intents
      WHERE status = 'attempting' AND lease_until <= now() AND sending_at IS NOT NULL  -- else: outbox/queries.sql:expire_claims
      ORDER BY lease_until
      LIMIT :limit
@@ -407,11 +413,10 @@ WITH policy AS (
            failure_fault = CASE WHEN o.intent_id IS NOT NULL THEN o.fault ELSE i.failure_fault END,
            updated_at = now()
       FROM lost AS l
-      JOIN delivery_intents AS before ON before.id = l.id
-      LEFT JOIN policy AS p ON p.channel = before.channel
+      LEFT JOIN policy AS p ON p.channel = l.channel
       LEFT JOIN observed AS o ON o.intent_id = l.id
      WHERE i.id = l.id
-    RETURNING i.id, i.attempts, i.channel, i.template_version, before.lease_owner, i.lease_version, i.last_claimed_at,
+    RETURNING i.id, i.attempts, i.channel, i.template_version, l.lease_owner, i.lease_version, i.last_claimed_at,
               i.status, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,

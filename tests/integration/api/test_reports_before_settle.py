@@ -5,10 +5,7 @@ two commits first; a delivery reported first is kept."""
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
-from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pytest
@@ -22,6 +19,7 @@ from signup_verification.platform.database import Database
 from support.dispatch import provider_settings
 from support.factories import expire_leases
 from support.policy import create_with_fallback
+from support.races import held_while
 from support.reports import REPORTS_URL, post_sendgrid, reports_env, sendgrid_event, twilio_form, twilio_post
 
 
@@ -187,27 +185,6 @@ def test_a_delivery_reported_before_the_settle_wins_over_a_later_bounce(client, 
 def bounce_of(step: dict) -> list[reports.Observation]:
     event = sendgrid_event(step["intent_id"], step["attempt_id"], "bounce", status="5.1.1", type="bounce")
     return [reports.sendgrid_observation(event)]
-
-
-def held_while(database_url: str, first: Callable[[Database], None], second: Callable[[], None]) -> None:
-    """`first` in a transaction of its own, held open while `second` runs in a thread until it waits for
-    a row lock (polled, at most 10 s); then the transaction commits and `second` finishes."""
-    other, watcher = Database.from_url(database_url), Database.from_url(database_url)
-    try:
-        with other.transaction() as held:
-            first(held)
-            thread = threading.Thread(target=second)
-            thread.start()
-            for _ in range(1000):
-                if watcher.one("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")["n"]:
-                    break
-                time.sleep(0.01)
-            else:
-                raise AssertionError("no session waited for the lock")
-        thread.join(10)
-    finally:
-        other.close()
-        watcher.close()
 
 
 @pytest.mark.parametrize("first", ["report", "settle"])
