@@ -52,9 +52,11 @@ SELECT a.id, a.attempt_id, a.intent_id, a.channel, a.provider_ref,
  WHERE a.outcome = 'accepted' AND a.channel IN ('email', 'sms', 'whatsapp', 'voice') AND a.id > :after
  ORDER BY a.id LIMIT 500
 """
-_IN_FLIGHT = (  # attempts whose send is not settled as sent yet: in flight, ambiguous, or retryable after that
+# Attempts handed to the provider whose send is not settled as sent yet: in flight (its start ran: a
+# provider cannot report an attempt a claim began but nobody sent), ambiguous, or retryable after that.
+_IN_FLIGHT = (
     "SELECT i.id AS intent_id, i.id || ':' || i.attempts AS attempt_id, i.channel FROM delivery_intents AS i"
-    " WHERE (i.status IN ('attempting', 'ambiguous')"
+    " WHERE ((i.status = 'attempting' AND i.sending_at IS NOT NULL) OR i.status = 'ambiguous'"
     "        OR (i.status = 'retryable' AND EXISTS (SELECT 1 FROM delivery_attempts AS a WHERE a.intent_id = i.id"
     "                                               AND a.attempt_number = i.attempts AND a.outcome = 'ambiguous')))"
     " AND i.attempts > 0 AND i.channel IN ('email', 'sms', 'whatsapp', 'voice')"

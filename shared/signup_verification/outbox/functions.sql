@@ -463,7 +463,7 @@ END $$;
 --                `delivery.delivered` (opt-in) for each delivery;
 --   final     -> an intent not yet delivered whose current attempt it reports is failed with its reason
 --                (undeliverable): an accepted one, and an ambiguous one (or retryable after its hold,
---                not yet claimed again), whose report proves the provider created the message or call:
+--                not yet claimed again: `may_be_sent`), whose report proves the provider created the message or call:
 --                it was sent and ends here, with an attempt-log row (`accepted`, `provider_report`), so
 --                no second message or call goes to the person; one still in flight is failed by the
 --                settle that ends it (stored_final_reports). A report of an older attempt changes nothing.
@@ -478,10 +478,19 @@ LANGUAGE plpgsql AS $$
 BEGIN
     RETURN QUERY
     WITH per_intent AS MATERIALIZED (  -- computed once, not per updated row
-        SELECT r.*, (SELECT i0.status FROM delivery_intents AS i0 WHERE i0.id = r.intent_id) AS old_status
+        SELECT r.*, i0.status AS old_status,
+               -- whether the current attempt may have reached the provider: accepted, ambiguous, or
+               -- retryable after an ambiguous outcome. A retryable attempt that ended otherwise (released
+               -- before its send, refused, found absent) never did: no report can be about it.
+               i0.status IN ('accepted', 'ambiguous')
+               OR (i0.status = 'retryable'
+                   AND EXISTS (SELECT 1 FROM delivery_attempts AS a
+                                WHERE a.intent_id = i0.id AND a.attempt_number = i0.attempts
+                                  AND a.outcome = 'ambiguous')) AS may_be_sent
           FROM jsonb_to_recordset(p_reports)
                AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, failure text,
                     failure_attempt text, failure_ref text, reason jsonb)
+          LEFT JOIN delivery_intents AS i0 ON i0.id = r.intent_id
     ), changed AS (
         UPDATE delivery_intents AS i
            SET (status, delivered_at, completed_at, undeliverable_reason, last_error, failed_at, failure_category,
@@ -501,9 +510,10 @@ BEGIN
                           CASE WHEN d.fails AND i.status <> 'accepted' THEN coalesce(p.failure_ref, i.provider_ref)
                                ELSE i.provider_ref END
                      FROM (SELECT p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL AS delivers,
-                                  p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable') AS accepts,
+                                  p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
+                                  AND p.may_be_sent AS accepts,
                                   p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.delivered_at IS NULL
-                                  AND i.status IN ('accepted', 'ambiguous', 'retryable')
+                                  AND p.may_be_sent
                                   AND p.failure_attempt = i.id || ':' || i.attempts AS fails) AS d),
                updated_at = now()
           FROM per_intent AS p
@@ -512,13 +522,12 @@ BEGIN
                  -- 'attempting': the report overtook our settle (the provider answered, its event
                  -- came before our commit); settle leaves delivered_at alone, so it is kept, unless
                  -- a final report of that attempt came first (stored_final_reports applies it)
-                 AND (i.status IN ('accepted', 'ambiguous', 'retryable')
+                 AND (p.may_be_sent
                       OR (i.status = 'attempting'
                           AND NOT EXISTS (SELECT 1 FROM delivery_observations AS o
                                            WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts
                                              AND o.permanent))))
-                OR (p.failure IS NOT NULL AND i.delivered_at IS NULL
-                    AND i.status IN ('accepted', 'ambiguous', 'retryable')
+                OR (p.failure IS NOT NULL AND i.delivered_at IS NULL AND p.may_be_sent
                     AND p.failure_attempt = i.id || ':' || i.attempts))
         RETURNING i.id, i.verification_id, i.channel, i.role, i.template_version, p.delivered_attempt, p.reason,
                   i.delivered_at, p.delivered_at IS NOT NULL AS reported,
