@@ -171,13 +171,14 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 -- needs); otherwise no route is even looked up.
 -- A provider's final report about the attempt can come before this settle (a status callback posted
 -- while the rest of the batch was still being sent): it is stored then (the reports' ingest) and
--- applied here (stored_final_reports): a send whose attempt was reported final, and not delivered, is
+-- applied here (stored_final_reports_v2): a send whose attempt was reported final, and not delivered, is
 -- failed for good with the report's reason (undeliverable, as observe_deliveries fails an accepted
 -- one) and delivery_failed runs for it; its recipient, account and route faults were counted when the
 -- report was stored. That holds for an ambiguous (or retryable) outcome too: the report proves the
 -- provider created the message or call, so it was sent, and the attempt log gains the settlement
--- (`accepted`, `provider_report`) beside the send's own outcome. A delivery reported first keeps its
--- delivered_at (never written here).
+-- (`accepted`, `provider_report`) beside the send's own outcome, with the report's provider reference
+-- (the intent keeps it too when the send's own outcome had none): the message or call an operator
+-- looks up at the provider. A delivery reported first keeps its delivered_at (never written here).
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :versions::bigint[], :outcomes::text[], :delays::float8[],
                          :error_classes::text[], :error_details::text[], :provider_refs::text[],
@@ -188,11 +189,12 @@ WITH input AS (
 ), observed AS MATERIALIZED (
     -- final reports already stored about these attempts (read after locking the intents: one ingest
     -- running now has committed or sees this settle's outcome)
-    SELECT * FROM stored_final_reports(:ids::bigint[], 'attempting')
+    SELECT * FROM stored_final_reports_v2(:ids::bigint[], 'attempting')
 ), decided AS (
     SELECT t.id, t.lease_version, t.outcome, t.delay_seconds, t.error_class, t.error_detail, t.provider_ref,
            t.segments, t.attempted, CASE WHEN e.exhausted OR e.reported THEN NULL ELSE t.scope END AS scope,
            e.exhausted, CASE WHEN e.reported THEN o.failure END AS undeliverable,
+           CASE WHEN e.reported THEN o.provider_ref END AS report_ref,
            CASE WHEN e.exhausted OR e.reported THEN 'failed' ELSE t.outcome END AS status,
            CASE WHEN e.exhausted THEN 'attempts_exhausted' WHEN e.reported THEN o.category ELSE t.category END
                AS category,
@@ -219,7 +221,7 @@ WITH input AS (
                              WHEN d.exhausted
                              THEN left('attempts_exhausted: ' || coalesce(d.error_class, '') || ' ' || coalesce(d.error_detail, ''), 500)
                              ELSE left(coalesce(d.error_class, '') || ': ' || coalesce(d.error_detail, ''), 500) END,
-           provider_ref = coalesce(d.provider_ref, i.provider_ref),
+           provider_ref = coalesce(d.provider_ref, d.report_ref, i.provider_ref),
            undeliverable_reason = coalesce(d.undeliverable, i.undeliverable_reason),
            completed_at = CASE WHEN d.status IN ('accepted', 'failed') THEN now() END,
            failed_at = CASE WHEN d.status = 'failed' THEN now() END,
@@ -234,7 +236,7 @@ WITH input AS (
     RETURNING i.id, i.attempts, i.channel, i.template_version, i.lease_version, i.last_claimed_at,
               d.outcome, d.status, d.error_class, d.error_detail, d.provider_ref, d.segments,
               i.failure_category, i.failure_code, i.failure_provider, i.failure_fault, d.scope, d.attempted,
-              d.undeliverable IS NOT NULL AS undeliverable
+              d.undeliverable IS NOT NULL AS undeliverable, d.report_ref
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                    lease_version, outcome, error_class, error_detail, provider_ref, segments,
@@ -246,9 +248,10 @@ WITH input AS (
       FROM settled AS s
     UNION ALL
     -- an ambiguous (or retryable) send whose final report came first was sent: the report settles it,
-    -- as observe_deliveries settles one reported after this settle (the provider's evidence: no lease)
+    -- as observe_deliveries settles one reported after this settle (the provider's evidence: no
+    -- lease, and the reference of the message or call the report is about)
     SELECT s.id || ':' || s.attempts, s.id, s.attempts, s.channel, s.template_version, NULL, NULL,
-           'accepted', 'provider_report', NULL, s.provider_ref, NULL, NULL,
+           'accepted', 'provider_report', NULL, coalesce(s.report_ref, s.provider_ref), NULL, NULL,
            (SELECT a.attempted_at FROM delivery_attempts AS a
              WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
@@ -375,10 +378,11 @@ SELECT r.id, r.channel FROM released AS r
 -- lease lost: attempting with an expired lease -> ambiguous (a send may have happened), held per
 -- the channel's policy, with an attempt row recording the lost lease. Only once its sends started
 -- (sending_at): an attempt the fused claim began whose sends never started is released instead.
--- A final report of the attempt stored while it was in flight (stored_final_reports, as the settle
+-- A final report of the attempt stored while it was in flight (stored_final_reports_v2, as the settle
 -- reads them) proves the provider created the message or call: the intent fails for good with the
 -- report's reason (undeliverable) instead of waiting for the ambiguity policy, the log gains the
--- settlement (`accepted`, `provider_report`) after the lost lease, and delivery_failed runs for it.
+-- settlement (`accepted`, `provider_report`, with the report's provider reference, which the intent
+-- keeps too) after the lost lease, and delivery_failed runs for it.
 WITH policy AS (
     SELECT * FROM unnest(:channels::text[], :holds::float8[]) AS p(channel, hold_seconds)
 ), lost AS (
@@ -388,7 +392,7 @@ WITH policy AS (
      LIMIT :limit
        FOR UPDATE SKIP LOCKED
 ), observed AS MATERIALIZED (
-    SELECT * FROM stored_final_reports(ARRAY(SELECT id FROM lost), 'attempting')
+    SELECT * FROM stored_final_reports_v2(ARRAY(SELECT id FROM lost), 'attempting')
 ), moved AS (
     UPDATE delivery_intents AS i
        SET status = CASE WHEN o.intent_id IS NOT NULL THEN 'failed' ELSE 'ambiguous' END,
@@ -399,6 +403,7 @@ WITH policy AS (
            last_error = CASE WHEN o.intent_id IS NOT NULL THEN left('undeliverable: ' || o.failure, 500)
                              ELSE 'lease_lost: the worker stopped after starting the send' END,
            undeliverable_reason = coalesce(o.failure, i.undeliverable_reason),
+           provider_ref = coalesce(o.provider_ref, i.provider_ref),
            completed_at = CASE WHEN o.intent_id IS NOT NULL THEN now() ELSE i.completed_at END,
            failed_at = CASE WHEN o.intent_id IS NOT NULL THEN now() ELSE i.failed_at END,
            failure_category = CASE WHEN o.intent_id IS NOT NULL THEN o.category ELSE i.failure_category END,
@@ -412,14 +417,17 @@ WITH policy AS (
       LEFT JOIN observed AS o ON o.intent_id = l.id
      WHERE i.id = l.id
     RETURNING i.id, i.attempts, i.channel, i.template_version, before.lease_owner, i.lease_version, i.last_claimed_at,
-              i.status, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault
+              i.status, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault,
+              o.provider_ref AS report_ref
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
-                                   lease_version, outcome, error_class, error_detail, claimed_at, attempted_at)
+                                   lease_version, outcome, error_class, error_detail, provider_ref, claimed_at,
+                                   attempted_at)
     SELECT m.id || ':' || m.attempts, m.id, m.attempts, m.channel, m.template_version,
            -- the settlement is the provider's evidence, written under no lease (as observe_deliveries')
            CASE WHEN e.outcome = 'ambiguous' THEN m.lease_owner END,
            CASE WHEN e.outcome = 'ambiguous' THEN m.lease_version END, e.outcome, e.error_class, e.error_detail,
+           CASE WHEN e.outcome = 'accepted' THEN m.report_ref END,
            CASE WHEN e.outcome = 'ambiguous' THEN m.last_claimed_at END,
            CASE WHEN e.outcome = 'accepted'
                 THEN (SELECT a.attempted_at FROM delivery_attempts AS a
@@ -489,13 +497,13 @@ SELECT r.id, r.channel, r.status FROM resolved AS r, followed
 --                          attempt sends it once.
 -- Only rows still ambiguous with the same attempt move (a concurrent report or resolve wins); the
 -- attempt log gains the outcome of the looked-up attempt in the same statement.
--- A final report of the found attempt already stored and not applied (stored_final_reports) is applied
+-- A final report of the found attempt already stored and not applied (stored_final_reports_v2) is applied
 -- here, as the settle applies one: the message was sent and will never arrive, so the intent fails for
 -- good with the report's reason (undeliverable) and delivery_failed runs for it.
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :attempt_ids::text[], :sids::text[]) AS t(id, attempt_id, sid)
 ), observed AS MATERIALIZED (
-    SELECT * FROM stored_final_reports(:ids::bigint[], 'ambiguous')
+    SELECT * FROM stored_final_reports_v2(:ids::bigint[], 'ambiguous')
 ), resolved AS (
     UPDATE delivery_intents AS i
        SET status = CASE WHEN t.sid IS NOT NULL AND o.intent_id IS NOT NULL THEN 'failed'

@@ -135,13 +135,15 @@ def test_a_final_report_before_the_worker_died_fails_the_step_when_its_lease_is_
     assert (row["status"], row["failure_category"], row["failure_code"]) == ("failed", "unreachable", "30003")
     assert row["undeliverable_reason"] is not None
     assert intent(db, step["fallback_id"])["brought_forward_at"] is not None
-    logged = db.rows("SELECT outcome, error_class FROM delivery_attempts WHERE intent_id = :i ORDER BY id",
-                     i=step["intent_id"])  # fmt: skip
-    assert [(r["outcome"], r["error_class"]) for r in logged] == [
-        ("attempting", None),
-        ("ambiguous", "lease_lost"),
-        ("accepted", "provider_report"),
+    # the settlement names the message the report is about: the dead worker never recorded one
+    logged = db.rows("SELECT outcome, error_class, provider_ref FROM delivery_attempts WHERE intent_id = :i"
+                     " ORDER BY id", i=step["intent_id"])  # fmt: skip
+    assert [(r["outcome"], r["error_class"], r["provider_ref"]) for r in logged] == [
+        ("attempting", None, None),
+        ("ambiguous", "lease_lost", None),
+        ("accepted", "provider_report", sid),
     ]
+    assert row["provider_ref"] == sid
     assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []
 
 
