@@ -417,38 +417,47 @@ END $$;
 -- about to end: the settle (outbox/queries.sql:settle, intents `attempting`), the reconciler's
 -- lost-lease sweep (outbox/queries.sql:lose_leases, `attempting`) and its lookup that finds an
 -- ambiguous SMS at the provider (outbox/queries.sql:resolve_lookup, `ambiguous`).
--- One per intent of p_intent_ids still in p_status and not reported delivered: the first report of
--- its current attempt that says the message will never arrive. The intents are locked first (in id
--- order, as the reports' ingest locks the in-flight ones it stores reports about), and the reports
--- read after the lock is held (a VOLATILE function's query takes a fresh snapshot): a report ingested
--- concurrently is either read here or applied by its ingest after the caller commits, never neither
--- nor both. The failure's text and reason as observe_deliveries writes them, and the provider's
--- reference the report carried (a MessageSid, a CallSid, an X-Message-Id): the message or call it
--- is about, which the attempt log's settlement names when the report settles an attempt whose own
--- outcome had none (ambiguous: the provider's answer never came).
+-- One per intent of p_intent_ids still in p_status whose current attempt a stored report ended:
+--   delivered      -> the intent was reported delivered (the first terminal fact wins): the first
+--                     report of the attempt that says so (a delivered or read message, a call a
+--                     person answered); failure and reason NULL;
+--   not delivered  -> the first report of the attempt that says the message will never arrive, with
+--                     the failure's text and reason as observe_deliveries writes them.
+-- Each with the provider's reference the report carried (a MessageSid, a CallSid, an X-Message-Id):
+-- the message or call it is about, which the attempt log's settlement names when the report settles
+-- an attempt whose own outcome had none (ambiguous: the provider's answer never came).
+-- The intents are locked first (in id order, as the reports' ingest locks the in-flight ones it
+-- stores reports about), and the reports read after the lock is held (a VOLATILE function's query
+-- takes a fresh snapshot): a report ingested concurrently is either read here or applied by its
+-- ingest after the caller commits, never neither nor both.
 CREATE OR REPLACE FUNCTION stored_final_reports_v2(p_intent_ids bigint[], p_status text)
-RETURNS TABLE (intent_id bigint, failure text, category text, code text, provider text, fault text,
-               provider_ref text)
+RETURNS TABLE (intent_id bigint, delivered boolean, failure text, category text, code text, provider text,
+               fault text, provider_ref text)
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     PERFORM 1 FROM delivery_intents WHERE id = ANY (p_intent_ids) AND status = p_status
       ORDER BY id FOR NO KEY UPDATE;
     RETURN QUERY
-    SELECT i.id, left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200),
-           coalesce(o.category, 'unknown'), o.reason_code, o.reason_provider,
-           coalesce(o.fault, 'transient_or_unknown'), o.provider_ref
+    SELECT i.id, NOT o.permanent,
+           CASE WHEN o.permanent
+                THEN left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200) END,
+           CASE WHEN o.permanent THEN coalesce(o.category, 'unknown') END,
+           CASE WHEN o.permanent THEN o.reason_code END, CASE WHEN o.permanent THEN o.reason_provider END,
+           CASE WHEN o.permanent THEN coalesce(o.fault, 'transient_or_unknown') END, o.provider_ref
       FROM delivery_intents AS i
      CROSS JOIN LATERAL (
          SELECT * FROM delivery_observations AS o
-          WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts AND o.permanent
+          WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts
+            AND CASE WHEN i.delivered_at IS NULL THEN o.permanent
+                     ELSE o.event IN ('delivered', 'read') AND NOT o.permanent END
           ORDER BY o.id LIMIT 1) AS o
-     WHERE i.id = ANY (p_intent_ids) AND i.status = p_status AND i.delivered_at IS NULL;
+     WHERE i.id = ANY (p_intent_ids) AND i.status = p_status;
 END $$;
 
 -- name: stored_final_reports
--- stored_final_reports: stored_final_reports_v2 without the report's provider reference, for the
--- statements of the previous release while a rolling deploy still runs them; delete it in the next
--- release.
+-- stored_final_reports: stored_final_reports_v2's reports that fail, without their provider
+-- reference, for the statements of the previous release while a rolling deploy still runs them;
+-- delete it in the next release.
 CREATE OR REPLACE FUNCTION stored_final_reports(p_intent_ids bigint[], p_status text)
 RETURNS TABLE (intent_id bigint, failure text, category text, code text, provider text, fault text)
 LANGUAGE plpgsql VOLATILE AS $$
