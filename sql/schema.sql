@@ -401,7 +401,7 @@ CREATE TABLE delivery_observations (
                   CHECK (fault IN ('recipient', 'sender_or_account', 'transient_or_unknown')),
     category      text CONSTRAINT delivery_observations_category CHECK (category ~ '^[a-z_]{1,32}$'),
     -- the verdict's code and the provider its reason names (the sending one): what a settle that
-    -- comes after a final report records as the failure's reason (stored_final_reports)
+    -- comes after a final report records as the failure's reason (stored_final_reports_v2)
     reason_code   text CONSTRAINT delivery_observations_reason_code CHECK (length(reason_code) <= 64),
     reason_provider text CONSTRAINT delivery_observations_reason_provider CHECK (reason_provider ~ '^[a-z_]{1,32}$'),
     UNIQUE (provider, dedup_key)

@@ -24,7 +24,8 @@ a delivered observation of its intent, every undeliverable intent a final one, n
 every failed delivery has its reason; every report the ingest acknowledged is stored exactly once
 and nothing else is stored; a final report that came before its attempt was found sent (settled
 accepted, found by the reconciler's lookup, or ambiguous: the report proves it sent) failed it for
-good, unless a delivery came first, and nothing was sent again for it; a suppression only for a
+good, unless a delivery came first, and nothing was sent again for it, and its settlement names the
+message or call the report did (chaos_settlements.py); a suppression only for a
 destination whose intent failed or was reported for the recipient's fault: no sender or account fact
 ever suppresses.
 """
@@ -39,6 +40,7 @@ from collections import Counter, defaultdict
 
 from chaos_checks import Findings
 from chaos_faults import FILTERED_PREFIX
+from chaos_settlements import check_settlements_named
 from signup_verification.delivery import reports
 from signup_verification.outbox.config import FailurePolicy
 from signup_verification.platform.database import Database, UnavailableError
@@ -323,6 +325,7 @@ class Reports:
     def check(self, db: Database, findings: Findings) -> None:
         check(db, findings, set(self.acknowledged))
         check_early(db, findings, dict(self.early))
+        check_settlements_named(db, findings)
         findings.figures.update(sorted(self.figures.items()))
 
 

@@ -208,3 +208,33 @@ def test_early_reports_of_ambiguous_sends_settle_them_and_the_check_catches_a_se
         db.run("RESET session_replication_role")
     caught = _found(db, reporter).violations["reports_early"]
     assert any(f"attempt {claimed[0].id}:2 began after a final report" in m for m in caught), caught
+
+
+def test_settlements_by_early_reports_name_their_messages_and_the_check_catches_an_unnamed_one(db):
+    """Final reports about SMS in flight, then their sends end ambiguous: each settlement by a report
+    names the message the report did (the send never learned its sid). One that names none is found."""
+    from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.transitions import Settlement
+    from support.factories import make_verifications
+
+    make_verifications(db, 2, "sms", prefix="named")
+    claimed = t.claim(db, "worker", 10, 30)
+    t.begin_attempts(db, "worker", [c.fence for c in claimed])
+    reporter = Reports(SimpleNamespace(config=SimpleNamespace(seed=3)))
+    reporter.early_share = 1.0
+    reporter._report_early(db)
+    settled = t.settle(db, "worker", [Settlement(c.id, c.lease_version, "ambiguous", error_class="timeout_after_send")
+                                      for c in claimed])  # fmt: skip
+    assert set(settled.values()) == {"undeliverable"}
+    found = _found(db, reporter)
+    assert found.ok, dict(found.violations)
+    assert found.figures["reports_settlements"] == 2
+    db.run("SET session_replication_role = replica")  # the log is append-only: its triggers set aside
+    try:
+        db.run("UPDATE delivery_attempts SET provider_ref = NULL WHERE intent_id = :i AND error_class = 'provider_report'",
+               i=claimed[0].id)  # fmt: skip
+    finally:
+        db.run("RESET session_replication_role")
+    assert _found(db, reporter).violations["reports_explained"] == [
+        f"attempt {claimed[0].id}:1 settled by a report, naming None instead of the message or call its reports named"
+    ]

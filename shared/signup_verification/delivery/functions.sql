@@ -261,7 +261,7 @@ $$;
 --                       delivered, or an ambiguous or retryable one (the report proves the provider
 --                       created it: sent), is failed with its reason (undeliverable,
 --                       observe_deliveries), and delivery_failed() runs for it; one whose attempt is
---                       still in flight is failed by the settle that ends it (stored_final_reports
+--                       still in flight is failed by the settle that ends it (stored_final_reports_v2
 --                       reads the report, its reason_code and reason_provider);
 --   fault recipient  -> the exact destination goes on destination_suppressions for p_suppress_for
 --                       (NULL: until an operator clears it), final or not (a spam report);
@@ -339,7 +339,7 @@ BEGIN
 
     -- An attempt still in flight (its send not settled), ambiguous or retryable (the reconciler's
     -- lookup, its resolve and the next claim may end it or try again) is locked here (in id order, as
-    -- the settle and the lookup lock theirs: stored_final_reports; the resolve and the claim skip a
+    -- the settle and the lookup lock theirs: stored_final_reports_v2; the resolve and the claim skip a
     -- locked row), so one of them running now finishes first and the effects below see its outcome,
     -- or it waits and then sees this report's: a settle or a lookup reads these reports itself once
     -- it holds the lock, the claim no longer finds a failed intent. Either way a final report's
@@ -355,12 +355,14 @@ BEGIN
     SELECT o.delivered, o.failed_ids, o.failed_reasons INTO n_delivered, failed_ids, failed_reasons
       FROM observe_deliveries((
           SELECT jsonb_agg(jsonb_build_object('intent_id', p.intent_id, 'delivered_at', p.delivered_at,
-                                              'delivered_attempt', p.delivered_attempt, 'failure', p.failure,
+                                              'delivered_attempt', p.delivered_attempt,
+                                              'delivered_ref', p.delivered_ref, 'failure', p.failure,
                                               'failure_attempt', p.failure_attempt, 'failure_ref', p.failure_ref,
                                               'reason', p.reason))
             FROM (SELECT o.intent_id,
                          min(coalesce(o.provider_at, o.received_at)) FILTER (WHERE o.event IN ('delivered', 'read')) AS delivered_at,
                          (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.event IN ('delivered', 'read')))[1] AS delivered_attempt,
+                         (array_agg(o.provider_ref ORDER BY o.id) FILTER (WHERE o.event IN ('delivered', 'read')))[1] AS delivered_ref,
                          (array_agg(left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200)
                                     ORDER BY o.id) FILTER (WHERE o.current_final))[1] AS failure,
                          (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.current_final))[1] AS failure_attempt,

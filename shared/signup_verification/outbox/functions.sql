@@ -418,17 +418,52 @@ BEGIN
     END IF;
 END $$;
 
+-- name: stored_final_reports_v2
+-- stored_final_reports_v2: the final provider reports already stored about attempts a statement is
+-- about to end: the settle (outbox/queries.sql:settle, intents `attempting`), the reconciler's
+-- lost-lease sweep (outbox/queries.sql:lose_leases, `attempting`) and its lookup that finds an
+-- ambiguous SMS at the provider (outbox/queries.sql:resolve_lookup, `ambiguous`).
+-- One per intent of p_intent_ids still in p_status whose current attempt a stored report ended:
+--   delivered      -> the intent was reported delivered (the first terminal fact wins): the first
+--                     report of the attempt that says so (a delivered or read message, a call a
+--                     person answered); failure and reason NULL;
+--   not delivered  -> the first report of the attempt that says the message will never arrive, with
+--                     the failure's text and reason as observe_deliveries writes them.
+-- Each with the provider's reference the report carried (a MessageSid, a CallSid, an X-Message-Id):
+-- the message or call it is about, which the attempt log's settlement names when the report settles
+-- an attempt whose own outcome had none (ambiguous: the provider's answer never came).
+-- The intents are locked first (in id order, as the reports' ingest locks the in-flight ones it
+-- stores reports about), and the reports read after the lock is held (a VOLATILE function's query
+-- takes a fresh snapshot): a report ingested concurrently is either read here or applied by its
+-- ingest after the caller commits, never neither nor both.
+CREATE OR REPLACE FUNCTION stored_final_reports_v2(p_intent_ids bigint[], p_status text)
+RETURNS TABLE (intent_id bigint, delivered boolean, failure text, category text, code text, provider text,
+               fault text, provider_ref text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM 1 FROM delivery_intents WHERE id = ANY (p_intent_ids) AND status = p_status
+      ORDER BY id FOR NO KEY UPDATE;
+    RETURN QUERY
+    SELECT i.id, NOT o.permanent,
+           CASE WHEN o.permanent
+                THEN left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200) END,
+           CASE WHEN o.permanent THEN coalesce(o.category, 'unknown') END,
+           CASE WHEN o.permanent THEN o.reason_code END, CASE WHEN o.permanent THEN o.reason_provider END,
+           CASE WHEN o.permanent THEN coalesce(o.fault, 'transient_or_unknown') END, o.provider_ref
+      FROM delivery_intents AS i
+     CROSS JOIN LATERAL (
+         SELECT * FROM delivery_observations AS o
+          WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts
+            AND CASE WHEN i.delivered_at IS NULL THEN o.permanent
+                     ELSE o.event IN ('delivered', 'read') AND NOT o.permanent END
+          ORDER BY o.id LIMIT 1) AS o
+     WHERE i.id = ANY (p_intent_ids) AND i.status = p_status;
+END $$;
+
 -- name: stored_final_reports
--- stored_final_reports: the final provider reports already stored about attempts a statement is about
--- to end: the settle (outbox/queries.sql:settle, intents `attempting`), the reconciler's lost-lease
--- sweep (outbox/queries.sql:lose_leases, `attempting`) and its lookup that finds an ambiguous SMS at
--- the provider (outbox/queries.sql:resolve_lookup, `ambiguous`).
--- One per intent of p_intent_ids still in p_status and not reported delivered: the first report of
--- its current attempt that says the message will never arrive. The intents are locked first (in id
--- order, as the reports' ingest locks the in-flight ones it stores reports about), and the reports
--- read after the lock is held (a VOLATILE function's query takes a fresh snapshot): a report ingested
--- concurrently is either read here or applied by its ingest after the caller commits, never neither
--- nor both. The failure's text and reason as observe_deliveries writes them.
+-- stored_final_reports: stored_final_reports_v2's reports that fail, without their provider
+-- reference, for the statements of the previous release while a rolling deploy still runs them;
+-- delete it in the next release.
 CREATE OR REPLACE FUNCTION stored_final_reports(p_intent_ids bigint[], p_status text)
 RETURNS TABLE (intent_id bigint, failure text, category text, code text, provider text, fault text)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -452,21 +487,22 @@ END $$;
 -- why: a provider report: delivered (accepted), or final (undeliverable; an ambiguous send settled as sent)
 -- observe_deliveries: what providers reported about intents, applied to them by the statement that
 -- stored the reports (delivery/functions.sql ingest_delivery_reports), so both commit together.
--- p_reports: a JSON array with one {intent_id, delivered_at, delivered_attempt, failure, failure_attempt,
--- failure_ref, reason} per intent: its batch's first `delivered` report (when, and the attempt it
--- names) and its first final one about the intent's current attempt (the failure's text, the attempt,
--- the provider's reference of the message or call, and its reason {category, code, provider, fault}).
+-- p_reports: a JSON array with one {intent_id, delivered_at, delivered_attempt, delivered_ref, failure,
+-- failure_attempt, failure_ref, reason} per intent: its batch's first `delivered` report (when, the
+-- attempt it names and the provider's reference of the message or call) and its first final one
+-- about the intent's current attempt (the failure's text, the attempt, the provider's reference, and
+-- its reason {category, code, provider, fault}).
 --   delivered -> delivered_at (the first report wins), also while the attempt is still in flight (the
 --                report overtook our settle) unless a final report of it came first; an ambiguous or
 --                retryable intent whose attempt the provider reports delivered was sent: accepted, with
---                an attempt-log row;
+--                an attempt-log row naming the report's reference (the intent keeps it too);
 --                `delivery.delivered` (opt-in) for each delivery;
 --   final     -> an intent not yet delivered whose current attempt it reports is failed with its reason
 --                (undeliverable): an accepted one, and an ambiguous one (or retryable after its hold,
 --                not yet claimed again: `may_be_sent`), whose report proves the provider created the message or call:
 --                it was sent and ends here, with an attempt-log row (`accepted`, `provider_report`), so
 --                no second message or call goes to the person; one still in flight is failed by the
---                settle that ends it (stored_final_reports). A report of an older attempt changes nothing.
+--                settle that ends it (stored_final_reports_v2). A report of an older attempt changes nothing.
 -- The caller locks the ambiguous and retryable intents first (as it does the in-flight ones), so their
 -- status read here is the one this statement changes. The first terminal fact wins: a delivered
 -- intent is never made undeliverable later, an undeliverable one never delivered. Returns how many
@@ -488,8 +524,8 @@ BEGIN
                                 WHERE a.intent_id = i0.id AND a.attempt_number = i0.attempts
                                   AND a.outcome = 'ambiguous')) AS may_be_sent
           FROM jsonb_to_recordset(p_reports)
-               AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, failure text,
-                    failure_attempt text, failure_ref text, reason jsonb)
+               AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, delivered_ref text,
+                    failure text, failure_attempt text, failure_ref text, reason jsonb)
           LEFT JOIN delivery_intents AS i0 ON i0.id = r.intent_id
     ), changed AS (
         UPDATE delivery_intents AS i
@@ -508,6 +544,7 @@ BEGIN
                           CASE WHEN d.fails THEN p.reason ->> 'provider' ELSE i.failure_provider END,
                           CASE WHEN d.fails THEN p.reason ->> 'fault' ELSE i.failure_fault END,
                           CASE WHEN d.fails AND i.status <> 'accepted' THEN coalesce(p.failure_ref, i.provider_ref)
+                               WHEN d.accepts THEN coalesce(p.delivered_ref, i.provider_ref)
                                ELSE i.provider_ref END
                      FROM (SELECT p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL AS delivers,
                                   p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
@@ -521,7 +558,7 @@ BEGIN
            AND ((p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
                  -- 'attempting': the report overtook our settle (the provider answered, its event
                  -- came before our commit); settle leaves delivered_at alone, so it is kept, unless
-                 -- a final report of that attempt came first (stored_final_reports applies it)
+                 -- a final report of that attempt came first (stored_final_reports_v2 applies it)
                  AND (p.may_be_sent
                       OR (i.status = 'attempting'
                           AND NOT EXISTS (SELECT 1 FROM delivery_observations AS o
@@ -536,7 +573,7 @@ BEGIN
                   -- the attempt a final report settled as sent (its log row below), with the provider's reference
                   CASE WHEN p.old_status IN ('ambiguous', 'retryable') AND i.status = 'failed'
                        THEN p.failure_attempt END AS settled_attempt,
-                  p.failure_ref,
+                  p.failure_ref, p.delivered_ref,
                   (p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL) AS now_delivered
     ), explained AS (
         -- ambiguous/retryable -> accepted or failed is a settlement of the reported attempt: the provider
@@ -545,7 +582,8 @@ BEGIN
         INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,
                                        error_class, provider_ref, attempted_at)
         SELECT a.attempt_id, c.id, a.attempt_number, c.channel, c.template_version, 'accepted', 'provider_report',
-               CASE WHEN c.settled_attempt IS NOT NULL THEN c.failure_ref ELSE a.provider_ref END, a.attempted_at
+               coalesce(CASE WHEN c.made_accepted THEN c.delivered_ref ELSE c.failure_ref END, a.provider_ref),
+               a.attempted_at
           FROM changed AS c
           JOIN delivery_attempts AS a
             ON a.intent_id = c.id AND a.outcome = 'attempting'

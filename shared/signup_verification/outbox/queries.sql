@@ -149,7 +149,7 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 
 -- name: settle
 -- transition: attempting -> accepted, retryable, ambiguous, failed
--- why: record a send's outcome; a retryable one on the last attempt fails, one already reported final fails
+-- why: record a send's outcome; a retryable one on the last attempt fails, one already reported final fails (delivered: accepted)
 -- settle (fenced): attempting -> accepted | retryable | ambiguous | failed, with the outcome row
 -- appended in the same statement. Returns (intent id, final status) for each row it settled; rows
 -- whose lease was lost (expired, or taken over) match nothing: the caller counts them stale.
@@ -171,13 +171,17 @@ RETURNING i.id, i.id || ':' || i.attempts, i.attempts
 -- needs); otherwise no route is even looked up.
 -- A provider's final report about the attempt can come before this settle (a status callback posted
 -- while the rest of the batch was still being sent): it is stored then (the reports' ingest) and
--- applied here (stored_final_reports): a send whose attempt was reported final, and not delivered, is
+-- applied here (stored_final_reports_v2): a send whose attempt was reported final, and not delivered, is
 -- failed for good with the report's reason (undeliverable, as observe_deliveries fails an accepted
 -- one) and delivery_failed runs for it; its recipient, account and route faults were counted when the
 -- report was stored. That holds for an ambiguous (or retryable) outcome too: the report proves the
 -- provider created the message or call, so it was sent, and the attempt log gains the settlement
--- (`accepted`, `provider_report`) beside the send's own outcome. A delivery reported first keeps its
--- delivered_at (never written here).
+-- (`accepted`, `provider_report`) beside the send's own outcome, with the report's provider reference
+-- (the intent keeps it too when the send's own outcome had none): the message or call an operator
+-- looks up at the provider. A delivery reported first keeps its delivered_at (never written here),
+-- and settles an ambiguous (or retryable) outcome of its attempt as sent, as observe_deliveries
+-- does one reported after: accepted, with the settlement naming the delivered report's reference,
+-- instead of an ambiguity the policy could resolve by sending the code again.
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :versions::bigint[], :outcomes::text[], :delays::float8[],
                          :error_classes::text[], :error_details::text[], :provider_refs::text[],
@@ -186,14 +190,17 @@ WITH input AS (
         AS t(id, lease_version, outcome, delay_seconds, error_class, error_detail, provider_ref, segments, attempted,
              category, code, provider, fault, scope)
 ), observed AS MATERIALIZED (
-    -- final reports already stored about these attempts (read after locking the intents: one ingest
-    -- running now has committed or sees this settle's outcome)
-    SELECT * FROM stored_final_reports(:ids::bigint[], 'attempting')
+    -- final reports (failed, or delivered) already stored about these attempts (read after locking
+    -- the intents: one ingest running now has committed or sees this settle's outcome)
+    SELECT * FROM stored_final_reports_v2(:ids::bigint[], 'attempting')
 ), decided AS (
     SELECT t.id, t.lease_version, t.outcome, t.delay_seconds, t.error_class, t.error_detail, t.provider_ref,
-           t.segments, t.attempted, CASE WHEN e.exhausted OR e.reported THEN NULL ELSE t.scope END AS scope,
-           e.exhausted, CASE WHEN e.reported THEN o.failure END AS undeliverable,
-           CASE WHEN e.exhausted OR e.reported THEN 'failed' ELSE t.outcome END AS status,
+           t.segments, t.attempted,
+           CASE WHEN e.exhausted OR e.reported OR e.delivered THEN NULL ELSE t.scope END AS scope,
+           e.exhausted, CASE WHEN e.reported THEN o.failure END AS undeliverable, e.delivered,
+           CASE WHEN e.reported OR e.delivered THEN o.provider_ref END AS report_ref,
+           CASE WHEN e.exhausted OR e.reported THEN 'failed' WHEN e.delivered THEN 'accepted' ELSE t.outcome END
+               AS status,
            CASE WHEN e.exhausted THEN 'attempts_exhausted' WHEN e.reported THEN o.category ELSE t.category END
                AS category,
            CASE WHEN e.exhausted THEN t.error_class WHEN e.reported THEN o.code ELSE t.code END AS code,
@@ -203,9 +210,11 @@ WITH input AS (
       JOIN delivery_intents AS i ON i.id = t.id
       LEFT JOIN observed AS o ON o.intent_id = t.id
      CROSS JOIN LATERAL (SELECT o.intent_id IS NOT NULL AND t.attempted
-                                AND t.outcome IN ('accepted', 'ambiguous', 'retryable') AS reported) AS r
+                                AND t.outcome IN ('accepted', 'ambiguous', 'retryable') AS ended) AS r
      CROSS JOIN LATERAL (SELECT t.outcome = 'retryable' AND t.attempted AND i.attempts >= i.max_attempts
-                                AND NOT r.reported AS exhausted, r.reported) AS e
+                                AND NOT r.ended AS exhausted,
+                                r.ended AND NOT o.delivered AS reported,
+                                r.ended AND o.delivered AND t.outcome <> 'accepted' AS delivered) AS e
 ), settled AS (
     UPDATE delivery_intents AS i
        SET status = d.status,
@@ -219,7 +228,7 @@ WITH input AS (
                              WHEN d.exhausted
                              THEN left('attempts_exhausted: ' || coalesce(d.error_class, '') || ' ' || coalesce(d.error_detail, ''), 500)
                              ELSE left(coalesce(d.error_class, '') || ': ' || coalesce(d.error_detail, ''), 500) END,
-           provider_ref = coalesce(d.provider_ref, i.provider_ref),
+           provider_ref = coalesce(d.provider_ref, d.report_ref, i.provider_ref),
            undeliverable_reason = coalesce(d.undeliverable, i.undeliverable_reason),
            completed_at = CASE WHEN d.status IN ('accepted', 'failed') THEN now() END,
            failed_at = CASE WHEN d.status = 'failed' THEN now() END,
@@ -234,7 +243,7 @@ WITH input AS (
     RETURNING i.id, i.attempts, i.channel, i.template_version, i.lease_version, i.last_claimed_at,
               d.outcome, d.status, d.error_class, d.error_detail, d.provider_ref, d.segments,
               i.failure_category, i.failure_code, i.failure_provider, i.failure_fault, d.scope, d.attempted,
-              d.undeliverable IS NOT NULL AS undeliverable
+              d.undeliverable IS NOT NULL AS undeliverable, d.delivered, d.report_ref
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
                                    lease_version, outcome, error_class, error_detail, provider_ref, segments,
@@ -245,14 +254,15 @@ WITH input AS (
              WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
     UNION ALL
-    -- an ambiguous (or retryable) send whose final report came first was sent: the report settles it,
-    -- as observe_deliveries settles one reported after this settle (the provider's evidence: no lease)
+    -- an ambiguous (or retryable) send whose final report (failed, or delivered) came first was sent:
+    -- the report settles it, as observe_deliveries settles one reported after this settle (the
+    -- provider's evidence: no lease, and the reference of the message or call the report is about)
     SELECT s.id || ':' || s.attempts, s.id, s.attempts, s.channel, s.template_version, NULL, NULL,
-           'accepted', 'provider_report', NULL, s.provider_ref, NULL, NULL,
+           'accepted', 'provider_report', NULL, coalesce(s.report_ref, s.provider_ref), NULL, NULL,
            (SELECT a.attempted_at FROM delivery_attempts AS a
              WHERE a.intent_id = s.id AND a.attempt_number = s.attempts AND a.outcome = 'attempting')
       FROM settled AS s
-     WHERE s.undeliverable AND s.outcome <> 'accepted'
+     WHERE (s.undeliverable OR s.delivered) AND s.outcome <> 'accepted'
 ), failures AS MATERIALIZED (
     SELECT s.id, s.channel, s.failure_fault, s.scope, s.undeliverable,
            jsonb_build_object('intent_id', s.id, 'category', s.failure_category, 'code', s.failure_code,
@@ -376,15 +386,17 @@ WITH expired AS (
 SELECT r.id, r.channel FROM released AS r
 
 -- name: lose_leases
--- transition: attempting -> ambiguous, failed
--- why: the reconciler: a lease expired mid-send, so it may have been sent (already reported final: it was, failed)
+-- transition: attempting -> accepted, ambiguous, failed
+-- why: the reconciler: a lease expired mid-send, so it may have been sent (already reported: it was, failed or accepted)
 -- lease lost: attempting with an expired lease -> ambiguous (a send may have happened), held per
 -- the channel's policy, with an attempt row recording the lost lease. Only once its sends started
 -- (sending_at): an attempt the fused claim began whose sends never started is released instead.
--- A final report of the attempt stored while it was in flight (stored_final_reports, as the settle
+-- A final report of the attempt stored while it was in flight (stored_final_reports_v2, as the settle
 -- reads them) proves the provider created the message or call: the intent fails for good with the
 -- report's reason (undeliverable) instead of waiting for the ambiguity policy, the log gains the
--- settlement (`accepted`, `provider_report`) after the lost lease, and delivery_failed runs for it.
+-- settlement (`accepted`, `provider_report`, with the report's provider reference, which the intent
+-- keeps too) after the lost lease, and delivery_failed runs for it. A delivery reported while it was in
+-- flight proves it too: the intent is accepted (its delivered_at kept) with the same settlement.
 WITH policy AS (
     SELECT * FROM unnest(:channels::text[], :holds::float8[]) AS p(channel, hold_seconds)
 ), lost AS (  -- the locked rows' columns, not the statement snapshot's (expire_claims says why)
@@ -394,37 +406,43 @@ WITH policy AS (
      LIMIT :limit
        FOR UPDATE SKIP LOCKED
 ), observed AS MATERIALIZED (
-    SELECT * FROM stored_final_reports(ARRAY(SELECT id FROM lost), 'attempting')
+    SELECT * FROM stored_final_reports_v2(ARRAY(SELECT id FROM lost), 'attempting')
 ), moved AS (
     UPDATE delivery_intents AS i
-       SET status = CASE WHEN o.intent_id IS NOT NULL THEN 'failed' ELSE 'ambiguous' END,
+       SET status = CASE WHEN o.delivered THEN 'accepted' WHEN o.intent_id IS NOT NULL THEN 'failed'
+                         ELSE 'ambiguous' END,
            lease_owner = NULL, lease_until = NULL,
            next_attempt_at = CASE WHEN o.intent_id IS NOT NULL THEN i.next_attempt_at
                                   ELSE now() + make_interval(secs => coalesce(p.hold_seconds, 0)) END,
            ambiguous_count = i.ambiguous_count + 1,
-           last_error = CASE WHEN o.intent_id IS NOT NULL THEN left('undeliverable: ' || o.failure, 500)
+           last_error = CASE WHEN o.delivered THEN NULL
+                             WHEN o.intent_id IS NOT NULL THEN left('undeliverable: ' || o.failure, 500)
                              ELSE 'lease_lost: the worker stopped after starting the send' END,
            undeliverable_reason = coalesce(o.failure, i.undeliverable_reason),
+           provider_ref = coalesce(o.provider_ref, i.provider_ref),
            completed_at = CASE WHEN o.intent_id IS NOT NULL THEN now() ELSE i.completed_at END,
-           failed_at = CASE WHEN o.intent_id IS NOT NULL THEN now() ELSE i.failed_at END,
-           failure_category = CASE WHEN o.intent_id IS NOT NULL THEN o.category ELSE i.failure_category END,
-           failure_code = CASE WHEN o.intent_id IS NOT NULL THEN left(o.code, 64) ELSE i.failure_code END,
-           failure_provider = CASE WHEN o.intent_id IS NOT NULL THEN o.provider ELSE i.failure_provider END,
-           failure_fault = CASE WHEN o.intent_id IS NOT NULL THEN o.fault ELSE i.failure_fault END,
+           failed_at = CASE WHEN o.failure IS NOT NULL THEN now() ELSE i.failed_at END,
+           failure_category = CASE WHEN o.failure IS NOT NULL THEN o.category ELSE i.failure_category END,
+           failure_code = CASE WHEN o.failure IS NOT NULL THEN left(o.code, 64) ELSE i.failure_code END,
+           failure_provider = CASE WHEN o.failure IS NOT NULL THEN o.provider ELSE i.failure_provider END,
+           failure_fault = CASE WHEN o.failure IS NOT NULL THEN o.fault ELSE i.failure_fault END,
            updated_at = now()
       FROM lost AS l
       LEFT JOIN policy AS p ON p.channel = l.channel
       LEFT JOIN observed AS o ON o.intent_id = l.id
      WHERE i.id = l.id
     RETURNING i.id, i.attempts, i.channel, i.template_version, l.lease_owner, i.lease_version, i.last_claimed_at,
-              i.status, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault
+              i.status, i.failure_category, i.failure_code, i.failure_provider, i.failure_fault,
+              o.provider_ref AS report_ref
 ), logged AS (
     INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
-                                   lease_version, outcome, error_class, error_detail, claimed_at, attempted_at)
+                                   lease_version, outcome, error_class, error_detail, provider_ref, claimed_at,
+                                   attempted_at)
     SELECT m.id || ':' || m.attempts, m.id, m.attempts, m.channel, m.template_version,
            -- the settlement is the provider's evidence, written under no lease (as observe_deliveries')
            CASE WHEN e.outcome = 'ambiguous' THEN m.lease_owner END,
            CASE WHEN e.outcome = 'ambiguous' THEN m.lease_version END, e.outcome, e.error_class, e.error_detail,
+           CASE WHEN e.outcome = 'accepted' THEN m.report_ref END,
            CASE WHEN e.outcome = 'ambiguous' THEN m.last_claimed_at END,
            CASE WHEN e.outcome = 'accepted'
                 THEN (SELECT a.attempted_at FROM delivery_attempts AS a
@@ -432,7 +450,7 @@ WITH policy AS (
       FROM moved AS m
      CROSS JOIN LATERAL (VALUES ('ambiguous', 'lease_lost', 'lease expired while attempting'),
                                 ('accepted', 'provider_report', NULL)) AS e(outcome, error_class, error_detail)
-     WHERE e.outcome = 'ambiguous' OR m.status = 'failed'
+     WHERE e.outcome = 'ambiguous' OR m.status IN ('failed', 'accepted')
 ), followed AS (
     -- what a failure for good sets off (delivery_failed), in this statement
     SELECT delivery_failed(array_agg(m.id) FILTER (WHERE m.status = 'failed'),
@@ -494,13 +512,13 @@ SELECT r.id, r.channel, r.status FROM resolved AS r, followed
 --                          attempt sends it once.
 -- Only rows still ambiguous with the same attempt move (a concurrent report or resolve wins); the
 -- attempt log gains the outcome of the looked-up attempt in the same statement.
--- A final report of the found attempt already stored and not applied (stored_final_reports) is applied
+-- A final report of the found attempt already stored and not applied (stored_final_reports_v2) is applied
 -- here, as the settle applies one: the message was sent and will never arrive, so the intent fails for
 -- good with the report's reason (undeliverable) and delivery_failed runs for it.
 WITH input AS (
     SELECT * FROM unnest(:ids::bigint[], :attempt_ids::text[], :sids::text[]) AS t(id, attempt_id, sid)
 ), observed AS MATERIALIZED (
-    SELECT * FROM stored_final_reports(:ids::bigint[], 'ambiguous')
+    SELECT * FROM stored_final_reports_v2(:ids::bigint[], 'ambiguous') WHERE NOT delivered
 ), resolved AS (
     UPDATE delivery_intents AS i
        SET status = CASE WHEN t.sid IS NOT NULL AND o.intent_id IS NOT NULL THEN 'failed'

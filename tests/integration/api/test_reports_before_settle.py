@@ -133,14 +133,40 @@ def test_a_final_report_before_the_worker_died_fails_the_step_when_its_lease_is_
     assert (row["status"], row["failure_category"], row["failure_code"]) == ("failed", "unreachable", "30003")
     assert row["undeliverable_reason"] is not None
     assert intent(db, step["fallback_id"])["brought_forward_at"] is not None
-    logged = db.rows("SELECT outcome, error_class FROM delivery_attempts WHERE intent_id = :i ORDER BY id",
-                     i=step["intent_id"])  # fmt: skip
-    assert [(r["outcome"], r["error_class"]) for r in logged] == [
-        ("attempting", None),
-        ("ambiguous", "lease_lost"),
-        ("accepted", "provider_report"),
+    # the settlement names the message the report is about: the dead worker never recorded one
+    logged = db.rows("SELECT outcome, error_class, provider_ref FROM delivery_attempts WHERE intent_id = :i"
+                     " ORDER BY id", i=step["intent_id"])  # fmt: skip
+    assert [(r["outcome"], r["error_class"], r["provider_ref"]) for r in logged] == [
+        ("attempting", None, None),
+        ("ambiguous", "lease_lost", None),
+        ("accepted", "provider_report", sid),
+    ]
+    assert row["provider_ref"] == sid
+    assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []
+
+
+def test_a_delivery_reported_before_the_worker_died_accepts_the_step_when_its_lease_is_lost(client, db):
+    """The message was delivered and Twilio said so while the send was in flight; the worker died
+    before its settle: the lost-lease sweep settles the attempt as sent (accepted, naming the message)
+    instead of leaving it to the ambiguity policy, which would send the code again."""
+    step = in_flight(db, "sms")
+    url = status_callback_url(REPORTS_URL + "/twilio", step["attempt_id"])
+    sid = "SM" + uuid.uuid4().hex
+    assert post_named(client, twilio_form(sid, "delivered"), url, url).get_json()["delivered"] == 1
+    expire_leases(db)
+    assert t.lose_leases(db, RetryPolicy(), 10) == [(step["intent_id"], "sms")]
+    row = intent(db, step["intent_id"])
+    assert (row["status"], row["delivered_at"] is not None, row["provider_ref"]) == ("accepted", True, sid)
+    assert (row["last_error"], row["failed_at"], row["ambiguous_count"]) == (None, None, 1)
+    logged = db.rows("SELECT outcome, error_class, provider_ref FROM delivery_attempts WHERE intent_id = :i"
+                     " ORDER BY id", i=step["intent_id"])  # fmt: skip
+    assert [(r["outcome"], r["error_class"], r["provider_ref"]) for r in logged] == [
+        ("attempting", None, None),
+        ("ambiguous", "lease_lost", None),
+        ("accepted", "provider_report", sid),
     ]
     assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == []
+    assert intent(db, step["fallback_id"])["brought_forward_at"] is None
 
 
 def test_a_callback_whose_url_names_another_attempt_than_twilio_signed_is_refused(client, db):

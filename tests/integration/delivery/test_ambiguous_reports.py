@@ -4,7 +4,8 @@ delivery_reports target and a real PostgreSQL: the create request went out and i
 callback naming that attempt proves the message or call was created, and its final status ends the
 step at once with its reason. The next step comes forward now, the ambiguity policy has nothing left
 to retry (no second message or call to the person), the SMS lookup finds nothing to do, and a report
-about an older attempt changes nothing."""
+about an older attempt changes nothing. A report that it arrived settles it as sent. Either way the
+attempt log's settlement names the message or call by the report's sid: our own answer never came."""
 
 from __future__ import annotations
 
@@ -215,3 +216,29 @@ def test_a_report_of_the_attempt_a_retry_waits_to_replace_settles_it_before_the_
     assert (message["status"], message["failure_code"], message["attempts"]) == ("failed", "30006", 1)
     assert email["brought_forward_at"] is not None
     assert run_dispatch(db, settings).accepted == 1 and len(twilio.deliveries) == 1 and len(smtp.received) == 1
+
+
+@pytest.mark.parametrize("channel", ["sms", "whatsapp", "voice"])
+def test_an_ambiguous_send_reported_delivered_is_accepted_and_names_the_message_or_call(
+    db, reports, smtp, twilio, channel
+):
+    """Our request's answer was lost; Twilio's report that the message arrived (a call a person
+    answered) settles the attempt as sent. Its MessageSid or CallSid is the only reference we have of
+    it: the attempt log's settlement and the step carry it."""
+    settings = settings_for(smtp, twilio, channel, policy="hold")
+    vid = two_steps(db, settings, channel)
+    if channel == "voice":
+        twilio.script(Answer(delay=1.5))  # Twilio places the call, its answer comes after our timeout
+    else:
+        twilio.script(FakeTwilio.error(500, 20500, "Internal Server Error", deliver=True))  # created, then a 500
+    assert run_dispatch(db, settings).ambiguous == 1
+    [delivery] = twilio.deliveries
+    sid = placed_call(twilio) if channel == "voice" else twilio.message(delivery)["sid"]
+    report(reports, twilio, delivery, sid, "human" if channel == "voice" else "delivered")
+    step, email = steps(db, vid)
+    assert (step["status"], step["delivered_at"] is not None, step["provider_ref"]) == ("accepted", True, sid)
+    logged = db.rows("SELECT outcome, error_class, provider_ref FROM delivery_attempts WHERE intent_id = :i"
+                     " ORDER BY id", i=step["id"])  # fmt: skip
+    assert [r["outcome"] for r in logged] == ["attempting", "ambiguous", "accepted"]
+    assert (logged[-1]["error_class"], logged[-1]["provider_ref"]) == ("provider_report", sid)
+    assert email["brought_forward_at"] is None

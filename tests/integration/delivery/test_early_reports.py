@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from signup_verification.operations import timeline
+from signup_verification.operations.reconciler.runner import reconcile
 from support.dispatch import provider_settings, run_dispatch
 from support.factories import created
 from support.fakes.twilio import FakeTwilio
@@ -146,19 +148,25 @@ def test_a_callback_without_the_attempt_in_its_url_still_links_by_sid_once_settl
     assert (step["status"], step["failure_code"], email["brought_forward_at"] is not None) == ("failed", "30003", True)
 
 
-@pytest.mark.parametrize("channel", ["whatsapp", "voice"])
-def test_a_final_report_before_an_answer_that_never_came_counts_undeliverable_not_failed(
-    db, reports, smtp, twilio, channel
+@pytest.mark.parametrize(
+    ("channel", "outcome"), [("sms", "undelivered:30003"), ("whatsapp", "undelivered:63024"), ("voice", "busy")]
+)
+def test_a_final_report_before_an_answer_that_never_came_counts_undeliverable_and_names_the_message_or_call(
+    db, reports, smtp, twilio, channel, outcome
 ):
     """Twilio creates the message or call and posts its final status, then its answer to our request is
-    lost (it comes after our timeout): the send's own outcome is ambiguous, the stored report settles it."""
+    lost (it comes after our timeout): the send's own outcome is ambiguous, the stored report settles it.
+    The report's MessageSid or CallSid is the only reference we have of it: the attempt log's settlement
+    and the step carry it, so an operator can look the message or call up at Twilio."""
     settings = provider_settings(smtp, twilio, delivery_reports_url=REPORTS_URL, send_timeout_seconds=0.5)
     vid = phone_then_email(db, settings, channel)
-    answers = reported_first(twilio, reports, "busy" if channel == "voice" else "undelivered:63024")
+    answers = reported_first(twilio, reports, outcome)
     posting = twilio.before_answer
     assert posting is not None
+    created: list[str] = []
 
     def report_then_stall(sid: str, to: str, form: dict) -> None:
+        created.append(sid)
         posting(sid, to, form)
         time.sleep(1.0)  # past the worker's 0.5 s timeout: it never reads the 201
 
@@ -170,3 +178,55 @@ def test_a_final_report_before_an_answer_that_never_came_counts_undeliverable_no
     step, email = steps(db, vid)
     assert (step["status"], step["undeliverable_reason"] is not None) == ("failed", True)
     assert email["brought_forward_at"] is not None
+    [sid] = created
+    logged = db.rows("SELECT outcome, error_class, provider_ref FROM delivery_attempts WHERE intent_id = :i"
+                     " ORDER BY id", i=step["id"])  # fmt: skip
+    assert [(r["outcome"], r["error_class"], r["provider_ref"]) for r in logged] == [
+        ("attempting", None, None),
+        ("ambiguous", "timeout_after_send", None),
+        ("accepted", "provider_report", sid),
+    ]
+    assert step["provider_ref"] == sid
+    # what `verifyctl inspect` says of the attempt
+    assert any(e.detail == f"attempt 1 (id {step['id']}:1) accepted; provider_report; provider ref {sid}"
+               for e in timeline.timeline(db, vid).events)  # fmt: skip
+
+
+@pytest.mark.parametrize(("channel", "outcome"), [("sms", "delivered"), ("whatsapp", "delivered"), ("voice", "human")])
+def test_a_delivery_reported_before_an_answer_that_never_came_accepts_the_step_and_sends_nothing_again(
+    db, reports, smtp, twilio, channel, outcome
+):
+    """Twilio delivers the message (a person answers the call) and says so, then its answer to our
+    request is lost: the send's own outcome is ambiguous, and the stored report settles it as sent.
+    The step is accepted and delivered, its settlement names the message or call, and the ambiguity
+    policy (retry at once) has nothing to send again."""
+    settings = provider_settings(smtp, twilio, delivery_reports_url=REPORTS_URL, send_timeout_seconds=0.5,
+                                 **{f"ambiguous_policy_{channel}": "retry", f"ambiguous_hold_seconds_{channel}": 0})  # fmt: skip
+    vid = phone_then_email(db, settings, channel)
+    reported_first(twilio, reports, outcome)
+    posting = twilio.before_answer
+    assert posting is not None
+    created: list[str] = []
+
+    def report_then_stall(sid: str, to: str, form: dict) -> None:
+        created.append(sid)
+        posting(sid, to, form)
+        time.sleep(1.0)  # past the worker's 0.5 s timeout: it never reads the 201
+
+    twilio.before_answer = report_then_stall
+    report = run_dispatch(db, settings)
+    assert (report.accepted, report.ambiguous) == (1, 0)
+    [sid] = created
+    step, email = steps(db, vid)
+    assert (step["status"], step["delivered_at"] is not None, step["provider_ref"]) == ("accepted", True, sid)
+    logged = db.rows("SELECT outcome, error_class, provider_ref FROM delivery_attempts WHERE intent_id = :i"
+                     " ORDER BY id", i=step["id"])  # fmt: skip
+    assert [(r["outcome"], r["error_class"], r["provider_ref"]) for r in logged] == [
+        ("attempting", None, None),
+        ("ambiguous", "timeout_after_send", None),
+        ("accepted", "provider_report", sid),
+    ]
+    twilio.before_answer = None
+    reconcile(db, settings.reconciler, emit_signals=False)
+    assert run_dispatch(db, settings).claimed == 0
+    assert len(twilio.deliveries) == 1 and email["brought_forward_at"] is None
