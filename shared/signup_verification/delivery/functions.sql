@@ -257,12 +257,13 @@ $$;
 --   delivered        -> the intent's delivered_at; an ambiguous or retryable one accepted
 --                       (observe_deliveries, the outbox's: the intents' statuses are its); a WhatsApp
 --                       message's `read` says it was delivered too (its `delivered` may be lost);
---   permanent        -> final, about the intent's current attempt: an accepted intent not yet
---                       delivered, or an ambiguous or retryable one (the report proves the provider
---                       created it: sent), is failed with its reason (undeliverable,
---                       observe_deliveries), and delivery_failed() runs for it; one whose attempt is
---                       still in flight is failed by the settle that ends it (stored_final_reports_v2
---                       reads the report, its reason_code and reason_provider);
+--   permanent        -> final, about the attempt that counts (the last that may have reached the
+--                       provider, nothing handed to one after it: observe_deliveries says which): an
+--                       intent not yet delivered is failed with its reason (undeliverable; the report
+--                       proves the provider created it: sent), also one claimed again whose next
+--                       attempt has not started, and delivery_failed() runs for it; one whose attempt
+--                       is still in flight is failed by the settle that ends it
+--                       (stored_final_reports_v2 reads the report, its reason_code and reason_provider);
 --   fault recipient  -> the exact destination goes on destination_suppressions for p_suppress_for
 --                       (NULL: until an operator clears it), final or not (a spam report);
 --   scope account    -> a fault of our account: counted towards holding the intent's channel
@@ -337,7 +338,7 @@ BEGIN
       INTO n_linked, new_ids;
     n_stored := coalesce(cardinality(new_ids), 0);
 
-    -- An attempt still in flight (its send not settled), ambiguous or retryable (the reconciler's
+    -- An attempt claimed or in flight (its send not settled), ambiguous or retryable (the reconciler's
     -- lookup, its resolve and the next claim may end it or try again) is locked here (in id order, as
     -- the settle and the lookup lock theirs: stored_final_reports_v2; the resolve and the claim skip a
     -- locked row), so one of them running now finishes first and the effects below see its outcome,
@@ -346,12 +347,12 @@ BEGIN
     -- effect is applied once, and never lost.
     PERFORM 1 FROM delivery_intents
       WHERE id IN (SELECT o.intent_id FROM delivery_observations AS o WHERE o.id = ANY (new_ids))
-        AND status IN ('attempting', 'ambiguous', 'retryable')
+        AND status IN ('claimed', 'attempting', 'ambiguous', 'retryable')
       ORDER BY id FOR NO KEY UPDATE;
 
     -- Effects on the intents (the outbox's: observe_deliveries), one per intent: the batch's first
-    -- delivered report and first final one about the intent's current attempt (read after the lock:
-    -- a final report of an older attempt says nothing about the attempt that counts now).
+    -- delivered report and its final one about the latest attempt any names (observe_deliveries,
+    -- after the lock, applies it only if that is the attempt that counts).
     SELECT o.delivered, o.failed_ids, o.failed_reasons INTO n_delivered, failed_ids, failed_reasons
       FROM observe_deliveries((
           SELECT jsonb_agg(jsonb_build_object('intent_id', p.intent_id, 'delivered_at', p.delivered_at,
@@ -364,15 +365,16 @@ BEGIN
                          (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.event IN ('delivered', 'read')))[1] AS delivered_attempt,
                          (array_agg(o.provider_ref ORDER BY o.id) FILTER (WHERE o.event IN ('delivered', 'read')))[1] AS delivered_ref,
                          (array_agg(left(o.event || coalesce(' ' || o.detail, '') || coalesce(' code ' || o.error_code, ''), 200)
-                                    ORDER BY o.id) FILTER (WHERE o.current_final))[1] AS failure,
-                         (array_agg(o.attempt_id ORDER BY o.id) FILTER (WHERE o.current_final))[1] AS failure_attempt,
-                         (array_agg(o.provider_ref ORDER BY o.id) FILTER (WHERE o.current_final))[1] AS failure_ref,
+                                    ORDER BY o.attempt_number DESC, o.id) FILTER (WHERE o.final))[1] AS failure,
+                         (array_agg(o.attempt_id ORDER BY o.attempt_number DESC, o.id) FILTER (WHERE o.final))[1] AS failure_attempt,
+                         (array_agg(o.provider_ref ORDER BY o.attempt_number DESC, o.id) FILTER (WHERE o.final))[1] AS failure_ref,
                          (array_agg(jsonb_build_object('category', coalesce(o.category, 'unknown'), 'code', r.code,
                                                        'provider', coalesce(r.provider, p_provider),
                                                        'fault', coalesce(o.fault, 'transient_or_unknown'))
-                                    ORDER BY o.id) FILTER (WHERE o.current_final))[1] AS reason
-                    FROM (SELECT o.*, o.permanent AND o.attempt_id = i.id || ':' || i.attempts AS current_final
-                            FROM delivery_observations AS o JOIN delivery_intents AS i ON i.id = o.intent_id
+                                    ORDER BY o.attempt_number DESC, o.id) FILTER (WHERE o.final))[1] AS reason
+                    FROM (SELECT o.*, o.permanent AND o.attempt_id IS NOT NULL AS final,
+                                 nullif(split_part(o.attempt_id, ':', 2), '')::integer AS attempt_number
+                            FROM delivery_observations AS o
                            WHERE o.id = ANY (new_ids)) AS o
                     LEFT JOIN report_verdicts(p_events) AS r ON r.dedup_key = o.dedup_key
                    GROUP BY o.intent_id) AS p)) AS o;

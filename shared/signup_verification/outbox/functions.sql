@@ -483,28 +483,34 @@ BEGIN
 END $$;
 
 -- name: observe_deliveries
--- transition: accepted, ambiguous, retryable -> accepted, failed
+-- transition: accepted, ambiguous, retryable, claimed, attempting -> accepted, failed
 -- why: a provider report: delivered (accepted), or final (undeliverable; an ambiguous send settled as sent)
 -- observe_deliveries: what providers reported about intents, applied to them by the statement that
 -- stored the reports (delivery/functions.sql ingest_delivery_reports), so both commit together.
 -- p_reports: a JSON array with one {intent_id, delivered_at, delivered_attempt, delivered_ref, failure,
 -- failure_attempt, failure_ref, reason} per intent: its batch's first `delivered` report (when, the
--- attempt it names and the provider's reference of the message or call) and its first final one
--- about the intent's current attempt (the failure's text, the attempt, the provider's reference, and
+-- attempt it names and the provider's reference of the message or call) and its final one about the
+-- latest attempt a final report names (the failure's text, the attempt, the provider's reference, and
 -- its reason {category, code, provider, fault}).
+-- The attempt that counts is the intent's last one that may have reached the provider (`last_sent`:
+-- its log has an ambiguous or accepted outcome), when nothing was handed to a provider after it: the
+-- intent is accepted or ambiguous (it is the current attempt), retryable (any later attempt ended
+-- unsent: released, refused, never created), or claimed again with its next attempt not started yet.
 --   delivered -> delivered_at (the first report wins), also while the attempt is still in flight (the
---                report overtook our settle) unless a final report of it came first; an ambiguous or
---                retryable intent whose attempt the provider reports delivered was sent: accepted, with
---                an attempt-log row naming the report's reference (the intent keeps it too);
+--                report overtook our settle) unless a final report of it came first; an intent whose
+--                attempt that may have been sent the provider reports delivered was sent: accepted,
+--                with an attempt-log row naming the report's reference (the intent keeps it too);
 --                `delivery.delivered` (opt-in) for each delivery;
---   final     -> an intent not yet delivered whose current attempt it reports is failed with its reason
---                (undeliverable): an accepted one, and an ambiguous one (or retryable after its hold,
---                not yet claimed again: `may_be_sent`), whose report proves the provider created the message or call:
---                it was sent and ends here, with an attempt-log row (`accepted`, `provider_report`), so
---                no second message or call goes to the person; one still in flight is failed by the
---                settle that ends it (stored_final_reports_v2). A report of an older attempt changes nothing.
--- The caller locks the ambiguous and retryable intents first (as it does the in-flight ones), so their
--- status read here is the one this statement changes. The first terminal fact wins: a delivered
+--   final     -> an intent not yet delivered whose attempt that counts it reports is failed with its
+--                reason (undeliverable): the report proves the provider created the message or call,
+--                so it was sent and ends here, with an attempt-log row (`accepted`, `provider_report`),
+--                and no second message or call goes to the person; one still in flight is failed by
+--                the settle that ends it (stored_final_reports_v2). A report of an attempt that a later
+--                one, handed to the provider, superseded changes nothing.
+-- Settled while claimed again, the intent's lease is cleared and the attempt the claim began ends with
+-- a 'released' row, as a suppression ends one: the worker's start is fenced out, nothing is sent.
+-- The caller locks every intent it may change first (in flight, claimed, ambiguous, retryable), so
+-- their state read here is the one this statement changes. The first terminal fact wins: a delivered
 -- intent is never made undeliverable later, an undeliverable one never delivered. Returns how many
 -- were reported delivered, and the intents made undeliverable with their reasons (for
 -- delivery_failed(), which the caller runs).
@@ -514,67 +520,86 @@ LANGUAGE plpgsql AS $$
 BEGIN
     RETURN QUERY
     WITH per_intent AS MATERIALIZED (  -- computed once, not per updated row
-        SELECT r.*, i0.status AS old_status,
-               -- whether the current attempt may have reached the provider: accepted, ambiguous, or
-               -- retryable after an ambiguous outcome. A retryable attempt that ended otherwise (released
-               -- before its send, refused, found absent) never did: no report can be about it.
-               i0.status IN ('accepted', 'ambiguous')
-               OR (i0.status = 'retryable'
-                   AND EXISTS (SELECT 1 FROM delivery_attempts AS a
-                                WHERE a.intent_id = i0.id AND a.attempt_number = i0.attempts
-                                  AND a.outcome = 'ambiguous')) AS may_be_sent
+        SELECT r.*, i0.status AS old_status, i0.lease_owner AS old_owner, i0.lease_version AS old_version,
+               i0.last_claimed_at AS old_claimed_at, i0.attempts AS old_attempts,
+               -- nothing after the attempt that counts was handed to a provider
+               (i0.status IN ('accepted', 'ambiguous', 'retryable', 'claimed')
+                OR (i0.status = 'attempting' AND i0.sending_at IS NULL)) AS idle,
+               (SELECT max(a.attempt_number) FROM delivery_attempts AS a
+                 WHERE a.intent_id = i0.id AND a.outcome IN ('ambiguous', 'accepted')) AS last_sent,
+               EXISTS (SELECT 1 FROM delivery_attempts AS a
+                        WHERE a.intent_id = i0.id AND a.attempt_id = r.delivered_attempt
+                          AND a.outcome IN ('ambiguous', 'accepted')) AS delivered_may_be_sent
           FROM jsonb_to_recordset(p_reports)
                AS r(intent_id bigint, delivered_at timestamptz, delivered_attempt text, delivered_ref text,
                     failure text, failure_attempt text, failure_ref text, reason jsonb)
           LEFT JOIN delivery_intents AS i0 ON i0.id = r.intent_id
+    ), judged AS (
+        SELECT p.*,
+               -- a delivery of an attempt that may have been sent ends an intent not yet accepted
+               p.delivered_at IS NOT NULL AND p.idle AND p.old_status <> 'accepted' AND p.delivered_may_be_sent
+                   AS accepts,
+               -- a final report of the attempt that counts
+               p.failure IS NOT NULL AND p.delivered_at IS NULL AND p.idle
+                   AND p.failure_attempt = p.intent_id || ':' || p.last_sent AS fails
+          FROM per_intent AS p
     ), changed AS (
         UPDATE delivery_intents AS i
            SET (status, delivered_at, completed_at, undeliverable_reason, last_error, failed_at, failure_category,
-                failure_code, failure_provider, failure_fault, provider_ref) = (
-                   SELECT CASE WHEN d.accepts THEN 'accepted' WHEN d.fails THEN 'failed' ELSE i.status END,
+                failure_code, failure_provider, failure_fault, provider_ref, lease_owner, lease_until) = (
+                   SELECT CASE WHEN p.accepts THEN 'accepted' WHEN d.fails THEN 'failed' ELSE i.status END,
                           CASE WHEN d.delivers THEN least(i.delivered_at, p.delivered_at) ELSE i.delivered_at END,
-                          CASE WHEN d.accepts OR (d.fails AND i.status <> 'accepted') THEN now()
+                          CASE WHEN p.accepts OR (d.fails AND i.status <> 'accepted') THEN now()
                                ELSE i.completed_at END,
                           CASE WHEN d.fails THEN p.failure ELSE i.undeliverable_reason END,
                           CASE WHEN d.fails THEN left('undeliverable: ' || p.failure, 500)
-                               WHEN d.accepts THEN NULL ELSE i.last_error END,
+                               WHEN p.accepts THEN NULL ELSE i.last_error END,
                           CASE WHEN d.fails THEN now() ELSE i.failed_at END,
                           CASE WHEN d.fails THEN p.reason ->> 'category' ELSE i.failure_category END,
                           CASE WHEN d.fails THEN left(p.reason ->> 'code', 64) ELSE i.failure_code END,
                           CASE WHEN d.fails THEN p.reason ->> 'provider' ELSE i.failure_provider END,
                           CASE WHEN d.fails THEN p.reason ->> 'fault' ELSE i.failure_fault END,
                           CASE WHEN d.fails AND i.status <> 'accepted' THEN coalesce(p.failure_ref, i.provider_ref)
-                               WHEN d.accepts THEN coalesce(p.delivered_ref, i.provider_ref)
-                               ELSE i.provider_ref END
+                               WHEN p.accepts THEN coalesce(p.delivered_ref, i.provider_ref)
+                               ELSE i.provider_ref END,
+                          CASE WHEN p.accepts OR d.fails THEN NULL ELSE i.lease_owner END,
+                          CASE WHEN p.accepts OR d.fails THEN NULL ELSE i.lease_until END
                      FROM (SELECT p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL AS delivers,
-                                  p.delivered_at IS NOT NULL AND i.status IN ('ambiguous', 'retryable')
-                                  AND p.may_be_sent AS accepts,
-                                  p.failure IS NOT NULL AND p.delivered_at IS NULL AND i.delivered_at IS NULL
-                                  AND p.may_be_sent
-                                  AND p.failure_attempt = i.id || ':' || i.attempts AS fails) AS d),
+                                  p.fails AND i.delivered_at IS NULL AS fails) AS d),
                updated_at = now()
-          FROM per_intent AS p
+          FROM judged AS p
          WHERE i.id = p.intent_id
            AND ((p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL
-                 -- 'attempting': the report overtook our settle (the provider answered, its event
-                 -- came before our commit); settle leaves delivered_at alone, so it is kept, unless
-                 -- a final report of that attempt came first (stored_final_reports_v2 applies it)
-                 AND (p.may_be_sent
-                      OR (i.status = 'attempting'
+                 AND (p.accepts OR i.status = 'accepted'
+                      -- in flight: the report overtook our settle (the provider answered, its event came
+                      -- before our commit); settle leaves delivered_at alone, so it is kept, unless a
+                      -- final report of that attempt came first (stored_final_reports_v2 applies it)
+                      OR (i.status = 'attempting' AND i.sending_at IS NOT NULL
                           AND NOT EXISTS (SELECT 1 FROM delivery_observations AS o
                                            WHERE o.intent_id = i.id AND o.attempt_id = i.id || ':' || i.attempts
                                              AND o.permanent))))
-                OR (p.failure IS NOT NULL AND i.delivered_at IS NULL AND p.may_be_sent
-                    AND p.failure_attempt = i.id || ':' || i.attempts))
+                OR (p.fails AND i.delivered_at IS NULL))
         RETURNING i.id, i.verification_id, i.channel, i.role, i.template_version, p.delivered_attempt, p.reason,
                   i.delivered_at, p.delivered_at IS NOT NULL AS reported,
-                  (p.old_status IN ('accepted', 'ambiguous', 'retryable') AND i.status = 'failed') AS made_undeliverable,
-                  (p.old_status IN ('ambiguous', 'retryable') AND i.status = 'accepted') AS made_accepted,
+                  (p.old_status <> 'failed' AND i.status = 'failed') AS made_undeliverable,
+                  (p.old_status <> 'accepted' AND i.status = 'accepted') AS made_accepted,
                   -- the attempt a final report settled as sent (its log row below), with the provider's reference
-                  CASE WHEN p.old_status IN ('ambiguous', 'retryable') AND i.status = 'failed'
-                       THEN p.failure_attempt END AS settled_attempt,
+                  CASE WHEN p.old_status <> 'accepted' AND i.status = 'failed' THEN p.failure_attempt END
+                      AS settled_attempt,
                   p.failure_ref, p.delivered_ref,
-                  (p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL) AS now_delivered
+                  (p.delivered_at IS NOT NULL AND i.undeliverable_reason IS NULL) AS now_delivered,
+                  -- claimed again and settled before the start: the attempt that claim began ends here
+                  (p.old_status = 'attempting' AND i.status IN ('accepted', 'failed')) AS ends_begun,
+                  p.old_owner, p.old_version, p.old_claimed_at, p.old_attempts
+    ), released AS (
+        INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
+                                       lease_version, outcome, error_class, error_detail, claimed_at)
+        SELECT c.id || ':' || c.old_attempts, c.id, c.old_attempts, c.channel, c.template_version, c.old_owner,
+               c.old_version, 'released', 'released',
+               'claimed again; a provider report settled an earlier attempt before its send started', c.old_claimed_at
+          FROM changed AS c
+         WHERE c.ends_begun
+        RETURNING 1
     ), explained AS (
         -- ambiguous/retryable -> accepted or failed is a settlement of the reported attempt: the provider
         -- created the message or call, so the attempt was accepted, and the log says so (a final report
@@ -605,5 +630,6 @@ BEGIN
            array_agg(id) FILTER (WHERE made_undeliverable),
            jsonb_agg(reason || jsonb_build_object('intent_id', id, 'status', 'undeliverable'))
                FILTER (WHERE made_undeliverable)
-      FROM changed, (SELECT count(*) FROM explained) AS e, (SELECT count(*) FROM delivered_events) AS d;
+      FROM changed, (SELECT count(*) FROM explained) AS e, (SELECT count(*) FROM delivered_events) AS d,
+           (SELECT count(*) FROM released) AS r;
 END $$;
