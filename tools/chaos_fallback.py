@@ -24,8 +24,11 @@ At the end, besides the run's own invariants (which read the primary intents), t
                                  each other step's channel (each after the one before), one
                                  verification.verified event and one verification.proved event per proof, of
                                  that proof's channel
-    proof_unsent                 no code proved a step that was never sent: each code proof's step had an
-                                 attempt begun before the proof and not released (its send started)
+    proof_unsent                 no code proved a step whose message could not have reached its person:
+                                 each code proof's step had an attempt begun before the proof that may
+                                 have reached the provider (taken, ambiguous and not found absent, or
+                                 unsettled), not one proven unsent (released, retryable, refused at
+                                 submission, found absent by the provider's lookup)
 """
 
 from __future__ import annotations
@@ -313,15 +316,22 @@ SELECT v.id, v.channel, v.fallback_channel, v.step3_channel, v.verified_channel,
 """
 
 
-# Each step's first attempt whose send started (begun, and not released before its send): by
-# verification and channel.
+# Each step's first attempt whose message may have reached the person, by verification and channel,
+# from the attempt log alone: the provider took it (`accepted`, at the settle, by its lookup or by a
+# report), or it was ambiguous and no lookup found it absent, or it has no outcome yet. An attempt
+# released, settled retryable or refused (`failed` alone), or found absent, reached no one.
 _FIRST_SENT = """
 SELECT i.verification_id, i.channel, min(a.attempted_at) AS first_sent
   FROM delivery_intents AS i
   JOIN delivery_attempts AS a ON a.intent_id = i.id AND a.outcome = 'attempting'
+ CROSS JOIN LATERAL (
+     SELECT count(*) FILTER (WHERE r.outcome = 'accepted') AS taken,
+            count(*) FILTER (WHERE r.outcome = 'ambiguous') AS ambiguous,
+            count(*) FILTER (WHERE r.error_class = 'provider_lookup_absent') AS absent, count(*) AS outcomes
+       FROM delivery_attempts AS r
+      WHERE r.intent_id = a.intent_id AND r.attempt_number = a.attempt_number AND r.outcome <> 'attempting') AS o
  WHERE i.event_type IS NULL
-   AND NOT EXISTS (SELECT 1 FROM delivery_attempts AS r
-                    WHERE r.intent_id = a.intent_id AND r.attempt_number = a.attempt_number AND r.outcome = 'released')
+   AND (o.taken > 0 OR (o.ambiguous > 0 AND o.absent = 0) OR o.outcomes = 0)
  GROUP BY i.verification_id, i.channel
 """
 
@@ -371,4 +381,7 @@ def _proofs_of_sent_steps(found: Findings, v: dict, first_sent: dict) -> None:
             continue
         sent = first_sent.get((v["id"], channel))
         if sent is None or sent > at:
-            found.fail("proof_unsent", f"verification {v['id']}: its {channel} code proved before its step was sent")
+            found.fail(
+                "proof_unsent",
+                f"verification {v['id']}: its {channel} code proved while its message had reached no one",
+            )

@@ -150,3 +150,40 @@ def test_a_code_proof_of_a_step_never_sent_is_caught(db):
     found = Findings()
     chaos_fallback.check_proofs(db, found)
     assert set(found.violations) == {"proof_unsent"}, dict(found.violations)
+
+
+def test_a_code_proof_of_a_step_whose_every_attempt_reached_no_one_is_caught(db):
+    settings = provider_settings().create
+    taken = uuid.UUID(create_steps(db, settings, (("sms", "+14155550100", 0),), account="r1", key="r1")
+                      .verification.verification_id)  # fmt: skip
+    claimed = _begun(db)
+    t.settle(db, "w", [Settlement(claimed.id, claimed.lease_version, "accepted", provider_ref="SM1")])
+    nonce = bytes(db.one("SELECT token_nonce FROM verifications WHERE id = :v", v=taken)["token_nonce"])
+    assert confirm.confirm_code(db, KEYRING, taken, KEYRING.primary.code("sms", taken, nonce, 6)).result == (
+        confirm.VERIFIED
+    )
+    found = Findings()
+    chaos_fallback.check_proofs(db, found)
+    assert found.ok, dict(found.violations)
+    # attempt 1 ambiguous and found absent at Twilio, attempt 2 refused at submission: nobody got the code
+    unsent = uuid.UUID(create_steps(db, settings, (("sms", "+14155550111", 0),), account="r2", key="r2")
+                       .verification.verification_id)  # fmt: skip
+    first = _begun(db)
+    t.settle(db, "w", [Settlement(first.id, first.lease_version, "ambiguous", 0, "timeout_after_send", "x")])
+    assert t.resolve_by_lookup(db, [(first.id, f"{first.id}:1", None)]) == {first.id: "retryable"}
+    second = _begun(db)
+    t.settle(db, "w", [Settlement(second.id, second.lease_version, "failed", 0, "invalid_destination", "21211")])
+    # its code proves all the same: the consuming statement run directly
+    digest = bytes(db.one("SELECT token_digest FROM verifications WHERE id = :v", v=unsent)["token_digest"])
+    assert db.one(catalogue("verifications")["confirm_consume"], id=unsent, digest=digest, channel="sms") is not None
+    found = Findings()
+    chaos_fallback.check_proofs(db, found)
+    assert set(found.violations) == {"proof_unsent"} and len(found.violations["proof_unsent"]) == 1, dict(
+        found.violations
+    )
+
+
+def _begun(db) -> t.ClaimedIntent:
+    [claimed] = t.claim(db, "w", 10, 30)
+    assert len(t.begin_attempts(db, "w", [claimed.fence])) == 1
+    return claimed

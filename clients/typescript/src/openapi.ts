@@ -91,13 +91,16 @@ export interface paths {
          *     Each secret proves its own destination once: the first proof makes the verification verified;
          *     another step's secret, used later but before expiry, records its proof too (200,
          *     `already_verified: false`). The same secret again answers 200 `already_verified: true`.
-         *     A code proves only once its step's message was sent: typed before (the step not due yet) it is a
-         *     wrong code, counted, and a step that ended unsent (another secret proved first) never proves.
+         *     A code proves only while its step's message may have reached the person: typed before it was
+         *     sent (the step not due yet), or after its provider refused it or had no such message, it is a
+         *     wrong code, counted (it proves once a later attempt is sent); one the provider took proves even
+         *     when reported undelivered. A step that ended unsent (another secret proved first, refused, its
+         *     attempts exhausted) never proves.
          *     A code that can no longer prove (the verification expired, superseded or locked, its number
-         *     proved with another code, its tries spent) answers 410 `verification-finished` whatever the
-         *     reason: the read API is where the site learns which. A wrong code counts one try, on a verified
-         *     verification too; the try that reaches MAX_CONFIRM_ATTEMPTS locks a pending verification. Links
-         *     keep their per-state answers (`verification-expired`, `verification-superseded`,
+         *     proved with another code, its tries spent, every code step ended unsent) answers 410
+         *     `verification-finished` whatever the reason: the read API is where the site learns which. A
+         *     wrong code counts one try, on a verified verification too; the try that reaches
+         *     MAX_CONFIRM_ATTEMPTS locks a pending verification. Links keep their per-state answers (`verification-expired`, `verification-superseded`,
          *     `verification-locked`). The answer's fields are the read API's: `channel` the primary channel,
          *     `verified_channel` and `verified_via` the first proof, `proofs` every proof; `proof` is what this
          *     request's secret proved.
@@ -707,7 +710,9 @@ export interface components {
              * @description The hosted code-entry page while it asks for a code: a code step (sms, whatsapp, voice) can
              *     still prove, its message sent or not sent yet while the verification waits for it. Null once
              *     a code proved, once the verification ended (expired, superseded, locked), after a link
-             *     proof that left no code step sent (the proof cancelled them), and without a code channel.
+             *     proof that left no code step sent (the proof cancelled them), once every code step ended
+             *     without its message reaching the provider (refused, attempts exhausted), and without a code
+             *     channel.
              */
             code_entry_url: components["schemas"]["CodeEntryUrl"] | null;
             return_url: string | null;

@@ -23,19 +23,23 @@ row is read by primary key; the token's digest under the key that row names must
 every key, without stopping at the first match. The hosted code-entry page names its verification by a
 handle only the keyring makes (tokens.py), and confirms through `confirm_code` (entry.py).
 
-A step's code proves only once a send of that step has begun (`was_sent`): before, nobody was given
-it, so a code that matches only an unsent step's secret is a wrong code, counted and answered as any
-other (every step's digest is still compared: neither the time nor the answer tells which steps were
-sent). Else each try would guess every step's code at once, and a step not due yet, or one a proof
-cancelled, would prove a destination nobody showed they control. "Begun" is the earliest moment the
-provider may have the code: the attempt's send started (the intent's `sending_at`, which the outbox
-sets before the network call and keeps through the settle), or an attempt of it ended ambiguous. An
-attempt the claim began but released before its send started, or one settled `retryable` (certainly
-not sent), does not count; one that failed for good does (it was handed over, and a report of
-non-delivery can be wrong). The state statement reads it (`sent_channels`): no round trip of its own.
-A verified verification sends nothing more (its proof suppressed the unsent steps), so an unsent
-step's code there is dead: a look-up answers EXPIRED, a code FINISHED. The email's link is only ever
-known from its message: it may always prove.
+A step's code proves only while its message may have reached the person (`was_sent`): before its
+send began, nobody was given it, so a code that matches only an unsent step's secret is a wrong code,
+counted and answered as any other (every step's digest is still compared: neither the time nor the
+answer tells which steps were sent). Else each try would guess every step's code at once, and a step
+not due yet, one a proof cancelled or one the provider refused would prove a destination nobody
+showed they control. "May have reached" (the outbox's view step_sends) starts at the earliest moment
+the provider may have the code, when the attempt's send started (the intent's `sending_at`, which the
+outbox sets before the network call), and holds unless that send was proven never to have reached the
+provider: released before its send started, settled `retryable` (certainly not sent) or `failed` at
+submission (refused: the provider never took it), or ambiguous and then looked up absent at the
+provider. A send the provider took (accepted, then reported delivered or undeliverable) or may have
+taken (ambiguous, not found absent) counts: a report of non-delivery can be wrong. A later attempt of
+the step whose send starts counts anew. The state statement reads it (`sent_channels`): no round trip
+of its own. A verified verification sends nothing more (its proof suppressed the unsent steps), and a
+step whose intent ended unsent (`ended_unsent_channels`: refused, suppressed, expired) never will be
+sent: such a step's code is dead, a look-up answers EXPIRED, a code FINISHED. The email's link is only
+ever known from its message: it may always prove.
 """
 
 from __future__ import annotations

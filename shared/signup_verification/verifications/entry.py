@@ -1,12 +1,12 @@
 """The hosted code-entry page (api/confirm.py: `?entry=<handle>`, the read API's `code_entry_url`):
 one page per verification, for its person to type a code, whichever code step the code came by.
 
-A verification has up to three steps, and each code step's secret proves its own number once its
-send began (confirm.py). The page speaks for all of them at once (`entry_channel`): it asks for a
-code while one can prove, and otherwise says how the verification ended for its person. Its form
-confirms through `confirm_code`, with the API's tries and budgets, and answers what the page's GET
-shows whenever the code did not prove. The read API offers the page's URL exactly while it asks for
-a code (verifications/read.py).
+A verification has up to three steps, and each code step's secret proves its own number while its
+message may have reached the person (confirm.py). The page speaks for all of them at once
+(`entry_channel`): it asks for a code while one can prove, and otherwise says how the verification
+ended for its person. Its form confirms through `confirm_code`, with the API's tries and budgets, and
+answers what the page's GET shows whenever the code did not prove. The read API offers the page's URL
+exactly while it asks for a code (verifications/read.py).
 """
 
 from __future__ import annotations

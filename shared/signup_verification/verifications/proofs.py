@@ -8,9 +8,10 @@ before expiry, at `second_proof_at` (its channel `second_proof_channel`; NULL on
 steps, where it is the other of the two), then `third_proof_at` (the one step left). The read API,
 the confirm answer and `verifyctl inspect` list them as `{channel, via, destination (masked), at}`.
 
-A code step's secret may prove only once a send of that step began (`was_sent`, verifications/confirm.py
-says which sends count): a step not yet due, or one a proof cancelled, was given to nobody. The email's
-link is only ever known from its message.
+A code step's secret may prove only while its message may have reached the person (`was_sent`,
+verifications/confirm.py says which sends count): a step not yet due, one a proof cancelled, or one
+whose every send was proven never to have reached the provider was given to nobody. The email's link
+is only ever known from its message.
 
 The functions read a verification row with `channel`, `destination`, `fallback_channel`,
 `fallback_destination`, `step3_channel`, `step3_destination`, the three `verified_*` columns and the
@@ -124,6 +125,12 @@ def code_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def was_sent(row: dict[str, Any], channel: str) -> bool:
-    """Whether this step's secret may be known, so may prove: a send of the step began (the confirm
-    state's `sent_channels`), or it is the email's link."""
+    """Whether this step's secret may be known, so may prove: its message may have reached the person
+    (the confirm state's `sent_channels`), or it is the email's link."""
     return channel == EMAIL or channel in row["sent_channels"]
+
+
+def ended_unsent(row: dict[str, Any], channel: str) -> bool:
+    """Whether this code step ended without its message ever reaching the provider (the confirm
+    state's `ended_unsent_channels`): nobody holds its code, and nobody ever will. Never the email's link."""
+    return channel != EMAIL and channel in row["ended_unsent_channels"]

@@ -37,14 +37,11 @@ SELECT outcome, verification, retry_after FROM create_verification_v2(
 -- failed for good). Its reason is the recorded verdict (failure_*), or `expired` for a delivery whose
 -- link died before it could be sent.
 -- The code-entry page's state (verifications/entry.py: `code_entry_url` only while it asks for a
--- code): the stored status and expiry, the tries, and `sent_channels` as confirm_state reads them
--- (keep the two in step).
+-- code): the stored status and expiry, the tries, and the steps' sends (`sent_channels`,
+-- `ended_unsent_channels`) as confirm_state reads them, from the same view (step_sends).
 SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel, v.step3_channel,
        v.status AS stored_status, v.expires_at AS expires_ts, now() AS db_now, v.confirm_failures,
-       v.max_confirm_failures,
-       ARRAY(SELECT i.channel FROM delivery_intents AS i
-              WHERE i.verification_id = v.id AND i.event_type IS NULL
-                AND (i.sending_at IS NOT NULL OR i.ambiguous_count > 0)) AS sent_channels,
+       v.max_confirm_failures, steps.sent_channels, steps.ended_unsent_channels,
        CASE WHEN v.status = 'pending' AND v.expires_at <= now() THEN 'expired' ELSE v.status END AS status,
        rfc3339(v.created_at) AS created_at, rfc3339(v.expires_at) AS expires_at,
        rfc3339(v.verified_at) AS verified_at, v.verified_channel, v.verified_via,
@@ -80,21 +77,23 @@ SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.f
              FROM delivery_intents AS i
             WHERE i.verification_id = v.id AND i.role <> 'event'), '[]'::jsonb) AS deliveries
   FROM verifications AS v
+ CROSS JOIN LATERAL (
+     SELECT coalesce(array_agg(s.channel) FILTER (WHERE s.may_have_reached), '{}') AS sent_channels,
+            coalesce(array_agg(s.channel) FILTER (WHERE s.ended_unsent), '{}') AS ended_unsent_channels
+       FROM step_sends AS s
+      WHERE s.verification_id = v.id) AS steps
  WHERE v.id = :id
 
 -- name: confirm_state
 -- One verification's state, read in a fresh statement (so it sees every commit before it), with its
 -- later steps' channels, digests and destinations (a secret may be any step's) and its proofs.
--- `sent_channels`: the steps whose send began, the only ones whose code may prove (confirm.py says
--- why this condition): the attempt's send started (sending_at, set before the network call and kept
--- through its settle; a claim clears it, and takes only an intent whose earlier attempts certainly
--- reached no one unless one of them was ambiguous) or an attempt may have been sent (ambiguous_count).
--- On the unique index by verification, in this statement: no round trip of its own.
+-- `sent_channels`: the steps whose message may have reached the person, the only ones whose code may
+-- prove (confirm.py says why); `ended_unsent_channels`: the steps whose intent ended without its
+-- message ever reaching the provider, whose code nobody holds or ever will (step_sends defines both;
+-- the read statement reads them alike). On the unique index by verification, in this statement: no
+-- round trip of its own.
 SELECT id, account_id, channel, destination, locale, key_id, token_digest, status, expires_at, verified_at,
-       confirm_failures, max_confirm_failures, now() AS db_now,
-       ARRAY(SELECT i.channel FROM delivery_intents AS i
-              WHERE i.verification_id = verifications.id AND i.event_type IS NULL
-                AND (i.sending_at IS NOT NULL OR i.ambiguous_count > 0)) AS sent_channels,
+       confirm_failures, max_confirm_failures, now() AS db_now, steps.sent_channels, steps.ended_unsent_channels,
        fallback_channel, fallback_digest,
        (SELECT i.destination FROM delivery_intents AS i
          WHERE i.verification_id = verifications.id AND i.channel = verifications.fallback_channel
@@ -105,6 +104,11 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
            AND i.event_type IS NULL) AS step3_destination,
        return_url, verified_channel, verified_via, second_proof_at, second_proof_channel, third_proof_at
   FROM verifications
+ CROSS JOIN LATERAL (
+     SELECT coalesce(array_agg(s.channel) FILTER (WHERE s.may_have_reached), '{}') AS sent_channels,
+            coalesce(array_agg(s.channel) FILTER (WHERE s.ended_unsent), '{}') AS ended_unsent_channels
+       FROM step_sends AS s
+      WHERE s.verification_id = verifications.id) AS steps
  WHERE id = :id
 
 -- name: confirm_link

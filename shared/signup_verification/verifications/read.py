@@ -126,8 +126,9 @@ def read(db: Database, keyring: Keyring, link_base: str, verification_id: uuid.U
 def _code_entry_url(keyring: Keyring, link_base: str, row: dict[str, Any]) -> str | None:
     """The page's URL while it asks for a code (entry.py): a code step can still prove, sent or not
     sent yet while the verification waits for it. Not once a code proved, nor after a link proof that
-    left no code step sent, nor when the verification ended. Under the key the verification was made
-    with (the create answer's), or the ring's first when that key was retired (every key opens it)."""
+    left no code step sent, nor once every code step ended unsent, nor when the verification ended.
+    Under the key the verification was made with (the create answer's), or the ring's first when that
+    key was retired (every key opens it)."""
     page = {**row, "status": row["stored_status"], "expires_at": row["expires_ts"]}
     channel = entry_channel(page)
     if channel is None or result_of(page, channel) != PENDING:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..outbox.states import VerificationStatus
 from ..platform.channels import code_channels, is_code_channel
-from .proofs import proofs, proved_at, was_sent
+from .proofs import ended_unsent, proofs, proved_at, was_sent
 
 
 class Result(StrEnum):
@@ -48,7 +48,8 @@ def result_of(row: dict[str, Any], presented: str) -> Result:
             return EXPIRED
         return LOCKED if tries_spent else PENDING  # this one can still prove its destination
     if status == VerificationStatus.PENDING and unexpired:
-        return PENDING
+        # a step that ended unsent (refused, suppressed, expired before any send) never will be sent
+        return EXPIRED if ended_unsent(row, presented) else PENDING
     if status in (VerificationStatus.PENDING, VerificationStatus.EXPIRED):
         return EXPIRED  # expires_at is the truth; the status catches up lazily
     return SUPERSEDED if status == VerificationStatus.SUPERSEDED else LOCKED
@@ -67,9 +68,11 @@ def entry_channel(row: dict[str, Any]) -> str | None:
     """The code step the code-entry page speaks for, None without one. The page is one person's way to
     prove a number: once a code of this verification proved, it says so (the first code proof's step),
     whatever other step could still prove. Else it asks for a code while any code step can prove
-    (pending here: sent, or not sent yet while the verification waits for it), naming the latest
-    such step sent (the message the person holds newest), or the first when none was sent yet. Else
-    how it ended: locked when a sent step's tries are spent, otherwise as the first step sees it.
+    (pending here: its message may have reached the person, or it may still be sent: not sent yet
+    while the verification waits for it, its intent not ended), naming the latest such step sent
+    (the message the person holds newest), or the first when none was sent yet. Else how it ended:
+    locked when a sent step's tries are spent, otherwise as the first step sees it (expired when
+    every code step ended unsent).
     `row` is a confirm state (verifications/queries.sql:confirm_state) or a read row with the same
     columns; no digest is needed."""
     channels = code_channels(row["channel"], row.get("fallback_channel"), row.get("step3_channel"))

@@ -47,7 +47,7 @@ def _wrong(code: str) -> str:
 
 
 def _failed_for_good(db, vid: uuid.UUID, channel: str) -> None:
-    """The step's send handed over, then refused for good (a blocked number): it counts as sent."""
+    """The step's send handed over, then refused for good (a blocked number): never taken, never sent."""
     claimed = [i for i in t.claim(db, "w", 10, 30) if i.verification_id == vid and i.channel == channel]
     assert len(claimed) == 1
     t.begin_attempts(db, "w", [claimed[0].fence])
