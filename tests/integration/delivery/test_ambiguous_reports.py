@@ -166,12 +166,13 @@ def test_a_message_or_call_the_lookup_found_takes_its_later_reports(db, reports,
     assert attempt_log(db, found["id"])[-1] == ("accepted", "provider_lookup_found")
     answers = report(reports, twilio, delivery, sid, outcome)
     assert sum(a["stored"] for a in answers) >= 2 and sum(a["undeliverable"] for a in answers) == 0
-    message, email = steps(db, vid)
+    message, _ = steps(db, vid)
     assert message["status"] == "accepted" and message["delivered_at"] is not None
     observed = db.rows("SELECT provider_ref FROM delivery_observations WHERE intent_id = :i", i=message["id"])
     assert observed and {o["provider_ref"] for o in observed} == {sid}
     reconcile(db, settings.reconciler, emit_signals=False)
     run_dispatch(db, settings)
+    _, email = steps(db, vid)
     assert len(twilio.deliveries) == 1 and email["brought_forward_at"] is None  # no second message or call
 
 
