@@ -52,7 +52,7 @@ from chaos_injections import Injections  # noqa: E402  (kills, the freeze, the r
 from chaos_reports import Reports  # noqa: E402  (provider reports, duplicated, reordered, late)
 from chaos_state import ChaosConfig  # noqa: E402  (the run's sizes, rates and timings)
 from chaos_webhooks import Webhooks  # noqa: E402  (the receiver, the confirmer, their checks)
-from chaos_workers import Workers  # noqa: E402  (the supervised dispatch slots, the reconciler)
+from chaos_workers import Workers, lookups_by_channel  # noqa: E402  (the dispatch slots, the reconciler)
 from signup_verification.api import create as verifications  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
@@ -154,6 +154,9 @@ class Run(Workers, Injections, Fanout):
                 "AMBIGUOUS_HOLD_SECONDS_WHATSAPP": "2",
                 "AMBIGUOUS_HOLD_SECONDS_VOICE": "2",
                 "CHANNEL_HOLD_SECONDS": "2",
+                # The fake lists what it takes at once (production: 120 s): the reconciler's lookup settles
+                # ambiguous SMS, WhatsApp messages and calls, found or absent, before their holds do.
+                "TWILIO_LOOKUP_SETTLE_SECONDS": "1",
                 **self.webhooks.env(),
                 **self.start_fanout(),
             }
@@ -220,6 +223,7 @@ class Run(Workers, Injections, Fanout):
             self.webhooks.check(db, findings)
             self.reports.check(db, findings)
             self.attack.check(db, findings)
+            findings.figures["lookup_settled_by_channel"] = lookups_by_channel(db)
         finally:
             db.close()
         if not drained:

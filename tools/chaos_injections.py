@@ -27,10 +27,17 @@ class Injections(RunState):
         rng = random.Random(c.seed + 2)
         restart_at, pause_at = c.chaos_seconds * c.pg_restart_at, c.chaos_seconds * c.pause_at
         restarted = paused = False
+        restarted_at = 0.0  # wall clock, as the server's timestamps
         db = Database(self.pg.params, application_name="chaos-monitor")
         next_kill = self._elapsed() + rng.uniform(*c.kill_every)
         try:
-            while not self.stopping.is_set() and (self._elapsed() < c.chaos_seconds or not restarted):
+            # the freeze may come after the phase, within half of it again: it waits for a worker claiming
+            # after the restart
+            while not self.stopping.is_set() and (
+                self._elapsed() < c.chaos_seconds
+                or not restarted
+                or (not paused and self._elapsed() < 1.5 * c.chaos_seconds)
+            ):
                 now = self._elapsed()
                 if not restarted and now >= restart_at:
                     try:
@@ -42,9 +49,9 @@ class Injections(RunState):
                     self.figures["pg_restarts"] += 1
                     self.figures["pg_down_seconds"] = round(down, 1)
                     self.log(f"{now:6.1f}s PostgreSQL restarted ({down:.1f} s down)")
-                    restarted = True
+                    restarted, restarted_at = True, time.time()
                 elif not paused and now >= pause_at:
-                    paused = self._freeze_one(db)  # retried until a worker has sends in flight
+                    paused = self._freeze_one(db, restarted_at)  # retried until a worker has sends in flight
                 elif now >= next_kill and now < c.chaos_seconds:
                     self._kill_one(rng, db)
                     next_kill = now + rng.uniform(*c.kill_every)
@@ -53,16 +60,23 @@ class Injections(RunState):
             db.close()
 
     def _lease_holders(
-        self, db: Database, statuses: tuple[str, ...] = ("claimed", "attempting"), ahead_only: bool = False
+        self,
+        db: Database,
+        statuses: tuple[str, ...] = ("claimed", "attempting"),
+        ahead_only: bool = False,
+        claimed_after: float = 0.0,
     ) -> dict[int, int]:
         """{pid: leases held in `statuses`} of the workers holding leases now; {} while the server is down.
-        `ahead_only`: only batches claimed ahead, sends not started (claimed, or begun by the fused claim)."""
+        `ahead_only`: only batches claimed ahead, sends not started (claimed, or begun by the fused claim).
+        `claimed_after` (wall clock): only leases claimed since then."""
         try:
             owners = db.run(
                 "SELECT lease_owner, count(*) FROM delivery_intents WHERE status = ANY(:statuses)"
-                " AND lease_owner IS NOT NULL AND (NOT :ahead OR status = 'claimed' OR sending_at IS NULL) GROUP BY 1",
+                " AND lease_owner IS NOT NULL AND (NOT :ahead OR status = 'claimed' OR sending_at IS NULL)"
+                " AND (CAST(:after AS float8) = 0 OR last_claimed_at > to_timestamp(CAST(:after AS float8))) GROUP BY 1",
                 statuses=list(statuses),
                 ahead=ahead_only,
+                after=claimed_after,
             )
         except UnavailableError:
             return {}
@@ -95,14 +109,16 @@ class Injections(RunState):
                 if slot.get("fanout") and slot in working:
                     self.figures["fanout_killed_mid_batch"] += 1
 
-    def _freeze_one(self, db: Database) -> bool:
+    def _freeze_one(self, db: Database, restarted_at: float) -> bool:
         """SIGSTOP a worker that holds claimed leases, for longer than its lease; SIGCONT it later. Whether it
         still holds them is read again once it is stopped (it cannot change them then): if its batch
         settled in between, it is resumed at once and another moment is tried."""
         # One holding a batch claimed ahead: on resume its start is fenced and refused (stale) for sure, where
         # sends still in flight past the deadline would be left to the reconciler without a write.
         # the fused claim's batch is 'attempting' from the claim on, not from its start
-        pids = self._lease_holders(db, ahead_only=True)
+        # Claimed since the restart: a worker whose connection the restart ended (its sends were in flight
+        # then) would fail its late writes with an error on thaw, not have them refused as stale.
+        pids = self._lease_holders(db, ahead_only=True, claimed_after=restarted_at)
         with self.lock:
             slot = next(
                 (

@@ -15,6 +15,20 @@ from pathlib import Path
 from chaos_state import RunState
 
 ROOT = Path(__file__).resolve().parents[1]
+# What the reconciler's Twilio lookup settled, per channel: ambiguous SMS, WhatsApp messages and calls
+# found sent (accepted with their sid) or proven absent (retried once) by Twilio's list APIs.
+_LOOKED_UP = (
+    "SELECT channel, error_class, count(*)::int FROM delivery_attempts"
+    " WHERE error_class IN ('provider_lookup_found', 'provider_lookup_absent') GROUP BY 1, 2"
+)
+
+
+def lookups_by_channel(db) -> dict[str, dict[str, int]]:
+    """{channel: {"found": n, "absent": n}} of the attempts the lookup settled."""
+    settled: dict[str, dict[str, int]] = {}
+    for channel, error_class, n in db.run(_LOOKED_UP):
+        settled.setdefault(channel, {})[error_class.removeprefix("provider_lookup_")] = n
+    return settled
 
 
 class Workers(RunState):

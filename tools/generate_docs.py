@@ -46,11 +46,11 @@ from signup_verification.delivery.config import (  # noqa: E402
     WhatsAppConfig,
 )
 from signup_verification.operations.config import (  # noqa: E402
-    SMS_LOOKUP,
+    TWILIO_LOOKUP,
     DispatchConfig,
     ReconcilerConfig,
     SignalsConfig,
-    SmsLookupConfig,
+    TwilioLookupConfig,
 )
 from signup_verification.outbox.config import FailurePolicy, NudgeConfig, RetryPolicy  # noqa: E402
 from signup_verification.platform.config import (  # noqa: E402
@@ -167,7 +167,14 @@ SETTINGS_TABLES: dict[str, tuple[type | Setting[Any], ...]] = {
         WebhookConfig,
     ),
     "settings-reports": (DeliveryReportsConfig,),
-    "settings-operations": (ReconcilerConfig, SMS_LOOKUP, SmsLookupConfig, SignalsConfig, LoggingConfig, K_SERVICE),
+    "settings-operations": (
+        ReconcilerConfig,
+        TWILIO_LOOKUP,
+        TwilioLookupConfig,
+        SignalsConfig,
+        LoggingConfig,
+        K_SERVICE,
+    ),
     "settings-migrations": (MigrationConfig,),
     "settings-callers": (AuthConfig,),
 }

@@ -91,10 +91,11 @@ class Contract(OpenAPI):
         return {int(s) for s in self.document["paths"][path][method]["responses"] if s.isdigit()}
 
 
-def twilio_contract(path: str) -> Contract:
-    """Twilio's API v2010 spec cut down to one POST operation (TWILIO_MESSAGES or TWILIO_CALLS)."""
+def twilio_contract(path: str, method: str = "post") -> Contract:
+    """Twilio's API v2010 spec cut down to one operation of TWILIO_MESSAGES or TWILIO_CALLS: create
+    (post), or the list the reconciler's lookup asks (get)."""
     spec = json.loads(spec_file("twilio_api_v2010.json").read_text(encoding="utf-8"))
-    return Contract.of(operation_spec(spec, path, "post"))
+    return Contract.of(operation_spec(spec, path, method))
 
 
 # -- the wire exchange as openapi-core sees it ---------------------------------------------------------

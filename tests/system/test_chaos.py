@@ -69,6 +69,11 @@ def _missed_injections(f: dict) -> list[str]:
         missed.append("attack_answers")
     if not f.get("reports_route_faults"):
         missed.append("attack_reports")
+    # the reconciler's lookup settled ambiguous sends of every Twilio channel (tools/chaos_workers.py)
+    settled = f.get("lookup_settled_by_channel", {})
+    missed += [
+        f"lookup_{channel}" for channel in ("sms", "whatsapp", "voice") if not sum(settled.get(channel, {}).values())
+    ]
     if not f.get("reports_early_applied"):
         missed.append("early_reports")  # a final report before the settle, applied when the send was found sent
     return missed

@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 
 from signup_verification.config import load
+from signup_verification.config.loader import Reading
 from signup_verification.delivery import templates
 from signup_verification.delivery.capacity_config import PacingConfig
 from signup_verification.delivery.config import VOICE_MAX_PER_HOUR
+from signup_verification.operations.config import ReconcilerConfig
 from support.config import RecordingEnv
 from support.deploy_docs import CALL_SHARE
 from support.infra_plans import EXAMPLE, plan_of, planned_block, run_tool
@@ -48,16 +50,24 @@ def test_the_whatsapp_templates_infra_requires_are_the_languages_of_the_messages
 
 def test_each_channel_setting_goes_to_the_functions_that_read_it():
     """create reads the transports only (what it offers), dispatch everything it sends with, status
-    and reconcile the call budget their records report; confirm and reports none of them."""
-    channel_env = load_infra().locals["channel_env"]
+    the call budget its records report, reconcile that budget and the transports and senders its
+    lookup of ambiguous sends asks Twilio with; confirm and reports none of them."""
+    infra = load_infra().locals
+    channel_env = infra["channel_env"]
     assert set(channel_env) == {"create", "dispatch", "reconcile", "status"}
     assert channel_env["create"] == "${local.transports_env}"
-    assert channel_env["reconcile"] == channel_env["status"] == "${local.voice_budget_env}"
-    dispatch = channel_env["dispatch"]
-    for name in ("TWILIO_WHATSAPP_FROM", "TWILIO_WHATSAPP_CONTENT_SIDS", "WHATSAPP_MAX_PER_SECOND", "TWILIO_VOICE_FROM",
-                 "VOICE_RING_SECONDS", "VOICE_TIME_LIMIT_SECONDS", "VOICE_CALLS_PER_SECOND"):  # fmt: skip
-        assert name in dispatch, name
-    assert "local.transports_env" in dispatch and "local.voice_budget_env" in dispatch
+    assert channel_env["status"] == "${local.voice_budget_env}"
+    assert set(infra["senders_env"]) == {"TWILIO_WHATSAPP_FROM", "TWILIO_VOICE_FROM"}
+    dispatch, reconcile = channel_env["dispatch"], channel_env["reconcile"]
+    for name in ("TWILIO_WHATSAPP_CONTENT_SIDS", "WHATSAPP_MAX_PER_SECOND", "VOICE_RING_SECONDS",
+                 "VOICE_TIME_LIMIT_SECONDS", "VOICE_CALLS_PER_SECOND"):  # fmt: skip
+        assert name in dispatch and name not in reconcile, name
+    for env in (dispatch, reconcile):
+        assert all(f"local.{part}" in env for part in ("transports_env", "senders_env", "voice_budget_env")), env
+    recording = RecordingEnv({"WHATSAPP_TRANSPORT": "twilio", "VOICE_TRANSPORT": "twilio",
+                              "TWILIO_ACCOUNT_SID": "AC" + "0" * 32, "TWILIO_AUTH_TOKEN": "t"})  # fmt: skip
+    Reading(recording).build(ReconcilerConfig)  # what the reconcile function reads
+    assert {"TWILIO_WHATSAPP_FROM", "TWILIO_VOICE_FROM", "WHATSAPP_TRANSPORT", "VOICE_TRANSPORT"} <= recording.asked
 
 
 def test_every_setting_of_the_channels_is_an_infra_variable_or_left_to_the_code_as_its_sms_twin():

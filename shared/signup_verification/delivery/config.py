@@ -239,18 +239,28 @@ def _caller_id(raw: str, env: Env) -> str:
     return raw
 
 
+TWILIO_WHATSAPP_FROM = Setting(
+    "TWILIO_WHATSAPP_FROM",
+    None,
+    parse=_whatsapp_sender,
+    help="required with `WHATSAPP_TRANSPORT=twilio`: the WhatsApp sender `whatsapp:+<E.164>` registered in "
+    "Twilio, or a Messaging Service SID (`MG…`) holding it",
+)
+TWILIO_VOICE_FROM = Setting(
+    "TWILIO_VOICE_FROM",
+    None,
+    parse=_caller_id,
+    help="the number calls come from (a Twilio number or a verified caller ID, E.164); unset: `TWILIO_FROM` "
+    "when that is a number. Required with `VOICE_TRANSPORT=twilio`",
+)
+
+
 @dataclass(frozen=True)
 class WhatsAppConfig:
     """The WhatsApp channel over Twilio (delivery/channels/twilio_whatsapp.py): its sender and the
     approved authentication template of each language (docs/channels.md)."""
 
-    sender: str | None = setting(
-        "TWILIO_WHATSAPP_FROM",
-        None,
-        parse=_whatsapp_sender,
-        help="required with `WHATSAPP_TRANSPORT=twilio`: the WhatsApp sender `whatsapp:+<E.164>` registered in "
-        "Twilio, or a Messaging Service SID (`MG…`) holding it",
-    )
+    sender: str | None = TWILIO_WHATSAPP_FROM.field()
     content_sids: Mapping[str, str] | None = setting(
         "TWILIO_WHATSAPP_CONTENT_SIDS",
         None,
@@ -265,13 +275,7 @@ class WhatsAppConfig:
 class VoiceConfig:
     """The voice channel over Twilio's Calls API (delivery/channels/twilio_voice.py)."""
 
-    caller_id: str | None = setting(
-        "TWILIO_VOICE_FROM",
-        None,
-        parse=_caller_id,
-        help="the number calls come from (a Twilio number or a verified caller ID, E.164); unset: `TWILIO_FROM` "
-        "when that is a number. Required with `VOICE_TRANSPORT=twilio`",
-    )
+    caller_id: str | None = TWILIO_VOICE_FROM.field()
     ring_seconds: int = setting(
         "VOICE_RING_SECONDS", 30, minimum=5, maximum=600, help="how long a call rings before it is `no-answer`"
     )

@@ -3,8 +3,9 @@
 with ContentSid and ContentVariables is a WhatsApp template message, rendered from the approved
 templates this fake knows, `content_sids`), `POST .../Calls.json` (To, From, Twiml: the mailbox
 keeps what its <Say> speaks), `GET .../Messages/<sid>.json`
-and the Messages list API `GET .../Messages.json?To=&From=` (newest first, as the reconciler's
-lookup of an ambiguous SMS asks it), keeping every SMS in the mailbox. Twilio's documented test
+and the list APIs `GET .../Messages.json?To=&From=` and `GET .../Calls.json?To=&From=` (newest first,
+as the reconciler's lookup of an ambiguous SMS, WhatsApp message or call asks them), keeping every
+message and call in the mailbox. Twilio's documented test
 numbers answer their documented errors, as Twilio does for its test credentials (MAGIC_NUMBERS for
 `To`, MAGIC_SENDERS for `From`); accepted messages get status callbacks (provider_reports.py). The
 sandbox's numbers (sandbox.py): SMS_SERVER_ERRORS answer 500 after creating the message, or without
@@ -201,16 +202,25 @@ def register(
 
     @app.get("/2010-04-01/Accounts/<requested_sid>/Messages.json")
     def twilio_list(requested_sid: str):
+        return listing(requested_sid, "messages", ("sms", "whatsapp"), resource)
+
+    @app.get("/2010-04-01/Accounts/<requested_sid>/Calls.json")
+    def twilio_call_list(requested_sid: str):
+        return listing(requested_sid, "calls", ("voice",), call_resource)
+
+    def listing(requested_sid: str, key: str, kinds: tuple[str, ...], shown: Callable[[Message, str], dict]):
+        """A list API filtered by `To` and `From` as Twilio writes them (`whatsapp:+...` for WhatsApp),
+        newest first, one page of 50."""
         if not authorised(requested_sid):
             return twilio_error(401, 20003, "Authenticate")
         to, sender = flask.request.args.get("To"), flask.request.args.get("From")
         found = [
-            resource(m, requested_sid)
-            for m in mailbox.messages()  # newest first, as Twilio lists them
-            if m.kind == "sms" and (to is None or m.recipients == [to]) and (sender is None or m.sender == sender)
+            item
+            for item in (shown(m, requested_sid) for m in mailbox.messages() if m.kind in kinds)
+            if (to is None or item["to"] == to) and (sender is None or item["from"] == sender)
         ][:50]
-        uri = f"/2010-04-01/Accounts/{requested_sid}/Messages.json"
-        return flask.jsonify({"messages": found, "page": 0, "page_size": len(found), "uri": uri, "next_page_uri": None})
+        uri = f"/2010-04-01/Accounts/{requested_sid}/{key.capitalize()}.json"
+        return flask.jsonify({key: found, "page": 0, "page_size": len(found), "uri": uri, "next_page_uri": None})
 
     @app.get("/2010-04-01/Accounts/<requested_sid>/Messages/<sid>.json")
     def twilio_fetch(requested_sid: str, sid: str):

@@ -19,6 +19,8 @@ from ..delivery.config import (
     TWILIO_ACCOUNT_SID,
     TWILIO_API_URL,
     TWILIO_AUTH_TOKEN,
+    TWILIO_VOICE_FROM,
+    TWILIO_WHATSAPP_FROM,
     VOICE_MAX_PER_HOUR,
     MessageConfig,
     SendLimit,
@@ -27,16 +29,19 @@ from ..outbox.config import FailurePolicy, NudgeConfig, RetryPolicy
 from ..platform.config import DEPLOYMENT, FUNCTION_TIMEOUT, SHUTDOWN_GRACE, production_flag
 from ..platform.errors import ConfigError
 from ..platform.settings import Env, Setting, each, number, part, setting
-from ..verifications.config import TWILIO_FROM, VERIFICATION_TTL
+from ..verifications.config import TWILIO_FROM, VERIFICATION_TTL, VOICE_TRANSPORT, WHATSAPP_TRANSPORT
 
 DAY = 86_400
 READY_AGE_TTL_FRACTION = 0.2  # READY_AGE_ALERT_SECONDS defaults to this share of VERIFICATION_TTL_SECONDS
-SMS_LOOKUP = Setting(
-    "SMS_LOOKUP",
+TWILIO_LOOKUP = Setting(
+    "TWILIO_LOOKUP",
     True,
-    help="with `SMS_TRANSPORT=twilio` and its credentials, the reconciler asks Twilio's Messages list API about "
-    "ambiguous SMS (docs/deploy.md); `off`: they follow the hold policy",
+    aliases=("SMS_LOOKUP",),
+    help="with a channel sent through Twilio (`SMS_TRANSPORT`, `WHATSAPP_TRANSPORT` or `VOICE_TRANSPORT` `=twilio`) "
+    "and its credentials, the reconciler asks Twilio's Messages or Calls list API about that channel's ambiguous "
+    "sends (docs/deploy.md); `off`: they follow the hold policy",
 )
+WHATSAPP_PREFIX = "whatsapp:"  # how Twilio addresses a WhatsApp number (delivery/channels/twilio_whatsapp.py)
 
 
 def _whole(raw: str, env: Env) -> int:
@@ -45,30 +50,64 @@ def _whole(raw: str, env: Env) -> int:
 
 def _twilio_lookups(env: Env) -> bool:
     credentials = env(TWILIO_ACCOUNT_SID) and env(TWILIO_AUTH_TOKEN)
-    return env(SMS_TRANSPORT) == "twilio" and bool(credentials) and env(SMS_LOOKUP)
+    on_twilio = "twilio" in (env(SMS_TRANSPORT), env(WHATSAPP_TRANSPORT), env(VOICE_TRANSPORT))
+    return on_twilio and bool(credentials) and env(TWILIO_LOOKUP)
 
 
 @dataclass(frozen=True)
-class SmsLookupConfig:
-    """Ambiguous SMS resolved by asking Twilio's Messages list API (lookup_ambiguous_sms.py): set when
-    SMS_TRANSPORT=twilio with credentials, unless SMS_LOOKUP is off."""
+class TwilioLookupConfig:
+    """Ambiguous SMS, WhatsApp messages and calls resolved by asking Twilio's Messages or Calls list API
+    (lookup_ambiguous_twilio.py): set when a channel is sent through Twilio with its credentials, unless
+    TWILIO_LOOKUP is off. One budget of list requests for the three channels: one account's API."""
 
     account_sid: str = TWILIO_ACCOUNT_SID.field(view=lambda sid: sid or "")
     auth_token: str = TWILIO_AUTH_TOKEN.field(view=lambda token: token or "")
-    sender: str = TWILIO_FROM.field(view=lambda sender: sender or "")  # an MG... Messaging Service: matched on To only
     api_url: str = TWILIO_API_URL.field()
-    max_calls: int = setting("SMS_LOOKUP_MAX_CALLS", 20, minimum=0, help="list requests per reconcile run")
-    timeout_seconds: float = setting("SMS_LOOKUP_TIMEOUT_SECONDS", 5.0, above=0, help="per list request")
+    sms_transport: str = SMS_TRANSPORT.field()
+    whatsapp_transport: str = WHATSAPP_TRANSPORT.field()
+    voice_transport: str = VOICE_TRANSPORT.field()
+    sender: str = TWILIO_FROM.field(view=lambda sender: sender or "")  # an MG... Messaging Service: To only
+    whatsapp_sender: str = TWILIO_WHATSAPP_FROM.field(view=lambda sender: sender or "")
+    caller_id: str = TWILIO_VOICE_FROM.field(view=lambda caller: caller or "")  # unset: a TWILIO_FROM number
+    max_calls: int = setting(
+        "TWILIO_LOOKUP_MAX_CALLS",
+        20,
+        minimum=0,
+        aliases=("SMS_LOOKUP_MAX_CALLS",),
+        help="list requests per reconcile run",
+    )
+    timeout_seconds: float = setting(
+        "TWILIO_LOOKUP_TIMEOUT_SECONDS", 5.0, above=0, aliases=("SMS_LOOKUP_TIMEOUT_SECONDS",), help="per list request"
+    )
     min_interval_seconds: float = setting(
-        "SMS_LOOKUP_INTERVAL_SECONDS", 0.2, minimum=0, help="between two requests (Twilio's API rate limits)"
+        "TWILIO_LOOKUP_INTERVAL_SECONDS",
+        0.2,
+        minimum=0,
+        aliases=("SMS_LOOKUP_INTERVAL_SECONDS",),
+        help="between two requests (Twilio's API rate limits)",
     )
     settle_seconds: float = setting(
-        "SMS_LOOKUP_SETTLE_SECONDS",
+        "TWILIO_LOOKUP_SETTLE_SECONDS",
         120.0,
         above=0,
-        help="after this long since the attempt, a message absent from the listing was never created: retried once",
+        aliases=("SMS_LOOKUP_SETTLE_SECONDS",),
+        help="after this long since the attempt, a message or call absent from the listing was never created: "
+        "retried once",
     )
-    window_seconds: float = 300.0  # a message created this long after the attempt began is still ours
+    window_seconds: float = 300.0  # a message or call created this long after the attempt began is still ours
+
+    def senders(self) -> dict[str, str]:
+        """Each channel sent through Twilio -> the `From` its listing filters on, as Twilio writes it
+        ('': `To` only, for a Messaging Service, which has no one number)."""
+        found = {}
+        if self.sms_transport == "twilio":
+            found["sms"] = "" if self.sender.startswith("MG") else self.sender
+        if self.whatsapp_transport == "twilio":
+            number = self.whatsapp_sender.removeprefix(WHATSAPP_PREFIX)
+            found["whatsapp"] = "" if number.startswith("MG") else WHATSAPP_PREFIX + number
+        if self.voice_transport == "twilio":  # calls have no Messaging Service
+            found["voice"] = self.caller_id or (self.sender if self.sender.startswith("+") else "")
+        return found
 
 
 @dataclass(frozen=True)
@@ -111,7 +150,7 @@ class ReconcilerConfig:
     policy: RetryPolicy = part(RetryPolicy)  # the dispatcher's retry/ambiguity policy
     deployment: str = DEPLOYMENT.field()  # whose rows, whose watermark
     function_timeout_seconds: float = FUNCTION_TIMEOUT.field(view=float)  # the run's time budget
-    sms_lookup: SmsLookupConfig | None = part(SmsLookupConfig, when=_twilio_lookups)  # None: no lookups
+    twilio_lookup: TwilioLookupConfig | None = part(TwilioLookupConfig, when=_twilio_lookups)  # None: none
 
     def __post_init__(self) -> None:
         if self.purge_after_seconds < self.redact_after_seconds:

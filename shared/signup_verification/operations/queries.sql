@@ -263,20 +263,22 @@ SELECT channel, count(*)::integer AS overdue,
  GROUP BY channel
  ORDER BY channel
 
--- name: lookup_ambiguous_sms
--- Ambiguous SMS to look up at Twilio: the intent, its last begun attempt and the
--- destination (never logged; a fallback intent has its own). Oldest hold first; redacted destinations cannot be looked up.
-SELECT i.id AS intent_id, a.attempt_id, a.attempted_at, coalesce(i.destination, v.destination) AS destination
+-- name: lookup_ambiguous_twilio
+-- Ambiguous sends of the channels Twilio carries (:channels: SMS, WhatsApp, voice) to look up there: the
+-- intent, its channel, its last begun attempt and the destination (never logged; a fallback intent has
+-- its own). Oldest hold first, every channel in one order; redacted destinations cannot be looked up.
+SELECT i.id AS intent_id, i.channel, a.attempt_id, a.attempted_at, coalesce(i.destination, v.destination) AS destination
   FROM delivery_intents AS i
   JOIN verifications AS v ON v.id = i.verification_id
   JOIN delivery_attempts AS a ON a.intent_id = i.id AND a.attempt_number = i.attempts AND a.outcome = 'attempting'
- WHERE i.status = 'ambiguous' AND i.channel = 'sms' AND coalesce(i.destination, v.destination) IS NOT NULL
+ WHERE i.status = 'ambiguous' AND i.channel = ANY (CAST(:channels AS text[]))
+   AND coalesce(i.destination, v.destination) IS NOT NULL
  ORDER BY i.next_attempt_at, i.id
  LIMIT :limit
 
 -- name: lookup_known_sids
--- Message sids already explained by an attempt of ours (provider_ref): a lookup must not take an
--- earlier message to the same number (an older signup's SMS) as proof that this attempt was sent.
+-- Message and call sids already explained by an attempt of ours (provider_ref): a lookup must not take
+-- an earlier message or call to the same number (an older signup's) as proof that this attempt was sent.
 SELECT DISTINCT provider_ref FROM delivery_attempts WHERE provider_ref = ANY (CAST(:sids AS text[]))
 
 -- name: retention_unlock

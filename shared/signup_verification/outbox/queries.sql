@@ -504,11 +504,11 @@ SELECT r.id, r.channel, r.status FROM resolved AS r, followed
 
 -- name: resolve_lookup
 -- transition: ambiguous -> accepted, retryable, failed
--- why: the reconciler asked the provider about an ambiguous SMS (found, but reported final: failed)
--- resolve by lookup: an ambiguous SMS the reconciler looked up at the provider.
+-- why: the reconciler asked the provider about an ambiguous send (found, but reported final: failed)
+-- resolve by lookup: an ambiguous SMS, WhatsApp message or call the reconciler looked up at the provider.
 --   found  (sid given)  -> accepted with that sid as provider_ref: it was sent, later reports attach to it;
 --   absent (sid NULL)   -> retryable (attempts left) or failed (attempts_exhausted): the provider's
---                          settled listing has no such message, so it was never created and a new
+--                          settled listing has no such message or call, so it was never created and a new
 --                          attempt sends it once.
 -- Only rows still ambiguous with the same attempt move (a concurrent report or resolve wins); the
 -- attempt log gains the outcome of the looked-up attempt in the same statement.

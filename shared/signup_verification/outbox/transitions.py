@@ -320,8 +320,9 @@ def resolve_ambiguous(db: Database, policy: RetryPolicy, limit: int) -> list[tup
 
 
 def resolve_by_lookup(db: Database, found: Sequence[tuple[int, str, str | None]]) -> dict[int, str]:
-    """Ambiguous SMS the provider was asked about: (intent id, attempt id, sid or None for
-    absent) -> accepted | retryable | failed; returns intent id -> new status for the rows that moved."""
+    """Ambiguous sends the provider was asked about (an SMS, a WhatsApp message, a call): (intent id,
+    attempt id, sid or None for absent) -> accepted | retryable | failed; returns intent id -> new status
+    for the rows that moved."""
     if not found:
         return {}
     rows = db.run(

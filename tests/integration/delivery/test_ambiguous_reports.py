@@ -3,9 +3,10 @@ delivery_reports target and a real PostgreSQL: the create request went out and i
 (a timeout, a 500 after Twilio created the message), so the attempt is ambiguous; Twilio's signed
 callback naming that attempt proves the message or call was created, and its final status ends the
 step at once with its reason. The next step comes forward now, the ambiguity policy has nothing left
-to retry (no second message or call to the person), the SMS lookup finds nothing to do, and a report
-about an older attempt changes nothing. A report that it arrived settles it as sent. Either way the
-attempt log's settlement names the message or call by the report's sid: our own answer never came."""
+to retry (no second message or call to the person), the Twilio lookup finds nothing to do, and a
+report about an older attempt changes nothing. A report that it arrived settles it as sent. Either way
+the attempt log's settlement names the message or call by the report's sid: our own answer never
+came. A message or call the lookup found takes its later reports as any accepted send does."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import time
 
 import pytest
 
-from signup_verification.operations.config import SmsLookupConfig
 from signup_verification.operations.reconciler.runner import reconcile
 from support.dispatch import provider_settings, run_dispatch
 from support.factories import created
@@ -142,14 +142,39 @@ def test_an_ambiguous_whatsapp_message_reported_undelivered_fails_and_the_email_
 
 
 def no_lookup(settings):
-    """The reconciler without the SMS lookup: the ambiguity policy alone decides (as for WhatsApp and calls)."""
-    return dataclasses.replace(settings.reconciler, sms_lookup=None)
+    """The reconciler without the Twilio lookup: the ambiguity policy alone decides."""
+    return dataclasses.replace(settings.reconciler, twilio_lookup=None)
 
 
-def lookup_config(settings, twilio):
-    lookup = SmsLookupConfig(account_sid=twilio.account_sid, auth_token=twilio.auth_token, sender="+15005550006",
-                             api_url=twilio.url, min_interval_seconds=0.0, settle_seconds=0.001)  # fmt: skip
-    return dataclasses.replace(settings.reconciler, sms_lookup=lookup)
+def lookup_config(settings):
+    lookup = dataclasses.replace(settings.reconciler.twilio_lookup, min_interval_seconds=0.0, settle_seconds=0.001)
+    return dataclasses.replace(settings.reconciler, twilio_lookup=lookup)
+
+
+@pytest.mark.parametrize(("channel", "outcome"), [("whatsapp", "delivered"), ("voice", "human")])
+def test_a_message_or_call_the_lookup_found_takes_its_later_reports(db, reports, smtp, twilio, channel, outcome):
+    """Ambiguous (500 after Twilio created it), found by the reconciler's lookup: accepted with its
+    sid, and Twilio's later callbacks about that sid settle it delivered; nothing is sent again."""
+    settings = settings_for(smtp, twilio, channel, policy="hold")
+    vid = two_steps(db, settings, channel)
+    twilio.script(FakeTwilio.error(500, 20500, "Internal Server Error", deliver=True))
+    assert run_dispatch(db, settings).ambiguous == 1
+    [delivery] = twilio.deliveries
+    sid = twilio.message(delivery)["sid"]
+    assert reconcile(db, lookup_config(settings), emit_signals=False).moves["ambiguous_lookup_to_accepted"] == 1
+    found, _ = steps(db, vid)
+    assert (found["status"], found["provider_ref"]) == ("accepted", sid)
+    assert attempt_log(db, found["id"])[-1] == ("accepted", "provider_lookup_found")
+    answers = report(reports, twilio, delivery, sid, outcome)
+    assert sum(a["stored"] for a in answers) >= 2 and sum(a["undeliverable"] for a in answers) == 0
+    message, _ = steps(db, vid)
+    assert message["status"] == "accepted" and message["delivered_at"] is not None
+    observed = db.rows("SELECT provider_ref FROM delivery_observations WHERE intent_id = :i", i=message["id"])
+    assert observed and {o["provider_ref"] for o in observed} == {sid}
+    reconcile(db, settings.reconciler, emit_signals=False)
+    run_dispatch(db, settings)
+    _, email = steps(db, vid)
+    assert len(twilio.deliveries) == 1 and email["brought_forward_at"] is None  # no second message or call
 
 
 def test_an_ambiguous_sms_reported_final_is_applied_once_whatever_the_lookup_finds(db, reports, smtp, twilio):
@@ -162,7 +187,7 @@ def test_an_ambiguous_sms_reported_final_is_applied_once_whatever_the_lookup_fin
     message, email = steps(db, vid)
     assert (message["status"], message["failure_code"]) == ("failed", "30003")
     events = db.rows("SELECT id FROM delivery_intents WHERE verification_id = :v AND role = 'event'", v=vid)
-    done = reconcile(db, lookup_config(settings, twilio), emit_signals=False)
+    done = reconcile(db, lookup_config(settings), emit_signals=False)
     assert not any(k.startswith("ambiguous_lookup_to_") and n for k, n in done.moves.items())
     assert twilio.list_requests == []  # nothing ambiguous is left to look up
     again, email_again = steps(db, vid)

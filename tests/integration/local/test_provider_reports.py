@@ -13,12 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+import urllib3
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from signup_verification import cli, runtime
 from signup_verification.local import provider_reports
 from signup_verification.local.mailbox import MailboxServer
-from signup_verification.operations.config import SmsLookupConfig
+from signup_verification.operations.config import TwilioLookupConfig
+from signup_verification.operations.reconciler import lookup_ambiguous_twilio
 from signup_verification.operations.reconciler.runner import reconcile
 from support.dev_process import free_ports
 from support.dispatch import provider_settings, run_dispatch
@@ -194,13 +196,38 @@ def test_forged_reports_change_nothing(stack, db):
     assert _create(s, "email", "eve.forged@example.com").status_code == 201
 
 
-def _reconcile_with_lookup(db, twilio_url: str, settle_seconds: float):
-    lookup = SmsLookupConfig(
-        account_sid=SID, auth_token=AUTH, sender="+15005550006", api_url=twilio_url,
+def _lookup_config(twilio_url: str, settle_seconds: float = 120.0) -> TwilioLookupConfig:
+    return TwilioLookupConfig(
+        account_sid=SID, auth_token=AUTH, api_url=twilio_url, sms_transport="twilio", whatsapp_transport="twilio",
+        voice_transport="twilio", sender="+15005550006", whatsapp_sender="whatsapp:+15005550006",
         min_interval_seconds=0.0, settle_seconds=settle_seconds,
     )  # fmt: skip
-    config = dataclasses.replace(provider_settings().reconciler, sms_lookup=lookup)
+
+
+def _reconcile_with_lookup(db, twilio_url: str, settle_seconds: float):
+    config = dataclasses.replace(
+        provider_settings().reconciler, twilio_lookup=_lookup_config(twilio_url, settle_seconds)
+    )
     return reconcile(db, config, emit_signals=False)
+
+
+@pytest.mark.parametrize("channel", ["whatsapp", "voice"])
+def test_the_mailbox_lists_whatsapp_messages_and_calls_as_the_lookup_asks(stack, db, channel):
+    """The local Twilio's Messages and Calls list APIs, filtered by `To` and `From` as Twilio writes
+    them: the lookup finds the WhatsApp message or the call just sent, and nothing of another channel."""
+    s = stack()
+    _, message = _sent(s, channel, "+14155550177")
+    config = _lookup_config(s.mailbox.web_url)
+    pool = urllib3.PoolManager()
+    senders = config.senders()
+
+    def found(on: str, to: str = "+14155550177") -> list[str]:
+        listing = lookup_ambiguous_twilio.LISTINGS[on]
+        return lookup_ambiguous_twilio.lookup(pool, config, listing, to, senders[on], message.received_at)
+
+    assert found(channel) == [message.sid] and message.sid.startswith("CA" if channel == "voice" else "SM")
+    assert found("whatsapp" if channel == "voice" else "voice") == [] and found("sms") == []
+    assert found(channel, to="+14155550178") == []
 
 
 @pytest.mark.parametrize(("number", "created"), [("+12025550150", True), ("+12025550151", False)])

@@ -85,9 +85,11 @@ class FakeProvider:
                 fake._handle(self)
 
             def do_GET(self):
-                fake._respond(
-                    self, fake.get(self.path, dict(self.headers.items())), Exchange("GET", self.path, {}, b"")
-                )
+                headers = dict(self.headers.items())
+                answer = fake.get(self.path, headers)
+                if answer.delay:  # a slow answer: past the client's timeout, it sees none
+                    time.sleep(answer.delay)
+                fake._respond(self, answer, Exchange("GET", self.path, headers, b""))
 
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]

@@ -1,7 +1,7 @@
 """A local HTTP server answering as Twilio's Messages and Calls APIs do (FakeProvider, http.py):
-SMS and WhatsApp template messages, calls with inline TwiML, the Messages list API. It also ends a
-call on request (`POST .../Calls/<sid>.json`, `Status=completed`); twilio_callbacks.py writes the
-status callbacks it would post, for the outcome a test chooses per destination (`outcomes`).
+SMS and WhatsApp template messages, calls with inline TwiML, the Messages and Calls list APIs. It
+also ends a call on request (`POST .../Calls/<sid>.json`, `Status=completed`); twilio_callbacks.py
+writes the status callbacks it would post, for the outcome a test chooses per destination (`outcomes`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class FakeTwilio(FakeProvider):
         self.account_sid = account_sid
         self.auth_token = auth_token
         self.messages: dict[int, dict] = {}  # id(delivery) -> its Message resource (sid, date_created)
-        self.list_answers: deque[Answer] = deque()  # scripted answers of the Messages list API
+        self.list_answers: deque[Answer] = deque()  # scripted answers of the Messages and Calls list APIs
         self.list_requests: list[str] = []
         self.contents = {sid: locale for locale, sid in whatsapp_contents().items()}  # approved templates
         self.calls: dict[str, dict] = {}  # sid -> the Call resource of each call placed (its status as it goes)
@@ -45,12 +45,13 @@ class FakeTwilio(FakeProvider):
         super().__init__()
 
     def message(self, delivery: Delivery) -> dict:
-        """The Message resource of a recorded delivery (one sid per delivery, also after a 5xx or reset)."""
+        """The Message or Call resource of a recorded delivery (one sid per delivery, also after a 5xx or
+        reset): what the list APIs show of it."""
         with self._lock:
             return self.messages.setdefault(
                 id(delivery),
                 {
-                    "sid": "SM" + uuid.uuid4().hex,
+                    "sid": ("CA" if _is_call(delivery) else "SM") + uuid.uuid4().hex,
                     "to": delivery.destination,
                     "from": delivery.request.get("From"),
                     "date_created": email.utils.format_datetime(datetime.now(UTC)),
@@ -59,7 +60,7 @@ class FakeTwilio(FakeProvider):
             )
 
     def get(self, path, headers):
-        """GET Messages.json?To=&From=: the Messages list API (newest first), as the reconciler asks it."""
+        """GET Messages.json or Calls.json ?To=&From=: the list APIs (newest first), as the reconciler asks them."""
         base, _, query = path.partition("?")
         self.list_requests.append(path)
         denied = self.check_auth(base, headers)
@@ -68,13 +69,16 @@ class FakeTwilio(FakeProvider):
         if self.list_answers:
             return self.list_answers.popleft()
         filters = {k: v[0] for k, v in parse_qs(query).items()}
+        calls = base.endswith("/Calls.json")
         found = [
             self.message(d)
             for d in reversed(list(self.deliveries))
-            if d.destination == filters.get("To")
+            if _is_call(d) == calls
+            and d.destination == filters.get("To")
             and ("From" not in filters or d.request.get("From") == filters["From"])
         ]
-        return Answer(200, {"messages": found, "page": 0, "page_size": len(found), "uri": base, "next_page_uri": None})
+        key = "calls" if calls else "messages"
+        return Answer(200, {key: found, "page": 0, "page_size": len(found), "uri": base, "next_page_uri": None})
 
     @staticmethod
     def error(status: int, code: int, message: str = "error", **extra) -> Answer:
@@ -165,8 +169,9 @@ class FakeTwilio(FakeProvider):
         return answer
 
     def call(self, destination, fields):
-        """Twilio's 201 Call resource of a queued call."""
-        sid = "CA" + uuid.uuid4().hex
+        """Twilio's 201 Call resource of a queued call (the sid the Calls list shows for it)."""
+        placed = next((d for d in reversed(self.deliveries) if d.destination == destination and _is_call(d)), None)
+        sid = self.message(placed)["sid"] if placed is not None else "CA" + uuid.uuid4().hex
         now = email.utils.format_datetime(datetime.now(UTC))
         uri = f"{self.account}/Calls/{sid}"
         resource = self.placed(
@@ -203,7 +208,9 @@ class FakeTwilio(FakeProvider):
 
     def sent(self, destination, fields):
         """Twilio's 201 Message resource (the fields its spec describes that a queued message has)."""
-        delivered = next((d for d in reversed(self.deliveries) if d.destination == destination), None)
+        delivered = next(
+            (d for d in reversed(self.deliveries) if d.destination == destination and not _is_call(d)), None
+        )
         sid = self.message(delivered)["sid"] if delivered is not None else "SM" + uuid.uuid4().hex
         now = email.utils.format_datetime(datetime.now(UTC))
         uri = f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}"
@@ -237,6 +244,10 @@ class FakeTwilio(FakeProvider):
         if reason.startswith("content"):
             return self.error(400, 63027, "Template does not exist for a language and locale")
         return self.error(400, 21211, "The 'To' number is not a valid phone number.")
+
+
+def _is_call(delivery: Delivery) -> bool:
+    return "Twiml" in delivery.request
 
 
 _CALL_UPDATE = re.compile(r"/2010-04-01/Accounts/AC[0-9a-f]{32}/Calls/CA[0-9a-fA-F]{32}\.json")

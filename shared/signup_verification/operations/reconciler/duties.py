@@ -1,22 +1,23 @@
 """Every reconciler duty, in the order one run sweeps them. Order matters so that one run makes at
 most one transition per intent:
-  suppress_dead          dead verification -> intent suppressed (before anything could revive it)
-  lookup_ambiguous_sms   ambiguous SMS looked up at Twilio -> accepted | retryable (before the hold policy)
-  resolve_ambiguous      ambiguous whose hold passed -> retryable | failed
-  expire_claims          claimed with an expired lease -> eligible again
-  lose_leases            attempting with an expired lease -> ambiguous (held: resolved by a later run)
-  count_overdue          eligible work older than the polling horizon: counted and logged (moves nothing)
-  reap_idempotency_keys  expired idempotency keys (and accepted request signatures) deleted
-  reap_refused_creates   refused creates past the limits' window deleted
-  redact                 destinations of finished, old verifications removed
-  purge                  redacted histories past retention deleted (only after redaction drained)
+  suppress_dead            dead verification -> intent suppressed (before anything could revive it)
+  lookup_ambiguous_twilio  ambiguous SMS, WhatsApp message or call looked up at Twilio -> accepted | retryable
+                           (before the hold policy)
+  resolve_ambiguous        ambiguous whose hold passed -> retryable | failed
+  expire_claims            claimed with an expired lease -> eligible again
+  lose_leases              attempting with an expired lease -> ambiguous (held: resolved by a later run)
+  count_overdue            eligible work older than the polling horizon: counted and logged (moves nothing)
+  reap_idempotency_keys    expired idempotency keys (and accepted request signatures) deleted
+  reap_refused_creates     refused creates past the limits' window deleted
+  redact                   destinations of finished, old verifications removed
+  purge                    redacted histories past retention deleted (only after redaction drained)
 """
 
 from __future__ import annotations
 
 from ...outbox import transitions
 from ...platform.catalogue import catalogue
-from . import count_overdue, lookup_ambiguous_sms, purge, redact, resolve_ambiguous, suppress_dead
+from . import count_overdue, lookup_ambiguous_twilio, purge, redact, resolve_ambiguous, suppress_dead
 from .batches import Batched, statements
 from .duty import Duty
 
@@ -61,7 +62,7 @@ BATCHED: dict[str, Batched] = {
 
 DUTIES: tuple[Duty, ...] = (
     suppress_dead.DUTY,
-    lookup_ambiguous_sms.DUTY,
+    lookup_ambiguous_twilio.DUTY,
     resolve_ambiguous.DUTY,
     BATCHED["expire_claims"].duty,
     BATCHED["lose_leases"].duty,

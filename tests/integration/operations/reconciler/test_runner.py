@@ -88,7 +88,7 @@ def test_reconcile_target_answers_counts_and_never_sends(app_client, db):
     assert body["drained"] is True and body["watermark"]["covered_through"]
     assert set(body["duties"]) == {
         "suppress_dead",
-        "lookup_ambiguous_sms",
+        "lookup_ambiguous_twilio",
         "resolve_ambiguous",
         "expire_claims",
         "lose_leases",
@@ -146,7 +146,7 @@ def test_a_quiet_run_answers_every_move_name_at_zero_and_its_duties_in_sweep_ord
     )
     assert list(body["duties"]) == [
         "suppress_dead",
-        "lookup_ambiguous_sms",
+        "lookup_ambiguous_twilio",
         "resolve_ambiguous",
         "expire_claims",
         "lose_leases",
