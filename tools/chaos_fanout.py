@@ -6,11 +6,11 @@ the scheduled ones. Every dispatch report is checked against the budget: no invo
 
 Tasks are also delivered as Cloud Tasks may deliver them, and forged: the first task twice at once
 (at-least-once delivery), every task whose invocation was killed or met the database down once more
-(Cloud Tasks retries an invocation that never answered 2xx, up to its max_attempts), and one made-up
-slot. A slot runs at most once: of a pair delivered
-at once one runs; a redelivery of a slot its killed invocation had claimed runs nothing; a made-up
-slot runs nothing (delivery/fanout.py claims each slot in one statement). Those extra deliveries are
-never the injections' kill targets, so each one's answer is checked every run.
+(Cloud Tasks retries an invocation that never answered 2xx after its backoff, up to its
+max_attempts), and one made-up slot. A slot runs at most once: of a pair delivered at once one runs;
+a redelivery of a slot its killed invocation had claimed runs nothing; a made-up slot runs nothing
+(delivery/fanout.py claims each slot in one statement). Those extra deliveries are never the
+injections' kill targets, so each one's answer is checked every run.
 
 Creates nudge dispatch here too (outbox/nudge.py through the local Cloud Tasks stand-in, as the small
 tier does): each nudge task becomes a nudged invocation (`chaos_sibling.py nudge`), killable like any
@@ -35,6 +35,7 @@ from signup_verification.platform.database import Database, UnavailableError
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_DELIVERIES = 3  # the dispatch fan-out queue's retry_config.max_attempts (infra/fanout.tf)
+MIN_BACKOFF_SECONDS = 1.0  # its retry_config.min_backoff, doubled for each retry up to max_backoff
 
 
 class Fanout(RunState):
@@ -177,9 +178,10 @@ class Fanout(RunState):
         else:
             self.figures[f"fanout_exit_{code}"] += 1
             if code == 1 and slot["kind"] in ("duplicate", "forged"):
-                # the database was down (its restart): the harness's own delivery made again, so that
-                # its answer is still checked this run
-                self._start_sibling(slot["body"], slot["kind"], slot["expect"])
+                # the database was down (its restart): the harness's own delivery made again once it
+                # may be up, so that its answer is still checked this run
+                if not self.stopping.wait(MIN_BACKOFF_SECONDS):
+                    self._start_sibling(slot["body"], slot["kind"], slot["expect"])
             elif code == 1:  # the database was down (its restart): answered 503, which Cloud Tasks retries
                 self._redeliver(slot)
 
@@ -189,8 +191,10 @@ class Fanout(RunState):
         name = json.loads(slot["body"])["fanout"]["slot"]
         with self.lock:
             self.deliveries[name] += 1
-            again = slot["kind"] != "forged" and self.deliveries[name] < MAX_DELIVERIES
-        if again and not self.stopping.is_set():
+            failures = self.deliveries[name]
+            again = slot["kind"] != "forged" and failures < MAX_DELIVERIES
+        # after the queue's backoff, as Cloud Tasks retries: a retry at once would meet the same outage
+        if again and not self.stopping.wait(MIN_BACKOFF_SECONDS * 2 ** (failures - 1)):
             self._start_sibling(slot["body"], "redelivery", self._slot_state(slot["body"]))
 
     def _answered(self, slot: dict, out: str) -> None:
