@@ -230,17 +230,18 @@ def state_explained_by_attempts(found, intents, attempts) -> None:
             found.fail("explained", f"{label}: attempts={intent['attempts']} but attempt rows {numbers}")
             continue
         previous_end = -1
-        for number in numbers:
-            group = by_attempt[f"{intent['id']}:{number}"]
+        groups = [by_attempt[f"{intent['id']}:{number}"] for number in numbers]
+        for number, group in zip(numbers, groups, strict=True):
             kinds = [a["outcome"] for a in group]
             if kinds[0] != "attempting" or not (len(kinds) == 2 or _resolved_by_evidence(group)):
                 found.fail("explained", f"{label}: attempt {number} has rows {kinds}, expected begun then one outcome")
                 break
             if group[0]["id"] < previous_end:
                 found.fail("explained", f"{label}: attempt {number} began before attempt {number - 1} ended")
-            previous_end = group[-1]["id"]
+            previous_end = group[1]["id"]  # its own outcome; the provider's evidence may settle it later
         else:
-            last = by_attempt[f"{intent['id']}:{numbers[-1]}"][-1]["outcome"] if numbers else None
+            counting = _attempt_that_counts(found, label, groups)
+            last = counting[-1]["outcome"] if counting else None
             allowed = {
                 None: {"suppressed"},
                 "accepted": {"accepted"},
@@ -263,6 +264,20 @@ def state_explained_by_attempts(found, intents, attempts) -> None:
 # Messages lookup of an ambiguous SMS, and a delivery report settling an ambiguous/retryable attempt as
 # accepted. Their statements move only a row still in that state for that same attempt.
 EVIDENCE = {"provider_lookup_found", "provider_lookup_absent", "provider_report"}
+
+
+def _attempt_that_counts(found, label: str, groups: list[list[dict]]) -> list[dict] | None:
+    """The attempt whose outcome the intent's status follows: the last one, unless the provider's
+    evidence settled an earlier one after later attempts began; those must all have ended unsent
+    (released), or a message was handed to a provider after the one the evidence settled."""
+    for n, group in enumerate(groups):
+        later = groups[n + 1 :]
+        if len(group) == 3 and later and group[2]["id"] > later[0][0]["id"]:
+            if any(g[-1]["outcome"] != "released" for g in later):
+                found.fail("explained", f"{label}: attempt {group[0]['attempt_number']} was settled by the "
+                                        "provider's evidence after a later attempt was sent")  # fmt: skip
+            return group
+    return groups[-1] if groups else None
 
 
 def _resolved_by_evidence(group: list[dict]) -> bool:

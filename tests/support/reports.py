@@ -13,9 +13,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from signup_verification.api.report_signatures import twilio_signature
+from signup_verification.delivery import reports
 from signup_verification.outbox import transitions as t
+from signup_verification.outbox.config import ChannelPolicy, FailurePolicy, RetryPolicy
 from signup_verification.outbox.transitions import Settlement
+from support.dispatch import provider_settings
 from support.factories import make_verifications
+from support.policy import create_with_fallback
 
 REPORTS_URL = "https://reports.example.org/delivery_reports"
 TWILIO_TOKEN = "twilio-report-token"  # nosec B105: a test value
@@ -137,3 +141,35 @@ def phone_step(db, channel: str, *, after_seconds: int = 300, key: str = "phone"
     fallback = db.one("SELECT id FROM delivery_intents WHERE verification_id = :v AND role = 'fallback'", v=vid)
     return {"intent_id": claimed.id, "attempt_id": begun.attempt_id, "ref": ref, "verification_id": vid,
             "fallback_id": fallback["id"]}  # fmt: skip
+
+
+_EMAIL_RETRY_AT_ONCE = RetryPolicy(channels={"email": ChannelPolicy("retry", 0)})
+
+
+def claimed_again(db) -> tuple[t.ClaimedIntent, uuid.UUID]:
+    """An email step whose attempt 1 ended ambiguous, its hold over, and attempt 2 begun by a claim."""
+    key = uuid.uuid4().hex[:8]
+    vid = create_with_fallback(db, provider_settings().create, channel="email", after_seconds=300, key=key,
+                               account=f"acct-{key}", email=f"{key}@example.com")  # fmt: skip
+    first = _claim_of(db, "w1", vid)
+    assert len(t.start(db, "w1", [first.fence])) == 1
+    assert t.settle(db, "w1", [Settlement(first.id, first.lease_version, "ambiguous", error_class="timeout")])
+    assert t.resolve_ambiguous(db, _EMAIL_RETRY_AT_ONCE, 10) == [(first.id, "email", "retryable")]
+    second = _claim_of(db, "w2", vid)
+    assert (second.id, second.attempts) == (first.id, 2)
+    return second, vid
+
+
+def _claim_of(db, owner: str, vid: uuid.UUID) -> t.ClaimedIntent:
+    """The fused claim's intent of verification `vid`; whatever else it took is given back unsent."""
+    claimed = t.claim(db, owner, 10, 30, begin=True)
+    [mine] = [c for c in claimed if c.verification_id == vid]
+    t.release(db, owner, [c.fence for c in claimed if c is not mine])
+    return mine
+
+
+def report_first_attempt(db, intent_id: int, event: str) -> None:
+    """SendGrid's `event` (bounce or delivered) about the intent's attempt 1, ingested."""
+    fields = {"status": "5.1.1", "type": "bounce"} if event == "bounce" else {}
+    observation = reports.sendgrid_observation(sendgrid_event(intent_id, f"{intent_id}:1", event, **fields))
+    reports.ingest(db, "sendgrid", [observation], FailurePolicy())

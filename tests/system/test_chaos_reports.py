@@ -99,14 +99,15 @@ def test_each_report_check_catches_its_violation(db):
     assert "both delivered and undeliverable" in explained
 
 
-def _checked_attempts(db) -> Findings:
+def _checked_attempts(db, only: set[int] | None = None) -> Findings:
     from chaos_checks import _no_stale_lease_write, state_explained_by_attempts
 
-    intents = {r["id"]: r for r in db.rows(
-        "SELECT id, status, attempts, ambiguous_count, undeliverable_reason FROM delivery_intents")}  # fmt: skip
+    rows = db.rows("SELECT id, status, attempts, ambiguous_count, undeliverable_reason FROM delivery_intents")
+    intents = {r["id"]: r for r in rows if only is None or r["id"] in only}
     attempts: dict[int, list[dict]] = {i: [] for i in intents}
     for row in db.rows("SELECT * FROM delivery_attempts ORDER BY id"):
-        attempts[row["intent_id"]].append(row)
+        if row["intent_id"] in attempts:
+            attempts[row["intent_id"]].append(row)
     found = Findings()
     state_explained_by_attempts(found, intents, attempts)
     _no_stale_lease_write(found, attempts)
@@ -237,4 +238,32 @@ def test_settlements_by_early_reports_name_their_messages_and_the_check_catches_
         db.run("RESET session_replication_role")
     assert _found(db, reporter).violations["reports_explained"] == [
         f"attempt {claimed[0].id}:1 settled by a report, naming None instead of the message or call its reports named"
+    ]
+
+
+def test_evidence_settling_an_earlier_attempt_is_explained_only_while_later_ones_were_never_sent(db):
+    """A report of an ambiguous attempt that comes once the next attempt was claimed settles the step
+    and ends the claimed attempt unsent: explained. An earlier attempt settled after a later one was
+    handed to a provider is not."""
+    from signup_verification.outbox import transitions as t
+    from signup_verification.outbox.transitions import Settlement
+    from support.reports import claimed_again, report_first_attempt
+
+    settled, _ = claimed_again(db)
+    report_first_attempt(db, settled.id, "bounce")
+    found = _checked_attempts(db, {settled.id})  # (its next step, brought forward, is not sent yet)
+    assert found.ok, dict(found.violations)
+    sent, _ = claimed_again(db)
+    t.start(db, "w2", [sent.fence])
+    t.settle(db, "w2", [Settlement(sent.id, sent.lease_version, "accepted", provider_ref="m2")])
+    db.run(  # attempt 1 "settled" by evidence after attempt 2 was sent and accepted
+        "INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, outcome,"
+        " error_class, attempted_at) SELECT attempt_id, intent_id, attempt_number, channel, template_version,"
+        " 'accepted', 'provider_report', attempted_at FROM delivery_attempts"
+        " WHERE intent_id = :i AND attempt_number = 1 AND outcome = 'attempting'",
+        i=sent.id,
+    )
+    found = _checked_attempts(db, {settled.id, sent.id})
+    assert found.violations["explained"] == [
+        f"intent {sent.id} (accepted): attempt 1 was settled by the provider's evidence after a later attempt was sent"
     ]

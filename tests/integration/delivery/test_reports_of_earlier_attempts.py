@@ -11,35 +11,9 @@ import uuid
 
 import pytest
 
-from signup_verification.delivery import reports
 from signup_verification.outbox import transitions as t
-from signup_verification.outbox.config import ChannelPolicy, FailurePolicy, RetryPolicy
 from signup_verification.outbox.transitions import Settlement
-from support.dispatch import provider_settings
-from support.policy import create_with_fallback
-from support.reports import sendgrid_event
-
-RETRY_AT_ONCE = RetryPolicy(channels={"email": ChannelPolicy("retry", 0)})
-
-
-def _second_attempt(db) -> tuple[t.ClaimedIntent, uuid.UUID]:
-    """An email step whose attempt 1 ended ambiguous, its hold over, and attempt 2 begun by a claim."""
-    key = uuid.uuid4().hex[:8]
-    vid = create_with_fallback(db, provider_settings().create, channel="email", after_seconds=300, key=key,
-                               account=f"acct-{key}", email=f"{key}@example.com")  # fmt: skip
-    [first] = t.claim(db, "w1", 10, 30, begin=True)
-    assert len(t.start(db, "w1", [first.fence])) == 1
-    assert t.settle(db, "w1", [Settlement(first.id, first.lease_version, "ambiguous", error_class="timeout")])
-    assert t.resolve_ambiguous(db, RETRY_AT_ONCE, 10) == [(first.id, "email", "retryable")]
-    [second] = t.claim(db, "w2", 10, 30, begin=True)
-    assert (second.id, second.attempts) == (first.id, 2)
-    return second, vid
-
-
-def _report(db, intent_id: int, event: str) -> None:
-    fields = {"status": "5.1.1", "type": "bounce"} if event == "bounce" else {}
-    observation = reports.sendgrid_observation(sendgrid_event(intent_id, f"{intent_id}:1", event, **fields))
-    reports.ingest(db, "sendgrid", [observation], FailurePolicy())
+from support.reports import claimed_again, report_first_attempt
 
 
 def _log(db, intent_id: int) -> list[tuple[int, str]]:
@@ -56,10 +30,10 @@ def _fallback(db, vid: uuid.UUID) -> dict:
 
 @pytest.mark.parametrize("given_back", [False, True], ids=["claimed-ahead", "released"])
 def test_a_bounce_of_the_ambiguous_attempt_ends_the_step_before_the_next_is_sent(db, given_back):
-    second, vid = _second_attempt(db)
+    second, vid = claimed_again(db)
     if given_back:
         assert t.release(db, "w2", [second.fence]) == {second.id}
-    _report(db, second.id, "bounce")
+    report_first_attempt(db, second.id, "bounce")
     row = db.one("SELECT status, lease_owner, undeliverable_reason FROM delivery_intents WHERE id = :i", i=second.id)
     assert (row["status"], row["lease_owner"]) == ("failed", None) and "bounce" in row["undeliverable_reason"]
     log = _log(db, second.id)  # the settlement of attempt 1 and the end of attempt 2, in either order
@@ -71,10 +45,10 @@ def test_a_bounce_of_the_ambiguous_attempt_ends_the_step_before_the_next_is_sent
 
 @pytest.mark.parametrize("given_back", [False, True], ids=["claimed-ahead", "released"])
 def test_a_delivery_of_the_ambiguous_attempt_ends_the_step_before_the_next_is_sent(db, given_back):
-    second, _ = _second_attempt(db)
+    second, _ = claimed_again(db)
     if given_back:
         t.release(db, "w2", [second.fence])
-    _report(db, second.id, "delivered")
+    report_first_attempt(db, second.id, "delivered")
     row = db.one("SELECT status, lease_owner, delivered_at IS NOT NULL AS delivered FROM delivery_intents WHERE id = :i",
                  i=second.id)  # fmt: skip
     assert row == {"status": "accepted", "lease_owner": None, "delivered": True}
@@ -83,9 +57,9 @@ def test_a_delivery_of_the_ambiguous_attempt_ends_the_step_before_the_next_is_se
 
 
 def test_a_report_of_the_earlier_attempt_leaves_a_later_one_already_sent_to_its_settle(db):
-    second, _ = _second_attempt(db)
+    second, _ = claimed_again(db)
     assert len(t.start(db, "w2", [second.fence])) == 1  # handed to the provider
-    _report(db, second.id, "bounce")
+    report_first_attempt(db, second.id, "bounce")
     assert db.one("SELECT status FROM delivery_intents WHERE id = :i", i=second.id)["status"] == "attempting"
     assert t.settle(db, "w2", [Settlement(second.id, second.lease_version, "accepted", provider_ref="m2")]) == {
         second.id: "accepted"
