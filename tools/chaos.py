@@ -16,9 +16,10 @@ them, at least one mid-batch), some launches run tools/fault_dispatch.py (kill a
 after begin, after the provider accepted and before settle), one worker holding attempts is frozen
 (SIGSTOP) past its lease and resumed, the PostgreSQL server is stopped and started once, and
 verifications are superseded and expire mid-run (tools/chaos_creates.py). No invocation may run
-past its budget. Beside the genuine users, an attacker signs up destinations it chose (tools/chaos_attack.py): French numbers
-Twilio refuses for this sender (21606) or reports filtered (30007), addresses at its own domain that
-our relay refuses quoting that domain's server; none of it may make a genuine user's message wait.
+past its budget. Beside the genuine users, an attacker signs up destinations it chose
+(tools/chaos_attack.py): French numbers Twilio refuses for this sender (21606) or reports filtered
+(30007), addresses at its own domain that our relay refuses quoting that domain's server; none of it
+may make a genuine user's message wait.
 Then the faults stop, the run drains, and tools/chaos_checks.py checks the invariants. Exit status 0
 when every invariant held. docs/reliability.md has the figures.
 """

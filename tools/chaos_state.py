@@ -1,5 +1,6 @@
 """The configuration and the state tools/chaos.py's Run shares with its parts (chaos_injections.py,
-chaos_workers.py, chaos_fanout.py, chaos_creates.py): declared here once so each part type-checks on its own."""
+chaos_workers.py, chaos_fanout.py, chaos_creates.py): declared here once so each part type-checks on
+its own."""
 
 from __future__ import annotations
 

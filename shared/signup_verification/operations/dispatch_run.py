@@ -1,9 +1,9 @@
 """What one dispatch invocation runs with: its DispatchRun (the instance's connection, config, keyring
 and channel adapters, who started it, the hooks its callers may set) and its lease owner.
 
-The dispatcher (dispatcher.py) drives the pipeline; its callers (the dispatch target, `verifyctl
-dispatch`, a fan-out or nudge task, the crash tests and tools/chaos.py) build the run here, apart
-from the pipeline they never reach into.
+Its callers (the dispatch target, `verifyctl dispatch`, a fan-out or nudge task, the crash tests,
+tools/chaos.py and the benches) build the run; the dispatcher (dispatcher.py) drives its pipeline
+with it and re-exports these names, so a caller imports what it runs from one module.
 """
 
 from __future__ import annotations

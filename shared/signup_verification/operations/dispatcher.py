@@ -2,14 +2,14 @@
 
 `dispatch(run)` is the whole invocation, whoever starts it (the dispatch target, `verifyctl
 dispatch`, a fan-out or nudge task): its context is one DispatchRun (dispatch_run.py: the instance's
-connection, config, keyring and channel adapters, who started it, the hooks). It runs the pipeline below, then
-closes the run as a reconcile run is closed (reconciler/runner.py): the deployment's heartbeat (its
-last completed run, which `verifyctl status` shows) and one `event="signals"` record per channel
-(the absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP
-says QUIT); otherwise the next invocation reuses their connections. An invocation the scheduler or
-a create's nudge started may start more (delivery/fanout.py) through `run.tasks`, the platform seam
-(platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_* (none when
-fan-out is off). A fan-out invocation starts none; one whose slot it cannot claim raises
+connection, config, keyring and channel adapters, who started it, the hooks). It runs the pipeline
+below, then closes the run as a reconcile run is closed (reconciler/runner.py): the deployment's
+heartbeat (its last completed run, which `verifyctl status` shows) and one `event="signals"` record
+per channel (the absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are
+closed (SMTP says QUIT); otherwise the next invocation reuses their connections. An invocation the
+scheduler or a create's nudge started may start more (delivery/fanout.py) through `run.tasks`, the
+platform seam (platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_*
+(none when fan-out is off). A fan-out invocation starts none; one whose slot it cannot claim raises
 fanout.SlotNotClaimed before anything ran, and writes no heartbeat and no signals either. A nudged
 invocation first asks whether a claim would find anything (one probe of the eligible index,
 outbox/idle.py): on an empty outbox it answers an empty report and writes nothing, so a nudge that
