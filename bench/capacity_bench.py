@@ -32,7 +32,7 @@ from pathlib import Path
 import psutil
 
 import common
-import history_bench
+import history_seed
 from common import fresh_database, log, machine, median, quiet_round, server
 from cost_bench import CapturingSender
 from create_bench import free_port, pct
@@ -233,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     total, rounds = (16, 1) if args.quick else (args.requests, args.rounds)
     params = server()
     db = fresh_database(params, "bench_capacity")
-    db.run(history_bench.UUID_FN)
-    history_bench.seed_history(db, 1_000 if args.quick else 20_000)
+    db.run(history_seed.UUID_FN)
+    history_seed.seed_history(db, 1_000 if args.quick else 20_000)
     per_shape = {label: max(1, total // threads) * threads for label, (threads, _) in SHAPES.items()}
     confirms_needed = sum(4 * threads for threads, _ in SHAPES.values()) + rounds * sum(per_shape.values())
     work = prepare(db, confirms_needed, f"p{time.time_ns()}-")

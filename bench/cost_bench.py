@@ -27,7 +27,7 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 
 import common
-import history_bench
+import history_seed
 import pgqueuer_bench
 from common import log, quiet_round, server
 from pgcost import Cost, Meter, flush_stats
@@ -49,7 +49,7 @@ KEYRING = Keyring.parse(TEST_TOKEN_KEYS)
 SMS_EVERY = 5  # 1 in 5 verifications by SMS (confirmed with the code), the rest by email (the link)
 PHASES = ("create", "deliver", "confirm")
 WARM_UP = 20  # verifications through every phase before measuring, unmeasured
-# Finished verifications seeded before a round (bench/history_bench.py's seed, then VACUUM ANALYZE): the
+# Finished verifications seeded before a round (bench/history_seed.py's seed, then VACUUM ANALYZE): the
 # measured ones run against tables with history and statistics, as a deployment's do. On an empty,
 # never-analysed schema the cached generic plans of the create and confirm functions are the ones a
 # 20-row table gets (sequential scans), and they stay cached for the session.
@@ -98,8 +98,8 @@ def one_round(params: ConnectionParams, n: int) -> dict[str, Cost]:
     # create and confirm on a connection set up as their targets' are (runtime.session_settings: generic plans)
     web = dataclasses.replace(config, function_target="confirm")
     db = Database(params.with_database(name), session_settings=runtime.session_settings(web))
-    db.run(history_bench.UUID_FN)
-    history_bench.seed_history(db, HISTORY if n >= 1000 else 1000)
+    db.run(history_seed.UUID_FN)
+    history_seed.seed_history(db, HISTORY if n >= 1000 else 1000)
     _quiet_tables(db)
     monitor = Database(params.with_database("postgres"))
     meter = Meter(monitor, name)

@@ -8,9 +8,9 @@ reconcile sweep with 10,000 vs 1,000,000 finished intents (and their attempt row
 
 Both sizes run in one process against one PostgreSQL (the embedded server in .local/bench-pg, or
 BENCH_DATABASE_URL's server), in two fresh databases, so the ratio is measured in the same run.
-History is seeded set-based (INSERT ... SELECT generate_series); nothing is disabled: the
-attempt log's append-only trigger only refuses UPDATE and DELETE. On top of it, every repeat
-seeds the same live set (overdue eligible work, abandoned claims, lost leases, ambiguous intents
+History is seeded set-based (bench/history_seed.py: INSERT ... SELECT generate_series); nothing is
+disabled: the attempt log's append-only trigger only refuses UPDATE and DELETE. On top of it, every
+repeat seeds the same live set (overdue eligible work, abandoned claims, lost leases, ambiguous intents
 past their hold, expired pending verifications, expired idempotency keys) and times:
   signals      signals.compute (one statement)
   sweep        one reconcile run that moves the whole live set
@@ -26,7 +26,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 import common  # noqa: E402  (bench/ is on sys.path when run as a script)
 from common import log, server  # noqa: E402
+from history_seed import LIVE, fresh_database, remove_live, seed_history, seed_live  # noqa: E402
 from signup_verification.api.create import create_verification  # noqa: E402
 from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
@@ -43,65 +43,19 @@ from signup_verification.operations import signals  # noqa: E402
 from signup_verification.operations.config import ReconcilerConfig  # noqa: E402
 from signup_verification.operations.reconciler.runner import reconcile  # noqa: E402
 from signup_verification.outbox import transitions  # noqa: E402
-from signup_verification.outbox.transitions import Settlement  # noqa: E402
 from signup_verification.platform.catalogue import catalogue  # noqa: E402
 from signup_verification.platform.channels import DELIVERY_CHANNELS  # noqa: E402
-from signup_verification.platform.database import ConnectionParams, Database  # noqa: E402
+from signup_verification.platform.database import Database  # noqa: E402
 from signup_verification.verifications.tokens import Keyring  # noqa: E402
 
 TOKEN_KEYS = "bench-k1:" + base64.urlsafe_b64encode(b"b" * 32).decode().rstrip("=")  # throwaway key
 
-LIVE = {
-    "overdue_ready": 200,
-    "abandoned_claims": 50,
-    "lost_leases": 50,
-    "ambiguous_due": 50,
-    "expired_pending": 50,
-    "expired_keys": 100,
-}
 CLAIM_BATCH = 100  # of the live set's overdue ready intents
 CREATES = 20  # per repeat, each a new account and destination
 RETENTION_ROWS = 1000  # per repeat: aged past both retention windows, then redacted and purged
 HISTORY_TABLES = ("verifications", "delivery_intents", "delivery_attempts")
 DOC = Path(os.environ.get("BENCH_DOC") or ROOT / "docs" / "benchmarks.md")
 START, END = "<!-- history-bench:start -->", "<!-- history-bench:end -->"
-
-SEED_HISTORY = """
-WITH v AS (
-    INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id, token_nonce,
-                               token_digest, status, expires_at, created_at, updated_at, verified_at, redacted_at)
-    SELECT uuid_generate_v4_compat(g), 'hist-' || g, CASE WHEN g % 4 = 0 THEN 'sms' ELSE 'email' END,
-           CASE WHEN t.created < now() - interval '30 days' THEN NULL
-                WHEN g % 4 = 0 THEN '+1415' || lpad((g % 10000000)::text, 7, '0') ELSE 'h' || g || '@example.com' END,
-           'signup', 'en', 'bench', substring(sha256(('n' || g)::bytea) FOR 16), sha256(('d' || g)::bytea),
-           CASE WHEN g % 3 = 0 THEN 'expired' ELSE 'verified' END,
-           t.created + interval '10 minutes', t.created, t.created + interval '1 minute',
-           CASE WHEN g % 3 = 0 THEN NULL ELSE t.created + interval '1 minute' END,
-           CASE WHEN t.created < now() - interval '30 days' THEN t.created + interval '30 days' END
-      FROM generate_series(:first::bigint, :last::bigint) AS g,
-           -- spread evenly over the last 60 days, whatever the size
-           LATERAL (SELECT now() - interval '60 days' + (g::float8 / :total::float8) * interval '60 days' AS created) AS t
-    RETURNING id, channel, created_at
-), i AS (
-    INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version, status, attempts,
-                                  lease_version, next_attempt_at, created_at, updated_at, last_claimed_at,
-                                  completed_at, provider_ref)
-    SELECT v.id, v.channel, 'signup', 'en', 'signup/v1', 'accepted', 1, 1, v.created_at, v.created_at,
-           v.created_at + interval '1 second', v.created_at, v.created_at + interval '1 second', 'bench'
-      FROM v
-    RETURNING id, channel, template_version, created_at
-)
-INSERT INTO delivery_attempts (attempt_id, intent_id, attempt_number, channel, template_version, lease_owner,
-                               lease_version, outcome, provider_ref, claimed_at, attempted_at, observed_at)
-SELECT i.id || ':1', i.id, 1, i.channel, i.template_version, 'bench', 1, o.outcome,
-       CASE WHEN o.outcome = 'accepted' THEN 'bench' END, i.created_at, i.created_at, i.created_at + o.after
-  FROM i, (VALUES ('attempting', interval '0'), ('accepted', interval '1 second')) AS o(outcome, after)
-"""
-
-UUID_FN = """
-CREATE OR REPLACE FUNCTION uuid_generate_v4_compat(n bigint) RETURNS uuid LANGUAGE sql IMMUTABLE AS
-$$ SELECT encode(substring(sha256(('u' || n)::bytea) FOR 16), 'hex')::uuid $$
-"""
 
 
 @dataclass
@@ -115,88 +69,6 @@ class Figures:
     retention_ms: float = 0.0  # redact then purge RETENTION_ROWS finished verifications
     claim_ms: float = 0.0  # the dispatcher's claim of CLAIM_BATCH eligible intents (hot path)
     create_ms: float = 0.0  # one create_verification call (hot path)
-
-
-def fresh_database(params: ConnectionParams, name: str) -> Database:
-    db = common.fresh_database(params, name)
-    db.run(UUID_FN)
-    return db
-
-
-def seed_history(db: Database, size: int, chunk: int = 50_000) -> float:
-    started = time.perf_counter()
-    for first in range(1, size + 1, chunk):
-        db.run(SEED_HISTORY, first=first, last=min(first + chunk - 1, size), total=size)
-        log(f"  history {min(first + chunk - 1, size):,} / {size:,}")
-    db.execute_script("VACUUM ANALYZE")
-    return time.perf_counter() - started
-
-
-def _create(db: Database, n: int, tag: str) -> list[uuid.UUID]:
-    """Live verifications + ready intents, set-based (the create path is not what is measured)."""
-    rows = db.run(
-        "WITH v AS (INSERT INTO verifications (id, account_id, channel, destination, purpose, locale, key_id,"
-        " token_nonce, token_digest, expires_at)"
-        " SELECT gen_random_uuid(), :tag || g, CASE WHEN g % 2 = 0 THEN 'sms' ELSE 'email' END,"
-        " CASE WHEN g % 2 = 0 THEN '+1415555' || lpad(g::text, 4, '0') ELSE :tag || g || '@example.com' END,"
-        " 'signup', 'en', 'bench', gen_random_bytes_compat(16), sha256((:tag || g || random())::bytea),"
-        " now() + interval '10 minutes' FROM generate_series(1, :n::integer) AS g RETURNING id, channel)"
-        " INSERT INTO delivery_intents (verification_id, channel, purpose, locale, template_version)"
-        " SELECT id, channel, 'signup', 'en', 'signup/v1' FROM v RETURNING verification_id",
-        tag=tag,
-        n=n,
-    )
-    return [r[0] for r in rows]
-
-
-def seed_live(db: Database) -> list[uuid.UUID]:
-    """The same live set for every size, made through the worker's own transitions; returns its
-    verification ids (for removal afterwards)."""
-    in_flight = _create(db, LIVE["abandoned_claims"] + LIVE["lost_leases"] + LIVE["ambiguous_due"], "flight-")
-    claimed = transitions.claim(db, "bench-worker", len(in_flight), 30)  # history is finished: only these
-    claims = claimed[: LIVE["abandoned_claims"]]
-    lost = claimed[len(claims) : len(claims) + LIVE["lost_leases"]]
-    ambiguous = claimed[len(claims) + len(lost) :]
-    transitions.begin_attempts(db, "bench-worker", [c.fence for c in lost + ambiguous])
-    transitions.settle(
-        db, "bench-worker", [Settlement(c.id, c.lease_version, "ambiguous", 0, "timeout", "bench") for c in ambiguous]
-    )
-    # the worker "crashes": its remaining leases expire
-    db.run("UPDATE delivery_intents SET lease_until = now() - interval '1 second' WHERE lease_owner = 'bench-worker'")
-    overdue = _create(db, LIVE["overdue_ready"], "overdue-")
-    db.run(
-        "UPDATE delivery_intents SET next_attempt_at = now() - interval '5 minutes' "
-        "WHERE verification_id = ANY(:ids::uuid[])",
-        ids=overdue,
-    )
-    expired = _create(db, LIVE["expired_pending"], "expired-")
-    db.run(
-        "UPDATE verifications SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second' "
-        "WHERE id = ANY(:ids::uuid[])",
-        ids=expired,
-    )
-    db.run(
-        "INSERT INTO idempotency_keys (scope, key, fingerprint, expires_at) SELECT 'bench', 'k' || g, '\\x00', "
-        "now() - interval '1 second' FROM generate_series(1, :n::integer) AS g ON CONFLICT DO NOTHING",
-        n=LIVE["expired_keys"],
-    )
-    db.execute_script("ANALYZE delivery_intents, verifications")
-    return in_flight + overdue + expired
-
-
-def remove_live(db: Database, ids: list[uuid.UUID]) -> None:
-    with db.transaction():
-        db.execute_script("SET LOCAL signup_verification.retention_purge = 'on'")
-        db.run(  # no foreign keys: attempts, create_events and intents go in the same statement
-            "WITH a AS (DELETE FROM delivery_attempts WHERE intent_id IN"
-            " (SELECT id FROM delivery_intents WHERE verification_id = ANY(:ids::uuid[]))),"
-            " e AS (DELETE FROM create_events WHERE verification_id = ANY(:ids::uuid[])),"
-            " i AS (DELETE FROM delivery_intents WHERE verification_id = ANY(:ids::uuid[]))"
-            " DELETE FROM verifications WHERE id = ANY(:ids::uuid[])",
-            ids=ids,
-        )
-    db.run("DELETE FROM worker_heartbeats")
-    db.execute_script("VACUUM ANALYZE verifications, delivery_intents, delivery_attempts, idempotency_keys")
 
 
 def _config() -> ReconcilerConfig:
@@ -445,10 +317,6 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         log(f"history {size:,}: seeding")
         db = fresh_database(params, f"bench_history_{size}")
-        db.run(
-            "CREATE OR REPLACE FUNCTION gen_random_bytes_compat(n integer) RETURNS bytea LANGUAGE sql AS "
-            "$$ SELECT substring(sha256(random()::text::bytea) FOR n) $$"
-        )
         seed = seed_history(db, size)
         log(f"history {size:,}: measuring")
         figures.append(measure(db, size, repeat, seed))

@@ -15,10 +15,11 @@ While the chaos phase lasts, workers are SIGKILLed at random moments (fan-out in
 them, at least one mid-batch), some launches run tools/fault_dispatch.py (kill after the claim,
 after begin, after the provider accepted and before settle), one worker holding attempts is frozen
 (SIGSTOP) past its lease and resumed, the PostgreSQL server is stopped and started once, and
-verifications are superseded and expire mid-run. No invocation may run past its budget. Beside the
-genuine users, an attacker signs up destinations it chose (tools/chaos_attack.py): French numbers
-Twilio refuses for this sender (21606) or reports filtered (30007), addresses at its own domain that
-our relay refuses quoting that domain's server; none of it may make a genuine user's message wait.
+verifications are superseded and expire mid-run (tools/chaos_creates.py). No invocation may run
+past its budget. Beside the genuine users, an attacker signs up destinations it chose
+(tools/chaos_attack.py): French numbers Twilio refuses for this sender (21606) or reports filtered
+(30007), addresses at its own domain that our relay refuses quoting that domain's server; none of it
+may make a genuine user's message wait.
 Then the faults stop, the run drains, and tools/chaos_checks.py checks the invariants. Exit status 0
 when every invariant held. docs/reliability.md has the figures.
 """
@@ -35,7 +36,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_fallback  # noqa: E402  (mixed channel policies)
 from chaos_attack import Attack  # noqa: E402  (an attacker's signups to destinations it chose)
 from chaos_checks import Findings, Ledger, check  # noqa: E402
+from chaos_creates import Creates  # noqa: E402  (the genuine users' creates, supersedes, short-lived ones)
 from chaos_database import PrivateServer  # noqa: E402
 from chaos_fanout import Fanout  # noqa: E402  (fan-out invocations as processes of their own)
 from chaos_faults import ChaosSmtp, ChaosTwilio, Faults  # noqa: E402
@@ -53,19 +54,15 @@ from chaos_reports import Reports  # noqa: E402  (provider reports, duplicated, 
 from chaos_state import ChaosConfig  # noqa: E402  (the run's sizes, rates and timings)
 from chaos_webhooks import Webhooks  # noqa: E402  (the receiver, the confirmer, their checks)
 from chaos_workers import Workers, lookups_by_channel  # noqa: E402  (the dispatch slots, the reconciler)
-from signup_verification.api import create as verifications  # noqa: E402
-from signup_verification.api.models import CreateVerificationRequest  # noqa: E402
 from signup_verification.config import load  # noqa: E402
 from signup_verification.delivery.webhook_config import WebhookConfig  # noqa: E402
 from signup_verification.local.fake_twilio import content_sids_setting  # noqa: E402
 from signup_verification.platform import migrations  # noqa: E402
-from signup_verification.platform.channels import PHONE_CHANNELS  # noqa: E402
 from signup_verification.platform.database import Database, UnavailableError  # noqa: E402
-from signup_verification.verifications.config import CreateConfig  # noqa: E402
 from signup_verification.verifications.tokens import Keyring, new_key_spec  # noqa: E402
 
 
-class Run(Workers, Injections, Fanout):
+class Run(Workers, Injections, Fanout, Creates):
     def __init__(self, config: ChaosConfig, workdir: Path, log=print):
         self.config = config
         self.workdir = workdir
@@ -267,71 +264,6 @@ class Run(Workers, Injections, Fanout):
             return False
         finally:
             db.close()
-
-    # -- traffic: creates, supersedes, short-lived verifications ------------------------------------------
-    def _create_all(self) -> None:
-        c = self.config
-        rng = random.Random(c.seed + 1)
-        plan = []  # (at seconds, index, superseding)
-        for i in range(c.intents):
-            plan.append((0.0 if i < c.intents // 2 else rng.uniform(0, c.chaos_seconds * 0.6), i, False))
-        for i in rng.sample(range(c.intents), int(c.intents * c.supersede_share)):
-            plan.append((rng.uniform(c.chaos_seconds * 0.1, c.chaos_seconds * 0.8), i, True))
-        plan.sort()
-        normal = self.create_settings
-        short = dataclasses.replace(normal, ttl_seconds=30)
-        done: set[int] = set()
-        db = Database(self.pg.params, application_name="chaos-creator")
-        try:
-            for at, i, superseding in plan:
-                while self._elapsed() < at and not self.stopping.is_set():
-                    self.fallback.tick(db)  # confirmations due before a fallback's time
-                    time.sleep(0.01)
-                if superseding and i not in done:
-                    continue  # its first verification was not made yet: nothing to supersede
-                sms = i % round(1 / c.sms_share) == 0
-                # the phone verifications take each phone channel in turn: SMS, WhatsApp, a call
-                channel = PHONE_CHANNELS[(i // round(1 / c.sms_share)) % len(PHONE_CHANNELS)] if sms else "email"
-                suffix = "-2" if superseding else ""
-                destination = (
-                    f"+1415{(3000000 if superseding else 2000000) + i:07d}"
-                    if sms
-                    else f"user{i}{suffix}@chaos.example.com"
-                )
-                settings = short if (not superseding and rng.random() < c.short_ttl_share) else normal
-                body = {"account_id": f"acct-{i}", "channel": channel, "destination": destination}
-                body = self.fallback.body(body, i, superseding)  # maybe a fallback channel
-                vid = self._create(db, settings, f"create-{i}{suffix}", body)
-                if vid is None:
-                    return
-                self.fallback.created(vid, body)
-                done.add(i)
-                if superseding:
-                    self.ledger.superseded_at[vid] = time.time()
-                self.figures["short_ttl_created" if settings is short else "created"] += 1
-            self.fallback.tick(db, wait=True)
-        finally:
-            db.close()
-
-    def _create(self, db: Database, settings: CreateConfig, key: str, body: dict) -> uuid.UUID | None:
-        request = CreateVerificationRequest.model_validate(body)
-        while not self.stopping.is_set() and self._elapsed() < self.config.max_seconds:
-            try:
-                result = verifications.create_verification(db, settings, self.keyring, request, key)
-            except UnavailableError:  # the API answers 503 + Retry-After: a client retries with the same key
-                self.ledger.create_retries += 1
-                self.figures["create_retries_after_503"] += 1
-                time.sleep(0.3)
-                continue
-            if result.status != 201:
-                self.errors.append(f"create {key} answered {result.status}")
-                return None
-            vid = uuid.UUID(result.body["verification_id"])
-            self.ledger.created[key] = vid
-            return vid
-        if not self.stopping.is_set():
-            self.errors.append(f"create {key} reached no database before --max-seconds")
-        return None
 
 
 def run(config: ChaosConfig, workdir: Path | None = None, keep: bool = False, log=print) -> Findings:

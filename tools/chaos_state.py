@@ -1,5 +1,6 @@
 """The configuration and the state tools/chaos.py's Run shares with its parts (chaos_injections.py,
-chaos_workers.py, chaos_fanout.py): declared here once so each part type-checks on its own."""
+chaos_workers.py, chaos_fanout.py, chaos_creates.py): declared here once so each part type-checks on
+its own."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos_checks import Ledger
 from chaos_database import PrivateServer
+from chaos_fallback import Traffic
 from chaos_faults import FaultRates
+from signup_verification.verifications.config import CreateConfig
+from signup_verification.verifications.tokens import Keyring
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,10 @@ class RunState:
     log: Callable[[str], object]
     errors: list[str]
     overruns: list[str]
+    ledger: Ledger
+    keyring: Keyring
+    fallback: Traffic
+    create_settings: CreateConfig
 
     def _elapsed(self) -> float:
         raise NotImplementedError

@@ -1,15 +1,15 @@
 """The delivery worker: one `dispatch` invocation drains eligible intents until its budget is spent.
 
 `dispatch(run)` is the whole invocation, whoever starts it (the dispatch target, `verifyctl
-dispatch`, a fan-out or nudge task): its context is one DispatchRun (the instance's connection,
-config, keyring and channel adapters, who started it, the hooks). It runs the pipeline below, then
-closes the run as a reconcile run is closed (reconciler/runner.py): the deployment's heartbeat (its
-last completed run, which `verifyctl status` shows) and one `event="signals"` record per channel
-(the absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are closed (SMTP
-says QUIT); otherwise the next invocation reuses their connections. An invocation the scheduler or
-a create's nudge started may start more (delivery/fanout.py) through `run.tasks`, the platform seam
-(platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_* (none when
-fan-out is off). A fan-out invocation starts none; one whose slot it cannot claim raises
+dispatch`, a fan-out or nudge task): its context is one DispatchRun (dispatch_run.py: the instance's
+connection, config, keyring and channel adapters, who started it, the hooks). It runs the pipeline
+below, then closes the run as a reconcile run is closed (reconciler/runner.py): the deployment's
+heartbeat (its last completed run, which `verifyctl status` shows) and one `event="signals"` record
+per channel (the absence alert reads them). Once shutdown began (SIGTERM) the channel adapters are
+closed (SMTP says QUIT); otherwise the next invocation reuses their connections. An invocation the
+scheduler or a create's nudge started may start more (delivery/fanout.py) through `run.tasks`, the
+platform seam (platform/tasks.py); without one, the instance's own is built from DISPATCH_FANOUT_*
+(none when fan-out is off). A fan-out invocation starts none; one whose slot it cannot claim raises
 fanout.SlotNotClaimed before anything ran, and writes no heartbeat and no signals either. A nudged
 invocation first asks whether a claim would find anything (one probe of the eligible index,
 outbox/idle.py): on an empty outbox it answers an empty report and writes nothing, so a nudge that
@@ -44,11 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import socket
-import threading
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,26 +60,19 @@ from ..delivery.batch_sizing import (
     invocation_seconds,
     plan_batch,
 )
-from ..delivery.channels.base import Channel
-from ..delivery.fanout import SCHEDULED, Fanout, Invocation
+from ..delivery.fanout import SCHEDULED, Fanout
 from ..delivery.messages import Renderer
 from ..delivery.sending import BatchSender, InFlight, SendOutcome
 from ..outbox import heartbeats, idle, transitions
 from ..outbox.transitions import ClaimedIntent
-from ..platform.database import Database
 from ..platform.deadline import Deadline
-from ..platform.tasks import TaskStarter
-from ..verifications.tokens import Keyring
 from . import idle_wait, signal_records
-from .config import DispatchConfig
 from .dispatch_report import DispatchReport
+from .dispatch_run import FAULT_POINTS, DispatchRun, new_lease_owner
 
 _log = logging.getLogger("signup_verification.operations.dispatcher")
 __all__ = ["DispatchReport", "DispatchRun", "Dispatcher", "FAULT_POINTS", "dispatch", "new_lease_owner"]
 
-# The points a fault hook is called at (the crash tests and tools/chaos.py kill the process there).
-FAULT_POINTS = ("after_claim", "after_begin", "after_send")
-FaultHook = Callable[[str], None]
 POLL_SECONDS = 0.2  # how often the wait for a batch's sends looks at the shutdown flag and the leases
 
 
@@ -107,22 +96,6 @@ class _Running:
     renew_at: float
 
 
-@dataclass(frozen=True)
-class DispatchRun:
-    """One invocation's context: the instance's connection, config, keyring and channel adapters (the
-    Runtime's, reused across invocations), who started it, and the hooks its callers may set."""
-
-    db: Database
-    config: DispatchConfig
-    keyring: Keyring
-    channels: Mapping[str, Channel]
-    stop: threading.Event = dataclasses.field(default_factory=threading.Event)  # set: shut down (SIGTERM)
-    invocation: Invocation = Invocation()  # the scheduler's, a create's nudge, or a fan-out task's (its slot)
-    tasks: TaskStarter | None = None  # how the fan-out starts more (dispatch(): the instance's own)
-    fault: FaultHook | None = None  # called at each of FAULT_POINTS (the crash tests, the chaos run)
-    close_channels: Callable[[], None] | None = None  # the Runtime's: once shutdown began, SMTP says QUIT
-
-
 def dispatch(run: DispatchRun) -> DispatchReport:
     """One invocation, closed with the deployment's heartbeat and its signals records."""
     config = run.config
@@ -140,11 +113,6 @@ def dispatch(run: DispatchRun) -> DispatchReport:
     heartbeats.complete_dispatch(run.db, config.deployment)
     signal_records.emit(run.db, config.deployment, source="dispatch", config=config.signals, moved=report.moved)
     return report
-
-
-def new_lease_owner(deployment: str) -> str:
-    """Unique per invocation: a restarted process or a second invocation never shares a fence."""
-    return f"{deployment}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Dispatcher:
