@@ -33,6 +33,14 @@ from support.fakes.twilio import FakeTwilio  # noqa: E402
 # (21606), takes another and reports it filtered later (30007, tools/chaos_reports.py); our relay
 # refuses the attacker's domain at RCPT, quoting that domain's own server.
 REFUSED_PREFIX, FILTERED_PREFIX, ECHO_DOMAIN = "+3361234", "+3361235", "evil.example"
+
+
+def never_taken(destination: str) -> bool:
+    """The attacker's numbers Twilio refuses at submission and the addresses our relay refuses at
+    RCPT (tools/chaos_attack.py): no provider ever took a message to them, so none reports one."""
+    return destination.startswith(REFUSED_PREFIX) or destination.endswith("@" + ECHO_DOMAIN)
+
+
 REFUSED_21606 = FakeTwilio.error(
     400,
     21606,

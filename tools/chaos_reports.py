@@ -39,7 +39,7 @@ import uuid
 from collections import Counter, defaultdict
 
 from chaos_checks import Findings
-from chaos_faults import FILTERED_PREFIX
+from chaos_faults import FILTERED_PREFIX, never_taken
 from chaos_settlements import check_settlements_named
 from signup_verification.delivery import reports
 from signup_verification.outbox.config import FailurePolicy
@@ -57,13 +57,17 @@ SELECT a.id, a.attempt_id, a.intent_id, a.channel, a.provider_ref,
 # Attempts handed to the provider whose send is not settled as sent yet: in flight (its start ran: a
 # provider cannot report an attempt a claim began but nobody sent), ambiguous, or retryable after that.
 _IN_FLIGHT = (
-    "SELECT i.id AS intent_id, i.id || ':' || i.attempts AS attempt_id, i.channel FROM delivery_intents AS i"
+    "SELECT i.id AS intent_id, i.id || ':' || i.attempts AS attempt_id, i.channel,"
+    " CASE WHEN i.role = 'fallback' THEN i.destination ELSE v.destination END AS destination"
+    " FROM delivery_intents AS i JOIN verifications AS v ON v.id = i.verification_id"
     " WHERE ((i.status = 'attempting' AND i.sending_at IS NOT NULL) OR i.status = 'ambiguous'"
     "        OR (i.status = 'retryable' AND EXISTS (SELECT 1 FROM delivery_attempts AS a WHERE a.intent_id = i.id"
     "                                               AND a.attempt_number = i.attempts AND a.outcome = 'ambiguous')))"
     " AND i.attempts > 0 AND i.channel IN ('email', 'sms', 'whatsapp', 'voice')"
     " ORDER BY i.id LIMIT 200"
 )
+
+
 # A later attempt begun after a final report proved the earlier one was sent (it may have been: an
 # ambiguous outcome; or it was: accepted). A claim that committed while the report's ingest waited
 # for the intent may win the race, so one begun within a few seconds of the report is not counted.
@@ -167,6 +171,8 @@ class Reports:
             if row["attempt_id"] in self.early_seen:
                 continue
             self.early_seen.add(row["attempt_id"])
+            if never_taken(row["destination"] or ""):
+                continue
             if self.rng.random() >= self.early_share:
                 continue
             sid = uuid.UUID(int=self.rng.getrandbits(128)).hex
