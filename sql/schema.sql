@@ -1,13 +1,13 @@
 -- The whole schema as a migrated database has it, in the present tense: every table, constraint,
 -- index and trigger. Read it to learn the schema; the numbered migrations beside it are how a database
 -- got here, and are never edited (sql/README.md). The functions and views are each owning package's
--- functions.sql (shared/signup_verification/<owner>/functions.sql), which the runner applies after the
+-- functions/ (shared/signup_verification/<owner>/functions/*.sql), which the runner applies after the
 -- migrations. tests/integration/platform/test_schema_file.py builds a database from this file and those
 -- and holds it equal to a migrated one (pg_dump --schema-only of both): a migration that changes the
 -- schema changes this file in the same commit.
 --
 -- Two sections, because the triggers call functions and the functions read tables: `tables`, then
--- the functions.sql definitions, then `triggers`.
+-- the functions/ definitions, then `triggers`.
 --
 -- Owners (the package whose catalogue writes the table): verifications, idempotency_keys,
 -- create_events, destination_suppressions: verifications; delivery_intents, delivery_attempts,
@@ -20,7 +20,7 @@
 -- == platform ======================================================================================
 
 -- The migration runner's bookkeeping: one row per applied migration (its file's checksum refuses a
--- later edit), and one per definition (the functions.sql sections), keyed by the object it creates.
+-- later edit), and one per definition (the functions/ sections), keyed by the object it creates.
 CREATE TABLE schema_migrations (
     version     text PRIMARY KEY,
     name        text NOT NULL,
@@ -465,7 +465,7 @@ CREATE INDEX dispatch_invocations_live ON dispatch_invocations (deployment, unti
 -- name: triggers
 
 -- The attempt log and the provider reports are append-only: UPDATE, DELETE and TRUNCATE are refused
--- except inside the retention purge (delivery_attempts_append_only, outbox/functions.sql).
+-- except inside the retention purge (delivery_attempts_append_only, outbox/functions/10_integrity.sql).
 CREATE TRIGGER delivery_attempts_append_only BEFORE UPDATE OR DELETE ON delivery_attempts
     FOR EACH ROW EXECUTE FUNCTION delivery_attempts_append_only();
 CREATE TRIGGER delivery_attempts_no_truncate BEFORE TRUNCATE ON delivery_attempts
@@ -474,7 +474,7 @@ CREATE TRIGGER delivery_observations_append_only BEFORE UPDATE OR DELETE ON deli
     FOR EACH ROW EXECUTE FUNCTION delivery_attempts_append_only();
 CREATE TRIGGER delivery_observations_no_truncate BEFORE TRUNCATE ON delivery_observations
     FOR EACH STATEMENT EXECUTE FUNCTION delivery_attempts_append_only();
--- What the dropped foreign keys guaranteed on delete (no_orphans, outbox/functions.sql).
+-- What the dropped foreign keys guaranteed on delete (no_orphans, outbox/functions/10_integrity.sql).
 CREATE TRIGGER delivery_intents_no_orphans AFTER DELETE ON delivery_intents
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION no_orphans();
 CREATE TRIGGER verifications_no_orphans AFTER DELETE ON verifications

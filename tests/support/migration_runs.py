@@ -30,6 +30,7 @@ def sample_migrations(tmp_path: Path) -> Path:
 
 def write(folder: Path, name: str, sql: str) -> Path:
     path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(sql)
     return path
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from signup_verification.platform.catalogue import FUNCTIONS, OWNERS, QUERIES
 from support.terraform_model import load_infra
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,9 +83,10 @@ def test_the_migrations_ship_inside_the_package_as_the_wheel_has_them(bundle: Pa
     expected = {f"signup_verification/sql/{p.relative_to(sql).as_posix()}" for p in sql.rglob("*") if p.is_file()}
     expected = {n for n in expected if "__pycache__" not in n}
     assert {"signup_verification/sql/__init__.py", "signup_verification/sql/001_schema.sql"} <= expected <= names
-    assert {"signup_verification/sql/schema.sql", "signup_verification/outbox/functions.sql"} <= names
-    # and every page and template the package holds
-    for folder in ("api/pages", "delivery/templates"):
+    assert "signup_verification/sql/schema.sql" in names
+    # and every catalogue file (queries/, functions/), page and template the package holds
+    catalogues = [f"{o}/{kind}" for o in OWNERS if o != "local" for kind in (QUERIES, FUNCTIONS)]
+    for folder in [*catalogues, "api/pages", "delivery/templates"]:
         here = ROOT / "shared" / "signup_verification" / folder
         files = {
             f"signup_verification/{folder}/{p.relative_to(here).as_posix()}" for p in here.rglob("*") if p.is_file()

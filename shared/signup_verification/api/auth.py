@@ -134,7 +134,7 @@ _REMEMBER = catalogue("platform")["remember_signature"]
 
 def first_use(db: Database) -> FirstUse:
     """The replay guard authorize() asks: a signed request is accepted once inside its window (a
-    table, platform/queries.sql:remember_signature, so the window spans instances)."""
+    table, platform/queries/signatures.sql:remember_signature, so the window spans instances)."""
 
     def remember(digest: bytes, expires_at: int) -> bool:
         """`digest`: the request's name (request_signatures.replay_digest), whichever MAC signed it."""

@@ -13,7 +13,7 @@ another. Each use is logged (`deprecated_signature`, scheme `v1`).
 
 A request is used once, whichever of its signatures matched: `replay_digest` names the request
 (method, target, path, query, key, t, body digest), not a MAC, so presenting it again with any
-subset of its `v1=`/`v2=` entries is a replay (platform/queries.sql:remember_signature).
+subset of its `v1=`/`v2=` entries is a replay (platform/queries/signatures.sql:remember_signature).
 """
 
 from __future__ import annotations

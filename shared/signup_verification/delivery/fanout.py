@@ -2,7 +2,7 @@
 
 Only an invocation the scheduler or a create's nudge started decides (a fan-out invocation never
 starts others, nor waits idle for work). When its claim came back full, at most every CHECK_SECONDS it reads the
-eligible backlog per channel and the fan-out invocations live (delivery/queries.sql:fanout_backlog) and asks for
+eligible backlog per channel and the fan-out invocations live (delivery/queries/fanout.sql:fanout_backlog) and asks for
 
     invocations = max over channels of ceil(backlog / (one invocation's sends/s x DISPATCH_FANOUT_DRAIN_SECONDS)),
                   each at most ceil(the provider's rate / one invocation's sends/s)
@@ -15,7 +15,7 @@ one connection, and the plan checks DISPATCH_MAX_PARALLEL of them in the sum (in
 The slots are reserved in the database first (fanout_reserve, under a lock: two scheduled
 invocations at the hand-over cannot both take the last), then enqueued through the platform seam
 (platform/tasks.py: Cloud Tasks, or the local stand-in). A task's invocation runs only if it claims
-its slot, in one statement: reserved for this deployment, still live, never claimed (delivery/queries.sql:fanout_begin).
+its slot, in one statement: reserved for this deployment, still live, never claimed (delivery/queries/fanout.sql:fanout_begin).
 A made-up slot, a replayed task (Cloud Tasks delivers at least once) or one whose reservation lapsed
 claims nothing, runs nothing (SlotNotClaimed) and frees nothing: the end deletes only its own claim.
 Each fan-out invocation claims its own leased batches (SKIP LOCKED; every later write fenced), so

@@ -15,7 +15,7 @@ to wait for the turn; a send whose turn comes too late for this invocation is gi
 A 429 (or Twilio's 20429) slows the whole channel: its Retry-After (SLOW_DOWN_DEFAULT_SECONDS when
 there is none, at most SLOW_DOWN_MAX_SECONDS) pauses this invocation's sends of the channel at once
 and, written to channel_pacing by the dispatch loop, every invocation's claim of it
-(outbox/queries.sql:claim). The rate-limited send was never processed, so it does not spend an attempt.
+(outbox/queries/claim.sql:claim). The rate-limited send was never processed, so it does not spend an attempt.
 """
 
 from __future__ import annotations

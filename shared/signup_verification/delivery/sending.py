@@ -6,11 +6,11 @@ returns a `SendOutcome` per intent, so one malformed destination or one failing 
 only its own intent. A send is not started once shutdown began or when too little time is left
 before the deadline for it to finish (it would only turn into an ambiguous timeout): such an
 intent is settled `retryable` with error_class `not_sent` and no delay; one whose route is held
-(outbox/queries.sql:claim says until when) is `not_sent` until its hold ends.
+(outbox/queries/claim.sql:claim says until when) is `not_sent` until its hold ends.
 A send skipped because its channel met an account fault earlier in the invocation (bad credentials,
 a suspended account: delivery/classification/) is `channel_stopped`, with the backoff; a route or
 message fault stops nothing else and changes no other intent's backoff. None of these was
-attempted, so none spends one of the intent's attempts (outbox/queries.sql:settle).
+attempted, so none spends one of the intent's attempts (outbox/queries/settle.sql:settle).
 
 Each channel's sends run from its own queue, as many at once as the batch plan gave it
 (delivery/batch_sizing.py), and each takes its turn from the provider pacing first
@@ -60,7 +60,7 @@ class SendOutcome:
 
     def settlement(self, policy: RetryPolicy) -> Settlement:
         """The outcome as the outbox records it; the delay is the policy's (outbox/config.py), and
-        what the outcome does to the intent is outbox/queries.sql:settle's."""
+        what the outcome does to the intent is outbox/queries/settle.sql:settle's."""
         result, intent = self.result, self.intent
         if self.attempted:
             delay = policy.settle_delay(result.outcome, intent.channel, self.attempt.attempt_number, result.retry_after)

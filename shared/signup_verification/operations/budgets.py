@@ -1,7 +1,7 @@
 """The operator's lever on the phone channels' hourly budgets: `verifyctl sms resume` (SMS and
 WhatsApp, SMS_MAX_PER_HOUR) and `verifyctl voice resume` (calls, VOICE_MAX_PER_HOUR) grant the
 current UTC hour another budget's worth, recorded with who asked. The budgets themselves are read by
-the claim (outbox/functions.sql: sms_budget_left, voice_budget_left) and shown by the signals."""
+the claim (outbox/functions/50_budgets.sql: sms_budget_left, voice_budget_left) and shown by the signals."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ _log = logging.getLogger("signup_verification.operations.budgets")
 class Budget:
     name: str  # what the command and the log call it
     setting: str  # the variable that sizes it
-    statement: str  # outbox/queries.sql's grant
+    statement: str  # outbox/queries/budgets.sql's grant
     parameter: str  # the grant's budget parameter
 
 

@@ -46,7 +46,7 @@ class DispatchReport:
         return line
 
     def count(self, settled: IntentStatus) -> None:
-        """One settled intent, by the status outbox/queries.sql:settle left."""
+        """One settled intent, by the status outbox/queries/settle.sql:settle left."""
         match settled:
             case IntentStatus.ACCEPTED:
                 self.accepted += 1
@@ -62,7 +62,7 @@ class DispatchReport:
                 assert_never(settled)
 
     def tally(self, outcomes: Sequence[SendOutcome], applied: Mapping[int, str]) -> None:
-        """Count a settled batch by the status outbox/queries.sql:settle left; an outcome that did not apply is stale.
+        """Count a settled batch by the status outbox/queries/settle.sql:settle left; an outcome that did not apply is stale.
         A send whose final provider report was stored first is failed by the settle whatever the send's own
         outcome (accepted, ambiguous, retryable): the provider took it and reported it undeliverable, which
         is no failure of the send."""

@@ -1,7 +1,7 @@
 """Operator signals: is ready work aging, is one channel isolated, are claims progressing, is
 reconciliation advancing, which attempts are ambiguous.
 
-    compute(db, deployment)        the numbers, per channel (operations/queries.sql:signals: one statement, one round trip)
+    compute(db, deployment)        the numbers, per channel (operations/queries/signals.sql:signals: one statement, one round trip)
     workers(db)                    the heartbeat rows (verifyctl status, the status target)
 
 signal_records.py writes them as the log records Cloud Monitoring's log-based metrics read.

@@ -23,7 +23,7 @@ A failure for good (docs/channels.md, "Whose fault" and "What a fault may hold")
                        accounts and make up `route_min_share` of the route's recent sends
                        (record_route_outcomes says how they are counted)
   a message fault      nothing beyond its own delivery
-The statements that record failures (outbox/queries.sql:settle, the reports' ingest) apply them, in the
+The statements that record failures (outbox/queries/settle.sql:settle, the reports' ingest) apply them, in the
 transaction of the failure, with these values as parameters.
 """
 
@@ -119,7 +119,7 @@ class RetryPolicy:
     ) -> float:
         """The delay a settlement carries: backoff after a transient failure (none when the send never
         started: nothing was tried), the channel's hold after an ambiguous one (never an immediate
-        resend), nothing for a final outcome. outbox/queries.sql:settle decides whether the intent goes on at all."""
+        resend), nothing for a final outcome. outbox/queries/settle.sql:settle decides whether the intent goes on at all."""
         match outcome:
             case AttemptOutcome.RETRYABLE:
                 return self.retry_delay(attempt_number, retry_after) if sent else 0.0
@@ -186,7 +186,7 @@ class FailurePolicy:
         return None if self.suppress_days is None else self.suppress_days * 86400.0
 
     def parameters(self) -> dict[str, float | int | None]:
-        """The statements' parameters (outbox/queries.sql:settle, delivery/queries.sql:reports_ingest)."""
+        """The statements' parameters (outbox/queries/settle.sql:settle, delivery/queries/reports.sql:reports_ingest)."""
         return {
             "suppress_seconds": self.suppress_seconds,
             "hold_after": self.hold_after,

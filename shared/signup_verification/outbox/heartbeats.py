@@ -8,8 +8,8 @@
     reconcile:<deployment>   last_started_at, last_completed_at and the reconciler's watermark
                              (operations/reconciler/watermark.py decides what it says and holds the
                              lock that lets one run at a time write it).
-The signals read both rows (operations/queries.sql:signals, and `rows` here for the status table). Every
-statement is a `heartbeat_*` section of outbox/queries.sql.
+The signals read both rows (operations/queries/signals.sql:signals, and `rows` here for the status table). Every
+statement is a `heartbeat_*` section of outbox/queries/heartbeats.sql.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def reconcile_name(deployment: str) -> str:
 
 # -- the dispatcher's row ---------------------------------------------------------------------------------
 def start_dispatch(db: Database, deployment: str) -> dict[str, float]:
-    """Custom plans for this session (see outbox/queries.sql:heartbeat_start_dispatch), and the latency figures the
+    """Custom plans for this session (see outbox/queries/heartbeats.sql:heartbeat_start_dispatch), and the latency figures the
     last invocation saved ({} when there are none), in one round trip."""
     latency = db.run(_HEARTBEAT_START_DISPATCH, name=dispatch_name(deployment))[0][1]
     return latency if isinstance(latency, dict) else {}

@@ -1,6 +1,6 @@
 """The idle dispatcher's questions, asked a few times a second while the outbox is empty: would a
 claim find anything, and has a newer invocation taken over the waiting? Cheaper than an empty claim
-(which takes row locks and plans two branches). The newest waiting invocation wins (outbox/queries.sql:idle_enter),
+(which takes row locks and plans two branches). The newest waiting invocation wins (outbox/queries/idle.sql:idle_enter),
 so invocations may run past the next scheduler tick (their timeout over 60 s) and the older one
 leaves as soon as the newer one waits: no minute without a waiter, no long overlap."""
 

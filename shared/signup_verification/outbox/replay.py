@@ -1,6 +1,6 @@
 """Replaying webhook events (`verifyctl webhooks replay`): finished events, accepted or failed, go
 back through the outbox with their original webhook-id, so a receiver that was down (or lost what
-it stored) gets them again and deduplicates what it already had. outbox/queries.sql:replay_events is the
+it stored) gets them again and deduplicates what it already had. outbox/queries/replay.sql:replay_events is the
 transition (listed in states.py); the dispatcher sends them at its next run."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
-from ..platform.catalogue import catalogue
+from ..platform.catalogue import FUNCTIONS, QUERIES, catalogue
 
 
 class IntentStatus(StrEnum):
@@ -64,7 +64,7 @@ SEND_OUTCOMES = frozenset({AttemptOutcome.ACCEPTED, AttemptOutcome.RETRYABLE, At
 
 @dataclass(frozen=True)
 class Transition:
-    statement: str  # where it is: <file>:<section>, e.g. outbox/queries.sql:claim
+    statement: str  # where it is: <file>:<section>, e.g. outbox/queries/claim.sql:claim
     before: frozenset[IntentStatus]  # empty: the statement creates the intent
     after: frozenset[IntentStatus]
     why: str
@@ -78,17 +78,15 @@ def transitions() -> tuple[Transition, ...]:
     """Every statement that changes an intent's status, with the statuses it moves from and to, as
     the sections of the outbox's catalogue and functions declare them (`-- transition: a, b -> c`)."""
     found = []
-    for file in ("queries.sql", "functions.sql"):
-        sheet = catalogue("outbox", file)
-        for section in sheet.sections.values():
+    for kind in (QUERIES, FUNCTIONS):
+        for section in catalogue("outbox", kind).sections.values():
             if "transition" in section.meta:
                 before, arrow, after = section.meta["transition"].partition("->")
                 if not arrow:
-                    raise ValueError(f"{sheet.label}:{section.line}: a transition reads `before -> after`")
+                    raise ValueError(f"{section.file}:{section.line}: a transition reads `before -> after`")
                 found.append(
-                    Transition(f"{sheet.label}:{section.name}", _statuses(before), _statuses(after),
-                               section.meta.get("why", ""))
-                )  # fmt: skip
+                    Transition(section.where, _statuses(before), _statuses(after), section.meta.get("why", ""))
+                )
     return tuple(found)
 
 

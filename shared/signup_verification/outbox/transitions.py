@@ -1,7 +1,7 @@
 """The outbox state machine: the one place each transition of a delivery intent is defined, and run.
 
 Every statement that changes `delivery_intents.status` is a section of the outbox's catalogue
-(outbox/queries.sql, run by the functions below) or one of its functions (outbox/functions.sql, which
+(outbox/queries/*.sql, run by the functions below) or one of its functions (outbox/functions/*.sql, which
 other SQL calls: create's enqueue_steps, the reports' observe_deliveries, record_event, the
 suppression), and declares the statuses it moves from and to in a `-- transition:` line
 (states.transitions(); docs/state-model.md shows them; tests/integration/outbox/test_state_machine.py

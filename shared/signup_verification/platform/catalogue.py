@@ -1,17 +1,19 @@
 """The one gateway to the package's SQL: each owning package's named-statement catalogue.
 
-A package that owns tables keeps every statement on them in one file, `queries.sql`, as named
-sections (river's `dbsqlc/*.sql`, oban-py's queries, procrastinate's `queries.sql`):
+A package that owns tables keeps every statement on them in its `queries/` folder, files by concern
+(`outbox/queries/claim.sql`, `settle.sql`, ...; oban-py's `oban/queries/*.sql`, river's `dbsqlc/*.sql`),
+each a list of named sections:
 
     -- name: claim
     -- transition: ready, retryable -> claimed, attempting
     -- why: claim (fenced from here on): a live intent is begun in the same statement
     SELECT ...
 
-and its functions and views in `functions.sql`, sections of the same shape that the migration
-runner applies (platform/migration_files.py). The `-- key: value` lines right under a section's
-name are its metadata (`transition` and `why`: outbox/states.py reads them); the statement is the
-rest of the section, comments included.
+and its functions and views in its `functions/` folder, sections of the same shape that the migration
+runner applies (platform/migration_files.py). A folder's `*.sql` files, read in name order, are one
+catalogue: a section name is unique across them (a second one is refused with both places,
+file:line). The `-- key: value` lines right under a section's name are its metadata (`transition`
+and `why`: outbox/states.py reads them); the statement is the rest of the section, comments included.
 
 Modules look their statements up by name when they are imported (`_CLAIM = OUTBOX["claim"]`), so
 an unknown name fails the import, never a first use; the catalogue records which module asked for
@@ -26,13 +28,18 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.resources.abc import Traversable
 
-__all__ = ["DEFINERS", "OWNERS", "Catalogue", "Section", "UnknownStatement", "catalogue", "parse_sections"]
+__all__ = [
+    "DEFINERS", "FUNCTIONS", "OWNERS", "QUERIES", "Catalogue", "Section", "UnknownStatement", "catalogue",
+    "parse_sections", "read_folder",
+]  # fmt: skip
 
 PACKAGE = "signup_verification"
-# The packages that keep a catalogue of statements (queries.sql).
+QUERIES, FUNCTIONS = "queries", "functions"  # an owner's two catalogues: folders of `*.sql` files
+# The packages that keep a catalogue of statements (queries/).
 OWNERS = ("platform", "outbox", "verifications", "delivery", "operations", "local")
-# The owners that keep functions and views (functions.sql), in the order the migration runner applies
+# The owners that keep functions and views (functions/), in the order the migration runner applies
 # them (the layers, bottom up). Never `local`: the laptop's emulation is not in the deploy bundle, so
 # the migrate job in Google Cloud cannot even import it.
 DEFINERS = ("platform", "outbox", "verifications", "delivery")
@@ -46,9 +53,15 @@ class UnknownStatement(KeyError):
 @dataclass(frozen=True)
 class Section:
     name: str
-    text: str  # the statement (or, in functions.sql, the definition), comments included
+    text: str  # the statement (or, in functions/, the definition), comments included
     meta: Mapping[str, str] = field(default_factory=dict)
     line: int = 0  # where its `-- name:` line is (1-based), for messages
+    file: str = ""  # the file it is a section of, e.g. outbox/queries/claim.sql
+
+    @property
+    def where(self) -> str:
+        """`<file>:<name>`, e.g. outbox/queries/claim.sql:claim: how docs and messages name it."""
+        return f"{self.file}:{self.name}"
 
 
 def parse_sections(text: str, label: str) -> list[Section]:
@@ -72,11 +85,33 @@ def parse_sections(text: str, label: str) -> list[Section]:
         statement = "\n".join(lines[body:end]).strip()
         if not statement:
             raise ValueError(f"{label}:{start + 1}: section {name!r} is empty")
-        sections.append(Section(name, statement + "\n", meta, start + 1))
-    names = [s.name for s in sections]
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise ValueError(f"{label}: section(s) {', '.join(twice)} given twice")
+        sections.append(Section(name, statement + "\n", meta, start + 1, label))
+    return _unique(sections)
+
+
+def read_folder(folder: Traversable, label: str) -> list[Section]:
+    """The sections of every `*.sql` file of a catalogue folder, files in name order, as one list;
+    none when there is no such folder. A file without a section, or a name given twice (in one file
+    or two), is refused with its place."""
+    if not folder.is_dir():
+        return []
+    sections: list[Section] = []
+    for file in sorted((f for f in folder.iterdir() if f.is_file() and f.name.endswith(".sql")), key=lambda f: f.name):
+        where = f"{label}/{file.name}"
+        found = parse_sections(file.read_text(encoding="utf-8"), where)
+        if not found:
+            raise ValueError(f"{where}: no `-- name:` section (a catalogue file holds sections only)")
+        sections += found
+    return _unique(sections)
+
+
+def _unique(sections: list[Section]) -> list[Section]:
+    first: dict[str, Section] = {}
+    for s in sections:
+        if (earlier := first.setdefault(s.name, s)) is not s:
+            raise ValueError(
+                f"{s.file}:{s.line}: section {s.name!r} is given twice (first at {earlier.file}:{earlier.line})"
+            )
     return sections
 
 
@@ -91,7 +126,7 @@ def _is_meta(line: str) -> bool:
 
 
 class Catalogue(Mapping[str, str]):
-    """One file's sections, by name; `catalogue[name]` is the statement text."""
+    """One folder's sections, by name; `catalogue[name]` is the statement text."""
 
     def __init__(self, label: str, sections: list[Section]):
         self.label = label
@@ -114,17 +149,13 @@ class Catalogue(Mapping[str, str]):
         return len(self.sections)
 
 
-def _read(owner: str, file: str) -> str | None:
+@cache
+def catalogue(owner: str, kind: str = QUERIES) -> Catalogue:
+    """The named statements of one owning package (`signup_verification/<owner>/queries/*.sql`),
+    read once per process; `kind=FUNCTIONS`: its functions and views (the migration runner's)."""
     if owner not in OWNERS:
         raise ValueError(f"{owner!r} keeps no catalogue (owners: {', '.join(OWNERS)})")
-    resource = importlib.resources.files(f"{PACKAGE}.{owner}") / file
-    return resource.read_text(encoding="utf-8") if resource.is_file() else None
-
-
-@cache
-def catalogue(owner: str, file: str = "queries.sql") -> Catalogue:
-    """The named statements of one owning package (`signup_verification/<owner>/queries.sql`),
-    read once per process; `file="functions.sql"`: its functions and views (the migration runner's)."""
-    label = f"{owner}/{file}"
-    text = _read(owner, file)
-    return Catalogue(label, parse_sections(text, label) if text is not None else [])
+    if kind not in (QUERIES, FUNCTIONS):
+        raise ValueError(f"a catalogue is {QUERIES!r} or {FUNCTIONS!r}, got {kind!r}")
+    label = f"{owner}/{kind}"
+    return Catalogue(label, read_folder(importlib.resources.files(f"{PACKAGE}.{owner}") / kind, label))

@@ -212,7 +212,7 @@ class MigrationConfig:
         None,
         parse=plain(Path),
         shown_default="the package's `signup_verification.sql`",
-        help="another folder of migrations (with its own `functions.sql`)",
+        help="another folder of migrations (with its own `functions/` folder)",
     )
     statement_timeout_ms: int = setting(
         "MIGRATION_STATEMENT_TIMEOUT_MS",

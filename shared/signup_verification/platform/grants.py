@@ -9,7 +9,7 @@ verification_app). Each user named is made a member of one of them.
 Run by `verifyctl grant` (the grant job, infra/migrations.tf) as the migrating identity, which owns
 every table. On Cloud SQL that identity is a member of `cloudsqlsuperuser` without its CREATEROLE
 (membership never passes a role attribute), so the roles and memberships are made under
-`SET ROLE cloudsqlsuperuser` (platform/queries.sql `grants_admin` decides), and the table privileges and default
+`SET ROLE cloudsqlsuperuser` (platform/queries/grants.sql:grants_admin decides), and the table privileges and default
 privileges by the session's own role, the tables' owner, so that a table a later migration creates
 is covered with no re-grant. Every statement is idempotent: deploy.sh runs it on every deploy.
 """

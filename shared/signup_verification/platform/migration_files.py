@@ -6,13 +6,14 @@ Two kinds (sql/README.md says how to write each):
   indexes, triggers; applied once, in numeric order, and never edited after (the runner refuses a
   changed one);
 - definitions: functions and views, always the current text, as `-- name:` sections of each owning
-  package's `functions.sql` (platform/catalogue.py), applied package by package in the layers'
-  order (catalogue.DEFINERS), each section in file order. A section is re-applied when its checksum
+  package's `functions/*.sql` (platform/catalogue.py), applied package by package in the layers'
+  order (catalogue.DEFINERS), each folder's files in name order (a numeric prefix puts a definition
+  after what it calls), each file's sections in order. A section is re-applied when its checksum
   changes or a migration ran; its name is the one object it creates, and one that changes its
   arguments or result takes a new name (`report_verdicts_v2`): the runner drops the objects of a
   name no section gives any more.
-A folder given instead of the package (MIGRATIONS_DIR) holds its migrations and, optionally, one
-`functions.sql` of its own.
+A folder given instead of the package (MIGRATIONS_DIR) holds its migrations and, optionally, a
+`functions/` folder of its own, read the same way.
 A migration whose first line is `-- migrate: no-transaction` runs outside a transaction, one
 statement at a time (CREATE INDEX CONCURRENTLY cannot run inside one).
 
@@ -31,20 +32,19 @@ from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from .catalogue import DEFINERS, parse_sections
+from .catalogue import DEFINERS, FUNCTIONS, read_folder
 
 PACKAGE = "signup_verification.sql"
 NO_TRANSACTION = "-- migrate: no-transaction"
 _MIGRATION = re.compile(r"^(\d{3,})_([a-z0-9_]+)\.sql$")
-FUNCTIONS = "functions.sql"
 SCHEMA = "schema.sql"  # sql/schema.sql: the whole schema in the present tense, beside the migrations
 _DOLLAR_QUOTE = re.compile(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
 
 
 @dataclass(frozen=True)
 class Source:
-    """A folder of migrations: the package's own (its definitions in the owners' functions.sql), or
-    MIGRATIONS_DIR (its definitions in its own functions.sql, if any)."""
+    """A folder of migrations: the package's own (its definitions in the owners' functions/), or
+    MIGRATIONS_DIR (its definitions in its own functions/, if any)."""
 
     root: Traversable
     label: str
@@ -56,8 +56,8 @@ class Source:
             return cls(importlib.resources.files(PACKAGE), f"the installed package ({PACKAGE})", package=True)
         return cls(Path(directory), str(directory))
 
-    def definition_files(self) -> list[tuple[str, Traversable]]:
-        """(label, file) of each functions.sql, in the order they are applied."""
+    def definition_folders(self) -> list[tuple[str, Traversable]]:
+        """(label, folder) of each functions/ folder, in the order they are applied."""
         if self.package:
             return [
                 (f"{o}/{FUNCTIONS}", importlib.resources.files(f"signup_verification.{o}") / FUNCTIONS)
@@ -95,7 +95,7 @@ class Migration:
 class Definition:
     name: str  # the recorded key: the one function or view the section creates
     text: str
-    origin: str  # the file it is a section of, e.g. outbox/functions.sql
+    origin: str  # the file it is a section of, e.g. outbox/functions/30_events.sql
 
     @property
     def filename(self) -> str:
@@ -137,7 +137,7 @@ def discover(source: Source | Path | str | None = None) -> list[Migration]:
     earlier = earlier_checksums(source)
     found = []
     for file in _sql_files(source.root):
-        if file.name in (FUNCTIONS, SCHEMA):
+        if file.name == SCHEMA:
             continue
         match = _MIGRATION.match(file.name)
         if not match:
@@ -151,17 +151,19 @@ def discover(source: Source | Path | str | None = None) -> list[Migration]:
 
 
 def discover_definitions(source: Source | Path | str | None = None) -> list[Definition]:
-    """Every functions.sql section in the order it is applied; none when there is no such file."""
+    """Every functions/ section in the order it is applied. A folder of migrations may have none; the
+    package never lacks an owner's folder (the runner would drop every definition it no longer finds)."""
     source = source if isinstance(source, Source) else Source.of(source)
     found = []
-    for label, file in source.definition_files():
-        if file.is_file():
-            found += [
-                Definition(s.name, s.text, label) for s in parse_sections(file.read_text(encoding="utf-8"), label)
-            ]
-    names = [d.name for d in found]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two definitions share a name: {sorted({n for n in names if names.count(n) > 1})}")
+    for label, folder in source.definition_folders():
+        if source.package and not folder.is_dir():
+            raise ValueError(f"{label} is missing from {source.label}: its functions and views would be dropped")
+        found += [Definition(s.name, s.text, s.file) for s in read_folder(folder, label)]
+    first: dict[str, Definition] = {}
+    for d in found:
+        if d.name in first:
+            raise ValueError(f"two definitions share a name: {first[d.name].filename} and {d.filename}")
+        first[d.name] = d
     return found
 
 

@@ -9,7 +9,7 @@ deploys, two test workers), with the session's own statement and lock timeouts:
 3. in that transaction, drops the functions and views of every recorded definition no section
    names any more (a renamed version, a retired one) and forgets it, and refuses a definition that
    does not leave exactly one object of its name (a changed signature needs a new name).
-Every statement the runner itself sends is a section of platform/queries.sql.
+Every statement the runner itself sends is a section of platform/queries/migrations.sql.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def _named(what: str, config: MigrationConfig) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Entry:
-    name: str  # file name (migrations) or <owner>/functions.sql:<name>
+    name: str  # file name (migrations) or <owner>/functions/<file>:<name>
     state: str  # migrations: applied | pending | missing; definitions: current | changed | new | retired
     applied_at: datetime | None = None
 

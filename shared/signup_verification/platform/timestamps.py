@@ -1,6 +1,6 @@
 """The one timestamp format of every answer, event and operator output: RFC 3339, UTC, `Z`,
 millisecond precision ('2026-12-01T21:23:32.123Z', what JavaScript's Date.toISOString() gives).
-SQL writes the same with rfc3339() (platform/functions.sql).
+SQL writes the same with rfc3339() (platform/functions/timestamps.sql).
 
 And the one way a message (email, SMS) or a page tells a person how long is left: whole minutes,
 rounded to the nearest (half a minute up), at least 1. A fresh 10-minute link says "10 minutes",

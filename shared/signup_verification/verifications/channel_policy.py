@@ -57,7 +57,7 @@ _LATER_STEP_KEYS = (
     "country",
     "exact_key",
 )
-# the later steps' parameters of verifications/queries.sql:create, by the prefix each takes there
+# the later steps' parameters of verifications/queries/create.sql:create, by the prefix each takes there
 FALLBACK, STEP3 = "fallback", "step3"
 
 
@@ -71,7 +71,7 @@ def later_step_parameters(
     prefix: str = FALLBACK,
     pointer: str = "#/fallback/destination",
 ) -> dict[str, Any]:
-    """verifications/queries.sql:create's parameters of one later step (step 2: `fallback_*`, step 3:
+    """verifications/queries/create.sql:create's parameters of one later step (step 2: `fallback_*`, step 3:
     `step3_*`), all None without it; raises abuse.Refused (pointing at `pointer`) first."""
     if step is None:
         return {f"{prefix}_{name}": None for name in _LATER_STEP_KEYS}

@@ -7,7 +7,7 @@ first proof makes a pending verification verified; another step's secret, used l
 expiry, records its proof too. Looking a link up never changes anything (mail scanners and
 link previews fetch links); only `confirm_link` / `confirm_code` consume, with one UPDATE that requires
 the matched digest, an unexpired verification and a secret that has not proved before
-(verifications/queries.sql:confirm_link, verifications/queries.sql:confirm_consume), so two concurrent confirmations record one proof.
+(verifications/queries/confirm.sql:confirm_link, verifications/queries/confirm.sql:confirm_consume), so two concurrent confirmations record one proof.
 
 What a secret hears is about that secret (`Outcome.presented`): ALREADY_VERIFIED only when this same
 secret proved its destination before; a verification another secret verified leaves this one

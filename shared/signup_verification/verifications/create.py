@@ -1,6 +1,6 @@
 """Creating a verification: token material, idempotency and the outbox row in one transaction.
 
-The whole write is one call of the SQL function `create_verification` (verifications/functions.sql):
+The whole write is one call of the SQL function `create_verification` (verifications/functions/30_create.sql):
 one round trip, one transaction. This module prepares what only Python can (the keyed digest) and
 returns what happened as an outcome. Once a verification is created (committed), it nudges dispatch
 (outbox/nudge.py: a named task beside the answer, never in its way; a no-op unless DISPATCH_NUDGE_URL

@@ -1,5 +1,5 @@
 """What a verification's state means to each of its steps' secrets, and which code step the hosted
-code-entry page speaks for: pure functions of a state row (verifications/queries.sql:confirm_state,
+code-entry page speaks for: pure functions of a state row (verifications/queries/confirm.sql:confirm_state,
 or the read statement's same columns), no digest needed. The confirmations (confirm.py), the page
 (entry.py) and the read API's `code_entry_url` (read.py) share them; this module imports neither
 hashing nor the confirm statements, so the create target can read a verification without them.
@@ -73,7 +73,7 @@ def entry_channel(row: dict[str, Any]) -> str | None:
     (the message the person holds newest), or the first when none was sent yet. Else how it ended:
     locked when a sent step's tries are spent, otherwise as the first step sees it (expired when
     every code step ended unsent).
-    `row` is a confirm state (verifications/queries.sql:confirm_state) or a read row with the same
+    `row` is a confirm state (verifications/queries/confirm.sql:confirm_state) or a read row with the same
     columns; no digest is needed."""
     channels = code_channels(row["channel"], row.get("fallback_channel"), row.get("step3_channel"))
     if not channels:

@@ -1,5 +1,5 @@
 """The idle wait: while the outbox is empty an invocation asks one cheap question per poll
-(outbox/queries.sql:idle_probe: one probe of the eligible index, no claim, no row locks), at a fixed rate,
+(outbox/queries/idle.sql:idle_probe: one probe of the eligible index, no claim, no row locks), at a fixed rate,
 and new work is claimed within about one poll interval of its commit."""
 
 from __future__ import annotations

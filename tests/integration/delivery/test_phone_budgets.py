@@ -70,7 +70,7 @@ def test_the_budgets_read_their_channels_partial_indexes(db):
     """Each budget counts its channels' attempts of the hour on partial indexes of its own, whatever
     the history (SMS and WhatsApp: the text indexes; calls: the voice ones)."""
     for function, indexes in (("sms_budget_left", "text"), ("voice_budget_left", "voice")):
-        body = catalogue("outbox", "functions.sql")[function]
+        body = catalogue("outbox", "functions")[function]
         query = re.search(r"AS \$\$(.*)\$\$", body, re.S).group(1).replace("p_max", "10")
         plan = "\n".join(r[0] for r in db.run("EXPLAIN " + query))
         assert f"delivery_attempts_{indexes}_begun" in plan and f"delivery_attempts_{indexes}_unsent" in plan, plan

@@ -16,7 +16,7 @@ from support.dispatch import provider_settings, run_dispatch
 from support.factories import created
 from support.fakes.seed import seed_intents
 
-DEFINITION = catalogue("outbox", "functions.sql")["sms_budget_left"]
+DEFINITION = catalogue("outbox", "functions")["sms_budget_left"]
 
 
 def create(db, settings, channel: str, n: int) -> list[uuid.UUID]:

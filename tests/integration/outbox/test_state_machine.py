@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from signup_verification.outbox.states import AttemptOutcome, IntentStatus, VerificationStatus, transitions
-from signup_verification.platform.catalogue import OWNERS, catalogue
+from signup_verification.platform.catalogue import FUNCTIONS, OWNERS, QUERIES, catalogue
 
 _CHECK = "SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE conname = :name"
 
@@ -39,10 +39,9 @@ def changes_status(sql: str) -> bool:
 
 def _sections():
     for owner in OWNERS:
-        for file in ("queries.sql", "functions.sql"):
-            sheet = catalogue(owner, file)
-            for section in sheet.sections.values():
-                yield f"{sheet.label}:{section.name}", section
+        for kind in (QUERIES, FUNCTIONS):
+            for section in catalogue(owner, kind).sections.values():
+                yield section.where, section
 
 
 def test_every_statement_that_changes_an_intent_status_is_an_outbox_transition():
@@ -55,9 +54,9 @@ def test_every_statement_that_changes_an_intent_status_is_an_outbox_transition()
 
 def test_the_transitions_read_from_the_catalogue():
     by_statement = {t.statement: t for t in transitions()}
-    claim = by_statement["outbox/queries.sql:claim"]
+    claim = by_statement["outbox/queries/claim.sql:claim"]
     assert (claim.before, claim.after) == ({"ready", "retryable"}, {"claimed", "attempting"}) and claim.why
-    assert by_statement["outbox/functions.sql:enqueue_steps"].before == set()  # `(new)`: it creates intents
+    assert by_statement["outbox/functions/60_enqueue.sql:enqueue_steps"].before == set()  # `(new)`: it creates intents
     # every status is reached by some transition, and every one but the created ones is left by one
     assert set().union(*(t.after for t in transitions())) == set(IntentStatus)
 

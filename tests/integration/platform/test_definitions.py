@@ -1,4 +1,4 @@
-"""Repeatable definitions (each owner's functions.sql): functions and views re-applied when they change.
+"""Repeatable definitions (each owner's functions/ folder): functions and views re-applied when they change.
 
 The frozen migrations 001/002 still create the original objects; the definitions then replace them,
 so a database migrated from nothing and one migrated by an earlier release end identical. A
@@ -40,8 +40,11 @@ def snapshot(db: Database) -> dict[str, list]:
 
 
 def write(folder: Path, name: str, sql: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(sql)
+
+
+DEFS = "functions/defs.sql"  # a folder's definitions: its functions/ folder, one file here
 
 
 def test_an_upgraded_database_ends_identical_to_a_fresh_one(new_database, tmp_path):
@@ -131,7 +134,7 @@ def defs_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "sql"
     write(folder, "001_table.sql", "CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 2);")
     write(folder, "002_definitions.sql", (PACKAGED / "004_schema_definitions.sql").read_text())
-    write(folder, "functions.sql", "-- the folder's functions\n" + V + F1)
+    write(folder, DEFS, "-- the folder's functions\n" + V + F1)
     return folder
 
 
@@ -139,7 +142,7 @@ def test_a_changed_definition_is_re_applied_alone_and_an_unchanged_one_never(new
     db = new_database()
     assert migrations.migrate(db, defs_dir).definitions == ("v", "f")
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
-    write(defs_dir, "functions.sql", V + F2)
+    write(defs_dir, DEFS, V + F2)
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun((), ("f",))
     assert db.run("SELECT f()") == [[2]]
 
@@ -164,8 +167,8 @@ def test_a_migration_may_drop_a_view_to_change_its_columns_and_the_definition_re
 
 def test_a_failing_definition_rolls_back_the_migrations_of_its_run(new_database, defs_dir):
     db = new_database()
-    write(defs_dir, "functions.sql", V + F1 + section("w", "CREATE OR REPLACE VIEW w AS SELECT no_such_column FROM t;"))
-    with pytest.raises(MigrationError, match=r"definition functions.sql:w failed: .*no_such_column"):
+    write(defs_dir, DEFS, V + F1 + section("w", "CREATE OR REPLACE VIEW w AS SELECT no_such_column FROM t;"))
+    with pytest.raises(MigrationError, match=r"definition functions/defs.sql:w failed: .*no_such_column"):
         migrations.migrate(db, defs_dir)
     assert db.run("SELECT to_regclass('t'), to_regclass('v')") == [[None, None]]
     assert db.run("SELECT count(*)::int FROM schema_migrations") == [[0]]
@@ -176,11 +179,11 @@ def test_a_new_version_replaces_the_old_one_which_the_runner_drops(new_database,
     db = new_database()
     migrations.migrate(db, defs_dir)
     f_v2 = section("f_v2", "CREATE OR REPLACE FUNCTION f_v2(p int) RETURNS int LANGUAGE sql AS 'SELECT p';")
-    write(defs_dir, "functions.sql", V + f_v2)
+    write(defs_dir, DEFS, V + f_v2)
     assert migrations.migrate(db, defs_dir) == migrations.MigrationRun((), ("f_v2",), ("f",))
     assert db.run("SELECT to_regproc('f'), f_v2(7)") == [[None, 7]]
     assert db.run("SELECT name FROM schema_definitions ORDER BY name") == [["f_v2"], ["v"]]
-    write(defs_dir, "functions.sql", f_v2)  # a view retired the same way
+    write(defs_dir, DEFS, f_v2)  # a view retired the same way
     assert migrations.migrate(db, defs_dir).retired == ("v",)
     assert db.run("SELECT to_regclass('v')") == [[None]]
 
@@ -190,10 +193,10 @@ def test_a_changed_signature_under_the_same_name_is_refused(new_database, defs_d
     migrations.migrate(db, defs_dir)
     write(
         defs_dir,
-        "functions.sql",
+        DEFS,
         V + section("f", "CREATE OR REPLACE FUNCTION f(p int) RETURNS int LANGUAGE sql AS 'SELECT p';"),
     )
-    with pytest.raises(MigrationError, match=r"functions.sql:f leaves 2 functions named f: .*new name \(f_v2"):
+    with pytest.raises(MigrationError, match=r"functions/defs.sql:f leaves 2 functions named f: .*new name \(f_v2"):
         migrations.migrate(db, defs_dir)
     assert db.run("SELECT f()") == [[1]]  # rolled back: the old one stands alone
 
@@ -201,10 +204,10 @@ def test_a_changed_signature_under_the_same_name_is_refused(new_database, defs_d
 def test_a_definition_must_create_the_object_it_is_named_after(new_database, defs_dir):
     write(
         defs_dir,
-        "functions.sql",
+        DEFS,
         V + section("g", "CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';"),
     )
-    with pytest.raises(MigrationError, match="functions.sql:g creates no function or view named g"):
+    with pytest.raises(MigrationError, match="functions/defs.sql:g creates no function or view named g"):
         migrations.migrate(new_database(), defs_dir)
 
 
@@ -212,9 +215,28 @@ def test_a_retired_definition_leaves_an_extensions_objects_and_other_schemas_alo
     db = new_database()
     migrations.migrate(db, defs_dir)
     db.execute_script("CREATE SCHEMA other; CREATE FUNCTION other.f() RETURNS int LANGUAGE sql AS 'SELECT 9';")
-    write(defs_dir, "functions.sql", V)
+    write(defs_dir, DEFS, V)
     assert migrations.migrate(db, defs_dir).retired == ("f",)
     assert db.run("SELECT to_regproc('public.f'), other.f()") == [[None, 9]]
+
+
+def test_a_folders_files_apply_in_name_order_and_a_moved_section_is_not_re_applied(new_database, defs_dir):
+    """A SQL function's body is checked when it is created: the file that defines what it calls comes
+    first by name. A section is recorded by its object, so moving it to another file changes nothing."""
+    db = new_database()
+    g = section("g", "CREATE OR REPLACE FUNCTION g() RETURNS int LANGUAGE sql AS 'SELECT f() + 1';")
+    write(defs_dir, DEFS, V)
+    write(defs_dir, "functions/10_f.sql", F1)
+    write(defs_dir, "functions/20_g.sql", g)
+    assert migrations.migrate(db, defs_dir).definitions == ("f", "g", "v")
+    assert db.run("SELECT g()") == [[2]]
+    (defs_dir / "functions/10_f.sql").unlink()
+    write(defs_dir, "functions/20_g.sql", F1 + "\n" + g)
+    assert migrations.migrate(db, defs_dir) == migrations.MigrationRun()
+    write(defs_dir, "functions/05_g.sql", g)
+    write(defs_dir, "functions/20_g.sql", F1)
+    with pytest.raises(MigrationError, match=r"definition functions/05_g.sql:g failed: .*f\(\) does not exist"):
+        migrations.migrate(new_database(), defs_dir)
 
 
 def test_definitions_need_the_bookkeeping_migration(new_database, defs_dir):
@@ -226,12 +248,12 @@ def test_definitions_need_the_bookkeeping_migration(new_database, defs_dir):
 @pytest.mark.parametrize(
     "text, message",
     [
-        (F1 + F2, "section.s. f given twice"),
+        (F1 + F2, "functions/defs.sql:3: section 'f' is given twice"),
         ("-- name: Not_lower\nSELECT 1;\n", "a section name is a lower-case identifier"),
         ("-- name: empty\n\n", "section 'empty' is empty"),
     ],
 )
 def test_badly_written_definitions_are_refused(defs_dir, text, message):
-    write(defs_dir, "functions.sql", text)
+    write(defs_dir, DEFS, text)
     with pytest.raises(ValueError, match=message):
         migrations.discover_definitions(defs_dir)

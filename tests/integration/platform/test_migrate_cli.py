@@ -136,9 +136,9 @@ def test_migrate_list_names_changed_new_and_missing_files(empty_db, sql_dir):
         f"-- name: {name}\nCREATE OR REPLACE FUNCTION {name}() RETURNS int LANGUAGE sql AS 'SELECT {n}';\n"
         for name, n in (("f", 1), ("g", 1), ("f", 2), ("h", 3))
     )
-    write(sql_dir, "functions.sql", f1 + g)
+    write(sql_dir, "functions/defs.sql", f1 + g)
     migrations.migrate(empty_db, sql_dir)
-    write(sql_dir, "functions.sql", f2 + h)
+    write(sql_dir, "functions/defs.sql", f2 + h)
     (sql_dir / "999_column.sql").unlink()
     write(sql_dir, "1001_more.sql", "SELECT 1;")
     found = migrations.status(empty_db, sql_dir)
@@ -151,7 +151,7 @@ def test_migrate_list_names_changed_new_and_missing_files(empty_db, sql_dir):
         ("pending", "1001_more.sql"),
     ]
     assert [(e.state, e.name) for e in found.definitions] == [
-        ("changed", "functions.sql:f"),
-        ("new", "functions.sql:h"),
+        ("changed", "functions/defs.sql:f"),
+        ("new", "functions/defs.sql:h"),
         ("retired", "g"),
     ]

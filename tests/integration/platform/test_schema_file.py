@@ -1,5 +1,5 @@
 """sql/schema.sql is the present tense of the migrations: a database built from it and the owners'
-functions.sql is the database the migrations build, object for object (pg_dump --schema-only of both,
+functions/ is the database the migrations build, object for object (pg_dump --schema-only of both,
 which prints every table, column, default, constraint, index, trigger, function and view)."""
 
 from __future__ import annotations

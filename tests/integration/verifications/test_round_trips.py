@@ -50,7 +50,7 @@ def test_create_is_one_round_trip_once_warm(app_client):
 
 
 def test_confirming_a_link_is_one_round_trip_with_a_cached_generic_plan(db):
-    """Find and consume in one statement (verifications/queries.sql:confirm_link): no look-up first, and the
+    """Find and consume in one statement (verifications/queries/confirm.sql:confirm_link): no look-up first, and the
     plan is not re-made per call (after PostgreSQL's five custom plans, the generic one is used)."""
     import uuid
 

@@ -24,7 +24,7 @@ gives a `Verdict`:
 
 One table per provider (twilio.py, sendgrid.py, smtp.py), each row citing the provider's
 documentation. The SQL never re-derives any of it: the statements that record a failure act on the
-verdict's fields (outbox/queries.sql:settle, ingest_delivery_reports); the same scope
+verdict's fields (outbox/queries/settle.sql:settle, ingest_delivery_reports); the same scope
 names are the values the SQL reads (`channel_holds.scope`).
 """
 

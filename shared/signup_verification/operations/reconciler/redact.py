@@ -3,7 +3,7 @@
 The windows are policy (legal and security owners set them): RETENTION_REDACT_AFTER_DAYS
 (default 30) here, RETENTION_PURGE_AFTER_DAYS (default 90) for purge.py, which only deletes what
 this duty redacted. Each batch is one short transaction that sets
-`signup_verification.retention_purge` locally (operations/queries.sql `retention_unlock`): the only way past the
+`signup_verification.retention_purge` locally (operations/queries/retention.sql:retention_unlock): the only way past the
 attempt log's append-only trigger, for the error texts that quoted the address.
 """
 

@@ -11,7 +11,7 @@ worker_heartbeats row `reconcile:<deployment>`:
     run_started_at, run_completed_at, drained, backlog (duties left with work), moves, cutoffs.
 
 One run at a time per deployment: a session advisory lock on the row's name (River's leader-only
-rescuer; operations/queries.sql:run_lock). A run that finds it taken answers `skipped`; the lock goes with the
+rescuer; operations/queries/reconciler.sql:run_lock). A run that finds it taken answers `skipped`; the lock goes with the
 connection if the process dies. The row's statements live with the other heartbeats
 (outbox/heartbeats.py); this module decides what the watermark says.
 """

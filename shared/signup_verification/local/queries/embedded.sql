@@ -1,4 +1,5 @@
--- The local package's named statements (platform/catalogue.py).
+-- The embedded server's statements (local/embedded.py): one file of the local package's named statements
+-- (platform/catalogue.py).
 
 -- name: embedded_database_exists
 SELECT 1 FROM pg_database WHERE datname = :name

@@ -1,88 +1,5 @@
--- The verifications package's named statements (platform/catalogue.py).
-
--- name: create
--- One round trip: the whole create (idempotency, rate and abuse limits, the suppression list,
--- supersede, outbox rows) is the SQL function create_verification_v2.
-SELECT outcome, verification, retry_after FROM create_verification_v2(
-    :scope, :key, :fingerprint, make_interval(secs => :idem_ttl),
-    :id, :account_id, :channel, :destination, :purpose, :locale,
-    :template_version, :key_id, :nonce, :digest,
-    make_interval(secs => :ttl), :max_confirm, :max_attempts,
-    :rate_limit, interval '1 hour', make_interval(secs => :spacing),
-    :destination_key, :prefix_key, :country, :client_key,
-    :per_account, :per_prefix, :per_country, :per_client,
-    -- the channel policy: all NULL without a fallback
-    :fallback_channel, :fallback_destination, CAST(:fallback_after AS integer), :fallback_digest,
-    :fallback_destination_key, :fallback_prefix_key, :fallback_country,
-    :return_url,
-    -- the suppression list: exact and alias keys under every key of the ring; the exact keys kept
-    CAST(:suppression_keys AS bytea[]), CAST(:fallback_suppression_keys AS bytea[]),
-    CAST(:alias_suppression_keys AS bytea[]), CAST(:fallback_alias_suppression_keys AS bytea[]),
-    CAST(:exact_key AS bytea), CAST(:fallback_exact_key AS bytea), :suppressed_answer,
-    -- step 3: all NULL without one
-    :step3_channel, :step3_destination, CAST(:step3_after AS integer), CAST(:step3_digest AS bytea),
-    CAST(:step3_destination_key AS bytea), CAST(:step3_prefix_key AS bytea), :step3_country,
-    CAST(:step3_suppression_keys AS bytea[]), CAST(:step3_alias_suppression_keys AS bytea[]),
-    CAST(:step3_exact_key AS bytea))
-
--- name: read
--- GET /<verification_id> on create_verification (verifications/read.py): the verification as its site
--- may see it, its proofs (verifications/proofs.py: from the verified_* columns and second_proof_at) and
--- its message deliveries (the verification's steps, in order: intents are written in step order), in one statement. Never the nonce, the digest, a token or a code (key_id
--- names the key the code-entry page's handle is made with); the destination is masked in Python. Event intents (role 'event', the webhooks to the site
--- itself) are not deliveries of the message: they never show here. A pending verification past its
--- expiry reads as expired: expires_at is the truth, the status catches up at the reconciler's sweep.
--- A delivery's status is its intent's, told apart where the provider's reports said more:
--- `delivered` (accepted, then reported delivered) and `undeliverable` (accepted, then reported
--- failed for good). Its reason is the recorded verdict (failure_*), or `expired` for a delivery whose
--- link died before it could be sent.
--- The code-entry page's state (verifications/entry.py: `code_entry_url` only while it asks for a
--- code): the stored status and expiry, the tries, and the steps' sends (`sent_channels`,
--- `ended_unsent_channels`) as confirm_state reads them, from the same view (step_sends).
-SELECT v.id, v.account_id, v.channel, v.destination, v.return_url, v.key_id, v.fallback_channel, v.step3_channel,
-       v.status AS stored_status, v.expires_at AS expires_ts, now() AS db_now, v.confirm_failures,
-       v.max_confirm_failures, steps.sent_channels, steps.ended_unsent_channels,
-       CASE WHEN v.status = 'pending' AND v.expires_at <= now() THEN 'expired' ELSE v.status END AS status,
-       rfc3339(v.created_at) AS created_at, rfc3339(v.expires_at) AS expires_at,
-       rfc3339(v.verified_at) AS verified_at, v.verified_channel, v.verified_via,
-       rfc3339(v.second_proof_at) AS second_proof_at, v.second_proof_channel,
-       rfc3339(v.third_proof_at) AS third_proof_at,
-       coalesce((
-           SELECT jsonb_agg(jsonb_build_object(
-                      'channel', i.channel,
-                      'role', i.role,
-                      -- when the step is due unless proved first (or brought forward): the first at once
-                      'after_seconds', CASE WHEN i.role = 'primary' THEN 0 ELSE i.after_seconds END,
-                      -- a later step's own destination, masked in Python; a primary's is the verification's
-                      'destination', coalesce(i.destination, v.destination),
-                      'status', CASE WHEN i.status = 'accepted' AND i.delivered_at IS NOT NULL THEN 'delivered'
-                                     WHEN i.status = 'failed' AND i.undeliverable_reason IS NOT NULL THEN 'undeliverable'
-                                     ELSE i.status END,
-                      'attempts', i.attempts,
-                      'last_outcome', (SELECT a.outcome FROM delivery_attempts AS a
-                                        WHERE a.intent_id = i.id ORDER BY a.id DESC LIMIT 1),
-                      'accepted_at', CASE WHEN i.status = 'accepted'
-                                               OR (i.status = 'failed' AND i.undeliverable_reason IS NOT NULL)
-                                          THEN rfc3339(i.completed_at) END,
-                      'delivered_at', rfc3339(i.delivered_at),
-                      'failed_at', CASE WHEN i.status = 'failed' THEN rfc3339(coalesce(i.failed_at, i.completed_at)) END,
-                      'reason', CASE WHEN i.status = 'failed'
-                                     THEN jsonb_build_object('category', coalesce(i.failure_category, 'unknown'),
-                                                             'code', i.failure_code, 'provider', i.failure_provider,
-                                                             'fault', coalesce(i.failure_fault, 'transient_or_unknown'))
-                                     WHEN i.status = 'suppressed' AND i.suppression_reason IN ('expired', 'redacted')
-                                     THEN jsonb_build_object('category', 'expired', 'code', NULL, 'provider', NULL,
-                                                             'fault', 'transient_or_unknown') END)
-                      ORDER BY i.id)
-             FROM delivery_intents AS i
-            WHERE i.verification_id = v.id AND i.role <> 'event'), '[]'::jsonb) AS deliveries
-  FROM verifications AS v
- CROSS JOIN LATERAL (
-     SELECT coalesce(array_agg(s.channel) FILTER (WHERE s.may_have_reached), '{}') AS sent_channels,
-            coalesce(array_agg(s.channel) FILTER (WHERE s.ended_unsent), '{}') AS ended_unsent_channels
-       FROM step_sends AS s
-      WHERE s.verification_id = v.id) AS steps
- WHERE v.id = :id
+-- Confirmation by link or code (verifications/confirm.py, entry.py): one file of the verifications
+-- package's named statements (platform/catalogue.py).
 
 -- name: confirm_state
 -- One verification's state, read in a fresh statement (so it sees every commit before it), with its
@@ -124,7 +41,7 @@ SELECT id, account_id, channel, destination, locale, key_id, token_digest, statu
 --   the `verification.verified` webhook event is recorded (record_event);
 -- - a later proof: a verification another step's code verified, still unexpired, whose link has not
 --   proved the address yet: `second_proof_at` / `second_proof_channel`, or `third_proof_at` when
---   another step proved second (verifications/queries.sql:confirm_consume writes them alike).
+--   another step proved second (verifications/queries/confirm.sql:confirm_consume writes them alike).
 -- Either way the `verification.proved` event is recorded, its subject the channel proved. Of two
 -- concurrent confirmations exactly one consumes; the other gets the row with `consumed` false. The
 -- answer is the row as the statement found it, and the proof columns as it left them (`new_*`).
@@ -192,7 +109,7 @@ SELECT c.*, k.id IS NOT NULL AS consumed, k.verified_at AS new_verified_at, k.ve
   LEFT JOIN consumed AS k ON k.id = c.id
 
 -- name: confirm_consume
--- consume: the one atomic UPDATE that records a code's proof (a link's is verifications/queries.sql:confirm_link, which finds
+-- consume: the one atomic UPDATE that records a code's proof (a link's is verifications/queries/confirm.sql:confirm_link, which finds
 -- and consumes in one statement: keep the two in step). A code is the secret of one step's code
 -- channel (:channel, whichever step it is: the caller matched :digest with that step's digest), and
 -- proves that step's number once, in one of two ways:
@@ -225,7 +142,7 @@ WITH consumed AS (
        AND ((v.channel = CAST(:channel AS text) AND v.token_digest = :digest)
             OR (v.fallback_channel = CAST(:channel AS text) AND v.fallback_digest = :digest)
             OR (v.step3_channel = CAST(:channel AS text) AND v.step3_digest = :digest))
-       -- pending, written so it implies no partial index (verifications/queries.sql:confirm_link says why), or the later proof
+       -- pending, written so it implies no partial index (verifications/queries/confirm.sql:confirm_link says why), or the later proof
        AND (v.status NOT IN ('verified', 'expired', 'superseded', 'locked')
             OR (v.status = 'verified' AND v.verified_channel <> CAST(:channel AS text) AND v.third_proof_at IS NULL
                 AND (v.second_proof_at IS NULL OR v.second_proof_channel <> CAST(:channel AS text))
@@ -248,7 +165,7 @@ SELECT c.id, c.account_id, c.verified_at, c.verified_channel, c.verified_via, c.
 -- name: confirm_wrong_code
 -- A wrong code (:code_channels: the channels that carry one, at any step): counted atomically, whatever the verification's state, so guessing against a
 -- finished verification costs the same budgets (its own count, and the destination's daily budget,
--- which sums these counts: verifications/queries.sql:confirm_destination_failures). Only a pending, unexpired verification
+-- which sums these counts: verifications/queries/confirm.sql:confirm_destination_failures). Only a pending, unexpired verification
 -- changes state: the attempt that reaches the limit locks it, suppresses what it had left to send
 -- (every channel) and records the `verification.locked` webhook event (record_event); both
 -- are no-ops for a verification locked before.
@@ -297,67 +214,10 @@ SELECT coalesce(sum(v.confirm_failures), 0)::int AS failures
 WITH locked AS (
     UPDATE verifications SET status = 'locked', updated_at = now()
      WHERE id = :id AND expires_at > now()
-       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (verifications/queries.sql:confirm_link: why so)
+       AND status NOT IN ('verified', 'expired', 'superseded', 'locked')  -- pending (verifications/queries/confirm.sql:confirm_link: why so)
     RETURNING id, verifications AS verification
 )
 SELECT l.id,
        (SELECT count(*) FROM suppress_undelivered_intents(ARRAY[l.id], 'locked')) AS suppressed,
        record_event(l.verification, 'verification.locked') AS events
   FROM locked AS l
-
--- name: suppression_list_entries
--- verifyctl suppression list: the entries that still block create, newest first.
-SELECT channel, encode(destination_key, 'hex') AS key, reason, intent_id, created_at, expires_at,
-       key_kind AS kind, category
-  FROM destination_suppressions
- WHERE expires_at IS NULL OR expires_at > now()
- ORDER BY created_at DESC
- LIMIT :limit
-
--- name: suppression_list_clear
--- verifyctl suppression clear: the destination may be used again.
-DELETE FROM destination_suppressions WHERE channel = :channel AND destination_key = :key RETURNING 1
-
--- name: suppression_list_clear_key
--- verifyctl suppression clear --key: the channel's entry whose key's hex digits start with :prefix
--- (the list shows the first 12; --json the whole key), removed only when it is the one entry that
--- does. Answers how many matched and how many were removed (0 or 1).
-WITH matched AS (
-    SELECT destination_key FROM destination_suppressions
-     WHERE channel = :channel AND starts_with(encode(destination_key, 'hex'), :prefix)
-), removed AS (
-    DELETE FROM destination_suppressions
-     WHERE channel = :channel AND destination_key IN (SELECT destination_key FROM matched)
-       AND (SELECT count(*) FROM matched) = 1
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM matched) AS matched, (SELECT count(*) FROM removed) AS removed
-
--- name: reap_idempotency_keys
--- Idempotency keys past their expiry, oldest first, in a bounded batch. SKIP LOCKED: a create that
--- is re-using an expired key holds its row and keeps it (create re-inserts a key reaped under it).
-WITH due AS (
-    SELECT scope, key FROM idempotency_keys
-     WHERE expires_at <= now()
-     ORDER BY expires_at
-     LIMIT :limit
-       FOR UPDATE SKIP LOCKED
-)
-DELETE FROM idempotency_keys AS k
- USING due
- WHERE k.scope = due.scope AND k.key = due.key
-RETURNING k.scope
-
--- name: reap_refused_creates
--- Refused creates older than a day (well past the limits' one-hour window, verifications/queries.sql:create),
--- oldest first, in a bounded batch, on the partial index create_events_refused.
-WITH due AS (
-    SELECT verification_id FROM create_events
-     WHERE role = 'refused' AND created_at < now() - interval '1 day'
-     ORDER BY created_at
-     LIMIT :limit
-)
-DELETE FROM create_events AS e
- USING due
- WHERE e.verification_id = due.verification_id AND e.role = 'refused'
-RETURNING e.verification_id

@@ -1,4 +1,5 @@
--- The delivery package's named statements (platform/catalogue.py).
+-- The fan-out's slots and backlog (delivery/fanout.py): one file of the delivery package's named
+-- statements (platform/catalogue.py).
 
 -- name: fanout_reserve
 -- The scheduled invocation reserves up to :wanted fan-out slots (fanout_reserve), and learns how
@@ -10,7 +11,7 @@ SELECT slots, live FROM fanout_reserve(:deployment, :owner, CAST(:wanted AS inte
 -- A fan-out invocation claims its slot: the row a scheduled invocation of this deployment reserved,
 -- still live and never claimed, taken in this one UPDATE (two deliveries of one task: the second
 -- waits on the row, then finds it claimed). Claimed, it lives until this invocation's own deadline
--- and names its claimant, so only that invocation frees it (delivery/queries.sql:fanout_end).
+-- and names its claimant, so only that invocation frees it (delivery/queries/fanout.sql:fanout_end).
 -- Returns whether it was claimed; if not, what the slot was (NULL: no such slot, or ended); and the
 -- fan-out invocations live now, this one included (the rate share; the statement sees the table as
 -- it was before its update).
@@ -63,40 +64,3 @@ WITH counted AS (
 SELECT channel, eligible::integer AS eligible,
        (SELECT count(*) FROM dispatch_invocations WHERE deployment = :deployment AND until > now())::integer AS live
   FROM counted
-
--- name: pacing_slow_down
--- A provider answered 429 for these channels: no invocation's claim takes their intents for the
--- seconds it asked (channel_slowed()). A pause already reaching further stays.
-INSERT INTO channel_pacing AS p (channel, slow_until, seconds, reason)
-SELECT channel, now() + make_interval(secs => seconds), seconds, reason
-  FROM unnest(CAST(:channels AS text[]), CAST(:seconds AS float8[]), CAST(:reasons AS text[])) AS t(channel, seconds, reason)
-ON CONFLICT (channel) DO UPDATE
-   SET slow_until = greatest(p.slow_until, excluded.slow_until), seconds = excluded.seconds,
-       reason = excluded.reason, slowed_at = now()
-
--- name: channel_holds_resume
--- verifyctl channel resume: lift the hold of one scope (the whole channel: route ''; or one route of
--- it) and start its fault run afresh. Returns whether it was held (no row: that scope never had a fault).
-WITH before AS (
-    SELECT channel, route, held_until > now() AS was_held FROM channel_holds
-     WHERE channel = :channel AND route = :route
-       FOR UPDATE
-)
-UPDATE channel_holds AS h
-   SET held_at = NULL, held_until = NULL, faults = 0, attempts = 0, destinations = '{}', accounts = '{}',
-       window_started_at = now()
-  FROM before AS b
- WHERE h.channel = b.channel AND h.route = b.route
-RETURNING coalesce(b.was_held, false)
-
--- name: reports_ingest
--- One verified batch of provider reports: stored, linked and applied in one round trip and one
--- transaction (ingest_delivery_reports). suppress_seconds NULL: a
--- suppression lasts until an operator clears it; the hold thresholds are outbox/config.py's FailurePolicy.
-SELECT received, stored, duplicates, unknown, delivered, undeliverable, suppressed, sender_faults, held,
-       route_faults, routes_held
-  FROM ingest_delivery_reports(:provider, CAST(:events AS jsonb),
-                               make_interval(secs => CAST(:suppress_seconds AS float8)),
-                               CAST(:hold_after AS integer), make_interval(secs => CAST(:hold_window AS float8)),
-                               make_interval(secs => CAST(:hold_seconds AS float8)),
-                               CAST(:route_min_destinations AS integer), CAST(:route_min_share AS float8))

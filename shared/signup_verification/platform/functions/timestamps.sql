@@ -1,4 +1,5 @@
--- The platform package's functions and views (platform/catalogue.py; applied by platform/migrations.py).
+-- The platform's timestamps: one file of the platform package's functions and views
+-- (platform/catalogue.py; applied by platform/migrations.py in file-name order).
 
 -- name: rfc3339
 -- rfc3339: the one timestamp format of every answer, event and operator output: RFC 3339, UTC, `Z`,
