@@ -57,6 +57,23 @@ def reported_first(twilio: FakeTwilio, reports, outcome: str, posted: list | Non
     return answers
 
 
+def reported_then_stalled(twilio: FakeTwilio, reports, outcome: str) -> tuple[list[str], list[dict]]:
+    """As reported_first, then Twilio's own answer stalls past the worker's 0.5 s timeout, so our
+    request's outcome is ambiguous: the sids Twilio created, and what the target answered each report."""
+    answers = reported_first(twilio, reports, outcome)
+    posting = twilio.before_answer
+    assert posting is not None
+    created: list[str] = []
+
+    def report_then_stall(sid: str, to: str, form: dict) -> None:
+        created.append(sid)
+        posting(sid, to, form)
+        time.sleep(1.0)  # past the worker's 0.5 s timeout: it never reads the 201
+
+    twilio.before_answer = report_then_stall
+    return created, answers
+
+
 def steps(db, vid) -> tuple[dict, dict]:
     first, second = db.rows(
         "SELECT * FROM delivery_intents WHERE verification_id = :v AND role <> 'event' ORDER BY id", v=vid
@@ -160,17 +177,7 @@ def test_a_final_report_before_an_answer_that_never_came_counts_undeliverable_an
     and the step carry it, so an operator can look the message or call up at Twilio."""
     settings = provider_settings(smtp, twilio, delivery_reports_url=REPORTS_URL, send_timeout_seconds=0.5)
     vid = phone_then_email(db, settings, channel)
-    answers = reported_first(twilio, reports, outcome)
-    posting = twilio.before_answer
-    assert posting is not None
-    created: list[str] = []
-
-    def report_then_stall(sid: str, to: str, form: dict) -> None:
-        created.append(sid)
-        posting(sid, to, form)
-        time.sleep(1.0)  # past the worker's 0.5 s timeout: it never reads the 201
-
-    twilio.before_answer = report_then_stall
+    created, answers = reported_then_stalled(twilio, reports, outcome)
     report = run_dispatch(db, settings)
     assert (report.ambiguous, report.failed, report.undeliverable) == (0, 0, 1)
     assert report.summary().endswith(": 1 undeliverable")
@@ -203,17 +210,7 @@ def test_a_delivery_reported_before_an_answer_that_never_came_accepts_the_step_a
     settings = provider_settings(smtp, twilio, delivery_reports_url=REPORTS_URL, send_timeout_seconds=0.5,
                                  **{f"ambiguous_policy_{channel}": "retry", f"ambiguous_hold_seconds_{channel}": 0})  # fmt: skip
     vid = phone_then_email(db, settings, channel)
-    reported_first(twilio, reports, outcome)
-    posting = twilio.before_answer
-    assert posting is not None
-    created: list[str] = []
-
-    def report_then_stall(sid: str, to: str, form: dict) -> None:
-        created.append(sid)
-        posting(sid, to, form)
-        time.sleep(1.0)  # past the worker's 0.5 s timeout: it never reads the 201
-
-    twilio.before_answer = report_then_stall
+    created, _ = reported_then_stalled(twilio, reports, outcome)
     report = run_dispatch(db, settings)
     assert (report.accepted, report.ambiguous) == (1, 0)
     [sid] = created
